@@ -1,0 +1,32 @@
+# fleet-agent: `make run` starts the local stack and the agent, `make test` runs the tests.
+# Both create .venv and install what they need when it is missing.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/fleet-agent up
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -q --durations=15
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+
+bench: $(STAMP)
+	$(BIN)/python bench/trigger_storm.py
+
+clean:
+	rm -rf $(VENV) var/*.db* .pytest_cache .mypy_cache .ruff_cache

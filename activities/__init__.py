@@ -1,0 +1,1 @@
+"""Temporal activities: all of fleet-agent's I/O (store, LLM, vast.ai)."""

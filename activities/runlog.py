@@ -1,0 +1,174 @@
+"""Activities that read and write the run log in the store.
+
+Each is idempotent on the store's natural keys, so Temporal may retry any of
+them after a write went through without duplicating a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from temporalio import activity
+
+from fleet_agent.models import (
+    AgentConfig,
+    AgentCounters,
+    ContextInfo,
+    LoadContextRequest,
+    RecordRunRequest,
+    StoreToolResults,
+)
+from fleet_agent.prompt import (
+    context_message,
+    estimate_tokens,
+    history_messages,
+    render_trigger_block,
+    system_prompt,
+)
+from fleet_agent.store import Store
+from fleet_agent.tools import MUTATING_TOOLS
+from fleet_agent.transcript import (
+    CONTEXT_SEQ,
+    StoredReply,
+    StoredToolResults,
+    assistant_seq,
+    dumps,
+    reply_text,
+    tool_results_seq,
+)
+
+__all__ = ["FleetView", "NoFleet", "RunLogActivities"]
+
+
+class FleetView(Protocol):
+    """What a run's context needs to know about the fleet."""
+
+    async def snapshot_text(self, agent_id: str, config: AgentConfig) -> str: ...
+
+
+class NoFleet:
+    """Used when no fleet is connected: the loop still runs with local tools."""
+
+    async def snapshot_text(self, agent_id: str, config: AgentConfig) -> str:
+        return "No fleet is connected to this agent (fleet tools are unavailable)."
+
+
+class RunLogActivities:
+    """Store-backed activities; the store calls run in threads (they block)."""
+
+    def __init__(self, store: Store, fleet: FleetView | None = None) -> None:
+        self._store = store
+        self._fleet: FleetView = fleet or NoFleet()
+
+    @activity.defn
+    async def load_agent_counters(self, agent_id: str) -> AgentCounters:
+        """Read the highest run and session numbers of an agent from the store."""
+        max_run, max_session = await asyncio.to_thread(self._store.latest_counters, agent_id)
+        return AgentCounters(max_run=max_run, max_session=max_session)
+
+    @activity.defn
+    async def load_context(self, req: LoadContextRequest) -> ContextInfo:
+        """Open the run in the store and write its first message (triggers, target,
+        fleet snapshot, wakes). Reads the fleet (vast.ai) through the fleet view."""
+        inp = req.run_input
+        store = self._store
+        trigger_block = render_trigger_block(inp.triggers)
+        await asyncio.to_thread(store.ensure_session, inp.agent_id, inp.session, "", req.started_at)
+        await asyncio.to_thread(
+            store.begin_run,
+            inp.agent_id,
+            inp.run,
+            inp.session,
+            inp.triggers,
+            trigger_block,
+            req.started_at,
+        )
+        fleet_text = await self._fleet.snapshot_text(inp.agent_id, inp.config)
+        text = context_message(
+            run=inp.run,
+            session=inp.session,
+            now=req.started_at,
+            trigger_block=trigger_block,
+            fleet_text=fleet_text,
+            config=inp.config,
+            wakes=inp.wakes,
+            next_heartbeat_at=inp.next_heartbeat_at,
+        )
+        await asyncio.to_thread(
+            store.add_message,
+            inp.agent_id,
+            inp.run,
+            CONTEXT_SEQ,
+            0,
+            "user",
+            "context",
+            text,
+            req.started_at,
+        )
+        entries = await asyncio.to_thread(store.prompt_history, inp.agent_id, inp.session, inp.run)
+        history = history_messages(entries, inp.config.history_token_budget)
+        info = ContextInfo(
+            history_runs_included=history.included,
+            history_runs_dropped=history.dropped,
+            estimated_prompt_tokens=history.tokens
+            + estimate_tokens(text)
+            + estimate_tokens(system_prompt(inp.agent_id, inp.config)),
+        )
+        await asyncio.to_thread(store.set_run_context, inp.agent_id, inp.run, info)
+        return info
+
+    @activity.defn
+    async def store_tool_results(self, req: StoreToolResults) -> None:
+        """Write the tool results of one round (one user message) to the store."""
+        await asyncio.to_thread(
+            self._store.add_message,
+            req.agent_id,
+            req.run,
+            tool_results_seq(req.round),
+            req.round,
+            "user",
+            "tool_results",
+            dumps(StoredToolResults(results=req.results)),
+            activity.info().started_time,
+        )
+
+    @activity.defn
+    async def record_run(self, req: RecordRunRequest) -> None:
+        """Close the run in the store: status, verdict, usage, final text, digest."""
+        await asyncio.to_thread(self._record_run, req)
+
+    def _record_run(self, req: RecordRunRequest) -> None:
+        store, result = self._store, req.result
+        final_text = ""
+        if req.final_round is not None:
+            message = store.get_message(req.agent_id, result.run, assistant_seq(req.final_round))
+            if message is not None:
+                final_text = reply_text(StoredReply.model_validate_json(message.content).content)
+        digest: list[str] = []
+        for message in store.run_messages(req.agent_id, result.run):
+            if message.kind != "tool_results":
+                continue
+            for r in StoredToolResults.model_validate_json(message.content).results:
+                if r.name in MUTATING_TOOLS and not r.is_error:
+                    digest.append(f"- {r.name}: {r.content.splitlines()[0][:200]}")
+        if req.context is not None:
+            store.set_run_context(req.agent_id, result.run, req.context)
+        store.finish_run(
+            req.agent_id,
+            result.run,
+            status=result.status,
+            verdict=result.verdict,
+            verdict_error=result.verdict_error,
+            noop=result.noop,
+            in_prompt=result.in_prompt,
+            error=result.error,
+            final_text=final_text,
+            actions_digest="\n".join(digest),
+            mutating_calls=result.mutating_calls,
+            tool_calls=result.tool_calls,
+            rounds=result.rounds,
+            usage=result.usage,
+            llm_seconds=result.llm_seconds,
+            ended_at=result.ended_at or activity.info().started_time,
+        )

@@ -1,0 +1,1 @@
+"""fleet-agent's Temporal-free domain code: models, store, prompt, policy, vast.ai."""

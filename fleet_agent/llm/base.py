@@ -1,0 +1,112 @@
+"""The provider-neutral LLM interface: one reply model, one protocol, three errors.
+
+Activities talk to an `LlmProvider`; they never see a vendor SDK type. A provider
+makes exactly one HTTP attempt per `complete()` call and reports failure as an
+`LlmRetryableError` (Temporal should try again, maybe after `retry_after`
+seconds) or an `LlmPermanentError` (trying again cannot help: bad request, bad
+key, no credit). Temporal owns retries, so providers never retry by themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from fleet_agent.models import TokenUsage
+
+__all__ = [
+    "LlmError",
+    "LlmPermanentError",
+    "LlmProvider",
+    "LlmReply",
+    "LlmRetryableError",
+]
+
+
+class LlmReply(BaseModel):
+    """One assistant message, as plain JSON.
+
+    `content` holds Anthropic-style content blocks as dicts, only two kinds:
+    ``{"type": "text", "text": ...}`` and
+    ``{"type": "tool_use", "id": ..., "name": ..., "input": {...}}``. They can be
+    appended to the conversation as the assistant turn unchanged.
+    """
+
+    content: list[dict[str, Any]] = Field(default_factory=list)
+    stop_reason: str
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    model: str
+
+    @property
+    def text(self) -> str:
+        """All text blocks joined by newlines (tool_use blocks ignored)."""
+        return "\n".join(
+            str(block.get("text", "")) for block in self.content if block.get("type") == "text"
+        )
+
+    @property
+    def tool_uses(self) -> list[dict[str, Any]]:
+        """The tool_use blocks, in order."""
+        return [block for block in self.content if block.get("type") == "tool_use"]
+
+
+@runtime_checkable
+class LlmProvider(Protocol):
+    """Something that turns a prompt into one assistant message, with one attempt."""
+
+    name: str
+
+    async def complete(
+        self,
+        *,
+        system: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        max_tokens: int,
+    ) -> LlmReply:
+        """Send one request; raise `LlmRetryableError` or `LlmPermanentError` on failure."""
+        ...
+
+
+class LlmError(Exception):
+    """A failed LLM call. `str(err)` says what happened and never contains a secret."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # keyword-only fields survive pickling (the default would call cls(*args))
+        return (self.__class__, (self.message,), dict(self.__dict__))
+
+
+class LlmRetryableError(LlmError):
+    """Transient: rate limit, overload, 5xx, connection error, timeout.
+
+    `retry_after` is the server's requested wait in seconds, when it gave one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+    def __repr__(self) -> str:
+        return (
+            f"LlmRetryableError({self.message!r}, status={self.status!r}, "
+            f"retry_after={self.retry_after!r})"
+        )
+
+
+class LlmPermanentError(LlmError):
+    """Retrying cannot help: bad request, bad key, no permission, out of credit."""
+
+    def __repr__(self) -> str:
+        return f"LlmPermanentError({self.message!r}, status={self.status!r})"

@@ -1,0 +1,21 @@
+"""Pick the LLM provider from the settings (FLEET_LLM_PROVIDER)."""
+
+from __future__ import annotations
+
+from fleet_agent.llm.anthropic_provider import AnthropicProvider
+from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.llm.base import LlmProvider
+from fleet_agent.settings import Settings
+
+__all__ = ["provider_from_settings"]
+
+
+def provider_from_settings(settings: Settings) -> LlmProvider:
+    """`anthropic` uses the real API (ANTHROPIC_BASE_URL honoured by the SDK);
+    `autopilot` is the offline policy."""
+    if settings.llm_provider == "anthropic":
+        key = settings.anthropic_api_key
+        return AnthropicProvider(
+            api_key=key.get_secret_value() if key else None, model=settings.llm_model
+        )
+    return AutopilotProvider()

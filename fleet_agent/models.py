@@ -1,0 +1,461 @@
+"""Payload models shared by workflows, activities, the store and the CLI.
+
+Every workflow, activity, signal, update and query payload is one of these
+pydantic models, carried by Temporal's pydantic data converter. They are
+Temporal-free so the store, the prompt code and the CLI can use them too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "AgentConfig",
+    "AgentCounters",
+    "AgentInput",
+    "AgentState",
+    "AgentStatus",
+    "CancelWake",
+    "ConfigPatch",
+    "ContextInfo",
+    "FleetToolRequest",
+    "HumanMessage",
+    "LastRun",
+    "LlmRequest",
+    "LlmResult",
+    "LoadContextRequest",
+    "Phase",
+    "Priority",
+    "RecordRunRequest",
+    "RejectedInput",
+    "ResetSession",
+    "RunInput",
+    "RunResult",
+    "RunStatus",
+    "StateChanged",
+    "StoreToolResults",
+    "TokenUsage",
+    "ToolCall",
+    "ToolResult",
+    "Trigger",
+    "TriggerKind",
+    "TriggerNow",
+    "Verdict",
+    "Wake",
+    "WakeRequest",
+]
+
+
+class _Strict(BaseModel):
+    """Base for inbound payloads: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- signals
+
+
+class HumanMessage(_Strict):
+    """`human_message` signal: the operator talks to the agent (P0)."""
+
+    text: Annotated[str, Field(min_length=1, max_length=20_000)]
+    author: Annotated[str, Field(min_length=1, max_length=200)] = "operator"
+
+    @model_validator(mode="after")
+    def _not_blank(self) -> HumanMessage:
+        if not self.text.strip():
+            raise ValueError("text must not be blank")
+        return self
+
+
+class StateChanged(_Strict):
+    """`state_changed` signal: an instance moved between states (P1)."""
+
+    instance_id: Annotated[str, Field(min_length=1, max_length=200)]
+    old_state: str | None = None
+    new_state: Annotated[str, Field(min_length=1, max_length=200)]
+    detail: Annotated[str, Field(max_length=2_000)] = ""
+
+
+class TriggerNow(_Strict):
+    """`trigger_now` signal: run as soon as the P0 window allows."""
+
+    reason: Annotated[str, Field(max_length=2_000)] = "operator asked for a run"
+
+
+class ResetSession(_Strict):
+    """`reset_session` signal: start a new conversation after the current run."""
+
+    reason: Annotated[str, Field(max_length=2_000)] = "operator reset"
+
+
+class CancelWake(_Strict):
+    """`cancel_wake` signal: drop one pending wake."""
+
+    wake_id: Annotated[str, Field(min_length=1, max_length=100)]
+
+
+# ---------------------------------------------------------------- triggers
+
+
+class Priority(StrEnum):
+    P0 = "P0"  # a human is waiting: human messages, trigger_now, due wakes
+    P1 = "P1"  # the fleet changed: state changes, session start/reset
+    P2 = "P2"  # nothing happened: the heartbeat
+
+
+class TriggerKind(StrEnum):
+    HUMAN_MESSAGE = "human_message"
+    STATE_CHANGED = "state_changed"
+    TRIGGER_NOW = "trigger_now"
+    WAKE = "wake"
+    HEARTBEAT = "heartbeat"
+    AGENT_STARTED = "agent_started"
+    SESSION_RESET = "session_reset"
+    CONFIG_CHANGED = "config_changed"
+
+
+PRIORITY_OF: dict[TriggerKind, Priority] = {
+    TriggerKind.HUMAN_MESSAGE: Priority.P0,
+    TriggerKind.TRIGGER_NOW: Priority.P0,
+    TriggerKind.WAKE: Priority.P0,
+    TriggerKind.STATE_CHANGED: Priority.P1,
+    TriggerKind.AGENT_STARTED: Priority.P1,
+    TriggerKind.SESSION_RESET: Priority.P1,
+    TriggerKind.CONFIG_CHANGED: Priority.P1,
+    TriggerKind.HEARTBEAT: Priority.P2,
+}
+
+
+class Trigger(BaseModel):
+    """One reason for a run, buffered in workflow state until a run consumes it.
+
+    `seq` is unique per agent for its whole life (carried through
+    continue-as-new), so tests and operators can prove each trigger was handled
+    by exactly one run.
+    """
+
+    seq: int
+    kind: TriggerKind
+    received_at: datetime
+    text: str = ""
+    author: str = ""
+    instance_id: str = ""
+    old_state: str | None = None
+    new_state: str = ""
+    detail: str = ""
+    reason: str = ""
+    wake_id: str = ""
+
+    @property
+    def priority(self) -> Priority:
+        return PRIORITY_OF[self.kind]
+
+
+# ---------------------------------------------------------------- wakes
+
+
+class Wake(BaseModel):
+    """A future run the agent asked for with `schedule_next_check`."""
+
+    id: str
+    due_at: datetime
+    reason: str
+    requested_by_run: int
+
+
+class WakeRequest(BaseModel):
+    """What a run decided about wakes; the parent workflow applies it."""
+
+    op: Literal["add", "cancel"]
+    wake: Wake | None = None
+    wake_id: str = ""
+
+
+# ---------------------------------------------------------------- config
+
+
+class AgentConfig(BaseModel):
+    """Live configuration of one agent; changed with the `update_config` update."""
+
+    target_proofs_per_hour: Annotated[float, Field(ge=0, le=1_000_000)] = 0.0
+    paused: bool = False
+    heartbeat_seconds: Annotated[int, Field(ge=30, le=86_400)] = 300
+    history_token_budget: Annotated[int, Field(ge=1_000, le=1_000_000)] = 24_000
+    max_rounds: Annotated[int, Field(ge=1, le=50)] = 12
+    max_output_tokens: Annotated[int, Field(ge=256, le=64_000)] = 4_096
+    p0_debounce_seconds: Annotated[float, Field(ge=0.1, le=600)] = 2.0
+    p1_debounce_seconds: Annotated[float, Field(ge=0.1, le=3_600)] = 10.0
+    continue_as_new_after_runs: Annotated[int, Field(ge=1, le=10_000)] = 200
+    run_timeout_seconds: Annotated[int, Field(ge=60, le=86_400)] = 1_800
+    # Guardrails on the fleet, enforced in code (never only in the prompt).
+    max_instances: Annotated[int, Field(ge=0, le=10_000)] = 20
+    max_fleet_dph: Annotated[float, Field(ge=0, le=100_000)] = 20.0
+    max_instance_dph: Annotated[float, Field(ge=0, le=1_000)] = 2.0
+    allowed_gpus: list[str] = Field(
+        default_factory=lambda: ["RTX 3090", "RTX 4090", "RTX 5090", "A100", "H100"]
+    )
+    min_reliability: Annotated[float, Field(ge=0, le=1)] = 0.9
+    dry_run: bool = False
+    monitor_enabled: bool = True
+    monitor_poll_seconds: Annotated[int, Field(ge=5, le=3_600)] = 30
+
+
+class ConfigPatch(_Strict):
+    """A partial `AgentConfig`: only the fields given are changed."""
+
+    target_proofs_per_hour: Annotated[float, Field(ge=0, le=1_000_000)] | None = None
+    paused: bool | None = None
+    heartbeat_seconds: Annotated[int, Field(ge=30, le=86_400)] | None = None
+    history_token_budget: Annotated[int, Field(ge=1_000, le=1_000_000)] | None = None
+    max_rounds: Annotated[int, Field(ge=1, le=50)] | None = None
+    max_output_tokens: Annotated[int, Field(ge=256, le=64_000)] | None = None
+    p0_debounce_seconds: Annotated[float, Field(ge=0.1, le=600)] | None = None
+    p1_debounce_seconds: Annotated[float, Field(ge=0.1, le=3_600)] | None = None
+    continue_as_new_after_runs: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    run_timeout_seconds: Annotated[int, Field(ge=60, le=86_400)] | None = None
+    max_instances: Annotated[int, Field(ge=0, le=10_000)] | None = None
+    max_fleet_dph: Annotated[float, Field(ge=0, le=100_000)] | None = None
+    max_instance_dph: Annotated[float, Field(ge=0, le=1_000)] | None = None
+    allowed_gpus: list[str] | None = None
+    min_reliability: Annotated[float, Field(ge=0, le=1)] | None = None
+    dry_run: bool | None = None
+    monitor_enabled: bool | None = None
+    monitor_poll_seconds: Annotated[int, Field(ge=5, le=3_600)] | None = None
+
+    def apply(self, config: AgentConfig) -> AgentConfig:
+        """The config with this patch applied, validated as a whole."""
+        changes = self.model_dump(exclude_none=True)
+        return AgentConfig.model_validate({**config.model_dump(), **changes})
+
+    def is_empty(self) -> bool:
+        return not self.model_dump(exclude_none=True)
+
+
+# ---------------------------------------------------------------- runs
+
+
+class Verdict(BaseModel):
+    """The verdict tag that ends every run's final text."""
+
+    action: bool
+    state_changed: bool
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    OK = "ok"
+    FAILED = "failed"
+    MAX_ROUNDS = "max_rounds"
+
+
+class TokenUsage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            cache_creation_input_tokens=(
+                self.cache_creation_input_tokens + other.cache_creation_input_tokens
+            ),
+        )
+
+
+class LastRun(BaseModel):
+    run: int
+    status: RunStatus
+    verdict: Verdict | None
+    noop: bool
+    in_prompt: bool = True
+    verdict_error: str = ""
+    error: str = ""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+class RunInput(BaseModel):
+    """Everything one `AgentRunWorkflow` needs; texts stay in the store."""
+
+    agent_id: str
+    run: int
+    session: int
+    triggers: list[Trigger]
+    config: AgentConfig
+    wakes: list[Wake] = Field(default_factory=list)
+    next_heartbeat_at: datetime | None = None
+
+
+class RunResult(BaseModel):
+    """What a run hands back to the agent workflow."""
+
+    run: int
+    status: RunStatus
+    verdict: Verdict | None = None
+    verdict_error: str = ""
+    noop: bool = False
+    in_prompt: bool = True
+    error: str = ""
+    wake_requests: list[WakeRequest] = Field(default_factory=list)
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    mutating_calls: int = 0
+    tool_calls: int = 0
+    rounds: int = 0
+    llm_seconds: float = 0.0
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+# ---------------------------------------------------------------- activities
+
+
+class AgentCounters(BaseModel):
+    """The highest run and session numbers the store has seen for an agent."""
+
+    max_run: int = 0
+    max_session: int = 0
+
+
+class LoadContextRequest(BaseModel):
+    run_input: RunInput
+    started_at: datetime
+
+
+class ContextInfo(BaseModel):
+    """What `load_context` tells the run about the prompt it prepared."""
+
+    history_runs_included: int = 0
+    history_runs_dropped: int = 0
+    estimated_prompt_tokens: int = 0
+
+
+class LlmRequest(BaseModel):
+    agent_id: str
+    run: int
+    session: int
+    round: int
+    config: AgentConfig
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class LlmResult(BaseModel):
+    """The decision-relevant part of one LLM reply; its text stays in the store."""
+
+    stop_reason: str
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    verdict: Verdict | None = None
+    verdict_error: str = ""
+    seconds: float = 0.0
+    replayed: bool = False
+
+
+class ToolResult(BaseModel):
+    tool_use_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    mutating: bool = False
+
+
+class FleetToolRequest(BaseModel):
+    """One fleet tool call; the label of a create derives from (agent, run, tool_use_id)."""
+
+    agent_id: str
+    run: int
+    round: int
+    tool_use_id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    config: AgentConfig
+
+
+class StoreToolResults(BaseModel):
+    agent_id: str
+    run: int
+    round: int
+    results: list[ToolResult]
+
+
+class RecordRunRequest(BaseModel):
+    agent_id: str
+    session: int
+    result: RunResult
+    final_round: int | None = None
+    context: ContextInfo | None = None
+
+
+# ---------------------------------------------------------------- agent state
+
+
+class Phase(StrEnum):
+    IDLE = "idle"
+    DEBOUNCING = "debouncing"
+    RUNNING = "running"
+    PAUSED = "paused"
+
+
+class RejectedInput(BaseModel):
+    """A signal whose payload did not validate: kept visible, never silently dropped."""
+
+    at: datetime
+    signal: str
+    error: str
+
+
+class AgentState(BaseModel):
+    """The whole durable state of an agent, handed to continue-as-new as is."""
+
+    session: int = 1
+    run_count: int = 0
+    next_trigger_seq: int = 1
+    config: AgentConfig = Field(default_factory=AgentConfig)
+    pending_triggers: list[Trigger] = Field(default_factory=list)
+    wakes: list[Wake] = Field(default_factory=list)
+    last_run: LastRun | None = None
+    last_run_ended_at: datetime | None = None
+    reset_reason: str | None = None
+    rejected: list[RejectedInput] = Field(default_factory=list)
+    executions: int = 1
+
+
+class AgentInput(BaseModel):
+    """Input of `FleetAgentWorkflow`: fresh start (no state) or continue-as-new.
+
+    The agent ID is the workflow ID: one agent per fleet, by construction.
+    """
+
+    config: ConfigPatch | None = None
+    state: AgentState | None = None
+
+
+class AgentStatus(BaseModel):
+    """The `status` query: what an operator needs to see at a glance."""
+
+    agent_id: str
+    session: int
+    run_count: int
+    phase: Phase
+    current_run: int | None
+    pending_triggers: list[Trigger]
+    next_heartbeat_at: datetime | None
+    next_run_due_at: datetime | None
+    wakes: list[Wake]
+    last_run: LastRun | None
+    config: AgentConfig
+    rejected: list[RejectedInput]
+    executions: int
+    history_length: int

@@ -1,0 +1,45 @@
+"""Settings read from the worker's environment. Secrets never leave it.
+
+Keys are `SecretStr`, so a settings object printed in a log shows `**********`;
+nothing here is ever put in workflow history or the store.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import BaseModel, SecretStr
+
+__all__ = ["DEFAULT_VAST_URL", "Settings"]
+
+DEFAULT_VAST_URL = "https://console.vast.ai"
+
+
+class Settings(BaseModel):
+    database_url: str | None = None
+    llm_provider: Literal["anthropic", "autopilot"] = "autopilot"
+    llm_model: str | None = None
+    anthropic_api_key: SecretStr | None = None
+    vast_api_url: str = DEFAULT_VAST_URL
+    vast_api_key: SecretStr | None = None
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        """FLEET_LLM_PROVIDER defaults to anthropic when a key is set, else autopilot."""
+        e = dict(os.environ) if env is None else env
+        key = e.get("ANTHROPIC_API_KEY") or None
+        provider = e.get("FLEET_LLM_PROVIDER") or ("anthropic" if key else "autopilot")
+        if provider not in ("anthropic", "autopilot"):
+            raise ValueError(
+                f"FLEET_LLM_PROVIDER must be 'anthropic' or 'autopilot', not {provider!r}"
+            )
+        vast_key = e.get("VAST_API_KEY") or None
+        return cls(
+            database_url=e.get("FLEET_DATABASE_URL") or None,
+            llm_provider=provider,
+            llm_model=e.get("FLEET_LLM_MODEL") or None,
+            anthropic_api_key=SecretStr(key) if key else None,
+            vast_api_url=(e.get("VAST_API_URL") or DEFAULT_VAST_URL).rstrip("/"),
+            vast_api_key=SecretStr(vast_key) if vast_key else None,
+        )

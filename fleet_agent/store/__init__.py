@@ -1,0 +1,18 @@
+"""Persistence of agent sessions, runs and messages (SQLite or PostgreSQL).
+
+Temporal-free and synchronous: activities call it from their thread pool.
+"""
+
+from .engine import create_engine_for, default_database_url, redacted_url
+from .records import HistoryEntry, MessageRecord, RunRecord
+from .store import Store
+
+__all__ = [
+    "HistoryEntry",
+    "MessageRecord",
+    "RunRecord",
+    "Store",
+    "create_engine_for",
+    "default_database_url",
+    "redacted_url",
+]

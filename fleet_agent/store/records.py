@@ -1,0 +1,84 @@
+"""Plain pydantic records the store returns, so callers never hold ORM objects."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from fleet_agent.models import ContextInfo, RunStatus, TokenUsage, Trigger, Verdict
+
+__all__ = ["HistoryEntry", "MessageRecord", "MessageRole", "RunRecord"]
+
+MessageRole = Literal["user", "assistant"]
+
+
+class RunRecord(BaseModel):
+    """Everything stored about one run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: str
+    run: int
+    session: int
+    status: RunStatus
+    triggers: list[Trigger]
+    trigger_block: str
+    started_at: datetime
+    ended_at: datetime | None
+    verdict: Verdict | None
+    verdict_error: str
+    noop: bool
+    in_prompt: bool
+    error: str
+    final_text: str
+    actions_digest: str
+    mutating_calls: int
+    tool_calls: int
+    rounds: int
+    usage: TokenUsage
+    llm_seconds: float
+    history_runs_included: int
+    history_runs_dropped: int
+    estimated_prompt_tokens: int
+
+    @property
+    def context(self) -> ContextInfo:
+        """The prompt bookkeeping recorded by `Store.set_run_context`."""
+        return ContextInfo(
+            history_runs_included=self.history_runs_included,
+            history_runs_dropped=self.history_runs_dropped,
+            estimated_prompt_tokens=self.estimated_prompt_tokens,
+        )
+
+
+class MessageRecord(BaseModel):
+    """One stored conversation message."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: str
+    run: int
+    seq: int
+    round: int
+    role: MessageRole
+    kind: str
+    content: str
+    in_prompt: bool
+    created_at: datetime
+
+
+class HistoryEntry(BaseModel):
+    """What the prompt builder needs about one earlier run of the session."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run: int
+    started_at: datetime
+    ended_at: datetime | None
+    status: RunStatus
+    trigger_block: str
+    final_text: str
+    actions_digest: str
+    noop: bool

@@ -1,0 +1,121 @@
+"""SQLModel table definitions. Only the store module touches these classes.
+
+Each table has a surrogate `id` primary key plus a unique constraint on its
+natural key; the natural key is what makes retried writes idempotent
+(`INSERT ... ON CONFLICT DO NOTHING` targets it).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Index, Table, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from .timestamps import UTCDateTime
+
+__all__ = [
+    "MESSAGES_TABLE",
+    "RUNS_TABLE",
+    "SESSIONS_TABLE",
+    "MessageRow",
+    "RunRow",
+    "SessionRow",
+    "all_tables",
+    "table_of",
+]
+
+SESSIONS_TABLE = "fa_sessions"
+RUNS_TABLE = "fa_runs"
+MESSAGES_TABLE = "fa_messages"
+
+
+class SessionRow(SQLModel, table=True):
+    """One conversation of an agent; a reset starts a new session number."""
+
+    __tablename__ = SESSIONS_TABLE
+    __table_args__ = (UniqueConstraint("agent_id", "session", name="uq_fa_sessions_agent_session"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: str
+    session: int
+    started_at: datetime = Field(sa_type=UTCDateTime)
+    reason: str = Field(default="", sa_type=Text)
+
+
+class RunRow(SQLModel, table=True):
+    """One agent run: its triggers, outcome, counters and prompt bookkeeping."""
+
+    __tablename__ = RUNS_TABLE
+    __table_args__ = (
+        UniqueConstraint("agent_id", "run", name="uq_fa_runs_agent_run"),
+        # prompt_history and list_runs(session=...) filter on exactly this.
+        Index("ix_fa_runs_agent_session_run", "agent_id", "session", "run"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: str
+    run: int
+    session: int
+    status: str  # a RunStatus value; plain text so new statuses need no migration
+    triggers_json: str = Field(default="[]", sa_type=Text)
+    trigger_block: str = Field(default="", sa_type=Text)
+    started_at: datetime = Field(sa_type=UTCDateTime)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    verdict_action: bool | None = None
+    verdict_state_changed: bool | None = None
+    verdict_error: str = ""
+    noop: bool = False
+    in_prompt: bool = True
+    error: str = Field(default="", sa_type=Text)
+    final_text: str = Field(default="", sa_type=Text)
+    actions_digest: str = Field(default="", sa_type=Text)
+    mutating_calls: int = 0
+    tool_calls: int = 0
+    rounds: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    # Kept so TokenUsage round-trips whole; prompt caching makes these large.
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    llm_seconds: float = 0.0
+    history_runs_included: int = 0
+    history_runs_dropped: int = 0
+    estimated_prompt_tokens: int = 0
+
+
+class MessageRow(SQLModel, table=True):
+    """One message of a run's conversation; `content` is opaque to the store."""
+
+    __tablename__ = MESSAGES_TABLE
+    __table_args__ = (
+        UniqueConstraint("agent_id", "run", "seq", name="uq_fa_messages_agent_run_seq"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: str
+    run: int
+    seq: int
+    round: int
+    role: str  # 'user' | 'assistant'
+    kind: str  # e.g. 'context', 'assistant', 'tool_results'
+    content: str = Field(sa_type=Text)
+    in_prompt: bool = False
+    created_at: datetime = Field(sa_type=UTCDateTime)
+
+
+def table_of(model: type[SQLModel]) -> Table:
+    """The Core `Table` of a table model.
+
+    sqlmodel does not declare `__table__` for type checkers, so look the table
+    up in the shared metadata by name instead.
+    """
+    name = model.__tablename__
+    if not isinstance(name, str):
+        raise TypeError(f"{model.__name__} has no static table name")
+    return model.metadata.tables[name]
+
+
+def all_tables() -> list[Table]:
+    """The store's tables only: other code may register tables in the same metadata."""
+    return [table_of(SessionRow), table_of(RunRow), table_of(MessageRow)]

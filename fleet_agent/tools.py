@@ -1,0 +1,103 @@
+"""The LLM's tools: names, JSON schemas and which of them change the fleet.
+
+Names and required parameters are part of the public contract.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "FLEET_TOOLS",
+    "LOCAL_TOOLS",
+    "MUTATING_TOOLS",
+    "TOOL_SCHEMAS",
+    "tool_schemas",
+]
+
+LOCAL_TOOLS = frozenset({"schedule_next_check", "cancel_wake"})
+FLEET_TOOLS = frozenset(
+    {"get_fleet_status", "search_offers", "create_instance", "destroy_instance"}
+)
+# A run that called one of these counts as action=true whatever its verdict says.
+MUTATING_TOOLS = frozenset({"create_instance", "destroy_instance"})
+
+_REASON = {"type": "string", "description": "Why, in one sentence (kept in the audit log)."}
+
+TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
+    "get_fleet_status": {
+        "description": (
+            "The fleet right now: every instance of this agent with state, GPU, $/h and "
+            "proofs/h, the total capacity against the target, and spend."
+        ),
+        "input_schema": {"type": "object", "properties": {}, "additionalProperties": False},
+    },
+    "search_offers": {
+        "description": (
+            "Search rentable GPU offers, cheapest per proof first. Only offers that pass the "
+            "guardrails (allowed GPUs, max $/h per instance, min reliability) are returned."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "gpu_name": {"type": "string", "description": "e.g. 'RTX 4090'"},
+                "max_dph": {"type": "number", "description": "maximum $/hour"},
+                "min_reliability": {"type": "number", "minimum": 0, "maximum": 1},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+            },
+            "additionalProperties": False,
+        },
+    },
+    "create_instance": {
+        "description": (
+            "Rent the machine of one offer and start the prover on it. Idempotent within a "
+            "run; refused when it would break a guardrail."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {"offer_id": {"type": "integer"}, "reason": _REASON},
+            "required": ["offer_id", "reason"],
+            "additionalProperties": False,
+        },
+    },
+    "destroy_instance": {
+        "description": "Release one of this agent's instances (others are never touched).",
+        "input_schema": {
+            "type": "object",
+            "properties": {"instance_id": {"type": "integer"}, "reason": _REASON},
+            "required": ["instance_id", "reason"],
+            "additionalProperties": False,
+        },
+    },
+    "schedule_next_check": {
+        "description": (
+            "Ask for an extra run later (30 s to 24 h). Not for routine follow-up: the "
+            "heartbeat already runs you regularly, so a request near the heartbeat interval "
+            "is ignored. Requests within 30 s of a pending wake are merged into it."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {"delay_seconds": {"type": "number"}, "reason": _REASON},
+            "required": ["delay_seconds", "reason"],
+            "additionalProperties": False,
+        },
+    },
+    "cancel_wake": {
+        "description": "Cancel one pending wake by its id (see the wakes in your context).",
+        "input_schema": {
+            "type": "object",
+            "properties": {"wake_id": {"type": "string"}},
+            "required": ["wake_id"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def tool_schemas(names: frozenset[str] | None = None) -> list[dict[str, Any]]:
+    """Anthropic tool definitions, in a stable order (stable prompts cache better)."""
+    return [
+        {"name": name, **schema}
+        for name, schema in TOOL_SCHEMAS.items()
+        if names is None or name in names
+    ]

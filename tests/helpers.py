@@ -1,0 +1,138 @@
+"""Test helpers: a worker on a unique task queue, polling with a deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from fleet_agent.llm.anthropic_provider import AnthropicProvider
+from fleet_agent.llm.base import LlmProvider
+from fleet_agent.models import AgentInput, AgentStatus, ConfigPatch
+from fleet_agent.store import RunRecord, Store
+from worker import build_worker
+from workflows import FleetAgentWorkflow
+
+T = TypeVar("T")
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> T:
+    """Poll `probe` until it returns a truthy value or the deadline passes."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    last: T | None = None
+    while True:
+        last = await probe()
+        if last:
+            return last
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+        await asyncio.sleep(interval)
+
+
+class Harness:
+    """A worker on its own task queue, and the agents started on it."""
+
+    def __init__(self, client: Client, task_queue: str) -> None:
+        self.client = client
+        self.task_queue = task_queue
+        self.agent_ids: set[str] = set()
+
+    async def start_agent(
+        self, *, agent_id: str | None = None, **config: Any
+    ) -> WorkflowHandle[FleetAgentWorkflow, None]:
+        """Start (or attach to) an agent; the handle follows continue-as-new."""
+        agent_id = agent_id or f"agent-{uuid.uuid4().hex[:8]}"
+        await self.client.start_workflow(
+            FleetAgentWorkflow.run,
+            AgentInput(config=ConfigPatch(**config) if config else None),
+            id=agent_id,
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        self.agent_ids.add(agent_id)
+        # No run ID: signals and queries reach the newest execution of the chain.
+        return self.client.get_workflow_handle_for(FleetAgentWorkflow.run, agent_id)
+
+    async def terminate_all(self) -> None:
+        # An agent left running without its worker would hold up time skipping
+        # for every later test (its timers keep firing tasks nobody polls).
+        for agent_id in self.agent_ids:
+            with contextlib.suppress(Exception):
+                await self.client.get_workflow_handle(agent_id).terminate("test finished")
+
+
+@asynccontextmanager
+async def running_worker(
+    client: Client,
+    store: Store,
+    *,
+    provider: LlmProvider | None = None,
+    fleet_activities: Sequence[Any] = (),
+    **kwargs: Any,
+) -> AsyncIterator[Harness]:
+    """A full fleet-agent worker on a fresh task queue."""
+    harness = Harness(client, f"fleet-agent-test-{uuid.uuid4().hex[:8]}")
+    worker = build_worker(
+        client,
+        store=store,
+        provider=provider or AnthropicProvider(),
+        fleet_activities=fleet_activities,
+        task_queue=harness.task_queue,
+        **kwargs,
+    )
+    async with worker:
+        try:
+            yield harness
+        finally:
+            await harness.terminate_all()
+
+
+async def status(handle: WorkflowHandle[FleetAgentWorkflow, None]) -> AgentStatus:
+    """Query the agent, giving up fast if the server does not answer (the
+    time-skipping test server can hang a query racing a continue-as-new)."""
+    for _ in range(5):
+        try:
+            return await handle.query(FleetAgentWorkflow.status, rpc_timeout=timedelta(seconds=3))
+        except RPCError as exc:
+            if exc.status not in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise
+    raise AssertionError("the status query kept timing out")
+
+
+def finished_runs(store: Store, agent_id: str) -> list[RunRecord]:
+    """Runs that reached the store's end state, oldest first."""
+    runs = store.list_runs(agent_id, limit=10_000)
+    return sorted((r for r in runs if r.status != "running"), key=lambda r: r.run)
+
+
+async def wait_runs(
+    store: Store, agent_id: str, count: int, *, timeout: float = 30.0
+) -> list[RunRecord]:
+    async def probe() -> list[RunRecord]:
+        runs = finished_runs(store, agent_id)
+        return runs if len(runs) >= count else []
+
+    return await eventually(probe, timeout=timeout, what=f"{count} finished runs of {agent_id}")
+
+
+def assert_sequential(runs: Sequence[RunRecord]) -> None:
+    """No two runs overlapped in (workflow) time."""
+    ordered = sorted(runs, key=lambda r: r.run)
+    for before, after in itertools.pairwise(ordered):
+        assert before.ended_at is not None
+        assert before.ended_at <= after.started_at, (before.run, after.run)

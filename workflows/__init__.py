@@ -1,0 +1,6 @@
+"""Temporal workflows of fleet-agent: the agent loop, one run, the fleet monitor."""
+
+from workflows.agent import FleetAgentWorkflow
+from workflows.run import AgentRunWorkflow
+
+__all__ = ["AgentRunWorkflow", "FleetAgentWorkflow"]

@@ -1,0 +1,295 @@
+"""AgentRunWorkflow: one run of the agent, as a child of FleetAgentWorkflow.
+
+load_context → call_llm ⇄ tools → record_run. The history of this workflow
+carries IDs and decisions only (tool calls, stop reasons, usage); every text —
+prompt, replies, tool results — lives in the store, written by activities.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    # Pass-through: pydantic models and pure helpers; reloading them per
+    # workflow run would only cost time and break isinstance checks.
+    from pydantic import BaseModel, ValidationError
+
+    from fleet_agent.models import (
+        ContextInfo,
+        FleetToolRequest,
+        LlmRequest,
+        LlmResult,
+        LoadContextRequest,
+        RecordRunRequest,
+        RunInput,
+        RunResult,
+        RunStatus,
+        StoreToolResults,
+        ToolCall,
+        ToolResult,
+        TriggerKind,
+        Verdict,
+        Wake,
+        WakeRequest,
+    )
+    from fleet_agent.tools import FLEET_TOOLS, MUTATING_TOOLS
+    from fleet_agent.wakes import cancel_wake, decide_wake
+    from workflows.policies import (
+        FLEET_READ_TIMEOUT,
+        FLEET_RETRY,
+        FLEET_WRITE_TIMEOUT,
+        LLM_RETRY,
+        LLM_TIMEOUT,
+        STORE_RETRY,
+        STORE_TIMEOUT,
+    )
+
+__all__ = ["AgentRunWorkflow"]
+
+
+class _ScheduleInput(BaseModel):
+    delay_seconds: float
+    reason: str = ""
+
+
+class _CancelInput(BaseModel):
+    wake_id: str
+
+
+def _describe(exc: BaseException) -> str:
+    """The innermost message of an activity failure, for the run log."""
+    while isinstance(exc, ActivityError) and exc.cause is not None:
+        exc = exc.cause
+    if isinstance(exc, ApplicationError):
+        return f"{exc.type or 'error'}: {exc.message}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+@workflow.defn
+class AgentRunWorkflow:
+    """One agent run.
+
+    Touches, through activities: the store (context, replies, tool results, the
+    run record), the LLM provider, and the fleet (vast.ai) for fleet tools.
+    Wake decisions are made here and handed back to the parent, which owns the
+    wakes. The workflow never fails on an LLM or tool error: the run is
+    recorded as failed and the parent's loop goes on.
+    """
+
+    def __init__(self) -> None:
+        self._round = 0
+        self._step = "starting"
+
+    @workflow.query
+    def progress(self) -> str:
+        """Where this run is: for `temporal workflow query` while it runs."""
+        return f"round {self._round}: {self._step}"
+
+    @workflow.run
+    async def run(self, inp: RunInput) -> RunResult:
+        started = workflow.now()
+        self._inp = inp
+        self._wakes: list[Wake] = list(inp.wakes)
+        self._wake_requests: list[WakeRequest] = []
+        result = RunResult(run=inp.run, status=RunStatus.RUNNING, started_at=started)
+        context: ContextInfo | None = None
+        final_round: int | None = None
+        self._step = "loading context"
+        try:
+            context = await workflow.execute_activity(
+                "load_context",
+                LoadContextRequest(run_input=inp, started_at=started),
+                result_type=ContextInfo,
+                start_to_close_timeout=STORE_TIMEOUT,
+                retry_policy=STORE_RETRY,
+                summary=f"load context of run {inp.run}",
+            )
+            final_round = await self._converse(result)
+        except ActivityError as exc:
+            result.status = RunStatus.FAILED
+            result.error = _describe(exc)
+            workflow.logger.warning("run %s failed: %s", inp.run, result.error)
+        self._judge(result)
+        result.wake_requests = self._wake_requests
+        result.ended_at = workflow.now()
+        self._step = "recording"
+        await workflow.execute_activity(
+            "record_run",
+            RecordRunRequest(
+                agent_id=inp.agent_id,
+                session=inp.session,
+                result=result,
+                final_round=final_round,
+                context=context,
+            ),
+            start_to_close_timeout=STORE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+            summary=f"record run {inp.run} ({result.status.value})",
+        )
+        return result
+
+    async def _converse(self, result: RunResult) -> int | None:
+        """LLM rounds until a final message; returns its round, or None."""
+        inp = self._inp
+        for rnd in range(1, inp.config.max_rounds + 1):
+            self._round, self._step = rnd, "waiting for the LLM"
+            reply = await workflow.execute_activity(
+                "call_llm",
+                LlmRequest(
+                    agent_id=inp.agent_id,
+                    run=inp.run,
+                    session=inp.session,
+                    round=rnd,
+                    config=inp.config,
+                ),
+                result_type=LlmResult,
+                start_to_close_timeout=LLM_TIMEOUT,
+                retry_policy=LLM_RETRY,
+                summary=f"LLM round {rnd} of run {inp.run}",
+            )
+            result.rounds = rnd
+            result.usage = result.usage + reply.usage
+            result.llm_seconds += reply.seconds
+            if not reply.tool_calls:
+                result.status = RunStatus.OK
+                result.verdict, result.verdict_error = reply.verdict, reply.verdict_error
+                return rnd
+            self._step = f"{len(reply.tool_calls)} tool call(s)"
+            outcomes = [await self._tool(rnd, call) for call in reply.tool_calls]
+            result.tool_calls += len(outcomes)
+            result.mutating_calls += sum(1 for o in outcomes if o.mutating)
+            await workflow.execute_activity(
+                "store_tool_results",
+                StoreToolResults(agent_id=inp.agent_id, run=inp.run, round=rnd, results=outcomes),
+                start_to_close_timeout=STORE_TIMEOUT,
+                retry_policy=STORE_RETRY,
+                summary=f"store {len(outcomes)} tool result(s) of round {rnd}",
+            )
+        result.status = RunStatus.MAX_ROUNDS
+        result.verdict_error = f"no final message after {inp.config.max_rounds} rounds"
+        return None
+
+    def _judge(self, result: RunResult) -> None:
+        """Apply the verdict rules: what counts as a no-op, what stays in the prompt."""
+        verdict = result.verdict
+        if verdict is None:
+            # Missing or malformed verdict (or a failed run): keep it visible.
+            verdict = Verdict(action=True, state_changed=True)
+            if result.status == RunStatus.OK and not result.verdict_error:
+                result.verdict_error = "no verdict"
+        if result.mutating_calls:
+            verdict = Verdict(action=True, state_changed=verdict.state_changed)
+        result.verdict = verdict
+        result.noop = (
+            result.status == RunStatus.OK
+            and not result.verdict_error
+            and not verdict.action
+            and not verdict.state_changed
+            and result.mutating_calls == 0
+        )
+        human = any(t.kind == TriggerKind.HUMAN_MESSAGE for t in self._inp.triggers)
+        result.in_prompt = not result.noop or human
+
+    async def _tool(self, rnd: int, call: ToolCall) -> ToolResult:
+        """Run one tool call; every failure becomes an error result for the model."""
+        if call.name == "schedule_next_check":
+            return self._schedule(call)
+        if call.name == "cancel_wake":
+            return self._cancel(call)
+        if call.name not in FLEET_TOOLS:
+            return ToolResult(
+                tool_use_id=call.id,
+                name=call.name,
+                content=f"Unknown tool {call.name!r}.",
+                is_error=True,
+            )
+        inp = self._inp
+        mutating = call.name in MUTATING_TOOLS
+        try:
+            outcome: ToolResult = await workflow.execute_activity(
+                call.name,
+                FleetToolRequest(
+                    agent_id=inp.agent_id,
+                    run=inp.run,
+                    round=rnd,
+                    tool_use_id=call.id,
+                    name=call.name,
+                    input=call.input,
+                    config=inp.config,
+                ),
+                result_type=ToolResult,
+                start_to_close_timeout=FLEET_WRITE_TIMEOUT if mutating else FLEET_READ_TIMEOUT,
+                retry_policy=FLEET_RETRY,
+                summary=_tool_summary(call),
+            )
+            return outcome
+        except ActivityError as exc:
+            return ToolResult(
+                tool_use_id=call.id,
+                name=call.name,
+                content=f"{call.name} failed: {_describe(exc)}",
+                is_error=True,
+            )
+
+    def _schedule(self, call: ToolCall) -> ToolResult:
+        try:
+            args = _ScheduleInput.model_validate(call.input)
+        except ValidationError as exc:
+            return _bad_input(call, exc)
+        inp = self._inp
+        wake_id = f"w{inp.run}-{len(self._wake_requests) + 1}"
+        decision = decide_wake(
+            self._wakes,
+            now=workflow.now(),
+            delay_seconds=args.delay_seconds,
+            reason=args.reason,
+            run=inp.run,
+            wake_id=wake_id,
+            heartbeat_seconds=inp.config.heartbeat_seconds,
+        )
+        if decision.outcome == "scheduled" and decision.wake is not None:
+            self._wakes.append(decision.wake)
+            self._wake_requests.append(WakeRequest(op="add", wake=decision.wake))
+        return ToolResult(
+            tool_use_id=call.id,
+            name=call.name,
+            content=decision.message,
+            is_error=decision.outcome == "refused",
+        )
+
+    def _cancel(self, call: ToolCall) -> ToolResult:
+        try:
+            args = _CancelInput.model_validate(call.input)
+        except ValidationError as exc:
+            return _bad_input(call, exc)
+        self._wakes, existed = cancel_wake(self._wakes, args.wake_id)
+        if not existed:
+            return ToolResult(
+                tool_use_id=call.id,
+                name=call.name,
+                content=f"No pending wake {args.wake_id!r}.",
+                is_error=True,
+            )
+        self._wake_requests.append(WakeRequest(op="cancel", wake_id=args.wake_id))
+        return ToolResult(tool_use_id=call.id, name=call.name, content=f"Cancelled {args.wake_id}.")
+
+
+def _bad_input(call: ToolCall, exc: ValidationError) -> ToolResult:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
+    )
+    return ToolResult(
+        tool_use_id=call.id,
+        name=call.name,
+        content=f"Invalid input for {call.name}: {problems}",
+        is_error=True,
+    )
+
+
+def _tool_summary(call: ToolCall) -> str:
+    """A Web UI label such as 'create_instance offer 123'."""
+    for key, word in (("offer_id", "offer"), ("instance_id", "instance"), ("gpu_name", "")):
+        if key in call.input:
+            return f"{call.name} {word} {call.input[key]}".replace("  ", " ")
+    return call.name
