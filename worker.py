@@ -12,22 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.fleet import FleetActivities
 from activities.llm import LlmActivities
-from activities.runlog import FleetView, RunLogActivities
+from activities.runlog import RunLogActivities
 from fleet_agent.llm.base import LlmProvider
 from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.settings import Settings
 from fleet_agent.store import Store
-from fleet_agent.tools import LOCAL_TOOLS
+from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
+from fleet_agent.vast import VastClient
 from starter.connect import connect
-from workflows import AgentRunWorkflow, FleetAgentWorkflow
+from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import TASK_QUEUE
 
 __all__ = ["build_worker", "main"]
@@ -40,18 +41,30 @@ def build_worker(
     *,
     store: Store,
     provider: LlmProvider,
-    fleet: FleetView | None = None,
-    fleet_activities: Sequence[Any] = (),
+    fleet: FleetActivities | None = None,
     task_queue: str = TASK_QUEUE,
-    tools: frozenset[str] = LOCAL_TOOLS,
 ) -> Worker:
-    """A worker with every workflow and activity of fleet-agent on `task_queue`."""
+    """A worker with every workflow and activity of fleet-agent on `task_queue`.
+
+    Without `fleet` the agent loop runs with its workflow-local tools only
+    (and its monitor, if enabled, finds no poll activity: disable it).
+    """
     runlog = RunLogActivities(store, fleet)
+    tools = LOCAL_TOOLS | FLEET_TOOLS if fleet is not None else LOCAL_TOOLS
     llm = LlmActivities(store, provider, tools)
+    fleet_activities: list[Callable[..., Any]] = []
+    if fleet is not None:
+        fleet_activities = [
+            fleet.get_fleet_status,
+            fleet.search_offers,
+            fleet.create_instance,
+            fleet.destroy_instance,
+            fleet.poll_fleet,
+        ]
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[FleetAgentWorkflow, AgentRunWorkflow],
+        workflows=[FleetAgentWorkflow, AgentRunWorkflow, FleetMonitorWorkflow],
         activities=[
             runlog.load_agent_counters,
             runlog.load_context,
@@ -60,8 +73,15 @@ def build_worker(
             llm.call_llm,
             *fleet_activities,
         ],
-        activity_executor=ThreadPoolExecutor(max_workers=16),
     )
+
+
+def fleet_from_settings(settings: Settings) -> FleetActivities | None:
+    """vast.ai (or the simulator at VAST_API_URL) when a key is configured."""
+    if settings.vast_api_key is None:
+        return None
+    vast = VastClient(settings.vast_api_key.get_secret_value(), settings.vast_api_url)
+    return FleetActivities(vast, settings.prover)
 
 
 async def main() -> None:
@@ -70,14 +90,16 @@ async def main() -> None:
     store = Store(settings.database_url)
     store.create_all()
     provider = provider_from_settings(settings)
+    fleet = fleet_from_settings(settings)
     client = await connect()
     log.info(
-        "worker on task queue %s (LLM: %s, store: %s)",
+        "worker on task queue %s (LLM: %s, store: %s, vast.ai: %s)",
         TASK_QUEUE,
         provider.name,
         store,
+        settings.vast_api_url if fleet else "not configured (set VAST_API_KEY)",
     )
-    await build_worker(client, store=store, provider=provider).run()
+    await build_worker(client, store=store, provider=provider, fleet=fleet).run()
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ __all__ = [
     "LlmRequest",
     "LlmResult",
     "LoadContextRequest",
+    "MonitorConfig",
+    "MonitorInput",
     "Phase",
     "Priority",
     "RecordRunRequest",
@@ -396,6 +398,26 @@ class RecordRunRequest(BaseModel):
     result: RunResult
     final_round: int | None = None
     context: ContextInfo | None = None
+
+
+# ---------------------------------------------------------------- monitor
+
+
+class MonitorConfig(BaseModel):
+    """What the agent tells its monitor; sent again when the agent's config changes."""
+
+    poll_seconds: int = 30
+    target_proofs_per_hour: float = 0.0
+    enabled: bool = True
+
+
+class MonitorInput(BaseModel):
+    agent_id: str
+    config: MonitorConfig = Field(default_factory=MonitorConfig)
+    # id -> state of the last poll, carried through continue-as-new so a new
+    # execution does not report every instance as new.
+    last_states: dict[int, str] | None = None
+    polls: int = 0
 
 
 # ---------------------------------------------------------------- agent state

@@ -121,7 +121,8 @@ get_fleet_status when you need facts.
 Rules:
 - Rent with create_instance only after search_offers, and prefer the lowest $ per proof.
 - Destroy instances that exited, went offline or are stuck, and replace them.
-- Do not rent more than the target needs; release surplus beyond one spare machine.
+- Keep the expected capacity (running + loading) at or just above the target; release\
+ machines the target does not need, most expensive per proof first.
 - Hard limits are enforced by the system, not by you: at most {config.max_instances} \
 instances, ${config.max_fleet_dph:g}/h for the fleet, ${config.max_instance_dph:g}/h per \
 instance, GPUs {gpus}, reliability ≥ {config.min_reliability:g}{dry_run}. \

@@ -11,9 +11,17 @@ from typing import Literal
 
 from pydantic import BaseModel, SecretStr
 
-__all__ = ["DEFAULT_VAST_URL", "Settings"]
+__all__ = ["DEFAULT_VAST_URL", "ProverSpec", "Settings"]
 
 DEFAULT_VAST_URL = "https://console.vast.ai"
+
+
+class ProverSpec(BaseModel):
+    """What runs on a rented machine: worker settings, never model decisions."""
+
+    image: str = "ghcr.io/fleet-agent/snark-prover:latest"
+    disk_gb: float = 64.0
+    onstart: str | None = None
 
 
 class Settings(BaseModel):
@@ -23,6 +31,7 @@ class Settings(BaseModel):
     anthropic_api_key: SecretStr | None = None
     vast_api_url: str = DEFAULT_VAST_URL
     vast_api_key: SecretStr | None = None
+    prover: ProverSpec = ProverSpec()
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -42,4 +51,9 @@ class Settings(BaseModel):
             anthropic_api_key=SecretStr(key) if key else None,
             vast_api_url=(e.get("VAST_API_URL") or DEFAULT_VAST_URL).rstrip("/"),
             vast_api_key=SecretStr(vast_key) if vast_key else None,
+            prover=ProverSpec(
+                image=e.get("FLEET_PROVER_IMAGE") or ProverSpec().image,
+                disk_gb=float(e.get("FLEET_PROVER_DISK_GB") or ProverSpec().disk_gb),
+                onstart=e.get("FLEET_PROVER_ONSTART") or None,
+            ),
         )

@@ -15,6 +15,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.fleet import FleetActivities
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmProvider
 from fleet_agent.models import AgentInput, AgentStatus, ConfigPatch
@@ -47,9 +48,10 @@ async def eventually(
 class Harness:
     """A worker on its own task queue, and the agents started on it."""
 
-    def __init__(self, client: Client, task_queue: str) -> None:
+    def __init__(self, client: Client, task_queue: str, *, has_fleet: bool = False) -> None:
         self.client = client
         self.task_queue = task_queue
+        self.has_fleet = has_fleet
         self.agent_ids: set[str] = set()
 
     async def start_agent(
@@ -57,6 +59,9 @@ class Harness:
     ) -> WorkflowHandle[FleetAgentWorkflow, None]:
         """Start (or attach to) an agent; the handle follows continue-as-new."""
         agent_id = agent_id or f"agent-{uuid.uuid4().hex[:8]}"
+        if not self.has_fleet:
+            # Without fleet activities there is nothing for a monitor to poll.
+            config.setdefault("monitor_enabled", False)
         await self.client.start_workflow(
             FleetAgentWorkflow.run,
             AgentInput(config=ConfigPatch(**config) if config else None),
@@ -82,18 +87,18 @@ async def running_worker(
     store: Store,
     *,
     provider: LlmProvider | None = None,
-    fleet_activities: Sequence[Any] = (),
-    **kwargs: Any,
+    fleet: FleetActivities | None = None,
 ) -> AsyncIterator[Harness]:
     """A full fleet-agent worker on a fresh task queue."""
-    harness = Harness(client, f"fleet-agent-test-{uuid.uuid4().hex[:8]}")
+    harness = Harness(
+        client, f"fleet-agent-test-{uuid.uuid4().hex[:8]}", has_fleet=fleet is not None
+    )
     worker = build_worker(
         client,
         store=store,
         provider=provider or AnthropicProvider(),
-        fleet_activities=fleet_activities,
+        fleet=fleet,
         task_queue=harness.task_queue,
-        **kwargs,
     )
     async with worker:
         try:

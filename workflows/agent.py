@@ -14,12 +14,14 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
     from pydantic import BaseModel, ValidationError
 
+    from fleet_agent.errors import describe_validation_error
     from fleet_agent.models import (
         AgentConfig,
         AgentCounters,
@@ -30,6 +32,8 @@ with workflow.unsafe.imports_passed_through():
         ConfigPatch,
         HumanMessage,
         LastRun,
+        MonitorConfig,
+        MonitorInput,
         Phase,
         RejectedInput,
         ResetSession,
@@ -42,7 +46,9 @@ with workflow.unsafe.imports_passed_through():
         TriggerNow,
     )
     from fleet_agent.schedule import Due, next_due
-    from fleet_agent.wakes import add_wake, cancel_wake, due_wakes
+    from fleet_agent.wakes import add_wake, due_wakes
+    from fleet_agent.wakes import cancel_wake as remove_wake
+    from workflows.monitor import FleetMonitorWorkflow
     from workflows.policies import STORE_RETRY, STORE_TIMEOUT
     from workflows.run import AgentRunWorkflow
 
@@ -63,12 +69,6 @@ _FLEET_FIELDS = frozenset(
 )
 _MAX_REJECTED = 20
 _M = TypeVar("_M", bound="BaseModel")
-
-
-def _validation_message(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
-    )
 
 
 @workflow.defn
@@ -105,6 +105,7 @@ class FleetAgentWorkflow:
         if self._fresh:
             await self._continue_numbering()
             self._add_trigger(TriggerKind.AGENT_STARTED, reason="fresh start")
+        await self._ensure_monitor()
         while True:
             await self._wait_until_due()
             if self._state.reset_reason is not None:
@@ -125,6 +126,38 @@ class FleetAgentWorkflow:
         )
         self._state.run_count = max(self._state.run_count, counters.max_run)
         self._state.session = max(self._state.session, counters.max_session)
+
+    def _monitor_config(self) -> MonitorConfig:
+        config = self._state.config
+        return MonitorConfig(
+            poll_seconds=config.monitor_poll_seconds,
+            target_proofs_per_hour=config.target_proofs_per_hour,
+            enabled=config.monitor_enabled,
+        )
+
+    async def _ensure_monitor(self) -> None:
+        """Start `<agent>/monitor` unless it runs already (it outlives continue-as-new)."""
+        if not self._state.config.monitor_enabled:
+            return
+        try:
+            await workflow.start_child_workflow(
+                FleetMonitorWorkflow.run,
+                MonitorInput(agent_id=self._agent_id, config=self._monitor_config()),
+                id=f"{self._agent_id}/monitor",
+                task_queue=workflow.info().task_queue,
+                # Abandon: a continue-as-new of the agent must not stop the monitor.
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary="fleet monitor",
+            )
+        except WorkflowAlreadyStartedError:
+            await self._configure_monitor()
+
+    async def _configure_monitor(self) -> None:
+        handle = workflow.get_external_workflow_handle(f"{self._agent_id}/monitor")
+        try:
+            await handle.signal(FleetMonitorWorkflow.configure, self._monitor_config())
+        except ApplicationError as exc:
+            workflow.logger.info("monitor not reachable: %s", exc)
 
     async def _wait_until_due(self) -> None:
         """Sleep until a run is due, a reset is asked for, or history is long.
@@ -209,7 +242,7 @@ class FleetAgentWorkflow:
             if request.op == "add" and request.wake is not None:
                 state.wakes = add_wake(state.wakes, request.wake)
             elif request.op == "cancel":
-                state.wakes, _ = cancel_wake(state.wakes, request.wake_id)
+                state.wakes, _ = remove_wake(state.wakes, request.wake_id)
         ended = workflow.now()
         state.last_run = LastRun(
             run=result.run,
@@ -298,7 +331,7 @@ class FleetAgentWorkflow:
         try:
             return model.model_validate({} if raw is None else raw)
         except ValidationError as exc:
-            self._reject(signal, _validation_message(exc))
+            self._reject(signal, describe_validation_error(exc))
             return None
 
     # ------------------------------------------------------------ signals
@@ -353,7 +386,7 @@ class FleetAgentWorkflow:
         )
         if req is None:
             return
-        self._state.wakes, existed = cancel_wake(self._state.wakes, req.wake_id)
+        self._state.wakes, existed = remove_wake(self._state.wakes, req.wake_id)
         if not existed:
             self._reject("cancel_wake", f"no pending wake {req.wake_id!r}")
         self._notify()
@@ -361,8 +394,9 @@ class FleetAgentWorkflow:
     # ------------------------------------------------------------ update
 
     @workflow.update
-    def update_config(self, raw: dict[str, Any]) -> AgentConfig:
-        """Change part of the config; returns the resulting config."""
+    async def update_config(self, raw: dict[str, Any]) -> AgentConfig:
+        """Change part of the config; returns the resulting config. Passes the
+        monitor its part (poll interval, target, enabled)."""
         patch = ConfigPatch.model_validate(raw)
         old = self._state.config
         self._state.config = patch.apply(old)
@@ -383,6 +417,11 @@ class FleetAgentWorkflow:
         else:
             self._notify()
         self._show()
+        if any(k.startswith("monitor_") or k == "target_proofs_per_hour" for k in changed):
+            if self._state.config.monitor_enabled and not old.monitor_enabled:
+                await self._ensure_monitor()
+            else:
+                await self._configure_monitor()
         return self._state.config
 
     @update_config.validator
@@ -393,7 +432,7 @@ class FleetAgentWorkflow:
             patch = ConfigPatch.model_validate(raw)
             patch.apply(self._state.config)
         except ValidationError as exc:
-            raise ValueError(f"invalid config: {_validation_message(exc)}") from None
+            raise ValueError(f"invalid config: {describe_validation_error(exc)}") from None
         if patch.is_empty():
             raise ValueError("invalid config: the update changes nothing")
 

@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     # workflow run would only cost time and break isinstance checks.
     from pydantic import BaseModel, ValidationError
 
+    from fleet_agent.errors import describe_validation_error
     from fleet_agent.models import (
         ContextInfo,
         FleetToolRequest,
@@ -276,13 +277,10 @@ class AgentRunWorkflow:
 
 
 def _bad_input(call: ToolCall, exc: ValidationError) -> ToolResult:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
-    )
     return ToolResult(
         tool_use_id=call.id,
         name=call.name,
-        content=f"Invalid input for {call.name}: {problems}",
+        content=f"Invalid input for {call.name}: {describe_validation_error(exc)}",
         is_error=True,
     )
 

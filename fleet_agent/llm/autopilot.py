@@ -1,16 +1,20 @@
 """The offline `autopilot` provider: a deterministic policy behind the LLM interface.
 
 Used when no Anthropic key is set (the local demo, CI). It speaks the same
-content-block protocol as the real model — tool calls, final text, verdict — so
-the whole loop, store and prompt machinery run unchanged without a network.
+content-block protocol as the real model — tool calls, final text, verdict — and
+reads only what the model would read (the run's context message and tool
+results), so the whole loop, store, guardrails and prompt machinery run
+unchanged without a network.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from typing import Any
 
+from fleet_agent.fleet.policy import choose_offers, plan_fleet
 from fleet_agent.llm.base import LlmReply
 from fleet_agent.models import TokenUsage
 
@@ -18,6 +22,9 @@ __all__ = ["AutopilotProvider"]
 
 # The first line of each operator message in the trigger block (see prompt.py).
 _MESSAGE = re.compile(r"^Message from (?P<author>.+?) at \S+ \S+Z:\n(?P<text>.*)$", re.M)
+_TARGET = re.compile(r"^## Target\n(?P<target>[\d.]+) proofs/hour", re.M)
+_FLEET_JSON = re.compile(r"## Fleet\n[^\n]*\n```json\n(?P<rows>.*?)\n```", re.S)
+_RESULT_JSON = re.compile(r"(\[.*\])", re.S)
 
 
 def _text_of(content: Any) -> str:
@@ -29,11 +36,57 @@ def _text_of(content: Any) -> str:
 
 
 def _verdict(action: bool, state_changed: bool) -> str:
-    return f"<verdict>{json.dumps({'action': action, 'state_changed': state_changed})}</verdict>"
+    body = json.dumps({"action": action, "state_changed": state_changed})
+    return f"<verdict>{body}</verdict>"
+
+
+def _tool_use(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:20]}", "name": name, "input": args}
+
+
+class _Run:
+    """What the current run has seen so far, read back from the messages."""
+
+    def __init__(self, messages: list[dict[str, Any]]) -> None:
+        start = max(
+            (
+                i
+                for i, m in enumerate(messages)
+                if m["role"] == "user"
+                and isinstance(m["content"], str)
+                and m["content"].startswith("[run #")
+            ),
+            default=len(messages) - 1,
+        )
+        self.context = _text_of(messages[start]["content"]) if messages else ""
+        self.calls: dict[str, str] = {}  # tool_use id -> name
+        self.results: list[tuple[str, str, bool]] = []  # (tool name, content, is_error)
+        for m in messages[start + 1 :]:
+            if not isinstance(m["content"], list):
+                continue
+            for block in m["content"]:
+                if block.get("type") == "tool_use":
+                    self.calls[block["id"]] = block["name"]
+                elif block.get("type") == "tool_result":
+                    name = self.calls.get(block["tool_use_id"], "?")
+                    self.results.append(
+                        (name, _text_of(block.get("content", "")), bool(block.get("is_error")))
+                    )
+
+    def target(self) -> float:
+        found = _TARGET.search(self.context)
+        return float(found.group("target")) if found else 0.0
+
+    def fleet_rows(self) -> list[dict[str, Any]] | None:
+        found = _FLEET_JSON.search(self.context)
+        if found is None:
+            return None
+        rows: list[dict[str, Any]] = json.loads(found.group("rows"))
+        return rows
 
 
 class AutopilotProvider:
-    """Answers operator messages and reports; fleet decisions come with the fleet tools."""
+    """Holds the target with the fleet tools when they are offered; answers operators."""
 
     name = "autopilot"
     model = "autopilot-1"
@@ -46,17 +99,66 @@ class AutopilotProvider:
         tools: list[dict[str, Any]],
         max_tokens: int,
     ) -> LlmReply:
-        context = _text_of(messages[-1]["content"]) if messages else ""
-        humans = _MESSAGE.findall(context)
-        if humans:
-            lines = [f"{author}: noted — “{text.strip()[:200]}”." for author, text in humans]
-            text = "\n".join(lines) + "\nThe autopilot holds the target; nothing else to do."
-            final = f"{text}\n{_verdict(True, False)}"
-        else:
-            final = f"No action needed.\n{_verdict(False, False)}"
+        run = _Run(messages)
+        offered = {t["name"] for t in tools}
+        content = self._decide(run, offered)
+        text = " ".join(b.get("text", "") for b in content)
         return LlmReply(
-            content=[{"type": "text", "text": final}],
-            stop_reason="end_turn",
-            usage=TokenUsage(input_tokens=len(context) // 4, output_tokens=len(final) // 4),
+            content=content,
+            stop_reason="tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn",
+            usage=TokenUsage(
+                input_tokens=sum(len(_text_of(m["content"])) for m in messages) // 4,
+                output_tokens=len(text) // 4 + 10,
+            ),
             model=self.model,
         )
+
+    def _decide(self, run: _Run, offered: set[str]) -> list[dict[str, Any]]:
+        rows = run.fleet_rows()
+        fleet = rows is not None and {"search_offers", "create_instance"} <= offered
+        if fleet and rows is not None and not run.results:
+            plan = plan_fleet(rows, run.target())
+            calls = [
+                _tool_use("destroy_instance", {"instance_id": iid, "reason": why})
+                for iid, why in plan.destroy
+            ]
+            if plan.gap > 0:
+                calls.append(_tool_use("search_offers", {"limit": 30}))
+            if calls:
+                return calls
+        if fleet and rows is not None:
+            searched = [c for n, c, err in run.results if n == "search_offers" and not err]
+            created = any(n == "create_instance" for n, _, _ in run.results)
+            if searched and not created:
+                plan = plan_fleet(rows, run.target())
+                found = _RESULT_JSON.search(searched[-1])
+                offers = json.loads(found.group(1)) if found else []
+                picks = choose_offers(offers, plan.gap)
+                if picks:
+                    return [
+                        _tool_use(
+                            "create_instance",
+                            {
+                                "offer_id": o["offer_id"],
+                                "reason": f"cover a {plan.gap:.0f} proofs/h gap",
+                            },
+                        )
+                        for o in picks
+                    ]
+        return [{"type": "text", "text": self._final(run)}]
+
+    def _final(self, run: _Run) -> str:
+        lines: list[str] = []
+        humans = _MESSAGE.findall(run.context)
+        for author, text in humans:
+            lines.append(f"{author}: noted — “{text.strip()[:200]}”.")
+        done = [(n, c) for n, c, err in run.results if not err and n.endswith("_instance")]
+        refused = [(n, c) for n, c, err in run.results if err]
+        for name, content in done:
+            lines.append(f"{name}: {content.splitlines()[0]}")
+        for name, content in refused:
+            lines.append(f"{name} refused: {content.splitlines()[0]}")
+        changed = any(not c.startswith(("DRY RUN", "Instance")) for _, c in done)
+        if not lines:
+            lines.append("Fleet on target; no action needed.")
+        return "\n".join(lines) + "\n" + _verdict(bool(humans) or changed, changed)

@@ -1,0 +1,1 @@
+"""The fleet as the agent sees it: labels, guardrails, snapshots. Temporal-free."""

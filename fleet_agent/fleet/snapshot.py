@@ -1,0 +1,111 @@
+"""A compact picture of the fleet for the model, the monitor and the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from pydantic import BaseModel, Field
+
+from fleet_agent.sim.capacity import proofs_per_hour
+from fleet_agent.vast.models import TERMINAL_STATUSES, Instance
+
+__all__ = ["FleetInstance", "FleetSnapshot", "instance_capacity", "summarize"]
+
+
+class FleetInstance(BaseModel):
+    id: int
+    label: str
+    state: str  # actual_status, "scheduling" while vast.ai has none yet
+    gpu: str
+    num_gpus: int
+    dph: float
+    proofs_per_hour: float
+    # What it proves once running (0 for dead machines): plan with this.
+    expected_proofs_per_hour: float = 0.0
+    status_msg: str = ""
+    age_minutes: float | None = None
+
+
+class FleetSnapshot(BaseModel):
+    """This agent's instances and the totals the model plans with."""
+
+    instances: list[FleetInstance] = Field(default_factory=list)
+    target_proofs_per_hour: float = 0.0
+    capacity_proofs_per_hour: float = 0.0
+    expected_proofs_per_hour: float = 0.0  # running + loading: capacity once loaded
+    fleet_dph: float = 0.0
+    error: str = ""
+
+    def states(self) -> dict[int, str]:
+        return {i.id: i.state for i in self.instances}
+
+    def to_text(self) -> str:
+        """Model-friendly: one summary line, then a JSON list of instances."""
+        if self.error:
+            return f"Fleet status unavailable: {self.error}"
+        counts = Counter(i.state for i in self.instances)
+        by_state = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no instances"
+        gap = self.target_proofs_per_hour - self.capacity_proofs_per_hour
+        head = (
+            f"{len(self.instances)} instances ({by_state}); capacity "
+            f"{self.capacity_proofs_per_hour:.0f} proofs/h running, "
+            f"{self.expected_proofs_per_hour:.0f} once loading ones are up; target "
+            f"{self.target_proofs_per_hour:.0f} (gap {gap:+.0f}); spend ${self.fleet_dph:.2f}/h"
+        )
+        rows = [i.model_dump(exclude_defaults=True) for i in self.instances]
+        return f"{head}\n```json\n{json.dumps(rows, separators=(',', ':'))}\n```"
+
+
+def instance_capacity(inst: Instance) -> float:
+    """Proofs/h of a running instance: reported (simulator) or estimated from
+    its GPU and host RAM with the capacity model (the real service reports none)."""
+    if inst.actual_status != "running":
+        return 0.0
+    if inst.proofs_per_hour is not None:
+        return float(inst.proofs_per_hour)
+    return proofs_per_hour(inst.gpu_name or "", inst.num_gpus or 1, inst.cpu_ram or 0.0)
+
+
+def summarize(
+    instances: list[Instance], *, target: float, now_epoch: float | None = None
+) -> FleetSnapshot:
+    rows: list[FleetInstance] = []
+    capacity = expected = dph = 0.0
+    for inst in sorted(instances, key=lambda i: i.id):
+        state = inst.actual_status or "scheduling"
+        cap = instance_capacity(inst)
+        potential = (
+            0.0
+            if state in TERMINAL_STATUSES
+            else cap
+            or proofs_per_hour(inst.gpu_name or "", inst.num_gpus or 1, inst.cpu_ram or 0.0)
+        )
+        age = None
+        if now_epoch is not None and inst.start_date:
+            age = round((now_epoch - inst.start_date) / 60, 1)
+        rows.append(
+            FleetInstance(
+                id=inst.id,
+                label=inst.label or "",
+                state=state,
+                gpu=inst.gpu_name or "?",
+                num_gpus=inst.num_gpus or 1,
+                dph=round(inst.dph_total or 0.0, 4),
+                proofs_per_hour=round(cap, 1),
+                expected_proofs_per_hour=round(potential, 1),
+                status_msg=(inst.status_msg or "")[:120],
+                age_minutes=age,
+            )
+        )
+        capacity += cap
+        expected += potential
+        # Dead machines bill until destroyed, so they count against the caps.
+        dph += inst.dph_total or 0.0
+    return FleetSnapshot(
+        instances=rows,
+        target_proofs_per_hour=target,
+        capacity_proofs_per_hour=round(capacity, 1),
+        expected_proofs_per_hour=round(expected, 1),
+        fleet_dph=round(dph, 4),
+    )

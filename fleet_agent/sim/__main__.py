@@ -1,0 +1,30 @@
+"""``python -m fleet_agent.sim``: run the vast.ai simulator in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from .faults import SCENARIOS
+from .server import DEFAULT_API_KEY, serve
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments and serve until Ctrl-C."""
+    parser = argparse.ArgumentParser(prog="python -m fleet_agent.sim", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--speed", type=float, default=1.0, help="sim seconds per real second")
+    parser.add_argument("--api-key", default=DEFAULT_API_KEY)
+    parser.add_argument("--scenario", default="realistic", choices=sorted(SCENARIOS))
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
+    serve(args.host, args.port, args.seed, args.speed, args.api_key, args.scenario)
+
+
+if __name__ == "__main__":
+    main()

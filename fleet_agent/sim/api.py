@@ -1,0 +1,308 @@
+"""The simulator's HTTP surface as plain functions: request in, `Reply` out.
+
+This module knows the service's paths, payloads, auth and error shapes; the
+socket plumbing lives in `fleet_agent.sim.server`. Routes (trailing slash
+optional, as on the service):
+
+* public: ``GET /api/v0/gpu_names/unique/``, ``GET /api/v0/gpu_types/``
+* ``GET /api/v0/users/current/`` (the vastai CLI asks it once per config dir)
+* ``POST /api/v0/bundles/`` (and legacy ``GET ...?q=<json>``): search offers
+* ``PUT /api/v0/asks/{id}/``: rent
+* ``GET /api/v1/instances/``: paginated list; ``GET /api/v0/instances/`` is gone (410)
+* ``GET /api/v0/instances/filters/``, ``GET|DELETE /api/v0/instances/{id}/``
+* control, no auth: ``GET /_sim/state``, ``POST /_sim/advance``, ``POST /_sim/speed``,
+  ``POST /_sim/faults``, ``POST /_sim/kill/{id}``
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import parse_qs, urlsplit
+
+from .catalogue import gpu_names, gpu_types
+from .market import ApiError, Market
+
+__all__ = ["RATE_LIMIT_TEXT", "Headers", "Reply", "SimApi"]
+
+RATE_LIMIT_TEXT = "API requests too frequent"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One answer: JSON `body`, or plain `text`; sent after `delay_s` real seconds."""
+
+    status: int
+    body: Any = None
+    text: str | None = None
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    method: str
+    path: str
+    params: dict[str, str]
+    body: Any
+    match: re.Match[str]
+
+
+_Handler = Callable[["SimApi", _Request], Reply]
+
+
+class Headers(Protocol):
+    """What the API reads from request headers (``http.client.HTTPMessage`` fits)."""
+
+    def get(self, name: str, /) -> str | None:
+        """The header's value, or None."""
+
+
+def _json_param(params: Mapping[str, str], name: str, default: Any) -> Any:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ApiError(400, "invalid_args", f"{name} must be JSON") from None
+
+
+class SimApi:
+    """Routes requests to the `Market`, checking the key and the rate limiter."""
+
+    def __init__(self, market: Market, api_key: str) -> None:
+        if not api_key:
+            raise ValueError("the simulator needs an API key to check")
+        self.market = market
+        self._api_key = api_key
+        # (method, compiled path, route name for the limiter, handler, needs auth)
+        self._routes: list[tuple[str, re.Pattern[str], str, _Handler, bool]] = [
+            ("GET", re.compile(r"/api/v0/gpu_names/unique/"), "gpus", SimApi._gpu_names, False),
+            ("GET", re.compile(r"/api/v0/gpu_types/"), "gpu_types", SimApi._gpu_types, False),
+            ("GET", re.compile(r"/api/v0/users/current/"), "user", SimApi._user, True),
+            ("POST", re.compile(r"/api/v0/bundles/"), "bundles", SimApi._search, True),
+            ("GET", re.compile(r"/api/v0/bundles/"), "bundles", SimApi._search_get, True),
+            ("PUT", re.compile(r"/api/v0/asks/(?P<id>\d+)/"), "asks", SimApi._rent, True),
+            ("GET", re.compile(r"/api/v1/instances/"), "instances_v1", SimApi._list, True),
+            ("GET", re.compile(r"/api/v0/instances/"), "instances_v0", SimApi._list_v0, True),
+            ("GET", re.compile(r"/api/v0/instances/filters/"), "filters", SimApi._filters, True),
+            ("GET", re.compile(r"/api/v0/instances/(?P<id>\d+)/"), "instance", SimApi._show, True),
+            (
+                "DELETE",
+                re.compile(r"/api/v0/instances/(?P<id>\d+)/"),
+                "instance",
+                SimApi._destroy,
+                True,
+            ),
+            ("GET", re.compile(r"/_sim/state/"), "_sim", SimApi._sim_state, False),
+            ("POST", re.compile(r"/_sim/advance/"), "_sim", SimApi._sim_advance, False),
+            ("POST", re.compile(r"/_sim/speed/"), "_sim", SimApi._sim_speed, False),
+            ("POST", re.compile(r"/_sim/faults/"), "_sim", SimApi._sim_faults, False),
+            ("POST", re.compile(r"/_sim/kill/(?P<id>\d+)/"), "_sim", SimApi._sim_kill, False),
+        ]
+
+    # ----------------------------------------------------------- dispatch
+
+    def handle(
+        self, method: str, target: str, headers: Headers, raw_body: bytes, client: str
+    ) -> Reply:
+        """Answer one HTTP request (`target` is the request line's path and query)."""
+        parts = urlsplit(target)
+        path = parts.path if parts.path.endswith("/") else parts.path + "/"
+        params = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        route = None
+        path_known = False
+        for r_method, pattern, name, handler, auth in self._routes:
+            m = pattern.fullmatch(path)
+            if m is None:
+                continue
+            path_known = True
+            if r_method == method:
+                route = (name, handler, auth, m)
+                break
+        if route is None:
+            # Like a web framework's defaults: plain text, not the API's JSON.
+            return (
+                Reply(405, text="Method Not Allowed")
+                if path_known
+                else Reply(404, text="Not Found")
+            )
+        name, handler, auth, match = route
+        try:
+            if auth:
+                key = self._presented_key(headers, params)
+                # The limiter runs before auth: it keys on whatever was presented.
+                if not self.market.admit(f"{method} {name}", key or client):
+                    return Reply(429, text=RATE_LIMIT_TEXT)
+                if not key:
+                    raise ApiError(401, "auth_error", "Please log in or sign up")
+                if key != self._api_key:
+                    raise ApiError(401, "auth_error", "Invalid user key")
+            body = self._decode_body(method, raw_body)
+            return handler(self, _Request(method, path, params, body, match))
+        except ApiError as exc:
+            if exc.text:
+                return Reply(exc.status, text=exc.msg)
+            return Reply(exc.status, body=exc.body())
+
+    @staticmethod
+    def _presented_key(headers: Headers, params: Mapping[str, str]) -> str | None:
+        auth = headers.get("Authorization") or ""
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+        legacy = params.get("api_key")  # the old ?api_key= form still works
+        return legacy or None
+
+    @staticmethod
+    def _decode_body(method: str, raw: bytes) -> Any:
+        if method in ("GET", "HEAD") or not raw.strip():
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ApiError(400, "invalid_args", "request body is not valid JSON") from None
+
+    # ------------------------------------------------------------- public
+
+    def _gpu_names(self, req: _Request) -> Reply:
+        return Reply(200, {"gpu_names": gpu_names()})
+
+    def _gpu_types(self, req: _Request) -> Reply:
+        return Reply(200, {"gpu_types": gpu_types()})
+
+    def _user(self, req: _Request) -> Reply:
+        return Reply(
+            200,
+            {
+                "id": 4242,
+                "username": "sim-user",
+                "email": "sim-user@example.invalid",
+                "fullname": "Simulated User",
+                "balance": 0.0,
+                "credit": 500.0,
+                "can_pay": True,
+                "has_billing": True,
+                "email_verified": True,
+                "host_agreement_accepted": False,
+            },
+        )
+
+    # ------------------------------------------------------------- offers
+
+    def _search(self, req: _Request) -> Reply:
+        if not isinstance(req.body, dict):
+            raise ApiError(400, "invalid_args", "search body must be a JSON object")
+        return Reply(200, {"offers": self.market.search_offers(req.body)})
+
+    def _search_get(self, req: _Request) -> Reply:
+        query = _json_param(req.params, "q", {})
+        if not isinstance(query, dict):
+            raise ApiError(400, "invalid_args", "q must be a JSON object")
+        return Reply(200, {"offers": self.market.search_offers(query)})
+
+    # ---------------------------------------------------------- instances
+
+    def _rent(self, req: _Request) -> Reply:
+        if not isinstance(req.body, dict):
+            raise ApiError(400, "invalid_args", "create body must be a JSON object")
+        result = self.market.rent(int(req.match["id"]), req.body)
+        if result.answer == "server_error":
+            # The machine is rented, but the answer is lost in a server error.
+            status = self.market.faults.create_error_status
+            return Reply(status, text="Internal Server Error" if status == 500 else "Bad Gateway")
+        ok = {"success": True, "new_contract": result.instance_id}
+        if result.answer == "hang":
+            return Reply(200, ok, delay_s=self.market.faults.hang_seconds)
+        return Reply(200, ok)
+
+    def _list(self, req: _Request) -> Reply:
+        if self.market.list_error():
+            return Reply(
+                200,
+                {"success": False, "error": "server_error", "msg": "Error fetching instances."},
+            )
+        select_filters = _json_param(req.params, "select_filters", {})
+        order_by = _json_param(req.params, "order_by", [{"col": "id", "dir": "asc"}])
+        select_cols = _json_param(req.params, "select_cols", None)
+        if not isinstance(select_filters, dict) or not isinstance(order_by, list):
+            raise ApiError(400, "invalid_args", "select_filters must be an object, order_by a list")
+        if select_cols is not None and not isinstance(select_cols, list):
+            raise ApiError(400, "invalid_args", "select_cols must be a list")
+        limit_raw = req.params.get("limit")
+        try:
+            limit = int(limit_raw) if limit_raw else None
+        except ValueError:
+            raise ApiError(400, "invalid_args", "limit must be an integer") from None
+        if limit is not None and limit < 1:
+            raise ApiError(400, "invalid_args", "limit must be >= 1")
+        page = self.market.list_instances(
+            select_filters=select_filters,
+            order_by=order_by,
+            limit=limit,
+            after=req.params.get("after_token") or None,
+            select_cols=[str(c) for c in select_cols] if select_cols else None,
+        )
+        return Reply(200, page)
+
+    def _list_v0(self, req: _Request) -> Reply:
+        raise ApiError(
+            410,
+            "deprecated_endpoint",
+            "/api/v0/instances/ is deprecated. Use /api/v1/instances/ instead.",
+        )
+
+    def _filters(self, req: _Request) -> Reply:
+        return Reply(200, {"success": True, "filters": self.market.instance_filters()})
+
+    def _show(self, req: _Request) -> Reply:
+        return Reply(200, {"instances": self.market.show_instance(int(req.match["id"]))})
+
+    def _destroy(self, req: _Request) -> Reply:
+        self.market.destroy_instance(int(req.match["id"]))
+        return Reply(200, {"success": True, "msg": "Instance destroyed successfully"})
+
+    # ------------------------------------------------------------ control
+
+    def _sim_state(self, req: _Request) -> Reply:
+        return Reply(200, self.market.state())
+
+    def _sim_advance(self, req: _Request) -> Reply:
+        seconds = req.body.get("seconds") if isinstance(req.body, dict) else None
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            raise ApiError(400, "invalid_args", 'body must be {"seconds": <number >= 0>}')
+        return Reply(200, {"success": True, "now": self.market.advance(float(seconds))})
+
+    def _sim_speed(self, req: _Request) -> Reply:
+        speed = req.body.get("speed") if isinstance(req.body, dict) else None
+        if isinstance(speed, bool) or not isinstance(speed, int | float) or speed < 0:
+            raise ApiError(400, "invalid_args", 'body must be {"speed": <number >= 0>}')
+        self.market.set_speed(float(speed))
+        return Reply(200, {"success": True, "speed": float(speed)})
+
+    def _sim_faults(self, req: _Request) -> Reply:
+        changes = dict(req.body) if isinstance(req.body, dict) else None
+        if changes is None:
+            raise ApiError(400, "invalid_args", "body must be an object of fault switches")
+        name = changes.pop("scenario", None)
+        try:
+            faults = self.market.set_faults(name, **changes)
+        except ValueError as exc:
+            raise ApiError(400, "invalid_args", str(exc)) from None
+        return Reply(200, {"success": True, "faults": faults.to_dict()})
+
+    def _sim_kill(self, req: _Request) -> Reply:
+        body = req.body if isinstance(req.body, dict) else {}
+        status = str(body.get("status", "exited"))
+        msg = body.get("msg")
+        try:
+            self.market.kill(int(req.match["id"]), status, str(msg) if msg else None)
+        except KeyError:
+            msg = f"Instance {req.match['id']} not found."
+            raise ApiError(404, "no_such_instance", msg) from None
+        except ValueError as exc:
+            raise ApiError(400, "invalid_args", str(exc)) from None
+        return Reply(200, {"success": True})

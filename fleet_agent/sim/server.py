@@ -1,0 +1,220 @@
+"""The simulator as an HTTP service: `SimServer` for tests, `serve` for the CLI.
+
+Built on the stdlib ``ThreadingHTTPServer``: one thread per connection, all of
+them calling into the one `Market` behind its lock. Responses always carry a
+Content-Length, so HTTP/1.1 keep-alive works for httpx and requests alike, and
+JSON is sent as exactly ``application/json`` (the vastai CLI compares the header
+verbatim).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Self
+
+from .api import Reply, SimApi
+from .market import Market
+
+__all__ = ["DEFAULT_API_KEY", "SimServer", "serve"]
+
+_log = logging.getLogger(__name__)
+
+#: The key a simulator accepts unless told otherwise.
+DEFAULT_API_KEY = "sim-api-key"
+
+_MAX_BODY = 1 << 20
+
+
+class _HttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    # The stdlib default backlog of 5 drops connects when a fleet manager fans
+    # out; dropped SYNs are retried after 1 s, 3 s, ... and look like timeouts.
+    request_queue_size = 1024
+
+    def __init__(self, address: tuple[str, int], api: SimApi, stopping: threading.Event) -> None:
+        super().__init__(address, _Handler)
+        self.api = api
+        self.stopping = stopping
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HttpServer
+    protocol_version = "HTTP/1.1"
+    server_version = "vast-sim/1"
+    # Headers and body go out in two writes; with Nagle on, keep-alive clients
+    # would wait for a delayed ACK (~40 ms) on every request.
+    disable_nagle_algorithm = True
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        _log.debug("%s " + format, self.address_string(), *args)
+
+    def _serve(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > _MAX_BODY:
+            self._send(Reply(413, text="Request Entity Too Large"))
+            return
+        raw = self.rfile.read(length) if length > 0 else b""
+        try:
+            reply = self.server.api.handle(
+                method, self.path, self.headers, raw, self.client_address[0]
+            )
+        except Exception:
+            _log.exception("simulator failed on %s %s", method, self.path.split("?")[0])
+            reply = Reply(500, text="Internal Server Error")
+        # The "hang" fault: the work is done, the answer comes late (or, if the
+        # server stops first, never).
+        if reply.delay_s > 0 and self.server.stopping.wait(reply.delay_s):
+            self.close_connection = True
+            return
+        self._send(reply)
+
+    def _send(self, reply: Reply) -> None:
+        if reply.text is not None or reply.body is None:
+            payload = (reply.text or "").encode()
+            content_type = "text/plain; charset=utf-8"
+        else:
+            payload = json.dumps(reply.body).encode()
+            content_type = "application/json"
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client gave up (e.g. timed out on a hang); nothing to tell it.
+            self.close_connection = True
+
+
+class SimServer:
+    """A running simulator on 127.0.0.1 (port 0 = any free port).
+
+    ``with SimServer(seed=1, speed=0, scenario="ideal") as sim: ...`` starts it;
+    `url` is the origin to give the client, `market` the model to drive.
+    """
+
+    def __init__(
+        self,
+        seed: int = 0,
+        speed: float = 1.0,
+        api_key: str = DEFAULT_API_KEY,
+        scenario: str = "realistic",
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        start_epoch: float | None = None,
+        page_size: int = 25,
+    ) -> None:
+        self.api_key = api_key
+        self.market = Market(
+            seed=seed,
+            speed=speed,
+            scenario_name=scenario,
+            start_epoch=start_epoch,
+            page_size=page_size,
+        )
+        self._api = SimApi(self.market, api_key)
+        self._address = (host, port)
+        self._stopping = threading.Event()
+        self._httpd: _HttpServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The origin, e.g. ``http://127.0.0.1:41234`` (what ``--url`` takes)."""
+        if self._httpd is None:
+            raise RuntimeError("the simulator is not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> Self:
+        """Bind and serve in a background thread."""
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        self._httpd = _HttpServer(self._address, self._api, self._stopping)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="vast-sim",
+            daemon=True,
+        )
+        self._thread.start()
+        _log.info("vast.ai simulator listening on %s", self.url)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port; hanging answers are dropped."""
+        httpd, thread = self._httpd, self._thread
+        if httpd is None:
+            return
+        self._stopping.set()
+        httpd.shutdown()
+        httpd.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until interrupted."""
+        self.start()
+        try:
+            self._stopping.wait()
+        finally:
+            self.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    seed: int = 0,
+    speed: float = 1.0,
+    api_key: str = DEFAULT_API_KEY,
+    scenario: str = "realistic",
+) -> None:
+    """Run a simulator until Ctrl-C (for ``fleet-agent sim --port PORT``)."""
+    sim = SimServer(
+        seed=seed, speed=speed, api_key=api_key, scenario=scenario, host=host, port=port
+    )
+    sim.start()
+    # The default key is a public constant, not a secret; a chosen one is not echoed.
+    key_hint = f"VAST_API_KEY={api_key}" if api_key == DEFAULT_API_KEY else "the key you chose"
+    print(
+        f"vast.ai simulator on {sim.url} (scenario={scenario}, seed={seed}, speed={speed}). "
+        f"Use VAST_API_URL={sim.url} and {key_hint}. Ctrl-C stops.",
+        flush=True,
+    )
+    try:
+        sim.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sim.stop()

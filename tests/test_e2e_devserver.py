@@ -1,0 +1,112 @@
+"""End to end on the real Temporal dev server: a real worker, real signals.
+
+The dev server fixture lowers `limit.historyCount.suggestContinueAsNew`
+(tests/conftest.py), so the agent continues as new every few runs here; these
+tests prove nothing is lost across it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from temporalio.testing import WorkflowEnvironment
+
+from fleet_agent.models import TriggerKind
+from fleet_agent.store import RunRecord, Store
+from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from tests.helpers import assert_sequential, eventually, finished_runs, running_worker, status
+from workflows import FleetAgentWorkflow
+
+ACTED = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
+
+
+def _planner(req: Request) -> Reply:
+    """Schedules a far wake when asked to 'plan', otherwise answers."""
+    if req.tool_results():
+        return Reply(text=ACTED)
+    text = req.last_user_text()
+    if "plan-" in text:
+        tag = text.split("plan-")[1].split()[0]
+        return Reply(
+            tool_calls=[
+                (
+                    "schedule_next_check",
+                    {"delay_seconds": 7200 + 100 * int(tag), "reason": f"plan-{tag}"},
+                )
+            ]
+        )
+    return Reply(text=ACTED)
+
+
+async def test_forced_continue_as_new_loses_no_trigger_or_wake(
+    dev_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+) -> None:
+    fake_llm.set_responder(_planner)
+    rng = random.Random(7)
+    async with running_worker(dev_env.client, store) as h:
+        handle = await h.start_agent(p0_debounce_seconds=0.3, p1_debounce_seconds=1.0)
+        sent: list[str] = []
+        for i in range(60):
+            kind = rng.choice(["human", "human", "state", "state", "now"])
+            uid = f"u{i}"
+            if i % 15 == 0:
+                await handle.signal(FleetAgentWorkflow.trigger_now, {"reason": f"plan-{i // 15}"})
+                uid = f"plan-{i // 15}"
+            elif kind == "human":
+                await handle.signal(FleetAgentWorkflow.human_message, {"text": uid})
+            elif kind == "state":
+                await handle.signal(
+                    FleetAgentWorkflow.state_changed,
+                    {"instance_id": uid, "new_state": "running"},
+                )
+            else:
+                await handle.signal(FleetAgentWorkflow.trigger_now, {"reason": uid})
+            sent.append(uid)
+            await asyncio.sleep(rng.uniform(0.05, 0.4))
+
+        async def settled() -> bool:
+            st = await status(handle)
+            return not st.pending_triggers and st.current_run is None and st.executions >= 3
+
+        await eventually(settled, timeout=90, what="all triggers handled across executions")
+        runs = finished_runs(store, handle.id)
+        seen: list[str] = []
+        for run in runs:
+            for t in run.triggers:
+                if t.kind == TriggerKind.HUMAN_MESSAGE:
+                    seen.append(t.text)
+                elif t.kind == TriggerKind.STATE_CHANGED:
+                    seen.append(t.instance_id)
+                elif t.kind == TriggerKind.TRIGGER_NOW:
+                    seen.append(t.reason)
+        assert sorted(seen) == sorted(sent), "each signal handled by exactly one run"
+        assert [r.run for r in runs] == list(range(1, len(runs) + 1)), "no gap, no reuse"
+        assert_sequential(runs)
+        st = await status(handle)
+        assert st.executions >= 3, "the server suggested continue-as-new several times"
+        assert sorted(w.reason for w in st.wakes) == [f"plan-{i}" for i in range(4)]
+        assert st.run_count == len(runs)
+        assert fake_llm.max_concurrent == 1
+
+
+async def test_reset_on_dev_server_then_agent_answers(
+    dev_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+) -> None:
+    fake_llm.set_responder(lambda req: Reply(text=f"ANSWER-{len(fake_llm.requests)}\n{ACTED[6:]}"))
+    async with running_worker(dev_env.client, store) as h:
+        handle = await h.start_agent(p0_debounce_seconds=0.2)
+        await handle.signal(FleetAgentWorkflow.human_message, "before")
+        await eventually(lambda: _runs(store, handle.id, 1), what="first run")
+        await handle.signal(FleetAgentWorkflow.reset_session, "operator reset")
+        await handle.signal(FleetAgentWorkflow.human_message, "after")
+        runs = await eventually(lambda: _runs(store, handle.id, 2), what="run after reset")
+        assert runs[-1].session == runs[0].session + 1
+        assert runs[-1].run == runs[0].run + 1
+        prompt = fake_llm.requests[-1].all_text()
+        assert "after" in prompt and "before" not in prompt
+
+
+async def _runs(store: Store, agent_id: str, n: int) -> list[RunRecord]:
+    runs = finished_runs(store, agent_id)
+    return list(runs) if len(runs) >= n else []

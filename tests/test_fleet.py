@@ -1,0 +1,235 @@
+"""The fleet: tools with guardrails against the simulator over HTTP (real client),
+idempotent provisioning, the monitor, and a simulated market day."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
+
+from activities.fleet import FleetActivities
+from fleet_agent.fleet.labels import create_label
+from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult, TriggerKind
+from fleet_agent.settings import ProverSpec
+from fleet_agent.sim import SimServer
+from fleet_agent.store import Store
+from fleet_agent.vast import VastClient
+from tests.helpers import eventually, finished_runs, running_worker, status
+
+AGENT = "fleet-test"
+
+
+@pytest.fixture
+def sim() -> Iterator[SimServer]:
+    # speed 0: the market's clock moves only when a test advances it.
+    with SimServer(seed=11, speed=0, scenario="ideal") as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def fleet(sim: SimServer) -> AsyncIterator[FleetActivities]:
+    async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
+        yield FleetActivities(vast, ProverSpec(), clock=sim.market.now)
+
+
+def _req(
+    name: str, args: dict[str, Any], config: AgentConfig | None = None, *, tool_id: str = ""
+) -> FleetToolRequest:
+    return FleetToolRequest(
+        agent_id=AGENT,
+        run=1,
+        round=1,
+        tool_use_id=tool_id or f"toolu_{uuid.uuid4().hex[:12]}",
+        name=name,
+        input=args,
+        config=config or AgentConfig(),
+    )
+
+
+async def _cheapest_offer(fleet: FleetActivities, gpu: str = "RTX 4090") -> int:
+    env = ActivityEnvironment()
+    result: ToolResult = await env.run(
+        fleet.search_offers, _req("search_offers", {"gpu_name": gpu})
+    )
+    assert not result.is_error, result.content
+    rows = __import__("json").loads(result.content.split("\n", 1)[1])
+    return int(rows[0]["offer_id"])
+
+
+def _instances(sim: SimServer) -> list[dict[str, Any]]:
+    return list(sim.market.state()["instances"])
+
+
+async def test_search_returns_only_offers_within_guardrails(fleet: FleetActivities) -> None:
+    config = AgentConfig(allowed_gpus=["RTX 3090"], max_instance_dph=0.3, min_reliability=0.95)
+    result = await ActivityEnvironment().run(
+        fleet.search_offers, _req("search_offers", {"limit": 50}, config)
+    )
+    rows = __import__("json").loads(result.content.split("\n", 1)[1])
+    assert rows, result.content
+    assert all(
+        r["gpu"] == "RTX 3090" and r["dph"] <= 0.3 and r["reliability"] >= 0.95 for r in rows
+    )
+    per_proof = [r["usd_per_100_proofs"] for r in rows]
+    assert per_proof == sorted(per_proof), "cheapest per proof first"
+    refused = await ActivityEnvironment().run(
+        fleet.search_offers, _req("search_offers", {"gpu_name": "H100 SXM"}, config)
+    )
+    assert refused.is_error and "not allowed" in refused.content
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (AgentConfig(max_instances=0), "cap 0"),
+        (AgentConfig(max_instance_dph=0.05), "per-instance cap"),
+        (AgentConfig(max_fleet_dph=0.05), "fleet spend"),
+        (AgentConfig(allowed_gpus=["H100"]), "not allowed"),
+        (AgentConfig(min_reliability=1.0), "reliability"),
+        (AgentConfig(dry_run=True), "DRY RUN"),
+    ],
+)
+async def test_guardrails_refuse_and_nothing_is_rented(
+    fleet: FleetActivities, sim: SimServer, config: AgentConfig, expected: str
+) -> None:
+    offer = await _cheapest_offer(fleet)
+    result = await ActivityEnvironment().run(
+        fleet.create_instance,
+        _req("create_instance", {"offer_id": offer, "reason": "test"}, config),
+    )
+    assert expected in result.content
+    assert not result.mutating
+    assert _instances(sim) == []
+
+
+async def test_bad_tool_input_is_a_clear_error(fleet: FleetActivities, sim: SimServer) -> None:
+    env = ActivityEnvironment()
+    result = await env.run(fleet.create_instance, _req("create_instance", {"offer_id": "x"}))
+    assert result.is_error and "offer_id" in result.content and "reason" in result.content
+    result = await env.run(fleet.search_offers, _req("search_offers", {"limit": 500}))
+    assert result.is_error and "limit" in result.content
+    gone = await env.run(
+        fleet.create_instance, _req("create_instance", {"offer_id": 999999999, "reason": "r"})
+    )
+    assert gone.is_error and "not available" in gone.content
+    assert _instances(sim) == []
+
+
+@pytest.mark.parametrize("fault", ["create_hang_next", "create_error_next"])
+async def test_ambiguous_create_rents_exactly_one_machine(
+    fleet: FleetActivities, sim: SimServer, fault: str
+) -> None:
+    """A create that rents and then times out (or answers 5xx) is adopted by
+    label; the activity's retry, same tool call, rents nothing more."""
+    faults: dict[str, Any] = {fault: 1, "hang_seconds": 4.0}
+    sim.market.set_faults(**faults)
+    offer = await _cheapest_offer(fleet)
+    req = _req("create_instance", {"offer_id": offer, "reason": "test"}, tool_id="toolu_fixed")
+    env = ActivityEnvironment()
+    first = await env.run(fleet.create_instance, req)
+    assert first.mutating and not first.is_error, first.content
+    again = await env.run(fleet.create_instance, req)  # what a Temporal retry does
+    assert again.mutating and "found after a retry" in again.content
+    instances = _instances(sim)
+    assert len(instances) == 1
+    assert instances[0]["label"] == create_label(AGENT, 1, "toolu_fixed")
+
+
+async def test_destroy_only_touches_this_agents_machines(
+    fleet: FleetActivities, sim: SimServer
+) -> None:
+    env = ActivityEnvironment()
+    offer = await _cheapest_offer(fleet)
+    async with VastClient(sim.api_key, sim.url) as vast:
+        foreign = await vast.create_instance(offer, image="x", disk=10, label="someone-else")
+    result = await env.run(
+        fleet.destroy_instance, _req("destroy_instance", {"instance_id": foreign, "reason": "r"})
+    )
+    assert result.is_error and "not this agent's" in result.content
+    assert [i["id"] for i in _instances(sim)] == [foreign]
+
+
+async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
+    ts_env: WorkflowEnvironment, store: Store, sim: SimServer, fleet: FleetActivities
+) -> None:
+    async with running_worker(ts_env.client, store, provider=AutopilotProvider(), fleet=fleet) as h:
+        handle = await h.start_agent(target_proofs_per_hour=40, monitor_poll_seconds=30)
+
+        async def running_fleet() -> list[dict[str, Any]]:
+            sim.market.advance(60)
+            await ts_env.sleep(60)  # the monitor polls the advanced market
+            up = [i for i in _instances(sim) if i["actual_status"] == "running"]
+            return up if up and (await status(handle)).current_run is None else []
+
+        up = await eventually(running_fleet, timeout=60, what="a running fleet")
+        before = {i["id"] for i in _instances(sim)}
+        victim = up[0]["id"]
+        runs_before = len(finished_runs(store, handle.id))
+        sim.market.kill(victim, "offline")
+
+        async def replaced() -> bool:
+            sim.market.advance(30)
+            await ts_env.sleep(30)
+            ids = {i["id"] for i in _instances(sim)}
+            return victim not in ids and bool(ids - before)
+
+        await eventually(replaced, timeout=60, what="the dead machine replaced")
+        runs = finished_runs(store, handle.id)[runs_before:]
+        changes = [
+            t
+            for r in runs
+            for t in r.triggers
+            if t.kind == TriggerKind.STATE_CHANGED and t.instance_id == str(victim)
+        ]
+        assert [(c.old_state, c.new_state) for c in changes][:1] == [("running", "offline")]
+        assert sum(1 for c in changes if c.new_state == "offline") == 1, "one signal per transition"
+        acting = next(r for r in runs if any(t in r.triggers for t in changes))
+        assert acting.mutating_calls >= 2, acting.actions_digest  # destroy + create
+        assert "destroy_instance" in acting.actions_digest
+
+
+async def test_a_day_of_market_holds_500_proofs_per_hour(
+    ts_env: WorkflowEnvironment, store: Store
+) -> None:
+    """Autopilot (the scripted policy behind the LLM interface), realistic faults
+    with machines dying about every few hours, one simulated day in 2-minute
+    steps of workflow time and market time."""
+    with SimServer(seed=5, speed=0, scenario="realistic") as sim:
+        sim.market.set_faults(death_rate_per_hour=0.05)
+        async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
+            fleet = FleetActivities(vast, ProverSpec(), clock=sim.market.now)
+            async with running_worker(
+                ts_env.client, store, provider=AutopilotProvider(), fleet=fleet
+            ) as h:
+                handle = await h.start_agent(
+                    target_proofs_per_hour=500,
+                    max_instances=40,
+                    max_fleet_dph=30,
+                    monitor_poll_seconds=60,
+                )
+                step, samples = 120, []
+                for i in range(24 * 3600 // step):
+                    sim.market.advance(step)
+                    await ts_env.sleep(step)
+                    if i * step >= 3600:  # the first hour loads the fleet
+                        snap = await fleet.snapshot(handle.id, 500)
+                        samples.append(snap.capacity_proofs_per_hour)
+                within = sum(1 for c in samples if abs(c - 500) <= 50) / len(samples)
+                mean = sum(samples) / len(samples)
+                counters = sim.market.state()["counters"]
+                print(  # the figures quoted in the closing note (pytest -s)
+                    f"market day: mean {mean:.0f} proofs/h, {within:.1%} of samples within 10 %, "
+                    f"min {min(samples):.0f}, max {max(samples):.0f}, runs "
+                    f"{(await status(handle)).run_count}, {counters}"
+                )
+                assert abs(mean - 500) <= 50, mean
+                assert within >= 0.9, (within, min(samples), max(samples))
+                assert counters["destroys"] >= 1, "the day must include failures to recover from"
+                st = await status(handle)
+                assert st.last_run is not None
+                assert counters["creates"] < 80, "no runaway renting"

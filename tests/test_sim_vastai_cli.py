@@ -1,0 +1,164 @@
+"""The official vastai CLI, run as a subprocess, against the simulator.
+
+If the CLI can search, rent, list (all pages) and destroy against the
+simulator, the simulator speaks the service's paths, payloads and pagination.
+The CLI gets a throwaway HOME and XDG dirs, and ``VAST_URL`` points even its
+built-in catalogue look-ups at the simulator: nothing leaves loopback.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleet_agent.sim import SimServer
+
+KEY = "cli-test-key-42"
+VASTAI = Path(sys.executable).with_name("vastai")
+
+pytestmark = pytest.mark.skipif(not VASTAI.exists(), reason="the vastai CLI is not installed")
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimServer]:
+    with SimServer(seed=11, speed=0, api_key=KEY, scenario="ideal") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def cli_env(sim: SimServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("vastai-home")
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "XDG_STATE_HOME": str(home / "state"),
+        "XDG_DATA_HOME": str(home / "data"),
+        # The CLI fetches its GPU-name list from $VAST_URL at import time.
+        "VAST_URL": sim.url,
+        "VASTAI_NO_UPDATE_CHECK": "1",
+        "CI": "1",
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+    }
+
+
+def vastai(
+    sim: SimServer, env: dict[str, str], *args: str, key: str = KEY
+) -> subprocess.CompletedProcess[str]:
+    """Run ``vastai --url <sim> --api-key <key> ARGS`` and return the finished process."""
+    return subprocess.run(
+        [str(VASTAI), "--url", sim.url, "--api-key", key, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def raw_json(proc: subprocess.CompletedProcess[str]) -> Any:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_search_offers(sim: SimServer, cli_env: dict[str, str]) -> None:
+    query = "gpu_name=RTX_4090 num_gpus=1 reliability>0.9 cpu_ram>=60"
+    rows = raw_json(vastai(sim, cli_env, "search", "offers", query, "-o", "dph_total", "--raw"))
+    assert rows, "the simulated market lists RTX 4090 offers"
+    assert {r["gpu_name"] for r in rows} == {"RTX 4090"}
+    assert all(r["num_gpus"] == 1 and r["reliability"] > 0.9 for r in rows)
+    assert all(r["cpu_ram"] >= 60_000 for r in rows)  # the CLI sends GB x 1000 = MB
+    # The CLI's default query: verified, rentable, not external.
+    assert all(r["verified"] and r["rentable"] and not r["external"] for r in rows)
+    prices = [r["dph_total"] for r in rows]
+    assert prices == sorted(prices)
+
+    table = vastai(sim, cli_env, "search", "offers", "gpu_name=RTX_4090", "-o", "dph_total")
+    assert table.returncode == 0, table.stderr
+    assert "RTX_4090" in table.stdout and str(rows[0]["id"]) in table.stdout
+
+    # The CLI's start-up GPU-name look-up was answered by the simulator, too.
+    cache = Path(cli_env["XDG_CACHE_HOME"]) / "vastai" / "gpu_names_cache.json"
+    assert "RTX 4090" in json.loads(cache.read_text())["gpu_names"]
+
+
+def test_create_show_and_destroy(sim: SimServer, cli_env: dict[str, str]) -> None:
+    # >= 60 GB of host RAM: smaller hosts cannot hold the proving parameters.
+    query = "disk_space>=50 cpu_ram>=60"
+    offers = raw_json(vastai(sim, cli_env, "search", "offers", query, "-o", "dph_total", "--raw"))
+    offer_id = offers[0]["id"]
+    created = vastai(
+        sim,
+        cli_env,
+        "create",
+        "instance",
+        str(offer_id),
+        "--image",
+        "ghcr.io/example/prover:1",
+        "--disk",
+        "40",
+        "--label",
+        "cli-made",
+        "--env",
+        "-e ROLE=prover",
+    )
+    assert created.returncode == 0, created.stderr
+    match = re.search(r"Started\. (\{.*\})", created.stdout)
+    assert match, created.stdout
+    answer = ast.literal_eval(match.group(1))  # the CLI prints a Python dict
+    assert answer["success"] is True
+    instance_id = answer["new_contract"]
+    assert instance_id in sim.market.instance_ids()
+
+    rows = raw_json(vastai(sim, cli_env, "show", "instances", "--raw"))
+    mine = [r for r in rows if r["id"] == instance_id]
+    assert len(mine) == 1
+    assert mine[0]["label"] == "cli-made" and mine[0]["extra_env"] == {"ROLE": "prover"}
+    assert mine[0]["disk_space"] == 40 and mine[0]["actual_status"] is None
+
+    sim.market.advance(3600)
+    one = raw_json(vastai(sim, cli_env, "show", "instance", str(instance_id), "--raw"))
+    assert one["id"] == instance_id and one["actual_status"] == "running"
+    assert one["proofs_per_hour"] > 0
+
+    destroyed = vastai(sim, cli_env, "destroy", "instance", str(instance_id), "-y")
+    assert destroyed.returncode == 0, destroyed.stderr
+    assert f"destroying instance {instance_id}." in destroyed.stdout
+    assert instance_id not in sim.market.instance_ids()
+    gone = raw_json(vastai(sim, cli_env, "show", "instance", str(instance_id), "--raw"))
+    assert gone == {"instances": None}
+
+
+def test_show_instances_walks_every_page(sim: SimServer, cli_env: dict[str, str]) -> None:
+    made = []
+    for n, offer_id in enumerate(sim.market.offer_ids()[:30]):
+        made.append(
+            sim.market.rent(offer_id, {"image": "img", "disk": 8, "label": f"bulk-{n}"}).instance_id
+        )
+    rows = raw_json(vastai(sim, cli_env, "show", "instances", "--raw"))
+    ids = [r["id"] for r in rows]
+    assert set(made) <= set(ids)
+    assert len(ids) == len(set(ids)) == len(sim.market.instance_ids()) > 25
+    assert ids == sorted(ids)
+
+    by_label = raw_json(vastai(sim, cli_env, "show", "instances", "--label", "bulk-3", "--raw"))
+    assert [r["label"] for r in by_label] == ["bulk-3"]
+
+
+def test_wrong_key_is_rejected(sim: SimServer, cli_env: dict[str, str]) -> None:
+    proc = vastai(sim, cli_env, "show", "instances", "--raw", key="not-the-key")
+    error = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert error["status_code"] == 401 and error["msg"] == "Invalid user key"
+    assert proc.stdout.strip() == ""

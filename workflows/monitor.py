@@ -1,0 +1,118 @@
+"""FleetMonitorWorkflow (`<agent-id>/monitor`): turns fleet changes into signals.
+
+Polls this agent's instances on vast.ai, diffs each poll against the last one
+and signals `state_changed` to the agent for every transition, including
+instances that appear or vanish. The agent's debounce turns a burst of them
+into one run.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    # Pass-through: pydantic models only.
+    from activities.fleet import PollRequest
+    from fleet_agent.fleet.snapshot import FleetSnapshot
+    from fleet_agent.models import MonitorConfig, MonitorInput, StateChanged
+
+__all__ = ["FleetMonitorWorkflow", "diff_states"]
+
+_POLL_TIMEOUT = timedelta(seconds=60)
+# A failed poll is simply tried again at the next interval: no long retries
+# that would delay the next look at the fleet.
+_POLL_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=2))
+_POLLS_PER_EXECUTION = 500
+GONE = "destroyed"
+
+
+def diff_states(old: dict[int, str], new: dict[int, str]) -> list[tuple[int, str | None, str]]:
+    """(instance, old state or None if new, new state or 'destroyed' if gone)."""
+    changes: list[tuple[int, str | None, str]] = []
+    for iid in sorted(set(old) | set(new)):
+        before, after = old.get(iid), new.get(iid, GONE)
+        if before != after:
+            changes.append((iid, before, after))
+    return changes
+
+
+@workflow.defn
+class FleetMonitorWorkflow:
+    """Polls the fleet (activity poll_fleet → vast.ai, read only) and signals
+    `state_changed` to the agent workflow. Ends when the agent is gone or the
+    agent disables it; continues as new to keep its history short."""
+
+    @workflow.init
+    def __init__(self, inp: MonitorInput) -> None:
+        self._config = inp.config
+        self._last: FleetSnapshot | None = None
+        self._signalled = 0
+
+    @workflow.signal
+    def configure(self, config: MonitorConfig) -> None:
+        """The agent's config changed (poll interval, target, enabled)."""
+        self._config = config
+
+    @workflow.query
+    def snapshot(self) -> FleetSnapshot | None:
+        """The last poll: instances, capacity against target."""
+        return self._last
+
+    @workflow.run
+    async def run(self, inp: MonitorInput) -> None:
+        states = inp.last_states
+        agent = workflow.get_external_workflow_handle(inp.agent_id)
+        polls = inp.polls
+        while self._config.enabled:
+            try:
+                snap = await workflow.execute_activity(
+                    "poll_fleet",
+                    PollRequest(
+                        agent_id=inp.agent_id,
+                        target_proofs_per_hour=self._config.target_proofs_per_hour,
+                    ),
+                    result_type=FleetSnapshot,
+                    start_to_close_timeout=_POLL_TIMEOUT,
+                    retry_policy=_POLL_RETRY,
+                    summary="poll fleet",
+                )
+            except ActivityError as exc:
+                workflow.logger.warning("fleet poll failed: %s", exc.cause or exc)
+            else:
+                self._last = snap
+                new = snap.states()
+                if states is not None:
+                    msgs = {i.id: i.status_msg for i in snap.instances}
+                    for iid, before, after in diff_states(states, new):
+                        try:
+                            await agent.signal(
+                                "state_changed",
+                                StateChanged(
+                                    instance_id=str(iid),
+                                    old_state=before,
+                                    new_state=after,
+                                    detail=msgs.get(iid, ""),
+                                ),
+                            )
+                        except ApplicationError:
+                            workflow.logger.info("agent %s is gone; monitor ends", inp.agent_id)
+                            return
+                        self._signalled += 1
+                states = new
+                workflow.set_current_details(
+                    f"{len(snap.instances)} instances · {snap.capacity_proofs_per_hour:.0f} of "
+                    f"{snap.target_proofs_per_hour:.0f} proofs/h · ${snap.fleet_dph:.2f}/h · "
+                    f"{self._signalled} changes signalled"
+                )
+            polls += 1
+            if polls % _POLLS_PER_EXECUTION == 0 or workflow.info().is_continue_as_new_suggested():
+                workflow.continue_as_new(
+                    MonitorInput(
+                        agent_id=inp.agent_id, config=self._config, last_states=states, polls=polls
+                    )
+                )
+            await workflow.sleep(self._config.poll_seconds, summary="next fleet poll")
