@@ -16,6 +16,7 @@ from fleet_agent.models import Verdict
 __all__ = ["VERDICT_INSTRUCTIONS", "parse_verdict", "strip_verdict"]
 
 _TAG = re.compile(r"<verdict>(?P<body>.*?)</verdict>", re.DOTALL | re.IGNORECASE)
+_OPEN, _CLOSE = "<verdict>", "</verdict>"
 
 VERDICT_INSTRUCTIONS = (
     "End your final message of every run with exactly one verdict tag on its own line:\n"
@@ -29,16 +30,20 @@ def parse_verdict(text: str) -> tuple[Verdict | None, str]:
     """Return (verdict, error); exactly one of them is meaningful.
 
     Only the last tag counts, and it must be the last thing in the text (trailing
-    whitespace aside): a tag quoted mid-message is not a verdict.
+    whitespace aside): a tag quoted mid-message is not a verdict, and neither
+    hides the real one.
     """
-    matches = list(_TAG.finditer(text))
-    if not matches:
+    lowered = text.lower()
+    start = lowered.rfind(_OPEN)
+    if start < 0:
         return None, "no <verdict> tag in the final message"
-    last = matches[-1]
-    if text[last.end() :].strip():
+    end = lowered.find(_CLOSE, start)
+    if end < 0:
+        return None, "the <verdict> tag is not closed"
+    if text[end + len(_CLOSE) :].strip():
         return None, "the <verdict> tag is not at the end of the final message"
     try:
-        data = json.loads(last.group("body"))
+        data = json.loads(text[start + len(_OPEN) : end])
     except json.JSONDecodeError as exc:
         return None, f"verdict is not JSON: {exc.msg}"
     if not isinstance(data, dict):

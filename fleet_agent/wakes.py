@@ -6,6 +6,7 @@ Pure functions over pydantic models: deterministic, so safe inside workflows.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -55,6 +56,8 @@ def decide_wake(
     heartbeat_seconds: int,
 ) -> WakeDecision:
     """What `schedule_next_check(delay_seconds, reason)` does to `wakes`."""
+    if math.isnan(delay_seconds):
+        return WakeDecision("refused", "Refused: delay_seconds must be a number of seconds.")
     delay = min(max(float(delay_seconds), MIN_DELAY_SECONDS), MAX_DELAY_SECONDS)
     clamped = "" if delay == delay_seconds else f" (delay clamped from {delay_seconds:g}s)"
     if abs(delay - heartbeat_seconds) <= HEARTBEAT_SLACK_SECONDS:

@@ -13,7 +13,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure helpers; reloading them per
     # workflow run would only cost time and break isinstance checks.
-    from pydantic import BaseModel, ValidationError
+    from pydantic import BaseModel, ConfigDict, ValidationError
 
     from fleet_agent.errors import describe_validation_error
     from fleet_agent.models import (
@@ -50,6 +50,8 @@ __all__ = ["AgentRunWorkflow"]
 
 
 class _ScheduleInput(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False)
+
     delay_seconds: float
     reason: str = ""
 

@@ -1,0 +1,245 @@
+"""Replay tests: workflow code must stay deterministic for agents already running.
+
+- Live: a short scenario on the time-skipping server (a human message, a tool
+  round with schedule_next_check, the wake firing, a reset that continues the
+  agent as new), then every history of it — each execution of the agent chain
+  and each child run — is replayed with `Replayer`.
+- Recorded: the same histories, saved in tests/histories/, are replayed on every
+  test run, so a change that would break running agents fails CI. After an
+  intentional, versioned change (`workflow.patched`), re-record them::
+
+      .venv/bin/python -m tests.test_replay --record
+      # or: FLEET_RECORD_HISTORIES=1 .venv/bin/python -m pytest tests/test_replay.py
+
+File names encode the workflow ID ('/' as '__') and, for the agent, the
+execution number of the continue-as-new chain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+from temporalio import workflow
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
+from temporalio.workflow import NondeterminismError
+
+from fleet_agent.models import Phase, RunInput, RunResult, RunStatus, TriggerKind
+from fleet_agent.store import Store
+from starter.devserver import find_test_server
+from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from tests.helpers import eventually, running_worker, status, wait_runs
+from workflows import AgentRunWorkflow, FleetAgentWorkflow
+from workflows.policies import STORE_TIMEOUT
+
+HISTORIES = Path(__file__).parent / "histories"
+AGENT_ID = "replay-agent"
+RECORD_ENV = "FLEET_RECORD_HISTORIES"
+ACTED = '<verdict>{"action": true, "state_changed": true}</verdict>'
+NOOP = '<verdict>{"action": false, "state_changed": false}</verdict>'
+
+
+def _respond(req: Request) -> Reply:
+    if req.tool_results():
+        return Reply(text=f"Scheduled a check in 15 minutes.\n{ACTED}")
+    text = req.last_user_text()
+    if "please schedule" in text:
+        return Reply(
+            text="I will look again later.",
+            tool_calls=[("schedule_next_check", {"delay_seconds": 900, "reason": "loading"})],
+        )
+    if "after the reset" in text:
+        return Reply(text=f"Hello again.\n{ACTED}")
+    return Reply(text=f"Nothing to do.\n{NOOP}")
+
+
+def replayer() -> Replayer:
+    return Replayer(
+        workflows=[FleetAgentWorkflow, AgentRunWorkflow],
+        data_converter=pydantic_data_converter,
+    )
+
+
+async def replay_all(histories: Iterable[WorkflowHistory]) -> None:
+    """Replay each history; the first nondeterminism (or other failure) raises."""
+    replay = replayer()
+    for history in histories:
+        await replay.replay_workflow(history)
+
+
+async def agent_chain(client: Client, agent_id: str) -> list[WorkflowHistory]:
+    """Every execution of the agent, oldest first: walk back from the newest
+    through the run ID each continue-as-new execution was continued from."""
+    chain: list[WorkflowHistory] = []
+    run_id: str | None = None
+    while True:
+        history = await client.get_workflow_handle(agent_id, run_id=run_id).fetch_history()
+        chain.append(history)
+        started = history.events[0].workflow_execution_started_event_attributes
+        run_id = started.continued_execution_run_id or None
+        if run_id is None:
+            return chain[::-1]
+
+
+async def scenario(
+    env: WorkflowEnvironment, store: Store, fake: FakeAnthropic
+) -> dict[str, WorkflowHistory]:
+    """Drive one agent through the interesting paths; return its histories by file stem."""
+    fake.set_responder(_respond)
+    client = env.client
+    async with running_worker(client, store) as h:
+        handle = await h.start_agent(agent_id=AGENT_ID, heartbeat_seconds=3600)
+        await handle.signal(FleetAgentWorkflow.human_message, "please schedule a check")
+        runs = await wait_runs(store, AGENT_ID, 1)
+        assert runs[0].tool_calls == 1 and runs[0].rounds == 2, runs[0]
+        wakes = (await status(handle)).wakes
+        assert len(wakes) == 1, wakes
+        await env.sleep(1_000)  # the 900 s wake fires
+        runs = await wait_runs(store, AGENT_ID, 2)
+        assert [t.kind for t in runs[1].triggers] == [TriggerKind.WAKE]
+        await handle.signal(FleetAgentWorkflow.reset_session, {"reason": "replay test"})
+        # No query while the continue-as-new is in flight (see test_agent_loop).
+        await handle.signal(FleetAgentWorkflow.human_message, "hello after the reset")
+        runs = await wait_runs(store, AGENT_ID, 3)
+        assert runs[2].session == 2 and runs[2].status == RunStatus.OK
+
+        async def settled() -> bool:
+            st = await status(handle)
+            return st.executions == 2 and st.current_run is None and st.phase == Phase.IDLE
+
+        await eventually(settled, what="the agent to settle after run 3")
+    # The worker is gone and the agent terminated: every history is final.
+    histories: dict[str, WorkflowHistory] = {}
+    for n, history in enumerate(await agent_chain(client, AGENT_ID), start=1):
+        histories[f"{AGENT_ID}.exec{n}"] = history
+    for run in (r.run for r in runs):
+        child = f"{AGENT_ID}/run-{run}"
+        histories[child.replace("/", "__")] = await client.get_workflow_handle(
+            child
+        ).fetch_history()
+    return histories
+
+
+def save(histories: dict[str, WorkflowHistory], directory: Path = HISTORIES) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("*.json"):
+        old.unlink()
+    for stem, history in histories.items():
+        (directory / f"{stem}.json").write_text(history.to_json() + "\n")
+
+
+def load_recorded(directory: Path = HISTORIES) -> list[WorkflowHistory]:
+    histories = []
+    for path in sorted(directory.glob("*.json")):
+        workflow_id = path.stem.split(".")[0].replace("__", "/")
+        histories.append(WorkflowHistory.from_json(workflow_id, path.read_text()))
+    return histories
+
+
+# ---------------------------------------------------------------- tests
+
+
+async def test_live_histories_replay(
+    ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+) -> None:
+    histories = await scenario(ts_env, store, fake_llm)
+    assert sorted(histories) == [
+        "replay-agent.exec1",
+        "replay-agent.exec2",
+        "replay-agent__run-1",
+        "replay-agent__run-2",
+        "replay-agent__run-3",
+    ]
+    await replay_all(histories.values())
+    if os.environ.get(RECORD_ENV) == "1":
+        save(histories)
+
+
+def test_recorded_histories_are_small_and_complete() -> None:
+    paths = sorted(HISTORIES.glob("*.json"))
+    assert {p.stem for p in paths} >= {"replay-agent.exec1", "replay-agent.exec2"}
+    assert any("__run-" in p.stem for p in paths)
+    assert sum(p.stat().st_size for p in paths) < 200_000
+
+
+@pytest.mark.parametrize(
+    "history", load_recorded(), ids=lambda h: f"{h.workflow_id}@{h.run_id[:8]}"
+)
+async def test_recorded_history_replays(history: WorkflowHistory) -> None:
+    await replayer().replay_workflow(history)
+
+
+@workflow.defn(name="AgentRunWorkflow")
+class _ChangedRunWorkflow:
+    """AgentRunWorkflow as a careless edit might leave it: one more activity first."""
+
+    @workflow.run
+    async def run(self, inp: RunInput) -> RunResult:
+        await workflow.execute_activity(
+            "load_agent_counters", inp.agent_id, start_to_close_timeout=STORE_TIMEOUT
+        )
+        return RunResult(run=inp.run, status=RunStatus.OK)
+
+
+async def test_a_nondeterministic_change_fails_replay() -> None:
+    """The control: the recorded histories do catch an incompatible change."""
+    child = next(h for h in load_recorded() if "/run-" in h.workflow_id)
+    changed = Replayer(
+        workflows=[_ChangedRunWorkflow],
+        data_converter=pydantic_data_converter,
+        # Defined in a test module: no sandbox, which would re-import pytest.
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )
+    with pytest.raises(NondeterminismError):
+        await changed.replay_workflow(child)
+
+
+# ---------------------------------------------------------------- recording
+
+
+async def record(directory: Path = HISTORIES) -> dict[str, WorkflowHistory]:
+    """Run the scenario on a fresh time-skipping server and save its histories."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter, test_server_existing_path=find_test_server()
+    )
+    try:
+        with tempfile.TemporaryDirectory() as tmp, FakeAnthropic() as fake:
+            os.environ.update(fake.env())
+            store = Store(f"sqlite:///{Path(tmp) / 'fleet.db'}")
+            store.create_all()
+            try:
+                histories = await scenario(env, store, fake)
+            finally:
+                store.dispose()
+    finally:
+        await env.shutdown()
+    await replay_all(histories.values())
+    save(histories, directory)
+    return histories
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--record", action="store_true", help="re-record tests/histories/")
+    args = parser.parse_args(argv)
+    if not args.record:
+        parser.print_help()
+        return 2
+    histories = asyncio.run(record())
+    for stem in histories:
+        size = (HISTORIES / f"{stem}.json").stat().st_size
+        print(f"{HISTORIES / stem}.json  {size:,} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
