@@ -158,13 +158,19 @@ async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
     ts_env: WorkflowEnvironment, store: Store, sim: SimServer, fleet: FleetActivities
 ) -> None:
     async with running_worker(ts_env.client, store, provider=AutopilotProvider(), fleet=fleet) as h:
-        handle = await h.start_agent(target_proofs_per_hour=40, monitor_poll_seconds=30)
+        # A long heartbeat: after the kill only the monitor may notice it first.
+        handle = await h.start_agent(
+            target_proofs_per_hour=40, monitor_poll_seconds=30, heartbeat_seconds=3600
+        )
 
         async def running_fleet() -> list[dict[str, Any]]:
             sim.market.advance(60)
             await ts_env.sleep(60)  # the monitor polls the advanced market
-            up = [i for i in _instances(sim) if i["actual_status"] == "running"]
-            return up if up and (await status(handle)).current_run is None else []
+            instances = _instances(sim)
+            st = await status(handle)
+            settled = st.current_run is None and not st.pending_triggers
+            steady = all(i["actual_status"] == "running" for i in instances)
+            return instances if instances and settled and steady else []
 
         up = await eventually(running_fleet, timeout=60, what="a running fleet")
         before = {i["id"] for i in _instances(sim)}
