@@ -3,6 +3,7 @@ idempotent provisioning, the monitor, and a simulated market day."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -16,9 +17,11 @@ from fleet_agent.fleet.labels import create_label
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult, TriggerKind
 from fleet_agent.settings import ProverSpec
+from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast import VastClient
+from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, finished_runs, running_worker, status
 
 AGENT = "fleet-test"
@@ -199,19 +202,32 @@ async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
         assert "destroy_instance" in acting.actions_digest
 
 
+def _scripted_llm(req: Request) -> Reply:
+    """The fake Messages API answers with the autopilot's decisions, so the day
+    runs through the real anthropic client, HTTP and the API's validation."""
+    reply = asyncio.run(
+        AutopilotProvider().complete(
+            system=req.system_text(), messages=req.messages, tools=req.tools, max_tokens=1024
+        )
+    )
+    return Reply(
+        text="\n".join(b["text"] for b in reply.content if b["type"] == "text"),
+        tool_calls=[(b["name"], b["input"]) for b in reply.content if b["type"] == "tool_use"],
+    )
+
+
 async def test_a_day_of_market_holds_500_proofs_per_hour(
-    ts_env: WorkflowEnvironment, store: Store
+    ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
 ) -> None:
-    """Autopilot (the scripted policy behind the LLM interface), realistic faults
-    with machines dying about every few hours, one simulated day in 2-minute
+    """A scripted LLM (the autopilot policy behind the Messages API), realistic
+    faults with machines dying every few hours, one simulated day in 2-minute
     steps of workflow time and market time."""
+    fake_llm.set_responder(_scripted_llm)
     with SimServer(seed=5, speed=0, scenario="realistic") as sim:
         sim.market.set_faults(death_rate_per_hour=0.05)
         async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
             fleet = FleetActivities(vast, ProverSpec(), clock=sim.market.now)
-            async with running_worker(
-                ts_env.client, store, provider=AutopilotProvider(), fleet=fleet
-            ) as h:
+            async with running_worker(ts_env.client, store, fleet=fleet) as h:
                 handle = await h.start_agent(
                     target_proofs_per_hour=500,
                     max_instances=40,
@@ -239,3 +255,4 @@ async def test_a_day_of_market_holds_500_proofs_per_hour(
                 st = await status(handle)
                 assert st.last_run is not None
                 assert counters["creates"] < 80, "no runaway renting"
+                assert set(fake_llm.requests[0].tool_names()) == LOCAL_TOOLS | FLEET_TOOLS
