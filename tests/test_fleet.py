@@ -17,9 +17,9 @@ from fleet_agent.fleet.labels import create_label
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult, TriggerKind
 from fleet_agent.settings import ProverSpec
-from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
+from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.vast import VastClient
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, finished_runs, running_worker, status

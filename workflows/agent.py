@@ -89,7 +89,7 @@ class FleetAgentWorkflow:
         self._state = inp.state or AgentState()
         if self._fresh and inp.config is not None:
             self._state.config = inp.config.apply(self._state.config)
-        self._phase = Phase.IDLE
+        self._phase = Phase.PAUSED if self._state.config.paused else Phase.IDLE
         self._current_run: int | None = None
         self._due: Due | None = None
         self._changed = False
@@ -140,7 +140,7 @@ class FleetAgentWorkflow:
         if not self._state.config.monitor_enabled:
             return
         try:
-            await workflow.start_child_workflow(
+            monitor = await workflow.start_child_workflow(
                 FleetMonitorWorkflow.run,
                 MonitorInput(agent_id=self._agent_id, config=self._monitor_config()),
                 id=f"{self._agent_id}/monitor",
@@ -149,6 +149,9 @@ class FleetAgentWorkflow:
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 static_summary="fleet monitor",
             )
+            # Nobody awaits the monitor's end; read its outcome so a terminated
+            # monitor is not reported as an exception never retrieved.
+            monitor.add_done_callback(lambda t: t.cancelled() or t.exception())
         except WorkflowAlreadyStartedError:
             await self._configure_monitor()
 

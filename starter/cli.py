@@ -1,0 +1,339 @@
+"""`fleet-agent`: the operator's command line for one fleet's agent.
+
+Agent commands talk to Temporal (TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / env
+config profiles, or --address/--namespace/--profile); `runs` and `show-run`
+read the run log (FLEET_DATABASE_URL); `worker`, `sim` and `up` run services.
+Operator mistakes end with one line on stderr and exit code 1; usage errors
+exit 2. See docs/OPERATIONS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from starter import commands
+from starter.agent_client import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_QUERY_TIMEOUT,
+    AgentClient,
+    CliError,
+    connect_failure,
+    open_client,
+    resolved_address,
+)
+from starter.runlog_view import read_run, read_runs, run_detail, runs_table
+from workflows.policies import TASK_QUEUE
+
+__all__ = ["build_parser", "main", "run"]
+
+PROG = "fleet-agent"
+AGENT_ID_ENV = "FLEET_AGENT_ID"
+DEFAULT_AGENT_ID = "fleet-agent"
+
+Handler = Callable[[argparse.Namespace], int]
+AgentCommand = Callable[[AgentClient, argparse.Namespace], Awaitable[int]]
+
+
+# ---------------------------------------------------------------- handlers
+
+
+def _agent(command: AgentCommand) -> Handler:
+    """Connect, build the `AgentClient` for --agent-id, run `command`."""
+
+    async def run(args: argparse.Namespace) -> int:
+        def connect() -> Awaitable[Client]:
+            return open_client(
+                args.address, args.namespace, args.profile, connect_timeout=args.connect_timeout
+            )
+
+        agent = AgentClient(
+            connect, args.agent_id, task_queue=args.task_queue, query_timeout=args.timeout
+        )
+        return await command(agent, args)
+
+    return lambda args: asyncio.run(run(args))
+
+
+def _runs(args: argparse.Namespace) -> int:
+    runs = read_runs(args.agent_id, args.limit, args.session)
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2, ensure_ascii=False))
+    else:
+        print(runs_table(runs))
+    return 0
+
+
+def _show_run(args: argparse.Namespace) -> int:
+    record, messages = read_run(args.agent_id, args.run)
+    if args.json:
+        data = {
+            "run": record.model_dump(mode="json"),
+            "messages": [m.model_dump(mode="json") for m in messages],
+        }
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        print(run_detail(record, messages))
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """`python worker.py` with optional connection overrides (read by env config)."""
+    # Imported here: only the service commands need the activities and providers.
+    import worker
+    from fleet_agent.settings import Settings
+
+    for env, value in (
+        ("TEMPORAL_ADDRESS", args.address),
+        ("TEMPORAL_NAMESPACE", args.namespace),
+        ("TEMPORAL_PROFILE", args.profile),
+    ):
+        if value:
+            os.environ[env] = value
+    try:
+        Settings.from_env()  # a bad FLEET_LLM_PROVIDER is a mistake to report, not a crash
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    where = resolved_address(None, args.profile)
+    try:
+        asyncio.run(worker.main())
+    except RuntimeError as exc:
+        if not str(exc).startswith("Failed client connect"):
+            raise
+        raise CliError(f"cannot reach Temporal at {where}: {connect_failure(exc)}") from None
+    return 0
+
+
+def _sim(args: argparse.Namespace) -> int:
+    # Imported here: the simulator is optional and `fleet-agent` must work without it.
+    try:
+        from fleet_agent.sim import DEFAULT_API_KEY, SCENARIOS, serve
+    except ImportError as exc:
+        raise CliError(f"the vast.ai simulator (fleet_agent.sim) is not available: {exc}") from None
+    if args.scenario not in SCENARIOS:
+        raise CliError(f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}")
+    serve(
+        args.host, args.port, args.seed, args.speed, args.api_key or DEFAULT_API_KEY, args.scenario
+    )
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    from starter.stack import StackOptions, up
+
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    opts = StackOptions(
+        agent_id=args.agent_id,
+        task_queue=args.task_queue,
+        port=args.port,
+        ui_port=args.ui_port,
+        db_filename=args.db_filename,
+        check=args.check,
+        check_timeout=args.check_timeout,
+        sim_seed=args.sim_seed,
+        sim_speed=args.sim_speed,
+        sim_scenario=args.sim_scenario,
+    )
+    return asyncio.run(up(opts))
+
+
+# ---------------------------------------------------------------- parser
+
+
+def _agent_options(parser: argparse.ArgumentParser, *, temporal: bool) -> None:
+    """Options every agent command takes, after the subcommand name."""
+    parser.add_argument(
+        "--agent-id",
+        default=os.environ.get(AGENT_ID_ENV) or DEFAULT_AGENT_ID,
+        help=f"workflow ID of the agent (env {AGENT_ID_ENV}; default %(default)s)",
+    )
+    # Advanced: tests run agents on their own queue. Operators keep the default.
+    parser.add_argument("--task-queue", default=TASK_QUEUE, help=argparse.SUPPRESS)
+    if temporal:
+        _temporal_options(parser)
+        parser.add_argument(
+            "--connect-timeout",
+            type=float,
+            default=DEFAULT_CONNECT_TIMEOUT,
+            metavar="SECONDS",
+            help="give up connecting after this long (default %(default)g)",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=DEFAULT_QUERY_TIMEOUT,
+            metavar="SECONDS",
+            help="give up waiting for the agent's answer after this long (default %(default)g)",
+        )
+
+
+def _temporal_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--address", help="Temporal frontend host:port (env TEMPORAL_ADDRESS)")
+    parser.add_argument("--namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE)")
+    parser.add_argument("--profile", help="env config profile (env TEMPORAL_PROFILE)")
+
+
+def _json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Operate a fleet-agent: talk to it, inspect it, run the local stack.",
+        epilog="Operator guide: docs/OPERATIONS.md",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def agent_cmd(name: str, help: str, command: AgentCommand) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        _agent_options(p, temporal=True)
+        p.set_defaults(handler=_agent(command))
+        return p
+
+    p = agent_cmd(
+        "start",
+        "start the agent (or attach to the running one)",
+        lambda a, ns: commands.start(a, ns.target, ns.paused, ns.set),
+    )
+    p.add_argument("--target", type=float, metavar="N", help="target proofs per hour")
+    p.add_argument("--paused", action="store_true", help="start paused (no runs until unpaused)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="initial config")
+
+    p = agent_cmd(
+        "say",
+        "send the agent a message (starts it if it is not running)",
+        lambda a, ns: commands.say(a, ns.text, ns.author),
+    )
+    p.add_argument("text")
+    p.add_argument("--author", help="who is talking (default: operator)")
+
+    p = agent_cmd(
+        "trigger",
+        "ask for a run now (starts the agent if it is not running)",
+        lambda a, ns: commands.trigger(a, ns.reason),
+    )
+    p.add_argument("--reason")
+
+    p = agent_cmd(
+        "reset",
+        "start a new conversation session after the current run",
+        lambda a, ns: commands.reset(a, ns.reason),
+    )
+    p.add_argument("--reason")
+
+    p = agent_cmd(
+        "cancel-wake",
+        "drop a pending wake",
+        lambda a, ns: commands.cancel_wake(a, ns.wake_id),
+    )
+    p.add_argument("wake_id", metavar="WAKE_ID")
+
+    p = agent_cmd("wakes", "list pending wakes", lambda a, ns: commands.wakes(a, ns.json))
+    _json_option(p)
+
+    p = agent_cmd("status", "what the agent is doing", lambda a, ns: commands.status(a, ns.json))
+    _json_option(p)
+
+    p = agent_cmd(
+        "config",
+        "show the config, or change it with --set",
+        lambda a, ns: commands.config(a, ns.set, ns.json),
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="value as JSON if it parses, else text; lists comma-separated",
+    )
+    _json_option(p)
+
+    p = sub.add_parser("runs", help="the run log", description="The run log, from the store.")
+    _agent_options(p, temporal=False)
+    p.add_argument("--limit", type=int, default=20, help="newest N runs (default %(default)s)")
+    p.add_argument("--session", type=int, help="only runs of this session")
+    _json_option(p)
+    p.set_defaults(handler=_runs)
+
+    p = sub.add_parser("show-run", help="one run in full: triggers, messages, record")
+    _agent_options(p, temporal=False)
+    p.add_argument("run", type=int, metavar="N")
+    _json_option(p)
+    p.set_defaults(handler=_show_run)
+
+    p = sub.add_parser("worker", help="run a worker (same as python worker.py)")
+    _temporal_options(p)
+    p.set_defaults(handler=_worker)
+
+    p = sub.add_parser("sim", help="run the vast.ai simulator alone")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--speed", type=float, default=1.0, help="sim seconds per real second")
+    p.add_argument("--scenario", default="realistic", help="ideal, realistic or chaos")
+    p.add_argument("--api-key", help="key the simulator accepts (default: its public test key)")
+    p.set_defaults(handler=_sim)
+
+    p = sub.add_parser(
+        "up",
+        help="run the whole local stack (make run)",
+        description="Temporal dev server, vast.ai simulator, worker and agent in one process.",
+    )
+    _agent_options(p, temporal=False)
+    p.add_argument("--check", action="store_true", help="exit after the first run (smoke test)")
+    p.add_argument("--check-timeout", type=float, default=60.0, help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, help="dev server gRPC port (default from temporal-dev.yaml)")
+    p.add_argument("--ui-port", type=int, help="Web UI port (default from temporal-dev.yaml)")
+    p.add_argument(
+        "--db-filename", help="dev server database file (default from temporal-dev.yaml)"
+    )
+    p.add_argument("--sim-seed", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--sim-speed", type=float, default=1.0, help=argparse.SUPPRESS)
+    p.add_argument("--sim-scenario", default="realistic", help=argparse.SUPPRESS)
+    p.set_defaults(handler=_up)
+    return parser
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run one command and return its exit code (argv defaults to sys.argv[1:])."""
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except CliError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    except RPCError as exc:  # a service error no command anticipated: still one line
+        print(f"{PROG}: error: Temporal: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The `fleet-agent` entry point; `main(argv)` returns the exit code (for tests).
+
+    Called without argv (the console script), it ends the process itself once
+    the command is done: the Temporal SDK's native threads can abort a
+    short-lived client process while the interpreter finalizes
+    (temporalio/sdk-python#300), which would turn a clean exit into SIGABRT.
+    Everything the command owns is closed by then; only output is flushed.
+    """
+    code = run(argv)
+    if argv is not None:
+        return code
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)

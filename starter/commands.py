@@ -1,0 +1,136 @@
+"""What each agent-facing CLI command does, given a connected `AgentClient`.
+
+Inputs are validated locally with the same models the workflow uses, because a
+signal the workflow cannot parse is only recorded in its `rejected` list — the
+operator would never see the mistake otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from fleet_agent.models import CancelWake, HumanMessage, ResetSession, TriggerNow
+from starter.agent_client import AgentClient, CliError, validation_message
+from starter.config_args import parse_assignments, patch_from
+from starter.render import config_text, status_text, wakes_table
+
+__all__ = [
+    "cancel_wake",
+    "config",
+    "reset",
+    "say",
+    "start",
+    "status",
+    "trigger",
+    "wakes",
+]
+
+
+def _payload(model: type[BaseModel], what: str, **fields: Any) -> dict[str, Any]:
+    """The signal argument, checked against the workflow's own model first."""
+    given = {k: v for k, v in fields.items() if v is not None}
+    try:
+        model.model_validate(given)
+    except ValidationError as exc:
+        raise CliError(f"invalid {what}: {validation_message(exc)}") from None
+    return given
+
+
+def _started_note(agent: AgentClient, started: bool) -> str:
+    if started:
+        return f"agent {agent.agent_id!r} was not running: started it on {agent.task_queue!r}"
+    return f"agent {agent.agent_id!r} is running"
+
+
+def _dump(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+async def start(agent: AgentClient, target: float | None, paused: bool, sets: list[str]) -> int:
+    changes = parse_assignments(sets)
+    if target is not None:
+        changes["target_proofs_per_hour"] = target
+    if paused:
+        changes["paused"] = True
+    started = await agent.start(patch_from(changes))
+    if started:
+        print(f"started agent {agent.agent_id!r} on task queue {agent.task_queue!r}")
+    else:
+        print(f"agent {agent.agent_id!r} is already running: attached to it")
+        if changes:
+            keys = " ".join(f"--set {k}=…" for k in changes)
+            print(f"config options were not applied; use `fleet-agent config {keys}`")
+    return 0
+
+
+async def say(agent: AgentClient, text: str, author: str | None) -> int:
+    arg = _payload(HumanMessage, "message", text=text, author=author)
+    started = await agent.signal_with_start("human_message", arg)
+    print(f"{_started_note(agent, started)}; message sent (answered in the next run)")
+    return 0
+
+
+async def trigger(agent: AgentClient, reason: str | None) -> int:
+    arg = _payload(TriggerNow, "trigger", reason=reason)
+    started = await agent.signal_with_start("trigger_now", arg)
+    print(f"{_started_note(agent, started)}; run requested")
+    return 0
+
+
+async def reset(agent: AgentClient, reason: str | None) -> int:
+    arg = _payload(ResetSession, "reset", reason=reason)
+    await agent.signal("reset_session", arg)
+    print(
+        f"reset requested: agent {agent.agent_id!r} starts a new session after the current run "
+        "(run numbers, wakes and pending triggers carry over)"
+    )
+    return 0
+
+
+async def cancel_wake(agent: AgentClient, wake_id: str) -> int:
+    arg = _payload(CancelWake, "wake id", wake_id=wake_id)
+    st = await agent.status()
+    ids = [w.id for w in st.wakes]
+    if wake_id not in ids:
+        pending = ", ".join(ids) if ids else "none"
+        raise CliError(
+            f"agent {agent.agent_id!r} has no pending wake {wake_id!r} (pending: {pending})"
+        )
+    await agent.signal("cancel_wake", arg)
+    print(f"cancelled wake {wake_id}")
+    return 0
+
+
+async def wakes(agent: AgentClient, as_json: bool) -> int:
+    st = await agent.status()
+    if as_json:
+        _dump([w.model_dump(mode="json") for w in st.wakes])
+    else:
+        print(wakes_table(st.wakes, datetime.now(UTC)))
+    return 0
+
+
+async def status(agent: AgentClient, as_json: bool) -> int:
+    st = await agent.status()
+    if as_json:
+        print(st.model_dump_json(indent=2))
+    else:
+        print(status_text(st, datetime.now(UTC)))
+    return 0
+
+
+async def config(agent: AgentClient, sets: list[str], as_json: bool) -> int:
+    """Show the config, or change it (the workflow validates and answers the result)."""
+    if sets:
+        result = await agent.update_config(parse_assignments(sets))
+    else:
+        result = (await agent.status()).config
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(config_text(result))
+    return 0

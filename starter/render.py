@@ -1,0 +1,163 @@
+"""Plain-text views of the agent's status, wakes and config for the terminal.
+
+Pure functions of their inputs and `now`, so they are easy to test and never
+touch the network. Times are shown in UTC with a relative hint ("in 4m 10s").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from fleet_agent.models import AgentConfig, AgentStatus, LastRun, Trigger, Verdict, Wake
+
+__all__ = [
+    "config_text",
+    "fmt_duration",
+    "fmt_time",
+    "fmt_when",
+    "last_run_text",
+    "status_text",
+    "table",
+    "trigger_summary",
+    "verdict_text",
+    "wakes_table",
+]
+
+
+def fmt_duration(seconds: float) -> str:
+    """`4.2s`, `3m 05s`, `2h 10m`, `3d 4h`."""
+    seconds = abs(seconds)
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h {minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h"
+
+
+def fmt_time(at: datetime | None) -> str:
+    return "—" if at is None else at.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def fmt_when(at: datetime | None, now: datetime) -> str:
+    """`2026-11-29 10:05:00Z (in 4m 10s)` or `(... ago)` for the past."""
+    if at is None:
+        return "—"
+    delta = (at - now).total_seconds()
+    rel = f"in {fmt_duration(delta)}" if delta >= 0 else f"{fmt_duration(delta)} ago"
+    return f"{fmt_time(at)} ({rel})"
+
+
+def trigger_summary(triggers: Sequence[Trigger]) -> str:
+    """`2× state_changed, human_message` — the same shape as the Web UI's."""
+    counts: dict[str, int] = {}
+    for t in triggers:
+        counts[t.kind.value] = counts.get(t.kind.value, 0) + 1
+    return ", ".join(f"{n}× {kind}" if n > 1 else kind for kind, n in counts.items()) or "none"
+
+
+def verdict_text(verdict: Verdict | None, verdict_error: str = "") -> str:
+    if verdict_error:
+        return f"invalid ({verdict_error})"
+    if verdict is None:
+        return "—"
+    action = "action" if verdict.action else "no action"
+    change = "state changed" if verdict.state_changed else "no change"
+    return f"{action}, {change}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces; the last column is not padded."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [c.ljust(w) for c, w in zip(cells[:-1], widths[:-1], strict=True)]
+        return "  ".join([*padded, cells[-1]]).rstrip()
+
+    return "\n".join([line(headers), *(line(r) for r in rows)])
+
+
+def wakes_table(wakes: Sequence[Wake], now: datetime) -> str:
+    if not wakes:
+        return "no pending wakes"
+    rows = [
+        [
+            w.id,
+            ("in " if w.due_at >= now else "overdue ")
+            + fmt_duration((w.due_at - now).total_seconds()),
+            fmt_time(w.due_at),
+            w.reason,
+            f"#{w.requested_by_run}",
+        ]
+        for w in sorted(wakes, key=lambda w: (w.due_at, w.id))
+    ]
+    return table(["ID", "DUE IN", "DUE AT", "REASON", "REQUESTED BY"], rows)
+
+
+def last_run_text(last: LastRun | None) -> str:
+    if last is None:
+        return "none yet"
+    parts = [f"#{last.run} {last.status.value}", verdict_text(last.verdict, last.verdict_error)]
+    if last.noop:
+        parts.append("[no-op]")
+    if not last.in_prompt:
+        parts.append("[skipped in prompt]")
+    if last.started_at is not None and last.ended_at is not None:
+        parts.append(f"took {fmt_duration((last.ended_at - last.started_at).total_seconds())}")
+    if last.ended_at is not None:
+        parts.append(f"ended {fmt_time(last.ended_at)}")
+    text = " · ".join(parts)
+    return f"{text}\n{'':16}error: {last.error}" if last.error else text
+
+
+def status_text(st: AgentStatus, now: datetime) -> str:
+    """The human-readable `fleet-agent status`."""
+    cfg = st.config
+    rows: list[tuple[str, str]] = [
+        ("phase", st.phase.value + (" (config: paused)" if cfg.paused else "")),
+        ("session", str(st.session)),
+        ("runs", f"{st.run_count} (execution {st.executions}, history {st.history_length} events)"),
+        ("current run", "—" if st.current_run is None else f"#{st.current_run}"),
+        ("next run due", fmt_when(st.next_run_due_at, now)),
+        ("next heartbeat", fmt_when(st.next_heartbeat_at, now)),
+        ("pending", trigger_summary(st.pending_triggers)),
+        ("wakes", _wakes_line(st.wakes, now)),
+        ("last run", last_run_text(st.last_run)),
+        ("rejected inputs", _rejected_line(st)),
+        (
+            "target",
+            f"{cfg.target_proofs_per_hour:g} proofs/h · max {cfg.max_instances} instances · "
+            f"max ${cfg.max_fleet_dph:g}/h fleet" + (" · dry run" if cfg.dry_run else ""),
+        ),
+    ]
+    lines = [f"agent {st.agent_id}"]
+    lines += [f"  {label + ':':<15} {value}" for label, value in rows]
+    return "\n".join(lines)
+
+
+def _wakes_line(wakes: Sequence[Wake], now: datetime) -> str:
+    if not wakes:
+        return "none"
+    first = min(wakes, key=lambda w: (w.due_at, w.id))
+    more = f" (+{len(wakes) - 1} more: `fleet-agent wakes`)" if len(wakes) > 1 else ""
+    return f"{first.id} {fmt_when(first.due_at, now)} — {first.reason}{more}"
+
+
+def _rejected_line(st: AgentStatus) -> str:
+    if not st.rejected:
+        return "none"
+    latest = st.rejected[-1]
+    return f"{len(st.rejected)} (latest {fmt_time(latest.at)} {latest.signal}: {latest.error})"
+
+
+def config_text(config: AgentConfig) -> str:
+    values = config.model_dump(mode="json")
+    width = max(len(k) for k in values)
+    return "\n".join(
+        f"{key:<{width}}  {', '.join(v) if isinstance(v, list) else v}" for key, v in values.items()
+    )

@@ -1,0 +1,188 @@
+"""The run log from the store: `fleet-agent runs` and the `show-run` audit view.
+
+Reads only. The store's URL comes from FLEET_DATABASE_URL (default: the SQLite
+file under ./var/ that the worker writes); a missing SQLite file is reported
+instead of silently created, since an empty log would mislead the operator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from fleet_agent.store import MessageRecord, RunRecord, Store, redacted_url
+from fleet_agent.store.engine import DATABASE_URL_ENV
+from fleet_agent.transcript import StoredReply, StoredToolResults
+from starter.agent_client import CliError
+from starter.render import fmt_duration, fmt_time, table, trigger_summary, verdict_text
+
+__all__ = ["open_store", "read_run", "read_runs", "run_detail", "runs_table"]
+
+_MAX_TRIGGERS_WIDTH = 40
+
+
+def store_url() -> str:
+    """FLEET_DATABASE_URL, else the worker's default file (without creating ./var/)."""
+    url = os.environ.get(DATABASE_URL_ENV, "").strip()
+    return url or f"sqlite:///{Path.cwd() / 'var' / 'fleet-agent.db'}"
+
+
+def open_store() -> Store:
+    url = store_url()
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").is_file():
+        raise CliError(
+            f"no run log at {redacted_url(url)}: set {DATABASE_URL_ENV} to the worker's database"
+        )
+    try:
+        return Store(url)
+    except (ValueError, SQLAlchemyError) as exc:
+        raise CliError(f"cannot open the run log at {redacted_url(url)}: {exc}") from None
+
+
+def _store_error(store: Store, exc: SQLAlchemyError) -> CliError:
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return CliError(f"cannot read the run log ({store!r}): {first}")
+
+
+def read_runs(agent_id: str, limit: int, session: int | None) -> list[RunRecord]:
+    """The newest `limit` runs, oldest first (the latest ends up next to the prompt)."""
+    store = open_store()
+    try:
+        return sorted(store.list_runs(agent_id, limit=limit, session=session), key=lambda r: r.run)
+    except SQLAlchemyError as exc:
+        raise _store_error(store, exc) from None
+    finally:
+        store.dispose()
+
+
+def read_run(agent_id: str, run: int) -> tuple[RunRecord, list[MessageRecord]]:
+    store = open_store()
+    try:
+        record = store.get_run(agent_id, run)
+        if record is None:
+            raise CliError(f"agent {agent_id!r} has no run {run} in the run log")
+        return record, store.run_messages(agent_id, run)
+    except SQLAlchemyError as exc:
+        raise _store_error(store, exc) from None
+    finally:
+        store.dispose()
+
+
+def _duration(run: RunRecord) -> str:
+    if run.ended_at is None:
+        return "running"
+    return fmt_duration((run.ended_at - run.started_at).total_seconds())
+
+
+def _badges(run: RunRecord) -> str:
+    badges = []
+    if run.noop:
+        badges.append("[no-op]")
+    if not run.in_prompt:
+        badges.append("[skipped in prompt]")
+    if run.mutating_calls:
+        badges.append(f"[{run.mutating_calls} fleet change(s)]")
+    if run.error:
+        badges.append(f"error: {run.error.splitlines()[0][:80]}")
+    return " ".join(badges)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def runs_table(runs: Sequence[RunRecord]) -> str:
+    if not runs:
+        return "no runs yet"
+    rows = [
+        [
+            f"#{r.run}",
+            str(r.session),
+            fmt_time(r.started_at),
+            _duration(r),
+            _clip(trigger_summary(r.triggers), _MAX_TRIGGERS_WIDTH),
+            r.status.value,
+            "—" if r.status == "running" else verdict_text(r.verdict, r.verdict_error),
+            f"{r.usage.input_tokens}/{r.usage.output_tokens}",
+            _badges(r),
+        ]
+        for r in runs
+    ]
+    headers = ["RUN", "SESSION", "STARTED", "DURATION", "TRIGGERS", "STATUS", "VERDICT"]
+    return table([*headers, "TOKENS IN/OUT", "NOTES"], rows)
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + line if line else line for line in text.splitlines())
+
+
+def _message_text(m: MessageRecord) -> str:
+    """A stored message as a human reads it; unparseable content is shown raw."""
+    try:
+        if m.kind == "assistant":
+            reply = StoredReply.model_validate_json(m.content)
+            parts = []
+            for block in reply.content:
+                if block.get("type") == "text":
+                    parts.append(str(block.get("text", "")))
+                elif block.get("type") == "tool_use":
+                    args = json.dumps(block.get("input") or {}, ensure_ascii=False)
+                    parts.append(f"→ {block.get('name')}({args})  [{block.get('id')}]")
+            usage = reply.usage
+            parts.append(
+                f"(stop: {reply.stop_reason}; tokens {usage.input_tokens}/{usage.output_tokens}"
+                + (f"; model {reply.model}" if reply.model else "")
+                + f"; {reply.seconds:.1f}s)"
+            )
+            return "\n".join(parts)
+        if m.kind == "tool_results":
+            results = StoredToolResults.model_validate_json(m.content).results
+            return "\n".join(
+                f"← {r.name}{' [error]' if r.is_error else ''}  [{r.tool_use_id}]\n"
+                + _indent(r.content, "  ")
+                for r in results
+            )
+    except ValidationError:
+        pass
+    return m.content
+
+
+def run_detail(run: RunRecord, messages: Sequence[MessageRecord]) -> str:
+    """The audit view: the record, the trigger block and every stored message."""
+    usage = run.usage
+    head = [
+        f"run #{run.run} of {run.agent_id} · session {run.session} · {run.status.value}"
+        + (f" · {_badges(run)}" if _badges(run) else ""),
+        f"  started:   {fmt_time(run.started_at)} · ended {fmt_time(run.ended_at)}"
+        f" · took {_duration(run)}",
+        f"  verdict:   {verdict_text(run.verdict, run.verdict_error)}",
+        f"  in prompt: {'yes' if run.in_prompt else 'no (skipped in prompt)'}",
+        f"  work:      {run.rounds} round(s), {run.tool_calls} tool call(s), "
+        f"{run.mutating_calls} fleet change(s), LLM {run.llm_seconds:.1f}s",
+        f"  tokens:    in {usage.input_tokens} · out {usage.output_tokens} · "
+        f"cache read {usage.cache_read_input_tokens} · "
+        f"cache write {usage.cache_creation_input_tokens}",
+        f"  context:   {run.history_runs_included} earlier run(s) in prompt, "
+        f"{run.history_runs_dropped} dropped, ~{run.estimated_prompt_tokens} tokens",
+    ]
+    if run.error:
+        head.append(f"  error:     {run.error}")
+    sections = ["\n".join(head), "── triggers\n" + _indent(run.trigger_block)]
+    for m in messages:
+        flag = " · in prompt" if m.in_prompt else ""
+        title = (
+            f"── #{m.seq} round {m.round} · {m.role} · {m.kind}{flag} · {fmt_time(m.created_at)}"
+        )
+        sections.append(title + "\n" + _indent(_message_text(m)))
+    if not messages:
+        sections.append("── no messages stored for this run")
+    if run.actions_digest:
+        sections.append("── fleet changes\n" + _indent(run.actions_digest))
+    return "\n\n".join(sections)
