@@ -10,6 +10,7 @@ import asyncio
 from typing import Protocol
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from fleet_agent.models import (
     AgentConfig,
@@ -152,6 +153,14 @@ class RunLogActivities:
             for r in StoredToolResults.model_validate_json(message.content).results:
                 if r.name in MUTATING_TOOLS and not r.is_error:
                     digest.append(f"- {r.name}: {r.content.splitlines()[0][:200]}")
+        if store.get_run(req.agent_id, result.run) is None:
+            # The run never got as far as load_context (e.g. its workflow
+            # could not start): nothing to close.
+            raise ApplicationError(
+                f"run {result.run} was never opened in the store",
+                type="RunNotOpened",
+                non_retryable=True,
+            )
         if req.context is not None:
             store.set_run_context(req.agent_id, result.run, req.context)
         store.finish_run(

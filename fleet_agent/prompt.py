@@ -94,12 +94,12 @@ def render_trigger_block(triggers: Sequence[Trigger]) -> str:
             "call get_fleet_status for details."
         )
     for kind, text in (
-        (TriggerKind.AGENT_STARTED, "The agent started."),
+        (TriggerKind.AGENT_STARTED, "The agent started"),
         (TriggerKind.SESSION_RESET, "A new session started (the conversation was reset)"),
         (TriggerKind.CONFIG_CHANGED, "The operator changed the configuration"),
     ):
         for t in by_kind.get(kind, []):
-            lines.append(f"{text}{': ' + t.reason if t.reason else ''}")
+            lines.append(f"{text}{': ' + t.reason if t.reason else ''}.")
     if TriggerKind.HEARTBEAT in by_kind and len(by_kind) == 1:
         lines.append("Trigger: heartbeat (nothing else happened).")
     return "\n".join(lines)

@@ -12,7 +12,7 @@ import random
 
 from temporalio.testing import WorkflowEnvironment
 
-from fleet_agent.models import TriggerKind
+from fleet_agent.models import RunStatus, TriggerKind
 from fleet_agent.store import RunRecord, Store
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import assert_sequential, eventually, finished_runs, running_worker, status
@@ -110,3 +110,28 @@ async def test_reset_on_dev_server_then_agent_answers(
 async def _runs(store: Store, agent_id: str, n: int) -> list[RunRecord]:
     runs = finished_runs(store, agent_id)
     return list(runs) if len(runs) >= n else []
+
+
+async def test_terminated_run_is_recorded_failed_and_the_loop_goes_on(
+    dev_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+) -> None:
+    # (On the dev server: the time-skipping test server does not tell the
+    # parent that its child was terminated.)
+    fake_llm.latency = 3.0  # real seconds: time to terminate the run mid-call
+    async with running_worker(dev_env.client, store) as h:
+        handle = await h.start_agent(p0_debounce_seconds=0.2)
+        await handle.signal(FleetAgentWorkflow.trigger_now, "slow one")
+        await eventually(lambda: _llm_in_flight(fake_llm), what="the LLM call in flight")
+        await dev_env.client.get_workflow_handle(f"{handle.id}/run-1").terminate("operator")
+        runs = await eventually(lambda: _runs(store, handle.id, 1), what="run 1 closed")
+        assert runs[0].status == RunStatus.FAILED
+        assert "did not complete" in runs[0].error
+        fake_llm.latency = 0.0
+        await handle.signal(FleetAgentWorkflow.human_message, "and now?")
+        runs = await eventually(lambda: _runs(store, handle.id, 2), what="run 2")
+        assert runs[1].run == 2 and runs[1].status == RunStatus.OK
+        assert "slow one" in fake_llm.requests[-1].all_text(), "the failed run stays in the prompt"
+
+
+async def _llm_in_flight(fake: FakeAnthropic) -> bool:
+    return fake.in_flight > 0

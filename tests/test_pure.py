@@ -511,9 +511,9 @@ def test_every_kind_is_rendered() -> None:
         "Scheduled wake w3-1 (asked for: loading check)",
         "Instance 9: new → loading",
         "Instance 9: loading → running — ready",
-        "The agent started.: fresh start",
-        "A new session started (the conversation was reset): too long",
-        "The operator changed the configuration: target_proofs_per_hour: 0 → 5",
+        "The agent started: fresh start.",
+        "A new session started (the conversation was reset): too long.",
+        "The operator changed the configuration: target_proofs_per_hour: 0 → 5.",
     ]
 
 

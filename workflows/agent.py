@@ -14,7 +14,13 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -35,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         MonitorConfig,
         MonitorInput,
         Phase,
+        RecordRunRequest,
         RejectedInput,
         ResetSession,
         RunInput,
@@ -228,16 +235,34 @@ class FleetAgentWorkflow:
                 execution_timeout=timedelta(seconds=state.config.run_timeout_seconds),
                 static_summary=f"run #{number}: {_trigger_summary(triggers)}",
             )
-        except ChildWorkflowError as exc:
-            cause = exc.cause if exc.cause is not None else exc
+        except (ChildWorkflowError, WorkflowAlreadyStartedError) as exc:
+            cause = getattr(exc, "cause", None) or exc
             workflow.logger.error("run %s did not complete: %s", number, cause)
             result = RunResult(
                 run=number,
                 status=RunStatus.FAILED,
                 error=f"run workflow did not complete: {cause}",
                 started_at=now,
+                ended_at=workflow.now(),
             )
+            await self._record_lost_run(result)
         self._apply_result(result)
+
+    async def _record_lost_run(self, result: RunResult) -> None:
+        """Close the store's record of a run whose workflow timed out or was
+        terminated, so the run log does not show it running forever."""
+        try:
+            await workflow.execute_activity(
+                "record_run",
+                RecordRunRequest(
+                    agent_id=self._agent_id, session=self._state.session, result=result
+                ),
+                start_to_close_timeout=STORE_TIMEOUT,
+                retry_policy=RetryPolicy(maximum_attempts=5),
+                summary=f"record run {result.run} as failed",
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("could not record run %s: %s", result.run, exc.cause or exc)
 
     def _apply_result(self, result: RunResult) -> None:
         state = self._state
