@@ -364,7 +364,9 @@ class FleetAgentWorkflow:
 
     # ------------------------------------------------------------ signals
 
-    @workflow.signal
+    @workflow.signal(
+        description='P0: a message from the operator, {"text": str, "author": str} or a bare string'
+    )
     def human_message(self, raw: Any) -> None:
         """P0: the operator talks to the agent. `{"text", "author"}` or a bare string."""
         msg = self._parse(
@@ -373,7 +375,9 @@ class FleetAgentWorkflow:
         if msg is not None:
             self._add_trigger(TriggerKind.HUMAN_MESSAGE, text=msg.text, author=msg.author)
 
-    @workflow.signal
+    @workflow.signal(
+        description='P1: {"instance_id", "old_state", "new_state", "detail"}; sent by the monitor'
+    )
     def state_changed(self, raw: Any) -> None:
         """P1: an instance changed state (sent by the fleet monitor)."""
         change = self._parse(StateChanged, "state_changed", raw)
@@ -386,7 +390,9 @@ class FleetAgentWorkflow:
                 detail=change.detail,
             )
 
-    @workflow.signal
+    @workflow.signal(
+        description='P0: run as soon as the 2 s window allows; {"reason": str} optional'
+    )
     def trigger_now(self, raw: Any = None) -> None:
         """P0: run as soon as the P0 window allows. Argument optional."""
         req = self._parse(
@@ -395,7 +401,9 @@ class FleetAgentWorkflow:
         if req is not None:
             self._add_trigger(TriggerKind.TRIGGER_NOW, reason=req.reason)
 
-    @workflow.signal
+    @workflow.signal(
+        description="new conversation after the current run; counters, wakes, triggers kept"
+    )
     def reset_session(self, raw: Any = None) -> None:
         """Start a new conversation after the current run; counters, wakes and
         pending triggers carry over."""
@@ -406,7 +414,7 @@ class FleetAgentWorkflow:
             self._state.reset_reason = req.reason
             self._changed = True
 
-    @workflow.signal
+    @workflow.signal(description='drop a pending wake: {"wake_id": str}')
     def cancel_wake(self, raw: Any) -> None:
         """Drop one pending wake by id."""
         req = self._parse(
@@ -421,7 +429,7 @@ class FleetAgentWorkflow:
 
     # ------------------------------------------------------------ update
 
-    @workflow.update
+    @workflow.update(description="change part of the config; invalid values are refused")
     async def update_config(self, raw: dict[str, Any]) -> AgentConfig:
         """Change part of the config; returns the resulting config. Passes the
         monitor its part (poll interval, target, enabled)."""
@@ -466,7 +474,9 @@ class FleetAgentWorkflow:
 
     # ------------------------------------------------------------ query
 
-    @workflow.query
+    @workflow.query(
+        description="phase, run count, session, pending triggers, wakes, last run, config"
+    )
     def status(self) -> AgentStatus:
         """What the agent is doing now (contract: see docs/ARCHITECTURE.md)."""
         state = self._state
