@@ -120,12 +120,19 @@ class FleetActivities:
     async def _ours(self, agent_id: str) -> list[Instance]:
         return await self._vast.list_instances(label_prefix=label_prefix(agent_id))
 
-    async def snapshot(self, agent_id: str, target: float) -> FleetSnapshot:
+    async def _summary(self, agent_id: str, target: float) -> FleetSnapshot:
         try:
             instances = await self._ours(agent_id)
         except VastError as exc:
-            return FleetSnapshot(target_proofs_per_hour=target, error=str(exc))
+            raise _transient(exc) from None
         return summarize(instances, target=target, now_epoch=self._clock())
+
+    async def snapshot(self, agent_id: str, target: float) -> FleetSnapshot:
+        """The fleet, or a snapshot that says why it could not be read."""
+        try:
+            return await self._summary(agent_id, target)
+        except ApplicationError as exc:
+            return FleetSnapshot(target_proofs_per_hour=target, error=exc.message)
 
     async def snapshot_text(self, agent_id: str, config: AgentConfig) -> str:
         """The fleet view of a run's context (see activities.runlog.FleetView)."""
@@ -134,22 +141,12 @@ class FleetActivities:
     @activity.defn
     async def poll_fleet(self, req: PollRequest) -> FleetSnapshot:
         """List this agent's instances on vast.ai (read only), for the monitor."""
-        try:
-            instances = await self._ours(req.agent_id)
-        except VastError as exc:
-            raise _transient(exc) from None
-        return summarize(instances, target=req.target_proofs_per_hour, now_epoch=self._clock())
+        return await self._summary(req.agent_id, req.target_proofs_per_hour)
 
     @activity.defn
     async def get_fleet_status(self, req: FleetToolRequest) -> ToolResult:
         """Tool: this agent's instances and capacity against target (vast.ai, read only)."""
-        try:
-            instances = await self._ours(req.agent_id)
-        except VastError as exc:
-            raise _transient(exc) from None
-        snap = summarize(
-            instances, target=req.config.target_proofs_per_hour, now_epoch=self._clock()
-        )
+        snap = await self._summary(req.agent_id, req.config.target_proofs_per_hour)
         return _result(req, snap.to_text())
 
     @activity.defn

@@ -95,7 +95,12 @@ class FleetAgentWorkflow:
         self._fresh = inp.state is None
         self._state = inp.state or AgentState()
         if self._fresh and inp.config is not None:
-            self._state.config = inp.config.apply(self._state.config)
+            try:
+                self._state.config = inp.config.apply(self._state.config)
+            except ValidationError as exc:
+                # A bad start config must not fail the workflow task forever:
+                # keep the defaults and show why in status.rejected.
+                self._reject("start config", describe_validation_error(exc))
         self._phase = Phase.PAUSED if self._state.config.paused else Phase.IDLE
         self._current_run: int | None = None
         self._due: Due | None = None
@@ -429,7 +434,9 @@ class FleetAgentWorkflow:
 
     # ------------------------------------------------------------ update
 
-    @workflow.update(description="change part of the config; invalid values are refused")
+    # Bare decorator: with arguments the SDK types an async update as returning
+    # a coroutine, which breaks execute_update for callers under mypy.
+    @workflow.update
     async def update_config(self, raw: dict[str, Any]) -> AgentConfig:
         """Change part of the config; returns the resulting config. Passes the
         monitor its part (poll interval, target, enabled)."""
