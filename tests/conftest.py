@@ -19,7 +19,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from activities.fleet import FleetActivities
+from fleet_agent.settings import ProverSpec
+from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
+from fleet_agent.vast import VastClient
 from starter.devserver import find_temporal_cli, find_test_server, load_dev_config
 from tests.fakes.anthropic_server import FakeAnthropic
 
@@ -76,6 +80,19 @@ def store(tmp_path: Path) -> Iterator[Store]:
 @pytest.fixture
 def client(ts_env: WorkflowEnvironment) -> Client:
     return ts_env.client
+
+
+@pytest.fixture
+def sim() -> Iterator[SimServer]:
+    # speed 0: the market's clock moves only when a test advances it.
+    with SimServer(seed=11, speed=0, scenario="ideal") as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def fleet(sim: SimServer) -> AsyncIterator[FleetActivities]:
+    async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
+        yield FleetActivities(vast, ProverSpec(), clock=sim.market.now)
 
 
 def postgres_url() -> str:

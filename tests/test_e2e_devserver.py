@@ -10,9 +10,13 @@ from __future__ import annotations
 import asyncio
 import random
 
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
+from activities.fleet import FleetActivities
+from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import RunStatus, TriggerKind
+from fleet_agent.sim import SimServer
 from fleet_agent.store import RunRecord, Store
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import assert_sequential, eventually, finished_runs, running_worker, status
@@ -135,3 +139,30 @@ async def test_terminated_run_is_recorded_failed_and_the_loop_goes_on(
 
 async def _llm_in_flight(fake: FakeAnthropic) -> bool:
     return fake.in_flight > 0
+
+
+async def test_monitor_ends_when_its_agent_is_gone(
+    dev_env: WorkflowEnvironment, store: Store, sim: SimServer, fleet: FleetActivities
+) -> None:
+    # (On the dev server: the time-skipping test server holds a signal to a
+    # terminated workflow unanswered for half a minute.)
+    async with running_worker(
+        dev_env.client, store, provider=AutopilotProvider(), fleet=fleet
+    ) as h:
+        handle = await h.start_agent(
+            target_proofs_per_hour=40, monitor_poll_seconds=5, p1_debounce_seconds=0.5
+        )
+        monitor = dev_env.client.get_workflow_handle(f"{handle.id}/monitor")
+
+        async def rented() -> list[int]:
+            return sim.market.instance_ids()
+
+        ids = await eventually(rented, timeout=30, what="a rented machine")
+        await handle.terminate("agent retired")
+        sim.market.kill(ids[0], "exited")  # a change the monitor must report
+
+        async def monitor_closed() -> bool:
+            desc = await monitor.describe()
+            return desc.status == WorkflowExecutionStatus.COMPLETED
+
+        await eventually(monitor_closed, timeout=30, what="the monitor to end")

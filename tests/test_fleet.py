@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.fleet import FleetActivities
@@ -25,19 +23,6 @@ from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, finished_runs, running_worker, status
 
 AGENT = "fleet-test"
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    # speed 0: the market's clock moves only when a test advances it.
-    with SimServer(seed=11, speed=0, scenario="ideal") as server:
-        yield server
-
-
-@pytest_asyncio.fixture
-async def fleet(sim: SimServer) -> AsyncIterator[FleetActivities]:
-    async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
-        yield FleetActivities(vast, ProverSpec(), clock=sim.market.now)
 
 
 def _req(

@@ -17,8 +17,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import (
     ActivityError,
-    ApplicationError,
     ChildWorkflowError,
+    FailureError,
     WorkflowAlreadyStartedError,
 )
 from temporalio.workflow import ParentClosePolicy
@@ -171,7 +171,7 @@ class FleetAgentWorkflow:
         handle = workflow.get_external_workflow_handle(f"{self._agent_id}/monitor")
         try:
             await handle.signal(FleetMonitorWorkflow.configure, self._monitor_config())
-        except ApplicationError as exc:
+        except FailureError as exc:
             workflow.logger.info("monitor not reachable: %s", exc)
 
     async def _wait_until_due(self) -> None:

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models only.
@@ -98,7 +98,7 @@ class FleetMonitorWorkflow:
                                     detail=msgs.get(iid, ""),
                                 ),
                             )
-                        except ApplicationError:
+                        except FailureError:
                             workflow.logger.info("agent %s is gone; monitor ends", inp.agent_id)
                             return
                         self._signalled += 1
