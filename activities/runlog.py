@@ -18,7 +18,9 @@ from fleet_agent.models import (
     ContextInfo,
     LoadContextRequest,
     RecordRunRequest,
+    RunInput,
     StoreToolResults,
+    TriggerKind,
 )
 from fleet_agent.prompt import (
     context_message,
@@ -55,6 +57,17 @@ class NoFleet:
         return "No fleet is connected to this agent (fleet tools are unavailable)."
 
 
+def _session_reason(inp: RunInput) -> str:
+    """Why the session began, as far as its first run knows (kept on first write)."""
+    for t in inp.triggers:
+        if t.kind == TriggerKind.SESSION_RESET:
+            return f"reset: {t.reason}"
+    for t in inp.triggers:
+        if t.kind == TriggerKind.AGENT_STARTED:
+            return "agent started"
+    return ""
+
+
 class RunLogActivities:
     """Store-backed activities; the store calls run in threads (they block)."""
 
@@ -75,7 +88,9 @@ class RunLogActivities:
         inp = req.run_input
         store = self._store
         trigger_block = render_trigger_block(inp.triggers)
-        await asyncio.to_thread(store.ensure_session, inp.agent_id, inp.session, "", req.started_at)
+        await asyncio.to_thread(
+            store.ensure_session, inp.agent_id, inp.session, _session_reason(inp), req.started_at
+        )
         await asyncio.to_thread(
             store.begin_run,
             inp.agent_id,

@@ -218,6 +218,11 @@ async def test_reset_keeps_run_counter_and_agent_answers_after_it(
         assert "ANSWER-1" not in prompt and "ANSWER-2" not in prompt, "empty conversation"
         st = await status(handle)
         assert st.run_count == 3 and st.session == 2 and st.executions == 2
+        sessions = store.list_sessions(handle.id)
+        assert [(s.session, s.reason) for s in sessions] == [
+            (1, "agent started"),
+            (2, "reset: context too long"),
+        ]
 
 
 async def test_prompt_has_only_final_messages_of_non_noop_runs(

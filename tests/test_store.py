@@ -242,6 +242,18 @@ def test_latest_counters(store: Store) -> None:
     assert store.latest_counters(OTHER) == (0, 0)
 
 
+def test_list_sessions_keeps_the_first_reason(store: Store) -> None:
+    store.ensure_session(AGENT, 2, "reset: too long", T0)
+    store.ensure_session(AGENT, 1, "agent started", T0)
+    store.ensure_session(AGENT, 2, "retried write", T0)
+    store.ensure_session(OTHER, 1, "other agent", T0)
+    assert [(s.session, s.reason) for s in store.list_sessions(AGENT)] == [
+        (1, "agent started"),
+        (2, "reset: too long"),
+    ]
+    assert store.list_sessions(AGENT)[0].started_at == T0
+
+
 # ---------------------------------------------------------------- runs
 
 

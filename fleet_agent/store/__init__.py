@@ -4,13 +4,14 @@ Temporal-free and synchronous: activities call it from their thread pool.
 """
 
 from .engine import create_engine_for, default_database_url, redacted_url
-from .records import HistoryEntry, MessageRecord, RunRecord
+from .records import HistoryEntry, MessageRecord, RunRecord, SessionRecord
 from .store import Store
 
 __all__ = [
     "HistoryEntry",
     "MessageRecord",
     "RunRecord",
+    "SessionRecord",
     "Store",
     "create_engine_for",
     "default_database_url",

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fleet_agent.models import ContextInfo, RunStatus, TokenUsage, Trigger, Verdict
 
-__all__ = ["HistoryEntry", "MessageRecord", "MessageRole", "RunRecord"]
+__all__ = ["HistoryEntry", "MessageRecord", "MessageRole", "RunRecord", "SessionRecord"]
 
 MessageRole = Literal["user", "assistant"]
 
@@ -67,6 +67,16 @@ class MessageRecord(BaseModel):
     content: str
     in_prompt: bool
     created_at: datetime
+
+
+class SessionRecord(BaseModel):
+    """One conversation of an agent: why and when it began."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session: int
+    started_at: datetime
+    reason: str
 
 
 class HistoryEntry(BaseModel):

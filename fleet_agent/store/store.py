@@ -20,7 +20,7 @@ from sqlmodel import Session, SQLModel, col, select
 from fleet_agent.models import ContextInfo, RunStatus, TokenUsage, Trigger, Verdict
 
 from .engine import create_engine_for, default_database_url
-from .records import HistoryEntry, MessageRecord, MessageRole, RunRecord
+from .records import HistoryEntry, MessageRecord, MessageRole, RunRecord, SessionRecord
 from .tables import MessageRow, RunRow, SessionRow, all_tables, table_of
 from .timestamps import require_aware
 
@@ -254,6 +254,19 @@ class Store:
         stmt = stmt.order_by(col(RunRow.run).desc()).limit(limit)
         with Session(self._engine) as db:
             return [_run_record(row) for row in db.exec(stmt)]
+
+    def list_sessions(self, agent_id: str) -> list[SessionRecord]:
+        """Every session of the agent, oldest first."""
+        stmt = (
+            select(SessionRow)
+            .where(col(SessionRow.agent_id) == agent_id)
+            .order_by(col(SessionRow.session))
+        )
+        with Session(self._engine) as db:
+            return [
+                SessionRecord(session=r.session, started_at=r.started_at, reason=r.reason)
+                for r in db.exec(stmt)
+            ]
 
     def count_runs(self, agent_id: str) -> int:
         with Session(self._engine) as db:
