@@ -119,6 +119,19 @@ async def status(handle: WorkflowHandle[FleetAgentWorkflow, None]) -> AgentStatu
     raise AssertionError("the status query kept timing out")
 
 
+async def status_after(handle: WorkflowHandle[FleetAgentWorkflow, None], run: int) -> AgentStatus:
+    """Status once the agent has taken in the result of `run`: the run closes
+    its store record a moment before the parent workflow hears it finished."""
+
+    async def probe() -> AgentStatus | None:
+        st = await status(handle)
+        return st if st.last_run is not None and st.last_run.run >= run else None
+
+    found = await eventually(probe, what=f"the agent to take in run {run}")
+    assert found is not None
+    return found
+
+
 def finished_runs(store: Store, agent_id: str) -> list[RunRecord]:
     """Runs that reached the store's end state, oldest first."""
     runs = store.list_runs(agent_id, limit=10_000)

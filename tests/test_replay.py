@@ -37,7 +37,7 @@ from fleet_agent.models import Phase, RunInput, RunResult, RunStatus, TriggerKin
 from fleet_agent.store import Store
 from starter.devserver import find_test_server
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
-from tests.helpers import eventually, running_worker, status, wait_runs
+from tests.helpers import eventually, running_worker, status, status_after, wait_runs
 from workflows import AgentRunWorkflow, FleetAgentWorkflow
 from workflows.policies import STORE_TIMEOUT
 
@@ -101,7 +101,7 @@ async def scenario(
         await handle.signal(FleetAgentWorkflow.human_message, "please schedule a check")
         runs = await wait_runs(store, AGENT_ID, 1)
         assert runs[0].tool_calls == 1 and runs[0].rounds == 2, runs[0]
-        wakes = (await status(handle)).wakes
+        wakes = (await status_after(handle, 1)).wakes
         assert len(wakes) == 1, wakes
         await env.sleep(1_000)  # the 900 s wake fires
         runs = await wait_runs(store, AGENT_ID, 2)
