@@ -183,7 +183,8 @@ class AgentRunWorkflow:
                 result.verdict_error = "no verdict"
         if result.mutating_calls:
             verdict = Verdict(action=True, state_changed=verdict.state_changed)
-        result.verdict = verdict
+        # A run that never finished has no verdict to show, only its error.
+        result.verdict = verdict if result.status == RunStatus.OK else None
         result.noop = (
             result.status == RunStatus.OK
             and not result.verdict_error
