@@ -13,19 +13,24 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from fleet_agent.capacity import proofs_per_hour
-from fleet_agent.errors import describe_validation_error
 from fleet_agent.fleet.guardrails import gpu_allowed, offer_refusal, rent_refusal
 from fleet_agent.fleet.labels import create_label, is_ours, label_prefix
 from fleet_agent.fleet.snapshot import FleetSnapshot, summarize
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
 from fleet_agent.settings import ProverSpec
+from fleet_agent.tools import (
+    CreateInstanceInput,
+    DestroyInstanceInput,
+    SearchOffersInput,
+    parse_tool_input,
+)
 from fleet_agent.vast import VastClient
 from fleet_agent.vast.errors import VastError, VastNotFound
 from fleet_agent.vast.models import Instance, Offer
@@ -42,27 +47,6 @@ _SEARCH_POOL = 200
 class PollRequest(BaseModel):
     agent_id: str
     target_proofs_per_hour: float = 0.0
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _SearchInput(_Strict):
-    gpu_name: str | None = None
-    max_dph: Annotated[float, Field(gt=0)] | None = None
-    min_reliability: Annotated[float, Field(ge=0, le=1)] | None = None
-    limit: Annotated[int, Field(ge=1, le=50)] = 10
-
-
-class _CreateInput(_Strict):
-    offer_id: int
-    reason: Annotated[str, Field(min_length=1, max_length=1000)]
-
-
-class _DestroyInput(_Strict):
-    instance_id: int
-    reason: Annotated[str, Field(min_length=1, max_length=1000)]
 
 
 def _result(
@@ -153,10 +137,9 @@ class FleetActivities:
     async def search_offers(self, req: FleetToolRequest) -> ToolResult:
         """Tool: rentable offers that pass the guardrails, cheapest per proof first
         (vast.ai, read only)."""
-        try:
-            args = _SearchInput.model_validate(req.input)
-        except ValidationError as exc:
-            return _result(req, f"Invalid input: {describe_validation_error(exc)}", error=True)
+        args = parse_tool_input(SearchOffersInput, req.tool_use_id, req.name, req.input)
+        if isinstance(args, ToolResult):
+            return args
         config = req.config
         if args.gpu_name and not gpu_allowed(args.gpu_name, config.allowed_gpus):
             return _result(
@@ -209,10 +192,9 @@ class FleetActivities:
     @activity.defn
     async def create_instance(self, req: FleetToolRequest) -> ToolResult:
         """Tool: rent one offer on vast.ai, at most once per tool call (by label)."""
-        try:
-            args = _CreateInput.model_validate(req.input)
-        except ValidationError as exc:
-            return _result(req, f"Invalid input: {describe_validation_error(exc)}", error=True)
+        args = parse_tool_input(CreateInstanceInput, req.tool_use_id, req.name, req.input)
+        if isinstance(args, ToolResult):
+            return args
         label = create_label(req.agent_id, req.run, req.tool_use_id)
         try:
             # A previous attempt of this very call may have rented it already.
@@ -278,10 +260,9 @@ class FleetActivities:
     @activity.defn
     async def destroy_instance(self, req: FleetToolRequest) -> ToolResult:
         """Tool: destroy one of this agent's instances on vast.ai (others are refused)."""
-        try:
-            args = _DestroyInput.model_validate(req.input)
-        except ValidationError as exc:
-            return _result(req, f"Invalid input: {describe_validation_error(exc)}", error=True)
+        args = parse_tool_input(DestroyInstanceInput, req.tool_use_id, req.name, req.input)
+        if isinstance(args, ToolResult):
+            return args
         try:
             inst = await self._vast.show_instance(args.instance_id)
         except VastError as exc:

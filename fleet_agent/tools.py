@@ -5,13 +5,24 @@ Names and required parameters are part of the public contract.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fleet_agent.errors import describe_validation_error
+from fleet_agent.models import ToolResult
 
 __all__ = [
     "FLEET_TOOLS",
     "LOCAL_TOOLS",
     "MUTATING_TOOLS",
     "TOOL_SCHEMAS",
+    "CancelWakeInput",
+    "CreateInstanceInput",
+    "DestroyInstanceInput",
+    "ScheduleNextCheckInput",
+    "SearchOffersInput",
+    "parse_tool_input",
     "tool_schemas",
 ]
 
@@ -101,3 +112,56 @@ def tool_schemas(names: frozenset[str] | None = None) -> list[dict[str, Any]]:
         for name, schema in TOOL_SCHEMAS.items()
         if names is None or name in names
     ]
+
+
+# ---------------------------------------------------------------- inputs
+# What the model may pass, checked wherever a tool runs (workflow or activity):
+# the same rules as the schemas above, so a bad call gets one clear error.
+
+_Reason = Annotated[str, Field(max_length=1000)]
+
+
+class _ToolInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class SearchOffersInput(_ToolInput):
+    gpu_name: str | None = None
+    max_dph: Annotated[float, Field(gt=0)] | None = None
+    min_reliability: Annotated[float, Field(ge=0, le=1)] | None = None
+    limit: Annotated[int, Field(ge=1, le=50)] = 10
+
+
+class CreateInstanceInput(_ToolInput):
+    offer_id: int
+    reason: Annotated[str, Field(min_length=1, max_length=1000)]
+
+
+class DestroyInstanceInput(_ToolInput):
+    instance_id: int
+    reason: Annotated[str, Field(min_length=1, max_length=1000)]
+
+
+class ScheduleNextCheckInput(_ToolInput):
+    delay_seconds: float
+    reason: _Reason = ""
+
+
+class CancelWakeInput(_ToolInput):
+    wake_id: str
+
+
+_I = TypeVar("_I", bound=_ToolInput)
+
+
+def parse_tool_input(model: type[_I], tool_use_id: str, name: str, raw: Any) -> _I | ToolResult:
+    """The validated input, or the error result to hand back to the model."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        return ToolResult(
+            tool_use_id=tool_use_id,
+            name=name,
+            content=f"Invalid input for {name}: {describe_validation_error(exc)}",
+            is_error=True,
+        )

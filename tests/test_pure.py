@@ -30,6 +30,7 @@ from fleet_agent.prompt import (
     render_trigger_block,
 )
 from fleet_agent.schedule import next_due
+from fleet_agent.tools import CancelWakeInput, ScheduleNextCheckInput, parse_tool_input
 from fleet_agent.transcript import (
     StoredReply,
     StoredToolResults,
@@ -699,3 +700,22 @@ def test_config_patch_mirrors_agent_config() -> None:
         patch_field = ConfigPatch.model_fields[name]
         assert _patch_constraints(patch_field.annotation) == field.metadata, name
         assert patch_field.default is None, name
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"delay_seconds": "NaN", "reason": "r"},
+        {"delay_seconds": 900, "reason": "r", "extra": 1},
+        {"reason": "no delay"},
+    ],
+)
+def test_bad_schedule_input_is_an_error_result_for_the_model(raw: dict[str, object]) -> None:
+    result = parse_tool_input(ScheduleNextCheckInput, "toolu_1", "schedule_next_check", raw)
+    assert isinstance(result, ToolResult) and result.is_error
+    assert result.content.startswith("Invalid input for schedule_next_check:")
+
+
+def test_good_tool_input_parses() -> None:
+    args = parse_tool_input(CancelWakeInput, "toolu_1", "cancel_wake", {"wake_id": "w3-1"})
+    assert isinstance(args, CancelWakeInput) and args.wake_id == "w3-1"

@@ -13,9 +13,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure helpers; reloading them per
     # workflow run would only cost time and break isinstance checks.
-    from pydantic import BaseModel, ConfigDict, ValidationError
 
-    from fleet_agent.errors import describe_validation_error
     from fleet_agent.models import (
         ContextInfo,
         FleetToolRequest,
@@ -34,7 +32,13 @@ with workflow.unsafe.imports_passed_through():
         Wake,
         WakeRequest,
     )
-    from fleet_agent.tools import FLEET_TOOLS, MUTATING_TOOLS
+    from fleet_agent.tools import (
+        FLEET_TOOLS,
+        MUTATING_TOOLS,
+        CancelWakeInput,
+        ScheduleNextCheckInput,
+        parse_tool_input,
+    )
     from fleet_agent.wakes import cancel_wake, decide_wake
     from workflows.policies import (
         FLEET_READ_TIMEOUT,
@@ -47,17 +51,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 __all__ = ["AgentRunWorkflow"]
-
-
-class _ScheduleInput(BaseModel):
-    model_config = ConfigDict(allow_inf_nan=False)
-
-    delay_seconds: float
-    reason: str = ""
-
-
-class _CancelInput(BaseModel):
-    wake_id: str
 
 
 def _describe(exc: BaseException) -> str:
@@ -237,10 +230,9 @@ class AgentRunWorkflow:
             )
 
     def _schedule(self, call: ToolCall) -> ToolResult:
-        try:
-            args = _ScheduleInput.model_validate(call.input)
-        except ValidationError as exc:
-            return _bad_input(call, exc)
+        args = parse_tool_input(ScheduleNextCheckInput, call.id, call.name, call.input)
+        if isinstance(args, ToolResult):
+            return args
         inp = self._inp
         wake_id = f"w{inp.run}-{len(self._wake_requests) + 1}"
         decision = decide_wake(
@@ -263,10 +255,9 @@ class AgentRunWorkflow:
         )
 
     def _cancel(self, call: ToolCall) -> ToolResult:
-        try:
-            args = _CancelInput.model_validate(call.input)
-        except ValidationError as exc:
-            return _bad_input(call, exc)
+        args = parse_tool_input(CancelWakeInput, call.id, call.name, call.input)
+        if isinstance(args, ToolResult):
+            return args
         self._wakes, existed = cancel_wake(self._wakes, args.wake_id)
         if not existed:
             return ToolResult(
@@ -277,15 +268,6 @@ class AgentRunWorkflow:
             )
         self._wake_requests.append(WakeRequest(op="cancel", wake_id=args.wake_id))
         return ToolResult(tool_use_id=call.id, name=call.name, content=f"Cancelled {args.wake_id}.")
-
-
-def _bad_input(call: ToolCall, exc: ValidationError) -> ToolResult:
-    return ToolResult(
-        tool_use_id=call.id,
-        name=call.name,
-        content=f"Invalid input for {call.name}: {describe_validation_error(exc)}",
-        is_error=True,
-    )
 
 
 def _tool_summary(call: ToolCall) -> str:
