@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.fleet import FleetActivities
+from activities.links import LinkActivities
 from activities.llm import LlmActivities
 from activities.runlog import RunLogActivities
 from fleet_agent.llm.base import LlmProvider
@@ -50,6 +51,7 @@ def build_worker(
     (and its monitor, if enabled, finds no poll activity: disable it).
     """
     runlog = RunLogActivities(store, fleet)
+    links = LinkActivities(store)
     tools = LOCAL_TOOLS | FLEET_TOOLS if fleet is not None else LOCAL_TOOLS
     llm = LlmActivities(store, provider, tools)
     fleet_activities: list[Callable[..., Any]] = []
@@ -71,6 +73,9 @@ def build_worker(
             runlog.store_tool_results,
             runlog.record_run,
             llm.call_llm,
+            links.store_operator_messages,
+            links.wait_for_run,
+            links.agent_is_open,
             *fleet_activities,
         ],
     )

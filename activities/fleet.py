@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -23,7 +22,7 @@ from fleet_agent.capacity import proofs_per_hour
 from fleet_agent.fleet.guardrails import gpu_allowed, offer_refusal, rent_refusal
 from fleet_agent.fleet.labels import create_label, is_ours, label_prefix
 from fleet_agent.fleet.snapshot import FleetSnapshot, summarize
-from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
+from fleet_agent.models import AgentConfig, FleetToolRequest, PollRequest, ToolResult
 from fleet_agent.settings import ProverSpec
 from fleet_agent.tools import (
     CreateInstanceInput,
@@ -42,11 +41,6 @@ __all__ = ["FleetActivities", "PollRequest", "ProverSpec"]
 _ADOPT_ATTEMPTS = 3
 _ADOPT_DELAY_SECONDS = 1.0
 _SEARCH_POOL = 200
-
-
-class PollRequest(BaseModel):
-    agent_id: str
-    target_proofs_per_hour: float = 0.0
 
 
 def _result(

@@ -145,7 +145,7 @@ class RunLogActivities:
             req.round,
             "user",
             "tool_results",
-            dumps(StoredToolResults(results=req.results)),
+            dumps(StoredToolResults(results=req.results, note=req.note)),
             activity.info().started_time,
         )
 

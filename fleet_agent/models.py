@@ -11,7 +11,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 __all__ = [
     "AgentConfig",
@@ -24,6 +31,7 @@ __all__ = [
     "ContextInfo",
     "FleetToolRequest",
     "HumanMessage",
+    "InboxItem",
     "LastRun",
     "LlmRequest",
     "LlmResult",
@@ -31,14 +39,18 @@ __all__ = [
     "MonitorConfig",
     "MonitorInput",
     "Phase",
+    "PollRequest",
     "Priority",
     "RecordRunRequest",
     "RejectedInput",
     "ResetSession",
+    "RunInFlight",
     "RunInput",
     "RunResult",
     "RunStatus",
+    "StashMessages",
     "StateChanged",
+    "StoreMessagesRequest",
     "StoreToolResults",
     "TokenUsage",
     "ToolCall",
@@ -47,15 +59,17 @@ __all__ = [
     "TriggerKind",
     "TriggerNow",
     "Verdict",
+    "WaitForRun",
     "Wake",
     "WakeRequest",
 ]
 
 
 class _Strict(BaseModel):
-    """Base for inbound payloads: unknown fields are an error, not silently dropped."""
+    """Base for inbound payloads: unknown fields are an error, not silently
+    dropped, and types are strict (`true` is not the number 1, "5" not 5)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # ---------------------------------------------------------------- signals
@@ -136,15 +150,19 @@ PRIORITY_OF: dict[TriggerKind, Priority] = {
 class Trigger(BaseModel):
     """One reason for a run, buffered in workflow state until a run consumes it.
 
-    `seq` is unique per agent for its whole life (carried through
-    continue-as-new), so tests and operators can prove each trigger was handled
-    by exactly one run.
+    `seq` is unique within the agent's continue-as-new chain, so tests and
+    operators can prove each trigger was handled by exactly one run. State
+    changes of one instance coalesce into one trigger while they wait: the
+    first old state, the last new state, `count` changes, seqs `seq` to
+    `last_seq`. A human message's text moves to the store once it is there
+    (`text_key`); the trigger then keeps a preview only.
     """
 
     seq: int
     kind: TriggerKind
     received_at: datetime
     text: str = ""
+    text_key: str = ""
     author: str = ""
     instance_id: str = ""
     old_state: str | None = None
@@ -152,10 +170,45 @@ class Trigger(BaseModel):
     detail: str = ""
     reason: str = ""
     wake_id: str = ""
+    count: int = 1
+    last_seq: int | None = None
+    last_received_at: datetime | None = None
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Triggers fill RunInput, the continue-as-new input and the status
+        # query: leave out fields at their defaults (half the bytes of a trigger).
+        data: dict[str, Any] = handler(self)
+        return {k: v for k, v in data.items() if k in _TRIGGER_KEEP or v not in ("", None, 1)}
 
     @property
     def priority(self) -> Priority:
         return PRIORITY_OF[self.kind]
+
+    @property
+    def seqs(self) -> range:
+        """Every trigger seq this one stands for (several for coalesced changes)."""
+        return range(self.seq, (self.last_seq or self.seq) + 1)
+
+
+_TRIGGER_KEEP = frozenset({"seq", "kind", "received_at"})
+
+
+class InboxItem(BaseModel):
+    """An operator message's full text, as the store keeps it (key: `Trigger.text_key`)."""
+
+    key: str
+    seq: int
+    author: str
+    text: str
+    received_at: datetime
+
+
+class StashMessages(BaseModel):
+    """Operator message texts for the store."""
+
+    agent_id: str
+    items: list[InboxItem]
 
 
 # ---------------------------------------------------------------- wakes
@@ -181,6 +234,9 @@ class WakeRequest(BaseModel):
 # ---------------------------------------------------------------- config
 
 
+GpuList = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=50)]
+
+
 class AgentConfig(BaseModel):
     """Live configuration of one agent; changed with the `update_config` update."""
 
@@ -198,7 +254,7 @@ class AgentConfig(BaseModel):
     max_instances: Annotated[int, Field(ge=0, le=10_000)] = 20
     max_fleet_dph: Annotated[float, Field(ge=0, le=100_000)] = 20.0
     max_instance_dph: Annotated[float, Field(ge=0, le=1_000)] = 2.0
-    allowed_gpus: list[str] = Field(
+    allowed_gpus: GpuList = Field(
         default_factory=lambda: ["RTX 3090", "RTX 4090", "RTX 5090", "A100", "H100"]
     )
     min_reliability: Annotated[float, Field(ge=0, le=1)] = 0.9
@@ -223,7 +279,7 @@ class ConfigPatch(_Strict):
     max_instances: Annotated[int, Field(ge=0, le=10_000)] | None = None
     max_fleet_dph: Annotated[float, Field(ge=0, le=100_000)] | None = None
     max_instance_dph: Annotated[float, Field(ge=0, le=1_000)] | None = None
-    allowed_gpus: list[str] | None = None
+    allowed_gpus: GpuList | None = None
     min_reliability: Annotated[float, Field(ge=0, le=1)] | None = None
     dry_run: bool | None = None
     monitor_enabled: bool | None = None
@@ -311,6 +367,7 @@ class RunResult(BaseModel):
     mutating_calls: int = 0
     tool_calls: int = 0
     rounds: int = 0
+    stop_reasons: list[str] = Field(default_factory=list)
     llm_seconds: float = 0.0
     started_at: datetime | None = None
     ended_at: datetime | None = None
@@ -371,6 +428,7 @@ class ToolResult(BaseModel):
     content: str
     is_error: bool = False
     mutating: bool = False
+    not_run: bool = False  # refused before running (its reply was cut off)
 
 
 class FleetToolRequest(BaseModel):
@@ -386,10 +444,32 @@ class FleetToolRequest(BaseModel):
 
 
 class StoreToolResults(BaseModel):
+    """The user message answering one round: its tool results, and a note to
+    the model when the round needs one (a reply cut off without tool calls)."""
+
     agent_id: str
     run: int
     round: int
     results: list[ToolResult]
+    note: str = ""
+
+
+class StoreMessagesRequest(BaseModel):
+    """`store_operator_messages`: which message texts to copy from the agent's
+    state into the store. Only keys: the texts are read with a query, so they
+    do not pass through history a second time."""
+
+    agent_id: str
+    keys: list[str]
+
+
+class WaitForRun(BaseModel):
+    """`wait_for_run`: the run handed over by an earlier execution of the agent."""
+
+    run: int
+    workflow_id: str
+    run_id: str
+    started_at: datetime
 
 
 class RecordRunRequest(BaseModel):
@@ -409,6 +489,13 @@ class MonitorConfig(BaseModel):
     poll_seconds: int = 30
     target_proofs_per_hour: float = 0.0
     enabled: bool = True
+
+
+class PollRequest(BaseModel):
+    """`poll_fleet`: this agent's instances, summarised against its target."""
+
+    agent_id: str
+    target_proofs_per_hour: float = 0.0
 
 
 class MonitorInput(BaseModel):
@@ -431,11 +518,31 @@ class Phase(StrEnum):
 
 
 class RejectedInput(BaseModel):
-    """A signal whose payload did not validate: kept visible, never silently dropped."""
+    """A signal that was not kept: kept visible, never silently dropped.
+
+    `preview` is the start of the payload's text (a message's text, a reason),
+    so a sender can recognise its own refused signal.
+    """
 
     at: datetime
     signal: str
     error: str
+    preview: str = ""
+
+
+class RunInFlight(BaseModel):
+    """A run that was still going when the agent continued as new.
+
+    Runs are started with ParentClosePolicy.ABANDON, so a continue-as-new in
+    the middle of one (a flood of signals) does not stop it; the next
+    execution waits for it by workflow ID and run ID.
+    """
+
+    run: int
+    workflow_id: str
+    run_id: str
+    started_at: datetime
+    triggers: int = 0
 
 
 class AgentState(BaseModel):
@@ -451,7 +558,11 @@ class AgentState(BaseModel):
     last_run_ended_at: datetime | None = None
     reset_reason: str | None = None
     rejected: list[RejectedInput] = Field(default_factory=list)
+    rejected_total: int = 0
     executions: int = 1
+    # Keys of operator messages whose text is still only in `pending_triggers`.
+    unstored_keys: list[str] = Field(default_factory=list)
+    run_in_flight: RunInFlight | None = None
 
 
 class AgentInput(BaseModel):
@@ -481,3 +592,6 @@ class AgentStatus(BaseModel):
     rejected: list[RejectedInput]
     executions: int
     history_length: int
+    rejected_total: int = 0
+    pending_bytes: int = 0
+    history_bytes: int = 0

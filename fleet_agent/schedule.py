@@ -6,10 +6,11 @@ every change of its state and sleeps on a timer until the answer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from fleet_agent.models import AgentConfig, Priority, Trigger, Wake
+from fleet_agent.models import AgentConfig, Priority, Wake
 
 __all__ = ["Due", "next_due"]
 
@@ -23,13 +24,15 @@ class Due:
 
 def next_due(
     *,
-    pending: list[Trigger],
+    firsts: Mapping[Priority, datetime],
     wakes: list[Wake],
     config: AgentConfig,
     heartbeat_from: datetime,
 ) -> Due | None:
     """The earliest moment a run is due, or None while paused.
 
+    `firsts` holds when the oldest pending trigger of each priority arrived
+    (kept up to date by `TriggerBuffer`, so this never scans the triggers).
     A debounce window opens with the first pending trigger of its priority and
     never moves after that, so a steady stream of triggers cannot postpone the
     run forever; a P0 trigger shortens a P1 window, never the reverse.
@@ -41,11 +44,11 @@ def next_due(
         (Priority.P0, config.p0_debounce_seconds),
         (Priority.P1, config.p1_debounce_seconds),
     ):
-        firsts = [t.received_at for t in pending if t.priority == priority]
-        if firsts:
+        first = firsts.get(priority)
+        if first is not None:
             candidates.append(
                 Due(
-                    min(firsts) + timedelta(seconds=window),
+                    first + timedelta(seconds=window),
                     f"debounce {priority.value} {window:g}s",
                     "debounce",
                 )

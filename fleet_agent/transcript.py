@@ -47,9 +47,11 @@ class StoredReply(BaseModel):
 
 
 class StoredToolResults(BaseModel):
-    """The tool results of one round as the store keeps them (kind 'tool_results')."""
+    """The tool results of one round as the store keeps them (kind 'tool_results'),
+    with an optional note to the model after them."""
 
     results: list[ToolResult]
+    note: str = ""
 
 
 def reply_text(content: list[dict[str, Any]]) -> str:
@@ -65,7 +67,7 @@ def tool_calls_of(content: list[dict[str, Any]]) -> list[ToolCall]:
 
 
 def _tool_result_blocks(stored: StoredToolResults) -> list[dict[str, Any]]:
-    return [
+    blocks: list[dict[str, Any]] = [
         {
             "type": "tool_result",
             "tool_use_id": r.tool_use_id,
@@ -74,6 +76,10 @@ def _tool_result_blocks(stored: StoredToolResults) -> list[dict[str, Any]]:
         }
         for r in stored.results
     ]
+    if stored.note:
+        # After the results: the API wants tool_result blocks first.
+        blocks.append({"type": "text", "text": stored.note})
+    return blocks
 
 
 def api_messages(rows: list[tuple[int, str]]) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -28,7 +28,8 @@ from temporalio.envconfig import ClientConfig
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from fleet_agent.models import AgentConfig, AgentInput, AgentStatus, ConfigPatch
+from fleet_agent.inputs import payload_preview
+from fleet_agent.models import AgentConfig, AgentInput, AgentStatus, ConfigPatch, RejectedInput
 from starter.connect import DEFAULT_ADDRESS, connect
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
@@ -49,6 +50,8 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 # the call open for a long while, so give up early and say why.
 DEFAULT_QUERY_TIMEOUT = 10.0
 
+# Between this machine's clock and the workflow's (the server's) time.
+_CLOCK_SLACK = timedelta(seconds=5)
 _OS_MESSAGE = re.compile(r'message: "([^"]+)"')
 
 
@@ -233,6 +236,32 @@ class AgentClient:
                     f"is a worker running on task queue {self.task_queue!r}? "
                     "(it may still be applied when one does: check `fleet-agent config`)"
                 ) from None
+
+    async def refusal(
+        self, signal: str, payload: Any, since: datetime, *, wait: float = 3.0
+    ) -> RejectedInput | None:
+        """The agent's refusal of a signal we just sent, if it refused it.
+
+        A query is answered after the workflow has taken in the signals sent
+        before it, so one query tells. Best effort: without a worker to answer
+        within `wait` seconds, None. The signal is matched by its name, its
+        preview and the time of the refusal.
+        """
+        preview = payload_preview(payload)
+        try:
+            st = await (await self.handle()).query(
+                FleetAgentWorkflow.status, rpc_timeout=timedelta(seconds=wait)
+            )
+        except (RPCError, WorkflowQueryFailedError):
+            return None
+        for rejected in reversed(st.rejected):
+            if (
+                rejected.signal == signal
+                and rejected.preview == preview
+                and rejected.at >= since - _CLOCK_SLACK
+            ):
+                return rejected
+        return None
 
     # ------------------------------------------------------------ errors
 

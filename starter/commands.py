@@ -69,7 +69,11 @@ async def start(agent: AgentClient, target: float | None, paused: bool, sets: li
 
 async def say(agent: AgentClient, text: str, author: str | None) -> int:
     arg = _payload(HumanMessage, "message", text=text, author=author)
+    sent_at = datetime.now(UTC)
     started = await agent.signal_with_start("human_message", arg)
+    refused = await agent.refusal("human_message", arg, sent_at)
+    if refused is not None:
+        raise CliError(f"agent {agent.agent_id!r} refused the message: {refused.error}")
     print(f"{_started_note(agent, started)}; message sent (answered in the next run)")
     return 0
 

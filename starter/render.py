@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from fleet_agent.models import AgentConfig, AgentStatus, LastRun, Trigger, Verdict, Wake
+from fleet_agent.details import trigger_summary
+from fleet_agent.models import AgentConfig, AgentStatus, LastRun, Verdict, Wake
 
 __all__ = [
     "config_text",
@@ -51,14 +52,6 @@ def fmt_when(at: datetime | None, now: datetime) -> str:
     delta = (at - now).total_seconds()
     rel = f"in {fmt_duration(delta)}" if delta >= 0 else f"{fmt_duration(delta)} ago"
     return f"{fmt_time(at)} ({rel})"
-
-
-def trigger_summary(triggers: Sequence[Trigger]) -> str:
-    """`2× state_changed, human_message` — the same shape as the Web UI's."""
-    counts: dict[str, int] = {}
-    for t in triggers:
-        counts[t.kind.value] = counts.get(t.kind.value, 0) + 1
-    return ", ".join(f"{n}× {kind}" if n > 1 else kind for kind, n in counts.items()) or "none"
 
 
 def verdict_text(verdict: Verdict | None, verdict_error: str = "") -> str:

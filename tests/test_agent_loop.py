@@ -191,7 +191,11 @@ async def test_wake_requests_near_the_heartbeat_are_noops(
     async with running_worker(ts_env.client, store) as h:
         handle = await h.start_agent()
         await startup(ts_env, store, handle.id)
-        assert (await status(handle)).wakes == []
+        # Once the agent has taken in run 1 (a plain status could race it and
+        # see no wake only because the run's result was not applied yet).
+        st = await status_after(handle, 1)
+        assert st.last_run is not None and st.last_run.status == RunStatus.OK
+        assert st.wakes == []
         result = fake_llm.requests[1].tool_results()[0]
         assert "heartbeat already covers this" in str(result["content"])
 

@@ -100,15 +100,18 @@ async def test_reset_on_dev_server_then_agent_answers(
     fake_llm.set_responder(lambda req: Reply(text=f"ANSWER-{len(fake_llm.requests)}\n{ACTED[6:]}"))
     async with running_worker(dev_env.client, store) as h:
         handle = await h.start_agent(p0_debounce_seconds=0.2)
-        await handle.signal(FleetAgentWorkflow.human_message, "before")
+        # Tokens that occur nowhere else in a prompt: the check can fail.
+        before, after = "msg-7f3c-before-reset", "msg-91ad-after-reset"
+        await handle.signal(FleetAgentWorkflow.human_message, before)
         await eventually(lambda: _runs(store, handle.id, 1), what="first run")
+        assert before in fake_llm.requests[-1].all_text()
         await handle.signal(FleetAgentWorkflow.reset_session, "operator reset")
-        await handle.signal(FleetAgentWorkflow.human_message, "after")
+        await handle.signal(FleetAgentWorkflow.human_message, after)
         runs = await eventually(lambda: _runs(store, handle.id, 2), what="run after reset")
         assert runs[-1].session == runs[0].session + 1
         assert runs[-1].run == runs[0].run + 1
         prompt = fake_llm.requests[-1].all_text()
-        assert "after" in prompt and "before" not in prompt
+        assert after in prompt and before not in prompt
 
 
 async def _runs(store: Store, agent_id: str, n: int) -> list[RunRecord]:

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from fleet_agent.models import (
     AgentConfig,
     ConfigPatch,
+    Priority,
     TokenUsage,
     ToolCall,
     ToolResult,
@@ -41,6 +42,7 @@ from fleet_agent.transcript import (
     tool_calls_of,
     tool_results_seq,
 )
+from fleet_agent.triggers import TriggerBuffer
 from fleet_agent.verdict import parse_verdict, strip_verdict
 from fleet_agent.wakes import (
     MAX_PENDING_WAKES,
@@ -65,6 +67,11 @@ def trig(kind: TriggerKind, after: float = 0.0, **fields: Any) -> Trigger:
     return Trigger(seq=next(_seq), kind=kind, received_at=at(after), **fields)
 
 
+def firsts_of(pending: list[Trigger]) -> dict[Priority, datetime]:
+    """When each priority's oldest trigger arrived, as the agent's buffer keeps it."""
+    return TriggerBuffer([t.model_copy() for t in pending], []).firsts
+
+
 def wake(wake_id: str, after: float, reason: str = "check") -> Wake:
     return Wake(id=wake_id, due_at=at(after), reason=reason, requested_by_run=1)
 
@@ -74,7 +81,7 @@ def wake(wake_id: str, after: float, reason: str = "check") -> Wake:
 
 def due_offset(pending: list[Trigger], wakes: list[Wake] | None = None, **config: Any) -> float:
     due = next_due(
-        pending=pending,
+        firsts=firsts_of(pending),
         wakes=wakes or [],
         config=AgentConfig(**config),
         heartbeat_from=T0,
@@ -84,7 +91,7 @@ def due_offset(pending: list[Trigger], wakes: list[Wake] | None = None, **config
 
 
 def test_nothing_pending_runs_at_the_heartbeat() -> None:
-    due = next_due(pending=[], wakes=[], config=AgentConfig(), heartbeat_from=T0)
+    due = next_due(firsts=firsts_of([]), wakes=[], config=AgentConfig(), heartbeat_from=T0)
     assert due is not None
     assert (due.at, due.cause, due.label) == (at(300), "heartbeat", "heartbeat")
 
@@ -92,7 +99,10 @@ def test_nothing_pending_runs_at_the_heartbeat() -> None:
 def test_heartbeat_counts_from_the_last_run_end() -> None:
     ended = at(1234.5)
     due = next_due(
-        pending=[], wakes=[], config=AgentConfig(heartbeat_seconds=600), heartbeat_from=ended
+        firsts=firsts_of([]),
+        wakes=[],
+        config=AgentConfig(heartbeat_seconds=600),
+        heartbeat_from=ended,
     )
     assert due is not None and due.at == ended + timedelta(seconds=600)
 
@@ -111,7 +121,7 @@ def test_debounce_window_is_fixed_from_the_first_trigger_of_the_batch(
 ) -> None:
     pending = [trig(kind, o) for o in offsets]
     assert due_offset(pending) == min(offsets) + window
-    due = next_due(pending=pending, wakes=[], config=AgentConfig(), heartbeat_from=T0)
+    due = next_due(firsts=firsts_of(pending), wakes=[], config=AgentConfig(), heartbeat_from=T0)
     assert due is not None and due.cause == "debounce"
 
 
@@ -139,7 +149,7 @@ def test_windows_come_from_the_config() -> None:
     pending = [trig(TriggerKind.STATE_CHANGED, 0)]
     assert due_offset(pending, p1_debounce_seconds=42) == 42
     due = next_due(
-        pending=pending,
+        firsts=firsts_of(pending),
         wakes=[],
         config=AgentConfig(p1_debounce_seconds=42),
         heartbeat_from=T0,
@@ -153,7 +163,7 @@ def test_a_pending_heartbeat_trigger_opens_no_window() -> None:
 
 def test_earliest_wake_wins_over_the_heartbeat() -> None:
     wakes = [wake("w2", 200, "second"), wake("w1", 100, "first"), wake("w3", 250)]
-    due = next_due(pending=[], wakes=wakes, config=AgentConfig(), heartbeat_from=T0)
+    due = next_due(firsts=firsts_of([]), wakes=wakes, config=AgentConfig(), heartbeat_from=T0)
     assert due is not None
     assert (due.at, due.cause, due.label) == (at(100), "wake", "wake: first")
 
@@ -166,7 +176,7 @@ def test_debounce_before_a_later_wake_and_wake_before_a_later_window() -> None:
 def test_heartbeat_before_an_open_window_wins() -> None:
     # The last run ended 295 s ago: the heartbeat is due before the P1 window.
     due = next_due(
-        pending=[trig(TriggerKind.STATE_CHANGED, 0)],
+        firsts=firsts_of([trig(TriggerKind.STATE_CHANGED, 0)]),
         wakes=[],
         config=AgentConfig(),
         heartbeat_from=at(-295),
@@ -177,7 +187,7 @@ def test_heartbeat_before_an_open_window_wins() -> None:
 def test_nothing_is_due_while_paused() -> None:
     assert (
         next_due(
-            pending=[trig(TriggerKind.HUMAN_MESSAGE, 0)],
+            firsts=firsts_of([trig(TriggerKind.HUMAN_MESSAGE, 0)]),
             wakes=[wake("w", 1)],
             config=AgentConfig(paused=True),
             heartbeat_from=T0,

@@ -4,19 +4,28 @@ wait → debounce → run (a child workflow) → repeat, continuing as new when 
 history grows. Everything that made home-made loops misbehave is state here,
 changed only inside workflow tasks: pending triggers, wakes, the run counter,
 the session number. Runs execute one after another by construction — the loop
-awaits each child before it looks for the next trigger.
+waits for each run before it looks for the next trigger, even across a
+continue-as-new in the middle of a run.
+
+Nothing that arrives can hurt it: every signal is parsed from loose JSON into
+a model or a visible refusal, costs O(1), and is bounded in what it leaves in
+state (fleet_agent/triggers.py); the history is handed to a new execution as
+soon as it grows large, whatever phase the loop is in.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue
 from temporalio.exceptions import (
     ActivityError,
+    ApplicationError,
     ChildWorkflowError,
     FailureError,
     WorkflowAlreadyStartedError,
@@ -25,18 +34,24 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
-    from pydantic import BaseModel, ValidationError
+    from pydantic import BaseModel
 
-    from fleet_agent.errors import describe_validation_error
+    from fleet_agent.details import agent_details, trigger_summary
+    from fleet_agent.inputs import (
+        Parsed,
+        parse_config_patch,
+        parse_payload,
+        parse_start,
+        payload_preview,
+    )
     from fleet_agent.models import (
         AgentConfig,
-        AgentCounters,
         AgentInput,
         AgentState,
         AgentStatus,
         CancelWake,
-        ConfigPatch,
         HumanMessage,
+        InboxItem,
         LastRun,
         MonitorConfig,
         MonitorInput,
@@ -44,19 +59,29 @@ with workflow.unsafe.imports_passed_through():
         RecordRunRequest,
         RejectedInput,
         ResetSession,
+        RunInFlight,
         RunInput,
         RunResult,
         RunStatus,
         StateChanged,
+        StoreMessagesRequest,
         Trigger,
         TriggerKind,
         TriggerNow,
+        WaitForRun,
     )
     from fleet_agent.schedule import Due, next_due
+    from fleet_agent.triggers import Refusal, TriggerBuffer
     from fleet_agent.wakes import add_wake, due_wakes
     from fleet_agent.wakes import cancel_wake as remove_wake
+    from workflows import stubs
     from workflows.monitor import FleetMonitorWorkflow
-    from workflows.policies import STORE_RETRY, STORE_TIMEOUT
+    from workflows.policies import (
+        HANDOVER_HEARTBEAT_TIMEOUT,
+        STORE_RETRY,
+        STORE_TIMEOUT,
+        UNLIMITED_RETRY,
+    )
     from workflows.run import AgentRunWorkflow
 
 __all__ = ["FleetAgentWorkflow"]
@@ -75,49 +100,69 @@ _FLEET_FIELDS = frozenset(
     }
 )
 _MAX_REJECTED = 20
-_M = TypeVar("_M", bound="BaseModel")
+# Continue as new as soon as one of these is reached, whatever the loop is
+# doing (a run in flight, paused, debouncing): well before Temporal's hard
+# limits (50 MB or 51,200 events of history, 10,000 signals per execution),
+# and no later than its default suggestion (4 MB, 4,096 events).
+_MAX_SIGNALS_PER_EXECUTION = 2_000
+_MAX_HISTORY_BYTES = 4 * 1024 * 1024
+_MAX_HISTORY_EVENTS = 4_000
+# How long a continue-as-new waits for message texts to reach the store before
+# it carries them in its input instead (bounded by MAX_UNSTORED_BYTES).
+_STORE_GRACE = timedelta(seconds=10)
+_M = TypeVar("_M", bound=BaseModel)
+_KNOWN_SIGNALS = "human_message, state_changed, trigger_now, reset_session, cancel_wake"
 
 
 @workflow.defn
 class FleetAgentWorkflow:
     """The agent of one fleet (workflow ID = agent ID).
 
-    Touches: its child runs (AgentRunWorkflow, ID `<agent>/run-<n>`) and, once
-    per fresh start, the store (to continue run numbering). Signals:
-    human_message, state_changed, trigger_now, reset_session, cancel_wake;
-    update: update_config; query: status. It never fails: a failed run is
-    recorded and the loop goes on.
+    Touches: its child runs (AgentRunWorkflow, ID `<agent>/run-<n>`), its
+    monitor (`<agent>/monitor`), and through activities the store (run
+    numbering on a fresh start, operator message texts, runs lost to a
+    timeout) and the Temporal client (a run handed over by continue-as-new).
+    Signals: human_message, state_changed, trigger_now, reset_session,
+    cancel_wake (and any other name, refused visibly); updates: update_config;
+    queries: status, live_config. It never fails: a failed run is recorded and
+    the loop goes on.
     """
 
     @workflow.init
-    def __init__(self, inp: AgentInput) -> None:
+    def __init__(self, raw: Any = None) -> None:
         self._agent_id = workflow.info().workflow_id
-        self._fresh = inp.state is None
-        self._state = inp.state or AgentState()
-        if self._fresh and inp.config is not None:
-            try:
-                self._state.config = inp.config.apply(self._state.config)
-            except ValidationError as exc:
-                # A bad start config must not fail the workflow task forever:
-                # keep the defaults and show why in status.rejected.
-                self._reject("start config", describe_validation_error(exc))
+        start = parse_start(raw)
+        self._fresh = start.state is None
+        self._state = start.state or AgentState()
+        if start.problem:
+            # A bad start config must not fail the workflow task forever:
+            # keep the defaults and show why in status.rejected.
+            self._reject("start config", start.problem, None)
+        elif self._fresh and start.config is not None:
+            self._state.config = start.config.apply(self._state.config)
+        self._buffer = TriggerBuffer(self._state.pending_triggers, self._state.unstored_keys)
         self._phase = Phase.PAUSED if self._state.config.paused else Phase.IDLE
         self._current_run: int | None = None
         self._due: Due | None = None
         self._changed = False
         self._runs_this_execution = 0
-        self._heartbeat_from = workflow.now()
-        if self._state.last_run_ended_at is not None:
-            self._heartbeat_from = self._state.last_run_ended_at
+        self._signals = 0
+        self._lost: list[RunResult] = []
+        self._heartbeat_from = self._state.last_run_ended_at or workflow.now()
 
     # ------------------------------------------------------------ main loop
 
     @workflow.run
-    async def run(self, inp: AgentInput) -> None:
+    async def run(self, raw: Any = None) -> None:
         if self._fresh:
             await self._continue_numbering()
-            self._add_trigger(TriggerKind.AGENT_STARTED, reason="fresh start")
+            self._buffer.add_internal(self._make_trigger(TriggerKind.AGENT_STARTED, "fresh start"))
+        # Runs in the background for the life of this execution: it moves
+        # message texts and lost-run records to the store as they come.
+        self._store_task = asyncio.create_task(self._store_loop())
         await self._ensure_monitor()
+        if self._state.run_in_flight is not None:
+            await self._finish_handed_over_run(self._state.run_in_flight)
         while True:
             await self._wait_until_due()
             if self._state.reset_reason is not None:
@@ -129,9 +174,8 @@ class FleetAgentWorkflow:
     async def _continue_numbering(self) -> None:
         """A fresh start (after a terminate, say) never reuses run numbers."""
         counters = await workflow.execute_activity(
-            "load_agent_counters",
+            stubs.load_agent_counters,
             self._agent_id,
-            result_type=AgentCounters,
             start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,
             summary="continue run numbering from the store",
@@ -199,25 +243,22 @@ class FleetAgentWorkflow:
             self._show()
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
-                    lambda: self._changed,
+                    lambda: self._changed or self._must_continue_as_new(),
                     timeout=None if due is None else due.at - now,
                     timeout_summary=None if due is None else due.label,
                 )
 
     async def _run_once(self) -> None:
         state = self._state
+        # The run reads message texts from the store: let them get there first.
+        await self._until_stored()
         now = workflow.now()
         fired, state.wakes = due_wakes(state.wakes, now)
         for wake in fired:
-            self._add_trigger(
-                TriggerKind.WAKE,
-                reason=wake.reason,
-                wake_id=wake.id,
-                notify=False,
+            self._buffer.add_internal(
+                self._make_trigger(TriggerKind.WAKE, wake.reason, wake_id=wake.id)
             )
-        triggers, state.pending_triggers = state.pending_triggers, []
-        if not triggers:
-            triggers = [self._make_trigger(TriggerKind.HEARTBEAT)]
+        triggers = self._buffer.take() or [self._make_trigger(TriggerKind.HEARTBEAT)]
         state.run_count += 1
         number = state.run_count
         self._current_run, self._phase, self._due = number, Phase.RUNNING, None
@@ -231,43 +272,89 @@ class FleetAgentWorkflow:
             wakes=state.wakes,
             next_heartbeat_at=now + timedelta(seconds=state.config.heartbeat_seconds),
         )
+        workflow_id = f"{self._agent_id}/run-{number}"
         try:
-            result = await workflow.execute_child_workflow(
+            handle = await workflow.start_child_workflow(
                 AgentRunWorkflow.run,
                 run_input,
-                id=f"{self._agent_id}/run-{number}",
+                id=workflow_id,
                 task_queue=workflow.info().task_queue,
                 execution_timeout=timedelta(seconds=state.config.run_timeout_seconds),
-                static_summary=f"run #{number}: {_trigger_summary(triggers)}",
+                # Abandon: a continue-as-new in the middle of a run must not
+                # stop it; the next execution waits for it (RunInFlight).
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary=f"run #{number}: {trigger_summary(triggers)}",
             )
-        except (ChildWorkflowError, WorkflowAlreadyStartedError) as exc:
-            cause = getattr(exc, "cause", None) or exc
-            workflow.logger.error("run %s did not complete: %s", number, cause)
-            result = RunResult(
-                run=number,
-                status=RunStatus.FAILED,
-                error=f"run workflow did not complete: {cause}",
-                started_at=now,
-                ended_at=workflow.now(),
-            )
-            await self._record_lost_run(result)
+        except WorkflowAlreadyStartedError as exc:
+            # Another workflow holds this ID (the agent was reset in Temporal
+            # while that run still ran): it keeps its own record.
+            self._apply_result(self._failed(number, now, f"run workflow could not start: {exc}"))
+            return
+        state.run_in_flight = RunInFlight(
+            run=number,
+            workflow_id=workflow_id,
+            run_id=handle.first_execution_run_id or "",
+            started_at=now,
+            triggers=len(triggers),
+        )
+        await workflow.wait_condition(lambda: handle.done() or self._must_continue_as_new())
+        if not handle.done():
+            await self._continue_as_new(reset=False)
+        try:
+            result = await handle
+        except ChildWorkflowError as exc:
+            result = self._lost_run(number, now, exc.cause or exc)
         self._apply_result(result)
 
-    async def _record_lost_run(self, result: RunResult) -> None:
-        """Close the store's record of a run whose workflow timed out or was
-        terminated, so the run log does not show it running forever."""
+    async def _finish_handed_over_run(self, flight: RunInFlight) -> None:
+        """Wait for the run an earlier execution started and handed over."""
+        self._current_run, self._phase = flight.run, Phase.RUNNING
+        self._show()
+        waiting = workflow.start_activity(
+            stubs.wait_for_run,
+            WaitForRun(
+                run=flight.run,
+                workflow_id=flight.workflow_id,
+                run_id=flight.run_id,
+                started_at=flight.started_at,
+            ),
+            start_to_close_timeout=timedelta(seconds=self._state.config.run_timeout_seconds)
+            + STORE_TIMEOUT,
+            heartbeat_timeout=HANDOVER_HEARTBEAT_TIMEOUT,
+            retry_policy=UNLIMITED_RETRY,
+            summary=f"wait for run #{flight.run} (started before continue-as-new)",
+        )
+        await workflow.wait_condition(lambda: waiting.done() or self._must_continue_as_new())
+        if not waiting.done():
+            await self._continue_as_new(reset=False)
         try:
-            await workflow.execute_activity(
-                "record_run",
-                RecordRunRequest(
-                    agent_id=self._agent_id, session=self._state.session, result=result
-                ),
-                start_to_close_timeout=STORE_TIMEOUT,
-                retry_policy=RetryPolicy(maximum_attempts=5),
-                summary=f"record run {result.run} as failed",
-            )
+            result = await waiting
         except ActivityError as exc:
-            workflow.logger.warning("could not record run %s: %s", result.run, exc.cause or exc)
+            result = self._failed(flight.run, flight.started_at, f"run was lost: {exc.cause}")
+        if result.status == RunStatus.FAILED and result.ended_at is None:
+            # The run workflow ended without closing its record (timeout, terminate).
+            result = self._lost_run(flight.run, flight.started_at, result.error)
+        self._apply_result(result)
+
+    def _failed(self, run: int, started: datetime, error: str) -> RunResult:
+        return RunResult(
+            run=run,
+            status=RunStatus.FAILED,
+            error=error,
+            started_at=started,
+            ended_at=workflow.now(),
+        )
+
+    def _lost_run(self, run: int, started: datetime, cause: object) -> RunResult:
+        """A run whose workflow timed out or was terminated: closed as failed
+        in the store by the store loop, for as long as the store takes."""
+        error = str(cause)
+        if not error.startswith("run workflow did not complete"):
+            error = f"run workflow did not complete: {error}"
+        workflow.logger.error("run %s did not complete: %s", run, cause)
+        result = self._failed(run, started, error)
+        self._lost.append(result)
+        return result
 
     def _apply_result(self, result: RunResult) -> None:
         state = self._state
@@ -290,29 +377,95 @@ class FleetAgentWorkflow:
         )
         # The heartbeat counts from the end of the last run, whatever its kind.
         state.last_run_ended_at = ended
+        state.run_in_flight = None
         self._heartbeat_from = ended
         self._current_run = None
         self._phase = Phase.IDLE
         self._runs_this_execution += 1
 
+    # ------------------------------------------------------------ the store loop
+
+    async def _store_loop(self) -> None:
+        """Move operator message texts and lost-run records to the store.
+
+        Retries for as long as the store is away (STORE_RETRY has no attempt
+        limit): a message accepted is never dropped, a lost run never stays
+        "running" in the run log.
+        """
+        while True:
+            await workflow.wait_condition(lambda: bool(self._buffer.unstored_keys or self._lost))
+            if self._buffer.unstored_keys:
+                keys = self._buffer.unstored_keys
+                stored = await workflow.execute_activity(
+                    stubs.store_operator_messages,
+                    StoreMessagesRequest(agent_id=self._agent_id, keys=keys),
+                    start_to_close_timeout=STORE_TIMEOUT,
+                    retry_policy=STORE_RETRY,
+                    summary=f"store {len(keys)} operator message(s)",
+                )
+                self._buffer.mark_stored(stored)
+            if self._lost:
+                result = self._lost[0]
+                await workflow.execute_activity(
+                    stubs.record_run,
+                    RecordRunRequest(
+                        agent_id=self._agent_id, session=self._state.session, result=result
+                    ),
+                    start_to_close_timeout=STORE_TIMEOUT,
+                    retry_policy=STORE_RETRY,
+                    # A run that never opened its record has nothing to close.
+                    summary=f"record run {result.run} as failed",
+                )
+                self._lost.pop(0)
+
+    async def _until_stored(self) -> None:
+        while self._buffer.unstored_keys:
+            await workflow.wait_condition(
+                lambda: not self._buffer.unstored_keys or self._must_continue_as_new()
+            )
+            if self._must_continue_as_new():
+                await self._continue_as_new(reset=False)
+
     # ------------------------------------------------------------ continue-as-new
 
-    def _should_continue_as_new(self) -> bool:
+    def _must_continue_as_new(self) -> bool:
+        """History is long: continue as new now, even in the middle of a run."""
+        info = workflow.info()
         return (
-            workflow.info().is_continue_as_new_suggested()
+            info.is_continue_as_new_suggested()
+            or self._signals >= _MAX_SIGNALS_PER_EXECUTION
+            or info.get_current_history_size() >= _MAX_HISTORY_BYTES
+            or info.get_current_history_length() >= _MAX_HISTORY_EVENTS
+        )
+
+    def _should_continue_as_new(self) -> bool:
+        """Between runs: also after `continue_as_new_after_runs` runs."""
+        return (
+            self._must_continue_as_new()
             or self._runs_this_execution >= self._state.config.continue_as_new_after_runs
         )
 
-    async def _continue_as_new(self, *, reset: bool) -> None:
-        """Hand the whole state to a fresh execution; only ever between runs."""
+    async def _continue_as_new(self, *, reset: bool) -> NoReturn:
+        """Hand the whole state to a fresh execution (a run in flight included)."""
         await workflow.wait_condition(workflow.all_handlers_finished)
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: not self._buffer.unstored_keys and not self._lost, timeout=_STORE_GRACE
+            )
         state = self._state.model_copy(deep=True)
+        state.unstored_keys = self._buffer.unstored_keys
         state.executions += 1
+        if self._lost:
+            workflow.logger.error(
+                "continuing as new with %d lost run(s) not yet closed in the store: %s",
+                len(self._lost),
+                [r.run for r in self._lost],
+            )
         if reset:
             reason = state.reset_reason or "reset"
             state.reset_reason = None
             state.session += 1
-            state.pending_triggers.append(
+            TriggerBuffer(state.pending_triggers, state.unstored_keys).add_internal(
                 Trigger(
                     seq=state.next_trigger_seq,
                     kind=TriggerKind.SESSION_RESET,
@@ -325,21 +478,28 @@ class FleetAgentWorkflow:
 
     # ------------------------------------------------------------ triggers
 
-    def _make_trigger(self, kind: TriggerKind, **fields: Any) -> Trigger:
+    def _make_trigger(self, kind: TriggerKind, reason: str = "", **fields: Any) -> Trigger:
         trigger = Trigger(
-            seq=self._state.next_trigger_seq, kind=kind, received_at=workflow.now(), **fields
+            seq=self._state.next_trigger_seq,
+            kind=kind,
+            received_at=workflow.now(),
+            reason=reason,
+            **fields,
         )
         self._state.next_trigger_seq += 1
         return trigger
 
-    def _add_trigger(self, kind: TriggerKind, *, notify: bool = True, **fields: Any) -> None:
-        self._state.pending_triggers.append(self._make_trigger(kind, **fields))
-        if notify:
-            self._notify()
+    def _accepted(self, signal: str, refusal: Refusal | None, raw: Any) -> None:
+        """Count a trigger the buffer kept (its seq is used), or show the refusal."""
+        if refusal is not None:
+            self._reject(signal, refusal.reason, raw)
+            return
+        self._state.next_trigger_seq += 1
+        self._notify()
 
     def _compute_due(self) -> Due | None:
         return next_due(
-            pending=self._state.pending_triggers,
+            firsts=self._buffer.firsts,
             wakes=self._state.wakes,
             config=self._state.config,
             heartbeat_from=self._heartbeat_from,
@@ -349,23 +509,24 @@ class FleetAgentWorkflow:
         """Wake the loop only if the due time moved (or a reset is pending)."""
         if self._current_run is not None:
             return  # the loop is awaiting a run; it recomputes afterwards
-        due = self._compute_due()
-        if self._state.reset_reason is not None or due != self._due:
+        if self._state.reset_reason is not None or self._compute_due() != self._due:
             self._changed = True
 
-    def _reject(self, signal: str, error: str) -> None:
-        workflow.logger.warning("rejected %s signal: %s", signal, error)
-        self._state.rejected = [
-            *self._state.rejected[-(_MAX_REJECTED - 1) :],
-            RejectedInput(at=workflow.now(), signal=signal, error=error),
-        ]
+    def _valid(self, parsed: Parsed[_M], signal: str, raw: Any) -> _M | None:
+        if parsed.value is None:
+            self._reject(signal, parsed.error, raw)
+        return parsed.value
 
-    def _parse(self, model: type[_M], signal: str, raw: Any) -> _M | None:
-        try:
-            return model.model_validate({} if raw is None else raw)
-        except ValidationError as exc:
-            self._reject(signal, describe_validation_error(exc))
-            return None
+    def _reject(self, signal: str, error: str, raw: Any) -> None:
+        workflow.logger.warning("rejected %s: %s", signal, error)
+        state = self._state
+        state.rejected_total += 1
+        state.rejected = [
+            *state.rejected[-(_MAX_REJECTED - 1) :],
+            RejectedInput(
+                at=workflow.now(), signal=signal[:100], error=error, preview=payload_preview(raw)
+            ),
+        ]
 
     # ------------------------------------------------------------ signals
 
@@ -374,37 +535,46 @@ class FleetAgentWorkflow:
     )
     def human_message(self, raw: Any) -> None:
         """P0: the operator talks to the agent. `{"text", "author"}` or a bare string."""
-        msg = self._parse(
-            HumanMessage, "human_message", {"text": raw} if isinstance(raw, str) else raw
-        )
+        self._signals += 1
+        msg = self._valid(parse_payload(HumanMessage, raw, bare="text"), "human_message", raw)
         if msg is not None:
-            self._add_trigger(TriggerKind.HUMAN_MESSAGE, text=msg.text, author=msg.author)
+            refusal = self._buffer.add_message(
+                self._state.next_trigger_seq, workflow.now(), msg.text, msg.author
+            )
+            self._accepted("human_message", refusal, raw)
 
     @workflow.signal(
         description='P1: {"instance_id", "old_state", "new_state", "detail"}; sent by the monitor'
     )
     def state_changed(self, raw: Any) -> None:
-        """P1: an instance changed state (sent by the fleet monitor)."""
-        change = self._parse(StateChanged, "state_changed", raw)
+        """P1: an instance changed state (sent by the fleet monitor); coalesced per instance."""
+        self._signals += 1
+        change = self._valid(parse_payload(StateChanged, raw), "state_changed", raw)
         if change is not None:
-            self._add_trigger(
-                TriggerKind.STATE_CHANGED,
+            refusal = self._buffer.add_state_change(
+                self._state.next_trigger_seq,
+                workflow.now(),
                 instance_id=change.instance_id,
                 old_state=change.old_state,
                 new_state=change.new_state,
                 detail=change.detail,
             )
+            self._accepted("state_changed", refusal, raw)
 
     @workflow.signal(
         description='P0: run as soon as the 2 s window allows; {"reason": str} optional'
     )
     def trigger_now(self, raw: Any = None) -> None:
         """P0: run as soon as the P0 window allows. Argument optional."""
-        req = self._parse(
-            TriggerNow, "trigger_now", {"reason": raw} if isinstance(raw, str) else raw
+        self._signals += 1
+        req = self._valid(
+            parse_payload(TriggerNow, raw, bare="reason", optional=True), "trigger_now", raw
         )
         if req is not None:
-            self._add_trigger(TriggerKind.TRIGGER_NOW, reason=req.reason)
+            refusal = self._buffer.add_trigger_now(
+                self._state.next_trigger_seq, workflow.now(), req.reason
+            )
+            self._accepted("trigger_now", refusal, raw)
 
     @workflow.signal(
         description="new conversation after the current run; counters, wakes, triggers kept"
@@ -412,8 +582,9 @@ class FleetAgentWorkflow:
     def reset_session(self, raw: Any = None) -> None:
         """Start a new conversation after the current run; counters, wakes and
         pending triggers carry over."""
-        req = self._parse(
-            ResetSession, "reset_session", {"reason": raw} if isinstance(raw, str) else raw
+        self._signals += 1
+        req = self._valid(
+            parse_payload(ResetSession, raw, bare="reason", optional=True), "reset_session", raw
         )
         if req is not None:
             self._state.reset_reason = req.reason
@@ -422,25 +593,38 @@ class FleetAgentWorkflow:
     @workflow.signal(description='drop a pending wake: {"wake_id": str}')
     def cancel_wake(self, raw: Any) -> None:
         """Drop one pending wake by id."""
-        req = self._parse(
-            CancelWake, "cancel_wake", {"wake_id": raw} if isinstance(raw, str) else raw
-        )
+        self._signals += 1
+        req = self._valid(parse_payload(CancelWake, raw, bare="wake_id"), "cancel_wake", raw)
         if req is None:
             return
         self._state.wakes, existed = remove_wake(self._state.wakes, req.wake_id)
         if not existed:
-            self._reject("cancel_wake", f"no pending wake {req.wake_id!r}")
+            self._reject("cancel_wake", f"no pending wake {req.wake_id!r}", raw)
         self._notify()
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """Any other signal name: recorded in status.rejected, never silently lost."""
+        self._signals += 1
+        raw: Any = None
+        if args:
+            with contextlib.suppress(Exception):
+                raw = workflow.payload_converter().from_payload(args[0].payload)
+        self._reject(name, f"unknown signal {name[:100]!r} (known: {_KNOWN_SIGNALS})", raw)
 
     # ------------------------------------------------------------ update
 
     # Bare decorator: with arguments the SDK types an async update as returning
     # a coroutine, which breaks execute_update for callers under mypy.
     @workflow.update
-    async def update_config(self, raw: dict[str, Any]) -> AgentConfig:
+    async def update_config(self, raw: Any) -> AgentConfig:
         """Change part of the config; returns the resulting config. Passes the
         monitor its part (poll interval, target, enabled)."""
-        patch = ConfigPatch.model_validate(raw)
+        patch = parse_config_patch(raw).value
+        if patch is None:
+            # The validator refused it already; this only guards a replay of
+            # an update accepted by older code.
+            raise ApplicationError("invalid config", non_retryable=True)
         old = self._state.config
         self._state.config = patch.apply(old)
         changed = sorted(
@@ -450,15 +634,16 @@ class FleetAgentWorkflow:
         )
         fleet_changes = [k for k in changed if k in _FLEET_FIELDS]
         if fleet_changes:
-            self._add_trigger(
-                TriggerKind.CONFIG_CHANGED,
-                reason=", ".join(
+            self._buffer.add_config_change(
+                self._state.next_trigger_seq,
+                workflow.now(),
+                ", ".join(
                     f"{k}: {getattr(old, k)} → {getattr(self._state.config, k)}"
                     for k in fleet_changes
                 ),
             )
-        else:
-            self._notify()
+            self._state.next_trigger_seq += 1
+        self._notify()
         self._show()
         if any(k.startswith("monitor_") or k == "target_proofs_per_hour" for k in changed):
             if self._state.config.monitor_enabled and not old.monitor_enabled:
@@ -468,18 +653,20 @@ class FleetAgentWorkflow:
         return self._state.config
 
     @update_config.validator
-    def _validate_config(self, raw: dict[str, Any]) -> None:
+    def _validate_config(self, raw: Any) -> None:
         # Runs before the update is written to history: a bad value is refused
         # with a clear message and leaves no trace.
-        try:
-            patch = ConfigPatch.model_validate(raw)
-            patch.apply(self._state.config)
-        except ValidationError as exc:
-            raise ValueError(f"invalid config: {describe_validation_error(exc)}") from None
-        if patch.is_empty():
-            raise ValueError("invalid config: the update changes nothing")
+        parsed = parse_config_patch(raw)
+        error = parsed.error
+        if parsed.value is not None:
+            try:
+                parsed.value.apply(self._state.config)
+            except ValueError as exc:
+                error = str(exc).splitlines()[0]
+        if error:
+            raise ValueError(f"invalid config: {error}")
 
-    # ------------------------------------------------------------ query
+    # ------------------------------------------------------------ queries
 
     @workflow.query(
         description="phase, run count, session, pending triggers, wakes, last run, config"
@@ -487,6 +674,7 @@ class FleetAgentWorkflow:
     def status(self) -> AgentStatus:
         """What the agent is doing now (contract: see docs/ARCHITECTURE.md)."""
         state = self._state
+        info = workflow.info()
         heartbeat = (
             None
             if state.config.paused
@@ -505,46 +693,27 @@ class FleetAgentWorkflow:
             last_run=state.last_run,
             config=state.config,
             rejected=state.rejected,
+            rejected_total=state.rejected_total,
             executions=state.executions,
-            history_length=workflow.info().get_current_history_length(),
+            history_length=info.get_current_history_length(),
+            history_bytes=info.get_current_history_size(),
+            pending_bytes=self._buffer.bytes,
         )
+
+    @workflow.query(description="the config in force now (fleet tools check it at each call)")
+    def live_config(self) -> AgentConfig:
+        """The live config: guardrails read it at the moment of each tool call."""
+        return self._state.config
+
+    @workflow.query(description="internal: operator message texts not yet in the store")
+    def unstored_messages(self, keys: list[str]) -> list[InboxItem]:
+        """For the store_operator_messages activity (texts cross history once)."""
+        return self._buffer.unstored_items(keys)
 
     # ------------------------------------------------------------ Web UI
 
     def _show(self) -> None:
         """Current details for the Web UI: the state at a glance, in markdown."""
-        state = self._state
-        lines = [
-            f"**{self._phase.value}** · session {state.session} · {state.run_count} runs",
-        ]
-        if self._current_run is not None:
-            lines.append(f"running: run #{self._current_run}")
-        elif self._due is not None:
-            lines.append(f"next: {self._due.label} at {_hms(self._due.at)}")
-        if state.pending_triggers:
-            lines.append(f"pending triggers: {_trigger_summary(state.pending_triggers)}")
-        if state.wakes:
-            lines.append(
-                "wakes: "
-                + ", ".join(f"{w.id} {_hms(w.due_at)} ({w.reason[:40]})" for w in state.wakes[:5])
-            )
-        if state.last_run is not None:
-            last = state.last_run
-            lines.append(
-                f"last run #{last.run}: {last.status.value}"
-                + (" (no-op)" if last.noop else "")
-                + (f" — {last.error[:80]}" if last.error else "")
-            )
-        lines.append(f"target: {state.config.target_proofs_per_hour:g} proofs/h")
-        workflow.set_current_details("\n\n".join(lines))
-
-
-def _hms(at: datetime) -> str:
-    return at.strftime("%H:%M:%S")
-
-
-def _trigger_summary(triggers: list[Trigger]) -> str:
-    counts: dict[str, int] = {}
-    for t in triggers:
-        counts[t.kind.value] = counts.get(t.kind.value, 0) + 1
-    return ", ".join(f"{n}× {kind}" if n > 1 else kind for kind, n in counts.items())
+        workflow.set_current_details(
+            agent_details(self._state, self._phase, self._current_run, self._due)
+        )

@@ -8,6 +8,7 @@ into one run.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -16,9 +17,10 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models only.
-    from activities.fleet import PollRequest
     from fleet_agent.fleet.snapshot import FleetSnapshot
-    from fleet_agent.models import MonitorConfig, MonitorInput, StateChanged
+    from fleet_agent.models import MonitorConfig, MonitorInput, PollRequest, StateChanged
+    from workflows import stubs
+    from workflows.policies import FLEET_HEARTBEAT_TIMEOUT, STORE_TIMEOUT
 
 __all__ = ["FleetMonitorWorkflow", "diff_states"]
 
@@ -26,6 +28,7 @@ _POLL_TIMEOUT = timedelta(seconds=60)
 # A failed poll is simply tried again at the next interval: no long retries
 # that would delay the next look at the fleet.
 _POLL_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=2))
+_CHECK_RETRY = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(seconds=1))
 _POLLS_PER_EXECUTION = 500
 GONE = "destroyed"
 
@@ -43,19 +46,23 @@ def diff_states(old: dict[int, str], new: dict[int, str]) -> list[tuple[int, str
 @workflow.defn
 class FleetMonitorWorkflow:
     """Polls the fleet (activity poll_fleet → vast.ai, read only) and signals
-    `state_changed` to the agent workflow. Ends when the agent is gone or the
-    agent disables it; continues as new to keep its history short."""
+    `state_changed` to the agent workflow. Checks at every poll that its agent
+    still runs (activity agent_is_open → Temporal) and ends within one poll
+    interval once it does not, or when the agent disables it; a `configure`
+    signal takes effect at once. Continues as new to keep its history short."""
 
     @workflow.init
     def __init__(self, inp: MonitorInput) -> None:
         self._config = inp.config
         self._last: FleetSnapshot | None = None
         self._signalled = 0
+        self._reconfigured = False
 
     @workflow.signal
     def configure(self, config: MonitorConfig) -> None:
-        """The agent's config changed (poll interval, target, enabled)."""
+        """The agent's config changed (poll interval, target, enabled): applied at once."""
         self._config = config
+        self._reconfigured = True
 
     @workflow.query
     def snapshot(self) -> FleetSnapshot | None:
@@ -68,15 +75,18 @@ class FleetMonitorWorkflow:
         agent = workflow.get_external_workflow_handle(inp.agent_id)
         polls = inp.polls
         while self._config.enabled:
+            if not await self._agent_is_open(inp.agent_id):
+                workflow.logger.info("agent %s is closed or gone; monitor ends", inp.agent_id)
+                return
             try:
                 snap = await workflow.execute_activity(
-                    "poll_fleet",
+                    stubs.poll_fleet,
                     PollRequest(
                         agent_id=inp.agent_id,
                         target_proofs_per_hour=self._config.target_proofs_per_hour,
                     ),
-                    result_type=FleetSnapshot,
                     start_to_close_timeout=_POLL_TIMEOUT,
+                    heartbeat_timeout=FLEET_HEARTBEAT_TIMEOUT,
                     retry_policy=_POLL_RETRY,
                     summary="poll fleet",
                 )
@@ -110,9 +120,32 @@ class FleetMonitorWorkflow:
                 )
             polls += 1
             if polls % _POLLS_PER_EXECUTION == 0 or workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
                     MonitorInput(
                         agent_id=inp.agent_id, config=self._config, last_states=states, polls=polls
                     )
                 )
-            await workflow.sleep(self._config.poll_seconds, summary="next fleet poll")
+            self._reconfigured = False
+            # A configure signal ends the wait: a new interval or a disable
+            # applies now, not after the old interval.
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: self._reconfigured,
+                    timeout=timedelta(seconds=self._config.poll_seconds),
+                    timeout_summary="next fleet poll",
+                )
+
+    async def _agent_is_open(self, agent_id: str) -> bool:
+        """Whether the agent runs; when Temporal cannot say, assume it does."""
+        try:
+            return await workflow.execute_activity(
+                stubs.agent_is_open,
+                agent_id,
+                start_to_close_timeout=STORE_TIMEOUT,
+                retry_policy=_CHECK_RETRY,
+                summary="is the agent still running?",
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("could not check agent %s: %s", agent_id, exc.cause or exc)
+            return True

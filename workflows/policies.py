@@ -11,17 +11,35 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 
 __all__ = [
+    "FLEET_HEARTBEAT_TIMEOUT",
     "FLEET_READ_TIMEOUT",
     "FLEET_RETRY",
     "FLEET_WRITE_TIMEOUT",
+    "HANDOVER_HEARTBEAT_TIMEOUT",
+    "LLM_HEARTBEAT_TIMEOUT",
     "LLM_RETRY",
-    "LLM_TIMEOUT",
     "STORE_RETRY",
     "STORE_TIMEOUT",
     "TASK_QUEUE",
+    "UNLIMITED_RETRY",
+    "llm_timeout",
 ]
 
 TASK_QUEUE = "fleet-agent"
+
+# A worker killed with SIGKILL is noticed when an attempt misses its
+# heartbeat: every activity that waits on the network heartbeats (see
+# activities/heartbeat.py), so a kill costs at most about this long.
+FLEET_HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+HANDOVER_HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+
+# For waits that must outlast any outage: retried until they succeed.
+UNLIMITED_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=0,
+)
 
 # The store is local or a nearby PostgreSQL: short calls, retried for a long
 # while, because a run must not be lost to a database restart.
@@ -33,9 +51,18 @@ STORE_RETRY = RetryPolicy(
     maximum_attempts=0,
 )
 
-# One LLM call may take minutes on a long prompt; overload (429/529/5xx) is
-# retried with backoff, honouring retry-after through next_retry_delay.
-LLM_TIMEOUT = timedelta(seconds=180)
+# One LLM call streams its reply and heartbeats as it arrives; it may take
+# many minutes for a long reply, so its start-to-close grows with the output
+# it may write. Overload (429/529/5xx) is retried with backoff, honouring
+# retry-after through next_retry_delay.
+LLM_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+
+
+def llm_timeout(max_output_tokens: int) -> timedelta:
+    """Start-to-close of one LLM attempt that may write `max_output_tokens`."""
+    return timedelta(seconds=120 + max_output_tokens / 20)
+
+
 LLM_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     backoff_coefficient=2.0,

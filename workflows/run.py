@@ -18,7 +18,6 @@ with workflow.unsafe.imports_passed_through():
         ContextInfo,
         FleetToolRequest,
         LlmRequest,
-        LlmResult,
         LoadContextRequest,
         RecordRunRequest,
         RunInput,
@@ -40,14 +39,17 @@ with workflow.unsafe.imports_passed_through():
         parse_tool_input,
     )
     from fleet_agent.wakes import cancel_wake, decide_wake
+    from workflows import stubs
     from workflows.policies import (
+        FLEET_HEARTBEAT_TIMEOUT,
         FLEET_READ_TIMEOUT,
         FLEET_RETRY,
         FLEET_WRITE_TIMEOUT,
+        LLM_HEARTBEAT_TIMEOUT,
         LLM_RETRY,
-        LLM_TIMEOUT,
         STORE_RETRY,
         STORE_TIMEOUT,
+        llm_timeout,
     )
 
 __all__ = ["AgentRunWorkflow"]
@@ -94,10 +96,11 @@ class AgentRunWorkflow:
         self._step = "loading context"
         try:
             context = await workflow.execute_activity(
-                "load_context",
+                stubs.load_context,
                 LoadContextRequest(run_input=inp, started_at=started),
-                result_type=ContextInfo,
                 start_to_close_timeout=STORE_TIMEOUT,
+                # It also reads the fleet (vast.ai), which may be slow.
+                heartbeat_timeout=FLEET_HEARTBEAT_TIMEOUT,
                 retry_policy=STORE_RETRY,
                 summary=f"load context of run {inp.run}",
             )
@@ -111,7 +114,7 @@ class AgentRunWorkflow:
         result.ended_at = workflow.now()
         self._step = "recording"
         await workflow.execute_activity(
-            "record_run",
+            stubs.record_run,
             RecordRunRequest(
                 agent_id=inp.agent_id,
                 session=inp.session,
@@ -126,12 +129,20 @@ class AgentRunWorkflow:
         return result
 
     async def _converse(self, result: RunResult) -> int | None:
-        """LLM rounds until a final message; returns its round, or None."""
+        """LLM rounds until a final message; returns its round, or None.
+
+        Every stop reason is handled as the Messages API documents it: tool
+        calls run only from a complete reply; a reply cut off by `max_tokens`
+        (or any other truncation) runs none of its calls and the model is
+        asked to go on, once; `pause_turn` is continued by sending the paused
+        reply back; `refusal` ends the run without acting.
+        """
         inp = self._inp
+        truncations = 0
         for rnd in range(1, inp.config.max_rounds + 1):
             self._round, self._step = rnd, "waiting for the LLM"
             reply = await workflow.execute_activity(
-                "call_llm",
+                stubs.call_llm,
                 LlmRequest(
                     agent_id=inp.agent_id,
                     run=inp.run,
@@ -139,47 +150,85 @@ class AgentRunWorkflow:
                     round=rnd,
                     config=inp.config,
                 ),
-                result_type=LlmResult,
-                start_to_close_timeout=LLM_TIMEOUT,
+                start_to_close_timeout=llm_timeout(inp.config.max_output_tokens),
+                heartbeat_timeout=LLM_HEARTBEAT_TIMEOUT,
                 retry_policy=LLM_RETRY,
                 summary=f"LLM round {rnd} of run {inp.run}",
             )
             result.rounds = rnd
             result.usage = result.usage + reply.usage
             result.llm_seconds += reply.seconds
+            result.stop_reasons.append(reply.stop_reason)
+            stop = reply.stop_reason
+            if stop == "refusal":
+                result.status = RunStatus.FAILED
+                result.error = (
+                    "the model declined to answer (stop_reason refusal); "
+                    f"none of its {len(reply.tool_calls)} tool call(s) ran"
+                )
+                return None
+            if stop == "pause_turn":
+                # The API paused a long turn: sending the reply back as the last
+                # message lets the model continue it (no user message between).
+                self._step = "continuing a paused turn"
+                continue
+            complete = stop in _COMPLETE
+            if not complete:
+                truncations += 1
+                if truncations > _MAX_TRUNCATIONS:
+                    result.status = RunStatus.FAILED
+                    result.error = (
+                        f"the reply was cut off again (stop_reason {stop}, max_output_tokens "
+                        f"{inp.config.max_output_tokens}); raise max_output_tokens"
+                    )
+                    return None
             if not reply.tool_calls:
-                result.status = RunStatus.OK
-                result.verdict, result.verdict_error = reply.verdict, reply.verdict_error
-                return rnd
-            self._step = f"{len(reply.tool_calls)} tool call(s)"
-            outcomes = [await self._tool(rnd, call) for call in reply.tool_calls]
-            result.tool_calls += len(outcomes)
+                if complete:
+                    result.status = RunStatus.OK
+                    result.verdict, result.verdict_error = reply.verdict, reply.verdict_error
+                    return rnd
+                await self._store_results(rnd, [], note=_CUT_TEXT)
+                continue
+            if complete:
+                self._step = f"{len(reply.tool_calls)} tool call(s)"
+                outcomes = [await self._tool(rnd, call) for call in reply.tool_calls]
+            else:
+                outcomes = [_not_run(call, stop) for call in reply.tool_calls]
+            result.tool_calls += sum(1 for o in outcomes if not o.not_run)
             result.mutating_calls += sum(1 for o in outcomes if o.mutating)
-            await workflow.execute_activity(
-                "store_tool_results",
-                StoreToolResults(agent_id=inp.agent_id, run=inp.run, round=rnd, results=outcomes),
-                start_to_close_timeout=STORE_TIMEOUT,
-                retry_policy=STORE_RETRY,
-                summary=f"store {len(outcomes)} tool result(s) of round {rnd}",
-            )
+            await self._store_results(rnd, outcomes)
         result.status = RunStatus.MAX_ROUNDS
         result.verdict_error = f"no final message after {inp.config.max_rounds} rounds"
         return None
 
+    async def _store_results(self, rnd: int, outcomes: list[ToolResult], note: str = "") -> None:
+        """The user message that answers round `rnd`: tool results and/or a note."""
+        inp = self._inp
+        await workflow.execute_activity(
+            stubs.store_tool_results,
+            StoreToolResults(
+                agent_id=inp.agent_id, run=inp.run, round=rnd, results=outcomes, note=note
+            ),
+            start_to_close_timeout=STORE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+            summary=f"store {len(outcomes)} tool result(s) of round {rnd}"
+            + (" and a note" if note else ""),
+        )
+
     def _judge(self, result: RunResult) -> None:
-        """Apply the verdict rules: what counts as a no-op, what stays in the prompt."""
-        verdict = result.verdict
-        if verdict is None:
-            # Missing or malformed verdict (or a failed run): keep it visible.
-            verdict = Verdict(action=True, state_changed=True)
-            if result.status == RunStatus.OK and not result.verdict_error:
-                result.verdict_error = "no verdict"
-        if result.mutating_calls:
+        """Apply the verdict rules: what counts as a no-op, what stays in the prompt.
+
+        A missing or malformed verdict is shown as such ("no verdict"), never
+        invented; the run then counts as having acted, so it stays in the prompt.
+        """
+        verdict = result.verdict if result.status == RunStatus.OK else None
+        if result.status == RunStatus.OK and verdict is None and not result.verdict_error:
+            result.verdict_error = "no verdict"
+        if verdict is not None and result.mutating_calls:
             verdict = Verdict(action=True, state_changed=verdict.state_changed)
-        # A run that never finished has no verdict to show, only its error.
-        result.verdict = verdict if result.status == RunStatus.OK else None
+        result.verdict = verdict
         result.noop = (
-            result.status == RunStatus.OK
+            verdict is not None
             and not result.verdict_error
             and not verdict.action
             and not verdict.state_changed
@@ -204,8 +253,8 @@ class AgentRunWorkflow:
         inp = self._inp
         mutating = call.name in MUTATING_TOOLS
         try:
-            outcome: ToolResult = await workflow.execute_activity(
-                call.name,
+            return await workflow.execute_activity(
+                stubs.FLEET_TOOL_ACTIVITIES[call.name],
                 FleetToolRequest(
                     agent_id=inp.agent_id,
                     run=inp.run,
@@ -215,12 +264,11 @@ class AgentRunWorkflow:
                     input=call.input,
                     config=inp.config,
                 ),
-                result_type=ToolResult,
                 start_to_close_timeout=FLEET_WRITE_TIMEOUT if mutating else FLEET_READ_TIMEOUT,
+                heartbeat_timeout=FLEET_HEARTBEAT_TIMEOUT,
                 retry_policy=FLEET_RETRY,
                 summary=_tool_summary(call),
             )
-            return outcome
         except ActivityError as exc:
             return ToolResult(
                 tool_use_id=call.id,
@@ -268,6 +316,31 @@ class AgentRunWorkflow:
             )
         self._wake_requests.append(WakeRequest(op="cancel", wake_id=args.wake_id))
         return ToolResult(tool_use_id=call.id, name=call.name, content=f"Cancelled {args.wake_id}.")
+
+
+# Stop reasons of a reply that ended where the model meant it to.
+_COMPLETE = frozenset({"end_turn", "tool_use", "stop_sequence"})
+# A cut-off reply is answered with a request to go on this many times; the
+# next one fails the run with a clear error.
+_MAX_TRUNCATIONS = 1
+_CUT_TEXT = (
+    "Your reply was cut off at the output token limit. Continue briefly from where it "
+    "stopped, and end with the verdict."
+)
+
+
+def _not_run(call: ToolCall, stop: str) -> ToolResult:
+    """The answer to a tool call from a reply that was cut off: its input may be partial."""
+    return ToolResult(
+        tool_use_id=call.id,
+        name=call.name,
+        content=(
+            f"Not executed: your reply was cut off (stop_reason {stop}) while you wrote it, so "
+            "its input may be incomplete. Issue it again, with a shorter reply."
+        ),
+        is_error=True,
+        not_run=True,
+    )
 
 
 def _tool_summary(call: ToolCall) -> str:

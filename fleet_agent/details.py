@@ -1,0 +1,59 @@
+"""One-line and one-screen summaries of an agent, shared by the Web UI (the
+workflow's current details and child summaries) and the CLI.
+
+Pure: the workflow calls it with its state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from fleet_agent.models import AgentState, Phase, Trigger
+from fleet_agent.schedule import Due
+
+__all__ = ["agent_details", "trigger_summary"]
+
+_MAX_WAKES_SHOWN = 5
+
+
+def trigger_summary(triggers: Sequence[Trigger]) -> str:
+    """`3× state_changed, human_message`: coalesced triggers count for all they hold."""
+    counts: dict[str, int] = {}
+    for t in triggers:
+        counts[t.kind.value] = counts.get(t.kind.value, 0) + t.count
+    return ", ".join(f"{n}× {kind}" if n > 1 else kind for kind, n in counts.items()) or "none"
+
+
+def _hms(at: datetime) -> str:
+    return at.strftime("%H:%M:%S")
+
+
+def agent_details(state: AgentState, phase: Phase, current_run: int | None, due: Due | None) -> str:
+    """The agent at a glance, in markdown, for the Web UI's current details."""
+    lines = [f"**{phase.value}** · session {state.session} · {state.run_count} runs"]
+    if current_run is not None:
+        lines.append(f"running: run #{current_run}")
+    elif due is not None:
+        lines.append(f"next: {due.label} at {_hms(due.at)}")
+    if state.pending_triggers:
+        lines.append(f"pending triggers: {trigger_summary(state.pending_triggers)}")
+    if state.wakes:
+        shown = state.wakes[:_MAX_WAKES_SHOWN]
+        lines.append(
+            "wakes: " + ", ".join(f"{w.id} {_hms(w.due_at)} ({w.reason[:40]})" for w in shown)
+        )
+    if state.last_run is not None:
+        last = state.last_run
+        lines.append(
+            f"last run #{last.run}: {last.status.value}"
+            + (" (no-op)" if last.noop else "")
+            + (f" — {last.error[:80]}" if last.error else "")
+        )
+    if state.rejected_total:
+        latest = state.rejected[-1]
+        lines.append(
+            f"rejected inputs: {state.rejected_total} (latest {latest.signal}: {latest.error[:80]})"
+        )
+    lines.append(f"target: {state.config.target_proofs_per_hour:g} proofs/h")
+    return "\n\n".join(lines)

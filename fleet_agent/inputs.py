@@ -1,0 +1,119 @@
+"""Turn whatever arrives at the agent workflow into models, or a clear refusal.
+
+Signals, updates and the start input reach the workflow as loose JSON, so a
+malformed payload never fails a workflow task (which Temporal would retry
+forever, leaving the agent hung): it becomes a one-line refusal for
+`status.rejected`, the update's error or the CLI. Pure: safe in workflows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from fleet_agent.errors import describe_validation_error
+from fleet_agent.models import AgentState, ConfigPatch
+
+__all__ = [
+    "MAX_ERROR_CHARS",
+    "Parsed",
+    "StartInput",
+    "parse_config_patch",
+    "parse_payload",
+    "parse_start",
+    "payload_preview",
+]
+
+MAX_ERROR_CHARS = 300
+_PREVIEW_CHARS = 80
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _clip(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _shape(raw: Any) -> str:
+    return "null" if raw is None else type(raw).__name__
+
+
+def payload_preview(raw: Any) -> str:
+    """The start of a payload's text, so a sender can recognise its refused signal."""
+    if isinstance(raw, str):
+        return _clip(raw, _PREVIEW_CHARS)
+    if isinstance(raw, dict):
+        for key in ("text", "reason", "instance_id", "wake_id"):
+            value = raw.get(key)
+            if isinstance(value, str):
+                return _clip(value, _PREVIEW_CHARS)
+    return ""
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[_M]):
+    """A payload as a model, or why it was refused (exactly one is set)."""
+
+    value: _M | None
+    error: str = ""
+
+
+def parse_payload(
+    model: type[_M], raw: Any, *, bare: str | None = None, optional: bool = False
+) -> Parsed[_M]:
+    """`raw` as `model`. A bare string fills the field `bare`; `optional`
+    payloads may be absent (null). Errors are one short line."""
+    if raw is None and optional:
+        raw = {}
+    elif isinstance(raw, str) and bare is not None:
+        raw = {bare: raw}
+    if not isinstance(raw, dict):
+        fields = ", ".join(model.model_fields)
+        accepted = "a JSON object" + (" or a string" if bare is not None else "")
+        return Parsed(None, f"expected {accepted} ({fields}), got {_shape(raw)}"[:MAX_ERROR_CHARS])
+    try:
+        return Parsed(model.model_validate(raw))
+    except ValidationError as exc:
+        return Parsed(None, _clip(describe_validation_error(exc), MAX_ERROR_CHARS))
+
+
+def parse_config_patch(raw: Any) -> Parsed[ConfigPatch]:
+    """A partial config, validated field by field (strict: `true` is not a number)."""
+    parsed = parse_payload(ConfigPatch, raw)
+    if parsed.value is not None and parsed.value.is_empty():
+        return Parsed(None, "the update changes nothing")
+    return parsed
+
+
+@dataclass(frozen=True)
+class StartInput:
+    """What the agent workflow starts from."""
+
+    state: AgentState | None
+    config: ConfigPatch | None
+    problem: str = ""  # a refused start config: the agent starts on defaults
+
+
+def parse_start(raw: Any) -> StartInput:
+    """The workflow's input: nothing, `{"config": {...}}` or `{"state": {...}}`.
+
+    A bad config is refused visibly (the agent starts with defaults). A state
+    that does not validate raises: it only ever comes from our own
+    continue-as-new, and starting afresh would lose wakes and triggers, so the
+    workflow task fails (and is retried) until fixed code is deployed.
+    """
+    if raw is None:
+        return StartInput(None, None)
+    if not isinstance(raw, dict):
+        return StartInput(None, None, f"expected a JSON object, got {_shape(raw)}")
+    unknown = sorted(set(raw) - {"config", "state"})
+    state = AgentState.model_validate(raw["state"]) if raw.get("state") is not None else None
+    problem = f"unknown field(s): {', '.join(unknown)}"[:MAX_ERROR_CHARS] if unknown else ""
+    config: ConfigPatch | None = None
+    if raw.get("config") is not None:
+        parsed = parse_payload(ConfigPatch, raw["config"])
+        config, error = parsed.value, parsed.error
+        problem = "; ".join(p for p in (problem, error) if p)
+    return StartInput(state, config, problem)

@@ -1,0 +1,156 @@
+"""What the workflows call: a declaration of each activity, with its types.
+
+Workflows must not import `activities/` (it pulls httpx, the anthropic SDK and
+the database driver into the workflow sandbox), yet calling activities by a
+string name loses every type check. These declarations carry the name and the
+signature of each activity; the worker registers the real implementations
+under the same names, and `tests/test_stubs.py` proves that every declaration
+matches an implementation, parameter and return types included.
+
+The bodies never run: a worker that registered a declaration instead of the
+implementation would fail loudly.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+from temporalio import activity, workflow
+
+with workflow.unsafe.imports_passed_through():
+    # Pass-through: pydantic models only.
+    from fleet_agent.fleet.snapshot import FleetSnapshot
+    from fleet_agent.models import (
+        AgentCounters,
+        ContextInfo,
+        FleetToolRequest,
+        LlmRequest,
+        LlmResult,
+        LoadContextRequest,
+        PollRequest,
+        RecordRunRequest,
+        RunResult,
+        StoreMessagesRequest,
+        StoreToolResults,
+        ToolResult,
+        WaitForRun,
+    )
+
+__all__ = [
+    "FLEET_TOOL_ACTIVITIES",
+    "agent_is_open",
+    "call_llm",
+    "create_instance",
+    "destroy_instance",
+    "get_fleet_status",
+    "load_agent_counters",
+    "load_context",
+    "poll_fleet",
+    "record_run",
+    "search_offers",
+    "store_operator_messages",
+    "store_tool_results",
+    "wait_for_run",
+]
+
+
+def _declared(name: str) -> NoReturn:
+    raise RuntimeError(f"{name} is a declaration; the worker must register its implementation")
+
+
+# ---------------------------------------------------------------- store (activities/runlog.py)
+
+
+@activity.defn(name="load_agent_counters")
+async def load_agent_counters(agent_id: str) -> AgentCounters:
+    """Highest run and session numbers of an agent in the store."""
+    _declared("load_agent_counters")
+
+
+@activity.defn(name="load_context")
+async def load_context(req: LoadContextRequest) -> ContextInfo:
+    """Open a run in the store and write its first message."""
+    _declared("load_context")
+
+
+@activity.defn(name="store_tool_results")
+async def store_tool_results(req: StoreToolResults) -> None:
+    """Write one round's tool results to the store."""
+    _declared("store_tool_results")
+
+
+@activity.defn(name="record_run")
+async def record_run(req: RecordRunRequest) -> None:
+    """Close a run's record in the store."""
+    _declared("record_run")
+
+
+# ---------------------------------------------------------------- LLM (activities/llm.py)
+
+
+@activity.defn(name="call_llm")
+async def call_llm(req: LlmRequest) -> LlmResult:
+    """One LLM round of one run; the reply goes to the store."""
+    _declared("call_llm")
+
+
+# ---------------------------------------------------------------- fleet (activities/fleet.py)
+
+
+@activity.defn(name="get_fleet_status")
+async def get_fleet_status(req: FleetToolRequest) -> ToolResult:
+    """Tool: this agent's instances and capacity."""
+    _declared("get_fleet_status")
+
+
+@activity.defn(name="search_offers")
+async def search_offers(req: FleetToolRequest) -> ToolResult:
+    """Tool: offers that pass the guardrails."""
+    _declared("search_offers")
+
+
+@activity.defn(name="create_instance")
+async def create_instance(req: FleetToolRequest) -> ToolResult:
+    """Tool: rent one offer, at most one machine per tool call."""
+    _declared("create_instance")
+
+
+@activity.defn(name="destroy_instance")
+async def destroy_instance(req: FleetToolRequest) -> ToolResult:
+    """Tool: release one of this agent's instances."""
+    _declared("destroy_instance")
+
+
+@activity.defn(name="poll_fleet")
+async def poll_fleet(req: PollRequest) -> FleetSnapshot:
+    """The monitor's read of the fleet."""
+    _declared("poll_fleet")
+
+
+FLEET_TOOL_ACTIVITIES = {
+    "get_fleet_status": get_fleet_status,
+    "search_offers": search_offers,
+    "create_instance": create_instance,
+    "destroy_instance": destroy_instance,
+}
+
+
+# ---------------------------------------------------------------- Temporal (activities/links.py)
+
+
+@activity.defn(name="store_operator_messages")
+async def store_operator_messages(req: StoreMessagesRequest) -> list[str]:
+    """Copy message texts from the agent's state into the store; returns the keys stored."""
+    _declared("store_operator_messages")
+
+
+@activity.defn(name="wait_for_run")
+async def wait_for_run(req: WaitForRun) -> RunResult:
+    """Wait for a run an earlier execution of the agent started."""
+    _declared("wait_for_run")
+
+
+@activity.defn(name="agent_is_open")
+async def agent_is_open(agent_id: str) -> bool:
+    """Whether the agent workflow is still running (for its monitor)."""
+    _declared("agent_is_open")
