@@ -209,7 +209,8 @@ class Reply:
     Streaming only: text and tool JSON go out in deltas of `chunk_chars`
     characters, `chunk_delay` seconds before each event after the first, and
     `stall_after` N stops sending after N events, holding the connection open
-    until the client gives up (or the fake stops).
+    until the client gives up (or the fake stops); `end_after` N ends the
+    response cleanly after N events, without the rest of the message.
     """
 
     text: str = ""
@@ -224,6 +225,7 @@ class Reply:
     chunk_chars: int = 12
     chunk_delay: float = 0.0
     stall_after: int | None = None
+    end_after: int | None = None
 
 
 @dataclass
@@ -635,6 +637,9 @@ class FakeAnthropic:
                 self._think(handler.connection, float("inf"))
                 handler.close_connection = True
                 return  # the client gave up on the silent stream (or the fake stopped)
+            if pace.end_after is not None and i >= pace.end_after:
+                slot.release()
+                break  # a body that ends early but well-formed
             if i and not self._think(handler.connection, pace.chunk_delay):
                 handler.close_connection = True
                 return
