@@ -180,7 +180,7 @@ def classify(exc: BaseException, *, secrets: Iterable[str | None] = ()) -> LlmEr
         result = exc
     elif isinstance(exc, anthropic.APITimeoutError):
         result = LlmRetryableError(
-            "Anthropic API request timed out: no complete response within the client timeout"
+            "Anthropic API request timed out: no response within the client's timeout"
         )
     elif isinstance(exc, anthropic.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
