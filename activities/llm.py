@@ -4,16 +4,43 @@ It receives (run, round), reads the prompt from the store, calls the provider,
 stores the reply and returns only what the workflow decides on. A retry after
 the reply was stored returns the stored reply instead of asking again, so a
 run never gets two different answers for one round.
+
+A reply is paid for once, even when storing it fails. The attempt heartbeats
+from its start (a slow first token is not a dead worker) and as the reply
+streams in. Once the reply is complete it goes into the heartbeat details
+*before* the store write; a later attempt that finds it in
+`activity.info().heartbeat_details` stores that reply instead of calling the
+model again. How the details reach that attempt (temporalio 1.35, sdk-core):
+
+- the attempt fails with an exception (the store is down): the Python SDK
+  hands every `heartbeat()` to core before it reports the failure, and core
+  keeps the most recent details, sent to the server or still held back by its
+  heartbeat throttling, and puts them in the RespondActivityTaskFailed request
+  (`last_heartbeat_details`). The server gives them to the next attempt.
+  Proven on a real Temporal server by
+  tests/test_llm_heartbeat_reuse.py::test_store_failure_after_the_answer_*;
+- the worker dies: only what core had already sent survives. The first
+  heartbeat of an attempt is sent at once, later ones at most every 0.8 ×
+  heartbeat timeout, so a reply that arrives within that window of the
+  previous send can be lost with the worker, and the next attempt asks again;
+- the attempt times out (heartbeat or start-to-close): the server's timeout
+  failure carries the last details it received, so a reply in them also
+  reaches workflow history inside that failure. LLM text is otherwise kept
+  out of history.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
+from typing import Any
 
+from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import beat, heartbeating
 from fleet_agent.llm.base import LlmError, LlmProvider
 from fleet_agent.llm.temporal_errors import to_application_error
 from fleet_agent.models import LlmRequest, LlmResult
@@ -30,7 +57,28 @@ from fleet_agent.transcript import (
 )
 from fleet_agent.verdict import parse_verdict
 
-__all__ = ["LlmActivities"]
+__all__ = ["PROGRESS_BEAT_SECONDS", "LlmActivities", "LlmHeartbeat"]
+
+PROGRESS_BEAT_SECONDS = 1.0
+"""At most one heartbeat per second from stream progress (a long reply has
+thousands of deltas); the background beat of `heartbeating()` covers silences."""
+
+
+class LlmHeartbeat(BaseModel):
+    """What `call_llm` heartbeats carry: progress, and the reply once it is complete."""
+
+    output_chars: int = 0
+    reply: StoredReply | None = None
+
+
+def _reply_in(details: Sequence[Any]) -> StoredReply | None:
+    """The reply an earlier attempt of this activity put in its heartbeat, if any."""
+    if not details:
+        return None
+    try:
+        return LlmHeartbeat.model_validate(details[0]).reply
+    except ValidationError:
+        return None  # details of another shape (an older worker): ask again
 
 
 def _result(reply: StoredReply, *, replayed: bool) -> LlmResult:
@@ -47,6 +95,30 @@ def _result(reply: StoredReply, *, replayed: bool) -> LlmResult:
     )
 
 
+class _Beats:
+    """The heartbeat details of one attempt, and progress beats, rate-limited."""
+
+    def __init__(self) -> None:
+        self.state = LlmHeartbeat()
+        self._last = time.monotonic()
+
+    def details(self) -> tuple[Any, ...]:
+        return (self.state.model_dump(mode="json"),)
+
+    def progress(self, output_chars: int) -> None:
+        self.state.output_chars = output_chars
+        now = time.monotonic()
+        if now - self._last >= PROGRESS_BEAT_SECONDS:
+            self._last = now
+            beat(*self.details())
+
+    def keep(self, reply: StoredReply) -> None:
+        """Put the reply in the details and beat now, before anything can fail."""
+        self.state.reply = reply
+        self._last = time.monotonic()
+        beat(*self.details())
+
+
 class LlmActivities:
     """Holds the provider (and its credentials, which stay in this process)."""
 
@@ -60,13 +132,27 @@ class LlmActivities:
     @activity.defn
     async def call_llm(self, req: LlmRequest) -> LlmResult:
         """Read the prompt of (run, round) from the store, call the LLM provider
-        (network), store its reply; returns tool calls, stop reason and usage."""
-        store = self._store
-        seq = assistant_seq(req.round)
-        stored = await asyncio.to_thread(store.get_message, req.agent_id, req.run, seq)
-        if stored is not None:
-            return _result(StoredReply.model_validate_json(stored.content), replayed=True)
+        (network, streamed, heartbeating), store its reply; returns tool calls,
+        stop reason and usage. Reuses a reply found in the store or in an earlier
+        attempt's heartbeat details instead of asking the model again."""
+        beats = _Beats()
+        async with heartbeating(details=beats.details):
+            seq = assistant_seq(req.round)
+            stored = await asyncio.to_thread(self._store.get_message, req.agent_id, req.run, seq)
+            if stored is not None:
+                return _result(StoredReply.model_validate_json(stored.content), replayed=True)
+            earlier = _reply_in(activity.info().heartbeat_details)
+            if earlier is not None:
+                # Paid for by an earlier attempt that could not store it. Kept in
+                # this attempt's details too, in case storing fails again.
+                beats.keep(earlier)
+                return await self._store_reply(req, seq, earlier, replayed=True)
+            record = await self._ask(req, seq, beats)
+            beats.keep(record)
+            return await self._store_reply(req, seq, record, replayed=False)
 
+    async def _ask(self, req: LlmRequest, seq: int, beats: _Beats) -> StoredReply:
+        store = self._store
         entries = await asyncio.to_thread(store.prompt_history, req.agent_id, req.session, req.run)
         history = history_messages(entries, req.config.history_token_budget)
         rows = await asyncio.to_thread(store.run_messages, req.agent_id, req.run)
@@ -84,16 +170,22 @@ class LlmActivities:
                 messages=history.messages + current,
                 tools=tool_schemas(self._tools),
                 max_tokens=req.config.max_output_tokens,
+                on_progress=beats.progress,
             )
         except LlmError as exc:
             raise to_application_error(exc) from None
-        record = StoredReply(
+        return StoredReply(
             content=reply.content,
             stop_reason=reply.stop_reason,
             usage=reply.usage,
             model=reply.model,
             seconds=round(time.monotonic() - started, 3),
         )
+
+    async def _store_reply(
+        self, req: LlmRequest, seq: int, record: StoredReply, *, replayed: bool
+    ) -> LlmResult:
+        store = self._store
         inserted = await asyncio.to_thread(
             store.add_message,
             req.agent_id,
@@ -110,4 +202,4 @@ class LlmActivities:
             again = await asyncio.to_thread(store.get_message, req.agent_id, req.run, seq)
             if again is not None:
                 return _result(StoredReply.model_validate_json(again.content), replayed=True)
-        return _result(record, replayed=False)
+        return _result(record, replayed=replayed)

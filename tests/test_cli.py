@@ -30,7 +30,7 @@ from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.llm.autopilot import AutopilotProvider
-from fleet_agent.llm.base import LlmReply
+from fleet_agent.llm.base import LlmReply, ProgressCallback
 from fleet_agent.models import TokenUsage, TriggerKind
 from fleet_agent.settings import Settings
 from fleet_agent.sim import DEFAULT_API_KEY, SimServer
@@ -299,6 +299,7 @@ class _WakeAsker:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         max_tokens: int,
+        on_progress: ProgressCallback | None = None,
     ) -> LlmReply:
         if isinstance(messages[-1]["content"], str):  # the context: first round
             content = [

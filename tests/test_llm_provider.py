@@ -67,7 +67,9 @@ def fake(server: FakeAnthropic) -> FakeAnthropic:
 
 @pytest.fixture
 async def provider(fake: FakeAnthropic) -> AsyncIterator[AnthropicProvider]:
-    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="claude-test-1", timeout=5.0)
+    p = AnthropicProvider(
+        api_key=KEY, base_url=fake.base_url, model="claude-test-1", read_timeout=5.0
+    )
     yield p
     await p.aclose()
 
@@ -112,7 +114,8 @@ async def test_text_reply_and_request_shape(
     assert body["messages"] == MESSAGES
     assert body["tools"] == TOOLS
     assert body["max_tokens"] == 1024
-    assert body.get("stream") in (None, False)
+    assert body["stream"] is True, "one streamed request"
+    assert fake.requests[0].stream
 
 
 async def test_default_responder_gives_a_verdict(
@@ -298,7 +301,7 @@ async def test_plain_429_without_retry_after(
 
 async def test_connection_refused_is_retryable() -> None:
     fake = FakeAnthropic().start()
-    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="m", timeout=5.0)
+    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="m", read_timeout=5.0)
     try:
         await call(p)  # leaves a pooled keep-alive connection behind
         fake.stop()
@@ -308,7 +311,7 @@ async def test_connection_refused_is_retryable() -> None:
         assert "connection error" in str(info.value).lower()
         assert_clean(info.value)
         # a fresh client: nothing listens at all
-        fresh = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="m", timeout=5.0)
+        fresh = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="m", read_timeout=5.0)
         with pytest.raises(LlmRetryableError, match=r"(?i)connect"):
             await call(fresh)
         await fresh.aclose()
@@ -323,7 +326,7 @@ async def test_connection_refused_is_retryable() -> None:
 
 async def test_slow_server_times_out_as_retryable(fake: FakeAnthropic) -> None:
     fake.latency = 3.0
-    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="m", timeout=0.4)
+    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="m", read_timeout=0.4)
     try:
         started = time.monotonic()
         with pytest.raises(LlmRetryableError, match="timed out") as info:

@@ -641,6 +641,56 @@ def test_tool_call_without_input_gets_an_empty_dict() -> None:
     assert reply_text(content) == ""
 
 
+def test_a_tool_call_with_a_non_dict_input_gets_an_empty_dict() -> None:
+    content = [{"type": "tool_use", "id": "t", "name": "n", "input": '{"offer_id": 4'}]
+    assert tool_calls_of(content) == [ToolCall(id="t", name="n", input={})]
+
+
+def _reply(*blocks: dict[str, Any], stop: str = "end_turn") -> str:
+    return dumps(StoredReply(content=list(blocks), stop_reason=stop))
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def test_a_run_ending_with_a_paused_reply_ends_with_it_trimmed() -> None:
+    rows = [(0, "context"), (1, _reply(_text("Looking. "), _text(" \n"), stop="pause_turn"))]
+    messages = api_messages(rows)
+    assert messages[-1] == {"role": "assistant", "content": [_text("Looking.")]}
+    assert validate_messages_request({"model": "m", "max_tokens": 1, "messages": messages}) is None
+    only_space = api_messages([(0, "context"), (1, _reply(_text("  "), stop="pause_turn"))])
+    assert only_space[-1] == {"role": "assistant", "content": []}
+    body = {"model": "m", "max_tokens": 1, "messages": only_space}
+    assert validate_messages_request(body) is None
+    # Stored replies keep their text; only the message sent is trimmed.
+    assert json.loads(rows[1][1])["content"][0]["text"] == "Looking. "
+
+
+def test_a_continued_reply_merges_with_the_paused_one_into_one_turn() -> None:
+    use = {"type": "tool_use", "id": "toolu_c", "name": "get_fleet_status", "input": {}}
+    results = StoredToolResults(
+        results=[ToolResult(tool_use_id="toolu_c", name="get_fleet_status", content="ok")]
+    )
+    rows = [
+        (0, "context"),
+        (1, _reply(_text("First half. "), stop="pause_turn")),
+        (3, _reply(_text("Second half."), use, stop="tool_use")),
+        (4, dumps(results)),
+    ]
+    messages = api_messages(rows)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"] == [_text("First half. "), _text("Second half."), use]
+    assert validate_messages_request({"model": "m", "max_tokens": 1, "messages": messages}) is None
+    # Without the merge the two replies would break role alternation.
+    assert (
+        validate_messages_request(
+            {"model": "m", "max_tokens": 1, "messages": [messages[0], messages[1], messages[1]]}
+        )
+        is not None
+    )
+
+
 # ====================================================================== config patch
 
 

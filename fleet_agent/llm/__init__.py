@@ -1,7 +1,14 @@
 """LLM providers behind one small interface (`LlmProvider`), and their errors."""
 
 from .anthropic_provider import AnthropicProvider, classify, default_model, parse_retry_after
-from .base import LlmError, LlmPermanentError, LlmProvider, LlmReply, LlmRetryableError
+from .base import (
+    LlmError,
+    LlmPermanentError,
+    LlmProvider,
+    LlmReply,
+    LlmRetryableError,
+    ProgressCallback,
+)
 from .temporal_errors import LLM_PERMANENT, LLM_RETRYABLE, to_application_error
 
 __all__ = [
@@ -13,6 +20,7 @@ __all__ = [
     "LlmProvider",
     "LlmReply",
     "LlmRetryableError",
+    "ProgressCallback",
     "classify",
     "default_model",
     "parse_retry_after",

@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from fleet_agent.fleet.policy import choose_offers, plan_fleet
-from fleet_agent.llm.base import LlmReply
+from fleet_agent.llm.base import LlmReply, ProgressCallback
 from fleet_agent.models import TokenUsage
 
 __all__ = ["AutopilotProvider"]
@@ -98,11 +98,14 @@ class AutopilotProvider:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         max_tokens: int,
+        on_progress: ProgressCallback | None = None,
     ) -> LlmReply:
         run = _Run(messages)
         offered = {t["name"] for t in tools}
         content = self._decide(run, offered)
         text = " ".join(b.get("text", "") for b in content)
+        if on_progress is not None:
+            on_progress(len(text))  # decided at once: one report of the whole reply
         return LlmReply(
             content=content,
             stop_reason="tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn",

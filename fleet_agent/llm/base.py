@@ -9,6 +9,7 @@ key, no credit). Temporal owns retries, so providers never retry by themselves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
@@ -21,7 +22,11 @@ __all__ = [
     "LlmProvider",
     "LlmReply",
     "LlmRetryableError",
+    "ProgressCallback",
 ]
+
+ProgressCallback = Callable[[int], None]
+"""Told, as a reply streams in, how many output characters arrived so far."""
 
 
 class LlmReply(BaseModel):
@@ -64,8 +69,17 @@ class LlmProvider(Protocol):
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         max_tokens: int,
+        on_progress: ProgressCallback | None = None,
     ) -> LlmReply:
-        """Send one request; raise `LlmRetryableError` or `LlmPermanentError` on failure."""
+        """Send one request; raise `LlmRetryableError` or `LlmPermanentError` on failure.
+
+        `stop_reason` of the reply is the API's, unchanged (`end_turn`, `tool_use`,
+        `max_tokens`, `stop_sequence`, `pause_turn`, `refusal` or a newer value).
+        `on_progress`, when given, is called as the reply arrives with the number
+        of output characters received so far (text plus tool-input JSON; never
+        decreasing), so the caller can show liveness. A provider that does not
+        stream may call it once or not at all. What it raises propagates unchanged.
+        """
         ...
 
 

@@ -3,6 +3,7 @@
 from .anthropic_server import (
     DEFAULT_TEXT,
     FAKE_API_KEY,
+    MID_STREAM_TEXT,
     ErrorReply,
     FakeAnthropic,
     Reply,
@@ -15,6 +16,7 @@ from .anthropic_server import (
 __all__ = [
     "DEFAULT_TEXT",
     "FAKE_API_KEY",
+    "MID_STREAM_TEXT",
     "ErrorReply",
     "FakeAnthropic",
     "Reply",

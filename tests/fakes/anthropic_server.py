@@ -8,16 +8,17 @@ Point the real `anthropic` client at it (``ANTHROPIC_BASE_URL=fake.base_url``)::
 
 Standard library only: a `ThreadingHTTPServer` on 127.0.0.1 in a daemon thread.
 It validates requests the way the real API does where it matters for catching
-malformed prompts (required fields, role alternation, tool_use/tool_result
-pairing), can inject errors (`fail_next`), add latency, and records every
-request and the highest concurrency seen.
+malformed prompts (anthropic_validation.py), answers ``"stream": true`` with
+server-sent events like the real API (anthropic_sse.py), can inject errors
+(`fail_next`, before or inside a stream), add latency, slow a stream down or
+stall it, end a reply with any stop reason (``max_tokens`` cutting a tool call's
+JSON), and records every request and the highest concurrency seen.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import re
 import secrets
 import select
 import socket
@@ -32,9 +33,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from .anthropic_sse import Event, cut_json, encode_event, message_events
+from .anthropic_validation import validate_messages_request
+
 __all__ = [
     "DEFAULT_TEXT",
     "FAKE_API_KEY",
+    "MID_STREAM_TEXT",
     "ErrorReply",
     "FakeAnthropic",
     "Reply",
@@ -44,6 +49,8 @@ __all__ = [
     "validate_messages_request",
 ]
 
+MID_STREAM_TEXT = "This answer is interrupted by a server error before it ends."
+"""What a stream carries before an `ErrorReply` with `after_events` interrupts it."""
 DEFAULT_TEXT = 'Nothing to do.\n<verdict>{"action": false, "state_changed": false}</verdict>'
 FAKE_API_KEY = "fake-anthropic-test-key"
 """Any non-empty key works; this one is what `FakeAnthropic.env()` hands out."""
@@ -80,7 +87,6 @@ _ERROR_MESSAGES: dict[int, str] = {
     504: "Gateway timeout",
     529: "Overloaded",
 }
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 
 
 # ---------------------------------------------------------------- payloads
@@ -144,6 +150,11 @@ class Request:
         return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
 
     @property
+    def stream(self) -> bool:
+        """True when the client asked for server-sent events."""
+        return self.body.get("stream") is True
+
+    @property
     def max_tokens(self) -> int | None:
         value = self.body.get("max_tokens")
         return value if isinstance(value, int) else None
@@ -187,7 +198,19 @@ class Reply:
 
     `usage` None → estimated (request JSON length / 4, output text length / 4).
     Cache token fields appear in the response only when non-zero. `delay` adds
-    seconds of latency to this reply only.
+    seconds of latency to this reply only (before anything is sent).
+
+    `stop_reason` None → ``tool_use`` with tool calls, else ``end_turn``; any
+    other string is sent as is (``refusal``, ``pause_turn``, a future value).
+    ``max_tokens`` with tool calls cuts the last call's input JSON after
+    `cut_json_at` characters (None → half way): the stream carries the cut JSON,
+    a non-streaming body the keys complete before the cut.
+
+    Streaming only: text and tool JSON go out in deltas of `chunk_chars`
+    characters, `chunk_delay` seconds before each event after the first, and
+    `stall_after` N stops sending after N events, holding the connection open
+    until the client gives up (or the fake stops); `end_after` N ends the
+    response cleanly after N events, without the rest of the message.
     """
 
     text: str = ""
@@ -198,6 +221,11 @@ class Reply:
     cache_creation_input_tokens: int = 0
     model: str | None = None
     delay: float = 0.0
+    cut_json_at: int | None = None
+    chunk_chars: int = 12
+    chunk_delay: float = 0.0
+    stall_after: int | None = None
+    end_after: int | None = None
 
 
 @dataclass
@@ -206,6 +234,11 @@ class ErrorReply:
 
     `error_type`/`message` None → the API's usual ones for `status`. `error_code`
     adds ``error.details.error_code`` (e.g. "enforced_spend_limit_reached").
+
+    `after_events` N, for a streaming request: the response starts as a
+    normal HTTP 200 stream (of `MID_STREAM_TEXT`) and the error comes as an SSE
+    ``error`` event after N events, as the API reports errors that happen once
+    a stream has begun. A non-streaming request gets the plain HTTP error.
     """
 
     status: int
@@ -214,6 +247,7 @@ class ErrorReply:
     headers: dict[str, str] = field(default_factory=dict)
     error_code: str | None = None
     delay: float = 0.0
+    after_events: int | None = None
 
 
 Responder = Callable[[Request], "Reply | ErrorReply | str"]
@@ -221,161 +255,6 @@ Responder = Callable[[Request], "Reply | ErrorReply | str"]
 
 def default_responder(request: Request) -> Reply:
     return Reply(text=DEFAULT_TEXT)
-
-
-# ---------------------------------------------------------------- validation
-
-
-def _validate_content(i: int, message: dict[str, Any], is_last: bool) -> str | None:
-    role = message["role"]
-    content = message.get("content")
-    empty_msg = (
-        f"messages.{i}: all messages must have non-empty content except for the optional "
-        "final assistant message"
-    )
-    if content is None:
-        return f"messages.{i}.content: Field required"
-    if isinstance(content, str):
-        if not content and not (is_last and role == "assistant"):
-            return empty_msg
-        return None
-    if not isinstance(content, list):
-        return f"messages.{i}.content: Input should be a valid string or a list of content blocks"
-    if not content and not (is_last and role == "assistant"):
-        return empty_msg
-    for j, block in enumerate(content):
-        where = f"messages.{i}.content.{j}"
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            return f"{where}: Input should be a content block object with a 'type'"
-        kind = block["type"]
-        if kind == "text":
-            if not isinstance(block.get("text"), str):
-                return f"{where}.text: Input should be a valid string"
-            if not block["text"]:
-                return "messages: text content blocks must be non-empty"
-        elif kind == "tool_use":
-            if role != "assistant":
-                return f"{where}: tool_use blocks can only appear in assistant messages"
-            if not isinstance(block.get("id"), str) or not block["id"]:
-                return f"{where}.id: Field required"
-            if not isinstance(block.get("name"), str) or not block["name"]:
-                return f"{where}.name: Field required"
-            if not isinstance(block.get("input"), dict):
-                return f"{where}.input: Input should be a valid dictionary"
-        elif kind == "tool_result":
-            if role != "user":
-                return f"{where}: tool_result blocks can only appear in user messages"
-            if not isinstance(block.get("tool_use_id"), str) or not block["tool_use_id"]:
-                return f"{where}.tool_use_id: Field required"
-            inner = block.get("content", "")
-            if not isinstance(inner, str | list):
-                return f"{where}.content: Input should be a valid string or list"
-    return None
-
-
-def _ids(content: Any, kind: str, key: str) -> list[str]:
-    if not isinstance(content, list):
-        return []
-    return [str(b.get(key)) for b in content if isinstance(b, dict) and b.get("type") == kind]
-
-
-def _validate_tools(tools: Any) -> str | None:
-    if not isinstance(tools, list):
-        return "tools: Input should be a valid list"
-    seen: set[str] = set()
-    for k, tool in enumerate(tools):
-        if not isinstance(tool, dict):
-            return f"tools.{k}: Input should be a valid dictionary"
-        name = tool.get("name")
-        if not isinstance(name, str) or not _TOOL_NAME.match(name):
-            return f"tools.{k}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'"
-        if name in seen:
-            return "tools: Tool names must be unique."
-        seen.add(name)
-        if tool.get("type") in (None, "custom"):
-            schema = tool.get("input_schema")
-            if not isinstance(schema, dict):
-                return f"tools.{k}.custom.input_schema: Field required"
-            if schema.get("type") != "object":
-                return f"tools.{k}.custom.input_schema.type: Input should be 'object'"
-    return None
-
-
-def validate_messages_request(body: Any) -> str | None:
-    """The first problem the real API would report as a 400, or None if acceptable."""
-    if not isinstance(body, dict):
-        return "request body must be a JSON object"
-    for name in ("model", "messages", "max_tokens"):
-        if name not in body:
-            return f"{name}: Field required"
-    if not isinstance(body["model"], str) or not body["model"]:
-        return "model: Input should be a non-empty string"
-    max_tokens = body["max_tokens"]
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
-        return "max_tokens: Input should be a valid integer"
-    if max_tokens < 1:
-        return "max_tokens: Input should be greater than or equal to 1"
-    system = body.get("system")
-    system_ok = system is None or isinstance(system, str)
-    if not system_ok and isinstance(system, list):
-        system_ok = all(
-            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-            for b in system
-        )
-    if not system_ok:
-        return "system: Input should be a valid string or a list of text blocks"
-    if "tools" in body and (problem := _validate_tools(body["tools"])) is not None:
-        return problem
-    messages = body["messages"]
-    if not isinstance(messages, list):
-        return "messages: Input should be a valid list"
-    if not messages:
-        return "messages: at least one message is required"
-    previous: dict[str, Any] | None = None
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            return f"messages.{i}: Input should be a valid dictionary"
-        role = message.get("role")
-        if role not in ("user", "assistant"):
-            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
-        if i == 0 and role != "user":
-            return 'messages: first message must use the "user" role'
-        if previous is not None and previous["role"] == role:
-            return (
-                'messages: roles must alternate between "user" and "assistant", '
-                f'but found multiple "{role}" roles in a row'
-            )
-        problem = _validate_content(i, message, is_last=i == len(messages) - 1)
-        if problem is not None:
-            return problem
-        content = message.get("content")
-        if role == "user":
-            results = _ids(content, "tool_result", "tool_use_id")
-            uses = _ids(previous.get("content") if previous else None, "tool_use", "id")
-            missing = [u for u in uses if u not in results]
-            if missing:
-                return (
-                    f"messages.{i}: `tool_use` ids were found without `tool_result` blocks "
-                    f"immediately after: {', '.join(missing)}. Each `tool_use` block must have "
-                    "a corresponding `tool_result` block in the next message."
-                )
-            for j, result_id in enumerate(results):
-                if result_id not in uses:
-                    return (
-                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
-                        f"`tool_result` blocks: {result_id}. Each `tool_result` block must have "
-                        "a corresponding `tool_use` block in the previous message."
-                    )
-            if uses and isinstance(content, list):
-                kinds = [b.get("type") for b in content if isinstance(b, dict)]
-                if kinds[: len(results)] != ["tool_result"] * len(results):
-                    return (
-                        f"messages.{i}: Did not find {len(uses)} `tool_result` block(s) at the "
-                        "beginning of this message. Messages following `tool_use` blocks must "
-                        "begin with a matching number of `tool_result` blocks."
-                    )
-        previous = message
-    return None
 
 
 # ---------------------------------------------------------------- server
@@ -397,11 +276,17 @@ def _error_body(reply: ErrorReply) -> dict[str, Any]:
     return {"type": "error", "error": error, "request_id": _new_id("req")}
 
 
-def _message_body(request: Request, reply: Reply, raw_len: int) -> dict[str, Any]:
+def _message_body(
+    request: Request, reply: Reply, raw_len: int
+) -> tuple[dict[str, Any], dict[int, str]]:
+    """The response body, and the cut tool input JSON by content index (if any)."""
     content: list[dict[str, Any]] = []
+    tool_json: dict[int, str] = {}
     if reply.text:
         content.append({"type": "text", "text": reply.text})
-    for name, tool_input in reply.tool_calls:
+    for k, (name, tool_input) in enumerate(reply.tool_calls):
+        if reply.stop_reason == "max_tokens" and k == len(reply.tool_calls) - 1:
+            tool_json[len(content)], tool_input = cut_json(tool_input, reply.cut_json_at)
         content.append(
             {"type": "tool_use", "id": _new_id("toolu"), "name": name, "input": tool_input}
         )
@@ -415,7 +300,7 @@ def _message_body(request: Request, reply: Reply, raw_len: int) -> dict[str, Any
         usage["cache_read_input_tokens"] = reply.cache_read_input_tokens
     if reply.cache_creation_input_tokens:
         usage["cache_creation_input_tokens"] = reply.cache_creation_input_tokens
-    return {
+    body = {
         "id": _new_id("msg"),
         "type": "message",
         "role": "assistant",
@@ -425,6 +310,7 @@ def _message_body(request: Request, reply: Reply, raw_len: int) -> dict[str, Any
         "stop_sequence": None,
         "usage": usage,
     }
+    return body, tool_json
 
 
 def _client_gone(conn: socket.socket) -> bool:
@@ -477,6 +363,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         self.wfile.flush()
 
+    def start_event_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("request-id", _new_id("req"))
+        self.end_headers()
+        self.wfile.flush()
+
+    def send_chunk(self, data: bytes) -> None:
+        """One chunk of a chunked body; empty `data` ends the body."""
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
     def _send_error(self, reply: ErrorReply) -> None:
         self._send(reply.status, _error_body(reply), reply.headers)
 
@@ -501,6 +401,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def lower_headers(self) -> dict[str, str]:
         return {k.lower(): v for k, v in self.headers.items()}
+
+
+class _InFlight:
+    """One request counted in `FakeAnthropic.in_flight` until `release()` (idempotent)."""
+
+    def __init__(self, fake: FakeAnthropic) -> None:
+        self._fake = fake
+        self._released = False
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            with self._fake._lock:
+                self._fake.in_flight -= 1
 
 
 class FakeAnthropic:
@@ -610,14 +524,17 @@ class FakeAnthropic:
         message: str | None = None,
         headers: dict[str, str] | None = None,
         error_code: str | None = None,
+        after_events: int | None = None,
     ) -> None:
-        """Answer the next `times` /v1/messages requests with this error."""
+        """Answer the next `times` /v1/messages requests with this error; with
+        `after_events`, inside the stream of a streaming request (see `ErrorReply`)."""
         reply = ErrorReply(
             status=status,
             error_type=error_type,
             message=message,
             headers=dict(headers or {}),
             error_code=error_code,
+            after_events=after_events,
         )
         with self._lock:
             self._failures.extend([reply] * times)
@@ -660,8 +577,11 @@ class FakeAnthropic:
             self.max_concurrent = max(self.max_concurrent, self.in_flight)
             failure = self._failures.popleft() if self._failures else None
             responder = self._responder
-        outcome: Reply | ErrorReply | str
+        # Counted out just before the last byte of the reply is written: once a
+        # client has its reply, `in_flight` no longer includes that request.
+        slot = _InFlight(self)
         try:
+            outcome: Reply | ErrorReply | str
             if failure is not None:
                 outcome = failure
             elif not (headers.get("x-api-key") or headers.get("authorization")):
@@ -671,36 +591,66 @@ class FakeAnthropic:
             elif (problem := validate_messages_request(body)) is not None:
                 outcome = ErrorReply(400, "invalid_request_error", problem)
             else:
-                try:
-                    outcome = responder(request)
-                except Exception as exc:
-                    with self._lock:
-                        self.responder_errors.append(exc)
-                    outcome = ErrorReply(
-                        500,
-                        "api_error",
-                        "fake responder raised: "
-                        + "".join(traceback.format_exception_only(exc)).strip(),
-                    )
+                outcome = self._respond(responder, request)
             if isinstance(outcome, str):
                 outcome = Reply(text=outcome)
-            delay = self.latency + outcome.delay
-            if not self._think(handler.connection, delay):
+            if not self._think(handler.connection, self.latency + outcome.delay):
                 handler.close_connection = True
                 return  # stopped, or the client hung up (timed out), while "thinking"
+            if isinstance(outcome, ErrorReply):
+                if request.stream and outcome.after_events is not None:
+                    interrupted, _ = _message_body(request, Reply(text=MID_STREAM_TEXT), len(raw))
+                    events = message_events(interrupted, {}, Reply.chunk_chars)
+                    error = ("error", _error_body(outcome))
+                    self._stream(handler, [*events[: outcome.after_events], error], Reply(), slot)
+                else:
+                    slot.release()
+                    handler._send_error(outcome)
+            else:
+                message, tool_json = _message_body(request, outcome, len(raw))
+                if request.stream:
+                    events = message_events(message, tool_json, max(1, outcome.chunk_chars))
+                    self._stream(handler, events, outcome, slot)
+                else:
+                    slot.release()
+                    handler._send(200, message, {})
         finally:
-            # Counted out before the reply is written: once a client has its
-            # reply, `in_flight` no longer includes that request.
+            slot.release()
+
+    def _respond(self, responder: Responder, request: Request) -> Reply | ErrorReply | str:
+        try:
+            return responder(request)
+        except Exception as exc:
             with self._lock:
-                self.in_flight -= 1
-        if isinstance(outcome, ErrorReply):
-            handler._send_error(outcome)
-        else:
-            handler._send(200, _message_body(request, outcome, len(raw)), {})
+                self.responder_errors.append(exc)
+            return ErrorReply(
+                500,
+                "api_error",
+                "fake responder raised: " + "".join(traceback.format_exception_only(exc)).strip(),
+            )
+
+    def _stream(self, handler: _Handler, events: list[Event], pace: Reply, slot: _InFlight) -> None:
+        """Send `events` as an HTTP 200 event stream, paced and stalled as `pace` says."""
+        handler.start_event_stream()
+        for i, (name, data) in enumerate(events):
+            if pace.stall_after is not None and i >= pace.stall_after:
+                self._think(handler.connection, float("inf"))
+                handler.close_connection = True
+                return  # the client gave up on the silent stream (or the fake stopped)
+            if pace.end_after is not None and i >= pace.end_after:
+                slot.release()
+                break  # a body that ends early but well-formed
+            if i and not self._think(handler.connection, pace.chunk_delay):
+                handler.close_connection = True
+                return
+            if i == len(events) - 1:
+                slot.release()
+            handler.send_chunk(encode_event(name, data))
+        handler.send_chunk(b"")  # the terminating chunk: the response is complete
 
     def _think(self, conn: socket.socket, delay: float) -> bool:
         """Wait `delay` seconds; False if the fake stops or the client hangs up first."""
-        deadline = time.monotonic() + delay
+        deadline = time.monotonic() + delay  # inf: until the client or the fake goes
         while True:
             if self._stopping.is_set() or _client_gone(conn):
                 return False
