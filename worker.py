@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -35,6 +36,8 @@ from workflows.policies import TASK_QUEUE
 __all__ = ["build_worker", "main"]
 
 log = logging.getLogger("fleet_agent.worker")
+
+HEARTBEAT_SEND_INTERVAL = timedelta(seconds=5)
 
 
 def build_worker(
@@ -66,6 +69,10 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
+        # Heartbeats reach the server at least this often: a worker killed
+        # right after an LLM reply arrived loses at most this much of it
+        # (the reply rides in the heartbeat details; see activities/llm.py).
+        max_heartbeat_throttle_interval=HEARTBEAT_SEND_INTERVAL,
         workflows=[FleetAgentWorkflow, AgentRunWorkflow, FleetMonitorWorkflow],
         activities=[
             runlog.load_agent_counters,

@@ -41,8 +41,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import beat, heartbeating
+from activities.llm_errors import to_application_error
 from fleet_agent.llm.base import LlmError, LlmProvider
-from fleet_agent.llm.temporal_errors import to_application_error
 from fleet_agent.models import LlmRequest, LlmResult
 from fleet_agent.prompt import history_messages, system_prompt
 from fleet_agent.store import Store

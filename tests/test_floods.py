@@ -34,6 +34,14 @@ async def quick_status(handle: Agent) -> AgentStatus:
     return await handle.query(FleetAgentWorkflow.status, rpc_timeout=STATUS_DEADLINE)
 
 
+async def wait_status(
+    probe: Callable[[], Awaitable[AgentStatus | None]], *, timeout: float = 60, what: str
+) -> AgentStatus:
+    found = await eventually(probe, timeout=timeout, what=what)
+    assert found is not None
+    return found
+
+
 def status_bytes(st: AgentStatus) -> int:
     return len(st.model_dump_json())
 
@@ -65,7 +73,7 @@ async def test_huge_messages_are_refused_and_history_stays_small(
         blob = "x" * 1_500_000
         for _ in range(40):
             await handle.signal(FleetAgentWorkflow.human_message, {"text": blob})
-        st = await eventually(
+        st = await wait_status(
             lambda: _rejected_at_least(handle, 40), timeout=60, what="40 refusals"
         )
         assert st.rejected_total == 40
@@ -100,7 +108,7 @@ async def test_state_change_storm_in_one_window_is_coalesced(
             )
 
         await flood(n, send)
-        st = await eventually(
+        st = await wait_status(
             lambda: _pending_changes_at_least(handle, n), timeout=60, what="all changes pending"
         )
         assert len(st.pending_triggers) <= 201  # 200 instances + the start trigger
@@ -137,7 +145,7 @@ async def test_500_long_messages_while_paused_are_all_kept(
             await handle.signal(FleetAgentWorkflow.human_message, {"text": text, "author": "op"})
 
         await flood(n, send, batch=25)
-        st = await eventually(
+        st = await wait_status(
             lambda: _messages_stored(handle, n), timeout=120, what="500 messages kept and stored"
         )
         assert st.rejected_total == 0
@@ -205,7 +213,7 @@ async def test_unknown_signal_names_are_recorded(
         handle = await h.start_agent(paused=True)
         await handle.signal("no_such_signal", {"text": "hello there"})
         await handle.signal("human_mesage", "typo in the name")
-        st = await eventually(lambda: _rejected_at_least(handle, 2), what="two refusals")
+        st = await wait_status(lambda: _rejected_at_least(handle, 2), what="two refusals")
         assert [r.signal for r in st.rejected] == ["no_such_signal", "human_mesage"]
         assert "unknown signal" in st.rejected[0].error
         assert st.rejected[0].preview == "hello there"

@@ -16,21 +16,17 @@ import httpx
 import httpx2
 import pytest
 
-from fleet_agent.llm import (
-    LLM_PERMANENT,
-    LLM_RETRYABLE,
-    AnthropicProvider,
+from activities.llm_errors import LLM_PERMANENT, LLM_RETRYABLE, to_application_error
+from fleet_agent.llm import anthropic_provider as provider_module
+from fleet_agent.llm.anthropic_provider import AnthropicProvider, default_model
+from fleet_agent.llm.base import (
     LlmError,
     LlmPermanentError,
     LlmProvider,
     LlmReply,
     LlmRetryableError,
-    classify,
-    default_model,
-    parse_retry_after,
-    to_application_error,
 )
-from fleet_agent.llm import anthropic_provider as provider_module
+from fleet_agent.llm.classify import classify, parse_retry_after
 from fleet_agent.models import TokenUsage
 from tests.fakes import DEFAULT_TEXT, ErrorReply, FakeAnthropic, Reply, Request
 

@@ -17,14 +17,10 @@ import httpx
 import httpx2
 import pytest
 
-from fleet_agent.llm import (
-    AnthropicProvider,
-    LlmPermanentError,
-    LlmReply,
-    LlmRetryableError,
-    classify,
-    to_application_error,
-)
+from activities.llm_errors import to_application_error
+from fleet_agent.llm.anthropic_provider import AnthropicProvider
+from fleet_agent.llm.base import LlmPermanentError, LlmReply, LlmRetryableError
+from fleet_agent.llm.classify import classify
 from fleet_agent.llm.timing import (
     CHUNK_READ_TIMEOUT_SECONDS,
     LLM_HEARTBEAT_TIMEOUT,

@@ -16,13 +16,11 @@ __all__ = [
     "FLEET_RETRY",
     "FLEET_WRITE_TIMEOUT",
     "HANDOVER_HEARTBEAT_TIMEOUT",
-    "LLM_HEARTBEAT_TIMEOUT",
     "LLM_RETRY",
     "STORE_RETRY",
     "STORE_TIMEOUT",
     "TASK_QUEUE",
     "UNLIMITED_RETRY",
-    "llm_timeout",
 ]
 
 TASK_QUEUE = "fleet-agent"
@@ -51,18 +49,11 @@ STORE_RETRY = RetryPolicy(
     maximum_attempts=0,
 )
 
-# One LLM call streams its reply and heartbeats as it arrives; it may take
-# many minutes for a long reply, so its start-to-close grows with the output
-# it may write. Overload (429/529/5xx) is retried with backoff, honouring
-# retry-after through next_retry_delay.
-LLM_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
-
-
-def llm_timeout(max_output_tokens: int) -> timedelta:
-    """Start-to-close of one LLM attempt that may write `max_output_tokens`."""
-    return timedelta(seconds=120 + max_output_tokens / 20)
-
-
+# One LLM call streams its reply and heartbeats as it arrives (its
+# start-to-close grows with the output it may write, its heartbeat timeout is
+# LLM_HEARTBEAT_TIMEOUT: see fleet_agent/llm/timing.py). Overload
+# (429/529/5xx) is retried with backoff, honouring retry-after through
+# next_retry_delay.
 LLM_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     backoff_coefficient=2.0,

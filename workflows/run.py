@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure helpers; reloading them per
     # workflow run would only cost time and break isinstance checks.
 
+    from fleet_agent.llm.timing import LLM_HEARTBEAT_TIMEOUT, llm_attempt_timeout
     from fleet_agent.models import (
         ContextInfo,
         FleetToolRequest,
@@ -45,11 +46,9 @@ with workflow.unsafe.imports_passed_through():
         FLEET_READ_TIMEOUT,
         FLEET_RETRY,
         FLEET_WRITE_TIMEOUT,
-        LLM_HEARTBEAT_TIMEOUT,
         LLM_RETRY,
         STORE_RETRY,
         STORE_TIMEOUT,
-        llm_timeout,
     )
 
 __all__ = ["AgentRunWorkflow"]
@@ -150,7 +149,7 @@ class AgentRunWorkflow:
                     round=rnd,
                     config=inp.config,
                 ),
-                start_to_close_timeout=llm_timeout(inp.config.max_output_tokens),
+                start_to_close_timeout=llm_attempt_timeout(inp.config.max_output_tokens),
                 heartbeat_timeout=LLM_HEARTBEAT_TIMEOUT,
                 retry_policy=LLM_RETRY,
                 summary=f"LLM round {rnd} of run {inp.run}",

@@ -1,28 +1,6 @@
-"""LLM providers behind one small interface (`LlmProvider`), and their errors."""
+"""LLM providers behind one small interface (`LlmProvider`, in `base`), and their errors.
 
-from .anthropic_provider import AnthropicProvider, classify, default_model, parse_retry_after
-from .base import (
-    LlmError,
-    LlmPermanentError,
-    LlmProvider,
-    LlmReply,
-    LlmRetryableError,
-    ProgressCallback,
-)
-from .temporal_errors import LLM_PERMANENT, LLM_RETRYABLE, to_application_error
-
-__all__ = [
-    "LLM_PERMANENT",
-    "LLM_RETRYABLE",
-    "AnthropicProvider",
-    "LlmError",
-    "LlmPermanentError",
-    "LlmProvider",
-    "LlmReply",
-    "LlmRetryableError",
-    "ProgressCallback",
-    "classify",
-    "default_model",
-    "parse_retry_after",
-    "to_application_error",
-]
+Import from the submodules (`fleet_agent.llm.base`, `.anthropic_provider`,
+`.autopilot`, `.timing`): this package imports nothing itself, so a workflow
+that needs only the pure `timing` rules does not load the vendor SDK.
+"""

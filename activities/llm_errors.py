@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from temporalio.exceptions import ApplicationError
 
-from .base import LlmError, LlmRetryableError
+from fleet_agent.llm.base import LlmError, LlmRetryableError
 
 __all__ = ["LLM_PERMANENT", "LLM_RETRYABLE", "to_application_error"]
 
