@@ -1,30 +1,41 @@
-"""Fleet activities: the model's fleet tools and the monitor's poll, on vast.ai.
+"""Fleet activities: the model's fleet tools, the monitor's poll and its reconcile.
 
-Every tool returns a compact, model-friendly ToolResult; a refusal (guardrail,
-bad input, offer gone) is an error result for the model, never an exception.
-Transient vast.ai failures raise retryable ApplicationErrors so Temporal
-retries them. Creates are idempotent by label: a retried or crashed create
-finds the machine it rented instead of renting a second one.
+Every tool heartbeats while it waits on vast.ai, reads the agent's live
+config at the moment of the call (activities/live_config.py), and journals
+its result by tool_use_id in the store (fleet_agent/store/journal.py): a call
+that already has a result, e.g. replayed after `temporal workflow reset`,
+returns that result and never touches the fleet again. A refusal (guardrail,
+paused, bad input, offer gone) is an error result for the model; transient
+vast.ai failures raise retryable ApplicationErrors. Creates keep at most one
+machine per tool call, even with a zombie attempt (activities/fleet_create.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from fleet_agent.capacity import proofs_per_hour
 from fleet_agent.fleet.guardrails import gpu_allowed, offer_refusal, rent_refusal
 from fleet_agent.fleet.labels import create_label, is_ours, label_prefix
+from fleet_agent.fleet.reconcile import (
+    LabelReconcile,
+    ReconcileReport,
+    ReconcileRequest,
+    settle_label,
+)
 from fleet_agent.fleet.snapshot import FleetSnapshot, summarize
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
 from fleet_agent.settings import ProverSpec
+from fleet_agent.store import Store, ToolCallRecord, ToolJournal
 from fleet_agent.tools import (
     CreateInstanceInput,
     DestroyInstanceInput,
@@ -32,16 +43,21 @@ from fleet_agent.tools import (
     parse_tool_input,
 )
 from fleet_agent.vast import VastClient
-from fleet_agent.vast.errors import VastError, VastNotFound
+from fleet_agent.vast.errors import VastError
 from fleet_agent.vast.models import Instance, Offer
+
+from .fleet_create import Renter, offer_unavailable
+from .fleet_results import is_permanent, offer_row, replayed, tool_result, transient
+from .heartbeat import heartbeating
+from .live_config import ConfigSource, LiveConfigUnavailable, WorkflowConfigSource
+from .shield import finish_despite_cancellation
 
 __all__ = ["FleetActivities", "PollRequest", "ProverSpec"]
 
-# After an ambiguous create (timeout, 5xx, unreadable answer), look for the
-# label this many times before concluding nothing was rented.
-_ADOPT_ATTEMPTS = 3
-_ADOPT_DELAY_SECONDS = 1.0
+_log = logging.getLogger(__name__)
 _SEARCH_POOL = 200
+
+_Body = Callable[[FleetToolRequest, ToolCallRecord | None], Awaitable[ToolResult]]
 
 
 class PollRequest(BaseModel):
@@ -49,55 +65,58 @@ class PollRequest(BaseModel):
     target_proofs_per_hour: float = 0.0
 
 
-def _result(
-    req: FleetToolRequest, content: str, *, error: bool = False, mutating: bool = False
-) -> ToolResult:
-    return ToolResult(
-        tool_use_id=req.tool_use_id,
-        name=req.name,
-        content=content,
-        is_error=error,
-        mutating=mutating,
-    )
-
-
-def _transient(exc: VastError) -> ApplicationError:
-    """vast.ai failed in a way worth retrying (Temporal's retry policy decides)."""
-    return ApplicationError(f"vast.ai: {exc}", type="VastTransient")
-
-
-def _permanent(exc: VastError) -> bool:
-    return exc.status in (400, 401, 403, 404, 422) and not exc.ambiguous
-
-
-def _offer_row(offer: Offer) -> dict[str, Any]:
-    rate = proofs_per_hour(offer.gpu_name, offer.num_gpus, offer.cpu_ram)
-    return {
-        "offer_id": offer.id,
-        "gpu": offer.gpu_name,
-        "num_gpus": offer.num_gpus,
-        "host_ram_gb": round(offer.cpu_ram / 1024),
-        "dph": round(offer.dph_total, 4),
-        "reliability": offer.reliability2,
-        "est_proofs_per_hour": round(rate, 1),
-        "usd_per_100_proofs": round(100 * offer.dph_total / rate, 3) if rate else None,
-        "where": offer.geolocation,
-    }
-
-
 class FleetActivities:
-    """Holds the vast.ai client (and its key, which stays in this process)."""
+    """Holds the vast.ai client (and its key, which stays in this process), the
+    store (for the tool-call journal) and where live configs come from."""
 
     def __init__(
         self,
         vast: VastClient,
         prover: ProverSpec | None = None,
         *,
+        store: Store,
+        configs: ConfigSource | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._vast = vast
-        self._prover = prover or ProverSpec()
+        self._renter = Renter(vast, prover or ProverSpec())
+        self._journal = ToolJournal(store)
+        self._configs: ConfigSource = configs or WorkflowConfigSource()
         self._clock = clock
+
+    # ------------------------------------------------------------ plumbing
+
+    async def _config(self, req: FleetToolRequest, *, mutating: bool) -> AgentConfig:
+        """The agent's config now. A tool that changes the fleet never acts on
+        a stale one (retryable error); a read falls back to the run's config."""
+        try:
+            return await self._configs.live_config(req.agent_id)
+        except LiveConfigUnavailable as exc:
+            if mutating:
+                raise ApplicationError(
+                    f"{exc}; not acting on the config the run started with",
+                    type="LiveConfigUnavailable",
+                ) from None
+            _log.warning("%s: %s; using the run's config", req.name, exc)
+            return req.config
+
+    async def _journaled(self, req: FleetToolRequest, body: _Body) -> ToolResult:
+        """Return the recorded result of this tool call if it has one; else run
+        `body` (given the unfinished record, if an earlier attempt started)
+        and record its result. The first result recorded is the one returned."""
+        async with heartbeating():
+            record = await asyncio.to_thread(self._journal.get, req.agent_id, req.tool_use_id)
+            if record is not None and record.result is not None:
+                return replayed(record)
+            return await self._finish(req, await body(req, record))
+
+    async def _start(self, req: FleetToolRequest) -> None:
+        """Journal the call before it reaches vast.ai with a change."""
+        await asyncio.to_thread(self._journal.start, req, datetime.now(UTC))
+
+    async def _finish(self, req: FleetToolRequest, result: ToolResult) -> ToolResult:
+        record = await asyncio.to_thread(self._journal.finish, req, result, datetime.now(UTC))
+        return record.result or result
 
     # ------------------------------------------------------------ reads
 
@@ -108,7 +127,7 @@ class FleetActivities:
         try:
             instances = await self._ours(agent_id)
         except VastError as exc:
-            raise _transient(exc) from None
+            raise transient(exc) from None
         return summarize(instances, target=target, now_epoch=self._clock())
 
     async def snapshot(self, agent_id: str, target: float) -> FleetSnapshot:
@@ -124,25 +143,35 @@ class FleetActivities:
 
     @activity.defn
     async def poll_fleet(self, req: PollRequest) -> FleetSnapshot:
-        """List this agent's instances on vast.ai (read only), for the monitor."""
-        return await self._summary(req.agent_id, req.target_proofs_per_hour)
+        """List this agent's instances on vast.ai (read only), for the monitor.
+        `duplicate_labels` names create labels that carry more than one machine."""
+        async with heartbeating():
+            return await self._summary(req.agent_id, req.target_proofs_per_hour)
 
     @activity.defn
     async def get_fleet_status(self, req: FleetToolRequest) -> ToolResult:
-        """Tool: this agent's instances and capacity against target (vast.ai, read only)."""
-        snap = await self._summary(req.agent_id, req.config.target_proofs_per_hour)
-        return _result(req, snap.to_text())
+        """Tool: this agent's instances and capacity against target (vast.ai, read
+        only; the agent's live config for the target; journalled in the store)."""
+        return await self._journaled(req, self._status)
+
+    async def _status(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
+        config = await self._config(req, mutating=False)
+        snap = await self._summary(req.agent_id, config.target_proofs_per_hour)
+        return tool_result(req, snap.to_text())
 
     @activity.defn
     async def search_offers(self, req: FleetToolRequest) -> ToolResult:
-        """Tool: rentable offers that pass the guardrails, cheapest per proof first
-        (vast.ai, read only)."""
+        """Tool: rentable offers that pass the live config's guardrails, cheapest
+        per proof first (vast.ai, read only; journalled in the store)."""
+        return await self._journaled(req, self._search)
+
+    async def _search(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
         args = parse_tool_input(SearchOffersInput, req.tool_use_id, req.name, req.input)
         if isinstance(args, ToolResult):
             return args
-        config = req.config
+        config = await self._config(req, mutating=False)
         if args.gpu_name and not gpu_allowed(args.gpu_name, config.allowed_gpus):
-            return _result(
+            return tool_result(
                 req,
                 f"GPU {args.gpu_name!r} is not allowed (allowed: {', '.join(config.allowed_gpus)})",
                 error=True,
@@ -159,16 +188,16 @@ class FleetActivities:
         try:
             offers = await self._vast.search_offers(filters, order="dph_total", limit=_SEARCH_POOL)
         except VastError as exc:
-            if _permanent(exc):
-                return _result(req, f"search failed: {exc}", error=True)
-            raise _transient(exc) from None
-        rows = [_offer_row(o) for o in offers if offer_refusal(o, config) is None]
+            if is_permanent(exc):
+                return tool_result(req, f"search failed: {exc}", error=True)
+            raise transient(exc) from None
+        rows = [offer_row(o) for o in offers if offer_refusal(o, config) is None]
         rows = [r for r in rows if r["usd_per_100_proofs"] is not None]
         rows.sort(key=lambda r: (r["usd_per_100_proofs"], r["dph"]))
         if not rows:
-            return _result(req, "No offer passes the guardrails right now.")
+            return tool_result(req, "No offer passes the guardrails right now.")
         shown = rows[: args.limit]
-        return _result(
+        return tool_result(
             req,
             f"{len(rows)} offers pass the guardrails; cheapest per proof first:\n"
             + json.dumps(shown, separators=(",", ":")),
@@ -176,113 +205,151 @@ class FleetActivities:
 
     # ------------------------------------------------------------ writes
 
-    async def _find_offer(self, offer_id: int) -> Offer | None:
-        offers = await self._vast.search_offers({"id": {"eq": offer_id}}, limit=1)
-        return next((o for o in offers if o.id == offer_id), None)
-
-    async def _adopt(self, label: str) -> Instance | None:
-        for attempt in range(_ADOPT_ATTEMPTS):
-            found = await self._vast.list_instances(label=label)
-            if found:
-                return min(found, key=lambda i: i.id)
-            if attempt + 1 < _ADOPT_ATTEMPTS:
-                await asyncio.sleep(_ADOPT_DELAY_SECONDS)
-        return None
-
     @activity.defn
     async def create_instance(self, req: FleetToolRequest) -> ToolResult:
-        """Tool: rent one offer on vast.ai, at most once per tool call (by label)."""
+        """Tool: rent one offer on vast.ai; at most one machine per tool call survives.
+
+        Touches the agent workflow (live_config query), the store (tool-call
+        journal) and vast.ai: label and offer look-ups, the rental, and the
+        destruction of duplicates of this call left by overlapping attempts.
+        Once the rental is sent, it is finished and settled even if the
+        attempt is cancelled.
+        """
+        return await self._journaled(req, self._create)
+
+    async def _create(self, req: FleetToolRequest, earlier: ToolCallRecord | None) -> ToolResult:
         args = parse_tool_input(CreateInstanceInput, req.tool_use_id, req.name, req.input)
         if isinstance(args, ToolResult):
             return args
+        config = await self._config(req, mutating=True)
+        if config.paused:
+            return _paused(req, "rented")
         label = create_label(req.agent_id, req.run, req.tool_use_id)
+        sent_before = earlier is not None  # an earlier attempt reached the rental
         try:
-            # A previous attempt of this very call may have rented it already.
-            existing = await self._vast.list_instances(label=label)
-            if existing:
-                inst = min(existing, key=lambda i: i.id)
-                return _result(
-                    req,
-                    f"Rented instance {inst.id} (label {label}; found after a retry).",
-                    mutating=True,
-                )
-            offer = await self._find_offer(args.offer_id)
+            # An earlier attempt of this very call may have rented it already.
+            if await self._vast.list_instances(label=label):
+                return await self._renter.settle(req, label, origin="earlier")
+            offer = await self._renter.find_offer(args.offer_id)
             if offer is None:
-                return _result(
-                    req,
-                    f"Offer {args.offer_id} is not available any more; search again.",
-                    error=True,
-                )
+                if sent_before and await self._renter.label_appears(label):
+                    return await self._renter.settle(req, label, origin="earlier")
+                return offer_unavailable(req, args.offer_id, label, sent_before)
             fleet = await self._ours(req.agent_id)
         except VastError as exc:
-            raise _transient(exc) from None
-        refusal = rent_refusal(offer, fleet, req.config)
+            raise transient(exc) from None
+        refusal = rent_refusal(offer, fleet, config)
         if refusal is not None:
-            return _result(req, f"Refused by guardrail: {refusal}. Nothing was rented.", error=True)
-        if req.config.dry_run:
-            return _result(
+            return tool_result(
+                req, f"Refused by guardrail: {refusal}. Nothing was rented.", error=True
+            )
+        if config.dry_run:
+            return tool_result(
                 req,
                 f"DRY RUN: would rent offer {offer.id} ({offer.num_gpus}x {offer.gpu_name}, "
                 f"${offer.dph_total:.3f}/h). Nothing was rented.",
             )
-        try:
-            new_id = await self._vast.create_instance(
-                offer.id,
-                image=self._prover.image,
-                disk=self._prover.disk_gb,
-                label=label,
-                onstart=self._prover.onstart,
-            )
-        except VastNotFound as exc:
-            return _result(
-                req,
-                f"Offer {offer.id} was taken before it could be rented ({exc.error or 'gone'}); "
-                "search again.",
-                error=True,
-            )
-        except VastError as exc:
-            if not exc.ambiguous:
-                if _permanent(exc):
-                    return _result(req, f"vast.ai refused the rental: {exc}", error=True)
-                raise _transient(exc) from None
-            adopted = await self._adopt(label)
-            if adopted is None:
-                # Nothing with our label exists: safe to retry the whole call.
-                raise _transient(exc) from None
-            new_id = adopted.id
-        return _result(
-            req,
-            f"Rented instance {new_id}: {offer.num_gpus}x {offer.gpu_name} at "
-            f"${offer.dph_total:.3f}/h (label {label}). It loads for a few minutes before proving.",
-            mutating=True,
+        await self._start(req)
+        # From here the machine may exist: rent, settle the label and journal
+        # the outcome even if Temporal cancels this attempt meanwhile.
+        return await finish_despite_cancellation(
+            self._rent_and_record(req, offer, label, sent_before)
         )
+
+    async def _rent_and_record(
+        self, req: FleetToolRequest, offer: Offer, label: str, sent_before: bool
+    ) -> ToolResult:
+        result = await self._renter.rent(req, offer, label, sent_before=sent_before)
+        # Recorded here, inside the shield, so a cancelled attempt leaves the
+        # outcome in the journal; `_journaled` then reads the same row back.
+        return await self._finish(req, result)
 
     @activity.defn
     async def destroy_instance(self, req: FleetToolRequest) -> ToolResult:
-        """Tool: destroy one of this agent's instances on vast.ai (others are refused)."""
+        """Tool: destroy one of this agent's instances on vast.ai (others are
+        refused). Reads the live config (paused, dry_run) from the agent
+        workflow; journals the call in the store."""
+        return await self._journaled(req, self._destroy)
+
+    async def _destroy(self, req: FleetToolRequest, earlier: ToolCallRecord | None) -> ToolResult:
         args = parse_tool_input(DestroyInstanceInput, req.tool_use_id, req.name, req.input)
         if isinstance(args, ToolResult):
             return args
+        config = await self._config(req, mutating=True)
+        if config.paused:
+            return _paused(req, "destroyed")
         try:
             inst = await self._vast.show_instance(args.instance_id)
         except VastError as exc:
-            raise _transient(exc) from None
+            raise transient(exc) from None
         if inst is None:
-            return _result(req, f"Instance {args.instance_id} does not exist (already destroyed?).")
+            if earlier is not None:
+                # An earlier attempt of this call sent the destroy; it worked.
+                return tool_result(
+                    req, f"Destroyed instance {args.instance_id} (confirmed gone).", mutating=True
+                )
+            return tool_result(
+                req, f"Instance {args.instance_id} does not exist (already destroyed?)."
+            )
         if not is_ours(inst.label, req.agent_id):
-            return _result(
+            return tool_result(
                 req,
                 f"Refused: instance {inst.id} is not this agent's (label {inst.label!r}).",
                 error=True,
             )
-        if req.config.dry_run:
-            return _result(req, f"DRY RUN: would destroy instance {inst.id}. Nothing changed.")
+        if config.dry_run:
+            return tool_result(req, f"DRY RUN: would destroy instance {inst.id}. Nothing changed.")
+        await self._start(req)
         try:
             await self._vast.destroy_instance(inst.id)
         except VastError as exc:
-            raise _transient(exc) from None
-        return _result(
+            raise transient(exc) from None
+        return tool_result(
             req,
             f"Destroyed instance {inst.id} ({inst.gpu_name}, was {inst.actual_status}).",
             mutating=True,
         )
+
+    # ------------------------------------------------------------ monitor
+
+    @activity.defn
+    async def reconcile_labels(self, req: ReconcileRequest) -> ReconcileReport:
+        """Destroy all but the oldest machine of every create label of this agent
+        on vast.ai (a zombie create that landed after every attempt finished),
+        and confirm they are gone. Reads the live config: under dry_run it only
+        reports the duplicates."""
+        async with heartbeating():
+            try:
+                config = await self._configs.live_config(req.agent_id)
+            except LiveConfigUnavailable as exc:
+                raise ApplicationError(str(exc), type="LiveConfigUnavailable") from None
+            try:
+                snap = summarize(await self._ours(req.agent_id), target=0.0)
+            except VastError as exc:
+                raise transient(exc) from None
+            if config.dry_run:
+                return ReconcileReport(
+                    labels=[_unsettled(label, ids) for label, ids in snap.duplicate_labels.items()],
+                    dry_run=True,
+                )
+            report = ReconcileReport()
+            for label in snap.duplicate_labels:
+                try:
+                    settled = await settle_label(self._vast, label)
+                except VastError as exc:
+                    raise transient(exc) from None
+                report.labels.append(settled.report())
+            return report
+
+
+def _paused(req: FleetToolRequest, what: str) -> ToolResult:
+    return tool_result(
+        req,
+        f"Refused: the agent is paused (config paused=true); nothing was {what}. "
+        "Fleet changes wait until the operator resumes the agent.",
+        error=True,
+    )
+
+
+def _unsettled(label: str, ids: list[int]) -> LabelReconcile:
+    return LabelReconcile(label=label, kept=ids[0], remaining=ids[1:])

@@ -371,6 +371,9 @@ class ToolResult(BaseModel):
     content: str
     is_error: bool = False
     mutating: bool = False
+    # The recorded result of an earlier execution of this very tool call (e.g.
+    # after `temporal workflow reset`): nothing was done again this time.
+    replayed: bool = False
 
 
 class FleetToolRequest(BaseModel):

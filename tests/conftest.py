@@ -90,9 +90,10 @@ def sim() -> Iterator[SimServer]:
 
 
 @pytest_asyncio.fixture
-async def fleet(sim: SimServer) -> AsyncIterator[FleetActivities]:
+async def fleet(sim: SimServer, store: Store) -> AsyncIterator[FleetActivities]:
+    """Fleet activities as a worker runs them: live configs from the agent workflow."""
     async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
-        yield FleetActivities(vast, ProverSpec(), clock=sim.market.now)
+        yield FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
 
 
 def postgres_url() -> str:

@@ -482,6 +482,15 @@ class FleetAgentWorkflow:
     # ------------------------------------------------------------ query
 
     @workflow.query(
+        name="live_config",
+        description="the config in force now (fleet tools read it right before acting)",
+    )
+    def live_config(self) -> AgentConfig:
+        """The current config, so a fleet tool call applies guardrails accepted
+        after its run started (read-only)."""
+        return self._state.config
+
+    @workflow.query(
         description="phase, run count, session, pending triggers, wakes, last run, config"
     )
     def status(self) -> AgentStatus:
