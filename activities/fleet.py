@@ -229,11 +229,11 @@ class FleetActivities:
         try:
             # An earlier attempt of this very call may have rented it already.
             if await self._vast.list_instances(label=label):
-                return await self._renter.settle(req, label, origin="earlier")
+                return await self._renter.settle(req, label, origin="other")
             offer = await self._renter.find_offer(args.offer_id)
             if offer is None:
                 if sent_before and await self._renter.label_appears(label):
-                    return await self._renter.settle(req, label, origin="earlier")
+                    return await self._renter.settle(req, label, origin="other")
                 return offer_unavailable(req, args.offer_id, label, sent_before)
             fleet = await self._ours(req.agent_id)
         except VastError as exc:

@@ -26,7 +26,7 @@ from .fleet_results import describe_machine, is_permanent, tool_result, transien
 __all__ = ["Origin", "Renter", "offer_unavailable"]
 
 #: How an attempt came to its label's machine (see `Renter.settle`).
-Origin = Literal["self", "lost_answer", "earlier"]
+Origin = Literal["self", "lost_answer", "other"]
 
 # After an ambiguous create (timeout, 5xx, unreadable answer) or an offer that
 # vanished under a call that already sent a rental, look for the label this
@@ -79,7 +79,7 @@ class Renter:
             # very call, whose machine then carries our label.
             if not await self._label_appears(label):
                 return _offer_gone(req, offer.id, label, sent_before, exc.error or "gone")
-            origin = "earlier"
+            origin = "other"
         except VastError as exc:
             if not exc.ambiguous:
                 if is_permanent(exc):
@@ -103,8 +103,8 @@ class Renter:
         """Keep the oldest machine of `label`, destroy the others, and say so.
 
         `origin` is how this attempt came to the label: it rented `rented`
-        itself ("self"), its rental's answer was lost ("lost_answer"), or an
-        earlier attempt of the call rented the machine ("earlier").
+        itself ("self"), its rental's answer was lost ("lost_answer"), or
+        another attempt of the same call rented the machine ("other").
         """
         try:
             settled = await settle_label(self._vast, label)
@@ -191,9 +191,9 @@ def _settled_result(
         text = f"Rented {machine}.{boot}{dup_note}"
     elif origin == "self":
         text = (
-            f"This call's machine is {machine}, rented by an earlier attempt of this same "
-            f"call. This attempt's own rental, instance {rented}, duplicated it and was "
-            f"destroyed.{dup_note} Nothing else was rented.{boot}"
+            f"This call's machine is {machine}, rented first by another attempt of this "
+            f"same call. This attempt's own rental, instance {rented}, duplicated it and "
+            f"was destroyed.{dup_note} Nothing else was rented.{boot}"
         )
     elif origin == "lost_answer":
         text = (
@@ -202,7 +202,7 @@ def _settled_result(
         )
     else:
         text = (
-            f"This call's machine is {machine}, rented by an earlier attempt of this same "
+            f"This call's machine is {machine}, rented by another attempt of this same "
             f"call (found after a retry); nothing more was rented.{dup_note}"
         )
     return tool_result(req, text, mutating=True)

@@ -26,6 +26,7 @@ from fleet_agent.store import Store
 from fleet_agent.vast import VastClient
 from starter.devserver import find_temporal_cli, find_test_server, load_dev_config
 from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.configs import StaticConfigs
 
 # Low enough that the e2e tests see the server suggest continue-as-new after a
 # handful of runs; see tests/test_e2e_devserver.py.
@@ -94,6 +95,23 @@ async def fleet(sim: SimServer, store: Store) -> AsyncIterator[FleetActivities]:
     """Fleet activities as a worker runs them: live configs from the agent workflow."""
     async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
         yield FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
+
+
+@pytest.fixture
+def configs() -> StaticConfigs:
+    """Live configs for fleet activities run without an agent workflow."""
+    return StaticConfigs()
+
+
+@pytest_asyncio.fixture
+async def tools(
+    sim: SimServer, store: Store, configs: StaticConfigs
+) -> AsyncIterator[FleetActivities]:
+    """Fleet activities for ActivityEnvironment tests: live configs from `configs`."""
+    async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
+        yield FleetActivities(
+            vast, ProverSpec(), store=store, configs=configs, clock=sim.market.now
+        )
 
 
 def postgres_url() -> str:

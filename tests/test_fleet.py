@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
@@ -28,25 +26,6 @@ from tests.fakes.configs import StaticConfigs
 from tests.helpers import eventually, finished_runs, running_worker, status
 
 AGENT = "fleet-test"
-
-
-@pytest.fixture
-def configs() -> StaticConfigs:
-    """The agent's live config, as its workflow's live_config query would answer."""
-    source = StaticConfigs()
-    source.set(AGENT, AgentConfig())
-    return source
-
-
-@pytest_asyncio.fixture
-async def tools(
-    sim: SimServer, store: Store, configs: StaticConfigs
-) -> AsyncIterator[FleetActivities]:
-    """Fleet activities for ActivityEnvironment tests (no agent workflow to query)."""
-    async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
-        yield FleetActivities(
-            vast, ProverSpec(), store=store, configs=configs, clock=sim.market.now
-        )
 
 
 def _req(
@@ -81,7 +60,7 @@ async def test_search_returns_only_offers_within_guardrails(
     tools: FleetActivities, configs: StaticConfigs
 ) -> None:
     config = AgentConfig(allowed_gpus=["RTX 3090"], max_instance_dph=0.3, min_reliability=0.95)
-    configs.set(AGENT, config)  # the live config; the run's is the default
+    configs.config = config  # the live config; the run's is the default
     result = await ActivityEnvironment().run(
         tools.search_offers, _req("search_offers", {"limit": 50})
     )
@@ -101,7 +80,7 @@ async def test_search_returns_only_offers_within_guardrails(
 async def test_read_tools_fall_back_to_the_runs_config_without_a_live_one(
     tools: FleetActivities, configs: StaticConfigs
 ) -> None:
-    del configs.configs[AGENT]  # the live_config query fails
+    configs.config = None  # the live_config query fails
     config = AgentConfig(allowed_gpus=["RTX 3090"])
     result = await ActivityEnvironment().run(
         tools.search_offers, _req("search_offers", {"limit": 50}, config)
@@ -134,7 +113,7 @@ async def test_guardrails_of_the_live_config_refuse_and_nothing_is_rented(
     """The live config decides, not the config the run started with (here the
     default, under which the rental would go through)."""
     offer = await _cheapest_offer(tools)
-    configs.set(AGENT, config)
+    configs.config = config
     result = await ActivityEnvironment().run(
         tools.create_instance,
         _req("create_instance", {"offer_id": offer, "reason": "test"}, AgentConfig()),
@@ -154,7 +133,7 @@ async def test_mutating_tools_never_act_without_the_live_config(
         mine = await vast.create_instance(
             offer, image="x", disk=10, label=create_label(AGENT, 1, "t")
         )
-    del configs.configs[AGENT]
+    configs.config = None
     env = ActivityEnvironment()
     other = await _cheapest_offer(tools, "RTX 3090")
     for req in (
@@ -175,7 +154,7 @@ async def test_paused_agent_refuses_destroy(
         mine = await vast.create_instance(
             offer, image="x", disk=10, label=create_label(AGENT, 1, "t")
         )
-    configs.set(AGENT, AgentConfig(paused=True))
+    configs.config = AgentConfig(paused=True)
     result = await ActivityEnvironment().run(
         tools.destroy_instance, _req("destroy_instance", {"instance_id": mine, "reason": "r"})
     )

@@ -9,18 +9,13 @@ __all__ = ["StaticConfigs"]
 
 
 class StaticConfigs:
-    """Live configs set by the test; an unknown agent fails like a missing workflow."""
+    """The live config every agent has, set by the test. None: the query
+    fails, as it does when the agent workflow cannot be reached."""
 
-    def __init__(self) -> None:
-        self.configs: dict[str, AgentConfig] = {}
-        self.queries = 0
-
-    def set(self, agent_id: str, config: AgentConfig) -> None:
-        self.configs[agent_id] = config
+    def __init__(self, config: AgentConfig | None = None) -> None:
+        self.config: AgentConfig | None = config or AgentConfig()
 
     async def live_config(self, agent_id: str) -> AgentConfig:
-        self.queries += 1
-        try:
-            return self.configs[agent_id]
-        except KeyError:
-            raise LiveConfigUnavailable(f"no agent {agent_id!r}") from None
+        if self.config is None:
+            raise LiveConfigUnavailable(f"agent {agent_id!r} cannot be reached")
+        return self.config
