@@ -12,12 +12,9 @@ machine per tool call, even with a zombie attempt (activities/fleet_create.py).
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import time
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -27,15 +24,15 @@ from temporalio.exceptions import ApplicationError
 from fleet_agent.fleet.guardrails import gpu_allowed, offer_refusal, rent_refusal
 from fleet_agent.fleet.labels import create_label, is_ours, label_prefix
 from fleet_agent.fleet.reconcile import (
-    LabelReconcile,
     ReconcileReport,
     ReconcileRequest,
+    duplicate_labels,
     settle_label,
 )
 from fleet_agent.fleet.snapshot import FleetSnapshot, summarize
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
 from fleet_agent.settings import ProverSpec
-from fleet_agent.store import Store, ToolCallRecord, ToolJournal
+from fleet_agent.store import Store, ToolCallRecord
 from fleet_agent.tools import (
     CreateInstanceInput,
     DestroyInstanceInput,
@@ -46,18 +43,16 @@ from fleet_agent.vast import VastClient
 from fleet_agent.vast.errors import VastError
 from fleet_agent.vast.models import Instance, Offer
 
+from .fleet_calls import ToolCalls, paused_result
 from .fleet_create import Renter, offer_unavailable
-from .fleet_results import is_permanent, offer_row, replayed, tool_result, transient
+from .fleet_results import is_permanent, offer_row, tool_result, transient
 from .heartbeat import heartbeating
-from .live_config import ConfigSource, LiveConfigUnavailable, WorkflowConfigSource
+from .live_config import ConfigSource, WorkflowConfigSource
 from .shield import finish_despite_cancellation
 
 __all__ = ["FleetActivities", "PollRequest", "ProverSpec"]
 
-_log = logging.getLogger(__name__)
 _SEARCH_POOL = 200
-
-_Body = Callable[[FleetToolRequest, ToolCallRecord | None], Awaitable[ToolResult]]
 
 
 class PollRequest(BaseModel):
@@ -80,43 +75,8 @@ class FleetActivities:
     ) -> None:
         self._vast = vast
         self._renter = Renter(vast, prover or ProverSpec())
-        self._journal = ToolJournal(store)
-        self._configs: ConfigSource = configs or WorkflowConfigSource()
+        self._calls = ToolCalls(store, configs or WorkflowConfigSource())
         self._clock = clock
-
-    # ------------------------------------------------------------ plumbing
-
-    async def _config(self, req: FleetToolRequest, *, mutating: bool) -> AgentConfig:
-        """The agent's config now. A tool that changes the fleet never acts on
-        a stale one (retryable error); a read falls back to the run's config."""
-        try:
-            return await self._configs.live_config(req.agent_id)
-        except LiveConfigUnavailable as exc:
-            if mutating:
-                raise ApplicationError(
-                    f"{exc}; not acting on the config the run started with",
-                    type="LiveConfigUnavailable",
-                ) from None
-            _log.warning("%s: %s; using the run's config", req.name, exc)
-            return req.config
-
-    async def _journaled(self, req: FleetToolRequest, body: _Body) -> ToolResult:
-        """Return the recorded result of this tool call if it has one; else run
-        `body` (given the unfinished record, if an earlier attempt started)
-        and record its result. The first result recorded is the one returned."""
-        async with heartbeating():
-            record = await asyncio.to_thread(self._journal.get, req.agent_id, req.tool_use_id)
-            if record is not None and record.result is not None:
-                return replayed(record)
-            return await self._finish(req, await body(req, record))
-
-    async def _start(self, req: FleetToolRequest) -> None:
-        """Journal the call before it reaches vast.ai with a change."""
-        await asyncio.to_thread(self._journal.start, req, datetime.now(UTC))
-
-    async def _finish(self, req: FleetToolRequest, result: ToolResult) -> ToolResult:
-        record = await asyncio.to_thread(self._journal.finish, req, result, datetime.now(UTC))
-        return record.result or result
 
     # ------------------------------------------------------------ reads
 
@@ -152,10 +112,10 @@ class FleetActivities:
     async def get_fleet_status(self, req: FleetToolRequest) -> ToolResult:
         """Tool: this agent's instances and capacity against target (vast.ai, read
         only; the agent's live config for the target; journalled in the store)."""
-        return await self._journaled(req, self._status)
+        return await self._calls.journaled(req, self._status)
 
     async def _status(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
-        config = await self._config(req, mutating=False)
+        config = await self._calls.config(req, mutating=False)
         snap = await self._summary(req.agent_id, config.target_proofs_per_hour)
         return tool_result(req, snap.to_text())
 
@@ -163,13 +123,13 @@ class FleetActivities:
     async def search_offers(self, req: FleetToolRequest) -> ToolResult:
         """Tool: rentable offers that pass the live config's guardrails, cheapest
         per proof first (vast.ai, read only; journalled in the store)."""
-        return await self._journaled(req, self._search)
+        return await self._calls.journaled(req, self._search)
 
     async def _search(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
         args = parse_tool_input(SearchOffersInput, req.tool_use_id, req.name, req.input)
         if isinstance(args, ToolResult):
             return args
-        config = await self._config(req, mutating=False)
+        config = await self._calls.config(req, mutating=False)
         if args.gpu_name and not gpu_allowed(args.gpu_name, config.allowed_gpus):
             return tool_result(
                 req,
@@ -215,21 +175,22 @@ class FleetActivities:
         Once the rental is sent, it is finished and settled even if the
         attempt is cancelled.
         """
-        return await self._journaled(req, self._create)
+        return await self._calls.journaled(req, self._create)
 
     async def _create(self, req: FleetToolRequest, earlier: ToolCallRecord | None) -> ToolResult:
         args = parse_tool_input(CreateInstanceInput, req.tool_use_id, req.name, req.input)
         if isinstance(args, ToolResult):
             return args
-        config = await self._config(req, mutating=True)
-        if config.paused:
-            return _paused(req, "rented")
+        config = await self._calls.config(req, mutating=True)
         label = create_label(req.agent_id, req.run, req.tool_use_id)
         sent_before = earlier is not None  # an earlier attempt reached the rental
         try:
-            # An earlier attempt of this very call may have rented it already.
+            # Another attempt of this very call may have rented it already:
+            # that is the truth to tell, whatever the config says now.
             if await self._vast.list_instances(label=label):
                 return await self._renter.settle(req, label, origin="other")
+            if config.paused:
+                return paused_result(req, "rented")
             offer = await self._renter.find_offer(args.offer_id)
             if offer is None:
                 if sent_before and await self._renter.label_appears(label):
@@ -249,7 +210,7 @@ class FleetActivities:
                 f"DRY RUN: would rent offer {offer.id} ({offer.num_gpus}x {offer.gpu_name}, "
                 f"${offer.dph_total:.3f}/h). Nothing was rented.",
             )
-        await self._start(req)
+        await self._calls.start(req)
         # From here the machine may exist: rent, settle the label and journal
         # the outcome even if Temporal cancels this attempt meanwhile.
         return await finish_despite_cancellation(
@@ -261,23 +222,23 @@ class FleetActivities:
     ) -> ToolResult:
         result = await self._renter.rent(req, offer, label, sent_before=sent_before)
         # Recorded here, inside the shield, so a cancelled attempt leaves the
-        # outcome in the journal; `_journaled` then reads the same row back.
-        return await self._finish(req, result)
+        # outcome in the journal; `journaled` then only reads the row back.
+        return await self._calls.finish(req, result)
 
     @activity.defn
     async def destroy_instance(self, req: FleetToolRequest) -> ToolResult:
         """Tool: destroy one of this agent's instances on vast.ai (others are
         refused). Reads the live config (paused, dry_run) from the agent
         workflow; journals the call in the store."""
-        return await self._journaled(req, self._destroy)
+        return await self._calls.journaled(req, self._destroy)
 
     async def _destroy(self, req: FleetToolRequest, earlier: ToolCallRecord | None) -> ToolResult:
         args = parse_tool_input(DestroyInstanceInput, req.tool_use_id, req.name, req.input)
         if isinstance(args, ToolResult):
             return args
-        config = await self._config(req, mutating=True)
+        config = await self._calls.config(req, mutating=True)
         if config.paused:
-            return _paused(req, "destroyed")
+            return paused_result(req, "destroyed")
         try:
             inst = await self._vast.show_instance(args.instance_id)
         except VastError as exc:
@@ -299,7 +260,7 @@ class FleetActivities:
             )
         if config.dry_run:
             return tool_result(req, f"DRY RUN: would destroy instance {inst.id}. Nothing changed.")
-        await self._start(req)
+        await self._calls.start(req)
         try:
             await self._vast.destroy_instance(inst.id)
         except VastError as exc:
@@ -316,40 +277,15 @@ class FleetActivities:
     async def reconcile_labels(self, req: ReconcileRequest) -> ReconcileReport:
         """Destroy all but the oldest machine of every create label of this agent
         on vast.ai (a zombie create that landed after every attempt finished),
-        and confirm they are gone. Reads the live config: under dry_run it only
-        reports the duplicates."""
+        and confirm they are gone. Whatever the config: a duplicate is the
+        system's own double rental, never a decision of the model."""
         async with heartbeating():
             try:
-                config = await self._configs.live_config(req.agent_id)
-            except LiveConfigUnavailable as exc:
-                raise ApplicationError(str(exc), type="LiveConfigUnavailable") from None
-            try:
-                snap = summarize(await self._ours(req.agent_id), target=0.0)
+                duplicates = duplicate_labels(await self._ours(req.agent_id))
+                report = ReconcileReport()
+                for label in duplicates:
+                    settled = await settle_label(self._vast, label)
+                    report.labels.append(settled.report())
             except VastError as exc:
                 raise transient(exc) from None
-            if config.dry_run:
-                return ReconcileReport(
-                    labels=[_unsettled(label, ids) for label, ids in snap.duplicate_labels.items()],
-                    dry_run=True,
-                )
-            report = ReconcileReport()
-            for label in snap.duplicate_labels:
-                try:
-                    settled = await settle_label(self._vast, label)
-                except VastError as exc:
-                    raise transient(exc) from None
-                report.labels.append(settled.report())
             return report
-
-
-def _paused(req: FleetToolRequest, what: str) -> ToolResult:
-    return tool_result(
-        req,
-        f"Refused: the agent is paused (config paused=true); nothing was {what}. "
-        "Fleet changes wait until the operator resumes the agent.",
-        error=True,
-    )
-
-
-def _unsettled(label: str, ids: list[int]) -> LabelReconcile:
-    return LabelReconcile(label=label, kept=ids[0], remaining=ids[1:])

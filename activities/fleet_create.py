@@ -3,8 +3,8 @@
 `Renter.rent` sends the rental and then settles the label (keep the oldest
 machine carrying it, destroy the others, confirm), whatever the rental's own
 answer was: a duplicate left by an overlapping attempt of the same call is
-removed here, and the model is told which machine it has, whether an earlier
-attempt rented it, and which duplicates were destroyed.
+removed here, and the model is told which machine it has, whether another
+attempt of the same call rented it, and which duplicates were destroyed.
 """
 
 from __future__ import annotations

@@ -160,6 +160,22 @@ async def test_a_cancelled_create_finishes_its_rental_and_records_it(
     assert sim.market.counters["creates"] == 1
 
 
+async def test_a_paused_agent_is_told_the_machine_an_earlier_attempt_rented(
+    tools: FleetActivities, sim: SimServer, store: Store, configs: StaticConfigs
+) -> None:
+    """Paused after attempt 1 rented: the retry reports that machine, not
+    "paused, nothing was rented", which would be a lie."""
+    (offer,) = await _offers(tools, 1)
+    req = _req("create_instance", {"offer_id": offer, "reason": "r"}, tool_id="toolu_p")
+    ToolJournal(store).start(req, datetime.now(UTC))
+    (machine,) = await _rent(sim, [offer], [create_label(AGENT, 1, "toolu_p")])
+    configs.config = AgentConfig(paused=True)
+    result = await ActivityEnvironment().run(tools.create_instance, req)
+    assert not result.is_error and result.mutating
+    assert f"machine is instance {machine}" in result.content
+    assert sim.market.instance_ids() == [machine]
+
+
 async def test_offer_gone_after_a_rental_was_sent_says_the_outcome_is_unknown(
     tools: FleetActivities, sim: SimServer, store: Store
 ) -> None:
@@ -204,20 +220,6 @@ async def test_poll_reports_duplicates_and_reconcile_keeps_the_oldest(
     assert after.duplicate_labels == {}
     again = await env.run(tools.reconcile_labels, ReconcileRequest(agent_id=AGENT))
     assert again.labels == []
-
-
-async def test_reconcile_under_dry_run_only_reports(
-    tools: FleetActivities, sim: SimServer, configs: StaticConfigs
-) -> None:
-    offers = await _offers(tools, 2)
-    a = create_label(AGENT, 1, "ta")
-    ids = await _rent(sim, offers, [a, a])
-    configs.config = AgentConfig(dry_run=True)
-    report = await ActivityEnvironment().run(
-        tools.reconcile_labels, ReconcileRequest(agent_id=AGENT)
-    )
-    assert report.dry_run and report.destroyed == [] and report.remaining == [ids[1]]
-    assert sorted(sim.market.instance_ids()) == sorted(ids)
 
 
 # ------------------------------------------------------------------ reset

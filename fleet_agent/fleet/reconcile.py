@@ -55,8 +55,9 @@ class LabelReconcile(BaseModel):
 
 
 class ReconcileReport(BaseModel):
+    """One entry per create label that had duplicates (none: nothing to do)."""
+
     labels: list[LabelReconcile] = Field(default_factory=list)
-    dry_run: bool = False  # duplicates reported, nothing destroyed
 
     @property
     def destroyed(self) -> list[int]:
