@@ -10,13 +10,17 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import pytest
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.fleet import FleetActivities, PollRequest
+from activities.fleet_create import Renter
 from fleet_agent.fleet.labels import create_label
-from fleet_agent.fleet.reconcile import ReconcileRequest
+from fleet_agent.fleet.reconcile import ReconcileRequest, settle_label
 from fleet_agent.models import AgentConfig, FleetToolRequest
+from fleet_agent.settings import ProverSpec
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
 from fleet_agent.vast import VastClient
@@ -220,6 +224,35 @@ async def test_poll_reports_duplicates_and_reconcile_keeps_the_oldest(
     assert after.duplicate_labels == {}
     again = await env.run(tools.reconcile_labels, ReconcileRequest(agent_id=AGENT))
     assert again.labels == []
+
+
+async def test_a_duplicate_that_will_not_go_is_reported_not_hidden() -> None:
+    """vast.ai fails every destroy: the label is checked again, the duplicate
+    is reported as remaining, and a create attempt fails retryably (its retry
+    settles the label again) instead of claiming one machine."""
+    deletes: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "DELETE":
+            deletes.append(request.url.path)
+            return httpx.Response(500, text="Internal Server Error")
+        rows = [{"id": i, "label": "L", "actual_status": "running"} for i in (21, 20)]
+        return httpx.Response(200, json={"instances": rows, "next_token": None})
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    transport = httpx.MockTransport(handler)
+    async with VastClient("k", "http://vast.test", transport=transport) as vast:
+        settled = await settle_label(vast, "L", sleep=no_sleep)
+        assert settled.kept is not None and settled.kept.id == 20
+        assert settled.destroyed == [] and settled.remaining == [21]
+        assert deletes == ["/api/v0/instances/21/"] * 2
+        with pytest.raises(ApplicationError) as info:
+            await Renter(vast, ProverSpec()).settle(
+                _req("create_instance", {}), "L", origin="other"
+            )
+    assert info.value.type == "DuplicateNotDestroyed" and not info.value.non_retryable
 
 
 # ------------------------------------------------------------------ reset
