@@ -28,7 +28,7 @@ from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.settings import Settings
 from fleet_agent.store import Store
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
-from fleet_agent.vast import VastClient
+from fleet_agent.vast.client import VastClient
 from starter.connect import connect
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import TASK_QUEUE
@@ -65,6 +65,7 @@ def build_worker(
             fleet.create_instance,
             fleet.destroy_instance,
             fleet.poll_fleet,
+            fleet.reconcile_labels,
         ]
     return Worker(
         client,
@@ -88,12 +89,16 @@ def build_worker(
     )
 
 
-def fleet_from_settings(settings: Settings) -> FleetActivities | None:
-    """vast.ai (or the simulator at VAST_API_URL) when a key is configured."""
+def fleet_from_settings(settings: Settings, store: Store) -> FleetActivities | None:
+    """vast.ai (or the simulator at VAST_API_URL) when a key is configured.
+
+    The fleet tools journal their calls in `store` and read each agent's live
+    config from its workflow (the `live_config` query, via the activity's client).
+    """
     if settings.vast_api_key is None:
         return None
     vast = VastClient(settings.vast_api_key.get_secret_value(), settings.vast_api_url)
-    return FleetActivities(vast, settings.prover)
+    return FleetActivities(vast, settings.prover, store=store)
 
 
 async def main() -> None:
@@ -102,7 +107,7 @@ async def main() -> None:
     store = Store(settings.database_url)
     store.create_all()
     provider = provider_from_settings(settings)
-    fleet = fleet_from_settings(settings)
+    fleet = fleet_from_settings(settings, store)
     client = await connect()
     log.info(
         "worker on task queue %s (LLM: %s, store: %s, vast.ai: %s)",

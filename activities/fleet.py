@@ -1,15 +1,17 @@
-"""Fleet activities: the model's fleet tools and the monitor's poll, on vast.ai.
+"""Fleet activities: the model's fleet tools, the monitor's poll and its reconcile.
 
-Every tool returns a compact, model-friendly ToolResult; a refusal (guardrail,
-bad input, offer gone) is an error result for the model, never an exception.
-Transient vast.ai failures raise retryable ApplicationErrors so Temporal
-retries them. Creates are idempotent by label: a retried or crashed create
-finds the machine it rented instead of renting a second one.
+Every tool heartbeats while it waits on vast.ai, reads the agent's live
+config at the moment of the call (activities/live_config.py), and journals
+its result by tool_use_id in the store (fleet_agent/store/journal.py): a call
+that already has a result, e.g. replayed after `temporal workflow reset`,
+returns that result and never touches the fleet again. A refusal (guardrail,
+paused, bad input, offer gone) is an error result for the model; transient
+vast.ai failures raise retryable ApplicationErrors. Creates keep at most one
+machine per tool call, even with a zombie attempt (activities/fleet_create.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -18,79 +20,52 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from fleet_agent.capacity import proofs_per_hour
 from fleet_agent.fleet.guardrails import gpu_allowed, offer_refusal, rent_refusal
 from fleet_agent.fleet.labels import create_label, is_ours, label_prefix
+from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest, duplicate_labels
+from fleet_agent.fleet.settle import settle_label
 from fleet_agent.fleet.snapshot import FleetSnapshot, summarize
 from fleet_agent.models import AgentConfig, FleetToolRequest, PollRequest, ToolResult
 from fleet_agent.settings import ProverSpec
+from fleet_agent.store import Store, ToolCallRecord
 from fleet_agent.tools import (
     CreateInstanceInput,
     DestroyInstanceInput,
     SearchOffersInput,
     parse_tool_input,
 )
-from fleet_agent.vast import VastClient
-from fleet_agent.vast.errors import VastError, VastNotFound
+from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.errors import VastError
 from fleet_agent.vast.models import Instance, Offer
 
-__all__ = ["FleetActivities", "PollRequest", "ProverSpec"]
+from .fleet_calls import ToolCalls, paused_result
+from .fleet_create import Renter, offer_unavailable
+from .fleet_results import is_permanent, offer_row, tool_result, transient
+from .heartbeat import heartbeating
+from .live_config import ConfigSource, WorkflowConfigSource
+from .shield import finish_despite_cancellation
 
-# After an ambiguous create (timeout, 5xx, unreadable answer), look for the
-# label this many times before concluding nothing was rented.
-_ADOPT_ATTEMPTS = 3
-_ADOPT_DELAY_SECONDS = 1.0
+__all__ = ["FleetActivities", "ProverSpec"]
+
 _SEARCH_POOL = 200
 
 
-def _result(
-    req: FleetToolRequest, content: str, *, error: bool = False, mutating: bool = False
-) -> ToolResult:
-    return ToolResult(
-        tool_use_id=req.tool_use_id,
-        name=req.name,
-        content=content,
-        is_error=error,
-        mutating=mutating,
-    )
-
-
-def _transient(exc: VastError) -> ApplicationError:
-    """vast.ai failed in a way worth retrying (Temporal's retry policy decides)."""
-    return ApplicationError(f"vast.ai: {exc}", type="VastTransient")
-
-
-def _permanent(exc: VastError) -> bool:
-    return exc.status in (400, 401, 403, 404, 422) and not exc.ambiguous
-
-
-def _offer_row(offer: Offer) -> dict[str, Any]:
-    rate = proofs_per_hour(offer.gpu_name, offer.num_gpus, offer.cpu_ram)
-    return {
-        "offer_id": offer.id,
-        "gpu": offer.gpu_name,
-        "num_gpus": offer.num_gpus,
-        "host_ram_gb": round(offer.cpu_ram / 1024),
-        "dph": round(offer.dph_total, 4),
-        "reliability": offer.reliability2,
-        "est_proofs_per_hour": round(rate, 1),
-        "usd_per_100_proofs": round(100 * offer.dph_total / rate, 3) if rate else None,
-        "where": offer.geolocation,
-    }
-
-
 class FleetActivities:
-    """Holds the vast.ai client (and its key, which stays in this process)."""
+    """Holds the vast.ai client (and its key, which stays in this process), the
+    store (for the tool-call journal) and where live configs come from."""
 
     def __init__(
         self,
         vast: VastClient,
         prover: ProverSpec | None = None,
         *,
+        store: Store,
+        configs: ConfigSource | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._vast = vast
-        self._prover = prover or ProverSpec()
+        self._renter = Renter(vast, prover or ProverSpec())
+        self._calls = ToolCalls(store, configs or WorkflowConfigSource())
         self._clock = clock
 
     # ------------------------------------------------------------ reads
@@ -102,7 +77,7 @@ class FleetActivities:
         try:
             instances = await self._ours(agent_id)
         except VastError as exc:
-            raise _transient(exc) from None
+            raise transient(exc) from None
         return summarize(instances, target=target, now_epoch=self._clock())
 
     async def snapshot(self, agent_id: str, target: float) -> FleetSnapshot:
@@ -118,25 +93,35 @@ class FleetActivities:
 
     @activity.defn
     async def poll_fleet(self, req: PollRequest) -> FleetSnapshot:
-        """List this agent's instances on vast.ai (read only), for the monitor."""
-        return await self._summary(req.agent_id, req.target_proofs_per_hour)
+        """List this agent's instances on vast.ai (read only), for the monitor.
+        `duplicate_labels` names create labels that carry more than one machine."""
+        async with heartbeating():
+            return await self._summary(req.agent_id, req.target_proofs_per_hour)
 
     @activity.defn
     async def get_fleet_status(self, req: FleetToolRequest) -> ToolResult:
-        """Tool: this agent's instances and capacity against target (vast.ai, read only)."""
-        snap = await self._summary(req.agent_id, req.config.target_proofs_per_hour)
-        return _result(req, snap.to_text())
+        """Tool: this agent's instances and capacity against target (vast.ai, read
+        only; the agent's live config for the target; journalled in the store)."""
+        return await self._calls.journaled(req, self._status)
+
+    async def _status(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
+        config = await self._calls.config(req, mutating=False)
+        snap = await self._summary(req.agent_id, config.target_proofs_per_hour)
+        return tool_result(req, snap.to_text())
 
     @activity.defn
     async def search_offers(self, req: FleetToolRequest) -> ToolResult:
-        """Tool: rentable offers that pass the guardrails, cheapest per proof first
-        (vast.ai, read only)."""
+        """Tool: rentable offers that pass the live config's guardrails, cheapest
+        per proof first (vast.ai, read only; journalled in the store)."""
+        return await self._calls.journaled(req, self._search)
+
+    async def _search(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
         args = parse_tool_input(SearchOffersInput, req.tool_use_id, req.name, req.input)
         if isinstance(args, ToolResult):
             return args
-        config = req.config
+        config = await self._calls.config(req, mutating=False)
         if args.gpu_name and not gpu_allowed(args.gpu_name, config.allowed_gpus):
-            return _result(
+            return tool_result(
                 req,
                 f"GPU {args.gpu_name!r} is not allowed (allowed: {', '.join(config.allowed_gpus)})",
                 error=True,
@@ -153,16 +138,16 @@ class FleetActivities:
         try:
             offers = await self._vast.search_offers(filters, order="dph_total", limit=_SEARCH_POOL)
         except VastError as exc:
-            if _permanent(exc):
-                return _result(req, f"search failed: {exc}", error=True)
-            raise _transient(exc) from None
-        rows = [_offer_row(o) for o in offers if offer_refusal(o, config) is None]
+            if is_permanent(exc):
+                return tool_result(req, f"search failed: {exc}", error=True)
+            raise transient(exc) from None
+        rows = [offer_row(o) for o in offers if offer_refusal(o, config) is None]
         rows = [r for r in rows if r["usd_per_100_proofs"] is not None]
         rows.sort(key=lambda r: (r["usd_per_100_proofs"], r["dph"]))
         if not rows:
-            return _result(req, "No offer passes the guardrails right now.")
+            return tool_result(req, "No offer passes the guardrails right now.")
         shown = rows[: args.limit]
-        return _result(
+        return tool_result(
             req,
             f"{len(rows)} offers pass the guardrails; cheapest per proof first:\n"
             + json.dumps(shown, separators=(",", ":")),
@@ -170,113 +155,127 @@ class FleetActivities:
 
     # ------------------------------------------------------------ writes
 
-    async def _find_offer(self, offer_id: int) -> Offer | None:
-        offers = await self._vast.search_offers({"id": {"eq": offer_id}}, limit=1)
-        return next((o for o in offers if o.id == offer_id), None)
-
-    async def _adopt(self, label: str) -> Instance | None:
-        for attempt in range(_ADOPT_ATTEMPTS):
-            found = await self._vast.list_instances(label=label)
-            if found:
-                return min(found, key=lambda i: i.id)
-            if attempt + 1 < _ADOPT_ATTEMPTS:
-                await asyncio.sleep(_ADOPT_DELAY_SECONDS)
-        return None
-
     @activity.defn
     async def create_instance(self, req: FleetToolRequest) -> ToolResult:
-        """Tool: rent one offer on vast.ai, at most once per tool call (by label)."""
+        """Tool: rent one offer on vast.ai; at most one machine per tool call survives.
+
+        Touches the agent workflow (live_config query), the store (tool-call
+        journal) and vast.ai: label and offer look-ups, the rental, and the
+        destruction of duplicates of this call left by overlapping attempts.
+        Once the rental is sent, it is finished and settled even if the
+        attempt is cancelled.
+        """
+        return await self._calls.journaled(req, self._create)
+
+    async def _create(self, req: FleetToolRequest, earlier: ToolCallRecord | None) -> ToolResult:
         args = parse_tool_input(CreateInstanceInput, req.tool_use_id, req.name, req.input)
         if isinstance(args, ToolResult):
             return args
+        config = await self._calls.config(req, mutating=True)
         label = create_label(req.agent_id, req.run, req.tool_use_id)
+        sent_before = earlier is not None  # an earlier attempt reached the rental
         try:
-            # A previous attempt of this very call may have rented it already.
-            existing = await self._vast.list_instances(label=label)
-            if existing:
-                inst = min(existing, key=lambda i: i.id)
-                return _result(
-                    req,
-                    f"Rented instance {inst.id} (label {label}; found after a retry).",
-                    mutating=True,
-                )
-            offer = await self._find_offer(args.offer_id)
+            # Another attempt of this very call may have rented it already:
+            # that is the truth to tell, whatever the config says now.
+            if await self._vast.list_instances(label=label):
+                return await self._renter.settle(req, label, origin="other")
+            if config.paused:
+                return paused_result(req, "rented")
+            offer = await self._renter.find_offer(args.offer_id)
             if offer is None:
-                return _result(
-                    req,
-                    f"Offer {args.offer_id} is not available any more; search again.",
-                    error=True,
-                )
+                if sent_before and await self._renter.label_appears(label):
+                    return await self._renter.settle(req, label, origin="other")
+                return offer_unavailable(req, args.offer_id, label, sent_before)
             fleet = await self._ours(req.agent_id)
         except VastError as exc:
-            raise _transient(exc) from None
-        refusal = rent_refusal(offer, fleet, req.config)
+            raise transient(exc) from None
+        refusal = rent_refusal(offer, fleet, config)
         if refusal is not None:
-            return _result(req, f"Refused by guardrail: {refusal}. Nothing was rented.", error=True)
-        if req.config.dry_run:
-            return _result(
+            return tool_result(
+                req, f"Refused by guardrail: {refusal}. Nothing was rented.", error=True
+            )
+        if config.dry_run:
+            return tool_result(
                 req,
                 f"DRY RUN: would rent offer {offer.id} ({offer.num_gpus}x {offer.gpu_name}, "
                 f"${offer.dph_total:.3f}/h). Nothing was rented.",
             )
-        try:
-            new_id = await self._vast.create_instance(
-                offer.id,
-                image=self._prover.image,
-                disk=self._prover.disk_gb,
-                label=label,
-                onstart=self._prover.onstart,
-            )
-        except VastNotFound as exc:
-            return _result(
-                req,
-                f"Offer {offer.id} was taken before it could be rented ({exc.error or 'gone'}); "
-                "search again.",
-                error=True,
-            )
-        except VastError as exc:
-            if not exc.ambiguous:
-                if _permanent(exc):
-                    return _result(req, f"vast.ai refused the rental: {exc}", error=True)
-                raise _transient(exc) from None
-            adopted = await self._adopt(label)
-            if adopted is None:
-                # Nothing with our label exists: safe to retry the whole call.
-                raise _transient(exc) from None
-            new_id = adopted.id
-        return _result(
-            req,
-            f"Rented instance {new_id}: {offer.num_gpus}x {offer.gpu_name} at "
-            f"${offer.dph_total:.3f}/h (label {label}). It loads for a few minutes before proving.",
-            mutating=True,
+        await self._calls.start(req)
+        # From here the machine may exist: rent, settle the label and journal
+        # the outcome even if Temporal cancels this attempt meanwhile.
+        return await finish_despite_cancellation(
+            self._rent_and_record(req, offer, label, sent_before)
         )
+
+    async def _rent_and_record(
+        self, req: FleetToolRequest, offer: Offer, label: str, sent_before: bool
+    ) -> ToolResult:
+        result = await self._renter.rent(req, offer, label, sent_before=sent_before)
+        # Recorded here, inside the shield, so a cancelled attempt leaves the
+        # outcome in the journal; `journaled` then only reads the row back.
+        return await self._calls.finish(req, result)
 
     @activity.defn
     async def destroy_instance(self, req: FleetToolRequest) -> ToolResult:
-        """Tool: destroy one of this agent's instances on vast.ai (others are refused)."""
+        """Tool: destroy one of this agent's instances on vast.ai (others are
+        refused). Reads the live config (paused, dry_run) from the agent
+        workflow; journals the call in the store."""
+        return await self._calls.journaled(req, self._destroy)
+
+    async def _destroy(self, req: FleetToolRequest, earlier: ToolCallRecord | None) -> ToolResult:
         args = parse_tool_input(DestroyInstanceInput, req.tool_use_id, req.name, req.input)
         if isinstance(args, ToolResult):
             return args
+        config = await self._calls.config(req, mutating=True)
+        if config.paused:
+            return paused_result(req, "destroyed")
         try:
             inst = await self._vast.show_instance(args.instance_id)
         except VastError as exc:
-            raise _transient(exc) from None
+            raise transient(exc) from None
         if inst is None:
-            return _result(req, f"Instance {args.instance_id} does not exist (already destroyed?).")
+            if earlier is not None:
+                # An earlier attempt of this call sent the destroy; it worked.
+                return tool_result(
+                    req, f"Destroyed instance {args.instance_id} (confirmed gone).", mutating=True
+                )
+            return tool_result(
+                req, f"Instance {args.instance_id} does not exist (already destroyed?)."
+            )
         if not is_ours(inst.label, req.agent_id):
-            return _result(
+            return tool_result(
                 req,
                 f"Refused: instance {inst.id} is not this agent's (label {inst.label!r}).",
                 error=True,
             )
-        if req.config.dry_run:
-            return _result(req, f"DRY RUN: would destroy instance {inst.id}. Nothing changed.")
+        if config.dry_run:
+            return tool_result(req, f"DRY RUN: would destroy instance {inst.id}. Nothing changed.")
+        await self._calls.start(req)
         try:
             await self._vast.destroy_instance(inst.id)
         except VastError as exc:
-            raise _transient(exc) from None
-        return _result(
+            raise transient(exc) from None
+        return tool_result(
             req,
             f"Destroyed instance {inst.id} ({inst.gpu_name}, was {inst.actual_status}).",
             mutating=True,
         )
+
+    # ------------------------------------------------------------ monitor
+
+    @activity.defn
+    async def reconcile_labels(self, req: ReconcileRequest) -> ReconcileReport:
+        """Destroy all but the oldest machine of every create label of this agent
+        on vast.ai (a zombie create that landed after every attempt finished),
+        and confirm they are gone. Whatever the config: a duplicate is the
+        system's own double rental, never a decision of the model."""
+        async with heartbeating():
+            try:
+                duplicates = duplicate_labels(await self._ours(req.agent_id))
+                report = ReconcileReport()
+                for label in duplicates:
+                    settled = await settle_label(self._vast, label)
+                    report.labels.append(settled.report())
+            except VastError as exc:
+                raise transient(exc) from None
+            return report

@@ -429,6 +429,9 @@ class ToolResult(BaseModel):
     is_error: bool = False
     mutating: bool = False
     not_run: bool = False  # refused before running (its reply was cut off)
+    # The recorded result of an earlier execution of this very tool call (e.g.
+    # after `temporal workflow reset`): nothing was done again this time.
+    replayed: bool = False
 
 
 class FleetToolRequest(BaseModel):

@@ -293,7 +293,7 @@ async def up(opts: StackOptions) -> int:
         provider = provider_from_settings(settings)
         model = getattr(provider, "model", None)
         # The same fleet wiring as `python worker.py`: vast.ai, or the simulator above.
-        fleet = fleet_from_settings(settings)
+        fleet = fleet_from_settings(settings, store)
         worker = build_worker(
             client, store=store, provider=provider, fleet=fleet, task_queue=opts.task_queue
         )

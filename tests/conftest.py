@@ -23,9 +23,10 @@ from activities.fleet import FleetActivities
 from fleet_agent.settings import ProverSpec
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
-from fleet_agent.vast import VastClient
+from fleet_agent.vast.client import VastClient
 from starter.devserver import find_temporal_cli, find_test_server, load_dev_config
 from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.configs import StaticConfigs
 
 # Low enough that the e2e tests see the server suggest continue-as-new after a
 # handful of runs; see tests/test_e2e_devserver.py.
@@ -90,9 +91,27 @@ def sim() -> Iterator[SimServer]:
 
 
 @pytest_asyncio.fixture
-async def fleet(sim: SimServer) -> AsyncIterator[FleetActivities]:
+async def fleet(sim: SimServer, store: Store) -> AsyncIterator[FleetActivities]:
+    """Fleet activities as a worker runs them: live configs from the agent workflow."""
     async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
-        yield FleetActivities(vast, ProverSpec(), clock=sim.market.now)
+        yield FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
+
+
+@pytest.fixture
+def configs() -> StaticConfigs:
+    """Live configs for fleet activities run without an agent workflow."""
+    return StaticConfigs()
+
+
+@pytest_asyncio.fixture
+async def tools(
+    sim: SimServer, store: Store, configs: StaticConfigs
+) -> AsyncIterator[FleetActivities]:
+    """Fleet activities for ActivityEnvironment tests: live configs from `configs`."""
+    async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
+        yield FleetActivities(
+            vast, ProverSpec(), store=store, configs=configs, clock=sim.market.now
+        )
 
 
 def postgres_url() -> str:

@@ -87,7 +87,7 @@ async def stack(
     store = Store(db_url)
     store.create_all()
     fleet = fleet_from_settings(
-        Settings(vast_api_url=sim.url, vast_api_key=SecretStr(DEFAULT_API_KEY))
+        Settings(vast_api_url=sim.url, vast_api_key=SecretStr(DEFAULT_API_KEY)), store
     )
     async with running_worker(
         dev_env.client, store, provider=AutopilotProvider(), fleet=fleet

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.fleet import FleetActivities
@@ -16,10 +18,11 @@ from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult, TriggerKind
 from fleet_agent.settings import ProverSpec
 from fleet_agent.sim import SimServer
-from fleet_agent.store import Store
+from fleet_agent.store import Store, ToolJournal
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
-from fleet_agent.vast import VastClient
+from fleet_agent.vast.client import VastClient
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from tests.fakes.configs import StaticConfigs
 from tests.helpers import eventually, finished_runs, running_worker, status
 
 AGENT = "fleet-test"
@@ -53,10 +56,13 @@ def _instances(sim: SimServer) -> list[dict[str, Any]]:
     return list(sim.market.state()["instances"])
 
 
-async def test_search_returns_only_offers_within_guardrails(fleet: FleetActivities) -> None:
+async def test_search_returns_only_offers_within_guardrails(
+    tools: FleetActivities, configs: StaticConfigs
+) -> None:
     config = AgentConfig(allowed_gpus=["RTX 3090"], max_instance_dph=0.3, min_reliability=0.95)
+    configs.config = config  # the live config; the run's is the default
     result = await ActivityEnvironment().run(
-        fleet.search_offers, _req("search_offers", {"limit": 50}, config)
+        tools.search_offers, _req("search_offers", {"limit": 50})
     )
     rows = __import__("json").loads(result.content.split("\n", 1)[1])
     assert rows, result.content
@@ -66,9 +72,23 @@ async def test_search_returns_only_offers_within_guardrails(fleet: FleetActiviti
     per_proof = [r["usd_per_100_proofs"] for r in rows]
     assert per_proof == sorted(per_proof), "cheapest per proof first"
     refused = await ActivityEnvironment().run(
-        fleet.search_offers, _req("search_offers", {"gpu_name": "H100 SXM"}, config)
+        tools.search_offers, _req("search_offers", {"gpu_name": "H100 SXM"})
     )
     assert refused.is_error and "not allowed" in refused.content
+
+
+async def test_read_tools_fall_back_to_the_runs_config_without_a_live_one(
+    tools: FleetActivities, configs: StaticConfigs
+) -> None:
+    configs.config = None  # the live_config query fails
+    config = AgentConfig(allowed_gpus=["RTX 3090"])
+    result = await ActivityEnvironment().run(
+        tools.search_offers, _req("search_offers", {"limit": 50}, config)
+    )
+    rows = __import__("json").loads(result.content.split("\n", 1)[1])
+    assert rows and all(r["gpu"] == "RTX 3090" for r in rows)
+    status_ = await ActivityEnvironment().run(tools.get_fleet_status, _req("get_fleet_status", {}))
+    assert not status_.is_error and status_.content.startswith("0 instances")
 
 
 @pytest.mark.parametrize(
@@ -80,29 +100,76 @@ async def test_search_returns_only_offers_within_guardrails(fleet: FleetActiviti
         (AgentConfig(allowed_gpus=["H100"]), "not allowed"),
         (AgentConfig(min_reliability=1.0), "reliability"),
         (AgentConfig(dry_run=True), "DRY RUN"),
+        (AgentConfig(paused=True), "paused"),
     ],
 )
-async def test_guardrails_refuse_and_nothing_is_rented(
-    fleet: FleetActivities, sim: SimServer, config: AgentConfig, expected: str
+async def test_guardrails_of_the_live_config_refuse_and_nothing_is_rented(
+    tools: FleetActivities,
+    sim: SimServer,
+    configs: StaticConfigs,
+    config: AgentConfig,
+    expected: str,
 ) -> None:
-    offer = await _cheapest_offer(fleet)
+    """The live config decides, not the config the run started with (here the
+    default, under which the rental would go through)."""
+    offer = await _cheapest_offer(tools)
+    configs.config = config
     result = await ActivityEnvironment().run(
-        fleet.create_instance,
-        _req("create_instance", {"offer_id": offer, "reason": "test"}, config),
+        tools.create_instance,
+        _req("create_instance", {"offer_id": offer, "reason": "test"}, AgentConfig()),
     )
     assert expected in result.content
     assert not result.mutating
     assert _instances(sim) == []
 
 
-async def test_bad_tool_input_is_a_clear_error(fleet: FleetActivities, sim: SimServer) -> None:
+async def test_mutating_tools_never_act_without_the_live_config(
+    tools: FleetActivities, sim: SimServer, configs: StaticConfigs
+) -> None:
+    """A failed live_config query is a retryable error, never a rental on the
+    run's (possibly stale) config."""
+    offer = await _cheapest_offer(tools)
+    async with VastClient(sim.api_key, sim.url) as vast:
+        mine = await vast.create_instance(
+            offer, image="x", disk=10, label=create_label(AGENT, 1, "t")
+        )
+    configs.config = None
     env = ActivityEnvironment()
-    result = await env.run(fleet.create_instance, _req("create_instance", {"offer_id": "x"}))
+    other = await _cheapest_offer(tools, "RTX 3090")
+    for req in (
+        _req("create_instance", {"offer_id": other, "reason": "r"}),
+        _req("destroy_instance", {"instance_id": mine, "reason": "r"}),
+    ):
+        with pytest.raises(ApplicationError) as info:
+            await env.run(getattr(tools, req.name), req)
+        assert info.value.type == "LiveConfigUnavailable" and not info.value.non_retryable
+    assert [i["id"] for i in _instances(sim)] == [mine]
+
+
+async def test_paused_agent_refuses_destroy(
+    tools: FleetActivities, sim: SimServer, configs: StaticConfigs
+) -> None:
+    offer = await _cheapest_offer(tools)
+    async with VastClient(sim.api_key, sim.url) as vast:
+        mine = await vast.create_instance(
+            offer, image="x", disk=10, label=create_label(AGENT, 1, "t")
+        )
+    configs.config = AgentConfig(paused=True)
+    result = await ActivityEnvironment().run(
+        tools.destroy_instance, _req("destroy_instance", {"instance_id": mine, "reason": "r"})
+    )
+    assert result.is_error and "paused" in result.content and not result.mutating
+    assert [i["id"] for i in _instances(sim)] == [mine]
+
+
+async def test_bad_tool_input_is_a_clear_error(tools: FleetActivities, sim: SimServer) -> None:
+    env = ActivityEnvironment()
+    result = await env.run(tools.create_instance, _req("create_instance", {"offer_id": "x"}))
     assert result.is_error and "offer_id" in result.content and "reason" in result.content
-    result = await env.run(fleet.search_offers, _req("search_offers", {"limit": 500}))
+    result = await env.run(tools.search_offers, _req("search_offers", {"limit": 500}))
     assert result.is_error and "limit" in result.content
     gone = await env.run(
-        fleet.create_instance, _req("create_instance", {"offer_id": 999999999, "reason": "r"})
+        tools.create_instance, _req("create_instance", {"offer_id": 999999999, "reason": "r"})
     )
     assert gone.is_error and "not available" in gone.content
     assert _instances(sim) == []
@@ -110,33 +177,55 @@ async def test_bad_tool_input_is_a_clear_error(fleet: FleetActivities, sim: SimS
 
 @pytest.mark.parametrize("fault", ["create_hang_next", "create_error_next"])
 async def test_ambiguous_create_rents_exactly_one_machine(
-    fleet: FleetActivities, sim: SimServer, fault: str
+    tools: FleetActivities, sim: SimServer, fault: str
 ) -> None:
     """A create that rents and then times out (or answers 5xx) is adopted by
     label; the activity's retry, same tool call, rents nothing more."""
     faults: dict[str, Any] = {fault: 1, "hang_seconds": 4.0}
     sim.market.set_faults(**faults)
-    offer = await _cheapest_offer(fleet)
+    offer = await _cheapest_offer(tools)
     req = _req("create_instance", {"offer_id": offer, "reason": "test"}, tool_id="toolu_fixed")
     env = ActivityEnvironment()
-    first = await env.run(fleet.create_instance, req)
+    first = await env.run(tools.create_instance, req)
     assert first.mutating and not first.is_error, first.content
-    again = await env.run(fleet.create_instance, req)  # what a Temporal retry does
-    assert again.mutating and "found after a retry" in again.content
+    assert "answer was lost" in first.content
+    again = await env.run(tools.create_instance, req)  # what a Temporal retry does
+    assert again.replayed and again.content.endswith(first.content)
     instances = _instances(sim)
     assert len(instances) == 1
     assert instances[0]["label"] == create_label(AGENT, 1, "toolu_fixed")
+    assert str(instances[0]["id"]) in first.content
+
+
+async def test_crash_mid_create_adopts_the_machine_by_label(
+    tools: FleetActivities, sim: SimServer, store: Store
+) -> None:
+    """A worker died after the rental reached vast.ai and before the result
+    was recorded: the journal says "started", the label finds the machine."""
+    offer = await _cheapest_offer(tools)
+    req = _req("create_instance", {"offer_id": offer, "reason": "test"}, tool_id="toolu_crash")
+    ToolJournal(store).start(req, datetime.now(UTC))
+    label = create_label(AGENT, 1, "toolu_crash")
+    async with VastClient(sim.api_key, sim.url) as vast:
+        rented = await vast.create_instance(offer, image="x", disk=10, label=label)
+    result = await ActivityEnvironment().run(tools.create_instance, req)
+    assert result.mutating and not result.is_error and not result.replayed
+    assert f"instance {rented}" in result.content and "found after a retry" in result.content
+    assert [i["id"] for i in _instances(sim)] == [rented]
+    assert sim.market.counters["creates"] == 1
+    record = ToolJournal(store).get(AGENT, "toolu_crash")
+    assert record is not None and record.status == "done" and record.result == result
 
 
 async def test_destroy_only_touches_this_agents_machines(
-    fleet: FleetActivities, sim: SimServer
+    tools: FleetActivities, sim: SimServer
 ) -> None:
     env = ActivityEnvironment()
-    offer = await _cheapest_offer(fleet)
+    offer = await _cheapest_offer(tools)
     async with VastClient(sim.api_key, sim.url) as vast:
         foreign = await vast.create_instance(offer, image="x", disk=10, label="someone-else")
     result = await env.run(
-        fleet.destroy_instance, _req("destroy_instance", {"instance_id": foreign, "reason": "r"})
+        tools.destroy_instance, _req("destroy_instance", {"instance_id": foreign, "reason": "r"})
     )
     assert result.is_error and "not this agent's" in result.content
     assert [i["id"] for i in _instances(sim)] == [foreign]
@@ -211,7 +300,7 @@ async def test_a_day_of_market_holds_500_proofs_per_hour(
     with SimServer(seed=5, speed=0, scenario="realistic") as sim:
         sim.market.set_faults(death_rate_per_hour=0.05)
         async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
-            fleet = FleetActivities(vast, ProverSpec(), clock=sim.market.now)
+            fleet = FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
             async with running_worker(ts_env.client, store, fleet=fleet) as h:
                 handle = await h.start_agent(
                     target_proofs_per_hour=500,

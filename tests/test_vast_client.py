@@ -10,12 +10,10 @@ import httpx
 import pytest
 
 from fleet_agent.sim import SimServer, proofs_per_hour
-from fleet_agent.vast import (
-    TERMINAL_STATUSES,
-    Instance,
+from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.errors import (
     VastAuthError,
     VastBadRequest,
-    VastClient,
     VastConnectionError,
     VastNotFound,
     VastProtocolError,
@@ -23,6 +21,7 @@ from fleet_agent.vast import (
     VastServerError,
     VastTimeout,
 )
+from fleet_agent.vast.models import TERMINAL_STATUSES, Instance
 
 KEY = "test-key-0123456789abcdef"
 IMAGE = "ghcr.io/example/prover:1"
@@ -295,6 +294,72 @@ async def test_create_that_hangs_times_out_ambiguous(sim: SimServer) -> None:
         assert [i.label for i in await vast.list_instances(label="fleet-hang-1")] == [
             "fleet-hang-1"
         ]
+
+
+async def test_delayed_create_rents_after_the_client_gave_up(sim: SimServer) -> None:
+    """The zombie create: slow before it rents, and it rents all the same."""
+    sim.market.set_faults(create_delay_next=1, create_delay_seconds=1.5)
+    async with VastClient(KEY, sim.url, timeout=0.3) as vast:
+        with pytest.raises(VastTimeout) as info:
+            await _rent_one(vast, "fleet-zombie-1")
+        assert info.value.ambiguous is True
+        # Nothing yet: the request is still waiting before the rent.
+        assert await vast.list_instances(label="fleet-zombie-1") == []
+        assert sim.market.counters["create_delays"] == 1
+        for _ in range(100):
+            found = await vast.list_instances(label="fleet-zombie-1")
+            if found:
+                break
+            await asyncio.sleep(0.05)
+        assert [i.label for i in found] == ["fleet-zombie-1"]
+        assert sim.market.counters["creates"] == 1
+
+
+async def test_delayed_create_of_a_stopping_server_rents_nothing() -> None:
+    with SimServer(seed=7, speed=0, api_key=KEY, scenario="ideal") as sim:
+        market = sim.market
+        market.set_faults(create_delay_next=1, create_delay_seconds=30.0)
+        async with VastClient(KEY, sim.url, timeout=0.3) as vast:
+            with pytest.raises(VastTimeout):
+                await _rent_one(vast, "fleet-zombie-2")
+    assert market.counters["create_delays"] == 1
+    assert market.counters["creates"] == 0 and market.instance_ids() == []
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (404, {"success": False, "error": "no_such_instance", "msg": "Instance 5 not found."}),
+        (200, {"success": False, "error": "no_such_instance", "msg": "Instance 5 not found."}),
+        (404, {"success": False, "msg": "Instance 5 not found."}),
+    ],
+)
+async def test_missing_instance_shapes_count_as_gone(status: int, body: dict[str, object]) -> None:
+    """Every way the service says "no such instance" is gone, for show and destroy."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, json=body)
+
+    transport = httpx.MockTransport(handler)
+    async with VastClient(KEY, "http://vast.test", transport=transport) as vast:
+        assert await vast.show_instance(5) is None
+        await vast.destroy_instance(5)
+        with pytest.raises(VastNotFound):
+            await vast.destroy_instance(5, missing_ok=False)
+
+
+async def test_bare_404_is_not_taken_for_a_missing_instance() -> None:
+    """A 404 without the service's JSON may be a proxy or a wrong URL."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, text="Not Found")
+
+    transport = httpx.MockTransport(handler)
+    async with VastClient(KEY, "http://vast.test", transport=transport) as vast:
+        with pytest.raises(VastNotFound):
+            await vast.show_instance(5)
+        with pytest.raises(VastNotFound):
+            await vast.destroy_instance(5)
 
 
 async def test_read_timeout_on_a_get_is_not_ambiguous() -> None:

@@ -669,6 +669,15 @@ class FleetAgentWorkflow:
     # ------------------------------------------------------------ queries
 
     @workflow.query(
+        name="live_config",
+        description="the config in force now (fleet tools read it right before acting)",
+    )
+    def live_config(self) -> AgentConfig:
+        """The current config, so a fleet tool call applies guardrails accepted
+        after its run started (read-only)."""
+        return self._state.config
+
+    @workflow.query(
         description="phase, run count, session, pending triggers, wakes, last run, config"
     )
     def status(self) -> AgentStatus:
@@ -699,11 +708,6 @@ class FleetAgentWorkflow:
             history_bytes=info.get_current_history_size(),
             pending_bytes=self._buffer.bytes,
         )
-
-    @workflow.query(description="the config in force now (fleet tools check it at each call)")
-    def live_config(self) -> AgentConfig:
-        """The live config: guardrails read it at the moment of each tool call."""
-        return self._state.config
 
     @workflow.query(description="internal: operator message texts not yet in the store")
     def unstored_messages(self, keys: list[str]) -> list[InboxItem]:

@@ -8,6 +8,7 @@ from collections import Counter
 from pydantic import BaseModel, Field
 
 from fleet_agent.capacity import proofs_per_hour
+from fleet_agent.fleet.reconcile import duplicate_labels
 from fleet_agent.vast.models import TERMINAL_STATUSES, Instance
 
 __all__ = ["FleetInstance", "FleetSnapshot", "instance_capacity", "summarize"]
@@ -35,6 +36,10 @@ class FleetSnapshot(BaseModel):
     capacity_proofs_per_hour: float = 0.0
     expected_proofs_per_hour: float = 0.0  # running + loading: capacity once loaded
     fleet_dph: float = 0.0
+    # Create labels carried by more than one machine (label → ids, oldest
+    # first): a create attempt that landed twice. The monitor settles them with
+    # the `reconcile_labels` activity.
+    duplicate_labels: dict[str, list[int]] = Field(default_factory=dict)
     error: str = ""
 
     def states(self) -> dict[int, str]:
@@ -53,6 +58,12 @@ class FleetSnapshot(BaseModel):
             f"{self.expected_proofs_per_hour:.0f} once loading ones are up; target "
             f"{self.target_proofs_per_hour:.0f} (gap {gap:+.0f}); spend ${self.fleet_dph:.2f}/h"
         )
+        if self.duplicate_labels:
+            extra = sum(len(ids) - 1 for ids in self.duplicate_labels.values())
+            head += (
+                f"\n{extra} duplicate machine(s) of one create call (same label); the "
+                "oldest of each label is kept and the others are being destroyed."
+            )
         rows = [i.model_dump(exclude_defaults=True) for i in self.instances]
         return f"{head}\n```json\n{json.dumps(rows, separators=(',', ':'))}\n```"
 
@@ -108,4 +119,5 @@ def summarize(
         capacity_proofs_per_hour=round(capacity, 1),
         expected_proofs_per_hour=round(expected, 1),
         fleet_dph=round(dph, 4),
+        duplicate_labels=duplicate_labels(instances),
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -60,6 +61,11 @@ class Headers(Protocol):
         """The header's value, or None."""
 
 
+def _sleep(seconds: float) -> bool:
+    time.sleep(seconds)
+    return False
+
+
 def _json_param(params: Mapping[str, str], name: str, default: Any) -> Any:
     raw = params.get(name)
     if raw is None or raw == "":
@@ -73,11 +79,20 @@ def _json_param(params: Mapping[str, str], name: str, default: Any) -> Any:
 class SimApi:
     """Routes requests to the `Market`, checking the key and the rate limiter."""
 
-    def __init__(self, market: Market, api_key: str) -> None:
+    def __init__(
+        self,
+        market: Market,
+        api_key: str,
+        *,
+        wait: Callable[[float], bool] | None = None,
+    ) -> None:
+        """`wait(seconds)` sleeps in a request thread and returns True if the
+        server is stopping meanwhile (default: a plain sleep)."""
         if not api_key:
             raise ValueError("the simulator needs an API key to check")
         self.market = market
         self._api_key = api_key
+        self._wait = wait or _sleep
         # (method, compiled path, route name for the limiter, handler, needs auth)
         self._routes: list[tuple[str, re.Pattern[str], str, _Handler, bool]] = [
             ("GET", re.compile(r"/api/v0/gpu_names/unique/"), "gpus", SimApi._gpu_names, False),
@@ -209,6 +224,12 @@ class SimApi:
     def _rent(self, req: _Request) -> Reply:
         if not isinstance(req.body, dict):
             raise ApiError(400, "invalid_args", "create body must be a JSON object")
+        delay = self.market.create_delay()
+        # The "create_delay" fault: slow before anything happens. The request
+        # thread does not watch the client, so a client that gave up meanwhile
+        # still gets its machine rented (a zombie create).
+        if delay > 0 and self._wait(delay):
+            return Reply(503, text="Service Unavailable")
         result = self.market.rent(int(req.match["id"]), req.body)
         if result.answer == "server_error":
             # The machine is rented, but the answer is lost in a server error.

@@ -29,6 +29,11 @@ class Faults:
     create_hang_next: int = 0
     create_hang_rate: float = 0.0
     hang_seconds: float = 60.0
+    #: Create waits `create_delay_seconds` real seconds *before* it rents; it goes
+    #: on (and rents) even if the client has given up meanwhile.
+    create_delay_next: int = 0
+    create_delay_rate: float = 0.0
+    create_delay_seconds: float = 10.0
     #: Plain-text 429 "API requests too frequent" on any API request (a burst of N).
     rate_limit_next: int = 0
     rate_limit_rate: float = 0.0

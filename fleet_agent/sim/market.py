@@ -101,6 +101,7 @@ class Market:
             "offers_taken": 0,
             "create_errors": 0,
             "create_hangs": 0,
+            "create_delays": 0,
             "destroys": 0,
         }
         now = self.clock.now()
@@ -170,6 +171,14 @@ class Market:
             if limited:
                 self.counters["rate_limited"] += 1
             return not limited
+
+    def create_delay(self) -> float:
+        """Real seconds a rent request waits before it is processed (0: none)."""
+        with self.lock:
+            if not self._fault("create_delay"):
+                return 0.0
+            self.counters["create_delays"] += 1
+            return self.faults.create_delay_seconds
 
     def list_error(self) -> bool:
         """Whether this v1 list answers ``success: false``."""

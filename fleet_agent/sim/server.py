@@ -130,9 +130,9 @@ class SimServer:
             start_epoch=start_epoch,
             page_size=page_size,
         )
-        self._api = SimApi(self.market, api_key)
-        self._address = (host, port)
         self._stopping = threading.Event()
+        self._api = SimApi(self.market, api_key, wait=self._stopping.wait)
+        self._address = (host, port)
         self._httpd: _HttpServer | None = None
         self._thread: threading.Thread | None = None
 

@@ -4,6 +4,7 @@ Temporal-free and synchronous: activities call it from their thread pool.
 """
 
 from .engine import create_engine_for, default_database_url, redacted_url
+from .journal import ToolCallRecord, ToolCallStatus, ToolJournal
 from .records import HistoryEntry, MessageRecord, RunRecord, SessionRecord
 from .store import Store
 
@@ -13,6 +14,9 @@ __all__ = [
     "RunRecord",
     "SessionRecord",
     "Store",
+    "ToolCallRecord",
+    "ToolCallStatus",
+    "ToolJournal",
     "create_engine_for",
     "default_database_url",
     "redacted_url",

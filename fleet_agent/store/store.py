@@ -21,7 +21,7 @@ from fleet_agent.models import ContextInfo, RunStatus, TokenUsage, Trigger, Verd
 
 from .engine import create_engine_for, default_database_url
 from .records import HistoryEntry, MessageRecord, MessageRole, RunRecord, SessionRecord
-from .tables import MessageRow, RunRow, SessionRow, all_tables, table_of
+from .tables import MessageRow, RunRow, SessionRow, ToolCallRow, all_tables, table_of
 from .timestamps import require_aware
 
 __all__ = ["Store"]
@@ -361,9 +361,10 @@ class Store:
     # ------------------------------------------------------------ maintenance
 
     def delete_agent(self, agent_id: str) -> None:
-        """Delete every session, run and message of `agent_id` (tests and ops cleanup)."""
+        """Delete every session, run, message and journalled tool call of
+        `agent_id` (tests and ops cleanup)."""
         with self._engine.begin() as conn:
-            for model in (MessageRow, RunRow, SessionRow):
+            for model in (ToolCallRow, MessageRow, RunRow, SessionRow):
                 conn.execute(delete(model).where(col(model.agent_id) == agent_id))
 
     # ------------------------------------------------------------ helpers

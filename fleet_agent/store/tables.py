@@ -18,9 +18,11 @@ __all__ = [
     "MESSAGES_TABLE",
     "RUNS_TABLE",
     "SESSIONS_TABLE",
+    "TOOL_CALLS_TABLE",
     "MessageRow",
     "RunRow",
     "SessionRow",
+    "ToolCallRow",
     "all_tables",
     "table_of",
 ]
@@ -28,6 +30,7 @@ __all__ = [
 SESSIONS_TABLE = "fa_sessions"
 RUNS_TABLE = "fa_runs"
 MESSAGES_TABLE = "fa_messages"
+TOOL_CALLS_TABLE = "fa_tool_calls"
 
 
 class SessionRow(SQLModel, table=True):
@@ -104,6 +107,29 @@ class MessageRow(SQLModel, table=True):
     created_at: datetime = Field(sa_type=UTCDateTime)
 
 
+class ToolCallRow(SQLModel, table=True):
+    """One fleet tool call, keyed by the model's tool_use_id: the journal that
+    makes a replayed call (after `temporal workflow reset`) return its first
+    result instead of acting on the fleet again."""
+
+    __tablename__ = TOOL_CALLS_TABLE
+    __table_args__ = (
+        UniqueConstraint("agent_id", "tool_use_id", name="uq_fa_tool_calls_agent_tool_use"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: str
+    tool_use_id: str
+    run: int
+    round: int
+    name: str
+    input_json: str = Field(default="{}", sa_type=Text)
+    status: str  # 'started' | 'done'
+    result_json: str = Field(default="", sa_type=Text)  # a ToolResult once done
+    started_at: datetime = Field(sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
 def table_of(model: type[SQLModel]) -> Table:
     """The Core `Table` of a table model.
 
@@ -118,4 +144,4 @@ def table_of(model: type[SQLModel]) -> Table:
 
 def all_tables() -> list[Table]:
     """The store's tables only: other code may register tables in the same metadata."""
-    return [table_of(SessionRow), table_of(RunRow), table_of(MessageRow)]
+    return [table_of(model) for model in (SessionRow, RunRow, MessageRow, ToolCallRow)]

@@ -3,53 +3,9 @@
 See `VastClient` for the API, `fleet_agent.vast.errors` for the failure model
 (and the `ambiguous` flag that tells when a failed create may have rented a
 machine anyway).
+
+Import from the submodules: `client` (VastClient, httpx), `errors`, `models`
+(Offer, Instance: plain pydantic), `query`. The package itself imports
+nothing, so the pure models can be used (by workflows, say) without loading
+the HTTP client.
 """
-
-from .client import (
-    API_KEY_ENV,
-    API_URL_ENV,
-    DEFAULT_BASE_URL,
-    LIST_PAGE_SIZE,
-    OfferType,
-    VastClient,
-)
-from .errors import (
-    VastAuthError,
-    VastBadRequest,
-    VastConnectionError,
-    VastError,
-    VastNotFound,
-    VastProtocolError,
-    VastRateLimited,
-    VastServerError,
-    VastTimeout,
-)
-from .models import BOOTING_STATUSES, TERMINAL_STATUSES, Instance, Offer
-from .query import FILTER_OPS, Filters, OrderSpec, normalize_order, validate_filters
-
-__all__ = [
-    "API_KEY_ENV",
-    "API_URL_ENV",
-    "BOOTING_STATUSES",
-    "DEFAULT_BASE_URL",
-    "FILTER_OPS",
-    "LIST_PAGE_SIZE",
-    "TERMINAL_STATUSES",
-    "Filters",
-    "Instance",
-    "Offer",
-    "OfferType",
-    "OrderSpec",
-    "VastAuthError",
-    "VastBadRequest",
-    "VastClient",
-    "VastConnectionError",
-    "VastError",
-    "VastNotFound",
-    "VastProtocolError",
-    "VastRateLimited",
-    "VastServerError",
-    "VastTimeout",
-    "normalize_order",
-    "validate_filters",
-]

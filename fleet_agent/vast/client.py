@@ -69,6 +69,9 @@ _MAX_PAGES = 4000
 _MAX_BACKOFF_S = 30.0
 _SNIPPET_CHARS = 200
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# The service's own words for "no such thing", whatever the HTTP status: an
+# offer already taken, an instance already destroyed.
+_NOT_FOUND_ERRORS = frozenset({"no_such_ask", "no_such_instance"})
 
 
 class _BearerAuth(httpx.Auth):
@@ -302,7 +305,15 @@ class VastClient:
     async def show_instance(self, instance_id: int) -> Instance | None:
         """One instance: ``GET /api/v0/instances/{id}/``; None if it no longer exists."""
         path = f"/api/v0/instances/{int(instance_id)}/"
-        data = await self._request("GET", path, params={"owner": "me"})
+        try:
+            data = await self._request("GET", path, params={"owner": "me"})
+        except VastNotFound as exc:
+            # The service saying "no such instance" (a JSON 404 or a
+            # ``no_such_instance`` refusal) means it is gone; a bare 404 may
+            # be a proxy and stays an error.
+            if exc.error or exc.msg:
+                return None
+            raise
         if not isinstance(data, dict) or "instances" not in data:
             raise VastProtocolError(
                 "show answer has no 'instances' key", status=200, method="GET", path=path
@@ -331,7 +342,9 @@ class VastClient:
         """Destroy an instance: ``DELETE /api/v0/instances/{id}/``.
 
         With `missing_ok` (the default) an instance the service reports as not
-        found counts as destroyed, so a retried destroy is harmless.
+        found counts as destroyed, so a retried destroy is harmless: a JSON 404,
+        or a ``success: false`` answer with ``no_such_instance``. A bare 404
+        (no JSON error) may come from a proxy and is raised.
         """
         path = f"/api/v0/instances/{int(instance_id)}/"
         try:
@@ -448,7 +461,7 @@ class VastClient:
             return VastAuthError
         if error == "deprecated_endpoint" or status == 410 or status < 400:
             return VastProtocolError
-        if status == 404 or error == "no_such_ask":
+        if status == 404 or error in _NOT_FOUND_ERRORS:
             return VastNotFound
         if status >= 500:
             return VastServerError
@@ -458,7 +471,7 @@ class VastClient:
     def _refusal(error: str | None) -> type[VastError]:
         if error == "auth_error":
             return VastAuthError
-        if error == "no_such_ask":
+        if error in _NOT_FOUND_ERRORS:
             return VastNotFound
         return VastProtocolError
 

@@ -1,0 +1,83 @@
+"""What every fleet tool call goes through: the live config and the journal.
+
+`ToolCalls.config` reads the agent's config at the moment of the call
+(activities/live_config.py). `ToolCalls.journaled` returns the recorded result
+of a call that already ran (fleet_agent/store/journal.py), so a call replayed
+after `temporal workflow reset` never touches the fleet again, and heartbeats
+while the call waits on vast.ai.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from temporalio.exceptions import ApplicationError
+
+from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
+from fleet_agent.store import Store, ToolCallRecord, ToolJournal
+
+from .fleet_results import replayed, tool_result
+from .heartbeat import heartbeating
+from .live_config import ConfigSource, LiveConfigUnavailable
+
+__all__ = ["Body", "ToolCalls", "paused_result"]
+
+_log = logging.getLogger(__name__)
+
+#: A tool's own work, given the unfinished journal record of an earlier
+#: attempt of the same call (None: no earlier attempt reached vast.ai).
+Body = Callable[[FleetToolRequest, ToolCallRecord | None], Awaitable[ToolResult]]
+
+
+class ToolCalls:
+    """The live config and the journal, for the fleet tools of one worker."""
+
+    def __init__(self, store: Store, configs: ConfigSource) -> None:
+        self._journal = ToolJournal(store)
+        self._configs = configs
+
+    async def config(self, req: FleetToolRequest, *, mutating: bool) -> AgentConfig:
+        """The agent's config now. A tool that changes the fleet never acts on
+        a stale one (retryable error); a read falls back to the run's config."""
+        try:
+            return await self._configs.live_config(req.agent_id)
+        except LiveConfigUnavailable as exc:
+            if mutating:
+                raise ApplicationError(
+                    f"{exc}; not acting on the config the run started with",
+                    type="LiveConfigUnavailable",
+                ) from None
+            _log.warning("%s: %s; using the run's config", req.name, exc)
+            return req.config
+
+    async def journaled(self, req: FleetToolRequest, body: Body) -> ToolResult:
+        """The recorded result of this tool call if it has one; else run `body`
+        and record its result. The first result recorded is the one returned."""
+        async with heartbeating():
+            record = await asyncio.to_thread(self._journal.get, req.agent_id, req.tool_use_id)
+            if record is not None and record.result is not None:
+                return replayed(record)
+            return await self.finish(req, await body(req, record))
+
+    async def start(self, req: FleetToolRequest) -> None:
+        """Journal the call before it reaches vast.ai with a change."""
+        await asyncio.to_thread(self._journal.start, req, datetime.now(UTC))
+
+    async def finish(self, req: FleetToolRequest, result: ToolResult) -> ToolResult:
+        """Record `result`; returns the recorded one (an earlier, overlapping
+        attempt's if it finished first). Repeating it only reads the row back."""
+        record = await asyncio.to_thread(self._journal.finish, req, result, datetime.now(UTC))
+        return record.result or result
+
+
+def paused_result(req: FleetToolRequest, what: str) -> ToolResult:
+    """A paused agent changes nothing: the refusal the model gets."""
+    return tool_result(
+        req,
+        f"Refused: the agent is paused (config paused=true); nothing was {what}. "
+        "Fleet changes wait until the operator resumes the agent.",
+        error=True,
+    )

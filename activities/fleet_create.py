@@ -1,0 +1,208 @@
+"""Renting for one create call: at most one machine per create label survives.
+
+`Renter.rent` sends the rental and then settles the label (keep the oldest
+machine carrying it, destroy the others, confirm), whatever the rental's own
+answer was: a duplicate left by an overlapping attempt of the same call is
+removed here, and the model is told which machine it has, whether another
+attempt of the same call rented it, and which duplicates were destroyed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+from temporalio.exceptions import ApplicationError
+
+from fleet_agent.fleet.settle import Settled, settle_label
+from fleet_agent.models import FleetToolRequest, ToolResult
+from fleet_agent.settings import ProverSpec
+from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.errors import VastError, VastNotFound
+from fleet_agent.vast.models import Offer
+
+from .fleet_results import describe_machine, is_permanent, tool_result, transient
+
+__all__ = ["Origin", "Renter", "offer_unavailable"]
+
+#: How an attempt came to its label's machine (see `Renter.settle`).
+Origin = Literal["self", "lost_answer", "other"]
+
+# After an ambiguous create (timeout, 5xx, unreadable answer) or an offer that
+# vanished under a call that already sent a rental, look for the label this
+# many times before concluding nothing was rented.
+_ADOPT_ATTEMPTS = 3
+_ADOPT_DELAY_SECONDS = 1.0
+
+
+class Renter:
+    """Rents offers on vast.ai for create calls and settles their labels."""
+
+    def __init__(self, vast: VastClient, prover: ProverSpec) -> None:
+        self._vast = vast
+        self._prover = prover
+
+    async def find_offer(self, offer_id: int) -> Offer | None:
+        offers = await self._vast.search_offers({"id": {"eq": offer_id}}, limit=1)
+        return next((o for o in offers if o.id == offer_id), None)
+
+    async def label_appears(self, label: str) -> bool:
+        """Whether a machine carries `label`, looking a few times (a rental in
+        flight shows up within moments of being processed)."""
+        for attempt in range(_ADOPT_ATTEMPTS):
+            if await self._vast.list_instances(label=label):
+                return True
+            if attempt + 1 < _ADOPT_ATTEMPTS:
+                await asyncio.sleep(_ADOPT_DELAY_SECONDS)
+        return False
+
+    async def rent(
+        self, req: FleetToolRequest, offer: Offer, label: str, *, sent_before: bool
+    ) -> ToolResult:
+        """Rent `offer` under `label`, then settle the label.
+
+        `sent_before`: an earlier attempt of this call already sent a rental
+        (the journal says so), which may still land.
+        """
+        rented: int | None = None
+        origin: Origin = "self"
+        try:
+            rented = await self._vast.create_instance(
+                offer.id,
+                image=self._prover.image,
+                disk=self._prover.disk_gb,
+                label=label,
+                onstart=self._prover.onstart,
+            )
+        except VastNotFound as exc:
+            # Gone: taken by someone else, or by an overlapping attempt of this
+            # very call, whose machine then carries our label.
+            if not await self._label_appears(label):
+                return _offer_gone(req, offer.id, label, sent_before, exc.error or "gone")
+            origin = "other"
+        except VastError as exc:
+            if not exc.ambiguous:
+                if is_permanent(exc):
+                    return tool_result(req, f"vast.ai refused the rental: {exc}", error=True)
+                raise transient(exc) from None
+            if not await self._label_appears(label):
+                # Nothing carries our label: safe to retry the whole call.
+                raise transient(exc) from None
+            origin = "lost_answer"
+        return await self.settle(req, label, origin=origin, rented=rented, offer=offer)
+
+    async def settle(
+        self,
+        req: FleetToolRequest,
+        label: str,
+        *,
+        origin: Origin,
+        rented: int | None = None,
+        offer: Offer | None = None,
+    ) -> ToolResult:
+        """Keep the oldest machine of `label`, destroy the others, and say so.
+
+        `origin` is how this attempt came to the label: it rented `rented`
+        itself ("self"), its rental's answer was lost ("lost_answer"), or
+        another attempt of the same call rented the machine ("other").
+        """
+        try:
+            settled = await settle_label(self._vast, label)
+        except VastError as exc:
+            raise transient(exc) from None
+        if settled.remaining:
+            # Retried by Temporal; the next attempt finds the label and settles again.
+            raise ApplicationError(
+                f"duplicates of create label {label} are still listed after destroying them: "
+                f"{settled.remaining}",
+                type="DuplicateNotDestroyed",
+            )
+        return _settled_result(req, settled, origin, rented, offer)
+
+    async def _label_appears(self, label: str) -> bool:
+        try:
+            return await self.label_appears(label)
+        except VastError as exc:
+            raise transient(exc) from None
+
+
+def _offer_gone(
+    req: FleetToolRequest, offer_id: int, label: str, sent_before: bool, why: str
+) -> ToolResult:
+    text = f"Offer {offer_id} was taken before it could be rented ({why}); search again."
+    if sent_before:
+        text += _in_flight_note(label)
+    return tool_result(req, text, error=True)
+
+
+def _in_flight_note(label: str) -> str:
+    return (
+        f" Note: an earlier attempt of this call sent a rental request whose outcome is "
+        f"unknown; if it still lands, the machine carries label {label} and shows up in "
+        "get_fleet_status (at most one machine per create call is ever kept)."
+    )
+
+
+def offer_unavailable(
+    req: FleetToolRequest, offer_id: int, label: str, sent_before: bool
+) -> ToolResult:
+    """The offer is not listed (any more) and nothing carries the call's label."""
+    text = f"Offer {offer_id} is not available any more; search again."
+    if sent_before:
+        text += _in_flight_note(label)
+    return tool_result(req, text, error=True)
+
+
+def _settled_result(
+    req: FleetToolRequest,
+    settled: Settled,
+    origin: Origin,
+    rented: int | None,
+    offer: Offer | None,
+) -> ToolResult:
+    label, kept = settled.label, settled.kept
+    others = [i for i in settled.destroyed if i != rented]
+    dup_note = (
+        f" Duplicates of this call rented by an overlapping attempt were destroyed: "
+        f"{', '.join(map(str, others))}."
+        if others
+        else ""
+    )
+    boot = " It loads for a few minutes before proving."
+    if kept is None:
+        if rented is None:
+            return tool_result(
+                req,
+                f"The machine rented for this call (label {label}) is gone already; "
+                "nothing is rented for this call.",
+                error=True,
+            )
+        # Rented just now but not listed yet: report what vast.ai answered.
+        what = (
+            f"{offer.num_gpus}x {offer.gpu_name} at ${offer.dph_total:.3f}/h"
+            if offer is not None
+            else "details not listed yet"
+        )
+        return tool_result(
+            req, f"Rented instance {rented}: {what} (label {label}).{boot}", mutating=True
+        )
+    machine = f"instance {kept.id}: {describe_machine(kept)} (label {label})"
+    if origin == "self" and rented == kept.id:
+        text = f"Rented {machine}.{boot}{dup_note}"
+    elif origin == "self":
+        text = (
+            f"This call's machine is {machine}, rented first by another attempt of this "
+            f"same call. This attempt's own rental, instance {rented}, duplicated it and "
+            f"was destroyed.{dup_note} Nothing else was rented.{boot}"
+        )
+    elif origin == "lost_answer":
+        text = (
+            f"Rented {machine}; vast.ai's answer was lost, so the machine was found by "
+            f"its label.{boot}{dup_note}"
+        )
+    else:
+        text = (
+            f"This call's machine is {machine}, rented by another attempt of this same "
+            f"call (found after a retry); nothing more was rented.{dup_note}"
+        )
+    return tool_result(req, text, mutating=True)

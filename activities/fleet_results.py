@@ -1,0 +1,84 @@
+"""What the fleet tools tell the model, and how vast.ai failures map to Temporal's.
+
+Every tool returns a compact ToolResult; a refusal (guardrail, bad input,
+offer gone, paused) is an error result for the model, never an exception.
+Transient vast.ai failures become retryable ApplicationErrors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.exceptions import ApplicationError
+
+from fleet_agent.capacity import proofs_per_hour
+from fleet_agent.models import FleetToolRequest, ToolResult
+from fleet_agent.store import ToolCallRecord
+from fleet_agent.vast.errors import VastError
+from fleet_agent.vast.models import Instance, Offer
+
+__all__ = [
+    "describe_machine",
+    "is_permanent",
+    "offer_row",
+    "replayed",
+    "tool_result",
+    "transient",
+]
+
+
+def tool_result(
+    req: FleetToolRequest, content: str, *, error: bool = False, mutating: bool = False
+) -> ToolResult:
+    return ToolResult(
+        tool_use_id=req.tool_use_id,
+        name=req.name,
+        content=content,
+        is_error=error,
+        mutating=mutating,
+    )
+
+
+def replayed(record: ToolCallRecord) -> ToolResult:
+    """The recorded result of a call that already ran, marked so the model
+    (and the run log) can tell that nothing was done this time."""
+    assert record.result is not None
+    when = record.finished_at or record.started_at
+    note = (
+        f"[Replayed: this tool call already ran in run {record.run} "
+        f"(finished {when:%Y-%m-%d %H:%M:%S} UTC). Its recorded result follows; "
+        "nothing was done again.]"
+    )
+    return record.result.model_copy(
+        update={"replayed": True, "content": f"{note}\n{record.result.content}"}
+    )
+
+
+def transient(exc: VastError) -> ApplicationError:
+    """vast.ai failed in a way worth retrying (Temporal's retry policy decides)."""
+    return ApplicationError(f"vast.ai: {exc}", type="VastTransient")
+
+
+def is_permanent(exc: VastError) -> bool:
+    return exc.status in (400, 401, 403, 404, 422) and not exc.ambiguous
+
+
+def offer_row(offer: Offer) -> dict[str, Any]:
+    rate = proofs_per_hour(offer.gpu_name, offer.num_gpus, offer.cpu_ram)
+    return {
+        "offer_id": offer.id,
+        "gpu": offer.gpu_name,
+        "num_gpus": offer.num_gpus,
+        "host_ram_gb": round(offer.cpu_ram / 1024),
+        "dph": round(offer.dph_total, 4),
+        "reliability": offer.reliability2,
+        "est_proofs_per_hour": round(rate, 1),
+        "usd_per_100_proofs": round(100 * offer.dph_total / rate, 3) if rate else None,
+        "where": offer.geolocation,
+    }
+
+
+def describe_machine(inst: Instance) -> str:
+    """'1x RTX 4090 at $0.412/h' for an instance as vast.ai lists it."""
+    gpu = inst.gpu_name or "?"
+    return f"{inst.num_gpus or 1}x {gpu} at ${inst.dph_total or 0.0:.3f}/h"

@@ -1,0 +1,156 @@
+"""The fleet tool-call journal (`fa_tool_calls`): each call's result, keyed by its ID.
+
+After `temporal workflow reset` a run re-executes and replays the model's
+stored decisions, so fleet tools are called again with the same tool_use_ids.
+The fleet activities write here themselves: `start` before a mutating call
+reaches vast.ai, `finish` with the result after. A call whose ID already has a
+result returns that result and never touches the fleet again; one that only
+started (a crash mid-call) goes through the create's label-adopt path.
+
+Writes are idempotent under retries and overlapping attempts: `start` keeps
+the first row, and the first result recorded wins.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Connection, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import col
+
+from fleet_agent.models import FleetToolRequest, ToolResult
+
+from .store import Store
+from .tables import ToolCallRow, table_of
+from .timestamps import require_aware
+
+__all__ = ["ToolCallRecord", "ToolCallStatus", "ToolJournal"]
+
+ToolCallStatus = Literal["started", "done"]
+
+
+class ToolCallRecord(BaseModel):
+    """One journalled tool call as stored."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: str
+    tool_use_id: str
+    run: int
+    round: int
+    name: str
+    input: dict[str, Any]
+    status: ToolCallStatus
+    result: ToolResult | None
+    started_at: datetime
+    finished_at: datetime | None
+
+
+class ToolJournal:
+    """Reads and writes `fa_tool_calls` through a `Store`'s engine (synchronous)."""
+
+    def __init__(self, store: Store) -> None:
+        self._engine = store.engine
+        self._insert = (
+            postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
+        )
+
+    def get(self, agent_id: str, tool_use_id: str) -> ToolCallRecord | None:
+        with self._engine.connect() as conn:
+            return self._get(conn, agent_id, tool_use_id)
+
+    def start(self, call: FleetToolRequest, at: datetime) -> ToolCallRecord:
+        """Record that `call` is about to act on the fleet; returns the row as
+        stored. A repeat (retry, overlapping attempt) keeps the first row."""
+        with self._engine.begin() as conn:
+            self._insert_row(conn, call, "started", None, require_aware(at, "at"))
+            return self._must_get(conn, call)
+
+    def finish(self, call: FleetToolRequest, result: ToolResult, at: datetime) -> ToolCallRecord:
+        """Record `call`'s result (with no `start` before it, for read-only
+        tools, the row is created done). The first result recorded wins: an
+        overlapping attempt that finishes later gets the stored row back."""
+        at = require_aware(at, "at")
+        result_json = result.model_dump_json()
+        with self._engine.begin() as conn:
+            # The insert comes first: on SQLite it takes the write lock, so the
+            # update and read below see one consistent row.
+            self._insert_row(conn, call, "done", result_json, at)
+            conn.execute(
+                update(ToolCallRow)
+                .where(
+                    col(ToolCallRow.agent_id) == call.agent_id,
+                    col(ToolCallRow.tool_use_id) == call.tool_use_id,
+                    col(ToolCallRow.status) == "started",
+                )
+                .values(status="done", result_json=result_json, finished_at=at)
+            )
+            return self._must_get(conn, call)
+
+    # ------------------------------------------------------------ helpers
+
+    def _insert_row(
+        self,
+        conn: Connection,
+        call: FleetToolRequest,
+        status: ToolCallStatus,
+        result_json: str | None,
+        at: datetime,
+    ) -> None:
+        stmt = (
+            self._insert(table_of(ToolCallRow))
+            .values(
+                agent_id=call.agent_id,
+                tool_use_id=call.tool_use_id,
+                run=call.run,
+                round=call.round,
+                name=call.name,
+                input_json=json.dumps(call.input, sort_keys=True, default=str),
+                status=status,
+                result_json=result_json or "",
+                started_at=at,
+                finished_at=at if status == "done" else None,
+            )
+            .on_conflict_do_nothing(index_elements=["agent_id", "tool_use_id"])
+        )
+        conn.execute(stmt)
+
+    def _must_get(self, conn: Connection, call: FleetToolRequest) -> ToolCallRecord:
+        record = self._get(conn, call.agent_id, call.tool_use_id)
+        if record is None:  # pragma: no cover - the insert above guarantees a row
+            raise RuntimeError(f"tool call {call.tool_use_id} vanished from the journal")
+        return record
+
+    @staticmethod
+    def _get(conn: Connection, agent_id: str, tool_use_id: str) -> ToolCallRecord | None:
+        table = table_of(ToolCallRow)
+        row = (
+            conn.execute(
+                select(table).where(
+                    table.c.agent_id == agent_id, table.c.tool_use_id == tool_use_id
+                )
+            )
+            .mappings()
+            .first()
+        )
+        if row is None:
+            return None
+        status: ToolCallStatus = "done" if row["status"] == "done" else "started"
+        return ToolCallRecord(
+            agent_id=row["agent_id"],
+            tool_use_id=row["tool_use_id"],
+            run=row["run"],
+            round=row["round"],
+            name=row["name"],
+            input=json.loads(row["input_json"] or "{}"),
+            status=status,
+            result=ToolResult.model_validate_json(row["result_json"])
+            if status == "done" and row["result_json"]
+            else None,
+            started_at=row["started_at"],
+            finished_at=row["finished_at"],
+        )

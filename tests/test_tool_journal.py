@@ -1,0 +1,131 @@
+"""The fleet tool-call journal (`fa_tool_calls`) on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, text
+
+from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
+from fleet_agent.store import Store, ToolJournal
+from tests.test_store import _in_threads, _postgres_store, _sqlite_store
+
+AGENT = "agent-j"
+T0 = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        sqlite_store = _sqlite_store(tmp_path)
+        yield sqlite_store
+        sqlite_store.dispose()
+    else:
+        yield from _postgres_store()
+
+
+@pytest.fixture
+def journal(store: Store) -> ToolJournal:
+    return ToolJournal(store)
+
+
+def _call(tool_use_id: str = "toolu_1", name: str = "create_instance") -> FleetToolRequest:
+    return FleetToolRequest(
+        agent_id=AGENT,
+        run=3,
+        round=2,
+        tool_use_id=tool_use_id,
+        name=name,
+        input={"offer_id": 42, "reason": "more capacity"},
+        config=AgentConfig(),
+    )
+
+
+def _result(content: str, call: FleetToolRequest | None = None) -> ToolResult:
+    call = call or _call()
+    return ToolResult(tool_use_id=call.tool_use_id, name=call.name, content=content, mutating=True)
+
+
+def test_start_twice_keeps_the_first_row(journal: ToolJournal) -> None:
+    first = journal.start(_call(), T0)
+    again = journal.start(_call(), T0 + timedelta(seconds=30))
+    assert first == again
+    assert again.status == "started" and again.result is None
+    assert again.started_at == T0 and again.finished_at is None
+    assert (again.run, again.round, again.name) == (3, 2, "create_instance")
+    assert again.input == {"offer_id": 42, "reason": "more capacity"}
+
+
+def test_first_result_wins(journal: ToolJournal) -> None:
+    journal.start(_call(), T0)
+    done = journal.finish(_call(), _result("Rented instance 7"), T0 + timedelta(seconds=5))
+    assert done.status == "done" and done.result == _result("Rented instance 7")
+    assert done.started_at == T0 and done.finished_at == T0 + timedelta(seconds=5)
+    # An overlapping attempt finishing later gets the stored result back.
+    late = journal.finish(_call(), _result("Rented instance 8"), T0 + timedelta(seconds=9))
+    assert late == done
+    assert journal.get(AGENT, "toolu_1") == done
+
+
+def test_finish_without_start_records_a_done_call(journal: ToolJournal) -> None:
+    call = _call("toolu_read", "get_fleet_status")
+    done = journal.finish(call, _result("3 instances", call), T0)
+    assert done.status == "done" and done.result is not None
+    assert done.result.content == "3 instances"
+    assert done.started_at == done.finished_at == T0
+
+
+def test_a_late_start_never_reopens_a_finished_call(journal: ToolJournal) -> None:
+    done = journal.finish(_call(), _result("Rented instance 7"), T0)
+    assert journal.start(_call(), T0 + timedelta(minutes=1)) == done
+
+
+def test_get_of_an_unknown_call_is_none(journal: ToolJournal) -> None:
+    journal.start(_call(), T0)
+    assert journal.get(AGENT, "toolu_other") is None
+    assert journal.get("another-agent", "toolu_1") is None
+
+
+def test_calls_are_keyed_per_agent(journal: ToolJournal) -> None:
+    mine = journal.finish(_call(), _result("mine"), T0)
+    other = _call().model_copy(update={"agent_id": "agent-k"})
+    theirs = journal.finish(other, _result("theirs"), T0)
+    assert mine.result is not None and mine.result.content == "mine"
+    assert theirs.result is not None and theirs.result.content == "theirs"
+
+
+def test_concurrent_finishes_agree_on_one_result(journal: ToolJournal) -> None:
+    journal.start(_call(), T0)
+    records = _in_threads(8, lambda i: journal.finish(_call(), _result(f"attempt {i}"), T0))
+    assert len({r.model_dump_json() for r in records}) == 1
+    assert records[0].status == "done"
+
+
+def test_naive_times_are_refused(journal: ToolJournal) -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        journal.start(_call(), datetime(2025, 6, 1, 12, 0, 0))
+    assert journal.get(AGENT, "toolu_1") is None
+
+
+def test_delete_agent_removes_its_journal(store: Store, journal: ToolJournal) -> None:
+    journal.finish(_call(), _result("x"), T0)
+    other = _call().model_copy(update={"agent_id": "agent-k"})
+    journal.finish(other, _result("y", other), T0)
+    store.delete_agent(AGENT)
+    assert journal.get(AGENT, "toolu_1") is None
+    assert journal.get("agent-k", "toolu_1") is not None
+
+
+def test_create_all_adds_the_table_to_an_existing_database(store: Store) -> None:
+    """A database created before the journal existed gets the table, data kept."""
+    store.begin_run(AGENT, 1, 1, [], "block", T0)
+    with store.engine.begin() as conn:
+        conn.execute(text("DROP TABLE fa_tool_calls"))
+    assert "fa_tool_calls" not in inspect(store.engine).get_table_names()
+    store.create_all()
+    assert "fa_tool_calls" in inspect(store.engine).get_table_names()
+    assert store.get_run(AGENT, 1) is not None
+    assert ToolJournal(store).finish(_call(), _result("x"), T0).status == "done"
