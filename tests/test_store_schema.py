@@ -204,7 +204,10 @@ def test_a_version_1_store_is_migrated_and_keeps_every_record(backend: Backend) 
     assert first.ended_at == T0 + timedelta(minutes=2)
     assert first.verdict is not None and first.verdict.action
     assert first.usage == TokenUsage(
-        input_tokens=10, output_tokens=20, cache_read_input_tokens=30, cache_creation_input_tokens=40
+        input_tokens=10,
+        output_tokens=20,
+        cache_read_input_tokens=30,
+        cache_creation_input_tokens=40,
     )
     assert (first.final_text, first.actions_digest, first.rounds) == ("final 1", "digest 1", 3)
     assert first.estimated_prompt_tokens == 999
