@@ -82,13 +82,13 @@ class Backend:
     def execute_script(self, statements: list[str]) -> None:
         """Run raw SQL (e.g. an old schema's DDL) outside the store's code."""
         if self.name == "sqlite":
-            conn = sqlite3.connect(Path(self.url.removeprefix("sqlite:///")))
+            db = sqlite3.connect(Path(self.url.removeprefix("sqlite:///")))
             try:
-                conn.execute("PRAGMA journal_mode=WAL")  # as every store file has been
-                conn.executescript(";\n".join(statements) + ";")
-                conn.commit()
+                db.execute("PRAGMA journal_mode=WAL")  # as every store file has been
+                db.executescript(";\n".join(statements) + ";")
+                db.commit()
             finally:
-                conn.close()
+                db.close()
             return
         with self.engine().begin() as conn:
             for stmt in statements:
