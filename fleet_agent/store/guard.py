@@ -62,5 +62,5 @@ def store_refusal(
     return (
         f"the store at {where} {what}, but {len(agents)} agent(s) are running in Temporal "
         f"namespace {namespace!r}: {named}{more}. Their run log and conversation are "
-        "not in this store; a new one would lose them without a trace. " + fix
+        "in another store (or lost): a new, empty store would forget them. " + fix
     )
