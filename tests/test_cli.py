@@ -468,8 +468,7 @@ async def test_up_check_runs_the_stack_and_exits_zero(tmp_path: Path) -> None:
 
     # The agent stays running in the dev server's database. With its store
     # gone, `up` refuses to start it on a new, empty one...
-    for path in tmp_path.glob("fleet.db*"):
-        path.unlink()
+    _delete_store(tmp_path)
     refused = await _up_to_exit(argv, env, tmp_path)
     assert refused.code == 1, refused
     assert "does not exist" in refused.err and "'fleet-agent'" in refused.err, refused
@@ -485,6 +484,12 @@ async def test_up_check_runs_the_stack_and_exits_zero(tmp_path: Path) -> None:
         assert [r.run for r in finished_runs(store, "fleet-agent")] == [2]
     finally:
         store.dispose()
+
+
+def _delete_store(folder: Path) -> None:
+    """The SQLite store `up_command` points at, with its WAL files, as an accident would."""
+    for path in folder.glob("fleet.db*"):
+        path.unlink()
 
 
 async def _up_to_exit(argv: list[str], env: dict[str, str], cwd: Path) -> Result:
