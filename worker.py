@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
 from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
@@ -106,13 +107,18 @@ async def open_worker_store(
 ) -> Store:
     """The worker's store, created or upgraded (`Store.create_all`) as needed.
 
-    Raises `StoreRefused` when the store is missing or empty while agents are
-    running on `task_queue` and `new_store` is False, and `SchemaError` when
-    the store is newer than this code.
+    Raises `StoreRefused` when the store cannot be reached, or is missing or
+    empty while agents are running on `task_queue` and `new_store` is False,
+    and `SchemaError` when the store is newer than this code.
     """
     store = Store(url)
     try:
-        condition = await asyncio.to_thread(store.condition)
+        try:
+            condition = await asyncio.to_thread(store.condition)
+        except OperationalError as exc:
+            # Unreachable (or unopenable): the worker cannot do anything useful.
+            first = str(exc.orig or exc).strip().splitlines()[0]
+            raise StoreRefused(f"cannot open the store at {store.where}: {first}") from None
         if condition.empty:
             agents: list[str] = []
             unknown = ""

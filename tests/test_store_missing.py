@@ -203,3 +203,13 @@ def test_fleet_new_store_env(value: str, expected: bool) -> None:
 def test_fleet_new_store_env_rejects_other_values(value: str) -> None:
     with pytest.raises(ValueError, match="FLEET_NEW_STORE must be 1 or 0"):
         Settings.from_env({"FLEET_NEW_STORE": value})
+
+
+def test_create_all_needs_the_folder_of_the_sqlite_file(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'no-such-folder' / 'fleet.db'}")
+    try:
+        with pytest.raises(FileNotFoundError, match="its folder does not exist"):
+            store.create_all()
+        assert not (tmp_path / "no-such-folder").exists()
+    finally:
+        store.dispose()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -200,3 +201,17 @@ async def test_the_new_store_switch_creates_an_empty_store(
     text_err = err.decode()
     assert "creating a new, empty store" in text_err and "agent(s) are running" in text_err
     assert "worker on task queue" in text_err, text_err[-2000:]
+
+
+async def test_an_unreachable_store_stops_the_worker_with_one_line(
+    dev_env: WorkflowEnvironment,
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = make_url(postgres_url()).set(host="127.0.0.1", port=port, password="s3cret-pw")
+    code, err = await _run_to_exit(WORKER, _env(dev_env, url.render_as_string(False)))
+    assert code == 1, err
+    assert err.startswith("worker: error: cannot open the store at postgresql+psycopg://"), err
+    assert f"127.0.0.1:{port}" in err and "s3cret-pw" not in err
+    assert "Traceback" not in err

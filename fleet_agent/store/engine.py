@@ -110,6 +110,8 @@ def create_sqlite_file(path: Path) -> bool:
     """
     if path.exists():
         return False
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot create the store {path}: its folder does not exist")
     conn = sqlite3.connect(path)
     try:
         # WAL is a property of the file: set it once here, before concurrent
