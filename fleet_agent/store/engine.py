@@ -8,7 +8,7 @@ Two production faults shape this module:
   deleted while connections are pooled is noticed on checkout too: those
   connections would otherwise keep writing into the unlinked inode.
 - A PostgreSQL outage fails fast instead of hanging: connects, pool waits and
-  silent peers are all bounded, so a store call fails within seconds and the
+  vanished hosts are all bounded, so a store call fails within seconds and the
   activity is retried by Temporal; pooled connections are pinged on checkout,
   so the store comes back by itself when the database does.
 """
