@@ -1,22 +1,29 @@
-"""Run a fleet-agent worker: `python worker.py`.
+"""Run a fleet-agent worker: `python worker.py [--new-store]`.
 
 Settings come from the environment (see README): Temporal connection
 (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, env-config profiles), the store
-(FLEET_DATABASE_URL), the LLM (FLEET_LLM_PROVIDER, ANTHROPIC_API_KEY,
-ANTHROPIC_BASE_URL, FLEET_LLM_MODEL) and vast.ai (VAST_API_URL, VAST_API_KEY).
-Credentials stay in this process: activities read them here, never from
-workflow history or the store.
+(FLEET_DATABASE_URL, FLEET_NEW_STORE), the LLM (FLEET_LLM_PROVIDER,
+ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, FLEET_LLM_MODEL) and vast.ai
+(VAST_API_URL, VAST_API_KEY). Credentials stay in this process: activities
+read them here, never from workflow history or the store.
+
+A missing or empty store is created only when no agent is running on the
+worker's task queue, or with `--new-store` (see fleet_agent.store.guard).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
 from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.fleet import FleetActivities
@@ -26,18 +33,21 @@ from activities.runlog import RunLogActivities
 from fleet_agent.llm.base import LlmProvider
 from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.settings import Settings
-from fleet_agent.store import Store
+from fleet_agent.store import NEW_STORE_FLAG, SchemaError, Store, StoreRefused, store_refusal
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.vast.client import VastClient
 from starter.connect import connect
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import TASK_QUEUE
 
-__all__ = ["build_worker", "main"]
+__all__ = ["build_worker", "main", "open_worker_store", "running_agents"]
 
 log = logging.getLogger("fleet_agent.worker")
 
 HEARTBEAT_SEND_INTERVAL = timedelta(seconds=5)
+# The agents a worker serves: running agent workflows on its task queue.
+RUNNING_AGENTS_QUERY = 'WorkflowType="FleetAgentWorkflow" AND ExecutionStatus="Running"'
+_MAX_LISTED_AGENTS = 1000
 
 
 def build_worker(
@@ -101,14 +111,74 @@ def fleet_from_settings(settings: Settings, store: Store) -> FleetActivities | N
     return FleetActivities(vast, settings.prover, store=store)
 
 
-async def main() -> None:
+async def running_agents(client: Client, task_queue: str = TASK_QUEUE) -> list[str]:
+    """IDs of the running agent workflows on `task_queue` (Temporal visibility)."""
+    query = f'{RUNNING_AGENTS_QUERY} AND TaskQueue="{task_queue}"'
+    return [wf.id async for wf in client.list_workflows(query, limit=_MAX_LISTED_AGENTS)]
+
+
+async def open_worker_store(
+    client: Client, url: str | None, *, new_store: bool, task_queue: str = TASK_QUEUE
+) -> Store:
+    """The worker's store, created or upgraded (`Store.create_all`) as needed.
+
+    Raises `StoreRefused` when the store cannot be reached, or is missing or
+    empty while agents are running on `task_queue` and `new_store` is False,
+    and `SchemaError` when the store is newer than this code.
+    """
+    store = Store(url)
+    try:
+        try:
+            condition = await asyncio.to_thread(store.condition)
+        except OperationalError as exc:
+            # Unreachable (or unopenable): the worker cannot do anything useful.
+            first = str(exc.orig or exc).strip().splitlines()[0]
+            raise StoreRefused(f"cannot open the store at {store.where}: {first}") from None
+        if condition.empty:
+            agents: list[str] = []
+            unknown = ""
+            try:
+                agents = await running_agents(client, task_queue)
+            except RPCError as exc:
+                unknown = f"listing workflows failed: {exc.message}"
+            refusal = store_refusal(
+                condition,
+                where=store.where,
+                namespace=client.namespace,
+                agents=agents,
+                allow_new=new_store,
+                agents_unknown=unknown,
+            )
+            if refusal is not None:
+                raise StoreRefused(refusal)
+            if agents:
+                log.warning(
+                    "creating a new, empty store at %s (%s) although %d agent(s) are running",
+                    store.where,
+                    NEW_STORE_FLAG,
+                    len(agents),
+                )
+        found = await asyncio.to_thread(store.create_all)
+    except BaseException:
+        store.dispose()
+        raise
+    if found is None:
+        log.info("created a new store at %s", store.where)
+    return store
+
+
+async def main(*, new_store: bool | None = None) -> None:
+    """Run the worker until interrupted; `new_store` None reads FLEET_NEW_STORE."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = Settings.from_env()
-    store = Store(settings.database_url)
-    store.create_all()
     provider = provider_from_settings(settings)
-    fleet = fleet_from_settings(settings, store)
     client = await connect()
+    store = await open_worker_store(
+        client,
+        settings.database_url,
+        new_store=settings.new_store if new_store is None else new_store,
+    )
+    fleet = fleet_from_settings(settings, store)
     log.info(
         "worker on task queue %s (LLM: %s, store: %s, vast.ai: %s)",
         TASK_QUEUE,
@@ -116,8 +186,28 @@ async def main() -> None:
         store,
         settings.vast_api_url if fleet else "not configured (set VAST_API_KEY)",
     )
-    await build_worker(client, store=store, provider=provider, fleet=fleet).run()
+    try:
+        await build_worker(client, store=store, provider=provider, fleet=fleet).run()
+    finally:
+        store.dispose()
+
+
+def _cli(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="worker.py", description="Run a fleet-agent worker.")
+    parser.add_argument(
+        NEW_STORE_FLAG,
+        action="store_true",
+        default=None,
+        help="create a new, empty store even if agents are running (env FLEET_NEW_STORE=1)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(main(new_store=args.new_store))
+    except (StoreRefused, SchemaError) as exc:
+        print(f"worker: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    sys.exit(_cli())

@@ -12,6 +12,7 @@ from typing import Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from fleet_agent.models import (
     AgentConfig,
     AgentCounters,
@@ -20,6 +21,7 @@ from fleet_agent.models import (
     RecordRunRequest,
     RunInput,
     StoreToolResults,
+    Trigger,
     TriggerKind,
 )
 from fleet_agent.prompt import (
@@ -83,11 +85,19 @@ class RunLogActivities:
 
     @activity.defn
     async def load_context(self, req: LoadContextRequest) -> ContextInfo:
-        """Open the run in the store and write its first message (triggers, target,
-        fleet snapshot, wakes). Reads the fleet (vast.ai) through the fleet view."""
+        """Open the run (an attempt of it) in the store and write its first message
+        (triggers, target, fleet snapshot, wakes). Reads message texts from the
+        store's inbox and the fleet (vast.ai) through the fleet view; heartbeats
+        while it waits on them."""
+        async with heartbeating():
+            return await self._load_context(req)
+
+    async def _load_context(self, req: LoadContextRequest) -> ContextInfo:
         inp = req.run_input
         store = self._store
-        trigger_block = render_trigger_block(inp.triggers)
+        triggers = await asyncio.to_thread(self._full_texts, inp.agent_id, inp.triggers)
+        inp = inp.model_copy(update={"triggers": triggers})
+        trigger_block = render_trigger_block(triggers)
         await asyncio.to_thread(
             store.ensure_session, inp.agent_id, inp.session, _session_reason(inp), req.started_at
         )
@@ -96,9 +106,10 @@ class RunLogActivities:
             inp.agent_id,
             inp.run,
             inp.session,
-            inp.triggers,
+            triggers,
             trigger_block,
             req.started_at,
+            req.workflow_run_id,
         )
         fleet_text = await self._fleet.snapshot_text(inp.agent_id, inp.config)
         text = context_message(
@@ -131,8 +142,29 @@ class RunLogActivities:
             + estimate_tokens(text)
             + estimate_tokens(system_prompt(inp.agent_id, inp.config)),
         )
-        await asyncio.to_thread(store.set_run_context, inp.agent_id, inp.run, info)
+        await asyncio.to_thread(
+            store.set_run_context, inp.agent_id, inp.run, info, req.workflow_run_id
+        )
         return info
+
+    def _full_texts(self, agent_id: str, triggers: list[Trigger]) -> list[Trigger]:
+        """`triggers` with each inbox text (`text_key`) in place of its preview."""
+        keys = [t.text_key for t in triggers if t.text_key]
+        if not keys:
+            return triggers
+        found = self._store.inbox_texts(agent_id, keys)
+        missing = [k for k in keys if k not in found]
+        if missing:
+            # Retryable: the workflow's stash of these texts may still be in flight.
+            raise ApplicationError(
+                f"message text {missing[0]!r} of agent {agent_id!r} is not in the store's "
+                f"inbox yet ({len(missing)} missing)",
+                type="InboxTextMissing",
+            )
+        return [
+            t.model_copy(update={"text": found[t.text_key].text}) if t.text_key else t
+            for t in triggers
+        ]
 
     @activity.defn
     async def store_tool_results(self, req: StoreToolResults) -> None:
@@ -168,16 +200,17 @@ class RunLogActivities:
             for r in StoredToolResults.model_validate_json(message.content).results:
                 if r.name in MUTATING_TOOLS and not r.is_error:
                     digest.append(f"- {r.name}: {r.content.splitlines()[0][:200]}")
-        if store.get_run(req.agent_id, result.run) is None:
-            # The run never got as far as load_context (e.g. its workflow
-            # could not start): nothing to close.
+        if store.get_attempt_of(req.agent_id, result.run, req.workflow_run_id) is None:
+            # This execution of the run never got as far as load_context (e.g.
+            # its workflow could not start): nothing to close.
             raise ApplicationError(
-                f"run {result.run} was never opened in the store",
+                f"run {result.run} was never opened in the store"
+                + (f" by workflow run {req.workflow_run_id}" if req.workflow_run_id else ""),
                 type="RunNotOpened",
                 non_retryable=True,
             )
         if req.context is not None:
-            store.set_run_context(req.agent_id, result.run, req.context)
+            store.set_run_context(req.agent_id, result.run, req.context, req.workflow_run_id)
         store.finish_run(
             req.agent_id,
             result.run,
@@ -195,4 +228,5 @@ class RunLogActivities:
             usage=result.usage,
             llm_seconds=result.llm_seconds,
             ended_at=result.ended_at or activity.info().started_time,
+            workflow_run_id=req.workflow_run_id,
         )

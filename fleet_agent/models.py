@@ -48,7 +48,6 @@ __all__ = [
     "RunInput",
     "RunResult",
     "RunStatus",
-    "StashMessages",
     "StateChanged",
     "StoreMessagesRequest",
     "StoreToolResults",
@@ -162,6 +161,9 @@ class Trigger(BaseModel):
     kind: TriggerKind
     received_at: datetime
     text: str = ""
+    # Non-empty: the full text of this human message is in the store's inbox
+    # under this key and `text` holds only a preview; `load_context` puts the
+    # full text back before the run uses or stores its triggers.
     text_key: str = ""
     author: str = ""
     instance_id: str = ""
@@ -192,23 +194,6 @@ class Trigger(BaseModel):
 
 
 _TRIGGER_KEEP = frozenset({"seq", "kind", "received_at"})
-
-
-class InboxItem(BaseModel):
-    """An operator message's full text, as the store keeps it (key: `Trigger.text_key`)."""
-
-    key: str
-    seq: int
-    author: str
-    text: str
-    received_at: datetime
-
-
-class StashMessages(BaseModel):
-    """Operator message texts for the store."""
-
-    agent_id: str
-    items: list[InboxItem]
 
 
 # ---------------------------------------------------------------- wakes
@@ -386,6 +371,9 @@ class AgentCounters(BaseModel):
 class LoadContextRequest(BaseModel):
     run_input: RunInput
     started_at: datetime
+    # `workflow.info().run_id` of the run workflow: a run executed again after a
+    # reset opens a new attempt in the run log. "" = unknown (the latest attempt).
+    workflow_run_id: str = ""
 
 
 class ContextInfo(BaseModel):
@@ -481,6 +469,19 @@ class RecordRunRequest(BaseModel):
     result: RunResult
     final_round: int | None = None
     context: ContextInfo | None = None
+    # The run workflow's `workflow.info().run_id`: which attempt to close.
+    # "" = unknown (the latest attempt).
+    workflow_run_id: str = ""
+
+
+class InboxItem(BaseModel):
+    """The full text of one human message, kept in the store's inbox under `key`."""
+
+    key: Annotated[str, Field(min_length=1, max_length=200)]
+    seq: int
+    author: str
+    text: str
+    received_at: datetime
 
 
 # ---------------------------------------------------------------- monitor

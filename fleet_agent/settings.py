@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, SecretStr
 
+from fleet_agent.store.guard import NEW_STORE_ENV
+
 __all__ = ["DEFAULT_VAST_URL", "ProverSpec", "Settings"]
 
 DEFAULT_VAST_URL = "https://console.vast.ai"
@@ -24,8 +26,24 @@ class ProverSpec(BaseModel):
     onstart: str | None = None
 
 
+_TRUE = frozenset({"1", "true", "yes"})
+_FALSE = frozenset({"", "0", "false", "no"})
+
+
+def _flag(env: dict[str, str], name: str) -> bool:
+    value = env.get(name, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"{name} must be 1 or 0 (or true/false, yes/no), not {env[name]!r}")
+
+
 class Settings(BaseModel):
     database_url: str | None = None
+    # FLEET_NEW_STORE=1: a worker may create a new, empty store even though
+    # agents are running (see fleet_agent.store.guard).
+    new_store: bool = False
     llm_provider: Literal["anthropic", "autopilot"] = "autopilot"
     llm_model: str | None = None
     anthropic_api_key: SecretStr | None = None
@@ -46,6 +64,7 @@ class Settings(BaseModel):
         vast_key = e.get("VAST_API_KEY") or None
         return cls(
             database_url=e.get("FLEET_DATABASE_URL") or None,
+            new_store=_flag(e, NEW_STORE_ENV),
             llm_provider=provider,
             llm_model=e.get("FLEET_LLM_MODEL") or None,
             anthropic_api_key=SecretStr(key) if key else None,

@@ -73,15 +73,16 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _show_run(args: argparse.Namespace) -> int:
-    record, messages = read_run(args.agent_id, args.run)
+    record, attempts, messages = read_run(args.agent_id, args.run, args.attempt)
     if args.json:
         data = {
             "run": record.model_dump(mode="json"),
+            "attempts": [a.model_dump(mode="json") for a in attempts],
             "messages": [m.model_dump(mode="json") for m in messages],
         }
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
-        print(run_detail(record, messages))
+        print(run_detail(record, messages, attempts))
     return 0
 
 
@@ -90,6 +91,7 @@ def _worker(args: argparse.Namespace) -> int:
     # Imported here: only the service commands need the activities and providers.
     import worker
     from fleet_agent.settings import Settings
+    from fleet_agent.store import SchemaError, StoreRefused
 
     for env, value in (
         ("TEMPORAL_ADDRESS", args.address),
@@ -104,7 +106,10 @@ def _worker(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     where = resolved_address(None, args.profile)
     try:
-        asyncio.run(worker.main())
+        # Without the flag FLEET_NEW_STORE decides.
+        asyncio.run(worker.main(new_store=True if args.new_store else None))
+    except (StoreRefused, SchemaError) as exc:
+        raise CliError(str(exc)) from None
     except RuntimeError as exc:
         if not str(exc).startswith("Failed client connect"):
             raise
@@ -143,6 +148,7 @@ def _up(args: argparse.Namespace) -> int:
         sim_seed=args.sim_seed,
         sim_speed=args.sim_speed,
         sim_scenario=args.sim_scenario,
+        new_store=args.new_store,
     )
     return asyncio.run(up(opts))
 
@@ -181,6 +187,15 @@ def _temporal_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", help="Temporal frontend host:port (env TEMPORAL_ADDRESS)")
     parser.add_argument("--namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE)")
     parser.add_argument("--profile", help="env config profile (env TEMPORAL_PROFILE)")
+
+
+def _new_store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--new-store",
+        action="store_true",
+        help="accept a new, empty store although agents are running: their old run log "
+        "and conversation are not in it (env FLEET_NEW_STORE=1)",
+    )
 
 
 def _json_option(parser: argparse.ArgumentParser) -> None:
@@ -259,9 +274,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _json_option(p)
 
-    p = sub.add_parser("runs", help="the run log", description="The run log, from the store.")
+    p = sub.add_parser(
+        "runs",
+        help="the run log",
+        description="The run log, from the store: every run, and every replay of a run "
+        "after a reset (#12 replay 2).",
+    )
     _agent_options(p, temporal=False)
-    p.add_argument("--limit", type=int, default=20, help="newest N runs (default %(default)s)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=20,
+        help="newest N records, replays included (default %(default)s)",
+    )
     p.add_argument("--session", type=int, help="only runs of this session")
     _json_option(p)
     p.set_defaults(handler=_runs)
@@ -269,11 +294,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show-run", help="one run in full: triggers, messages, record")
     _agent_options(p, temporal=False)
     p.add_argument("run", type=int, metavar="N")
+    p.add_argument(
+        "--attempt",
+        type=int,
+        metavar="K",
+        help="which execution of the run (1 = the original; default: the latest)",
+    )
     _json_option(p)
     p.set_defaults(handler=_show_run)
 
     p = sub.add_parser("worker", help="run a worker (same as python worker.py)")
     _temporal_options(p)
+    _new_store_option(p)
     p.set_defaults(handler=_worker)
 
     p = sub.add_parser("sim", help="run the vast.ai simulator alone")
@@ -298,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--db-filename", help="dev server database file (default from temporal-dev.yaml)"
     )
+    _new_store_option(p)
     p.add_argument("--sim-seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--sim-speed", type=float, default=1.0, help=argparse.SUPPRESS)
     p.add_argument("--sim-scenario", default="realistic", help=argparse.SUPPRESS)

@@ -3,6 +3,8 @@
 Reads only. The store's URL comes from FLEET_DATABASE_URL (default: the SQLite
 file under ./var/ that the worker writes); a missing SQLite file is reported
 instead of silently created, since an empty log would mislead the operator.
+A run executed again after a `temporal workflow reset` has several attempts;
+each is shown, the original as `#12` and the later ones as `#12 replay 2`.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from fleet_agent.store import MessageRecord, RunRecord, Store, redacted_url
+from fleet_agent.store import SCHEMA_VERSION, MessageRecord, RunRecord, Store, redacted_url
 from fleet_agent.store.engine import DATABASE_URL_ENV
 from fleet_agent.transcript import StoredReply, StoredToolResults
 from starter.agent_client import CliError
 from starter.render import fmt_duration, fmt_time, table, trigger_summary, verdict_text
 
-__all__ = ["open_store", "read_run", "read_runs", "run_detail", "runs_table"]
+__all__ = ["open_store", "read_run", "read_runs", "run_detail", "run_label", "runs_table"]
 
 _MAX_TRIGGERS_WIDTH = 40
 
@@ -41,9 +43,28 @@ def open_store() -> Store:
             f"no run log at {redacted_url(url)}: set {DATABASE_URL_ENV} to the worker's database"
         )
     try:
-        return Store(url)
+        store = Store(url)
     except (ValueError, SQLAlchemyError) as exc:
         raise CliError(f"cannot open the run log at {redacted_url(url)}: {exc}") from None
+    try:
+        version = store.condition().version
+    except SQLAlchemyError as exc:
+        store.dispose()
+        raise _store_error(store, exc) from None
+    if version != SCHEMA_VERSION:
+        store.dispose()
+        if version is None:
+            raise CliError(f"no run log at {store.where}: the database has no fleet-agent tables")
+        advice = (
+            "start the worker once to upgrade it"
+            if version < SCHEMA_VERSION
+            else "upgrade fleet-agent"
+        )
+        raise CliError(
+            f"the run log at {store.where} has schema version {version}, this fleet-agent "
+            f"reads version {SCHEMA_VERSION}: {advice}"
+        )
+    return store
 
 
 def _store_error(store: Store, exc: SQLAlchemyError) -> CliError:
@@ -52,27 +73,46 @@ def _store_error(store: Store, exc: SQLAlchemyError) -> CliError:
 
 
 def read_runs(agent_id: str, limit: int, session: int | None) -> list[RunRecord]:
-    """The newest `limit` runs, oldest first (the latest ends up next to the prompt)."""
+    """The newest `limit` run records (every attempt), oldest first (the latest
+    ends up next to the prompt)."""
     store = open_store()
     try:
-        return sorted(store.list_runs(agent_id, limit=limit, session=session), key=lambda r: r.run)
+        runs = store.list_runs(agent_id, limit=limit, session=session)
+        return sorted(runs, key=lambda r: (r.run, r.attempt))
     except SQLAlchemyError as exc:
         raise _store_error(store, exc) from None
     finally:
         store.dispose()
 
 
-def read_run(agent_id: str, run: int) -> tuple[RunRecord, list[MessageRecord]]:
+def read_run(
+    agent_id: str, run: int, attempt: int | None = None
+) -> tuple[RunRecord, list[RunRecord], list[MessageRecord]]:
+    """One attempt of a run (default: the latest), every attempt, and the run's messages."""
     store = open_store()
     try:
-        record = store.get_run(agent_id, run)
-        if record is None:
+        attempts = store.run_attempts(agent_id, run)
+        if not attempts:
             raise CliError(f"agent {agent_id!r} has no run {run} in the run log")
-        return record, store.run_messages(agent_id, run)
+        chosen = attempts[-1] if attempt is None else None
+        for record in attempts:
+            if record.attempt == attempt:
+                chosen = record
+        if chosen is None:
+            raise CliError(
+                f"run {run} of agent {agent_id!r} has no attempt {attempt} "
+                f"(attempts: {', '.join(str(a.attempt) for a in attempts)})"
+            )
+        return chosen, attempts, store.run_messages(agent_id, run)
     except SQLAlchemyError as exc:
         raise _store_error(store, exc) from None
     finally:
         store.dispose()
+
+
+def run_label(run: RunRecord) -> str:
+    """`#12` for a run's original execution, `#12 replay 2` for its second attempt."""
+    return f"#{run.run}" if run.attempt == 1 else f"#{run.run} replay {run.attempt}"
 
 
 def _duration(run: RunRecord) -> str:
@@ -103,7 +143,7 @@ def runs_table(runs: Sequence[RunRecord]) -> str:
         return "no runs yet"
     rows = [
         [
-            f"#{r.run}",
+            run_label(r),
             str(r.session),
             fmt_time(r.started_at),
             _duration(r),
@@ -154,11 +194,25 @@ def _message_text(m: MessageRecord) -> str:
     return m.content
 
 
-def run_detail(run: RunRecord, messages: Sequence[MessageRecord]) -> str:
+def _attempts_line(run: RunRecord, attempts: Sequence[RunRecord]) -> str:
+    parts = []
+    for a in attempts:
+        this = " (shown)" if a.attempt == run.attempt else ""
+        parts.append(f"{a.attempt} {a.status.value} {fmt_time(a.started_at)}{this}")
+    return (
+        "  attempts:  "
+        + " · ".join(parts)
+        + " — executed again after a reset; the messages below are shared"
+    )
+
+
+def run_detail(
+    run: RunRecord, messages: Sequence[MessageRecord], attempts: Sequence[RunRecord] = ()
+) -> str:
     """The audit view: the record, the trigger block and every stored message."""
     usage = run.usage
     head = [
-        f"run #{run.run} of {run.agent_id} · session {run.session} · {run.status.value}"
+        f"run {run_label(run)} of {run.agent_id} · session {run.session} · {run.status.value}"
         + (f" · {_badges(run)}" if _badges(run) else ""),
         f"  started:   {fmt_time(run.started_at)} · ended {fmt_time(run.ended_at)}"
         f" · took {_duration(run)}",
@@ -172,6 +226,8 @@ def run_detail(run: RunRecord, messages: Sequence[MessageRecord]) -> str:
         f"  context:   {run.history_runs_included} earlier run(s) in prompt, "
         f"{run.history_runs_dropped} dropped, ~{run.estimated_prompt_tokens} tokens",
     ]
+    if len(attempts) > 1:
+        head.append(_attempts_line(run, attempts))
     if run.error:
         head.append(f"  error:     {run.error}")
     sections = ["\n".join(head), "── triggers\n" + _indent(run.trigger_block)]

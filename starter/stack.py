@@ -24,11 +24,11 @@ from temporalio.client import Client
 from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.models import AgentStatus, ConfigPatch, RunStatus
 from fleet_agent.settings import Settings
-from fleet_agent.store import Store, default_database_url, redacted_url
+from fleet_agent.store import SchemaError, StoreRefused, default_database_url, redacted_url
 from starter.agent_client import AgentClient, CliError, open_client
 from starter.devserver import ROOT, DevServerConfig, find_temporal_cli, load_dev_config
 from starter.render import last_run_text
-from worker import build_worker, fleet_from_settings
+from worker import build_worker, fleet_from_settings, open_worker_store
 
 __all__ = ["StackOptions", "up"]
 
@@ -51,6 +51,7 @@ class StackOptions:
     sim_seed: int = 0
     sim_speed: float = 1.0
     sim_scenario: str = "realistic"
+    new_store: bool = False
 
 
 @dataclass(frozen=True)
@@ -285,11 +286,16 @@ async def up(opts: StackOptions) -> int:
         settings = Settings.from_env()  # again: the simulator exported VAST_API_*
         db_url = settings.database_url or default_database_url()
         try:
-            store = Store(db_url)
-        except ValueError as exc:  # e.g. an unsupported FLEET_DATABASE_URL
+            store = await open_worker_store(
+                client,
+                db_url,
+                new_store=opts.new_store or settings.new_store,
+                task_queue=opts.task_queue,
+            )
+        # ValueError: e.g. an unsupported FLEET_DATABASE_URL.
+        except (StoreRefused, SchemaError, ValueError) as exc:
             raise CliError(str(exc)) from None
         stack.callback(store.dispose)
-        store.create_all()
         provider = provider_from_settings(settings)
         model = getattr(provider, "model", None)
         # The same fleet wiring as `python worker.py`: vast.ai, or the simulator above.

@@ -416,6 +416,8 @@ def up_command(tmp_path: Path, *extra: str) -> tuple[list[str], dict[str, str], 
     env |= {
         "FLEET_DATABASE_URL": f"sqlite:///{tmp_path / 'fleet.db'}",
         "TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
+        # The code under test, whichever checkout the environment has installed.
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
     }
     argv = [
         sys.executable,
@@ -464,6 +466,43 @@ async def test_up_check_runs_the_stack_and_exits_zero(tmp_path: Path) -> None:
         assert [r.run for r in finished_runs(store, "fleet-agent")] == [1]
     finally:
         store.dispose()
+
+    # The agent stays running in the dev server's database. With its store
+    # gone, `up` refuses to start it on a new, empty one...
+    _delete_store(tmp_path)
+    refused = await _up_to_exit(argv, env, tmp_path)
+    assert refused.code == 1, refused
+    assert "does not exist" in refused.err and "'fleet-agent'" in refused.err, refused
+    assert "--new-store" in refused.err and not (tmp_path / "fleet.db").exists()
+    assert not listening(port), "the dev server outlived a refused `up`"
+
+    # ... until told to: the agent goes on with its run numbers in a new store.
+    accepted = await _up_to_exit([*argv, "--new-store"], env, tmp_path)
+    assert accepted.code == 0, accepted
+    assert "check: run #2 ok" in accepted.out
+    store = Store(env["FLEET_DATABASE_URL"])
+    try:
+        assert [r.run for r in finished_runs(store, "fleet-agent")] == [2]
+    finally:
+        store.dispose()
+
+
+def _delete_store(folder: Path) -> None:
+    """The SQLite store `up_command` points at, with its WAL files, as an accident would."""
+    for path in folder.glob("fleet.db*"):
+        path.unlink()
+
+
+async def _up_to_exit(argv: list[str], env: dict[str, str], cwd: Path) -> Result:
+    proc = await asyncio.create_subprocess_exec(
+        *argv, env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    finally:
+        await stop(proc)
+    assert proc.returncode is not None
+    return Result(proc.returncode, out.decode(), err.decode()[-3000:])
 
 
 async def test_up_serves_until_sigterm_then_stops_everything(

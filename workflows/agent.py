@@ -396,26 +396,38 @@ class FleetAgentWorkflow:
             await workflow.wait_condition(lambda: bool(self._buffer.unstored_keys or self._lost))
             if self._buffer.unstored_keys:
                 keys = self._buffer.unstored_keys
-                stored = await workflow.execute_activity(
-                    stubs.store_operator_messages,
-                    StoreMessagesRequest(agent_id=self._agent_id, keys=keys),
-                    start_to_close_timeout=STORE_TIMEOUT,
-                    retry_policy=STORE_RETRY,
-                    summary=f"store {len(keys)} operator message(s)",
-                )
+                try:
+                    stored = await workflow.execute_activity(
+                        stubs.store_operator_messages,
+                        StoreMessagesRequest(agent_id=self._agent_id, keys=keys),
+                        start_to_close_timeout=STORE_TIMEOUT,
+                        retry_policy=STORE_RETRY,
+                        summary=f"store {len(keys)} operator message(s)",
+                    )
+                except ActivityError as exc:
+                    # Only a non-retryable failure gets here; try again later
+                    # rather than end this loop.
+                    workflow.logger.error("could not store messages: %s", exc.cause or exc)
+                    await workflow.sleep(STORE_TIMEOUT, summary="store retry pause")
+                    continue
                 self._buffer.mark_stored(stored)
             if self._lost:
                 result = self._lost[0]
-                await workflow.execute_activity(
-                    stubs.record_run,
-                    RecordRunRequest(
-                        agent_id=self._agent_id, session=self._state.session, result=result
-                    ),
-                    start_to_close_timeout=STORE_TIMEOUT,
-                    retry_policy=STORE_RETRY,
-                    # A run that never opened its record has nothing to close.
-                    summary=f"record run {result.run} as failed",
-                )
+                try:
+                    await workflow.execute_activity(
+                        stubs.record_run,
+                        RecordRunRequest(
+                            agent_id=self._agent_id, session=self._state.session, result=result
+                        ),
+                        start_to_close_timeout=STORE_TIMEOUT,
+                        retry_policy=STORE_RETRY,
+                        summary=f"record run {result.run} as failed",
+                    )
+                except ActivityError as exc:
+                    # Non-retryable: the run never opened a record, nothing to close.
+                    workflow.logger.warning(
+                        "run %s has no record to close: %s", result.run, exc.cause or exc
+                    )
                 self._lost.pop(0)
 
     async def _until_stored(self) -> None:

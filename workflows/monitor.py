@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models only.
+    from fleet_agent.fleet.reconcile import ReconcileRequest
     from fleet_agent.fleet.snapshot import FleetSnapshot
     from fleet_agent.models import MonitorConfig, MonitorInput, PollRequest, StateChanged
     from workflows import stubs
@@ -46,7 +47,8 @@ def diff_states(old: dict[int, str], new: dict[int, str]) -> list[tuple[int, str
 @workflow.defn
 class FleetMonitorWorkflow:
     """Polls the fleet (activity poll_fleet → vast.ai, read only) and signals
-    `state_changed` to the agent workflow. Checks at every poll that its agent
+    `state_changed` to the agent workflow; destroys duplicate rentals of one
+    create (activity reconcile_labels → vast.ai). Checks at every poll that its agent
     still runs (activity agent_is_open → Temporal) and ends within one poll
     interval once it does not, or when the agent disables it; a `configure`
     signal takes effect at once. Continues as new to keep its history short."""
@@ -94,6 +96,8 @@ class FleetMonitorWorkflow:
                 workflow.logger.warning("fleet poll failed: %s", exc.cause or exc)
             else:
                 self._last = snap
+                if snap.duplicate_labels:
+                    await self._reconcile(inp.agent_id, snap.duplicate_labels)
                 new = snap.states()
                 if states is not None:
                     msgs = {i.id: i.status_msg for i in snap.instances}
@@ -135,6 +139,26 @@ class FleetMonitorWorkflow:
                     timeout=timedelta(seconds=self._config.poll_seconds),
                     timeout_summary="next fleet poll",
                 )
+
+    async def _reconcile(self, agent_id: str, duplicates: dict[str, list[int]]) -> None:
+        """A create label with several machines: an attempt of a create that
+        was thought dead rented too. Keep the oldest, destroy the others."""
+        extra = sum(len(ids) - 1 for ids in duplicates.values())
+        try:
+            report = await workflow.execute_activity(
+                stubs.reconcile_labels,
+                ReconcileRequest(agent_id=agent_id),
+                start_to_close_timeout=_POLL_TIMEOUT,
+                heartbeat_timeout=FLEET_HEARTBEAT_TIMEOUT,
+                retry_policy=_POLL_RETRY,
+                summary=f"destroy {extra} duplicate rental(s)",
+            )
+        except ActivityError as exc:
+            workflow.logger.error("duplicate rentals not settled: %s", exc.cause or exc)
+            return
+        workflow.logger.warning(
+            "duplicate rentals destroyed: %s (still there: %s)", report.destroyed, report.remaining
+        )
 
     async def _agent_is_open(self, agent_id: str) -> bool:
         """Whether the agent runs; when Temporal cannot say, assume it does."""

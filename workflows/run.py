@@ -96,7 +96,11 @@ class AgentRunWorkflow:
         try:
             context = await workflow.execute_activity(
                 stubs.load_context,
-                LoadContextRequest(run_input=inp, started_at=started),
+                LoadContextRequest(
+                    run_input=inp,
+                    started_at=started,
+                    workflow_run_id=workflow.info().run_id,
+                ),
                 start_to_close_timeout=STORE_TIMEOUT,
                 # It also reads the fleet (vast.ai), which may be slow.
                 heartbeat_timeout=FLEET_HEARTBEAT_TIMEOUT,
@@ -120,6 +124,7 @@ class AgentRunWorkflow:
                 result=result,
                 final_round=final_round,
                 context=context,
+                workflow_run_id=workflow.info().run_id,
             ),
             start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,

@@ -19,6 +19,7 @@ from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models only.
+    from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest
     from fleet_agent.fleet.snapshot import FleetSnapshot
     from fleet_agent.models import (
         AgentCounters,
@@ -46,6 +47,7 @@ __all__ = [
     "load_agent_counters",
     "load_context",
     "poll_fleet",
+    "reconcile_labels",
     "record_run",
     "search_offers",
     "store_operator_messages",
@@ -125,6 +127,12 @@ async def destroy_instance(req: FleetToolRequest) -> ToolResult:
 async def poll_fleet(req: PollRequest) -> FleetSnapshot:
     """The monitor's read of the fleet."""
     _declared("poll_fleet")
+
+
+@activity.defn(name="reconcile_labels")
+async def reconcile_labels(req: ReconcileRequest) -> ReconcileReport:
+    """Keep one machine per create label, destroy the duplicates (the monitor calls it)."""
+    _declared("reconcile_labels")
 
 
 FLEET_TOOL_ACTIVITIES = {

@@ -1,23 +1,32 @@
-"""Persistence of agent sessions, runs and messages (SQLite or PostgreSQL).
+"""Persistence of agent sessions, runs, messages and the inbox (SQLite or PostgreSQL).
 
 Temporal-free and synchronous: activities call it from their thread pool.
 """
 
 from .engine import create_engine_for, default_database_url, redacted_url
+from .guard import NEW_STORE_ENV, NEW_STORE_FLAG, StoreRefused, store_refusal
 from .journal import ToolCallRecord, ToolCallStatus, ToolJournal
-from .records import HistoryEntry, MessageRecord, RunRecord, SessionRecord
+from .records import HistoryEntry, MessageRecord, RunRecord, SessionRecord, StoreCondition
+from .schema import SCHEMA_VERSION, SchemaError
 from .store import Store
 
 __all__ = [
+    "NEW_STORE_ENV",
+    "NEW_STORE_FLAG",
+    "SCHEMA_VERSION",
     "HistoryEntry",
     "MessageRecord",
     "RunRecord",
+    "SchemaError",
     "SessionRecord",
     "Store",
+    "StoreCondition",
+    "StoreRefused",
     "ToolCallRecord",
     "ToolCallStatus",
     "ToolJournal",
     "create_engine_for",
     "default_database_url",
     "redacted_url",
+    "store_refusal",
 ]

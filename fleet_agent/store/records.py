@@ -9,18 +9,28 @@ from pydantic import BaseModel, ConfigDict
 
 from fleet_agent.models import ContextInfo, RunStatus, TokenUsage, Trigger, Verdict
 
-__all__ = ["HistoryEntry", "MessageRecord", "MessageRole", "RunRecord", "SessionRecord"]
+__all__ = [
+    "HistoryEntry",
+    "MessageRecord",
+    "MessageRole",
+    "RunRecord",
+    "SessionRecord",
+    "StoreCondition",
+]
 
 MessageRole = Literal["user", "assistant"]
 
 
 class RunRecord(BaseModel):
-    """Everything stored about one run."""
+    """Everything stored about one attempt of a run (1 = the original execution;
+    a run executes again after a `temporal workflow reset` to before it)."""
 
     model_config = ConfigDict(frozen=True)
 
     agent_id: str
     run: int
+    attempt: int
+    workflow_run_id: str
     session: int
     status: RunStatus
     triggers: list[Trigger]
@@ -92,3 +102,17 @@ class HistoryEntry(BaseModel):
     final_text: str
     actions_digest: str
     noop: bool
+
+
+class StoreCondition(BaseModel):
+    """What is at the store's URL, looked at before a worker opens it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exists: bool  # False: the SQLite file is missing (always True on PostgreSQL)
+    version: int | None  # schema version; None: no fleet-agent tables
+
+    @property
+    def empty(self) -> bool:
+        """Missing, or reachable with no fleet-agent tables: nothing to lose."""
+        return self.version is None

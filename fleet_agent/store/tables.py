@@ -15,11 +15,15 @@ from sqlmodel import Field, SQLModel
 from .timestamps import UTCDateTime
 
 __all__ = [
+    "INBOX_TABLE",
     "MESSAGES_TABLE",
+    "META_TABLE",
     "RUNS_TABLE",
     "SESSIONS_TABLE",
     "TOOL_CALLS_TABLE",
+    "InboxRow",
     "MessageRow",
+    "MetaRow",
     "RunRow",
     "SessionRow",
     "ToolCallRow",
@@ -31,6 +35,17 @@ SESSIONS_TABLE = "fa_sessions"
 RUNS_TABLE = "fa_runs"
 MESSAGES_TABLE = "fa_messages"
 TOOL_CALLS_TABLE = "fa_tool_calls"
+INBOX_TABLE = "fa_inbox"
+META_TABLE = "fa_meta"
+
+
+class MetaRow(SQLModel, table=True):
+    """Facts about the store itself, e.g. its schema version (see schema.py)."""
+
+    __tablename__ = META_TABLE
+
+    key: str = Field(primary_key=True)
+    value: str = Field(sa_type=Text)
 
 
 class SessionRow(SQLModel, table=True):
@@ -47,11 +62,16 @@ class SessionRow(SQLModel, table=True):
 
 
 class RunRow(SQLModel, table=True):
-    """One agent run: its triggers, outcome, counters and prompt bookkeeping."""
+    """One attempt of an agent run: its triggers, outcome, counters and prompt bookkeeping.
+
+    A run executes again after a `temporal workflow reset` to before it: each
+    execution is an attempt (1 = the original), written by the run workflow
+    whose Temporal run ID is `workflow_run_id` ("" when the writer did not say).
+    """
 
     __tablename__ = RUNS_TABLE
     __table_args__ = (
-        UniqueConstraint("agent_id", "run", name="uq_fa_runs_agent_run"),
+        UniqueConstraint("agent_id", "run", "attempt", name="uq_fa_runs_agent_run_attempt"),
         # prompt_history and list_runs(session=...) filter on exactly this.
         Index("ix_fa_runs_agent_session_run", "agent_id", "session", "run"),
     )
@@ -59,6 +79,8 @@ class RunRow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     agent_id: str
     run: int
+    attempt: int = 1
+    workflow_run_id: str = ""
     session: int
     status: str  # a RunStatus value; plain text so new statuses need no migration
     triggers_json: str = Field(default="[]", sa_type=Text)
@@ -130,6 +152,21 @@ class ToolCallRow(SQLModel, table=True):
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
+class InboxRow(SQLModel, table=True):
+    """The full text of one operator message; the workflow carries only its key."""
+
+    __tablename__ = INBOX_TABLE
+    __table_args__ = (UniqueConstraint("agent_id", "key", name="uq_fa_inbox_agent_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: str
+    key: str
+    seq: int
+    author: str = Field(sa_type=Text)
+    text: str = Field(sa_type=Text)
+    received_at: datetime = Field(sa_type=UTCDateTime)
+
+
 def table_of(model: type[SQLModel]) -> Table:
     """The Core `Table` of a table model.
 
@@ -144,4 +181,11 @@ def table_of(model: type[SQLModel]) -> Table:
 
 def all_tables() -> list[Table]:
     """The store's tables only: other code may register tables in the same metadata."""
-    return [table_of(model) for model in (SessionRow, RunRow, MessageRow, ToolCallRow)]
+    return [
+        table_of(MetaRow),
+        table_of(SessionRow),
+        table_of(RunRow),
+        table_of(MessageRow),
+        table_of(InboxRow),
+        table_of(ToolCallRow),
+    ]

@@ -1,0 +1,176 @@
+"""Reads of the run log: runs, their attempts, and the history a prompt is built from."""
+
+from __future__ import annotations
+
+from sqlalchemy import func
+from sqlalchemy.orm import aliased
+from sqlmodel import Session, col, select
+
+from fleet_agent.models import RunStatus, TokenUsage, Verdict
+
+from .base import StoreBase
+from .records import HistoryEntry, RunRecord
+from .run_writes import TRIGGERS, target_attempt
+from .tables import RunRow, SessionRow
+
+__all__ = ["RunReads"]
+
+
+class RunReads(StoreBase):
+    """Runs and their attempts as records; the prompt's history."""
+
+    def latest_counters(self, agent_id: str) -> tuple[int, int]:
+        """(highest run number, highest session number) ever stored, 0 when none.
+
+        A freshly started agent continues from these so it never reuses a run
+        number, even if its workflow state was lost.
+        """
+        with Session(self._engine) as db:
+            max_run, max_run_session = db.exec(
+                select(func.max(col(RunRow.run)), func.max(col(RunRow.session))).where(
+                    col(RunRow.agent_id) == agent_id
+                )
+            ).one()
+            max_session = db.exec(
+                select(func.max(col(SessionRow.session))).where(
+                    col(SessionRow.agent_id) == agent_id
+                )
+            ).one()
+        return (max_run or 0, max(max_run_session or 0, max_session or 0))
+
+    def get_run(self, agent_id: str, run: int, *, attempt: int | None = None) -> RunRecord | None:
+        """The latest attempt of the run, or the given one; None if there is none."""
+        stmt = select(RunRow).where(col(RunRow.agent_id) == agent_id, col(RunRow.run) == run)
+        if attempt is not None:
+            stmt = stmt.where(col(RunRow.attempt) == attempt)
+        stmt = stmt.order_by(col(RunRow.attempt).desc()).limit(1)
+        with Session(self._engine) as db:
+            row = db.exec(stmt).first()
+            return None if row is None else _run_record(row)
+
+    def get_attempt_of(self, agent_id: str, run: int, workflow_run_id: str) -> RunRecord | None:
+        """The attempt that writes by `workflow_run_id` target (see `finish_run`), if any."""
+        with self._engine.connect() as conn:
+            attempt = target_attempt(conn, agent_id, run, workflow_run_id)
+        return None if attempt is None else self.get_run(agent_id, run, attempt=attempt)
+
+    def run_attempts(self, agent_id: str, run: int) -> list[RunRecord]:
+        """Every attempt of the run, oldest first."""
+        stmt = (
+            select(RunRow)
+            .where(col(RunRow.agent_id) == agent_id, col(RunRow.run) == run)
+            .order_by(col(RunRow.attempt))
+        )
+        with Session(self._engine) as db:
+            return [_run_record(row) for row in db.exec(stmt)]
+
+    def list_runs(
+        self,
+        agent_id: str,
+        *,
+        limit: int = 50,
+        before_run: int | None = None,
+        session: int | None = None,
+    ) -> list[RunRecord]:
+        """Up to `limit` records, every attempt of each run, newest run and attempt first,
+        optionally before a run / in a session."""
+        stmt = select(RunRow).where(col(RunRow.agent_id) == agent_id)
+        if before_run is not None:
+            stmt = stmt.where(col(RunRow.run) < before_run)
+        if session is not None:
+            stmt = stmt.where(col(RunRow.session) == session)
+        stmt = stmt.order_by(col(RunRow.run).desc(), col(RunRow.attempt).desc()).limit(limit)
+        with Session(self._engine) as db:
+            return [_run_record(row) for row in db.exec(stmt)]
+
+    def count_runs(self, agent_id: str) -> int:
+        """How many distinct runs the agent has (attempts of one run count once)."""
+        with Session(self._engine) as db:
+            return db.exec(
+                select(func.count(func.distinct(col(RunRow.run)))).where(
+                    col(RunRow.agent_id) == agent_id
+                )
+            ).one()
+
+    def prompt_history(self, agent_id: str, session: int, before_run: int) -> list[HistoryEntry]:
+        """Finished, in-prompt runs of `session` before `before_run`, oldest first.
+
+        One entry per run: its latest finished attempt, which is left out if
+        that attempt is not in the prompt.
+        """
+        other = aliased(RunRow)
+        latest_finished = (
+            select(func.max(col(other.attempt)))
+            .where(
+                col(other.agent_id) == col(RunRow.agent_id),
+                col(other.run) == col(RunRow.run),
+                col(other.status) != RunStatus.RUNNING.value,
+            )
+            .scalar_subquery()
+        )
+        stmt = (
+            select(RunRow)
+            .where(
+                col(RunRow.agent_id) == agent_id,
+                col(RunRow.session) == session,
+                col(RunRow.run) < before_run,
+                col(RunRow.status) != RunStatus.RUNNING.value,
+                col(RunRow.attempt) == latest_finished,
+                col(RunRow.in_prompt).is_(True),
+            )
+            .order_by(col(RunRow.run))
+        )
+        with Session(self._engine) as db:
+            return [
+                HistoryEntry(
+                    run=row.run,
+                    started_at=row.started_at,
+                    ended_at=row.ended_at,
+                    status=RunStatus(row.status),
+                    trigger_block=row.trigger_block,
+                    final_text=row.final_text,
+                    actions_digest=row.actions_digest,
+                    noop=row.noop,
+                )
+                for row in db.exec(stmt)
+            ]
+
+
+def _run_record(row: RunRow) -> RunRecord:
+    verdict = (
+        None
+        if row.verdict_action is None or row.verdict_state_changed is None
+        else Verdict(action=row.verdict_action, state_changed=row.verdict_state_changed)
+    )
+    return RunRecord(
+        agent_id=row.agent_id,
+        run=row.run,
+        attempt=row.attempt,
+        workflow_run_id=row.workflow_run_id,
+        session=row.session,
+        status=RunStatus(row.status),
+        triggers=TRIGGERS.validate_json(row.triggers_json),
+        trigger_block=row.trigger_block,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        verdict=verdict,
+        verdict_error=row.verdict_error,
+        noop=row.noop,
+        in_prompt=row.in_prompt,
+        error=row.error,
+        final_text=row.final_text,
+        actions_digest=row.actions_digest,
+        mutating_calls=row.mutating_calls,
+        tool_calls=row.tool_calls,
+        rounds=row.rounds,
+        usage=TokenUsage(
+            input_tokens=row.input_tokens,
+            output_tokens=row.output_tokens,
+            cache_read_input_tokens=row.cache_read_input_tokens,
+            cache_creation_input_tokens=row.cache_creation_input_tokens,
+        ),
+        llm_seconds=row.llm_seconds,
+        history_runs_included=row.history_runs_included,
+        history_runs_dropped=row.history_runs_dropped,
+        estimated_prompt_tokens=row.estimated_prompt_tokens,
+    )

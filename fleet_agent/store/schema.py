@@ -1,0 +1,136 @@
+"""The store's schema version, kept in `fa_meta`, and the migrations between versions.
+
+Versions:
+1. `fa_sessions`, `fa_runs` unique on (agent, run), `fa_messages`; no `fa_meta`
+   (every store created before versioning).
+2. `fa_meta`; `fa_runs` gains `attempt` and `workflow_run_id` and is unique on
+   (agent, run, attempt); `fa_inbox`.
+
+A table that is only added (no change to an existing one) needs no new
+version: `upgrade` creates every missing table of the current metadata.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+from sqlalchemy import Connection, Engine, inspect, select, text
+from sqlalchemy.dialects import postgresql, sqlite
+
+from .tables import META_TABLE, RUNS_TABLE, MetaRow, RunRow, all_tables, table_of
+
+__all__ = ["SCHEMA_VERSION", "SchemaError", "read_version", "upgrade"]
+
+SCHEMA_VERSION = 2
+VERSION_KEY = "schema_version"
+
+# Tables of version 1: a database with any of them and no fa_meta is version 1.
+_V1_TABLES = frozenset({"fa_sessions", "fa_runs", "fa_messages"})
+# Serialises concurrent upgrades on PostgreSQL (two workers starting at once).
+_PG_LOCK_KEY = 0x66612D736368656D  # "fa-schem"
+
+
+class SchemaError(RuntimeError):
+    """The store's schema cannot be used or upgraded by this code."""
+
+
+def read_version(conn: Connection) -> int | None:
+    """The schema version of the database; None when it has no fleet-agent tables."""
+    tables = set(inspect(conn).get_table_names())
+    if META_TABLE in tables:
+        meta = table_of(MetaRow)
+        value = conn.execute(
+            select(meta.c.value).where(meta.c.key == VERSION_KEY)
+        ).scalar_one_or_none()
+        if value is None or not value.isdigit():
+            raise SchemaError(f"the store's {META_TABLE} has no valid {VERSION_KEY}: {value!r}")
+        return int(value)
+    if tables & _V1_TABLES:
+        return 1
+    return None
+
+
+def upgrade(engine: Engine) -> int | None:
+    """Bring the database to `SCHEMA_VERSION`: create it, or migrate an older one.
+
+    Returns the version found before (None: it had no tables). Runs in one
+    transaction that excludes other writers, so concurrent callers do the work
+    once. Raises `SchemaError` if the database is newer than this code.
+    """
+    with _exclusive(engine) as conn:
+        found = read_version(conn)
+        if found is not None and found > SCHEMA_VERSION:
+            raise SchemaError(
+                f"the store has schema version {found}, newer than this fleet-agent "
+                f"(version {SCHEMA_VERSION}): upgrade fleet-agent"
+            )
+        for version in range(found or SCHEMA_VERSION, SCHEMA_VERSION):
+            _MIGRATIONS[version](conn)
+        RunRow.metadata.create_all(conn, tables=all_tables())
+        if found != SCHEMA_VERSION:
+            _write_version(conn, SCHEMA_VERSION)
+        return found
+
+
+@contextlib.contextmanager
+def _exclusive(engine: Engine) -> Iterator[Connection]:
+    """A connection in a transaction that holds the database's write lock."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+        else:
+            # pysqlite starts transactions lazily and not for DDL: take the
+            # write lock up front so the migration is atomic and exclusive.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+
+
+def _write_version(conn: Connection, version: int) -> None:
+    meta = table_of(MetaRow)
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    stmt = insert(meta).values(key=VERSION_KEY, value=str(version))
+    conn.execute(stmt.on_conflict_do_update(index_elements=["key"], set_={"value": str(version)}))
+
+
+# ---------------------------------------------------------------- migrations
+
+
+def _v1_to_v2(conn: Connection) -> None:
+    """fa_runs: add `attempt` (1) and `workflow_run_id` (""), unique on (agent, run, attempt)."""
+    if RUNS_TABLE not in inspect(conn).get_table_names():
+        return  # create_all makes it at the current version
+    if conn.dialect.name == "postgresql":
+        for stmt in (
+            "ALTER TABLE fa_runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
+            "ALTER TABLE fa_runs ADD COLUMN workflow_run_id VARCHAR NOT NULL DEFAULT ''",
+            # The defaults only fill the existing rows: fresh tables have none.
+            "ALTER TABLE fa_runs ALTER COLUMN attempt DROP DEFAULT",
+            "ALTER TABLE fa_runs ALTER COLUMN workflow_run_id DROP DEFAULT",
+            "ALTER TABLE fa_runs DROP CONSTRAINT uq_fa_runs_agent_run",
+            "ALTER TABLE fa_runs ADD CONSTRAINT uq_fa_runs_agent_run_attempt "
+            "UNIQUE (agent_id, run, attempt)",
+        ):
+            conn.exec_driver_sql(stmt)
+        return
+    # SQLite cannot drop a table's constraint: rebuild the table.
+    old_columns = {c["name"] for c in inspect(conn).get_columns(RUNS_TABLE)}
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_fa_runs_agent_session_run")
+    conn.exec_driver_sql("ALTER TABLE fa_runs RENAME TO fa_runs_v1")
+    table_of(RunRow).create(conn)
+    kept = [c.name for c in table_of(RunRow).columns if c.name in old_columns]
+    names = ", ".join(kept)
+    conn.exec_driver_sql(
+        f"INSERT INTO fa_runs ({names}, attempt, workflow_run_id) "
+        f"SELECT {names}, 1, '' FROM fa_runs_v1"
+    )
+    conn.exec_driver_sql("DROP TABLE fa_runs_v1")
+
+
+# _MIGRATIONS[n] takes a database from version n to n + 1.
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}

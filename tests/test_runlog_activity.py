@@ -1,0 +1,175 @@
+"""The run log activities outside any workflow: the inbox, and attempts of a replayed run.
+
+ActivityEnvironment and a real Store on a temporary SQLite file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from hashlib import sha256
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.runlog import RunLogActivities
+from fleet_agent.models import (
+    AgentConfig,
+    InboxItem,
+    LoadContextRequest,
+    RecordRunRequest,
+    RunInput,
+    RunResult,
+    RunStatus,
+    Trigger,
+    TriggerKind,
+)
+from fleet_agent.store import Store
+from fleet_agent.transcript import CONTEXT_SEQ
+
+AGENT = "agent-runlog"
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def env() -> ActivityEnvironment:
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, started_time=NOW)
+    return env
+
+
+def _key(seq: int, text: str) -> str:
+    """The key scheme the workflow uses."""
+    return f"{seq}-{sha256(text.encode()).hexdigest()[:12]}"
+
+
+def _message(seq: int, text: str, *, stashed: bool = True) -> tuple[Trigger, InboxItem]:
+    key = _key(seq, text)
+    preview = text[:40] + "…"
+    trigger = Trigger(
+        seq=seq,
+        kind=TriggerKind.HUMAN_MESSAGE,
+        received_at=NOW,
+        text=preview if stashed else text,
+        author="alice",
+        text_key=key if stashed else "",
+    )
+    return trigger, InboxItem(key=key, seq=seq, author="alice", text=text, received_at=NOW)
+
+
+def _request(run: int, triggers: list[Trigger], workflow_run_id: str = "") -> LoadContextRequest:
+    inp = RunInput(agent_id=AGENT, run=run, session=1, triggers=triggers, config=AgentConfig())
+    return LoadContextRequest(
+        run_input=inp, started_at=NOW + timedelta(minutes=run), workflow_run_id=workflow_run_id
+    )
+
+
+def _record(run: int, workflow_run_id: str, error: str = "") -> RecordRunRequest:
+    result = RunResult(
+        run=run,
+        status=RunStatus.FAILED if error else RunStatus.OK,
+        error=error,
+        ended_at=NOW + timedelta(minutes=run, seconds=5),
+    )
+    return RecordRunRequest(
+        agent_id=AGENT, session=1, result=result, workflow_run_id=workflow_run_id
+    )
+
+
+async def test_load_context_puts_the_full_inbox_texts_back(
+    env: ActivityEnvironment, store: Store
+) -> None:
+    runlog = RunLogActivities(store)
+    long_text = "Please scale to 40 machines. " + "detail " * 2_800 + "THE END"
+    stashed, item = _message(1, long_text)
+    inline, _ = _message(2, "a short one, sent inline", stashed=False)
+    store.stash_messages(AGENT, [item])
+    store.stash_messages(AGENT, [item])  # retry
+
+    await env.run(runlog.load_context, _request(1, [stashed, inline]))
+
+    record = store.get_run(AGENT, 1)
+    assert record is not None
+    assert [t.text for t in record.triggers] == [long_text, "a short one, sent inline"]
+    assert record.triggers[0].text_key == item.key  # the run log shows which text it was
+    assert long_text in record.trigger_block and "a short one" in record.trigger_block
+    context = store.get_message(AGENT, 1, CONTEXT_SEQ)
+    assert context is not None and "THE END" in context.content
+
+
+async def test_a_text_not_yet_stashed_is_a_retryable_error_naming_the_key(
+    env: ActivityEnvironment, store: Store
+) -> None:
+    runlog = RunLogActivities(store)
+    present, item = _message(1, "stashed")
+    absent, missing = _message(2, "the stash is still in flight")
+    store.stash_messages(AGENT, [item])
+
+    with pytest.raises(ApplicationError) as raised:
+        await env.run(runlog.load_context, _request(1, [present, absent]))
+    assert raised.value.type == "InboxTextMissing"
+    assert not raised.value.non_retryable
+    assert missing.key in str(raised.value)
+    assert store.get_run(AGENT, 1) is None  # nothing opened with a preview as the text
+
+    # The stash lands; the retry goes through.
+    store.stash_messages(AGENT, [missing])
+    await env.run(runlog.load_context, _request(1, [present, absent]))
+    record = store.get_run(AGENT, 1)
+    assert record is not None
+    assert [t.text for t in record.triggers] == ["stashed", "the stash is still in flight"]
+
+
+async def test_a_text_of_another_agent_does_not_count(
+    env: ActivityEnvironment, store: Store
+) -> None:
+    runlog = RunLogActivities(store)
+    trigger, item = _message(1, "for someone else")
+    store.stash_messages("other", [item])
+    with pytest.raises(ApplicationError, match=item.key):
+        await env.run(runlog.load_context, _request(1, [trigger]))
+
+
+async def test_a_replayed_run_gets_its_own_attempt_and_record(
+    env: ActivityEnvironment, store: Store
+) -> None:
+    runlog = RunLogActivities(store)
+    trigger, _ = _message(1, "hello", stashed=False)
+    await env.run(runlog.load_context, _request(1, [trigger], "wf-a"))
+    await env.run(runlog.load_context, _request(1, [trigger], "wf-a"))  # activity retry
+    await env.run(runlog.record_run, _record(1, "wf-a"))
+
+    await env.run(runlog.load_context, _request(1, [trigger], "wf-b"))  # after a reset
+    await env.run(runlog.record_run, _record(1, "wf-b", error="replay failed"))
+
+    original, replay = store.run_attempts(AGENT, 1)
+    assert (original.attempt, original.workflow_run_id, original.status) == (
+        1,
+        "wf-a",
+        RunStatus.OK,
+    )
+    assert (replay.attempt, replay.workflow_run_id, replay.status) == (
+        2,
+        "wf-b",
+        RunStatus.FAILED,
+    )
+    assert replay.error == "replay failed"
+
+
+async def test_closing_a_run_its_workflow_run_never_opened_is_permanent(
+    env: ActivityEnvironment, store: Store
+) -> None:
+    runlog = RunLogActivities(store)
+    trigger, _ = _message(1, "hello", stashed=False)
+    await env.run(runlog.load_context, _request(1, [trigger], "wf-a"))
+
+    with pytest.raises(ApplicationError) as raised:
+        await env.run(runlog.record_run, _record(1, "wf-never-opened"))
+    assert raised.value.type == "RunNotOpened" and raised.value.non_retryable
+    assert "wf-never-opened" in str(raised.value)
+    record = store.get_run(AGENT, 1)
+    assert record is not None and record.status is RunStatus.RUNNING
+
+    with pytest.raises(ApplicationError, match="never opened"):
+        await env.run(runlog.record_run, _record(2, ""))
