@@ -31,14 +31,15 @@ class LinkActivities:
 
     @activity.defn
     async def store_operator_messages(self, req: StoreMessagesRequest) -> list[str]:
-        """Read operator message texts from the agent workflow (a query, so the
-        texts cross history only once, in their signal) and write them to the
-        store. Returns the keys now stored."""
+        """Read the operator message texts not yet stored from the agent
+        workflow (a query, so the texts cross history only once, in their
+        signal) and write them to the store. Returns the keys now stored."""
         handle = activity.client().get_workflow_handle(req.agent_id)
-        items: list[InboxItem] = await handle.query(
-            UNSTORED_MESSAGES_QUERY, req.keys, result_type=list[InboxItem]
-        )
-        await asyncio.to_thread(self._store.stash_messages, req.agent_id, items)
+        async with heartbeating():
+            items: list[InboxItem] = await handle.query(
+                UNSTORED_MESSAGES_QUERY, result_type=list[InboxItem]
+            )
+            await asyncio.to_thread(self._store.stash_messages, req.agent_id, items)
         return [item.key for item in items]
 
     @activity.defn

@@ -446,12 +446,11 @@ class StoreToolResults(BaseModel):
 
 
 class StoreMessagesRequest(BaseModel):
-    """`store_operator_messages`: which message texts to copy from the agent's
-    state into the store. Only keys: the texts are read with a query, so they
-    do not pass through history a second time."""
+    """`store_operator_messages`: copy the message texts still only in the
+    agent's state into the store. No texts here: the activity reads them with
+    a query, so they do not pass through history a second time."""
 
     agent_id: str
-    keys: list[str]
 
 
 class WaitForRun(BaseModel):
@@ -567,6 +566,8 @@ class AgentState(BaseModel):
     # Keys of operator messages whose text is still only in `pending_triggers`.
     unstored_keys: list[str] = Field(default_factory=list)
     run_in_flight: RunInFlight | None = None
+    # Runs lost to a timeout or a terminate whose record the store has yet to close.
+    unrecorded_runs: list[RunResult] = Field(default_factory=list)
 
 
 class AgentInput(BaseModel):
@@ -598,4 +599,5 @@ class AgentStatus(BaseModel):
     history_length: int
     rejected_total: int = 0
     pending_bytes: int = 0
+    unstored_messages: int = 0
     history_bytes: int = 0

@@ -22,6 +22,7 @@ Pure and deterministic: safe inside workflows.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,8 +32,10 @@ __all__ = [
     "MAX_PENDING_BYTES",
     "MAX_UNSTORED_BYTES",
     "PREVIEW_CHARS",
+    "QUERY_TEXT_CHARS",
     "Refusal",
     "TriggerBuffer",
+    "json_chars",
     "message_key",
     "preview",
 ]
@@ -41,10 +44,15 @@ __all__ = [
 # continue-as-new input and `status` each under 256 KB: 500 waiting operator
 # messages fit (about 250 bytes each once their texts are in the store).
 MAX_PENDING_BYTES = 160_000
-# Message texts not yet in the store (it is slow or away): they travel in the
-# workflow state until it comes back, so they are bounded too.
-MAX_UNSTORED_BYTES = 1_000_000
+# Message texts not yet in the store (it is slow or away), in JSON bytes: they
+# travel in the workflow state until it comes back, so they are bounded too.
+# With MAX_PENDING_BYTES, a continue-as-new input that must carry them (the
+# store away for long) stays under the server's 512 KB payload limit.
+MAX_UNSTORED_BYTES = 300_000
 PREVIEW_CHARS = 100
+# Characters of message text per answer of the `unstored_messages` query
+# (a query's answer is a payload too: under the server's blob size limit).
+QUERY_TEXT_CHARS = 300_000
 MAX_DETAIL_CHARS = 300
 MAX_REASON_CHARS = 1_000
 # Field names, separators, seq and timestamps of one trigger in JSON.
@@ -55,6 +63,11 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     """The start of a text, on one line, marked when cut."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def json_chars(text: str) -> int:
+    """Length of `text` as a JSON string (quotes and escapes included)."""
+    return len(json.dumps(text, ensure_ascii=False))
 
 
 def message_key(seq: int, text: str) -> str:
@@ -95,7 +108,7 @@ class TriggerBuffer:
         for t in pending:
             if t.text_key and t.text_key in waiting:
                 self._unstored[t.text_key] = t
-                self._unstored_bytes += len(t.text)
+                self._unstored_bytes += json_chars(t.text)
                 self._index(t, _size(t) - len(t.text) + len(preview(t.text)))
             else:
                 self._index(t)
@@ -115,24 +128,40 @@ class TriggerBuffer:
     def firsts(self) -> dict[Priority, datetime]:
         return dict(self._first)
 
+    def shown(self) -> list[Trigger]:
+        """The pending triggers as `status` shows them: message texts as previews."""
+        return [
+            t.model_copy(update={"text": preview(t.text)}) if t.text_key in self._unstored else t
+            for t in self.pending
+        ]
+
     @property
     def unstored_keys(self) -> list[str]:
         """Messages whose text is only in the workflow state so far."""
         return list(self._unstored)
 
-    def unstored_items(self, keys: list[str]) -> list[InboxItem]:
-        """The texts still to store, for the activity that stores them."""
-        return [
-            InboxItem(key=k, seq=t.seq, author=t.author, text=t.text, received_at=t.received_at)
-            for k in keys
-            if (t := self._unstored.get(k)) is not None
-        ]
+    def unstored_items(self, max_chars: int = QUERY_TEXT_CHARS) -> list[InboxItem]:
+        """Texts still to store, oldest first, as many as fit in `max_chars`
+        (at least one): a query's answer is bounded like any payload."""
+        items: list[InboxItem] = []
+        total = 0
+        for key, t in self._unstored.items():
+            if items and total + len(t.text) > max_chars:
+                break
+            total += len(t.text)
+            items.append(
+                InboxItem(
+                    key=key, seq=t.seq, author=t.author, text=t.text, received_at=t.received_at
+                )
+            )
+        return items
 
     # ------------------------------------------------------------ adding
 
     def add_message(self, seq: int, at: datetime, text: str, author: str) -> Refusal | None:
         """An operator message: kept whole until `mark_stored`, then as a preview."""
-        if self._unstored_bytes + len(text) > MAX_UNSTORED_BYTES:
+        size = json_chars(text)
+        if self._unstored_bytes + size > MAX_UNSTORED_BYTES:
             return Refusal(
                 f"{len(self._unstored)} message(s) are still waiting for the store; "
                 "send this one again in a minute"
@@ -150,7 +179,7 @@ class TriggerBuffer:
             return self._full()
         self._append(trigger, kept_size)
         self._unstored[trigger.text_key] = trigger
-        self._unstored_bytes += len(text)
+        self._unstored_bytes += size
         return None
 
     def mark_stored(self, keys: list[str]) -> None:
@@ -158,7 +187,7 @@ class TriggerBuffer:
         for key in keys:
             trigger = self._unstored.pop(key, None)
             if trigger is not None:
-                self._unstored_bytes -= len(trigger.text)
+                self._unstored_bytes -= json_chars(trigger.text)
                 trigger.text = preview(trigger.text)
 
     def add_state_change(

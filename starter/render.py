@@ -55,6 +55,9 @@ def fmt_when(at: datetime | None, now: datetime) -> str:
 
 
 def verdict_text(verdict: Verdict | None, verdict_error: str = "") -> str:
+    """The verdict as the run log shows it; a missing one is never made up."""
+    if verdict is None and verdict_error:
+        return f"no verdict ({verdict_error})"
     if verdict_error:
         return f"invalid ({verdict_error})"
     if verdict is None:

@@ -61,6 +61,21 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
+@pytest_asyncio.fixture(scope="module")
+async def plain_dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A dev server with temporal-dev.yaml's settings only, as `make run` has
+    them: the agent continues as new by its own thresholds, not every few runs."""
+    config = load_dev_config()
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=find_temporal_cli(),
+        dev_server_log_level="error",
+        dev_server_extra_args=config.dynamic_config_args(),
+    )
+    yield env
+    await env.shutdown()
+
+
 @pytest.fixture
 def fake_llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
     """A Messages API server; the real anthropic client finds it via ANTHROPIC_BASE_URL."""

@@ -1,9 +1,12 @@
 """Replay tests: workflow code must stay deterministic for agents already running.
 
-- Live: a short scenario on the time-skipping server (a human message, a tool
-  round with schedule_next_check, the wake firing, a reset that continues the
-  agent as new), then every history of it — each execution of the agent chain
-  and each child run — is replayed with `Replayer`.
+- Live: a scenario on the time-skipping server with the vast.ai simulator
+  behind the fleet tools: a human message, a tool round with
+  schedule_next_check, a rental (search_offers → create_instance), the monitor
+  signalling the new machine, a release (destroy_instance), the wake firing,
+  and a reset that continues the agent as new. Then every history of it —
+  each execution of the agent chain, each child run and the monitor — is
+  replayed with `Replayer`.
 - Recorded: the same histories, saved in tests/histories/, are replayed on every
   test run, so a change that would break running agents fails CI. After an
   intentional, versioned change (`workflow.patched`), re-record them::
@@ -19,11 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio import workflow
@@ -33,12 +38,23 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.workflow import NondeterminismError
 
+from activities.fleet import FleetActivities
 from fleet_agent.models import Phase, RunInput, RunResult, RunStatus, TriggerKind
-from fleet_agent.store import Store
+from fleet_agent.settings import ProverSpec
+from fleet_agent.sim import SimServer
+from fleet_agent.store import RunRecord, Store
+from fleet_agent.vast.client import VastClient
 from starter.devserver import find_test_server
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
-from tests.helpers import eventually, running_worker, status, status_after, wait_runs
-from workflows import AgentRunWorkflow, FleetAgentWorkflow
+from tests.helpers import (
+    eventually,
+    finished_runs,
+    running_worker,
+    status,
+    status_after,
+    wait_runs,
+)
+from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import STORE_TIMEOUT
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -48,15 +64,34 @@ ACTED = '<verdict>{"action": true, "state_changed": true}</verdict>'
 NOOP = '<verdict>{"action": false, "state_changed": false}</verdict>'
 
 
+def _rows(content: str) -> list[dict[str, Any]]:
+    """The JSON list inside a tool result."""
+    rows: list[dict[str, Any]] = json.loads(content[content.index("[") : content.rindex("]") + 1])
+    return rows
+
+
 def _respond(req: Request) -> Reply:
-    if req.tool_results():
-        return Reply(text=f"Scheduled a check in 15 minutes.\n{ACTED}")
+    """Scripted decisions that walk the interesting paths of the workflows."""
     text = req.last_user_text()
+    results = req.tool_results()
+    if results:
+        content = str(results[-1]["content"])
+        if "offers pass the guardrails" in content:
+            offer = _rows(content)[0]["offer_id"]
+            return Reply(tool_calls=[("create_instance", {"offer_id": offer, "reason": "cover"})])
+        if "capacity" in content and '"id"' in content:
+            iid = _rows(content)[0]["id"]
+            return Reply(tool_calls=[("destroy_instance", {"instance_id": iid, "reason": "done"})])
+        return Reply(text=f"Done.\n{ACTED}")
     if "please schedule" in text:
         return Reply(
             text="I will look again later.",
             tool_calls=[("schedule_next_check", {"delay_seconds": 900, "reason": "loading"})],
         )
+    if "rent one" in text:
+        return Reply(tool_calls=[("search_offers", {"gpu_name": "RTX 4090", "limit": 3})])
+    if "release it" in text:
+        return Reply(tool_calls=[("get_fleet_status", {})])
     if "after the reset" in text:
         return Reply(text=f"Hello again.\n{ACTED}")
     return Reply(text=f"Nothing to do.\n{NOOP}")
@@ -64,7 +99,7 @@ def _respond(req: Request) -> Reply:
 
 def replayer() -> Replayer:
     return Replayer(
-        workflows=[FleetAgentWorkflow, AgentRunWorkflow],
+        workflows=[FleetAgentWorkflow, AgentRunWorkflow, FleetMonitorWorkflow],
         data_converter=pydantic_data_converter,
     )
 
@@ -91,42 +126,63 @@ async def agent_chain(client: Client, agent_id: str) -> list[WorkflowHistory]:
 
 
 async def scenario(
-    env: WorkflowEnvironment, store: Store, fake: FakeAnthropic
+    env: WorkflowEnvironment, store: Store, fake: FakeAnthropic, fleet: FleetActivities
 ) -> dict[str, WorkflowHistory]:
     """Drive one agent through the interesting paths; return its histories by file stem."""
     fake.set_responder(_respond)
     client = env.client
-    async with running_worker(client, store) as h:
-        handle = await h.start_agent(agent_id=AGENT_ID, heartbeat_seconds=3600)
+    async with running_worker(client, store, fleet=fleet) as h:
+        handle = await h.start_agent(
+            agent_id=AGENT_ID, heartbeat_seconds=3600, monitor_poll_seconds=120
+        )
         await handle.signal(FleetAgentWorkflow.human_message, "please schedule a check")
         runs = await wait_runs(store, AGENT_ID, 1)
         assert runs[0].tool_calls == 1 and runs[0].rounds == 2, runs[0]
         wakes = (await status_after(handle, 1)).wakes
         assert len(wakes) == 1, wakes
-        await env.sleep(1_000)  # the 900 s wake fires
+        await handle.signal(FleetAgentWorkflow.human_message, "rent one")
         runs = await wait_runs(store, AGENT_ID, 2)
-        assert [t.kind for t in runs[1].triggers] == [TriggerKind.WAKE]
+        assert runs[1].mutating_calls == 1, runs[1]
+        # The monitor sees the new machine at its next poll and signals it:
+        # one more run (skip to that poll instead of waiting for it).
+        await env.sleep(130)
+        runs = await wait_runs(store, AGENT_ID, 3, timeout=60)
+        assert any(t.kind == TriggerKind.STATE_CHANGED for t in runs[2].triggers), runs[2]
+        await handle.signal(FleetAgentWorkflow.human_message, "release it")
+        runs = await _wait_for(store, lambda rs: any(r.mutating_calls and r.run > 2 for r in rs))
+        await env.sleep(1_000)  # the 900 s wake fires
+        runs = await _wait_for(
+            store, lambda rs: any(t.kind == TriggerKind.WAKE for r in rs for t in r.triggers)
+        )
         await handle.signal(FleetAgentWorkflow.reset_session, {"reason": "replay test"})
         # No query while the continue-as-new is in flight (see test_agent_loop).
         await handle.signal(FleetAgentWorkflow.human_message, "hello after the reset")
-        runs = await wait_runs(store, AGENT_ID, 3)
-        assert runs[2].session == 2 and runs[2].status == RunStatus.OK
+        runs = await _wait_for(store, lambda rs: rs[-1].session == 2)
+        assert runs[-1].status == RunStatus.OK
 
         async def settled() -> bool:
             st = await status(handle)
-            return st.executions == 2 and st.current_run is None and st.phase == Phase.IDLE
+            return st.executions >= 2 and st.current_run is None and st.phase == Phase.IDLE
 
-        await eventually(settled, what="the agent to settle after run 3")
+        await eventually(settled, what="the agent to settle after the reset")
+        runs = await wait_runs(store, AGENT_ID, (await status(handle)).run_count)
     # The worker is gone and the agent terminated: every history is final.
     histories: dict[str, WorkflowHistory] = {}
     for n, history in enumerate(await agent_chain(client, AGENT_ID), start=1):
         histories[f"{AGENT_ID}.exec{n}"] = history
-    for run in (r.run for r in runs):
-        child = f"{AGENT_ID}/run-{run}"
-        histories[child.replace("/", "__")] = await client.get_workflow_handle(
-            child
+    for workflow_id in [f"{AGENT_ID}/run-{r.run}" for r in runs] + [f"{AGENT_ID}/monitor"]:
+        histories[workflow_id.replace("/", "__")] = await client.get_workflow_handle(
+            workflow_id
         ).fetch_history()
     return histories
+
+
+async def _wait_for(store: Store, done: Callable[[list[RunRecord]], bool]) -> list[RunRecord]:
+    async def probe() -> list[RunRecord]:
+        runs = finished_runs(store, AGENT_ID)
+        return runs if runs and done(runs) else []
+
+    return await eventually(probe, timeout=60, what="the scenario's next run")
 
 
 def save(histories: dict[str, WorkflowHistory], directory: Path = HISTORIES) -> None:
@@ -149,16 +205,22 @@ def load_recorded(directory: Path = HISTORIES) -> list[WorkflowHistory]:
 
 
 async def test_live_histories_replay(
-    ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+    ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic, fleet: FleetActivities
 ) -> None:
-    histories = await scenario(ts_env, store, fake_llm)
-    assert sorted(histories) == [
-        "replay-agent.exec1",
-        "replay-agent.exec2",
-        "replay-agent__run-1",
-        "replay-agent__run-2",
-        "replay-agent__run-3",
-    ]
+    histories = await scenario(ts_env, store, fake_llm, fleet)
+    assert {"replay-agent.exec1", "replay-agent.exec2", "replay-agent__monitor"} <= set(histories)
+    assert sum("__run-" in stem for stem in histories) >= 6
+    events = {
+        stem: {
+            e.activity_task_scheduled_event_attributes.activity_type.name
+            for e in h.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+        }
+        for stem, h in histories.items()
+    }
+    run_activities = set().union(*(v for k, v in events.items() if "__run-" in k))
+    assert {"create_instance", "destroy_instance", "search_offers"} <= run_activities
+    assert {"poll_fleet", "agent_is_open"} <= events["replay-agent__monitor"]
     await replay_all(histories.values())
     if os.environ.get(RECORD_ENV) == "1":
         save(histories)
@@ -166,9 +228,13 @@ async def test_live_histories_replay(
 
 def test_recorded_histories_are_small_and_complete() -> None:
     paths = sorted(HISTORIES.glob("*.json"))
-    assert {p.stem for p in paths} >= {"replay-agent.exec1", "replay-agent.exec2"}
-    assert any("__run-" in p.stem for p in paths)
-    assert sum(p.stat().st_size for p in paths) < 200_000
+    assert {p.stem for p in paths} >= {
+        "replay-agent.exec1",
+        "replay-agent.exec2",
+        "replay-agent__monitor",
+    }
+    assert sum("__run-" in p.stem for p in paths) >= 6
+    assert sum(p.stat().st_size for p in paths) < 600_000
 
 
 @pytest.mark.parametrize(
@@ -212,12 +278,18 @@ async def record(directory: Path = HISTORIES) -> dict[str, WorkflowHistory]:
         data_converter=pydantic_data_converter, test_server_existing_path=find_test_server()
     )
     try:
-        with tempfile.TemporaryDirectory() as tmp, FakeAnthropic() as fake:
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            FakeAnthropic() as fake,
+            SimServer(seed=11, speed=0, scenario="ideal") as sim,
+        ):
             os.environ.update(fake.env())
             store = Store(f"sqlite:///{Path(tmp) / 'fleet.db'}")
             store.create_all()
             try:
-                histories = await scenario(env, store, fake)
+                async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
+                    fleet = FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
+                    histories = await scenario(env, store, fake, fleet)
             finally:
                 store.dispose()
     finally:

@@ -10,6 +10,7 @@ from fleet_agent.triggers import (
     MAX_UNSTORED_BYTES,
     PREVIEW_CHARS,
     TriggerBuffer,
+    json_chars,
     message_key,
     preview,
 )
@@ -79,9 +80,9 @@ def test_unstored_texts_are_bounded_and_refused_visibly() -> None:
     results = [buf.add_message(i + 1, at(i), text, "op") for i in range(60)]
     accepted = [r for r in results if r is None]
     refused = [r for r in results if r is not None]
-    assert len(accepted) == MAX_UNSTORED_BYTES // 20_000
+    assert len(accepted) == MAX_UNSTORED_BYTES // json_chars(text)
     assert refused and "waiting for the store" in refused[0].reason
-    items = buf.unstored_items(buf.unstored_keys)
+    items = buf.unstored_items(max_chars=10**9)
     assert len(items) == len(accepted) and items[0].text == text
     buf.mark_stored([items[0].key])
     assert buf.add_message(100, at(100), text, "op") is None

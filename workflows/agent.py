@@ -100,16 +100,26 @@ _FLEET_FIELDS = frozenset(
     }
 )
 _MAX_REJECTED = 20
+_MAX_UNRECORDED = 20
 # Continue as new as soon as one of these is reached, whatever the loop is
 # doing (a run in flight, paused, debouncing): well before Temporal's hard
 # limits (50 MB or 51,200 events of history, 10,000 signals per execution),
-# and no later than its default suggestion (4 MB, 4,096 events).
-_MAX_SIGNALS_PER_EXECUTION = 2_000
+# and no later than its default suggestion (4 MB, 4,096 events). Small
+# executions also keep a continue-as-new cheap to retry: the server refuses
+# it while signals keep arriving, and each refusal costs a full replay of the
+# execution (the worker evicts the run from its cache). A flood faster than
+# the worker completes workflow tasks can still starve it; Temporal then
+# refuses signals past its per-execution limit, with an error to the sender
+# (docs/OPERATIONS.md, "Signal floods").
+_MAX_SIGNALS_PER_EXECUTION = 1_000
 _MAX_HISTORY_BYTES = 4 * 1024 * 1024
 _MAX_HISTORY_EVENTS = 4_000
-# How long a continue-as-new waits for message texts to reach the store before
-# it carries them in its input instead (bounded by MAX_UNSTORED_BYTES).
-_STORE_GRACE = timedelta(seconds=10)
+# A continue-as-new waits for message texts to reach the store, unless the
+# history grows past these (the store is away for long): then it carries them
+# in its input (bounded by MAX_UNSTORED_BYTES, under the 512 KB payload limit).
+_CRITICAL_HISTORY_BYTES = 20 * 1024 * 1024
+_CRITICAL_HISTORY_EVENTS = 20_000
+_CRITICAL_SIGNALS = 8_000
 _M = TypeVar("_M", bound=BaseModel)
 _KNOWN_SIGNALS = "human_message, state_changed, trigger_now, reset_session, cancel_wake"
 
@@ -147,7 +157,7 @@ class FleetAgentWorkflow:
         self._changed = False
         self._runs_this_execution = 0
         self._signals = 0
-        self._lost: list[RunResult] = []
+        self._lost = self._state.unrecorded_runs
         self._heartbeat_from = self._state.last_run_ended_at or workflow.now()
 
     # ------------------------------------------------------------ main loop
@@ -353,6 +363,12 @@ class FleetAgentWorkflow:
             error = f"run workflow did not complete: {error}"
         workflow.logger.error("run %s did not complete: %s", run, cause)
         result = self._failed(run, started, error)
+        if len(self._lost) >= _MAX_UNRECORDED:
+            # The store has been away for many runs: keep the newest records.
+            dropped = self._lost.pop(0)
+            workflow.logger.error(
+                "run %s stays open in the store (too many lost runs)", dropped.run
+            )
         self._lost.append(result)
         return result
 
@@ -395,14 +411,14 @@ class FleetAgentWorkflow:
         while True:
             await workflow.wait_condition(lambda: bool(self._buffer.unstored_keys or self._lost))
             if self._buffer.unstored_keys:
-                keys = self._buffer.unstored_keys
+                waiting = len(self._buffer.unstored_keys)
                 try:
                     stored = await workflow.execute_activity(
                         stubs.store_operator_messages,
-                        StoreMessagesRequest(agent_id=self._agent_id, keys=keys),
+                        StoreMessagesRequest(agent_id=self._agent_id),
                         start_to_close_timeout=STORE_TIMEOUT,
                         retry_policy=STORE_RETRY,
-                        summary=f"store {len(keys)} operator message(s)",
+                        summary=f"store operator messages ({waiting} waiting)",
                     )
                 except ActivityError as exc:
                     # Only a non-retryable failure gets here; try again later
@@ -457,22 +473,28 @@ class FleetAgentWorkflow:
             or self._runs_this_execution >= self._state.config.continue_as_new_after_runs
         )
 
+    def _history_critical(self) -> bool:
+        info = workflow.info()
+        return (
+            self._signals >= _CRITICAL_SIGNALS
+            or info.get_current_history_size() >= _CRITICAL_HISTORY_BYTES
+            or info.get_current_history_length() >= _CRITICAL_HISTORY_EVENTS
+        )
+
     async def _continue_as_new(self, *, reset: bool) -> NoReturn:
-        """Hand the whole state to a fresh execution (a run in flight included)."""
+        """Hand the whole state to a fresh execution (a run in flight included).
+
+        Message texts go to the store first, so the new execution's input
+        holds previews only; it carries texts itself only when the store has
+        been away so long that the history nears Temporal's limits.
+        """
         await workflow.wait_condition(workflow.all_handlers_finished)
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(
-                lambda: not self._buffer.unstored_keys and not self._lost, timeout=_STORE_GRACE
-            )
+        await workflow.wait_condition(
+            lambda: not self._buffer.unstored_keys or self._history_critical()
+        )
         state = self._state.model_copy(deep=True)
         state.unstored_keys = self._buffer.unstored_keys
         state.executions += 1
-        if self._lost:
-            workflow.logger.error(
-                "continuing as new with %d lost run(s) not yet closed in the store: %s",
-                len(self._lost),
-                [r.run for r in self._lost],
-            )
         if reset:
             reason = state.reset_reason or "reset"
             state.reset_reason = None
@@ -707,7 +729,7 @@ class FleetAgentWorkflow:
             run_count=state.run_count,
             phase=self._phase,
             current_run=self._current_run,
-            pending_triggers=state.pending_triggers,
+            pending_triggers=self._buffer.shown(),
             next_heartbeat_at=heartbeat,
             next_run_due_at=None if self._due is None else self._due.at,
             wakes=state.wakes,
@@ -719,12 +741,13 @@ class FleetAgentWorkflow:
             history_length=info.get_current_history_length(),
             history_bytes=info.get_current_history_size(),
             pending_bytes=self._buffer.bytes,
+            unstored_messages=len(self._buffer.unstored_keys),
         )
 
     @workflow.query(description="internal: operator message texts not yet in the store")
-    def unstored_messages(self, keys: list[str]) -> list[InboxItem]:
+    def unstored_messages(self) -> list[InboxItem]:
         """For the store_operator_messages activity (texts cross history once)."""
-        return self._buffer.unstored_items(keys)
+        return self._buffer.unstored_items()
 
     # ------------------------------------------------------------ Web UI
 

@@ -44,6 +44,14 @@ def diff_states(old: dict[int, str], new: dict[int, str]) -> list[tuple[int, str
     return changes
 
 
+def _keep_old(new: dict[int, str], old: dict[int, str], iid: int) -> None:
+    """Make the next diff report `iid`'s change again (it was not delivered)."""
+    if iid in old:
+        new[iid] = old[iid]
+    else:
+        new.pop(iid, None)
+
+
 @workflow.defn
 class FleetMonitorWorkflow:
     """Polls the fleet (activity poll_fleet → vast.ai, read only) and signals
@@ -112,9 +120,15 @@ class FleetMonitorWorkflow:
                                     detail=msgs.get(iid, ""),
                                 ),
                             )
-                        except FailureError:
-                            workflow.logger.info("agent %s is gone; monitor ends", inp.agent_id)
-                            return
+                        except FailureError as exc:
+                            if not await self._agent_is_open(inp.agent_id):
+                                workflow.logger.info("agent %s is gone; monitor ends", inp.agent_id)
+                                return
+                            # The agent runs but refused the signal for now (a
+                            # full history, say): report this change again next poll.
+                            workflow.logger.warning("state change not delivered: %s", exc)
+                            _keep_old(new, states, iid)
+                            continue
                         self._signalled += 1
                 states = new
                 workflow.set_current_details(
