@@ -225,6 +225,7 @@ class RunLogActivities:
             mutating_calls=result.mutating_calls,
             tool_calls=result.tool_calls,
             rounds=result.rounds,
+            stop_reasons=result.stop_reasons,
             usage=result.usage,
             llm_seconds=result.llm_seconds,
             ended_at=result.ended_at or activity.info().started_time,

@@ -70,7 +70,8 @@ def parse_payload(
     elif isinstance(raw, str) and bare is not None:
         raw = {bare: raw}
     if not isinstance(raw, dict):
-        fields = ", ".join(model.model_fields)
+        names = list(model.model_fields)
+        fields = ", ".join(names[:4]) + (", …" if len(names) > 4 else "")
         accepted = "a JSON object" + (" or a string" if bare is not None else "")
         return Parsed(None, f"expected {accepted} ({fields}), got {_shape(raw)}"[:MAX_ERROR_CHARS])
     try:

@@ -121,6 +121,11 @@ def _duration(run: RunRecord) -> str:
     return fmt_duration((run.ended_at - run.started_at).total_seconds())
 
 
+# Stop reasons of replies that ended as the model meant them to; any other
+# (max_tokens, refusal, pause_turn, …) is shown as a badge in the run log.
+_USUAL_STOPS = frozenset({"end_turn", "tool_use", "stop_sequence"})
+
+
 def _badges(run: RunRecord) -> str:
     badges = []
     if run.noop:
@@ -129,6 +134,9 @@ def _badges(run: RunRecord) -> str:
         badges.append("[skipped in prompt]")
     if run.mutating_calls:
         badges.append(f"[{run.mutating_calls} fleet change(s)]")
+    unusual = sorted(set(run.stop_reasons) - _USUAL_STOPS)
+    if unusual:
+        badges.append(f"[{', '.join(unusual)}]")
     if run.error:
         badges.append(f"error: {run.error.splitlines()[0][:80]}")
     return " ".join(badges)
@@ -220,6 +228,7 @@ def run_detail(
         f"  in prompt: {'yes' if run.in_prompt else 'no (skipped in prompt)'}",
         f"  work:      {run.rounds} round(s), {run.tool_calls} tool call(s), "
         f"{run.mutating_calls} fleet change(s), LLM {run.llm_seconds:.1f}s",
+        f"  stops:     {', '.join(run.stop_reasons) or '—'}",
         f"  tokens:    in {usage.input_tokens} · out {usage.output_tokens} · "
         f"cache read {usage.cache_read_input_tokens} · "
         f"cache write {usage.cache_creation_input_tokens}",

@@ -40,12 +40,19 @@ async def quick_status(handle: Agent) -> AgentStatus:
 
 
 async def settled_status(handle: Agent) -> AgentStatus | None:
-    """Status, or None while the agent is still digesting a flood (a query
-    waits for the workflow task in flight, which may take longer than 2 s)."""
+    """Status, or None while the agent is still digesting a flood: a query
+    waits for the workflow task in flight (which may take longer than 2 s),
+    and is refused while the server has just refused a continue-as-new
+    because more signals came in (FAILED_PRECONDITION, "Workflow Task in
+    failed state")."""
     try:
         return await quick_status(handle)
     except RPCError as exc:
-        if exc.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+        if exc.status in (
+            RPCStatusCode.CANCELLED,
+            RPCStatusCode.DEADLINE_EXCEEDED,
+            RPCStatusCode.FAILED_PRECONDITION,
+        ):
             return None
         raise
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from fleet_agent.models import ContextInfo, RunStatus, TokenUsage, Trigger, Verdict
 
@@ -47,6 +47,7 @@ class RunRecord(BaseModel):
     mutating_calls: int
     tool_calls: int
     rounds: int
+    stop_reasons: list[str] = Field(default_factory=list)
     usage: TokenUsage
     llm_seconds: float
     history_runs_included: int

@@ -163,6 +163,7 @@ def _run_record(row: RunRow) -> RunRecord:
         mutating_calls=row.mutating_calls,
         tool_calls=row.tool_calls,
         rounds=row.rounds,
+        stop_reasons=[r for r in row.stop_reasons.split(",") if r],
         usage=TokenUsage(
             input_tokens=row.input_tokens,
             output_tokens=row.output_tokens,

@@ -3,8 +3,8 @@
 Versions:
 1. `fa_sessions`, `fa_runs` unique on (agent, run), `fa_messages`; no `fa_meta`
    (every store created before versioning).
-2. `fa_meta`; `fa_runs` gains `attempt` and `workflow_run_id` and is unique on
-   (agent, run, attempt); `fa_inbox`.
+2. `fa_meta`; `fa_runs` gains `attempt`, `workflow_run_id` and
+   `stop_reasons` and is unique on (agent, run, attempt); `fa_inbox`.
 
 A table that is only added (no change to an existing one) needs no new
 version: `upgrade` creates every missing table of the current metadata.
@@ -102,16 +102,19 @@ def _write_version(conn: Connection, version: int) -> None:
 
 
 def _v1_to_v2(conn: Connection) -> None:
-    """fa_runs: add `attempt` (1) and `workflow_run_id` (""), unique on (agent, run, attempt)."""
+    """fa_runs: add `attempt` (1), `workflow_run_id` and `stop_reasons` (""), unique
+    on (agent, run, attempt)."""
     if RUNS_TABLE not in inspect(conn).get_table_names():
         return  # create_all makes it at the current version
     if conn.dialect.name == "postgresql":
         for stmt in (
             "ALTER TABLE fa_runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
             "ALTER TABLE fa_runs ADD COLUMN workflow_run_id VARCHAR NOT NULL DEFAULT ''",
+            "ALTER TABLE fa_runs ADD COLUMN stop_reasons TEXT NOT NULL DEFAULT ''",
             # The defaults only fill the existing rows: fresh tables have none.
             "ALTER TABLE fa_runs ALTER COLUMN attempt DROP DEFAULT",
             "ALTER TABLE fa_runs ALTER COLUMN workflow_run_id DROP DEFAULT",
+            "ALTER TABLE fa_runs ALTER COLUMN stop_reasons DROP DEFAULT",
             "ALTER TABLE fa_runs DROP CONSTRAINT uq_fa_runs_agent_run",
             "ALTER TABLE fa_runs ADD CONSTRAINT uq_fa_runs_agent_run_attempt "
             "UNIQUE (agent_id, run, attempt)",
@@ -126,8 +129,8 @@ def _v1_to_v2(conn: Connection) -> None:
     kept = [c.name for c in table_of(RunRow).columns if c.name in old_columns]
     names = ", ".join(kept)
     conn.exec_driver_sql(
-        f"INSERT INTO fa_runs ({names}, attempt, workflow_run_id) "
-        f"SELECT {names}, 1, '' FROM fa_runs_v1"
+        f"INSERT INTO fa_runs ({names}, attempt, workflow_run_id, stop_reasons) "
+        f"SELECT {names}, 1, '', '' FROM fa_runs_v1"
     )
     conn.exec_driver_sql("DROP TABLE fa_runs_v1")
 

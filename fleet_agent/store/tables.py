@@ -98,6 +98,8 @@ class RunRow(SQLModel, table=True):
     mutating_calls: int = 0
     tool_calls: int = 0
     rounds: int = 0
+    # Stop reason of each LLM round, comma-separated (`max_tokens`, `refusal`, …).
+    stop_reasons: str = Field(default="", sa_type=Text)
     input_tokens: int = 0
     output_tokens: int = 0
     # Kept so TokenUsage round-trips whole; prompt caching makes these large.
