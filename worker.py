@@ -40,7 +40,7 @@ from starter.connect import connect
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import TASK_QUEUE
 
-__all__ = ["build_worker", "main", "open_worker_store", "running_agents"]
+__all__ = ["build_worker", "main", "open_worker_store", "running_agents", "worker_activities"]
 
 log = logging.getLogger("fleet_agent.worker")
 
@@ -50,15 +50,11 @@ RUNNING_AGENTS_QUERY = 'WorkflowType="FleetAgentWorkflow" AND ExecutionStatus="R
 _MAX_LISTED_AGENTS = 1000
 
 
-def build_worker(
-    client: Client,
-    *,
-    store: Store,
-    provider: LlmProvider,
-    fleet: FleetActivities | None = None,
-    task_queue: str = TASK_QUEUE,
-) -> Worker:
-    """A worker with every workflow and activity of fleet-agent on `task_queue`.
+def worker_activities(
+    store: Store, provider: LlmProvider, fleet: FleetActivities | None = None
+) -> list[Callable[..., Any]]:
+    """Every activity a worker registers; the workflows call them through the
+    declarations in workflows/stubs.py (tests/test_layers.py checks they match).
 
     Without `fleet` the agent loop runs with its workflow-local tools only
     (and its monitor, if enabled, finds no poll activity: disable it).
@@ -77,6 +73,28 @@ def build_worker(
             fleet.poll_fleet,
             fleet.reconcile_labels,
         ]
+    return [
+        runlog.load_agent_counters,
+        runlog.load_context,
+        runlog.store_tool_results,
+        runlog.record_run,
+        llm.call_llm,
+        links.store_operator_messages,
+        links.wait_for_run,
+        links.agent_is_open,
+        *fleet_activities,
+    ]
+
+
+def build_worker(
+    client: Client,
+    *,
+    store: Store,
+    provider: LlmProvider,
+    fleet: FleetActivities | None = None,
+    task_queue: str = TASK_QUEUE,
+) -> Worker:
+    """A worker with every workflow and activity of fleet-agent on `task_queue`."""
     return Worker(
         client,
         task_queue=task_queue,
@@ -85,17 +103,7 @@ def build_worker(
         # (the reply rides in the heartbeat details; see activities/llm.py).
         max_heartbeat_throttle_interval=HEARTBEAT_SEND_INTERVAL,
         workflows=[FleetAgentWorkflow, AgentRunWorkflow, FleetMonitorWorkflow],
-        activities=[
-            runlog.load_agent_counters,
-            runlog.load_context,
-            runlog.store_tool_results,
-            runlog.record_run,
-            llm.call_llm,
-            links.store_operator_messages,
-            links.wait_for_run,
-            links.agent_is_open,
-            *fleet_activities,
-        ],
+        activities=worker_activities(store, provider, fleet),
     )
 
 

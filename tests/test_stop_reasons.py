@@ -10,6 +10,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.models import AgentStatus, RunStatus
 from fleet_agent.store import RunRecord, Store
+from starter.runlog_view import run_detail, runs_table
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, status_after, wait_runs
 
@@ -44,6 +45,8 @@ async def test_a_tool_call_cut_by_max_tokens_is_not_run_and_the_model_goes_on(
     assert "Not executed" in str(result["content"]) and "cut off" in str(result["content"])
     assert run.tool_calls == 0, "the cut call never ran"
     assert st.wakes == [], "no wake was scheduled from partial input"
+    assert "[max_tokens]" in runs_table([run]), "the run log shows it"
+    assert "stops:     max_tokens, end_turn" in run_detail(run, [])
 
 
 async def test_a_reply_cut_twice_fails_the_run_with_a_clear_error(
@@ -83,6 +86,7 @@ async def test_a_refusal_ends_the_run_without_acting(
     run, _ = await one_run(ts_env, store)
     assert run.status == RunStatus.FAILED
     assert "declined" in run.error and run.stop_reasons == ["refusal"]
+    assert "[refusal]" in runs_table([run])
     assert len(fake_llm.requests) == 1
     assert run.tool_calls == 0
 

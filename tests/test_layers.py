@@ -1,0 +1,109 @@
+"""The layers point one way, and the workflows' activity declarations match
+what the worker registers.
+
+- workflows/ loads no HTTP client, vendor SDK or database driver (they would
+  run inside the workflow sandbox);
+- fleet_agent/ never imports temporalio;
+- the CLI loads no worker or activity code until a command needs a worker;
+- every declaration in workflows/stubs.py names an activity the worker
+  registers, with the same parameter and return types.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import subprocess
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from activities.fleet import FleetActivities
+from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.settings import ProverSpec
+from fleet_agent.store import Store
+from fleet_agent.tools import FLEET_TOOLS
+from fleet_agent.vast.client import VastClient
+from worker import worker_activities
+from workflows import stubs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _loaded_after(statement: str) -> set[str]:
+    """Top-level modules a fresh interpreter has loaded after `statement`."""
+    code = f"import sys, json; {statement}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    return {name.split(".")[0] for name in json.loads(out)}
+
+
+def test_workflows_load_no_io_libraries() -> None:
+    loaded = _loaded_after("import workflows")
+    assert not loaded & {"httpx", "httpx2", "anthropic", "sqlalchemy", "sqlmodel", "psycopg"}
+    assert "activities" not in loaded
+
+
+def test_the_cli_loads_no_worker_until_a_command_needs_one() -> None:
+    loaded = _loaded_after("import starter.cli")
+    assert not loaded & {"worker", "activities"}
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        ("fleet_agent", {"temporalio", "activities", "workflows", "worker", "starter"}),
+        ("workflows", {"activities", "worker", "starter"}),
+    ],
+)
+def test_no_module_imports_against_the_layers(package: str, forbidden: set[str]) -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(_imports(path) & forbidden)
+        for path in (ROOT / package).rglob("*.py")
+        if _imports(path) & forbidden
+    }
+    assert offenders == {}
+
+
+def _definition_name(fn: Any) -> str:
+    # The SDK keeps an activity's definition on the function; its name is what
+    # workflows schedule.
+    return str(fn.__temporal_activity_definition.name)
+
+
+def _types(fn: Any) -> tuple[list[Any], Any]:
+    hints = typing.get_type_hints(fn)
+    params = [hints.get(name) for name in inspect.signature(fn).parameters]
+    return params, hints.get("return")
+
+
+async def test_every_declared_activity_is_registered_with_the_same_types(store: Store) -> None:
+    async with VastClient("key", "http://127.0.0.1:9") as vast:
+        fleet = FleetActivities(vast, ProverSpec(), store=store)
+        implemented = {
+            _definition_name(fn): fn for fn in worker_activities(store, AutopilotProvider(), fleet)
+        }
+    declared = {
+        _definition_name(fn): fn
+        for fn in vars(stubs).values()
+        if hasattr(fn, "__temporal_activity_definition")
+    }
+    assert set(declared) == set(implemented)
+    for name, stub in declared.items():
+        assert _types(stub) == _types(implemented[name]), name
+    assert set(stubs.FLEET_TOOL_ACTIVITIES) == FLEET_TOOLS
