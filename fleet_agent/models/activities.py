@@ -1,0 +1,165 @@
+"""Inputs and results of the activities."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .config import AgentConfig
+from .runs import RunInput, RunResult, TokenUsage, Verdict
+
+__all__ = [
+    "AgentCounters",
+    "ContextInfo",
+    "FleetToolRequest",
+    "LlmRequest",
+    "LlmResult",
+    "LoadContextRequest",
+    "MonitorConfig",
+    "MonitorInput",
+    "PollRequest",
+    "RecordRunRequest",
+    "StoreMessagesRequest",
+    "StoreToolResults",
+    "ToolCall",
+    "ToolResult",
+    "WaitForRun",
+]
+
+
+class AgentCounters(BaseModel):
+    """The highest run and session numbers the store has seen for an agent."""
+
+    max_run: int = 0
+    max_session: int = 0
+
+
+class LoadContextRequest(BaseModel):
+    run_input: RunInput
+    started_at: datetime
+    # `workflow.info().run_id` of the run workflow: a run executed again after a
+    # reset opens a new attempt in the run log. "" = unknown (the latest attempt).
+    workflow_run_id: str = ""
+
+
+class ContextInfo(BaseModel):
+    """What `load_context` tells the run about the prompt it prepared."""
+
+    history_runs_included: int = 0
+    history_runs_dropped: int = 0
+    estimated_prompt_tokens: int = 0
+
+
+class LlmRequest(BaseModel):
+    agent_id: str
+    run: int
+    session: int
+    round: int
+    config: AgentConfig
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class LlmResult(BaseModel):
+    """The decision-relevant part of one LLM reply; its text stays in the store."""
+
+    stop_reason: str
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    verdict: Verdict | None = None
+    verdict_error: str = ""
+    seconds: float = 0.0
+    replayed: bool = False
+
+
+class ToolResult(BaseModel):
+    tool_use_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    mutating: bool = False
+    not_run: bool = False  # refused before running (its reply was cut off)
+    # The recorded result of an earlier execution of this very tool call (e.g.
+    # after `temporal workflow reset`): nothing was done again this time.
+    replayed: bool = False
+
+
+class FleetToolRequest(BaseModel):
+    """One fleet tool call; the label of a create derives from (agent, run, tool_use_id)."""
+
+    agent_id: str
+    run: int
+    round: int
+    tool_use_id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    config: AgentConfig
+
+
+class StoreToolResults(BaseModel):
+    """The user message answering one round: its tool results, and a note to
+    the model when the round needs one (a reply cut off without tool calls)."""
+
+    agent_id: str
+    run: int
+    round: int
+    results: list[ToolResult]
+    note: str = ""
+
+
+class StoreMessagesRequest(BaseModel):
+    """`store_operator_messages`: copy the message texts still only in the
+    agent's state into the store. No texts here: the activity reads them with
+    a query, so they do not pass through history a second time."""
+
+    agent_id: str
+
+
+class WaitForRun(BaseModel):
+    """`wait_for_run`: the run handed over by an earlier execution of the agent."""
+
+    run: int
+    workflow_id: str
+    run_id: str
+    started_at: datetime
+
+
+class RecordRunRequest(BaseModel):
+    agent_id: str
+    session: int
+    result: RunResult
+    final_round: int | None = None
+    context: ContextInfo | None = None
+    # The run workflow's `workflow.info().run_id`: which attempt to close.
+    # "" = unknown (the latest attempt).
+    workflow_run_id: str = ""
+
+
+class MonitorConfig(BaseModel):
+    """What the agent tells its monitor; sent again when the agent's config changes."""
+
+    poll_seconds: int = 30
+    target_proofs_per_hour: float = 0.0
+    enabled: bool = True
+
+
+class PollRequest(BaseModel):
+    """`poll_fleet`: this agent's instances, summarised against its target."""
+
+    agent_id: str
+    target_proofs_per_hour: float = 0.0
+
+
+class MonitorInput(BaseModel):
+    agent_id: str
+    config: MonitorConfig = Field(default_factory=MonitorConfig)
+    # id -> state of the last poll, carried through continue-as-new so a new
+    # execution does not report every instance as new.
+    last_states: dict[int, str] | None = None
+    polls: int = 0

@@ -1,0 +1,111 @@
+"""The agent workflow's durable state, its input, and the `status` answer."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from .config import AgentConfig, ConfigPatch
+from .runs import LastRun, RunResult, Wake
+from .trigger import Trigger
+
+__all__ = [
+    "AgentInput",
+    "AgentState",
+    "AgentStatus",
+    "Phase",
+    "RejectedInput",
+    "RunInFlight",
+]
+
+
+class Phase(StrEnum):
+    IDLE = "idle"
+    DEBOUNCING = "debouncing"
+    RUNNING = "running"
+    PAUSED = "paused"
+
+
+class RejectedInput(BaseModel):
+    """A signal that was not kept: kept visible, never silently dropped.
+
+    `preview` is the start of the payload's text (a message's text, a reason),
+    so a sender can recognise its own refused signal.
+    """
+
+    at: datetime
+    signal: str
+    error: str
+    preview: str = ""
+
+
+class RunInFlight(BaseModel):
+    """A run that was still going when the agent continued as new.
+
+    Runs are started with ParentClosePolicy.ABANDON, so a continue-as-new in
+    the middle of one (a flood of signals) does not stop it; the next
+    execution waits for it by workflow ID and run ID.
+    """
+
+    run: int
+    workflow_id: str
+    run_id: str
+    started_at: datetime
+    triggers: int = 0
+
+
+class AgentState(BaseModel):
+    """The whole durable state of an agent, handed to continue-as-new as is."""
+
+    session: int = 1
+    run_count: int = 0
+    next_trigger_seq: int = 1
+    config: AgentConfig = Field(default_factory=AgentConfig)
+    pending_triggers: list[Trigger] = Field(default_factory=list)
+    wakes: list[Wake] = Field(default_factory=list)
+    last_run: LastRun | None = None
+    last_run_ended_at: datetime | None = None
+    reset_reason: str | None = None
+    rejected: list[RejectedInput] = Field(default_factory=list)
+    rejected_total: int = 0
+    executions: int = 1
+    # Keys of operator messages whose text is still only in `pending_triggers`.
+    unstored_keys: list[str] = Field(default_factory=list)
+    run_in_flight: RunInFlight | None = None
+    # Runs lost to a timeout or a terminate whose record the store has yet to close.
+    unrecorded_runs: list[RunResult] = Field(default_factory=list)
+
+
+class AgentInput(BaseModel):
+    """Input of `FleetAgentWorkflow`: fresh start (no state) or continue-as-new.
+
+    The agent ID is the workflow ID: one agent per fleet, by construction.
+    """
+
+    config: ConfigPatch | None = None
+    state: AgentState | None = None
+
+
+class AgentStatus(BaseModel):
+    """The `status` query: what an operator needs to see at a glance."""
+
+    agent_id: str
+    session: int
+    run_count: int
+    phase: Phase
+    current_run: int | None
+    pending_triggers: list[Trigger]
+    next_heartbeat_at: datetime | None
+    next_run_due_at: datetime | None
+    wakes: list[Wake]
+    last_run: LastRun | None
+    config: AgentConfig
+    rejected: list[RejectedInput]
+    executions: int
+    history_length: int
+    rejected_total: int = 0
+    pending_bytes: int = 0
+    unstored_messages: int = 0
+    history_bytes: int = 0

@@ -1,0 +1,75 @@
+"""The agent's live configuration, and the partial patches `update_config` takes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from .base import Strict
+
+__all__ = [
+    "AgentConfig",
+    "ConfigPatch",
+    "GpuList",
+]
+
+
+GpuList = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=50)]
+
+
+class AgentConfig(BaseModel):
+    """Live configuration of one agent; changed with the `update_config` update."""
+
+    target_proofs_per_hour: Annotated[float, Field(ge=0, le=1_000_000)] = 0.0
+    paused: bool = False
+    heartbeat_seconds: Annotated[int, Field(ge=30, le=86_400)] = 300
+    history_token_budget: Annotated[int, Field(ge=1_000, le=1_000_000)] = 24_000
+    max_rounds: Annotated[int, Field(ge=1, le=50)] = 12
+    max_output_tokens: Annotated[int, Field(ge=256, le=64_000)] = 4_096
+    p0_debounce_seconds: Annotated[float, Field(ge=0.1, le=600)] = 2.0
+    p1_debounce_seconds: Annotated[float, Field(ge=0.1, le=3_600)] = 10.0
+    continue_as_new_after_runs: Annotated[int, Field(ge=1, le=10_000)] = 200
+    run_timeout_seconds: Annotated[int, Field(ge=60, le=86_400)] = 1_800
+    # Guardrails on the fleet, enforced in code (never only in the prompt).
+    max_instances: Annotated[int, Field(ge=0, le=10_000)] = 20
+    max_fleet_dph: Annotated[float, Field(ge=0, le=100_000)] = 20.0
+    max_instance_dph: Annotated[float, Field(ge=0, le=1_000)] = 2.0
+    allowed_gpus: GpuList = Field(
+        default_factory=lambda: ["RTX 3090", "RTX 4090", "RTX 5090", "A100", "H100"]
+    )
+    min_reliability: Annotated[float, Field(ge=0, le=1)] = 0.9
+    dry_run: bool = False
+    monitor_enabled: bool = True
+    monitor_poll_seconds: Annotated[int, Field(ge=5, le=3_600)] = 30
+
+
+class ConfigPatch(Strict):
+    """A partial `AgentConfig`: only the fields given are changed."""
+
+    target_proofs_per_hour: Annotated[float, Field(ge=0, le=1_000_000)] | None = None
+    paused: bool | None = None
+    heartbeat_seconds: Annotated[int, Field(ge=30, le=86_400)] | None = None
+    history_token_budget: Annotated[int, Field(ge=1_000, le=1_000_000)] | None = None
+    max_rounds: Annotated[int, Field(ge=1, le=50)] | None = None
+    max_output_tokens: Annotated[int, Field(ge=256, le=64_000)] | None = None
+    p0_debounce_seconds: Annotated[float, Field(ge=0.1, le=600)] | None = None
+    p1_debounce_seconds: Annotated[float, Field(ge=0.1, le=3_600)] | None = None
+    continue_as_new_after_runs: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    run_timeout_seconds: Annotated[int, Field(ge=60, le=86_400)] | None = None
+    max_instances: Annotated[int, Field(ge=0, le=10_000)] | None = None
+    max_fleet_dph: Annotated[float, Field(ge=0, le=100_000)] | None = None
+    max_instance_dph: Annotated[float, Field(ge=0, le=1_000)] | None = None
+    allowed_gpus: GpuList | None = None
+    min_reliability: Annotated[float, Field(ge=0, le=1)] | None = None
+    dry_run: bool | None = None
+    monitor_enabled: bool | None = None
+    monitor_poll_seconds: Annotated[int, Field(ge=5, le=3_600)] | None = None
+
+    def apply(self, config: AgentConfig) -> AgentConfig:
+        """The config with this patch applied, validated as a whole."""
+        changes = self.model_dump(exclude_none=True)
+        return AgentConfig.model_validate({**config.model_dump(), **changes})
+
+    def is_empty(self) -> bool:
+        return not self.model_dump(exclude_none=True)

@@ -1,0 +1,116 @@
+"""Runs: their input, result and verdict; the wakes a run asks for."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from .config import AgentConfig
+from .trigger import Trigger
+
+__all__ = [
+    "LastRun",
+    "RunInput",
+    "RunResult",
+    "RunStatus",
+    "TokenUsage",
+    "Verdict",
+    "Wake",
+    "WakeRequest",
+]
+
+
+class Wake(BaseModel):
+    """A future run the agent asked for with `schedule_next_check`."""
+
+    id: str
+    due_at: datetime
+    reason: str
+    requested_by_run: int
+
+
+class WakeRequest(BaseModel):
+    """What a run decided about wakes; the parent workflow applies it."""
+
+    op: Literal["add", "cancel"]
+    wake: Wake | None = None
+    wake_id: str = ""
+
+
+class Verdict(BaseModel):
+    """The verdict tag that ends every run's final text."""
+
+    action: bool
+    state_changed: bool
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    OK = "ok"
+    FAILED = "failed"
+    MAX_ROUNDS = "max_rounds"
+
+
+class TokenUsage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            cache_creation_input_tokens=(
+                self.cache_creation_input_tokens + other.cache_creation_input_tokens
+            ),
+        )
+
+
+class LastRun(BaseModel):
+    run: int
+    status: RunStatus
+    verdict: Verdict | None
+    noop: bool
+    in_prompt: bool = True
+    verdict_error: str = ""
+    error: str = ""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+class RunInput(BaseModel):
+    """Everything one `AgentRunWorkflow` needs; texts stay in the store."""
+
+    agent_id: str
+    run: int
+    session: int
+    triggers: list[Trigger]
+    config: AgentConfig
+    wakes: list[Wake] = Field(default_factory=list)
+    next_heartbeat_at: datetime | None = None
+
+
+class RunResult(BaseModel):
+    """What a run hands back to the agent workflow."""
+
+    run: int
+    status: RunStatus
+    verdict: Verdict | None = None
+    verdict_error: str = ""
+    noop: bool = False
+    in_prompt: bool = True
+    error: str = ""
+    wake_requests: list[WakeRequest] = Field(default_factory=list)
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    mutating_calls: int = 0
+    tool_calls: int = 0
+    rounds: int = 0
+    stop_reasons: list[str] = Field(default_factory=list)
+    llm_seconds: float = 0.0
+    started_at: datetime | None = None
+    ended_at: datetime | None = None

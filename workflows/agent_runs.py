@@ -1,0 +1,249 @@
+"""Runs of the agent: one at a time, across continue-as-new, none lost.
+
+A run is a child workflow (`AgentRunWorkflow`, ID `<agent>/run-<n>`) started
+with ParentClosePolicy.ABANDON: if the history must be handed on in the middle
+of a run, the agent continues as new and the next execution waits for that
+run by ID (`wait_for_run`). A run whose workflow ended without closing its
+record (timeout, terminate) is closed as failed by the store loop, which also
+moves operator message texts to the store, retrying for as long as the store
+is away.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    # Pass-through: pydantic models and pure, deterministic helpers.
+    from fleet_agent.details import trigger_summary
+    from fleet_agent.models import (
+        LastRun,
+        Phase,
+        RecordRunRequest,
+        RunInFlight,
+        RunInput,
+        RunResult,
+        RunStatus,
+        StoreMessagesRequest,
+        TriggerKind,
+        WaitForRun,
+    )
+    from fleet_agent.wakes import add_wake, due_wakes
+    from fleet_agent.wakes import cancel_wake as remove_wake
+    from workflows import stubs
+    from workflows.agent_core import AgentCore
+    from workflows.policies import (
+        HANDOVER_HEARTBEAT_TIMEOUT,
+        STORE_RETRY,
+        STORE_TIMEOUT,
+        UNLIMITED_RETRY,
+    )
+    from workflows.run import AgentRunWorkflow
+
+__all__ = ["RunsMixin"]
+
+_MAX_UNRECORDED = 20
+
+
+class RunsMixin(AgentCore):
+    """Starting, awaiting and recording runs; the background store loop."""
+
+    async def _run_once(self) -> None:
+        state = self._state
+        # The run reads message texts from the store: let them get there first.
+        await self._until_stored()
+        now = workflow.now()
+        fired, state.wakes = due_wakes(state.wakes, now)
+        for wake in fired:
+            self._buffer.add_internal(
+                self._make_trigger(TriggerKind.WAKE, wake.reason, wake_id=wake.id)
+            )
+        triggers = self._buffer.take() or [self._make_trigger(TriggerKind.HEARTBEAT)]
+        state.run_count += 1
+        number = state.run_count
+        self._current_run, self._phase, self._due = number, Phase.RUNNING, None
+        self._show()
+        run_input = RunInput(
+            agent_id=self._agent_id,
+            run=number,
+            session=state.session,
+            triggers=triggers,
+            config=state.config,
+            wakes=state.wakes,
+            next_heartbeat_at=now + timedelta(seconds=state.config.heartbeat_seconds),
+        )
+        workflow_id = f"{self._agent_id}/run-{number}"
+        try:
+            handle = await workflow.start_child_workflow(
+                AgentRunWorkflow.run,
+                run_input,
+                id=workflow_id,
+                task_queue=workflow.info().task_queue,
+                execution_timeout=timedelta(seconds=state.config.run_timeout_seconds),
+                # Abandon: a continue-as-new in the middle of a run must not
+                # stop it; the next execution waits for it (RunInFlight).
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary=f"run #{number}: {trigger_summary(triggers)}",
+            )
+        except WorkflowAlreadyStartedError as exc:
+            # Another workflow holds this ID (the agent was reset in Temporal
+            # while that run still ran): it keeps its own record.
+            self._apply_result(self._failed(number, now, f"run workflow could not start: {exc}"))
+            return
+        state.run_in_flight = RunInFlight(
+            run=number,
+            workflow_id=workflow_id,
+            run_id=handle.first_execution_run_id or "",
+            started_at=now,
+            triggers=len(triggers),
+        )
+        await workflow.wait_condition(lambda: handle.done() or self._must_continue_as_new())
+        if not handle.done():
+            await self._continue_as_new(reset=False)
+        try:
+            result = await handle
+        except ChildWorkflowError as exc:
+            result = self._lost_run(number, now, exc.cause or exc)
+        self._apply_result(result)
+
+    async def _finish_handed_over_run(self, flight: RunInFlight) -> None:
+        """Wait for the run an earlier execution started and handed over."""
+        self._current_run, self._phase = flight.run, Phase.RUNNING
+        self._show()
+        waiting = workflow.start_activity(
+            stubs.wait_for_run,
+            WaitForRun(
+                run=flight.run,
+                workflow_id=flight.workflow_id,
+                run_id=flight.run_id,
+                started_at=flight.started_at,
+            ),
+            start_to_close_timeout=timedelta(seconds=self._state.config.run_timeout_seconds)
+            + STORE_TIMEOUT,
+            heartbeat_timeout=HANDOVER_HEARTBEAT_TIMEOUT,
+            retry_policy=UNLIMITED_RETRY,
+            summary=f"wait for run #{flight.run} (started before continue-as-new)",
+        )
+        await workflow.wait_condition(lambda: waiting.done() or self._must_continue_as_new())
+        if not waiting.done():
+            await self._continue_as_new(reset=False)
+        try:
+            result = await waiting
+        except ActivityError as exc:
+            result = self._failed(flight.run, flight.started_at, f"run was lost: {exc.cause}")
+        if result.status == RunStatus.FAILED and result.ended_at is None:
+            # The run workflow ended without closing its record (timeout, terminate).
+            result = self._lost_run(flight.run, flight.started_at, result.error)
+        self._apply_result(result)
+
+    def _failed(self, run: int, started: datetime, error: str) -> RunResult:
+        return RunResult(
+            run=run,
+            status=RunStatus.FAILED,
+            error=error,
+            started_at=started,
+            ended_at=workflow.now(),
+        )
+
+    def _lost_run(self, run: int, started: datetime, cause: object) -> RunResult:
+        """A run whose workflow timed out or was terminated: closed as failed
+        in the store by the store loop, for as long as the store takes."""
+        error = str(cause)
+        if not error.startswith("run workflow did not complete"):
+            error = f"run workflow did not complete: {error}"
+        workflow.logger.error("run %s did not complete: %s", run, cause)
+        result = self._failed(run, started, error)
+        if len(self._lost) >= _MAX_UNRECORDED:
+            # The store has been away for many runs: keep the newest records.
+            dropped = self._lost.pop(0)
+            workflow.logger.error(
+                "run %s stays open in the store (too many lost runs)", dropped.run
+            )
+        self._lost.append(result)
+        return result
+
+    def _apply_result(self, result: RunResult) -> None:
+        state = self._state
+        for request in result.wake_requests:
+            if request.op == "add" and request.wake is not None:
+                state.wakes = add_wake(state.wakes, request.wake)
+            elif request.op == "cancel":
+                state.wakes, _ = remove_wake(state.wakes, request.wake_id)
+        ended = workflow.now()
+        state.last_run = LastRun(
+            run=result.run,
+            status=result.status,
+            verdict=result.verdict,
+            noop=result.noop,
+            in_prompt=result.in_prompt,
+            verdict_error=result.verdict_error,
+            error=result.error,
+            started_at=result.started_at,
+            ended_at=result.ended_at or ended,
+        )
+        # The heartbeat counts from the end of the last run, whatever its kind.
+        state.last_run_ended_at = ended
+        state.run_in_flight = None
+        self._heartbeat_from = ended
+        self._current_run = None
+        self._phase = Phase.IDLE
+        self._runs_this_execution += 1
+
+    # ------------------------------------------------------------ the store loop
+
+    async def _store_loop(self) -> None:
+        """Move operator message texts and lost-run records to the store.
+
+        Retries for as long as the store is away (STORE_RETRY has no attempt
+        limit): a message accepted is never dropped, a lost run never stays
+        "running" in the run log.
+        """
+        while True:
+            await workflow.wait_condition(lambda: bool(self._buffer.unstored_keys or self._lost))
+            if self._buffer.unstored_keys:
+                waiting = len(self._buffer.unstored_keys)
+                try:
+                    stored = await workflow.execute_activity(
+                        stubs.store_operator_messages,
+                        StoreMessagesRequest(agent_id=self._agent_id),
+                        start_to_close_timeout=STORE_TIMEOUT,
+                        retry_policy=STORE_RETRY,
+                        summary=f"store operator messages ({waiting} waiting)",
+                    )
+                except ActivityError as exc:
+                    # Only a non-retryable failure gets here; try again later
+                    # rather than end this loop.
+                    workflow.logger.error("could not store messages: %s", exc.cause or exc)
+                    await workflow.sleep(STORE_TIMEOUT, summary="store retry pause")
+                    continue
+                self._buffer.mark_stored(stored)
+            if self._lost:
+                result = self._lost[0]
+                try:
+                    await workflow.execute_activity(
+                        stubs.record_run,
+                        RecordRunRequest(
+                            agent_id=self._agent_id, session=self._state.session, result=result
+                        ),
+                        start_to_close_timeout=STORE_TIMEOUT,
+                        retry_policy=STORE_RETRY,
+                        summary=f"record run {result.run} as failed",
+                    )
+                except ActivityError as exc:
+                    # Non-retryable: the run never opened a record, nothing to close.
+                    workflow.logger.warning(
+                        "run %s has no record to close: %s", result.run, exc.cause or exc
+                    )
+                self._lost.pop(0)
+
+    async def _until_stored(self) -> None:
+        while self._buffer.unstored_keys:
+            await workflow.wait_condition(
+                lambda: not self._buffer.unstored_keys or self._must_continue_as_new()
+            )
+            if self._must_continue_as_new():
+                await self._continue_as_new(reset=False)
