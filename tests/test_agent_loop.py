@@ -62,9 +62,15 @@ async def test_first_run_after_start_and_human_message_answered(
         assert st.phase in (Phase.IDLE, Phase.DEBOUNCING)
 
 
+# A model that takes its time: two runs at once would overlap in the fake
+# Messages API (max_concurrent) instead of slipping through unnoticed.
+SLOW_LLM = 0.25
+
+
 async def test_burst_of_state_changes_gives_few_runs_and_loses_nothing(
     ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
 ) -> None:
+    fake_llm.set_responder(lambda req: Reply(text=ACTED, delay=SLOW_LLM))
     async with running_worker(ts_env.client, store) as h:
         handle = await h.start_agent()
         n = 1000

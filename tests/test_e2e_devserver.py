@@ -25,8 +25,19 @@ from workflows import FleetAgentWorkflow
 ACTED = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
 
 
+# Every reply takes this long, so runs that overlapped would show in the fake
+# Messages API's max_concurrent.
+SLOW_LLM = 0.25
+
+
 def _planner(req: Request) -> Reply:
-    """Schedules a far wake when asked to 'plan', otherwise answers."""
+    """Schedules a far wake when asked to 'plan', otherwise answers (slowly)."""
+    reply = _plan(req)
+    reply.delay = SLOW_LLM
+    return reply
+
+
+def _plan(req: Request) -> Reply:
     if req.tool_results():
         return Reply(text=ACTED)
     text = req.last_user_text()

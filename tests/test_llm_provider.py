@@ -401,24 +401,31 @@ async def test_model_from_env_and_argument(monkeypatch: pytest.MonkeyPatch) -> N
         await x.aclose()
 
 
-def test_default_model_is_newest_sonnet_in_sdk() -> None:
-    model = default_model()
-    assert "sonnet" in model
-    names = [
-        name
-        for arg in typing.get_args(anthropic.types.Model)
-        if typing.get_origin(arg) is Literal
-        for name in typing.get_args(arg)
-    ]
-    assert model == next(n for n in names if "sonnet" in n)
+def _sdk_model_names() -> list[str]:
+    names: list[str] = []
+    for arg in typing.get_args(anthropic.types.Model):
+        if typing.get_origin(arg) is Literal:
+            names += [n for n in typing.get_args(arg) if isinstance(n, str)]
+    return names
 
 
-def test_default_model_inspects_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_model = typing.Union[Literal["claude-opus-9", "claude-sonnet-9-1", "claude-sonnet-8"], str]  # noqa: UP007
-    monkeypatch.setattr(anthropic.types, "Model", fake_model)
-    assert default_model() == "claude-sonnet-9-1"
-    monkeypatch.setattr(anthropic.types, "Model", typing.Union[Literal["claude-opus-9"], str])  # noqa: UP007
-    assert default_model() == provider_module.FALLBACK_MODEL
+def test_the_default_model_is_pinned_and_known_to_the_sdk() -> None:
+    # A fixed, documented name (docs/DECISIONS.md): not whatever comes first
+    # in the SDK's list.
+    assert default_model() == "claude-sonnet-5-5" == provider_module.DEFAULT_MODEL
+    assert default_model() in _sdk_model_names(), "a name the installed SDK knows"
+
+
+def test_an_sdk_upgrade_does_not_change_the_default_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    newer = typing.Union[Literal["claude-sonnet-9-9", "claude-sonnet-5-5"], str]  # noqa: UP007
+    monkeypatch.setattr(anthropic.types, "Model", newer)
+    monkeypatch.delenv("FLEET_LLM_MODEL", raising=False)
+    assert default_model() == "claude-sonnet-5-5"
+    assert AnthropicProvider(api_key=KEY, base_url="http://127.0.0.1:9").model == (
+        "claude-sonnet-5-5"
+    )
 
 
 def test_provider_satisfies_protocol() -> None:

@@ -11,10 +11,8 @@ turned into `LlmRetryableError` or `LlmPermanentError` by `classify`.
 from __future__ import annotations
 
 import os
-import typing
-from collections.abc import Iterator
 from types import TracebackType
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import anthropic
 from anthropic.types import Message, MessageParam, ToolUnionParam
@@ -31,7 +29,7 @@ from .timing import (
 )
 
 __all__ = [
-    "FALLBACK_MODEL",
+    "DEFAULT_MODEL",
     "MODEL_ENV",
     "AnthropicProvider",
     "classify",
@@ -40,30 +38,18 @@ __all__ = [
 ]
 
 MODEL_ENV = "FLEET_LLM_MODEL"
-FALLBACK_MODEL = "claude-sonnet-4-5"
-"""Used only when the installed SDK's `anthropic.types.Model` lists no Sonnet."""
+DEFAULT_MODEL = "claude-sonnet-5-5"
+"""The model when neither the caller nor FLEET_LLM_MODEL names one.
 
-# ---------------------------------------------------------------- model
-
-
-def _literal_names(tp: object) -> Iterator[str]:
-    """Every string in the Literal(s) inside a (possibly nested) Union type."""
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        for arg in typing.get_args(tp):
-            if isinstance(arg, str):
-                yield arg
-    elif origin is typing.Union:
-        for arg in typing.get_args(tp):
-            yield from _literal_names(arg)
+Pinned, not read from the SDK: the order of the SDK's `Model` Literal is no
+promise, and an SDK upgrade must not change the model (and the bill) silently.
+Changing it is a decision recorded in docs/DECISIONS.md.
+"""
 
 
 def default_model() -> str:
-    """The newest Sonnet the installed SDK knows (its Model Literal lists newest first)."""
-    for name in _literal_names(anthropic.types.Model):
-        if "sonnet" in name:
-            return name
-    return FALLBACK_MODEL
+    """The pinned default model (`DEFAULT_MODEL`)."""
+    return DEFAULT_MODEL
 
 
 # ---------------------------------------------------------------- reply
