@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
@@ -180,3 +182,47 @@ async def test_monitor_ends_when_its_agent_is_gone(
             return desc.status == WorkflowExecutionStatus.COMPLETED
 
         await eventually(monitor_closed, timeout=30, what="the monitor to end")
+
+
+async def test_monitor_of_a_steady_fleet_ends_within_a_poll_and_takes_config_at_once(
+    dev_env: WorkflowEnvironment, store: Store, sim: SimServer, fleet: FleetActivities
+) -> None:
+    """Nothing changes in the fleet, so no signal would ever fail: the monitor
+    still notices its agent is gone at its next poll. And a new poll interval
+    applies at once, not after the old interval."""
+    async with running_worker(
+        dev_env.client, store, provider=AutopilotProvider(), fleet=fleet
+    ) as h:
+        handle = await h.start_agent(target_proofs_per_hour=0, monitor_poll_seconds=3600)
+        monitor = dev_env.client.get_workflow_handle(f"{handle.id}/monitor")
+
+        async def polls() -> int:
+            try:
+                history = await monitor.fetch_history()
+            except RPCError:
+                return 0  # the agent has not started its monitor yet
+            return sum(
+                1
+                for e in history.events
+                if e.activity_task_scheduled_event_attributes.activity_type.name == "poll_fleet"
+            )
+
+        first = await eventually(polls, timeout=30, what="the first poll")
+        # With an hour between polls, a second poll within seconds proves the
+        # new interval was taken at once.
+        await handle.execute_update(FleetAgentWorkflow.update_config, {"monitor_poll_seconds": 5})
+        await eventually(lambda: _more(polls, first), timeout=20, what="a poll at the new interval")
+        await handle.terminate("agent retired")
+        loop = asyncio.get_running_loop()
+        gone_at = loop.time()
+
+        async def monitor_closed() -> bool:
+            return (await monitor.describe()).status == WorkflowExecutionStatus.COMPLETED
+
+        await eventually(monitor_closed, timeout=20, what="the monitor to end")
+        assert loop.time() - gone_at < 5 + 10, "within one poll interval (plus the poll itself)"
+        assert sim.market.instance_ids() == [], "a steady, empty fleet: no signal was involved"
+
+
+async def _more(probe: Any, than: int) -> bool:
+    return bool(await probe() > than)
