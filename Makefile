@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench chaos clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,9 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/trigger_storm.py
+
+chaos: $(STAMP)
+	$(BIN)/python bench/chaos.py
 
 clean:
 	rm -rf $(VENV) var/*.db* .pytest_cache .mypy_cache .ruff_cache

@@ -3,7 +3,6 @@ idempotent provisioning, the monitor, and a simulated market day."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -21,7 +20,8 @@ from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.vast.client import VastClient
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.autopilot_llm import autopilot_reply
 from tests.fakes.configs import StaticConfigs
 from tests.helpers import eventually, finished_runs, running_worker, status
 
@@ -276,27 +276,13 @@ async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
         assert "destroy_instance" in acting.actions_digest
 
 
-def _scripted_llm(req: Request) -> Reply:
-    """The fake Messages API answers with the autopilot's decisions, so the day
-    runs through the real anthropic client, HTTP and the API's validation."""
-    reply = asyncio.run(
-        AutopilotProvider().complete(
-            system=req.system_text(), messages=req.messages, tools=req.tools, max_tokens=1024
-        )
-    )
-    return Reply(
-        text="\n".join(b["text"] for b in reply.content if b["type"] == "text"),
-        tool_calls=[(b["name"], b["input"]) for b in reply.content if b["type"] == "tool_use"],
-    )
-
-
 async def test_a_day_of_market_holds_500_proofs_per_hour(
     ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
 ) -> None:
     """A scripted LLM (the autopilot policy behind the Messages API), realistic
     faults with machines dying every few hours, one simulated day in 2-minute
     steps of workflow time and market time."""
-    fake_llm.set_responder(_scripted_llm)
+    fake_llm.set_responder(autopilot_reply)
     with SimServer(seed=5, speed=0, scenario="realistic") as sim:
         sim.market.set_faults(death_rate_per_hour=0.05)
         async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:

@@ -94,6 +94,7 @@ class Market:
         self._next_machine_id = 10_000 + self._ids_rng.randrange(20_000)
         self._next_instance_id = 20_000_000 + self._ids_rng.randrange(1_000_000)
         self._last_call: dict[tuple[str, str], float] = {}
+        self._rentals: list[tuple[int, str]] = []  # (instance, label), never pruned
         self.counters: dict[str, int] = {
             "requests": 0,
             "rate_limited": 0,
@@ -307,6 +308,7 @@ class Market:
                 ssh_port=10_000 + instance_id % 50_000,
             )
             del self._offers[offer_id]
+            self._rentals.append((instance_id, request["label"] or ""))
             answer: Literal["ok", "server_error", "hang"] = "ok"
             if self._fault("create_error"):
                 answer = "server_error"
@@ -401,6 +403,17 @@ class Market:
             if inst is None:
                 raise KeyError(instance_id)
             inst.kill(self.clock.now(), status, msg or f"killed by simulator ({status})")
+
+    def rentals_by_label(self) -> dict[str, list[int]]:
+        """Every rental since the start, destroyed ones included: label → instance ids.
+
+        A label with two ids is a duplicate rental, even if one was destroyed
+        since (what the chaos suite counts)."""
+        with self.lock:
+            by_label: dict[str, list[int]] = {}
+            for instance_id, label in self._rentals:
+                by_label.setdefault(label, []).append(instance_id)
+            return by_label
 
     def offer_ids(self) -> list[int]:
         """Ids of the offers listed right now."""

