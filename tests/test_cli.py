@@ -530,3 +530,30 @@ async def test_up_serves_until_sigterm_then_stops_everything(
     assert proc.returncode == 0, err.decode()[-2000:]
     assert "stopping" in rest.decode()
     assert not listening(port), "the dev server outlived `up`"
+
+
+async def test_say_tells_the_sender_when_the_agent_refuses_the_message(
+    env: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A paused agent whose pending triggers are full refuses a new message;
+    `say` reads the refusal back and exits 1 with the agent's reason."""
+    agent = new_agent(env)
+    assert (await agent_cli(capsys, env, "start", "--paused", "--agent-id", agent)).code == 0
+    handle = env.harness.client.get_workflow_handle(agent)
+    for start in range(0, 800, 100):
+        await asyncio.gather(
+            *(
+                handle.signal("human_message", {"text": f"filler {i} " + "z" * 300})
+                for i in range(start, start + 100)
+            )
+        )
+    refused = await agent_cli(capsys, env, "say", "one more thing", "--agent-id", agent)
+    # (The worker runs in this process: its log lines share stderr; the CLI's is last.)
+    assert refused.code == 1, refused
+    last = refused.err.strip().splitlines()[-1]
+    assert last.startswith("fleet-agent: error: ") and f"agent {agent!r} refused" in last, last
+    assert "already wait for the next run" in last
+    kept = await agent_cli(capsys, env, "status", "--json", "--agent-id", agent)
+    status = json.loads(kept.out)
+    assert status["rejected"][-1]["preview"] == "one more thing"
+    assert status["rejected_total"] >= 1

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
@@ -226,3 +228,41 @@ async def test_monitor_of_a_steady_fleet_ends_within_a_poll_and_takes_config_at_
 
 async def _more(probe: Any, than: int) -> bool:
     return bool(await probe() > than)
+
+
+class _StoreThatGoesAway(Store):
+    """A store whose run records cannot be closed while `away` (an outage)."""
+
+    away = False
+
+    def finish_run(self, *args: Any, **kwargs: Any) -> None:
+        if self.away:
+            raise OperationalError("UPDATE fa_runs", {}, ConnectionError("the store is away"))
+        super().finish_run(*args, **kwargs)
+
+
+async def test_a_lost_run_is_closed_once_the_store_is_back(
+    dev_env: WorkflowEnvironment, tmp_path: Path, fake_llm: FakeAnthropic
+) -> None:
+    """The run is terminated while the store cannot close records: the agent
+    keeps trying (no attempt limit) and closes it when the store returns; the
+    loop goes on meanwhile."""
+    store = _StoreThatGoesAway(f"sqlite:///{tmp_path / 'fleet.db'}")
+    store.create_all()
+    fake_llm.latency = 3.0
+    async with running_worker(dev_env.client, store) as h:
+        handle = await h.start_agent(p0_debounce_seconds=0.2)
+        await handle.signal(FleetAgentWorkflow.trigger_now, "slow one")
+        await eventually(lambda: _llm_in_flight(fake_llm), what="the LLM call in flight")
+        store.away = True
+        await dev_env.client.get_workflow_handle(f"{handle.id}/run-1").terminate("operator")
+        # Longer than the 5 attempts (about 15 s) after which this used to give up.
+        await asyncio.sleep(20)
+        assert store.get_run(handle.id, 1).status == RunStatus.RUNNING  # type: ignore[union-attr]
+        st = await status(handle)
+        assert st.last_run is not None and st.last_run.status == RunStatus.FAILED
+        store.away = False
+        fake_llm.latency = 0.0
+        runs = await eventually(lambda: _runs(store, handle.id, 1), timeout=40, what="run 1 closed")
+        assert runs[0].status == RunStatus.FAILED and "did not complete" in runs[0].error
+    store.dispose()

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
 __all__ = ["AgentCore"]
 
 _MAX_REJECTED = 20
+_LOGGED_REJECTIONS = 10
 # Continue as new as soon as one of these is reached, whatever the loop is
 # doing (a run in flight, paused, debouncing): well before Temporal's hard
 # limits (50 MB or 51,200 events of history, 10,000 signals per execution),
@@ -155,9 +156,13 @@ class AgentCore:
         return parsed.value
 
     def _reject(self, signal: str, error: str, raw: Any) -> None:
-        workflow.logger.warning("rejected %s: %s", signal, error)
         state = self._state
         state.rejected_total += 1
+        # A flood of refusals must not become a flood of log lines.
+        if state.rejected_total <= _LOGGED_REJECTIONS or state.rejected_total % 1000 == 0:
+            workflow.logger.warning(
+                "rejected %s (%d so far): %s", signal, state.rejected_total, error
+            )
         state.rejected = [
             *state.rejected[-(_MAX_REJECTED - 1) :],
             RejectedInput(
