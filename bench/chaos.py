@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
-from _stack import DevServer, ScratchDatabase, StoreProxy, WorkerProcess
+from _stack import PG_PORT, DevServer, ScratchDatabase, WorkerProcess
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
@@ -51,6 +51,7 @@ from fleet_agent.sim import SimServer
 from fleet_agent.store import RunRecord, Store
 from tests.fakes import FAKE_API_KEY, FakeAnthropic, Reply, Request
 from tests.fakes.autopilot_llm import autopilot_reply
+from tests.fakes.tcp_proxy import TcpProxy
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 
@@ -98,7 +99,7 @@ class World:
         self.workdir = workdir
         self.outage_s = outage_s
         self.server = DevServer(workdir)
-        self.proxy = StoreProxy()
+        self.proxy = TcpProxy(PG_PORT)
         self.database = ScratchDatabase()
         self.sim = SimServer(seed=3, speed=30, scenario="ideal")
         self.fake = FakeAnthropic()
@@ -112,7 +113,7 @@ class World:
 
     async def __aenter__(self) -> World:
         self.database.__enter__()
-        await self.proxy.start()
+        self.proxy.start()
         self.sim.__enter__()
         self.fake.start()
         self.fake.set_responder(self._respond)
@@ -129,7 +130,7 @@ class World:
             worker.close()
         self.server.close()
         self.store.dispose()
-        await self.proxy.close()
+        self.proxy.cut()
         self.fake.stop()
         self.sim.__exit__(None, None, None)
         self.database.__exit__()
@@ -370,7 +371,7 @@ async def store_outage(w: World, outcome: Outcome) -> None:
     w.proxy.cut()
     uid = await w.say()
     await asyncio.sleep(w.outage_s)
-    w.proxy.restore()
+    w.proxy.start()  # the database is back, on the same port
     restored = time.monotonic()
 
     async def answered() -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -154,3 +155,9 @@ def assert_sequential(runs: Sequence[RunRecord]) -> None:
     for before, after in itertools.pairwise(ordered):
         assert before.ended_at is not None
         assert before.ended_at <= after.started_at, (before.run, after.run)
+
+
+def json_rows(content: str) -> list[dict[str, Any]]:
+    """The JSON list inside a fleet tool's result (search results, fleet status)."""
+    rows: list[dict[str, Any]] = json.loads(content[content.index("[") : content.rindex("]") + 1])
+    return rows

@@ -24,7 +24,14 @@ from sqlalchemy.exc import OperationalError
 from fleet_agent.store import Store, create_engine_for, redacted_url
 from tests.conftest import postgres_url
 
-__all__ = ["Backend", "backend", "in_threads", "require_postgres"]
+__all__ = [
+    "Backend",
+    "backend",
+    "in_threads",
+    "require_postgres",
+    "sqlite_store_at",
+    "store_on_both_backends",
+]
 
 _T = TypeVar("_T")
 
@@ -125,3 +132,59 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         sqlite_backend.close()
     else:
         yield from _postgres_backend()
+
+
+# ---------------------------------------------------------------- a store on both backends
+
+# A session time zone far from UTC proves values are converted, not just relabelled.
+PG_SESSION_TIMEZONE = "Asia/Kolkata"
+
+
+def sqlite_store_at(tmp_path: Path) -> Store:
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    store.create_all()
+    return store
+
+
+def _postgres_store() -> Iterator[Store]:
+    admin = create_engine_for(postgres_url(), connect_args={"connect_timeout": 3})
+    try:
+        with admin.connect():
+            pass
+    except OperationalError as exc:
+        admin.dispose()
+        if os.environ.get("FLEET_SKIP_POSTGRES") == "1":
+            pytest.skip(f"PostgreSQL unreachable at {redacted_url(postgres_url())}")
+        pytest.fail(
+            f"PostgreSQL unreachable at {redacted_url(postgres_url())} ({exc.orig}); "
+            "set FLEET_SKIP_POSTGRES=1 to skip"
+        )
+    schema = f"fa_test_{uuid.uuid4().hex}"
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    engine = create_engine_for(
+        postgres_url(),
+        connect_args={"options": f"-csearch_path={schema} -ctimezone={PG_SESSION_TIMEZONE}"},
+    )
+    try:
+        store = Store(engine=engine)
+        store.create_all()
+        yield store
+    finally:
+        engine.dispose()
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(
+    name="store", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def store_on_both_backends(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """`store`, on SQLite and on PostgreSQL: import this name into a test module."""
+    if request.param == "sqlite":
+        sqlite_store = sqlite_store_at(tmp_path)
+        yield sqlite_store
+        sqlite_store.dispose()
+    else:
+        yield from _postgres_store()

@@ -184,6 +184,7 @@ async def test_monitor_ends_when_its_agent_is_gone(
             return desc.status == WorkflowExecutionStatus.COMPLETED
 
         await eventually(monitor_closed, timeout=30, what="the monitor to end")
+        assert (await monitor.describe()).status == WorkflowExecutionStatus.COMPLETED
 
 
 async def test_monitor_of_a_steady_fleet_ends_within_a_poll_and_takes_config_at_once(

@@ -94,7 +94,7 @@ async def _open_run(store: Store) -> None:
     )
 
 
-async def _store_fails_once_after_the_answer(
+async def check_store_failure_after_the_answer(
     client: Client, tmp_path: Path, fake: FakeAnthropic
 ) -> None:
     fake.set_responder(lambda req: Reply(text=ANSWER, tool_calls=[("get_fleet_status", {})]))
@@ -142,11 +142,11 @@ async def _store_fails_once_after_the_answer(
 async def test_store_failure_after_the_answer_reuses_it_on_the_test_server(
     ts_env: WorkflowEnvironment, tmp_path: Path, fake_llm: FakeAnthropic
 ) -> None:
-    await _store_fails_once_after_the_answer(ts_env.client, tmp_path, fake_llm)
+    await check_store_failure_after_the_answer(ts_env.client, tmp_path, fake_llm)
 
 
 @pytest.mark.devserver
 async def test_store_failure_after_the_answer_reuses_it_on_the_dev_server(
     dev_env: WorkflowEnvironment, tmp_path: Path, fake_llm: FakeAnthropic
 ) -> None:
-    await _store_fails_once_after_the_answer(dev_env.client, tmp_path, fake_llm)
+    await check_store_failure_after_the_answer(dev_env.client, tmp_path, fake_llm)

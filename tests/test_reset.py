@@ -20,14 +20,9 @@ from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
 from starter.devserver import find_temporal_cli
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
-from tests.helpers import eventually, running_worker, status_after, wait_runs
+from tests.helpers import eventually, json_rows, running_worker, status_after, wait_runs
 
 ACTED = 'Rented one.\n<verdict>{"action": true, "state_changed": true}</verdict>'
-
-
-def _rows(content: str) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = json.loads(content[content.index("[") : content.rindex("]") + 1])
-    return rows
 
 
 def _renter(req: Request) -> Reply:
@@ -36,7 +31,7 @@ def _renter(req: Request) -> Reply:
         return Reply(tool_calls=[("search_offers", {"gpu_name": "RTX 4090", "limit": 3})])
     content = str(results[-1]["content"])
     if "offers pass the guardrails" in content:
-        offer = _rows(content)[0]["offer_id"]
+        offer = json_rows(content)[0]["offer_id"]
         return Reply(tool_calls=[("create_instance", {"offer_id": offer, "reason": "cover"})])
     return Reply(text=ACTED)
 

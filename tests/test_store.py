@@ -6,18 +6,12 @@ schema; when the server is unreachable they fail, unless FLEET_SKIP_POSTGRES=1.
 
 from __future__ import annotations
 
-import os
-import threading
-import uuid
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
 
 from fleet_agent.models import ContextInfo, RunStatus, TokenUsage, Trigger, TriggerKind, Verdict
 from fleet_agent.store import (
@@ -27,12 +21,7 @@ from fleet_agent.store import (
     default_database_url,
     redacted_url,
 )
-
-PG_URL = os.environ.get(
-    "FLEET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
-# A session time zone far from UTC proves values are converted, not just relabelled.
-PG_SESSION_TIMEZONE = "Asia/Kolkata"
+from tests.store_backends import in_threads, sqlite_store_at, store_on_both_backends  # noqa: F401  (a fixture)
 
 AGENT = "agent-a"
 OTHER = "agent-b"
@@ -44,56 +33,9 @@ _T = TypeVar("_T")
 # ---------------------------------------------------------------- fixtures
 
 
-def _sqlite_store(tmp_path: Path) -> Store:
-    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    store.create_all()
-    return store
-
-
-def _postgres_store() -> Iterator[Store]:
-    admin = create_engine_for(PG_URL, connect_args={"connect_timeout": 3})
-    try:
-        with admin.connect():
-            pass
-    except OperationalError as exc:
-        admin.dispose()
-        if os.environ.get("FLEET_SKIP_POSTGRES") == "1":
-            pytest.skip(f"PostgreSQL unreachable at {redacted_url(PG_URL)}")
-        pytest.fail(
-            f"PostgreSQL unreachable at {redacted_url(PG_URL)} ({exc.orig}); "
-            "set FLEET_SKIP_POSTGRES=1 to skip"
-        )
-    schema = f"fa_test_{uuid.uuid4().hex}"
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    engine = create_engine_for(
-        PG_URL,
-        connect_args={"options": f"-csearch_path={schema} -ctimezone={PG_SESSION_TIMEZONE}"},
-    )
-    try:
-        store = Store(engine=engine)
-        store.create_all()
-        yield store
-    finally:
-        engine.dispose()
-        with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        sqlite_store = _sqlite_store(tmp_path)
-        yield sqlite_store
-        sqlite_store.dispose()
-    else:
-        yield from _postgres_store()
-
-
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[Store]:
-    store = _sqlite_store(tmp_path)
+    store = sqlite_store_at(tmp_path)
     yield store
     store.dispose()
 
@@ -159,18 +101,6 @@ def _message(
         created_at=T0,
         in_prompt=in_prompt,
     )
-
-
-def _in_threads(n: int, fn: Callable[[int], _T]) -> list[_T]:
-    """Run fn(0..n-1) in n threads released together by a barrier."""
-    barrier = threading.Barrier(n)
-
-    def start(i: int) -> _T:
-        barrier.wait(timeout=30)
-        return fn(i)
-
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        return list(pool.map(start, range(n)))
 
 
 # ---------------------------------------------------------------- idempotence
@@ -509,7 +439,7 @@ def test_concurrent_add_message(store: Store) -> None:
         dup = [_message(store, 1, seq) for seq in shared]
         return own, dup
 
-    results = _in_threads(threads, work)
+    results = in_threads(threads, work)
 
     assert all(all(own) for own, _ in results), "every distinct seq must insert"
     # Each shared seq was inserted by exactly one thread.
@@ -521,9 +451,9 @@ def test_concurrent_add_message(store: Store) -> None:
 
 
 def test_concurrent_begin_and_finish_run(store: Store) -> None:
-    _in_threads(8, lambda i: _begin(store, 1 + i % 2))
+    in_threads(8, lambda i: _begin(store, 1 + i % 2))
     assert store.count_runs(AGENT) == 2
-    _in_threads(8, lambda i: _finish(store, 1 + i % 2))
+    in_threads(8, lambda i: _finish(store, 1 + i % 2))
     assert [r.status for r in store.list_runs(AGENT)] == [RunStatus.OK, RunStatus.OK]
 
 

@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, text
 
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
 from fleet_agent.store import Store, ToolJournal
-from tests.test_store import _in_threads, _postgres_store, _sqlite_store
+from tests.store_backends import in_threads, store_on_both_backends  # noqa: F401  (a fixture)
 
 AGENT = "agent-j"
 T0 = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        sqlite_store = _sqlite_store(tmp_path)
-        yield sqlite_store
-        sqlite_store.dispose()
-    else:
-        yield from _postgres_store()
 
 
 @pytest.fixture
@@ -99,7 +87,7 @@ def test_calls_are_keyed_per_agent(journal: ToolJournal) -> None:
 
 def test_concurrent_finishes_agree_on_one_result(journal: ToolJournal) -> None:
     journal.start(_call(), T0)
-    records = _in_threads(8, lambda i: journal.finish(_call(), _result(f"attempt {i}"), T0))
+    records = in_threads(8, lambda i: journal.finish(_call(), _result(f"attempt {i}"), T0))
     assert len({r.model_dump_json() for r in records}) == 1
     assert records[0].status == "done"
 
