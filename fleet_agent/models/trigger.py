@@ -3,11 +3,13 @@ inbox items that keep operator message texts in the store."""
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic_core import PydanticUndefined
 
 __all__ = [
     "InboxItem",
@@ -81,7 +83,8 @@ class Trigger(BaseModel):
         # Triggers fill RunInput, the continue-as-new input and the status
         # query: leave out fields at their defaults (half the bytes of a trigger).
         data: dict[str, Any] = handler(self)
-        return {k: v for k, v in data.items() if k in _TRIGGER_KEEP or v not in ("", None, 1)}
+        defaults = _trigger_defaults()
+        return {k: v for k, v in data.items() if k not in defaults or v != defaults[k]}
 
     @property
     def priority(self) -> Priority:
@@ -93,7 +96,14 @@ class Trigger(BaseModel):
         return range(self.seq, (self.last_seq or self.seq) + 1)
 
 
-_TRIGGER_KEEP = frozenset({"seq", "kind", "received_at"})
+@functools.cache
+def _trigger_defaults() -> dict[str, Any]:
+    """The fields of `Trigger` that have a default, and that default."""
+    return {
+        name: field.default
+        for name, field in Trigger.model_fields.items()
+        if field.default is not PydanticUndefined
+    }
 
 
 class InboxItem(BaseModel):
