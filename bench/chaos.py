@@ -101,7 +101,8 @@ class World:
         self.server = DevServer(workdir)
         self.proxy = TcpProxy(PG_PORT)
         self.database = ScratchDatabase()
-        self.sim = SimServer(seed=3, speed=30, scenario="ideal")
+        # No pacing: these scenarios are about crashes, not about 429s.
+        self.sim = SimServer(seed=3, speed=30, scenario="ideal", rate_limits=False)
         self.fake = FakeAnthropic()
         self.llm_delay = 0.3
         self.workers: list[WorkerProcess] = []

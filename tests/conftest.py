@@ -100,8 +100,9 @@ def client(ts_env: WorkflowEnvironment) -> Client:
 
 @pytest.fixture
 def sim() -> Iterator[SimServer]:
-    # speed 0: the market's clock moves only when a test advances it.
-    with SimServer(seed=11, speed=0, scenario="ideal") as server:
+    # speed 0: the market's clock moves only when a test advances it. A small
+    # market (the size is not the point here) and no pacing (nor is that).
+    with SimServer(seed=11, speed=0, scenario="ideal", offers=500, rate_limits=False) as server:
         yield server
 
 

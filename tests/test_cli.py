@@ -75,7 +75,7 @@ class Stack:
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimServer]:
     # speed 0: the simulated market stands still, so runs are reproducible.
-    with SimServer(seed=7, speed=0, scenario="ideal") as server:
+    with SimServer(seed=7, speed=0, scenario="ideal", offers=500, rate_limits=False) as server:
         yield server
 
 

@@ -283,7 +283,8 @@ async def test_a_day_of_market_holds_500_proofs_per_hour(
     faults with machines dying every few hours, one simulated day in 2-minute
     steps of workflow time and market time."""
     fake_llm.set_responder(autopilot_reply)
-    with SimServer(seed=5, speed=0, scenario="realistic") as sim:
+    # The real market's size and mix; pacing is not what this test is about.
+    with SimServer(seed=5, speed=0, scenario="realistic", rate_limits=False) as sim:
         sim.market.set_faults(death_rate_per_hour=0.05)
         async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
             fleet = FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)

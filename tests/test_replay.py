@@ -275,7 +275,7 @@ async def record(directory: Path = HISTORIES) -> dict[str, WorkflowHistory]:
         with (
             tempfile.TemporaryDirectory() as tmp,
             FakeAnthropic() as fake,
-            SimServer(seed=11, speed=0, scenario="ideal") as sim,
+            SimServer(seed=11, speed=0, scenario="ideal", offers=500, rate_limits=False) as sim,
         ):
             os.environ.update(fake.env())
             store = Store(f"sqlite:///{Path(tmp) / 'fleet.db'}")

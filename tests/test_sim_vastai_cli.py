@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from fleet_agent.sim import SimServer
@@ -30,7 +31,12 @@ pytestmark = pytest.mark.skipif(not VASTAI.exists(), reason="the vastai CLI is n
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimServer]:
-    with SimServer(seed=11, speed=0, api_key=KEY, scenario="ideal") as server:
+    # A small market, no pacing: the CLI's own 429 retries (3, within 0.7 s)
+    # cannot outlast vast.ai's limits; `test_one_call_per_endpoint_...` runs
+    # with them on.
+    with SimServer(
+        seed=11, speed=0, api_key=KEY, scenario="ideal", offers=1000, rate_limits=False
+    ) as server:
         yield server
 
 
@@ -94,9 +100,16 @@ def test_search_offers(sim: SimServer, cli_env: dict[str, str]) -> None:
     assert "RTX 4090" in json.loads(cache.read_text())["gpu_names"]
 
 
+# A host a prover can run on: RAM for the parameters, disk for them, a card
+# with enough memory, a recent driver, and open ports for the status endpoint.
+PROVER_HOST = (
+    "disk_space>=100 cpu_ram>=64 gpu_ram>=12 cuda_max_good>=12 compute_cap>=700 "
+    "direct_port_count>=3"
+)
+
+
 def test_create_show_and_destroy(sim: SimServer, cli_env: dict[str, str]) -> None:
-    # >= 60 GB of host RAM: smaller hosts cannot hold the proving parameters.
-    query = "disk_space>=50 cpu_ram>=60"
+    query = PROVER_HOST
     offers = raw_json(vastai(sim, cli_env, "search", "offers", query, "-o", "dph_total", "--raw"))
     offer_id = offers[0]["id"]
     created = vastai(
@@ -108,7 +121,7 @@ def test_create_show_and_destroy(sim: SimServer, cli_env: dict[str, str]) -> Non
         "--image",
         "ghcr.io/example/prover:1",
         "--disk",
-        "40",
+        "80",
         "--label",
         "cli-made",
         "--env",
@@ -126,12 +139,15 @@ def test_create_show_and_destroy(sim: SimServer, cli_env: dict[str, str]) -> Non
     mine = [r for r in rows if r["id"] == instance_id]
     assert len(mine) == 1
     assert mine[0]["label"] == "cli-made" and mine[0]["extra_env"] == {"ROLE": "prover"}
-    assert mine[0]["disk_space"] == 40 and mine[0]["actual_status"] is None
+    assert mine[0]["disk_space"] == 80 and mine[0]["actual_status"] is None
 
     sim.market.advance(3600)
     one = raw_json(vastai(sim, cli_env, "show", "instance", str(instance_id), "--raw"))
     assert one["id"] == instance_id and one["actual_status"] == "running"
-    assert one["proofs_per_hour"] > 0
+    assert "proofs_per_hour" not in one  # the prover's port tells, not the row
+    port = one["ports"]["9821/tcp"][0]["HostPort"]
+    status = httpx.get(f"http://{one['public_ipaddr']}:{port}/status", timeout=5).json()
+    assert status["phase"] in ("fetching-params", "starting", "proving")
 
     destroyed = vastai(sim, cli_env, "destroy", "instance", str(instance_id), "-y")
     assert destroyed.returncode == 0, destroyed.stderr
@@ -143,10 +159,10 @@ def test_create_show_and_destroy(sim: SimServer, cli_env: dict[str, str]) -> Non
 
 def test_show_instances_walks_every_page(sim: SimServer, cli_env: dict[str, str]) -> None:
     made = []
-    for n, offer_id in enumerate(sim.market.offer_ids()[:30]):
-        made.append(
-            sim.market.rent(offer_id, {"image": "img", "disk": 8, "label": f"bulk-{n}"}).instance_id
-        )
+    rentable = sim.market.search_offers({"rentable": {"eq": True}, "limit": 30})
+    for n, offer in enumerate(rentable):
+        body = {"image": "img", "disk": 8, "label": f"bulk-{n}"}
+        made.append(sim.market.rent(offer["id"], body).instance_id)
     rows = raw_json(vastai(sim, cli_env, "show", "instances", "--raw"))
     ids = [r["id"] for r in rows]
     assert set(made) <= set(ids)
@@ -162,3 +178,36 @@ def test_wrong_key_is_rejected(sim: SimServer, cli_env: dict[str, str]) -> None:
     error = json.loads(proc.stderr.strip().splitlines()[-1])
     assert error["status_code"] == 401 and error["msg"] == "Invalid user key"
     assert proc.stdout.strip() == ""
+
+
+def test_one_call_per_endpoint_goes_through_the_rate_limits(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """With vast.ai's limits on (the default), a CLI session that calls each
+    endpoint once works: search, create, list, show, destroy."""
+    with SimServer(seed=12, speed=0, api_key=KEY, scenario="ideal", offers=1000) as limited:
+        env = {**cli_env, "VAST_URL": limited.url, "HOME": str(tmp_path)}
+        env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+        env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+        query = PROVER_HOST
+        offers = raw_json(vastai(limited, env, "search", "offers", query, "--raw"))
+        created = vastai(
+            limited,
+            env,
+            "create",
+            "instance",
+            str(offers[0]["id"]),
+            "--image",
+            "img",
+            "--disk",
+            "80",
+        )
+        assert created.returncode == 0 and "Started." in created.stdout, created.stderr
+        (instance_id,) = limited.market.instance_ids()
+        listed = raw_json(vastai(limited, env, "show", "instances", "--raw"))
+        assert [r["id"] for r in listed] == [instance_id]
+        one = raw_json(vastai(limited, env, "show", "instance", str(instance_id), "--raw"))
+        assert one["id"] == instance_id
+        gone = vastai(limited, env, "destroy", "instance", str(instance_id), "-y")
+        assert gone.returncode == 0, gone.stderr
+        assert limited.market.counters["rate_limited"] == 0

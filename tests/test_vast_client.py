@@ -30,7 +30,16 @@ START = 1_750_000_000.0
 
 @pytest.fixture
 def sim() -> Iterator[SimServer]:
-    with SimServer(seed=7, speed=0, api_key=KEY, scenario="ideal", start_epoch=START) as server:
+    # A small market without pacing: neither is the point of these tests.
+    with SimServer(
+        seed=7,
+        speed=0,
+        api_key=KEY,
+        scenario="ideal",
+        start_epoch=START,
+        offers=500,
+        rate_limits=False,
+    ) as server:
         yield server
 
 
@@ -129,7 +138,7 @@ async def test_create_show_list_destroy_round_trip(vast: VastClient, sim: SimSer
     assert shown.image_uuid == IMAGE and shown.disk_space == 30
     assert shown.start_date == pytest.approx(START)
     assert shown.extras["extra_env"] == [["ROLE", "prover"], ["-p 8080:8080", "1"]]
-    assert shown.proofs_per_hour == 0
+    assert shown.proofs_per_hour is None  # the service reports no proving figures
 
     listed = await vast.list_instances()
     assert [i.id for i in listed] == [instance_id]
@@ -224,7 +233,7 @@ async def test_client_settings_from_environment(
 
 
 async def test_refused_connection_is_not_ambiguous() -> None:
-    with SimServer(seed=1, speed=0, api_key=KEY) as gone:
+    with SimServer(seed=1, speed=0, api_key=KEY, offers=10) as gone:
         url = gone.url
     async with VastClient(KEY, url, timeout=2) as vast:
         with pytest.raises(VastConnectionError) as info:
@@ -316,7 +325,9 @@ async def test_delayed_create_rents_after_the_client_gave_up(sim: SimServer) -> 
 
 
 async def test_delayed_create_of_a_stopping_server_rents_nothing() -> None:
-    with SimServer(seed=7, speed=0, api_key=KEY, scenario="ideal") as sim:
+    with SimServer(
+        seed=7, speed=0, api_key=KEY, scenario="ideal", offers=500, rate_limits=False
+    ) as sim:
         market = sim.market
         market.set_faults(create_delay_next=1, create_delay_seconds=30.0)
         async with VastClient(KEY, sim.url, timeout=0.3) as vast:
@@ -434,7 +445,8 @@ async def test_list_without_instances_key_raises() -> None:
 
 
 async def test_pagination_walks_every_page(vast: VastClient, sim: SimServer) -> None:
-    offers = await vast.search_offers({}, order="dph_total", limit=40)
+    rentable = {"rentable": {"eq": True}, "rented": {"eq": False}}
+    offers = await vast.search_offers(rentable, order="dph_total", limit=40)
     for n, offer in enumerate(offers[:32]):
         label = f"fleet-pg-{n:02d}" if n < 30 else f"other-{n}"
         await vast.create_instance(offer.id, image=IMAGE, disk=8, label=label)
@@ -459,7 +471,8 @@ async def test_pagination_walks_every_page(vast: VastClient, sim: SimServer) -> 
 
 
 async def test_concurrent_creates_are_consistent(vast: VastClient, sim: SimServer) -> None:
-    offers = await vast.search_offers({}, order="dph_total", limit=20)
+    rentable = {"rentable": {"eq": True}, "rented": {"eq": False}}
+    offers = await vast.search_offers(rentable, order="dph_total", limit=20)
     made = await asyncio.gather(
         *(
             vast.create_instance(o.id, image=IMAGE, disk=8, label=f"fleet-cc-{n}")
@@ -493,12 +506,13 @@ async def test_lifecycle_null_loading_running(vast: VastClient, sim: SimServer) 
     assert (await _status(vast, instance_id)).actual_status is None
     sim.market.advance(41)  # provisioning takes at most 40 s
     loading = await _status(vast, instance_id)
-    assert loading.actual_status == "loading" and loading.proofs_per_hour == 0
+    assert loading.actual_status == "loading"
     sim.market.advance(3600)  # image pulls take minutes, not an hour
     running = await _status(vast, instance_id)
     assert running.is_running and running.status_msg and "success" in running.status_msg
-    assert running.proofs_per_hour is not None and running.proofs_per_hour > 0
-    assert running.extras["proofs_completed"] > 0
+    # Like the real service's, rows say nothing about proving (the prover's
+    # status port does: tests/test_sim_prover.py).
+    assert running.proofs_per_hour is None
 
 
 async def test_dying_instance_never_comes_back(vast: VastClient, sim: SimServer) -> None:
@@ -507,7 +521,6 @@ async def test_dying_instance_never_comes_back(vast: VastClient, sim: SimServer)
     sim.market.advance(3600)
     dead = await _status(vast, instance_id)
     assert dead.actual_status in TERMINAL_STATUSES and dead.is_terminal
-    assert dead.proofs_per_hour == 0
     for _ in range(5):
         sim.market.advance(6 * 3600)
         again = await _status(vast, instance_id)
@@ -532,7 +545,7 @@ async def test_stuck_and_failed_boots(vast: VastClient, sim: SimServer) -> None:
     failed = await _rent_one(vast, "fleet-fail-1")
     sim.market.advance(10 * 3600)
     assert (await _status(vast, stuck)).actual_status == "loading"
-    assert (await _status(vast, failed)).actual_status in ("exited", "offline")
+    assert (await _status(vast, failed)).actual_status in ("exited", "offline", "created")
 
 
 # ---------------------------------------------------- market and control
@@ -542,7 +555,15 @@ async def test_seed_reproducibility() -> None:
     Run = tuple[list[tuple[int, float]], list[str], list[tuple[int, str | None]]]
 
     async def run(seed: int) -> Run:
-        with SimServer(seed=seed, speed=0, api_key=KEY, scenario="chaos", start_epoch=START) as s:
+        with SimServer(
+            seed=seed,
+            speed=0,
+            api_key=KEY,
+            scenario="chaos",
+            start_epoch=START,
+            offers=500,
+            rate_limits=False,
+        ) as s:
             s.market.set_faults(create_hang_rate=0.0)  # keep the test fast
             async with VastClient(KEY, s.url, backoff_base=0, max_429_retries=20) as vast:
                 offers = await vast.search_offers({}, order="dph_total", limit=20)
@@ -571,7 +592,7 @@ async def test_market_churn(sim: SimServer) -> None:
     sim.market.advance(4 * 3600)
     after = set(sim.market.offer_ids())
     assert after - before and before - after
-    assert 30 <= len(after) <= 160
+    assert 300 <= len(after) <= 700  # arrivals balance departures around the 500 listed
 
 
 async def test_control_api(sim: SimServer) -> None:

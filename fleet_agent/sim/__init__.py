@@ -2,8 +2,10 @@
 
 `SimServer` runs it in a thread for tests (``with SimServer(speed=0) as sim``),
 `serve` runs it in the foreground for ``fleet-agent sim``; `Market` is the
-model behind both, with its own clock (`Market.advance`), seeded randomness and
-fault switches (`Faults`, `SCENARIOS`). See docs/SIMULATOR.md.
+model behind both, with its own clock (`Market.advance`), seeded randomness,
+fault switches (`Faults`, `SCENARIOS`), vast.ai's rate limits, and a state
+file that survives restarts. Each rented instance's prover serves its status
+on a mapped port (`PROVER_STATUS_PORT`). See docs/SIMULATOR.md.
 """
 
 from fleet_agent.capacity import proofs_per_hour, seconds_per_proof
@@ -11,11 +13,17 @@ from fleet_agent.capacity import proofs_per_hour, seconds_per_proof
 from .api import RATE_LIMIT_TEXT, Reply, SimApi
 from .clock import SimClock
 from .faults import SCENARIOS, Faults, scenario
-from .market import ApiError, Market, RentResult
-from .server import DEFAULT_API_KEY, SimServer, serve
+from .market import DEFAULT_OFFERS, ApiError, Market, RentResult
+from .persist import StateError
+from .prover import PROVER_STATUS_PATH, PROVER_STATUS_PORT
+from .server import DEFAULT_API_KEY, DEFAULT_STATE_PATH, SimServer, serve
 
 __all__ = [
     "DEFAULT_API_KEY",
+    "DEFAULT_OFFERS",
+    "DEFAULT_STATE_PATH",
+    "PROVER_STATUS_PATH",
+    "PROVER_STATUS_PORT",
     "RATE_LIMIT_TEXT",
     "SCENARIOS",
     "ApiError",
@@ -26,6 +34,7 @@ __all__ = [
     "SimApi",
     "SimClock",
     "SimServer",
+    "StateError",
     "proofs_per_hour",
     "scenario",
     "seconds_per_proof",

@@ -6,7 +6,9 @@ import argparse
 import logging
 
 from .faults import SCENARIOS
-from .server import DEFAULT_API_KEY, serve
+from .market import DEFAULT_OFFERS
+from .persist import StateError
+from .server import DEFAULT_API_KEY, DEFAULT_STATE_PATH, serve
 
 __all__ = ["main"]
 
@@ -20,10 +22,37 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--speed", type=float, default=1.0, help="sim seconds per real second")
     parser.add_argument("--api-key", default=DEFAULT_API_KEY)
     parser.add_argument("--scenario", default="realistic", choices=sorted(SCENARIOS))
+    parser.add_argument(
+        "--offers", type=int, default=DEFAULT_OFFERS, help="offers on the market (default 10000)"
+    )
+    parser.add_argument(
+        "--no-rate-limits",
+        action="store_true",
+        help="turn off vast.ai's documented per-endpoint rate limits (on by default)",
+    )
+    parser.add_argument(
+        "--state",
+        default=str(DEFAULT_STATE_PATH),
+        help=f"state file kept across restarts (default {DEFAULT_STATE_PATH})",
+    )
+    parser.add_argument("--no-state", action="store_true", help="keep nothing across restarts")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
-    serve(args.host, args.port, args.seed, args.speed, args.api_key, args.scenario)
+    try:
+        serve(
+            args.host,
+            args.port,
+            args.seed,
+            args.speed,
+            args.api_key,
+            args.scenario,
+            offers=args.offers,
+            rate_limits=not args.no_rate_limits,
+            state_path=None if args.no_state else args.state,
+        )
+    except StateError as exc:
+        parser.exit(2, f"{exc}\nRemove the file (or pass --no-state) to start a fresh market.\n")
 
 
 if __name__ == "__main__":

@@ -10,8 +10,12 @@ optional, as on the service):
 * ``PUT /api/v0/asks/{id}/``: rent
 * ``GET /api/v1/instances/``: paginated list; ``GET /api/v0/instances/`` is gone (410)
 * ``GET /api/v0/instances/filters/``, ``GET|DELETE /api/v0/instances/{id}/``
+* ``PUT /api/v0/instances/{id}/`` (stop, start, label), ``PUT /api/v0/instances/reboot/{id}/``
 * control, no auth: ``GET /_sim/state``, ``POST /_sim/advance``, ``POST /_sim/speed``,
-  ``POST /_sim/faults``, ``POST /_sim/kill/{id}``
+  ``POST /_sim/faults``, ``POST /_sim/kill/{id}``, ``POST /_sim/instances/{id}/{action}``,
+  ``POST /_sim/prover/{id}``, ``POST /_sim/rate-limits``
+
+Every authenticated request first passes the rate limiter (`_rate_limited`).
 """
 
 from __future__ import annotations
@@ -117,6 +121,7 @@ class SimApi:
             ("POST", re.compile(r"/_sim/speed/"), "_sim", SimApi._sim_speed, False),
             ("POST", re.compile(r"/_sim/faults/"), "_sim", SimApi._sim_faults, False),
             ("POST", re.compile(r"/_sim/kill/(?P<id>\d+)/"), "_sim", SimApi._sim_kill, False),
+            *self._instance_routes(),
         ]
 
     # ----------------------------------------------------------- dispatch
@@ -150,8 +155,9 @@ class SimApi:
             if auth:
                 key = self._presented_key(headers, params)
                 # The limiter runs before auth: it keys on whatever was presented.
-                if not self.market.admit(f"{method} {name}", key or client):
-                    return Reply(429, text=RATE_LIMIT_TEXT)
+                limited = self._rate_limited(method, name, key or client)
+                if limited is not None:
+                    return limited
                 if not key:
                     raise ApiError(401, "auth_error", "Please log in or sign up")
                 if key != self._api_key:
@@ -327,3 +333,93 @@ class SimApi:
         except ValueError as exc:
             raise ApiError(400, "invalid_args", str(exc)) from None
         return Reply(200, {"success": True})
+
+    # ------------------------------------------- rate limits, instance state
+
+    def _rate_limited(self, method: str, route: str, identity: str) -> Reply | None:
+        """The 429 for a request the limiter refuses, shaped as the service's:
+        plain text, or for destroy JSON ``{success, error, msg}``; no Retry-After."""
+        refusal = self.market.admit_request(method, route, identity)
+        if refusal is None:
+            return None
+        if refusal.json_body:
+            body = {"success": False, "error": "rate_limit_exceeded", "msg": refusal.msg}
+            return Reply(429, body)
+        return Reply(429, text=refusal.msg)
+
+    def _instance_routes(self) -> list[tuple[str, re.Pattern[str], str, _Handler, bool]]:
+        return [
+            (
+                "PUT",
+                re.compile(r"/api/v0/instances/(?P<id>\d+)/"),
+                "instance",
+                SimApi._manage,
+                True,
+            ),
+            (
+                "PUT",
+                re.compile(r"/api/v0/instances/reboot/(?P<id>\d+)/"),
+                "reboot",
+                SimApi._reboot,
+                True,
+            ),
+            (
+                "POST",
+                re.compile(r"/_sim/instances/(?P<id>\d+)/(?P<action>[a-z_]+)/"),
+                "_sim",
+                SimApi._sim_instance,
+                False,
+            ),
+            ("POST", re.compile(r"/_sim/prover/(?P<id>\d+)/"), "_sim", SimApi._sim_prover, False),
+            ("POST", re.compile(r"/_sim/rate-limits/"), "_sim", SimApi._sim_rate_limits, False),
+        ]
+
+    def _manage(self, req: _Request) -> Reply:
+        if not isinstance(req.body, dict):
+            raise ApiError(400, "invalid_args", "body must be a JSON object")
+        try:
+            self.market.manage_instance(int(req.match["id"]), req.body)
+        except KeyError:
+            raise _no_such_instance(req) from None
+        except ValueError as exc:
+            raise ApiError(400, "invalid_args", str(exc)) from None
+        return Reply(200, {"success": True})
+
+    def _reboot(self, req: _Request) -> Reply:
+        try:
+            rebooted = self.market.reboot_instance(int(req.match["id"]))
+        except KeyError:
+            raise _no_such_instance(req) from None
+        if not rebooted:
+            return Reply(200, {"success": False, "msg": "Instance is not running."})
+        return Reply(200, {"success": True})
+
+    def _sim_instance(self, req: _Request) -> Reply:
+        try:
+            applied = self.market.set_instance_state(int(req.match["id"]), req.match["action"])
+        except KeyError:
+            raise _no_such_instance(req) from None
+        except ValueError as exc:
+            raise ApiError(400, "invalid_args", str(exc)) from None
+        return Reply(200, {"success": True, "applied": applied})
+
+    def _sim_prover(self, req: _Request) -> Reply:
+        fault = req.body.get("fault") if isinstance(req.body, dict) else None
+        try:
+            applied = self.market.prover_fault(int(req.match["id"]), str(fault))
+        except KeyError:
+            raise _no_such_instance(req) from None
+        except ValueError as exc:
+            raise ApiError(400, "invalid_args", str(exc)) from None
+        return Reply(200, {"success": True, "applied": applied})
+
+    def _sim_rate_limits(self, req: _Request) -> Reply:
+        enabled = req.body.get("enabled") if isinstance(req.body, dict) else None
+        if not isinstance(enabled, bool):
+            raise ApiError(400, "invalid_args", 'body must be {"enabled": true|false}')
+        self.market.set_rate_limits(enabled)
+        return Reply(200, {"success": True, "enabled": enabled})
+
+
+def _no_such_instance(req: _Request) -> ApiError:
+    return ApiError(404, "no_such_instance", f"Instance {req.match['id']} not found.")

@@ -54,6 +54,15 @@ class SimClock:
             self._rebase_locked()
             self._speed = float(speed)
 
+    def restore(self, now: float, speed: float) -> None:
+        """Continue from a saved sim time `now` at `speed` (a restarted simulator)."""
+        if speed < 0:
+            raise ValueError("speed must be >= 0")
+        with self._lock:
+            self._base = float(now)
+            self._anchor = time.monotonic()
+            self._speed = float(speed)
+
     def _now_locked(self) -> float:
         return self._base + (time.monotonic() - self._anchor) * self._speed
 

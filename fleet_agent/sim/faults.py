@@ -56,6 +56,28 @@ class Faults:
     reliability_failures: bool = True
     #: Offers appear and are rented away by others over time.
     offer_churn: bool = True
+    #: Running but not proving. The prover of a new instance fails
+    #: `prover_fault_after_s` sim seconds after it starts proving (``*_next``),
+    #: or any proving prover fails with this hazard per sim hour (``*_rate_per_hour``):
+    #: a CUDA error or an out-of-memory kill stops it with an error; a stuck
+    #: prover keeps its proofs "in flight" and never finishes one.
+    cuda_error_next: int = 0
+    cuda_error_rate_per_hour: float = 0.0
+    oom_next: int = 0
+    oom_rate_per_hour: float = 0.0
+    prover_stuck_next: int = 0
+    prover_stuck_rate_per_hour: float = 0.0
+    prover_fault_after_s: float = 600.0
+    #: Interruptible (bid) instances are outbid and stopped: the next bid
+    #: instance `outbid_after_s` after it runs (``outbid_next``), or with this
+    #: hazard per sim hour at the minimum bid, less for higher bids.
+    outbid_next: int = 0
+    outbid_after_s: float = 600.0
+    outbid_rate_per_hour: float = 0.0
+    #: Host reboots of running instances, per sim hour (rebooting for 1-3 min).
+    reboot_rate_per_hour: float = 0.0
+    #: Sim seconds a destroyed instance stays listed (``cur_state: unloaded``).
+    destroy_linger_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """The switches as JSON-ready data."""
@@ -100,6 +122,12 @@ SCENARIOS: dict[str, Faults] = {
         stuck_loading_rate=0.03,
         boot_fail_rate=0.03,
         death_rate_per_hour=0.003,
+        cuda_error_rate_per_hour=0.002,
+        oom_rate_per_hour=0.002,
+        prover_stuck_rate_per_hour=0.002,
+        outbid_rate_per_hour=0.1,
+        reboot_rate_per_hour=0.002,
+        destroy_linger_s=30.0,
     ),
     # Everything goes wrong often: for testing the manager's recovery paths.
     "chaos": Faults(
@@ -111,6 +139,12 @@ SCENARIOS: dict[str, Faults] = {
         stuck_loading_rate=0.15,
         boot_fail_rate=0.15,
         death_rate_per_hour=0.2,
+        cuda_error_rate_per_hour=0.05,
+        oom_rate_per_hour=0.05,
+        prover_stuck_rate_per_hour=0.05,
+        outbid_rate_per_hour=0.5,
+        reboot_rate_per_hour=0.05,
+        destroy_linger_s=60.0,
     ),
 }
 

@@ -1,197 +1,216 @@
-"""One rented machine and its lifecycle, decided when it is rented.
+"""One rented instance: the offer it came from, the request, its machine, its row.
 
-The whole future of an instance (how long it provisions and loads, whether it
-runs, gets stuck or fails, when it dies) is drawn once, at rent time, from an
-RNG seeded by the simulator seed and the instance id. Its state at any moment
-is then a pure function of the clock, so the simulation is reproducible no
-matter how often or how coarsely it is observed.
-
-Statuses follow the service: ``actual_status`` is None while provisioning, then
-``loading`` while the image is pulled, then ``running``; ``exited``,
-``offline`` and ``unknown`` are terminal here.
+The lifecycle lives in `fleet_agent.sim.lifecycle.Machine`; this module adds
+what the API shows: the instance row of ``/api/v1/instances/`` and
+``/api/v0/instances/{id}/`` (state fields, prices, host fields, port
+mappings), and the truth the control API reports (proofs, prover phase).
 """
 
 from __future__ import annotations
 
-import random
+import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from fleet_agent.capacity import proofs_per_hour
+from typing import Any
 
 from .catalogue import offer_pricing
+from .faults import Faults
+from .lifecycle import Machine
+from .prover import PROVER_STATUS_PORT, offer_proof_rate, prover_blocker, status_body
 
-__all__ = ["KILL_STATUSES", "Fate", "SimInstance", "draw_fate"]
+__all__ = ["KILL_STATUSES", "InstanceEnv", "SimInstance", "container_ports"]
 
 KILL_STATUSES = frozenset({"exited", "offline", "unknown"})
 
-Outcome = Literal["run", "stuck", "boot_fail"]
-
-# Size of a proving image (CUDA runtime + prover), for the pull time.
-_IMAGE_GB = 8.0
-
-_BOOT_FAILURES = (
-    (
-        "exited",
-        "Error response from daemon: failed to create task for container: "
-        'could not select device driver "" with capabilities: [[gpu]]',
-    ),
-    ("exited", "Error: no space left on device while extracting image layers"),
-    ("offline", "host machine went offline during container start"),
+# Host fields an instance row repeats from its offer.
+_HOST_FIELDS = (
+    "gpu_name",
+    "gpu_arch",
+    "num_gpus",
+    "gpu_ram",
+    "gpu_frac",
+    "gpu_mem_bw",
+    "gpu_max_power",
+    "gpu_max_temp",
+    "gpu_display_active",
+    "gpu_lanes",
+    "compute_cap",
+    "total_flops",
+    "dlperf",
+    "bw_nvlink",
+    "cuda_max_good",
+    "driver_version",
+    "cpu_arch",
+    "cpu_name",
+    "cpu_ghz",
+    "cpu_cores",
+    "cpu_cores_effective",
+    "cpu_ram",
+    "has_avx",
+    "mobo_name",
+    "pci_gen",
+    "pcie_bw",
+    "disk_bw",
+    "disk_name",
+    "inet_down",
+    "inet_up",
+    "direct_port_count",
+    "static_ip",
+    "geolocation",
+    "geolocode",
+    "reliability2",
+    "verification",
+    "hosting_type",
+    "vms_enabled",
+    "os_version",
+    "ubuntu_version",
+    "host_id",
 )
-_DEATHS = (
-    ("exited", "container exited with code 137 (OOM killed)"),
-    ("exited", "container exited with code 1"),
-    ("offline", "host machine is offline"),
-    ("unknown", "no recent heartbeat from host"),
-)
+_PORT_OPTION = re.compile(r"^-p\s+(?:\d+:)?(\d+)(?:/(tcp|udp))?$")
 
 
-@dataclass(frozen=True, slots=True)
-class Fate:
-    """The future of one instance, relative to its creation time."""
+def container_ports(runtype: str | None, env: dict[str, str]) -> list[str]:
+    """Container ports vast.ai maps: SSH/Jupyter's, the image's EXPOSE, and ``-p`` options.
 
-    provision_s: float
-    loading_s: float
-    outcome: Outcome
-    fail_status: str
-    fail_msg: str
-    die_after_s: float | None  # after reaching running; None = lives on
-    death_status: str
-    death_msg: str
-    rate_jitter: float
+    Returned as Docker names (``"22/tcp"``), in a stable order.
+    """
+    wanted: list[str] = []
+    kind = runtype or "ssh"
+    if "ssh" in kind or "jupyter" in kind:
+        wanted.append("22/tcp")
+    if "jupyter" in kind:
+        wanted.append("8080/tcp")
+    wanted.append(f"{PROVER_STATUS_PORT}/tcp")  # the prover image EXPOSEs it
+    for key in env:
+        m = _PORT_OPTION.match(key.strip())
+        if m:
+            wanted.append(f"{m[1]}/{m[2] or 'tcp'}")
+    return list(dict.fromkeys(wanted))
 
 
-def draw_fate(
-    rng: random.Random,
-    *,
-    inet_down: float,
-    stuck: bool,
-    boot_fail: bool,
-    die_after_s: float | None,
-) -> Fate:
-    """Draw timings and failure details; the caller has decided the failures."""
-    provision_s = rng.uniform(5.0, 40.0)
-    loading_s = 15.0 + _IMAGE_GB * 8000.0 / max(inet_down, 10.0) + rng.uniform(0.0, 60.0)
-    fail_status, fail_msg = rng.choice(_BOOT_FAILURES)
-    death_status, death_msg = rng.choice(_DEATHS)
-    outcome: Outcome = "stuck" if stuck else "boot_fail" if boot_fail else "run"
-    return Fate(
-        provision_s=provision_s,
-        loading_s=loading_s,
-        outcome=outcome,
-        fail_status=fail_status,
-        fail_msg=fail_msg,
-        die_after_s=die_after_s,
-        death_status=death_status,
-        death_msg=death_msg,
-        rate_jitter=rng.uniform(0.93, 1.04),
-    )
+class InstanceEnv:
+    """What an instance's machine reads from the market (see `MachineEnv`)."""
+
+    def __init__(
+        self,
+        offer: dict[str, Any],
+        faults: Callable[[], Faults],
+        *,
+        jitter: float,
+        bid_price: float | None,
+    ) -> None:
+        self._offer = offer
+        self._faults = faults
+        self._rate = offer_proof_rate(offer) * jitter
+        self._blocker = prover_blocker(offer)
+        self._bid_price = bid_price
+
+    @property
+    def faults(self) -> Faults:
+        return self._faults()
+
+    def proof_rate(self) -> float:
+        return self._rate if self._blocker is None else 0.0
+
+    def prover_blocker(self) -> str | None:
+        return self._blocker
+
+    def death_hazard_per_hour(self) -> float:
+        faults = self.faults
+        flaky = (1.0 - float(self._offer["reliability2"])) if faults.reliability_failures else 0.0
+        # A 0.97-reliable host loses about one rental in 70 days of its own.
+        return faults.death_rate_per_hour + 0.05 * flaky
+
+    def outbid_hazard_per_hour(self) -> float:
+        if self._bid_price is None:
+            return 0.0
+        # At the minimum bid the full hazard; bidding up to the on-demand price
+        # cuts it to a tenth (on-demand rentals still take the GPUs).
+        low, high = float(self._offer["min_bid"]), float(self._offer["dph_base"])
+        share = (high - self._bid_price) / (high - low) if high > low else 0.0
+        return self.faults.outbid_rate_per_hour * max(0.1, min(1.0, share))
 
 
 @dataclass(slots=True)
 class SimInstance:
-    """A rented machine: the offer it came from, the request, and its fate."""
+    """A rented machine: the offer it came from, the request, and its machine."""
 
     id: int
     offer: dict[str, Any]
-    created_at: float
-    fate: Fate
-    image: str
-    disk: float
+    machine: Machine
     label: str | None
     onstart: str | None
     env: dict[str, str]
-    runtype: str | None
     bid_price: float | None
     ssh_port: int
-    killed_at: float | None = None
-    killed_status: str = "exited"
-    killed_msg: str = ""
+    #: Host ports by container port (``"9821/tcp": 41234``); empty when the
+    #: host has no direct ports for them.
+    host_ports: dict[str, int] = field(default_factory=dict)
+    public_ip: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
-    # ------------------------------------------------------------ timeline
+    # ---------------------------------------------------------------- state
 
-    @property
-    def running_at(self) -> float | None:
-        """When it reaches running, if it ever does (ignoring kills)."""
-        if self.fate.outcome != "run":
-            return None
-        return self.created_at + self.fate.provision_s + self.fate.loading_s
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready state for the state file."""
+        return {
+            "id": self.id,
+            "offer": self.offer,
+            "machine": self.machine.to_json(),
+            "label": self.label,
+            "onstart": self.onstart,
+            "env": self.env,
+            "bid_price": self.bid_price,
+            "ssh_port": self.ssh_port,
+            "host_ports": self.host_ports,
+            "public_ip": self.public_ip,
+            "extra": self.extra,
+        }
 
-    def _natural_end(self) -> tuple[float, str, str] | None:
-        f = self.fate
-        if f.outcome == "boot_fail":
-            return self.created_at + f.provision_s + f.loading_s, f.fail_status, f.fail_msg
-        running_at = self.running_at
-        if running_at is not None and f.die_after_s is not None:
-            return running_at + f.die_after_s, f.death_status, f.death_msg
-        return None
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SimInstance:
+        """The instance `to_json` saved."""
+        values = dict(data)
+        values["machine"] = Machine.from_json(values["machine"])
+        return cls(**values)
 
-    def end(self) -> tuple[float, str, str] | None:
-        """When and how it died: the first of its natural end and a kill."""
-        natural = self._natural_end()
-        if self.killed_at is not None and (natural is None or self.killed_at < natural[0]):
-            return self.killed_at, self.killed_status, self.killed_msg
-        return natural
+    # --------------------------------------------------------------- views
 
-    def status_at(self, now: float) -> tuple[str | None, str | None]:
-        """``(actual_status, status_msg)`` at time `now`."""
-        end = self.end()
-        if end is not None and now >= end[0]:
-            return end[1], end[2]
-        age = now - self.created_at
-        if age < self.fate.provision_s:
-            return None, None
-        running_at = self.running_at
-        if running_at is None or now < running_at:
-            return "loading", f"Pulling image {self.image}: downloading layers"
-        return "running", f"success, running {self.image}/{self.runtype or 'ssh'}"
+    def _ports(self) -> dict[str, list[dict[str, str]]]:
+        if self.machine.status not in ("running", "frozen") or not self.host_ports:
+            return {}
+        return {
+            name: [
+                {"HostIp": "0.0.0.0", "HostPort": str(port)},
+                {"HostIp": "::", "HostPort": str(port)},
+            ]
+            for name, port in self.host_ports.items()
+        }
 
-    def running_seconds(self, now: float) -> float:
-        """Seconds spent running up to `now`."""
-        running_at = self.running_at
-        if running_at is None or now <= running_at:
-            return 0.0
-        end = self.end()
-        stop = min(now, end[0]) if end is not None else now
-        return max(0.0, stop - running_at)
-
-    def kill(self, now: float, status: str, msg: str) -> None:
-        """Make it die now (no effect if it is already dead)."""
-        end = self.end()
-        if end is not None and end[0] <= now:
-            return
-        self.killed_at, self.killed_status, self.killed_msg = now, status, msg
-
-    # --------------------------------------------------------------- view
-
-    def proof_rate(self) -> float:
-        """Proofs/hour this machine sustains while running."""
-        o = self.offer
-        return proofs_per_hour(o["gpu_name"], o["num_gpus"], o["cpu_ram"]) * self.fate.rate_jitter
-
-    def view(self, now: float) -> dict[str, Any]:
-        """The instance as ``/api/v1/instances/`` and ``/api/v0/instances/{id}/`` show it."""
-        o = self.offer
-        status, msg = self.status_at(now)
-        running = status == "running"
-        run_s = self.running_seconds(now)
-        pricing = offer_pricing(o, allocated_storage_gb=self.disk, bid=self.bid_price is not None)
+    def view(self) -> dict[str, Any]:
+        """The instance row as the API shows it (its machine advanced by the caller)."""
+        o, m = self.offer, self.machine
+        running = m.status == "running"
+        pricing = offer_pricing(o, allocated_storage_gb=m.disk_gb, bid=self.bid_price is not None)
         dph_total = pricing["dph_total"]
         if self.bid_price is not None:
             dph_total = round(self.bid_price + pricing["storage_total_cost"], 6)
-        rate = self.proof_rate() if running else 0.0
+        ports = self._ports()
+        host_ports = [int(p[0]["HostPort"]) for p in ports.values()]
+        busy = running and m.phase == "proving" and m.error is None
+        # A hung kernel keeps the GPU at 100 %: a stuck prover looks busy.
+        gpu_util = 100.0 if busy and m.stuck else 90.0 + (self.id % 9) if busy else 0.0
         row: dict[str, Any] = {
             "id": self.id,
-            "actual_status": status,
-            "intended_status": "running",
-            "cur_state": "running",
-            "next_state": "running",
-            "status_msg": msg,
+            "actual_status": m.status,
+            "intended_status": m.intended,
+            "cur_state": m.cur_state,
+            "next_state": m.next_state,
+            "status_msg": m.msg,
             "label": self.label,
-            "image_uuid": self.image,
-            "image_runtype": self.runtype,
+            "image_uuid": m.image,
+            "image_runtype": m.runtype,
             "image_args": [],
             "extra_env": [[k, v] for k, v in self.env.items()],
             "onstart": self.onstart,
@@ -199,20 +218,20 @@ class SimInstance:
             "template_hash_id": None,
             "jupyter_token": f"{self.id:064x}"[-64:],
             "machine_id": o["machine_id"],
-            "host_id": o["host_id"],
             "bundle_id": o["bundle_id"],
-            "public_ipaddr": o["public_ipaddr"],
+            "public_ipaddr": self.public_ip or o["public_ipaddr"],
             "local_ipaddrs": "172.17.0.2",
             "ssh_host": f"ssh{self.id % 9 + 1}.sim.vast.invalid",
             "ssh_idx": str(self.id % 9 + 1),
             "ssh_port": self.ssh_port,
             "machine_dir_ssh_port": self.ssh_port + 1,
-            "direct_port_start": -1,
-            "direct_port_end": -1,
-            "ports": {},
-            "start_date": self.created_at,
+            "direct_port_start": min(host_ports) if host_ports else -1,
+            "direct_port_end": max(host_ports) if host_ports else -1,
+            "ports": ports,
+            "start_date": m.created_at,
             "end_date": o["end_date"],
-            "uptime_mins": round(run_s / 60.0, 2) if running else None,
+            "duration": max(0.0, o["end_date"] - m.t),
+            "uptime_mins": round(m.uptime_s() / 60.0, 2) if running else None,
             "is_bid": self.bid_price is not None,
             "min_bid": o["min_bid"],
             "dph_base": self.bid_price if self.bid_price is not None else o["dph_base"],
@@ -221,64 +240,43 @@ class SimInstance:
             "storage_total_cost": pricing["storage_total_cost"],
             "inet_up_cost": o["inet_up_cost"],
             "inet_down_cost": o["inet_down_cost"],
-            "disk_space": self.disk,
-            "disk_usage": round(min(self.disk, 12.0), 2),
-            "disk_util": round(min(1.0, 12.0 / self.disk), 4) if self.disk else 0.0,
-            "gpu_util": round(90.0 + (self.id % 9), 1) if running and rate > 0 else 0.0,
-            "cpu_util": 0.85 if running and rate > 0 else 0.0,
+            "disk_space": m.disk_gb,
+            "disk_usage": round(min(m.disk_gb, 8.0 + m.params_bytes / 1e9), 2),
+            "disk_util": round(min(1.0, (8.0 + m.params_bytes / 1e9) / m.disk_gb), 4),
+            "gpu_util": gpu_util,
+            "cpu_util": 0.85 if busy else 0.35 if running and m.phase != "error" else 0.0,
             "mem_usage": None,
             "mem_limit": round(o["cpu_ram"] / 1024.0, 3),
             "vmem_usage": None,
             "gpu_temp": 71.0 if running else None,
             "time_remaining": "",
-            # Simulator extras: proving throughput from the capacity model.
-            "proofs_per_hour": round(rate, 3),
-            "proofs_completed": int(self.proof_rate() * run_s / 3600.0),
+            "rentable": False,
         }
-        for key in (
-            "gpu_name",
-            "gpu_arch",
-            "num_gpus",
-            "gpu_ram",
-            "gpu_frac",
-            "gpu_mem_bw",
-            "gpu_max_power",
-            "gpu_max_temp",
-            "gpu_display_active",
-            "gpu_lanes",
-            "compute_cap",
-            "total_flops",
-            "dlperf",
-            "bw_nvlink",
-            "cuda_max_good",
-            "driver_version",
-            "cpu_arch",
-            "cpu_name",
-            "cpu_ghz",
-            "cpu_cores",
-            "cpu_cores_effective",
-            "cpu_ram",
-            "has_avx",
-            "mobo_name",
-            "pci_gen",
-            "pcie_bw",
-            "disk_bw",
-            "disk_name",
-            "inet_down",
-            "inet_up",
-            "direct_port_count",
-            "static_ip",
-            "geolocation",
-            "geolocode",
-            "reliability2",
-            "verification",
-            "hosting_type",
-            "vms_enabled",
-            "os_version",
-            "ubuntu_version",
-            "host_id",
-        ):
+        for key in _HOST_FIELDS:
             row.setdefault(key, o.get(key))
         row["gpu_totalram"] = o["gpu_total_ram"]
         row.update(self.extra)
         return row
+
+    def prover_status(self) -> dict[str, Any] | None:
+        """The prover's ``GET /status`` answer, or None when nothing listens."""
+        if self.machine.status != "running":
+            return None
+        return status_body(self.machine, self.offer, self.machine.t)
+
+    def truth(self) -> dict[str, Any]:
+        """What really happens, for the control API (never in an API row)."""
+        m = self.machine
+        rate = 0.0
+        if m.proving_now():
+            rate = offer_proof_rate(self.offer) * m.fate.rate_jitter
+        return {
+            "proofs_per_hour": round(rate, 3),
+            "proofs_completed": math.floor(m.proofs),
+            "prover_phase": m.phase if m.status == "running" else "off",
+            "prover_stuck": m.stuck,
+            "prover_error": m.error if m.phase == "error" else None,
+            "expected_proofs_per_hour": round(offer_proof_rate(self.offer) * m.fate.rate_jitter, 3),
+            "prover_blocker": prover_blocker(self.offer),
+            "destroyed_at": m.destroyed_at,
+        }

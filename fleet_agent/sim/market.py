@@ -1,12 +1,15 @@
 """The simulated vast.ai account and market: offers, instances, faults.
 
 `Market` is the model behind the HTTP server and the thing tests drive
-directly (`advance`, `kill`, `set_faults`). Every public method takes the one
-`lock`, so the threaded server can call it from any request thread.
+directly (`advance`, `kill`, `set_faults`, `set_instance_state`). Every public
+method takes the one `lock`, so the threaded server can call it from any
+request thread.
 
 Randomness comes from separate streams derived from the seed: the market's
-arrivals, id assignment, fault rolls, and one stream per instance. With
-``speed=0`` and the same calls, two markets with one seed behave identically.
+arrivals, id assignment, fault rolls, one stream per offer and one per
+instance. With ``speed=0`` and the same calls, two markets with one seed
+behave identically. `to_json`/`load_json` save and restore all of it
+(`fleet_agent.sim.persist` writes the file).
 """
 
 from __future__ import annotations
@@ -14,21 +17,26 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .catalogue import gpu_names, make_offer, offer_pricing
+from .catalogue import offer_pricing
 from .clock import SimClock
+from .control import MarketControls
 from .faults import Faults, scenario
-from .instances import KILL_STATUSES, SimInstance, draw_fate
+from .instances import InstanceEnv, SimInstance, container_ports
+from .lifecycle import Machine, draw_fate
+from .offers import OfferBook, SimOffer
+from .prover import PROVER_STATUS_PORT
 from .query import QueryError, after_token, decode_token, encode_token, matches, sort_records
+from .ratelimit import Limit, RateLimiter
 
-__all__ = ["ApiError", "Market", "RentResult"]
+__all__ = ["DEFAULT_OFFERS", "ApiError", "Market", "RentResult"]
 
-#: Offers listed at start, and roughly kept by arrivals balancing departures.
-INITIAL_OFFERS = 80
-_MEAN_OFFER_LIFETIME_S = 2 * 3600.0
-_MEAN_ARRIVAL_S = _MEAN_OFFER_LIFETIME_S / INITIAL_OFFERS
+#: Offers listed at start, and kept by arrivals balancing departures: about
+#: the size of vast.ai's market.
+DEFAULT_OFFERS = 10_000
 _DEFAULT_SEARCH_LIMIT = 64
 _MAX_SEARCH_LIMIT = 1000
 _SEARCH_TYPES = frozenset({"on-demand", "bid", "reserved"})
@@ -36,6 +44,14 @@ _SEARCH_TYPES = frozenset({"on-demand", "bid", "reserved"})
 _SEARCH_CONTROL_KEYS = frozenset(
     {"order", "type", "limit", "allocated_storage", "q", "disable_bundling"}
 )
+#: The 429 text of the `rate_limit` fault (a generic burst, as the docs word it).
+_BURST_429_TEXT = "API requests too frequent"
+
+#: Allocates a host port for an instance's prover status endpoint (the server's
+#: gateway; the preferred port when restoring a saved state), and releases it
+#: when the instance is gone.
+PortAllocator = Callable[[int, int | None], int]
+PortRelease = Callable[[int], None]
 
 
 class ApiError(Exception):
@@ -61,13 +77,15 @@ class RentResult:
     answer: Literal["ok", "server_error", "hang"]
 
 
-@dataclass(slots=True)
-class _Offer:
-    fields: dict[str, Any]
-    expires_at: float
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A 429: the message, and whether the endpoint answers it as JSON."""
+
+    msg: str
+    json_body: bool = False
 
 
-class Market:
+class Market(MarketControls):
     """The model: thread-safe, seeded, on its own clock."""
 
     def __init__(
@@ -78,6 +96,11 @@ class Market:
         scenario_name: str = "realistic",
         start_epoch: float | None = None,
         page_size: int = 25,
+        offer_count: int = DEFAULT_OFFERS,
+        rate_limits: bool = True,
+        public_host: str | None = None,
+        port_allocator: PortAllocator | None = None,
+        port_release: PortRelease | None = None,
     ) -> None:
         self.lock = threading.RLock()
         self.seed = seed
@@ -85,13 +108,20 @@ class Market:
         self.scenario = scenario_name
         self.faults: Faults = scenario(scenario_name)
         self.page_size = page_size
+        #: vast.ai's documented per-endpoint limits; off only for tests that
+        #: are not about pacing.
+        self.rate_limits = rate_limits
+        self.public_host = public_host
+        self.port_allocator = port_allocator
+        self.port_release = port_release
+        self._limiter = RateLimiter()
         self._market_rng = random.Random(f"{seed}:market")
         self._ids_rng = random.Random(f"{seed}:ids")
         self._fault_rng = random.Random(f"{seed}:faults")
-        self._offers: dict[int, _Offer] = {}
+        self._book = OfferBook(seed, offer_count, self._market_rng, self._ids_rng)
+        self._offers: dict[int, SimOffer] = self._book.offers
         self._instances: dict[int, SimInstance] = {}
-        self._next_offer_id = 8_000_000 + self._ids_rng.randrange(1_000_000)
-        self._next_machine_id = 10_000 + self._ids_rng.randrange(20_000)
+        self._envs: dict[int, InstanceEnv] = {}
         self._next_instance_id = 20_000_000 + self._ids_rng.randrange(1_000_000)
         self._last_call: dict[tuple[str, str], float] = {}
         self._rentals: list[tuple[int, str]] = []  # (instance, label), never pruned
@@ -105,10 +135,7 @@ class Market:
             "create_delays": 0,
             "destroys": 0,
         }
-        now = self.clock.now()
-        for _ in range(INITIAL_OFFERS):
-            self._list_offer(now)
-        self._next_arrival_at = now + self._market_rng.expovariate(1.0 / _MEAN_ARRIVAL_S)
+        self._book.fill(self.clock.now())
 
     # ------------------------------------------------------------- clock
 
@@ -142,9 +169,13 @@ class Market:
                 self.scenario = scenario_name
             if self.faults.offer_churn and not was_churning:
                 # Restart arrivals from now instead of replaying the paused time.
-                now = self.clock.now()
-                self._next_arrival_at = now + self._market_rng.expovariate(1.0 / _MEAN_ARRIVAL_S)
+                self._book.restart_arrivals(self.clock.now())
             return self.faults
+
+    def set_rate_limits(self, enabled: bool) -> None:
+        """Switch vast.ai's documented rate limits on or off."""
+        with self.lock:
+            self.rate_limits = enabled
 
     def _fault(self, name: str) -> bool:
         """Spend one ``<name>_next`` or roll ``<name>_rate``. Caller holds the lock."""
@@ -157,21 +188,39 @@ class Market:
         return rate > 0 and self._fault_rng.random() < rate
 
     def admit(self, route: str, identity: str) -> bool:
-        """Whether an API request gets through the rate limiter (False = 429)."""
+        """Whether an API request gets through the fault limiter (False = 429).
+
+        `route` is ``"<METHOD> <name>"``; see `admit_request` for the real limits."""
+        method, _, name = route.partition(" ")
+        return self.admit_request(method, name, identity) is None
+
+    def admit_request(self, method: str, route: str, identity: str) -> Refusal | None:
+        """None if an API request gets through, else why it is refused (429).
+
+        Faults first (a `rate_limit` burst, `min_interval_s`), then vast.ai's
+        documented per-endpoint limits (`fleet_agent.sim.ratelimit`) when on.
+        Identity is whatever the client presented (its key, or its address)."""
         with self.lock:
             self.counters["requests"] += 1
-            limited = self._fault("rate_limit")
+            refusal: Refusal | None = None
+            if self._fault("rate_limit"):
+                refusal = Refusal(_BURST_429_TEXT)
             interval = self.faults.min_interval_s
-            if not limited and interval > 0:
-                key = (route, identity)
+            if refusal is None and interval > 0:
+                key = (f"{method} {route}", identity)
                 real_now = time.monotonic()
                 last = self._last_call.get(key)
-                limited = last is not None and real_now - last < interval
-                if not limited:
+                if last is not None and real_now - last < interval:
+                    refusal = Refusal(_BURST_429_TEXT)
+                else:
                     self._last_call[key] = real_now
-            if limited:
+            if refusal is None and self.rate_limits:
+                limit = self._limiter.check(method, route, identity)
+                if limit is not None:
+                    refusal = _refusal(limit)
+            if refusal is not None:
                 self.counters["rate_limited"] += 1
-            return not limited
+            return refusal
 
     def create_delay(self) -> float:
         """Real seconds a rent request waits before it is processed (0: none)."""
@@ -188,26 +237,22 @@ class Market:
 
     # ------------------------------------------------------------ offers
 
-    def _list_offer(self, now: float) -> None:
-        offer_id = self._next_offer_id
-        self._next_offer_id += self._ids_rng.randint(1, 40)
-        machine_id = self._next_machine_id
-        self._next_machine_id += self._ids_rng.randint(1, 9)
-        fields = make_offer(self._market_rng, offer_id, machine_id, now)
-        lifetime = self._market_rng.expovariate(1.0 / _MEAN_OFFER_LIFETIME_S)
-        self._offers[offer_id] = _Offer(fields, now + lifetime)
-
     def _sync(self) -> None:
-        """Bring the market up to the clock: new offers in, rented-away offers out."""
+        """Bring the market up to the clock: offers arrive and leave; destroyed
+        instances past their linger time are dropped."""
         now = self.clock.now()
-        if not self.faults.offer_churn:
-            return
-        while self._next_arrival_at <= now:
-            at = self._next_arrival_at
-            self._list_offer(at)
-            self._next_arrival_at = at + self._market_rng.expovariate(1.0 / _MEAN_ARRIVAL_S)
-        for offer_id in [i for i, o in self._offers.items() if o.expires_at <= now]:
-            del self._offers[offer_id]
+        self._book.sync(now, churn=self.faults.offer_churn)
+        linger = self.faults.destroy_linger_s
+        for inst in list(self._instances.values()):
+            gone = inst.machine.destroyed_at
+            if gone is not None and now >= gone + linger:
+                self._drop(inst.id)
+
+    def _drop(self, instance_id: int) -> None:
+        self._instances.pop(instance_id, None)
+        self._envs.pop(instance_id, None)
+        if self.port_release is not None:
+            self.port_release(instance_id)
 
     def search_offers(self, query: dict[str, Any]) -> list[dict[str, Any]]:
         """``POST /api/v0/bundles/``: the offers matching `query`, priced and ordered."""
@@ -249,6 +294,7 @@ class Market:
             self._sync()
             self.counters["creates"] += 1
             offer = self._offers.get(offer_id)
+            offer = offer if offer is not None and _rentable(offer.fields) else None
             if offer is not None and self._fault("offer_taken"):
                 # Someone else rented it between our search and this request.
                 del self._offers[offer_id]
@@ -278,35 +324,43 @@ class Market:
             flaky = (1.0 - reliability) if self.faults.reliability_failures else 0.0
             stuck = self._fault("stuck_loading")
             boot_fail = not stuck and (self._fault("boot_fail") or rng.random() < flaky)
-            die_after: float | None = None
-            if self._fault("die"):
-                die_after = self.faults.die_after_s
-            else:
-                # A 0.97-reliable host loses about one rental in 70 days of its own.
-                hazard = self.faults.death_rate_per_hour + 0.05 * flaky
-                if hazard > 0:
-                    die_after = rng.expovariate(hazard / 3600.0)
+            die_after = self.faults.die_after_s if self._fault("die") else None
+            outbid_after = None
+            if price is not None and self._fault("outbid"):
+                outbid_after = self.faults.outbid_after_s
+            prover_fault = next(
+                (k for k in ("cuda_error", "oom", "prover_stuck") if self._fault(k)), None
+            )
             fate = draw_fate(
                 rng,
                 inet_down=float(fields["inet_down"]),
                 stuck=stuck,
                 boot_fail=boot_fail,
                 die_after_s=die_after,
+                outbid_after_s=outbid_after,
+                prover_fault="stuck" if prover_fault == "prover_stuck" else prover_fault,
+                prover_fault_after_s=self.faults.prover_fault_after_s,
             )
-            self._instances[instance_id] = SimInstance(
+            machine = Machine.rent(
+                fate,
+                rng,
+                now=now,
+                image=request["image"],
+                runtype=request["runtype"],
+                disk_gb=request["disk"],
+            )
+            inst = SimInstance(
                 id=instance_id,
                 offer=dict(fields),
-                created_at=now,
-                fate=fate,
-                image=request["image"],
-                disk=request["disk"],
+                machine=machine,
                 label=request["label"],
                 onstart=request["onstart"],
                 env=request["env"],
-                runtype=request["runtype"],
                 bid_price=price,
                 ssh_port=10_000 + instance_id % 50_000,
             )
+            self._map_ports(inst)
+            self._instances[instance_id] = inst
             del self._offers[offer_id]
             self._rentals.append((instance_id, request["label"] or ""))
             answer: Literal["ok", "server_error", "hang"] = "ok"
@@ -318,20 +372,70 @@ class Market:
                 self.counters["create_hangs"] += 1
             return RentResult(instance_id, answer)
 
+    def _map_ports(self, inst: SimInstance) -> None:
+        """Host ports for the container's ports, if the host has direct ports.
+
+        The prover's status port is a real listener when the server runs a
+        gateway (`port_allocator`); the others are numbers nobody answers on."""
+        wanted = container_ports(inst.machine.runtype, inst.env)
+        if int(inst.offer.get("direct_port_count") or 0) < len(wanted):
+            return  # no open ports: only vast.ai's SSH proxy reaches it
+        prover = f"{PROVER_STATUS_PORT}/tcp"
+        ports: dict[str, int] = {}
+        for n, name in enumerate(wanted):
+            if name == prover and self.port_allocator is not None:
+                ports[name] = self.port_allocator(inst.id, None)
+            else:
+                ports[name] = 20_000 + (inst.id * 7 + n * 131) % 40_000
+        inst.host_ports = ports
+        inst.public_ip = self.public_host or ""
+
+    def _remap_prover_port(self, inst: SimInstance) -> None:
+        """After a restore: listen again for the prover, on its old port if free."""
+        name = f"{PROVER_STATUS_PORT}/tcp"
+        if name in inst.host_ports and self.port_allocator is not None:
+            inst.host_ports[name] = self.port_allocator(inst.id, inst.host_ports[name])
+            inst.public_ip = self.public_host or inst.public_ip
+
+    def _env(self, inst: SimInstance) -> InstanceEnv:
+        env = self._envs.get(inst.id)
+        if env is None:
+            env = InstanceEnv(
+                inst.offer,
+                lambda: self.faults,
+                jitter=inst.machine.fate.rate_jitter,
+                bid_price=inst.bid_price,
+            )
+            self._envs[inst.id] = env
+        return env
+
+    def _current(self, inst: SimInstance) -> SimInstance:
+        """`inst` with its machine advanced to now. Caller holds the lock."""
+        inst.machine.advance_to(self.clock.now(), self._env(inst))
+        return inst
+
+    def _views(self) -> list[dict[str, Any]]:
+        return [self._current(i).view() for i in self._instances.values()]
+
     def show_instance(self, instance_id: int) -> dict[str, Any] | None:
-        """``GET /api/v0/instances/{id}/``: the instance, or None once destroyed."""
+        """``GET /api/v0/instances/{id}/``: the instance, or None once it is gone."""
         with self.lock:
             self._sync()
             inst = self._instances.get(instance_id)
-            return inst.view(self.clock.now()) if inst is not None else None
+            return self._current(inst).view() if inst is not None else None
 
     def destroy_instance(self, instance_id: int) -> None:
-        """``DELETE /api/v0/instances/{id}/``: it is gone at once."""
+        """``DELETE /api/v0/instances/{id}/``: released now; listed with
+        ``cur_state: unloaded`` for the `destroy_linger_s` fault, then gone."""
         with self.lock:
             self._sync()
-            if self._instances.pop(instance_id, None) is None:
+            inst = self._instances.get(instance_id)
+            if inst is None or inst.machine.destroyed_at is not None:
                 raise ApiError(404, "no_such_instance", f"Instance {instance_id} not found.")
+            inst.machine.destroy(self.clock.now(), self._env(inst))
             self.counters["destroys"] += 1
+            if self.faults.destroy_linger_s <= 0:
+                self._drop(instance_id)
 
     def list_instances(
         self,
@@ -345,8 +449,7 @@ class Market:
         """``GET /api/v1/instances/``: one page, keyset-paginated like the service."""
         with self.lock:
             self._sync()
-            now = self.clock.now()
-            views = [inst.view(now) for inst in self._instances.values()]
+            views = self._views()
             order = _parse_v1_order(order_by)
             try:
                 known = frozenset(views[0]) if views else None
@@ -381,28 +484,11 @@ class Market:
         """``GET /api/v0/instances/filters/``: distinct filterable combinations."""
         with self.lock:
             self._sync()
-            now = self.clock.now()
-            combos = {
-                (v["actual_status"], v["verification"], v["gpu_name"])
-                for v in (i.view(now) for i in self._instances.values())
-            }
+            combos = {(v["actual_status"], v["verification"], v["gpu_name"]) for v in self._views()}
             return [
                 {"actual_status": s, "verification": ver, "gpu_name": g}
                 for s, ver, g in sorted(combos, key=str)
             ]
-
-    # ----------------------------------------------------------- control
-
-    def kill(self, instance_id: int, status: str = "exited", msg: str | None = None) -> None:
-        """Make an instance die now with `status` (``exited``/``offline``/``unknown``)."""
-        if status not in KILL_STATUSES:
-            raise ValueError(f"status must be one of {sorted(KILL_STATUSES)}")
-        with self.lock:
-            self._sync()
-            inst = self._instances.get(instance_id)
-            if inst is None:
-                raise KeyError(instance_id)
-            inst.kill(self.clock.now(), status, msg or f"killed by simulator ({status})")
 
     def rentals_by_label(self) -> dict[str, list[int]]:
         """Every rental since the start, destroyed ones included: label → instance ids.
@@ -422,45 +508,24 @@ class Market:
             return sorted(self._offers)
 
     def instance_ids(self) -> list[int]:
-        """Ids of the account's instances right now."""
+        """Ids of the account's instances listed right now (destroyed ones
+        still lingering included)."""
         with self.lock:
             self._sync()
             return sorted(self._instances)
 
-    def state(self) -> dict[str, Any]:
-        """Everything a test or the demo may want to look at, as JSON-ready data."""
-        with self.lock:
-            self._sync()
-            now = self.clock.now()
-            by_gpu: dict[str, int] = dict.fromkeys(gpu_names(), 0)
-            for offer in self._offers.values():
-                name = offer.fields["gpu_name"]
-                by_gpu[name] = by_gpu.get(name, 0) + 1
-            instances = [i.view(now) for i in self._instances.values()]
-            return {
-                "now": now,
-                "speed": self.clock.speed,
-                "seed": self.seed,
-                "scenario": self.scenario,
-                "faults": self.faults.to_dict(),
-                "offers": len(self._offers),
-                "offers_by_gpu": by_gpu,
-                "instances": instances,
-                "proofs_per_hour": round(sum(v["proofs_per_hour"] for v in instances), 3),
-                # GPU charges run only while running; storage from creation on.
-                "spend_per_hour": round(sum(_spend(v) for v in instances), 4),
-                "counters": dict(self.counters),
-            }
+
+def _refusal(limit: Limit) -> Refusal:
+    msg = f"API requests too frequent endpoint threshold={limit.threshold}"
+    return Refusal(msg, limit.json_body)
+
+
+def _rentable(fields: dict[str, Any]) -> bool:
+    """Listed offers can still be out of reach: rented, or not rentable."""
+    return bool(fields.get("rentable", True)) and not fields.get("rented", False)
 
 
 # ------------------------------------------------------------------ parsing
-
-
-def _spend(view: dict[str, Any]) -> float:
-    """$/hour an instance costs now: GPU only while running, storage always."""
-    if view["actual_status"] == "running":
-        return float(view["dph_total"])
-    return float(view["storage_total_cost"])
 
 
 def _number(value: Any, name: str) -> float:

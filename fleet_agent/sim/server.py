@@ -5,6 +5,11 @@ them calling into the one `Market` behind its lock. Responses always carry a
 Content-Length, so HTTP/1.1 keep-alive works for httpx and requests alike, and
 JSON is sent as exactly ``application/json`` (the vastai CLI compares the header
 verbatim).
+
+Next to the API, a `ProverGateway` listens on one port per rented instance for
+its prover's status (the instance row maps it), and with a `state_path` the
+market is restored at start, saved every few seconds while it changes, and
+saved when the server stops.
 """
 
 from __future__ import annotations
@@ -13,18 +18,25 @@ import json
 import logging
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 from .api import Reply, SimApi
-from .market import Market
+from .gateway import ProverGateway
+from .market import DEFAULT_OFFERS, Market
+from .persist import load_state, save_state
 
-__all__ = ["DEFAULT_API_KEY", "SimServer", "serve"]
+__all__ = ["DEFAULT_API_KEY", "DEFAULT_STATE_PATH", "SimServer", "serve"]
 
 _log = logging.getLogger(__name__)
 
 #: The key a simulator accepts unless told otherwise.
 DEFAULT_API_KEY = "sim-api-key"
+#: Where `fleet-agent sim` and `fleet-agent up` keep the market between runs.
+DEFAULT_STATE_PATH = Path("var/sim-state.json")
+#: Real seconds between two saves of a changing market.
+_SAVE_EVERY_S = 2.0
 
 _MAX_BODY = 1 << 20
 
@@ -108,6 +120,10 @@ class SimServer:
 
     ``with SimServer(seed=1, speed=0, scenario="ideal") as sim: ...`` starts it;
     `url` is the origin to give the client, `market` the model to drive.
+    `offers` is the market's size (10,000 like vast.ai's; tests that are not
+    about the market's size ask for a few hundred), `rate_limits` switches
+    vast.ai's documented limits (on unless a test is not about pacing), and
+    `state_path` keeps the market across restarts (None: nothing is saved).
     """
 
     def __init__(
@@ -121,20 +137,52 @@ class SimServer:
         port: int = 0,
         start_epoch: float | None = None,
         page_size: int = 25,
+        offers: int = DEFAULT_OFFERS,
+        rate_limits: bool = True,
+        state_path: str | Path | None = None,
     ) -> None:
         self.api_key = api_key
+        self.state_path = Path(state_path) if state_path is not None else None
+        self.gateway = ProverGateway(host, self._prover_answer)
         self.market = Market(
             seed=seed,
             speed=speed,
             scenario_name=scenario,
             start_epoch=start_epoch,
             page_size=page_size,
+            offer_count=offers,
+            rate_limits=rate_limits,
+            public_host=host,
+            port_allocator=self.gateway.open,
+            port_release=self.gateway.close,
         )
+        #: Whether the market was restored from `state_path`.
+        self.restored = False
+        if self.state_path is not None:
+            self.restored = load_state(self.market, self.state_path)
         self._stopping = threading.Event()
         self._api = SimApi(self.market, api_key, wait=self._stopping.wait)
         self._address = (host, port)
         self._httpd: _HttpServer | None = None
         self._thread: threading.Thread | None = None
+        self._saver: threading.Thread | None = None
+
+    def _prover_answer(self, instance_id: int) -> Any:
+        return self.market.prover_endpoint(instance_id)
+
+    def save(self) -> None:
+        """Write the market to `state_path` now (nothing without one)."""
+        if self.state_path is not None:
+            save_state(self.market, self.state_path)
+
+    def _save_loop(self) -> None:
+        # Saving takes the market's lock for a moment; every few seconds is
+        # often enough for a restart to find what was rented.
+        while not self._stopping.wait(_SAVE_EVERY_S):
+            try:
+                self.save()
+            except OSError:
+                _log.exception("could not save the simulator state to %s", self.state_path)
 
     @property
     def url(self) -> str:
@@ -157,6 +205,12 @@ class SimServer:
             daemon=True,
         )
         self._thread.start()
+        self.gateway.start()
+        if self.state_path is not None:
+            self._saver = threading.Thread(
+                target=self._save_loop, name="vast-sim-save", daemon=True
+            )
+            self._saver.start()
         _log.info("vast.ai simulator listening on %s", self.url)
         return self
 
@@ -170,7 +224,12 @@ class SimServer:
         httpd.server_close()
         if thread is not None:
             thread.join(timeout=5)
+        if self._saver is not None:
+            self._saver.join(timeout=5)
+            self._saver = None
+        self.gateway.stop()
         self._httpd = self._thread = None
+        self.save()
 
     def serve_forever(self) -> None:
         """Serve in the calling thread until interrupted."""
@@ -199,16 +258,35 @@ def serve(
     speed: float = 1.0,
     api_key: str = DEFAULT_API_KEY,
     scenario: str = "realistic",
+    *,
+    offers: int = DEFAULT_OFFERS,
+    rate_limits: bool = True,
+    state_path: str | Path | None = DEFAULT_STATE_PATH,
 ) -> None:
     """Run a simulator until Ctrl-C (for ``fleet-agent sim --port PORT``)."""
     sim = SimServer(
-        seed=seed, speed=speed, api_key=api_key, scenario=scenario, host=host, port=port
+        seed=seed,
+        speed=speed,
+        api_key=api_key,
+        scenario=scenario,
+        host=host,
+        port=port,
+        offers=offers,
+        rate_limits=rate_limits,
+        state_path=state_path,
     )
     sim.start()
     # The default key is a public constant, not a secret; a chosen one is not echoed.
     key_hint = f"VAST_API_KEY={api_key}" if api_key == DEFAULT_API_KEY else "the key you chose"
+    kept = (
+        f"; state {'restored from' if sim.restored else 'kept in'} {sim.state_path}"
+        if sim.state_path is not None
+        else ""
+    )
+    limits = "on" if rate_limits else "OFF"
     print(
-        f"vast.ai simulator on {sim.url} (scenario={scenario}, seed={seed}, speed={speed}). "
+        f"vast.ai simulator on {sim.url} (scenario={scenario}, seed={seed}, speed={speed}, "
+        f"{len(sim.market.offer_ids())} offers, rate limits {limits}{kept}). "
         f"Use VAST_API_URL={sim.url} and {key_hint}. Ctrl-C stops.",
         flush=True,
     )

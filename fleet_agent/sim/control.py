@@ -1,0 +1,197 @@
+"""What the market does to its instances besides renting and listing them.
+
+The renter's own actions (``PUT /api/v0/instances/{id}/`` stop/start/label,
+``PUT /api/v0/instances/reboot/{id}/``), the control API's (kill, stop, start,
+freeze, unfreeze, reboot, outbid, prover faults), the prover's status endpoint
+and the state report. A mixin of `fleet_agent.sim.market.Market`: it raises
+KeyError for an unknown instance and ValueError for a bad request, and the
+API turns them into 404 and 400.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Literal
+
+from .catalogue import gpu_names
+from .clock import SimClock
+from .faults import Faults
+from .instances import KILL_STATUSES, InstanceEnv, SimInstance
+from .lifecycle import PROVER_FAULTS
+from .offers import SimOffer
+
+__all__ = ["INSTANCE_ACTIONS", "MarketControls", "ProverAnswer"]
+
+#: Control API actions on an instance (``POST /_sim/instances/{id}/{action}``).
+INSTANCE_ACTIONS = frozenset({"stop", "start", "freeze", "unfreeze", "reboot", "outbid"})
+
+#: How the prover's port answers: a status, a container that holds the
+#: connection without answering (frozen), or nothing listening.
+ProverAnswer = tuple[Literal["ok", "hang", "closed"], dict[str, Any] | None]
+
+
+class MarketControls:
+    """Instance control and reports; the attributes are `Market`'s."""
+
+    lock: threading.RLock
+    clock: SimClock
+    faults: Faults
+    seed: int
+    scenario: str
+    rate_limits: bool
+    counters: dict[str, int]
+    _instances: dict[int, SimInstance]
+    _offers: dict[int, SimOffer]
+
+    def _sync(self) -> None:
+        raise NotImplementedError
+
+    def _env(self, inst: SimInstance) -> InstanceEnv:
+        raise NotImplementedError
+
+    def _current(self, inst: SimInstance) -> SimInstance:
+        raise NotImplementedError
+
+    def _live(self, instance_id: int) -> SimInstance:
+        """The instance, unless it is unknown or destroyed (KeyError)."""
+        inst = self._instances.get(instance_id)
+        if inst is None or inst.machine.destroyed_at is not None:
+            raise KeyError(instance_id)
+        return inst
+
+    # ------------------------------------------------------ renter's API
+
+    def manage_instance(self, instance_id: int, body: dict[str, Any]) -> None:
+        """``PUT /api/v0/instances/{id}/``: ``{"state": "stopped"|"running"}``
+        and/or ``{"label": "..."}``."""
+        state, label = body.get("state"), body.get("label")
+        if state is None and "label" not in body:
+            raise ValueError("give a state or a label")
+        if state is not None and state not in ("stopped", "running"):
+            raise ValueError("state must be 'stopped' or 'running'")
+        if label is not None and (not isinstance(label, str) or len(label) > 1024):
+            raise ValueError("label must be a string of at most 1024 characters")
+        with self.lock:
+            self._sync()
+            inst = self._live(instance_id)
+            if "label" in body:
+                inst.label = label
+            if state is not None:
+                self._act(inst, "stop" if state == "stopped" else "start")
+
+    def reboot_instance(self, instance_id: int) -> bool:
+        """``PUT /api/v0/instances/reboot/{id}/``: restart the container if it runs."""
+        with self.lock:
+            self._sync()
+            return self._act(self._live(instance_id), "reboot")
+
+    # ------------------------------------------------------- control API
+
+    def kill(self, instance_id: int, status: str = "exited", msg: str | None = None) -> None:
+        """Make an instance die now with `status` (``exited``/``offline``/``unknown``)."""
+        if status not in KILL_STATUSES:
+            raise ValueError(f"status must be one of {sorted(KILL_STATUSES)}")
+        with self.lock:
+            self._sync()
+            inst = self._live(instance_id)
+            message = msg or f"killed by simulator ({status})"
+            inst.machine.kill(self.clock.now(), status, message, self._env(inst))
+
+    def set_instance_state(self, instance_id: int, action: str) -> bool:
+        """Stop, start, freeze, unfreeze, reboot or outbid an instance now.
+
+        Returns whether it applied (a reboot of a machine that is not running
+        does nothing)."""
+        if action not in INSTANCE_ACTIONS:
+            raise ValueError(f"action must be one of {sorted(INSTANCE_ACTIONS)}")
+        with self.lock:
+            self._sync()
+            return self._act(self._live(instance_id), action)
+
+    def _act(self, inst: SimInstance, action: str) -> bool:
+        m, now, env = inst.machine, self.clock.now(), self._env(inst)
+        if action == "stop":
+            m.stop(now, env)
+            return m.status == "stopped"
+        if action == "start":
+            m.start(now, env)
+            return m.status != "stopped"
+        if action == "freeze":
+            return m.freeze(now, env)
+        if action == "unfreeze":
+            return m.unfreeze(now, env)
+        if action == "reboot":
+            return m.reboot(now, env)
+        # outbid: the control API's preemption, bid or not.
+        m.advance_to(now, env)
+        if m.status != "running":
+            return False
+        m.outbid_at = now
+        m.advance_to(now, env)
+        return True
+
+    def prover_fault(self, instance_id: int, kind: str) -> bool:
+        """A CUDA error, an OOM kill or a stuck prover now; False unless proving."""
+        if kind not in PROVER_FAULTS:
+            raise ValueError(f"fault must be one of {sorted(PROVER_FAULTS)}")
+        with self.lock:
+            self._sync()
+            inst = self._live(instance_id)
+            return inst.machine.prover_fault(self.clock.now(), kind, self._env(inst))
+
+    def prover_endpoint(self, instance_id: int) -> ProverAnswer:
+        """What the instance's prover status port answers right now."""
+        with self.lock:
+            self._sync()
+            inst = self._instances.get(instance_id)
+            if inst is None:
+                return "closed", None
+            self._current(inst)
+            if inst.machine.status == "frozen":
+                return "hang", None
+            body = inst.prover_status()
+            return ("ok", body) if body is not None else ("closed", None)
+
+    # ------------------------------------------------------------ report
+
+    def state(self) -> dict[str, Any]:
+        """Everything a test or the demo may want to look at, as JSON-ready data."""
+        with self.lock:
+            self._sync()
+            now = self.clock.now()
+            by_gpu: dict[str, int] = dict.fromkeys(gpu_names(), 0)
+            for offer in self._offers.values():
+                name = offer.fields["gpu_name"]
+                by_gpu[name] = by_gpu.get(name, 0) + 1
+            instances = [
+                {**i.view(), **i.truth()}
+                for i in (self._current(x) for x in self._instances.values())
+            ]
+            return {
+                "now": now,
+                "speed": self.clock.speed,
+                "seed": self.seed,
+                "scenario": self.scenario,
+                "faults": self.faults.to_dict(),
+                "rate_limits": self.rate_limits,
+                "offers": len(self._offers),
+                "offers_by_gpu": by_gpu,
+                "instances": instances,
+                # The truth, which no API row carries: proofs being finished now.
+                "proofs_per_hour": round(sum(v["proofs_per_hour"] for v in instances), 3),
+                "proofs_completed": sum(v["proofs_completed"] for v in instances),
+                "spend_per_hour": round(sum(_spend(v) for v in instances), 4),
+                "counters": dict(self.counters),
+            }
+
+
+def _spend(row: dict[str, Any]) -> float:
+    """$/hour an instance costs now: GPU while running or frozen, storage until
+    destroyed, nothing once released."""
+    if row["cur_state"] == "unloaded":
+        return 0.0
+    if row["actual_status"] in ("running", "frozen"):
+        return float(row["dph_total"])
+    cost = float(row["storage_total_cost"])
+    return cost if math.isfinite(cost) else 0.0

@@ -1,0 +1,101 @@
+"""The simulated prover: what it can do on a host, and the status it serves.
+
+Every simulated instance runs the prover image. Its status is served over
+HTTP on container port `PROVER_STATUS_PORT` (the image EXPOSEs it, so vast.ai
+maps it like any requested port): ``GET /status`` answers `status_body`.
+The shape is documented in docs/SIMULATOR.md, "Prover status endpoint".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fleet_agent.capacity import (
+    BASELINE_RAM_PER_PROOF_GIB,
+    GPU_PROVING,
+    MIN_COMPUTE_CAP,
+    MIN_GPU_RAM_MB,
+    concurrent_proofs,
+    engine,
+    proofs_per_hour,
+)
+
+from .lifecycle import PARAMS_BYTES, PROVER_CUDA, Machine
+
+__all__ = [
+    "PROVER_STATUS_PATH",
+    "PROVER_STATUS_PORT",
+    "offer_proof_rate",
+    "prover_blocker",
+    "status_body",
+]
+
+#: Container port of the prover's status endpoint, and its path.
+PROVER_STATUS_PORT = 9821
+PROVER_STATUS_PATH = "/status"
+
+
+def offer_proof_rate(offer: dict[str, Any]) -> float:
+    """Proofs/h the host of `offer` sustains (before the instance's jitter)."""
+    return proofs_per_hour(
+        offer["gpu_name"],
+        int(offer["num_gpus"]),
+        float(offer["cpu_ram"]),
+        float(offer["cpu_cores_effective"]),
+    )
+
+
+def prover_blocker(offer: dict[str, Any]) -> str | None:
+    """The error a prover hits at start on this host, or None if it can prove."""
+    cuda = float(offer.get("cuda_max_good") or 0.0)
+    if cuda < PROVER_CUDA:
+        return (
+            "CUDA driver version is insufficient for CUDA runtime version "
+            f"(the host's driver runs CUDA {cuda:g}, the prover needs {PROVER_CUDA:g})"
+        )
+    gpu = GPU_PROVING.get(offer["gpu_name"])
+    vram = gpu.vram_mb if gpu else int(offer.get("gpu_ram") or 0)
+    if vram < MIN_GPU_RAM_MB:
+        return f"CUDA error 2: out of memory (the GPU has {vram} MB; a proof needs ~11 GB)"
+    if gpu is not None and gpu.compute_cap < MIN_COMPUTE_CAP:
+        return (
+            "CUDA error 209: no kernel image is available for execution on the device "
+            f"(compute capability {gpu.compute_cap / 100:g})"
+        )
+    ram_gib = float(offer["cpu_ram"]) / 1024.0
+    if ram_gib < BASELINE_RAM_PER_PROOF_GIB:
+        return (
+            f"prover killed: out of memory (the host has {ram_gib:.0f} GiB of RAM; "
+            f"one proof needs about {BASELINE_RAM_PER_PROOF_GIB:.0f} GiB)"
+        )
+    if offer_proof_rate(offer) <= 0:
+        return "prover cannot run on this host"
+    return None
+
+
+def status_body(machine: Machine, offer: dict[str, Any], now: float) -> dict[str, Any]:
+    """What ``GET /status`` answers for a running instance's prover."""
+    phase = machine.phase if machine.phase != "off" else "starting"
+    in_flight = 0
+    if phase == "proving":
+        in_flight = concurrent_proofs(offer["gpu_name"], int(offer["num_gpus"]), offer["cpu_ram"])
+    started = machine.prover_started_at
+    return {
+        "phase": phase,
+        "proofs_completed": math.floor(machine.proofs),
+        "proofs_in_flight": in_flight,
+        "proofs_failed": machine.proofs_failed,
+        "last_proof_at": machine.last_proof_at,
+        "started_at": started,
+        "uptime_s": round(now - started, 3) if started is not None else 0.0,
+        "params": {
+            "bytes_total": PARAMS_BYTES,
+            "bytes_fetched": int(machine.params_bytes),
+            "ready": machine.params_bytes >= PARAMS_BYTES,
+        },
+        "error": machine.error if phase == "error" else None,
+        "engine": engine(offer["gpu_name"], int(offer["num_gpus"]), offer["cpu_ram"]) or None,
+        "gpus": int(offer["num_gpus"]),
+        "time": now,
+    }
