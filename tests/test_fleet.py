@@ -365,3 +365,29 @@ async def test_a_rejected_key_fails_fleet_tools_for_good(
             assert info.value.type == "VastAuthFailed" and info.value.non_retryable
             assert "Invalid user key" in info.value.message
             assert "VAST_API_KEY" in info.value.message
+
+
+async def test_the_per_instance_cap_is_checked_on_the_price_with_our_disk(
+    tools: FleetActivities, sim: SimServer, configs: StaticConfigs
+) -> None:
+    """An offer under the cap at the service's default 5 GB of storage, over
+    it with the prover's disk: refused at the price it would really cost."""
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
+        bare = await vast.search_offers({"gpu_name": {"eq": "RTX 3090"}}, limit=1000)
+        priced = {
+            o.id: o.dph_total
+            for o in await vast.search_offers(
+                {"gpu_name": {"eq": "RTX 3090"}},
+                limit=1000,
+                allocated_storage=ProverSpec().disk_gb,
+            )
+        }
+    offer = max(bare, key=lambda o: priced[o.id] - o.dph_total)
+    assert priced[offer.id] > offer.dph_total
+    configs.config = AgentConfig(max_instance_dph=(offer.dph_total + priced[offer.id]) / 2)
+    result = await ActivityEnvironment().run(
+        tools.create_instance, _req("create_instance", {"offer_id": offer.id, "reason": "r"})
+    )
+    assert result.is_error and "per-instance cap" in result.content
+    assert f"${priced[offer.id]:.3f}/h" in result.content
+    assert _instances(sim) == []

@@ -5,7 +5,9 @@ after a reset, and heartbeats."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +17,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from activities import heartbeat
 from activities.fleet import FleetActivities
 from activities.fleet_create import Renter
 from fleet_agent.fleet.labels import create_label
@@ -342,3 +345,25 @@ async def test_reconcile_never_touches_an_agent_whose_id_extends_ours(
     assert report.labels == [] and sorted(sim.market.instance_ids()) == sorted(ids)
     sub = await env.run(tools.reconcile_labels, ReconcileRequest(agent_id=f"{AGENT}/sub"))
     assert sub.destroyed == [ids[1]]
+
+
+async def test_a_tool_waiting_for_its_pacing_slot_keeps_heartbeating(
+    sim: SimServer, store: Store, configs: StaticConfigs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pacing wait is inside the activity, so a worker that waits for a
+    search slot is never taken for a dead one."""
+    fast = functools.partial(heartbeat.heartbeating, every=0.05)
+    monkeypatch.setattr("activities.fleet_calls.heartbeating", fast)
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
+        tools = FleetActivities(vast, ProverSpec(), store=store, configs=configs)
+        # A 429 a moment ago: the search endpoint is blocked for ~0.5 s.
+        blocked = vast.pacer.refused("POST", "/api/v0/bundles/", attempt=0, backoff_base=0.5)
+        env = ActivityEnvironment()
+        beats: list[float] = []
+        env.on_heartbeat = lambda *_: beats.append(time.monotonic())
+        start = time.monotonic()
+        result = await env.run(tools.search_offers, _req("search_offers", {}))
+        waited = time.monotonic() - start
+    assert not result.is_error, result.content
+    assert waited >= blocked
+    assert len(beats) >= 5 and beats[-1] - beats[0] >= 0.6 * blocked
