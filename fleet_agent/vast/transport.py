@@ -18,7 +18,6 @@ not care who said it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Generator, Mapping
 from typing import Any
@@ -153,13 +152,13 @@ class VastTransport:
                     path=path,
                 )
             # A 429 is refused before anything happens, so even a create is safe
-            # to send again, once the endpoint's penalty has passed.
+            # to send again, once the endpoint's penalty has passed: the pacer
+            # blocks the endpoint until then, and the next `wait` waits it out.
             delay = self.pacer.refused(
                 method, path, attempt=attempt, backoff_base=self._backoff_base
             )
             attempt += 1
             _log.info("vast %s %s rate limited; retry %d in %.2fs", method, path, attempt, delay)
-            await asyncio.sleep(delay)
 
     async def _send(
         self,
