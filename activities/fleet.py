@@ -116,8 +116,9 @@ class FleetActivities:
 
     @activity.defn
     async def search_offers(self, req: FleetToolRequest) -> ToolResult:
-        """Tool: rentable offers that pass the live config's guardrails, cheapest
-        per proof first (vast.ai, read only; journalled in the store)."""
+        """Tool: offers that pass the live config's guardrails and the prover's
+        needs, cheapest per proof first. Reads vast.ai (the GPU catalogue and up
+        to three search pages, the guardrails as filters); journalled in the store."""
         return await self._calls.journaled(req, self._search)
 
     async def _search(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:

@@ -33,7 +33,8 @@ class FleetInstance(BaseModel):
     expected_proofs_per_hour: float = 0.0
     status_msg: str = ""
     age_minutes: float | None = None
-    # Set for a machine that is not capacity and will not become it.
+    # Set for a machine that is not capacity: stopped, frozen, dead, or in a
+    # status this code does not know.
     note: str = ""
 
 
