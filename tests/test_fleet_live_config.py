@@ -15,6 +15,7 @@ from activities.fleet import FleetActivities
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.pacing import NO_PACING
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, running_worker, wait_runs
 from workflows import FleetAgentWorkflow
@@ -24,7 +25,7 @@ DONE = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
 
 async def _rentable_offer(sim: SimServer) -> int:
     """An offer the default guardrails accept, so only the config change can stop it."""
-    async with VastClient(sim.api_key, sim.url) as vast:
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
         offers = await vast.search_offers(
             {
                 "rentable": {"eq": True},
