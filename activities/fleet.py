@@ -6,27 +6,28 @@ its result by tool_use_id in the store (fleet_agent/store/journal.py): a call
 that already has a result, e.g. replayed after `temporal workflow reset`,
 returns that result and never touches the fleet again. A refusal (guardrail,
 paused, bad input, offer gone) is an error result for the model; transient
-vast.ai failures raise retryable ApplicationErrors. Creates keep at most one
-machine per tool call, even with a zombie attempt (activities/fleet_create.py).
+vast.ai failures raise retryable ApplicationErrors, a rejected API key a
+non-retryable one. Creates keep at most one machine per tool call, even with
+a zombie attempt (activities/fleet_create.py); searches push the guardrails
+into the query (activities/fleet_search.py). Every vast.ai request waits for
+its slot in the client's pacing, inside the heartbeat.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from fleet_agent.fleet.guardrails import gpu_allowed, offer_refusal, rent_refusal
-from fleet_agent.fleet.labels import create_label, is_ours, label_prefix
+from fleet_agent.fleet.guardrails import rent_refusal
+from fleet_agent.fleet.labels import LabelTooLong, create_label, is_ours, label_prefix
 from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest, duplicate_labels
 from fleet_agent.fleet.settle import settle_label
 from fleet_agent.fleet.snapshot import FleetSnapshot, summarize
 from fleet_agent.models import AgentConfig, FleetToolRequest, PollRequest, ToolResult
-from fleet_agent.settings import ProverSpec
+from fleet_agent.prover import ProverSpec
 from fleet_agent.store import Store, ToolCallRecord
 from fleet_agent.tools import (
     CreateInstanceInput,
@@ -40,14 +41,13 @@ from fleet_agent.vast.models import Instance, Offer
 
 from .fleet_calls import ToolCalls, paused_result
 from .fleet_create import Renter, offer_unavailable
-from .fleet_results import is_permanent, offer_row, tool_result, transient
+from .fleet_results import tool_result, vast_failure
+from .fleet_search import OfferSearch
 from .heartbeat import heartbeating
 from .live_config import ConfigSource, WorkflowConfigSource
 from .shield import finish_despite_cancellation
 
 __all__ = ["FleetActivities", "ProverSpec"]
-
-_SEARCH_POOL = 200
 
 
 class FleetActivities:
@@ -64,20 +64,25 @@ class FleetActivities:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._vast = vast
-        self._renter = Renter(vast, prover or ProverSpec())
+        self._prover = prover or ProverSpec()
+        self._renter = Renter(vast, self._prover)
+        self._search_tool = OfferSearch(vast, self._prover)
         self._calls = ToolCalls(store, configs or WorkflowConfigSource())
         self._clock = clock
 
     # ------------------------------------------------------------ reads
 
     async def _ours(self, agent_id: str) -> list[Instance]:
-        return await self._vast.list_instances(label_prefix=label_prefix(agent_id))
+        """This agent's machines: labels parsed exactly (agent `a` never owns
+        `a/b`'s), destroyed rows left out."""
+        listed = await self._vast.list_instances(label_prefix=label_prefix(agent_id))
+        return [i for i in listed if is_ours(i.label, agent_id)]
 
     async def _summary(self, agent_id: str, target: float) -> FleetSnapshot:
         try:
             instances = await self._ours(agent_id)
         except VastError as exc:
-            raise transient(exc) from None
+            raise vast_failure(exc) from None
         return summarize(instances, target=target, now_epoch=self._clock())
 
     async def snapshot(self, agent_id: str, target: float) -> FleetSnapshot:
@@ -111,8 +116,9 @@ class FleetActivities:
 
     @activity.defn
     async def search_offers(self, req: FleetToolRequest) -> ToolResult:
-        """Tool: rentable offers that pass the live config's guardrails, cheapest
-        per proof first (vast.ai, read only; journalled in the store)."""
+        """Tool: offers that pass the live config's guardrails and the prover's
+        needs, cheapest per proof first. Reads vast.ai (the GPU catalogue and up
+        to three search pages, the guardrails as filters); journalled in the store."""
         return await self._calls.journaled(req, self._search)
 
     async def _search(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
@@ -120,38 +126,7 @@ class FleetActivities:
         if isinstance(args, ToolResult):
             return args
         config = await self._calls.config(req, mutating=False)
-        if args.gpu_name and not gpu_allowed(args.gpu_name, config.allowed_gpus):
-            return tool_result(
-                req,
-                f"GPU {args.gpu_name!r} is not allowed (allowed: {', '.join(config.allowed_gpus)})",
-                error=True,
-            )
-        max_dph = min(args.max_dph or config.max_instance_dph, config.max_instance_dph)
-        min_rel = max(args.min_reliability or 0.0, config.min_reliability)
-        filters: dict[str, Any] = {
-            "rentable": {"eq": True},
-            "dph_total": {"lte": max_dph},
-            "reliability2": {"gte": min_rel},
-        }
-        if args.gpu_name:
-            filters["gpu_name"] = {"eq": args.gpu_name}
-        try:
-            offers = await self._vast.search_offers(filters, order="dph_total", limit=_SEARCH_POOL)
-        except VastError as exc:
-            if is_permanent(exc):
-                return tool_result(req, f"search failed: {exc}", error=True)
-            raise transient(exc) from None
-        rows = [offer_row(o) for o in offers if offer_refusal(o, config) is None]
-        rows = [r for r in rows if r["usd_per_100_proofs"] is not None]
-        rows.sort(key=lambda r: (r["usd_per_100_proofs"], r["dph"]))
-        if not rows:
-            return tool_result(req, "No offer passes the guardrails right now.")
-        shown = rows[: args.limit]
-        return tool_result(
-            req,
-            f"{len(rows)} offers pass the guardrails; cheapest per proof first:\n"
-            + json.dumps(shown, separators=(",", ":")),
-        )
+        return await self._search_tool.run(req, args, config)
 
     # ------------------------------------------------------------ writes
 
@@ -172,7 +147,10 @@ class FleetActivities:
         if isinstance(args, ToolResult):
             return args
         config = await self._calls.config(req, mutating=True)
-        label = create_label(req.agent_id, req.run, req.tool_use_id)
+        try:
+            label = create_label(req.agent_id, req.run, req.tool_use_id)
+        except LabelTooLong as exc:
+            return tool_result(req, f"Refused: {exc}. Nothing was rented.", error=True)
         sent_before = earlier is not None  # an earlier attempt reached the rental
         try:
             # Another attempt of this very call may have rented it already:
@@ -188,8 +166,8 @@ class FleetActivities:
                 return offer_unavailable(req, args.offer_id, label, sent_before)
             fleet = await self._ours(req.agent_id)
         except VastError as exc:
-            raise transient(exc) from None
-        refusal = rent_refusal(offer, fleet, config)
+            raise vast_failure(exc) from None
+        refusal = rent_refusal(offer, fleet, config, self._prover)
         if refusal is not None:
             return tool_result(
                 req, f"Refused by guardrail: {refusal}. Nothing was rented.", error=True
@@ -232,8 +210,8 @@ class FleetActivities:
         try:
             inst = await self._vast.show_instance(args.instance_id)
         except VastError as exc:
-            raise transient(exc) from None
-        if inst is None:
+            raise vast_failure(exc) from None
+        if inst is None or inst.is_gone:
             if earlier is not None:
                 # An earlier attempt of this call sent the destroy; it worked.
                 return tool_result(
@@ -252,9 +230,10 @@ class FleetActivities:
             return tool_result(req, f"DRY RUN: would destroy instance {inst.id}. Nothing changed.")
         await self._calls.start(req)
         try:
+            # A machine already gone by now counts as destroyed (missing_ok).
             await self._vast.destroy_instance(inst.id)
         except VastError as exc:
-            raise transient(exc) from None
+            raise vast_failure(exc) from None
         return tool_result(
             req,
             f"Destroyed instance {inst.id} ({inst.gpu_name}, was {inst.actual_status}).",
@@ -277,5 +256,5 @@ class FleetActivities:
                     settled = await settle_label(self._vast, label)
                     report.labels.append(settled.report())
             except VastError as exc:
-                raise transient(exc) from None
+                raise vast_failure(exc) from None
             return report

@@ -16,12 +16,12 @@ from temporalio.exceptions import ApplicationError
 
 from fleet_agent.fleet.settle import Settled, settle_label
 from fleet_agent.models import FleetToolRequest, ToolResult
-from fleet_agent.settings import ProverSpec
+from fleet_agent.prover import ProverSpec
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError, VastNotFound
 from fleet_agent.vast.models import Offer
 
-from .fleet_results import describe_machine, is_permanent, tool_result, transient
+from .fleet_results import describe_machine, is_refusal, tool_result, vast_failure
 
 __all__ = ["Origin", "Renter", "offer_unavailable"]
 
@@ -43,7 +43,11 @@ class Renter:
         self._prover = prover
 
     async def find_offer(self, offer_id: int) -> Offer | None:
-        offers = await self._vast.search_offers({"id": {"eq": offer_id}}, limit=1)
+        """The offer as listed now, priced with the disk the prover rents, so
+        the guardrails check the price the machine will cost."""
+        offers = await self._vast.search_offers(
+            {"id": {"eq": offer_id}}, limit=1, allocated_storage=self._prover.disk_gb
+        )
         return next((o for o in offers if o.id == offer_id), None)
 
     async def label_appears(self, label: str) -> bool:
@@ -66,28 +70,33 @@ class Renter:
         """
         rented: int | None = None
         origin: Origin = "self"
+        prover = self._prover
         try:
             rented = await self._vast.create_instance(
                 offer.id,
-                image=self._prover.image,
-                disk=self._prover.disk_gb,
+                image=prover.image,
+                disk=prover.disk_gb,
                 label=label,
-                onstart=self._prover.onstart,
+                runtype=prover.runtype,
+                onstart=prover.onstart,
+                args=prover.args,
+                env=prover.create_env(),
             )
         except VastNotFound as exc:
-            # Gone: taken by someone else, or by an overlapping attempt of this
-            # very call, whose machine then carries our label.
+            # Gone (410/404 no_such_ask): taken by someone else, expired, or
+            # taken by an overlapping attempt of this very call, whose machine
+            # then carries our label. Never retried: the model searches again.
             if not await self._label_appears(label):
                 return _offer_gone(req, offer.id, label, sent_before, exc.error or "gone")
             origin = "other"
         except VastError as exc:
             if not exc.ambiguous:
-                if is_permanent(exc):
+                if is_refusal(exc):
                     return tool_result(req, f"vast.ai refused the rental: {exc}", error=True)
-                raise transient(exc) from None
+                raise vast_failure(exc) from None
             if not await self._label_appears(label):
                 # Nothing carries our label: safe to retry the whole call.
-                raise transient(exc) from None
+                raise vast_failure(exc) from None
             origin = "lost_answer"
         return await self.settle(req, label, origin=origin, rented=rented, offer=offer)
 
@@ -109,7 +118,7 @@ class Renter:
         try:
             settled = await settle_label(self._vast, label)
         except VastError as exc:
-            raise transient(exc) from None
+            raise vast_failure(exc) from None
         if settled.remaining:
             # Retried by Temporal; the next attempt finds the label and settles again.
             raise ApplicationError(
@@ -123,13 +132,16 @@ class Renter:
         try:
             return await self.label_appears(label)
         except VastError as exc:
-            raise transient(exc) from None
+            raise vast_failure(exc) from None
 
 
 def _offer_gone(
     req: FleetToolRequest, offer_id: int, label: str, sent_before: bool, why: str
 ) -> ToolResult:
-    text = f"Offer {offer_id} was taken before it could be rented ({why}); search again."
+    text = (
+        f"Offer {offer_id} is gone: vast.ai no longer offers it ({why}; taken by someone "
+        "else or withdrawn). Nothing was rented; do not retry this offer, search again."
+    )
     if sent_before:
         text += _in_flight_note(label)
     return tool_result(req, text, error=True)

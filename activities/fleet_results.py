@@ -2,7 +2,8 @@
 
 Every tool returns a compact ToolResult; a refusal (guardrail, bad input,
 offer gone, paused) is an error result for the model, never an exception.
-Transient vast.ai failures become retryable ApplicationErrors.
+Other vast.ai failures become ApplicationErrors (`vast_failure`): retryable,
+except a rejected API key, which no retry can fix.
 """
 
 from __future__ import annotations
@@ -14,16 +15,16 @@ from temporalio.exceptions import ApplicationError
 from fleet_agent.capacity import proofs_per_hour
 from fleet_agent.models import FleetToolRequest, ToolResult
 from fleet_agent.store import ToolCallRecord
-from fleet_agent.vast.errors import VastError
+from fleet_agent.vast.errors import VastAuthError, VastError
 from fleet_agent.vast.models import Instance, Offer
 
 __all__ = [
     "describe_machine",
-    "is_permanent",
+    "is_refusal",
     "offer_row",
     "replayed",
     "tool_result",
-    "transient",
+    "vast_failure",
 ]
 
 
@@ -54,13 +55,28 @@ def replayed(record: ToolCallRecord) -> ToolResult:
     )
 
 
-def transient(exc: VastError) -> ApplicationError:
-    """vast.ai failed in a way worth retrying (Temporal's retry policy decides)."""
+def vast_failure(exc: VastError) -> ApplicationError:
+    """How a vast.ai failure ends an attempt. A rejected API key is permanent
+    (non-retryable, and says what to fix); anything else is worth retrying
+    (Temporal's retry policy decides)."""
+    if isinstance(exc, VastAuthError):
+        said = exc.msg or exc.error or f"HTTP {exc.status}"
+        return ApplicationError(
+            f"vast.ai rejected the worker's API key ({said}, {exc.method} {exc.path}): "
+            "an operator must set a valid VAST_API_KEY and restart the worker",
+            type="VastAuthFailed",
+            non_retryable=True,
+        )
     return ApplicationError(f"vast.ai: {exc}", type="VastTransient")
 
 
-def is_permanent(exc: VastError) -> bool:
-    return exc.status in (400, 401, 403, 404, 422) and not exc.ambiguous
+def is_refusal(exc: VastError) -> bool:
+    """vast.ai refused this request for a reason the model can act on (bad
+    arguments, an offer gone): an error result, not a retry. A rejected key is
+    not one (see `vast_failure`)."""
+    if isinstance(exc, VastAuthError) or exc.ambiguous:
+        return False
+    return exc.permanent or exc.status in (400, 404, 422)
 
 
 def offer_row(offer: Offer) -> dict[str, Any]:

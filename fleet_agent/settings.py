@@ -7,10 +7,12 @@ nothing here is ever put in workflow history or the store.
 from __future__ import annotations
 
 import os
+import shlex
 from typing import Literal
 
 from pydantic import BaseModel, SecretStr
 
+from fleet_agent.prover import ProverSpec
 from fleet_agent.store.guard import NEW_STORE_ENV
 
 __all__ = ["DEFAULT_VAST_URL", "ProverSpec", "Settings"]
@@ -18,16 +20,28 @@ __all__ = ["DEFAULT_VAST_URL", "ProverSpec", "Settings"]
 DEFAULT_VAST_URL = "https://console.vast.ai"
 
 
-class ProverSpec(BaseModel):
-    """What runs on a rented machine: worker settings, never model decisions."""
-
-    image: str = "ghcr.io/fleet-agent/snark-prover:latest"
-    disk_gb: float = 64.0
-    onstart: str | None = None
-
-
 _TRUE = frozenset({"1", "true", "yes"})
 _FALSE = frozenset({"", "0", "false", "no"})
+
+
+def _prover(env: dict[str, str]) -> ProverSpec:
+    """FLEET_PROVER_IMAGE, _DISK_GB, _RUNTYPE, _ARGS (split like a shell line),
+    _ONSTART and _STATUS_PORT (``none`` for no port); unset means the default."""
+    changes: dict[str, object] = {}
+    if env.get("FLEET_PROVER_IMAGE"):
+        changes["image"] = env["FLEET_PROVER_IMAGE"]
+    if env.get("FLEET_PROVER_DISK_GB"):
+        changes["disk_gb"] = float(env["FLEET_PROVER_DISK_GB"])
+    if env.get("FLEET_PROVER_RUNTYPE"):
+        changes["runtype"] = env["FLEET_PROVER_RUNTYPE"].strip()
+    if env.get("FLEET_PROVER_ARGS"):
+        changes["args"] = shlex.split(env["FLEET_PROVER_ARGS"])
+    if env.get("FLEET_PROVER_ONSTART"):
+        changes["onstart"] = env["FLEET_PROVER_ONSTART"]
+    port = env.get("FLEET_PROVER_STATUS_PORT", "").strip().lower()
+    if port:
+        changes["status_port"] = None if port == "none" else int(port)
+    return ProverSpec.model_validate(changes)
 
 
 def _flag(env: dict[str, str], name: str) -> bool:
@@ -70,9 +84,5 @@ class Settings(BaseModel):
             anthropic_api_key=SecretStr(key) if key else None,
             vast_api_url=(e.get("VAST_API_URL") or DEFAULT_VAST_URL).rstrip("/"),
             vast_api_key=SecretStr(vast_key) if vast_key else None,
-            prover=ProverSpec(
-                image=e.get("FLEET_PROVER_IMAGE") or ProverSpec().image,
-                disk_gb=float(e.get("FLEET_PROVER_DISK_GB") or ProverSpec().disk_gb),
-                onstart=e.get("FLEET_PROVER_ONSTART") or None,
-            ),
+            prover=_prover(e),
         )

@@ -46,7 +46,9 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "search_offers": {
         "description": (
             "Search rentable GPU offers, cheapest per proof first. Only offers that pass the "
-            "guardrails (allowed GPUs, max $/h per instance, min reliability) are returned."
+            "guardrails and fit the prover are returned: allowed GPUs, max $/h per instance "
+            "(disk included), min reliability, verified hosts, enough RAM, disk, bandwidth and "
+            "CUDA, a free status port."
         ),
         "input_schema": {
             "type": "object",

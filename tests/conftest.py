@@ -24,6 +24,7 @@ from fleet_agent.settings import ProverSpec
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.pacing import NO_PACING
 from starter.devserver import find_temporal_cli, find_test_server, load_dev_config
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.configs import StaticConfigs
@@ -100,16 +101,19 @@ def client(ts_env: WorkflowEnvironment) -> Client:
 
 @pytest.fixture
 def sim() -> Iterator[SimServer]:
-    # speed 0: the market's clock moves only when a test advances it. A small
-    # market (the size is not the point here) and no pacing (nor is that).
-    with SimServer(seed=11, speed=0, scenario="ideal", offers=500, rate_limits=False) as server:
+    # speed 0: the market's clock moves only when a test advances it. A fifth
+    # of the real market's size, which still lists a score of hosts the
+    # guardrails accept, and no pacing: neither is the point here.
+    with SimServer(seed=11, speed=0, scenario="ideal", offers=2000, rate_limits=False) as server:
         yield server
 
 
 @pytest_asyncio.fixture
 async def fleet(sim: SimServer, store: Store) -> AsyncIterator[FleetActivities]:
     """Fleet activities as a worker runs them: live configs from the agent workflow."""
-    async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
+    async with VastClient(
+        sim.api_key, sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
+    ) as vast:
         yield FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
 
 
@@ -124,7 +128,9 @@ async def tools(
     sim: SimServer, store: Store, configs: StaticConfigs
 ) -> AsyncIterator[FleetActivities]:
     """Fleet activities for ActivityEnvironment tests: live configs from `configs`."""
-    async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
+    async with VastClient(
+        sim.api_key, sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
+    ) as vast:
         yield FleetActivities(
             vast, ProverSpec(), store=store, configs=configs, clock=sim.market.now
         )

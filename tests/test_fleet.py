@@ -20,6 +20,7 @@ from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.pacing import NO_PACING
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.autopilot_llm import autopilot_reply
 from tests.fakes.configs import StaticConfigs
@@ -129,7 +130,7 @@ async def test_mutating_tools_never_act_without_the_live_config(
     """A failed live_config query is a retryable error, never a rental on the
     run's (possibly stale) config."""
     offer = await _cheapest_offer(tools)
-    async with VastClient(sim.api_key, sim.url) as vast:
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
         mine = await vast.create_instance(
             offer, image="x", disk=10, label=create_label(AGENT, 1, "t")
         )
@@ -150,7 +151,7 @@ async def test_paused_agent_refuses_destroy(
     tools: FleetActivities, sim: SimServer, configs: StaticConfigs
 ) -> None:
     offer = await _cheapest_offer(tools)
-    async with VastClient(sim.api_key, sim.url) as vast:
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
         mine = await vast.create_instance(
             offer, image="x", disk=10, label=create_label(AGENT, 1, "t")
         )
@@ -206,7 +207,7 @@ async def test_crash_mid_create_adopts_the_machine_by_label(
     req = _req("create_instance", {"offer_id": offer, "reason": "test"}, tool_id="toolu_crash")
     ToolJournal(store).start(req, datetime.now(UTC))
     label = create_label(AGENT, 1, "toolu_crash")
-    async with VastClient(sim.api_key, sim.url) as vast:
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
         rented = await vast.create_instance(offer, image="x", disk=10, label=label)
     result = await ActivityEnvironment().run(tools.create_instance, req)
     assert result.mutating and not result.is_error and not result.replayed
@@ -222,7 +223,7 @@ async def test_destroy_only_touches_this_agents_machines(
 ) -> None:
     env = ActivityEnvironment()
     offer = await _cheapest_offer(tools)
-    async with VastClient(sim.api_key, sim.url) as vast:
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
         foreign = await vast.create_instance(offer, image="x", disk=10, label="someone-else")
     result = await env.run(
         tools.destroy_instance, _req("destroy_instance", {"instance_id": foreign, "reason": "r"})
@@ -286,7 +287,9 @@ async def test_a_day_of_market_holds_500_proofs_per_hour(
     # The real market's size and mix; pacing is not what this test is about.
     with SimServer(seed=5, speed=0, scenario="realistic", rate_limits=False) as sim:
         sim.market.set_faults(death_rate_per_hour=0.05)
-        async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
+        async with VastClient(
+            sim.api_key, sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
+        ) as vast:
             fleet = FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
             async with running_worker(ts_env.client, store, fleet=fleet) as h:
                 handle = await h.start_agent(
@@ -317,3 +320,75 @@ async def test_a_day_of_market_holds_500_proofs_per_hour(
                 assert st.last_run is not None
                 assert counters["creates"] < 80, "no runaway renting"
                 assert set(fake_llm.requests[0].tool_names()) == LOCAL_TOOLS | FLEET_TOOLS
+
+
+async def test_a_create_keeps_the_images_entrypoint_and_maps_its_status_port(
+    tools: FleetActivities, sim: SimServer
+) -> None:
+    offer = await _cheapest_offer(tools)
+    result = await ActivityEnvironment().run(
+        tools.create_instance, _req("create_instance", {"offer_id": offer, "reason": "r"})
+    )
+    assert result.mutating and not result.is_error, result.content
+    (machine,) = _instances(sim)
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
+        shown = await vast.show_instance(machine["id"])
+    assert shown is not None and shown.extras["image_runtype"] == "args"
+    assert ["-p 9100:9100", "1"] in shown.extras["extra_env"]
+    assert shown.disk_space == ProverSpec().disk_gb
+
+
+async def test_an_offer_gone_is_told_to_the_model_and_not_retried(
+    tools: FleetActivities, sim: SimServer
+) -> None:
+    offer = await _cheapest_offer(tools)
+    sim.market.set_faults(offer_taken_next=1)
+    result = await ActivityEnvironment().run(
+        tools.create_instance, _req("create_instance", {"offer_id": offer, "reason": "r"})
+    )
+    assert result.is_error and not result.mutating
+    assert "is gone" in result.content and "do not retry this offer" in result.content
+    assert sim.market.counters["creates"] == 1, "one rental request, no retry"
+    assert _instances(sim) == []
+
+
+async def test_a_rejected_key_fails_fleet_tools_for_good(
+    sim: SimServer, store: Store, configs: StaticConfigs
+) -> None:
+    """The search answers a bad key with a 404: a permanent authentication
+    failure that says what to fix, never "not found" and never retried."""
+    async with VastClient("not-the-key", sim.url, pacing=NO_PACING) as bad:
+        fleet = FleetActivities(bad, ProverSpec(), store=store, configs=configs)
+        env = ActivityEnvironment()
+        for req in (_req("search_offers", {}), _req("get_fleet_status", {})):
+            with pytest.raises(ApplicationError) as info:
+                await env.run(getattr(fleet, req.name), req)
+            assert info.value.type == "VastAuthFailed" and info.value.non_retryable
+            assert "Invalid user key" in info.value.message
+            assert "VAST_API_KEY" in info.value.message
+
+
+async def test_the_per_instance_cap_is_checked_on_the_price_with_our_disk(
+    tools: FleetActivities, sim: SimServer, configs: StaticConfigs
+) -> None:
+    """An offer under the cap at the service's default 5 GB of storage, over
+    it with the prover's disk: refused at the price it would really cost."""
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
+        bare = await vast.search_offers({"gpu_name": {"eq": "RTX 3090"}}, limit=1000)
+        priced = {
+            o.id: o.dph_total
+            for o in await vast.search_offers(
+                {"gpu_name": {"eq": "RTX 3090"}},
+                limit=1000,
+                allocated_storage=ProverSpec().disk_gb,
+            )
+        }
+    offer = max(bare, key=lambda o: priced[o.id] - o.dph_total)
+    assert priced[offer.id] > offer.dph_total
+    configs.config = AgentConfig(max_instance_dph=(offer.dph_total + priced[offer.id]) / 2)
+    result = await ActivityEnvironment().run(
+        tools.create_instance, _req("create_instance", {"offer_id": offer.id, "reason": "r"})
+    )
+    assert result.is_error and "per-instance cap" in result.content
+    assert f"${priced[offer.id]:.3f}/h" in result.content
+    assert _instances(sim) == []

@@ -12,9 +12,13 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
+from fleet_agent.fleet.offer_query import offer_filters
+from fleet_agent.models import AgentConfig
+from fleet_agent.prover import ProverSpec
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.pacing import NO_PACING
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, running_worker, wait_runs
 from workflows import FleetAgentWorkflow
@@ -24,17 +28,13 @@ DONE = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
 
 async def _rentable_offer(sim: SimServer) -> int:
     """An offer the default guardrails accept, so only the config change can stop it."""
-    async with VastClient(sim.api_key, sim.url) as vast:
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
+        # The guardrails' own search filters: in a realistic market most hosts
+        # fail one of them (unverified, too little RAM, no open ports, ...).
+        filters = offer_filters(AgentConfig(), ProverSpec(), await vast.gpu_names())
+        filters["gpu_name"] = {"eq": "RTX 4090"}
         offers = await vast.search_offers(
-            {
-                "rentable": {"eq": True},
-                "gpu_name": {"eq": "RTX 4090"},
-                "dph_total": {"lte": 1.0},
-                "reliability2": {"gte": 0.95},
-                "cpu_ram": {"gte": 64_000},
-            },
-            order="dph_total",
-            limit=1,
+            filters, order="dph_total", limit=1, allocated_storage=ProverSpec().disk_gb
         )
     assert offers
     return offers[0].id

@@ -5,7 +5,9 @@ after a reset, and heartbeats."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +17,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from activities import heartbeat
 from activities.fleet import FleetActivities
 from activities.fleet_create import Renter
 from fleet_agent.fleet.labels import create_label
@@ -25,6 +28,7 @@ from fleet_agent.settings import ProverSpec
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
 from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.pacing import NO_PACING
 from tests.fakes.configs import StaticConfigs
 from tests.helpers import eventually
 
@@ -104,7 +108,7 @@ async def test_attempt_after_a_dead_workers_rental_adopts_its_machine(
     req = _req("create_instance", {"offer_id": offer, "reason": "r"}, tool_id="toolu_dead")
     label = create_label(AGENT, 1, "toolu_dead")
     ToolJournal(store).start(req, datetime.now(UTC))
-    async with VastClient(sim.api_key, sim.url) as vast:
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
         dead_workers_request = asyncio.create_task(
             vast.create_instance(offer, image="x", disk=10, label=label)
         )
@@ -130,7 +134,7 @@ async def test_a_zombie_landing_during_the_rental_is_destroyed(
     label = create_label(AGENT, 1, "toolu_z2")
     attempt2 = asyncio.create_task(ActivityEnvironment().run(tools.create_instance, req))
     await _delayed_requests(sim, 1)  # attempt 2 checked the label and is renting
-    async with VastClient(sim.api_key, sim.url) as vast:
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
         zombie = await vast.create_instance(other, image="x", disk=10, label=label)
     result = await attempt2
     assert _labelled(sim, label) == [zombie]
@@ -196,7 +200,7 @@ async def test_offer_gone_after_a_rental_was_sent_says_the_outcome_is_unknown(
 
 
 async def _rent(sim: SimServer, offers: list[int], labels: list[str]) -> list[int]:
-    async with VastClient(sim.api_key, sim.url) as vast:
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
         return [
             await vast.create_instance(o, image="x", disk=10, label=lab)
             for o, lab in zip(offers, labels, strict=True)
@@ -244,7 +248,7 @@ async def test_a_duplicate_that_will_not_go_is_reported_not_hidden() -> None:
         return None
 
     transport = httpx.MockTransport(handler)
-    async with VastClient("k", "http://vast.test", transport=transport) as vast:
+    async with VastClient("k", "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
         settled = await settle_label(vast, "L", sleep=no_sleep)
         assert settled.kept is not None and settled.kept.id == 20
         assert settled.destroyed == [] and settled.remaining == [21]
@@ -323,3 +327,43 @@ async def test_every_fleet_activity_heartbeats(tools: FleetActivities, sim: SimS
         tools.destroy_instance, _req("destroy_instance", {"instance_id": machine, "reason": "r"})
     )
     assert beats, "destroy_instance sent no heartbeat"
+
+
+async def test_reconcile_never_touches_an_agent_whose_id_extends_ours(
+    tools: FleetActivities, sim: SimServer
+) -> None:
+    """Agent `fleet-zombie/sub` has a duplicate label; agent `fleet-zombie`
+    neither sees it in its poll nor destroys it: a label prefix is not ownership."""
+    offers = await _offers(tools, 3)
+    theirs = create_label(f"{AGENT}/sub", 1, "tz")
+    mine = create_label(AGENT, 1, "tz")
+    ids = await _rent(sim, offers, [theirs, theirs, mine])
+    env = ActivityEnvironment()
+    snap = await env.run(tools.poll_fleet, PollRequest(agent_id=AGENT))
+    assert [i.id for i in snap.instances] == [ids[2]] and snap.duplicate_labels == {}
+    report = await env.run(tools.reconcile_labels, ReconcileRequest(agent_id=AGENT))
+    assert report.labels == [] and sorted(sim.market.instance_ids()) == sorted(ids)
+    sub = await env.run(tools.reconcile_labels, ReconcileRequest(agent_id=f"{AGENT}/sub"))
+    assert sub.destroyed == [ids[1]]
+
+
+async def test_a_tool_waiting_for_its_pacing_slot_keeps_heartbeating(
+    sim: SimServer, store: Store, configs: StaticConfigs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pacing wait is inside the activity, so a worker that waits for a
+    search slot is never taken for a dead one."""
+    fast = functools.partial(heartbeat.heartbeating, every=0.05)
+    monkeypatch.setattr("activities.fleet_calls.heartbeating", fast)
+    async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
+        tools = FleetActivities(vast, ProverSpec(), store=store, configs=configs)
+        # A 429 a moment ago: the search endpoint is blocked for ~0.5 s.
+        blocked = vast.pacer.refused("POST", "/api/v0/bundles/", attempt=0, backoff_base=0.5)
+        env = ActivityEnvironment()
+        beats: list[float] = []
+        env.on_heartbeat = lambda *_: beats.append(time.monotonic())
+        start = time.monotonic()
+        result = await env.run(tools.search_offers, _req("search_offers", {}))
+        waited = time.monotonic() - start
+    assert not result.is_error, result.content
+    assert waited >= blocked
+    assert len(beats) >= 5 and beats[-1] - beats[0] >= 0.6 * blocked

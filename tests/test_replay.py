@@ -42,6 +42,7 @@ from fleet_agent.settings import ProverSpec
 from fleet_agent.sim import SimServer
 from fleet_agent.store import RunRecord, Store
 from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.pacing import NO_PACING
 from starter.devserver import find_test_server
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import (
@@ -281,7 +282,9 @@ async def record(directory: Path = HISTORIES) -> dict[str, WorkflowHistory]:
             store = Store(f"sqlite:///{Path(tmp) / 'fleet.db'}")
             store.create_all()
             try:
-                async with VastClient(sim.api_key, sim.url, timeout=2, backoff_base=0.01) as vast:
+                async with VastClient(
+                    sim.api_key, sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
+                ) as vast:
                     fleet = FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
                     histories = await scenario(env, store, fake, fleet)
             finally:

@@ -126,6 +126,7 @@ def test_create_show_and_destroy(sim: SimServer, cli_env: dict[str, str]) -> Non
         "cli-made",
         "--env",
         "-e ROLE=prover",
+        "--args",  # the image's own ENTRYPOINT: the prover starts
     )
     assert created.returncode == 0, created.stderr
     match = re.search(r"Started\. (\{.*\})", created.stdout)
@@ -145,7 +146,7 @@ def test_create_show_and_destroy(sim: SimServer, cli_env: dict[str, str]) -> Non
     one = raw_json(vastai(sim, cli_env, "show", "instance", str(instance_id), "--raw"))
     assert one["id"] == instance_id and one["actual_status"] == "running"
     assert "proofs_per_hour" not in one  # the prover's port tells, not the row
-    port = one["ports"]["9821/tcp"][0]["HostPort"]
+    port = one["ports"]["9100/tcp"][0]["HostPort"]  # the image EXPOSEs 9100
     status = httpx.get(f"http://{one['public_ipaddr']}:{port}/status", timeout=5).json()
     assert status["phase"] in ("fetching-params", "starting", "proving")
 
@@ -211,3 +212,40 @@ def test_one_call_per_endpoint_goes_through_the_rate_limits(
         gone = vastai(limited, env, "destroy", "instance", str(instance_id), "-y")
         assert gone.returncode == 0, gone.stderr
         assert limited.market.counters["rate_limited"] == 0
+
+
+def test_default_search_and_an_entrypoint_create(sim: SimServer, cli_env: dict[str, str]) -> None:
+    """``vastai search offers`` with only the CLI's default query, and a create
+    with ``--args``: runtype ``args``, the image's own ENTRYPOINT."""
+    rows = raw_json(vastai(sim, cli_env, "search", "offers", "--raw"))
+    assert rows
+    assert all(r["verified"] and r["rentable"] and not r["rented"] for r in rows)
+    assert all(not r["external"] for r in rows)
+    created = vastai(
+        sim,
+        cli_env,
+        "create",
+        "instance",
+        str(rows[0]["id"]),
+        "--image",
+        "ghcr.io/example/prover:1",
+        "--disk",
+        "40",
+        "--env",
+        "-p 9100:9100",
+        "--args",
+    )
+    assert created.returncode == 0, created.stderr
+    match = re.search(r"Started\. (\{.*\})", created.stdout)
+    assert match, created.stdout
+    instance_id = ast.literal_eval(match.group(1))["new_contract"]
+    one = raw_json(vastai(sim, cli_env, "show", "instance", str(instance_id), "--raw"))
+    assert one["image_runtype"] == "args" and one["extra_env"] == {"-p 9100:9100": "1"}
+
+
+def test_search_with_a_wrong_key_answers_404_invalid_user_key(
+    sim: SimServer, cli_env: dict[str, str]
+) -> None:
+    proc = vastai(sim, cli_env, "search", "offers", "--raw", key="not-the-key")
+    error = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert error["status_code"] == 404 and error["msg"] == "Invalid user key"

@@ -16,12 +16,14 @@ from fleet_agent.vast.errors import (
     VastBadRequest,
     VastConnectionError,
     VastNotFound,
+    VastOfferGone,
     VastProtocolError,
     VastRateLimited,
     VastServerError,
     VastTimeout,
 )
 from fleet_agent.vast.models import TERMINAL_STATUSES, Instance
+from fleet_agent.vast.pacing import NO_PACING
 
 KEY = "test-key-0123456789abcdef"
 IMAGE = "ghcr.io/example/prover:1"
@@ -45,7 +47,7 @@ def sim() -> Iterator[SimServer]:
 
 @pytest.fixture
 async def vast(sim: SimServer) -> AsyncIterator[VastClient]:
-    async with VastClient(KEY, sim.url, timeout=5, backoff_base=0.01) as client:
+    async with VastClient(KEY, sim.url, timeout=5, backoff_base=0.01, pacing=NO_PACING) as client:
         yield client
 
 
@@ -152,19 +154,19 @@ async def test_create_show_list_destroy_round_trip(vast: VastClient, sim: SimSer
         await vast.destroy_instance(instance_id, missing_ok=False)
 
 
-async def test_rented_offer_is_no_such_ask(vast: VastClient) -> None:
+async def test_rented_offer_is_gone_410_no_such_ask(vast: VastClient) -> None:
     offer = (await vast.search_offers({}, limit=1))[0]
     await vast.create_instance(offer.id, image=IMAGE, disk=10, label="a")
-    with pytest.raises(VastNotFound) as info:
+    with pytest.raises(VastOfferGone) as info:
         await vast.create_instance(offer.id, image=IMAGE, disk=10, label="b")
-    assert info.value.status == 404 and info.value.error == "no_such_ask"
-    assert info.value.ambiguous is False
+    assert info.value.status == 410 and info.value.error == "no_such_ask"
+    assert info.value.ambiguous is False and info.value.permanent is True
 
 
 async def test_offer_taken_between_search_and_rent(vast: VastClient, sim: SimServer) -> None:
     offer = (await vast.search_offers({}, limit=1))[0]
     sim.market.set_faults(offer_taken_next=1)
-    with pytest.raises(VastNotFound) as info:
+    with pytest.raises(VastOfferGone) as info:
         await vast.create_instance(offer.id, image=IMAGE, disk=10, label="taken")
     assert info.value.error == "no_such_ask" and not info.value.ambiguous
     assert offer.id not in [o.id for o in await vast.search_offers({}, limit=1000)]
@@ -193,8 +195,79 @@ async def test_show_of_unknown_instance_is_none(vast: VastClient) -> None:
 # ------------------------------------------------------------------- auth
 
 
+async def test_search_with_a_wrong_key_is_an_auth_failure_not_not_found(sim: SimServer) -> None:
+    """The search answers a bad key with 404 "Invalid user key": permanent, and
+    never read as "not found"."""
+    async with VastClient("wrong-key-abcdef", sim.url, pacing=NO_PACING) as bad:
+        with pytest.raises(VastAuthError) as info:
+            await bad.search_offers({}, limit=1)
+    err = info.value
+    assert not isinstance(err, VastNotFound)
+    assert err.status == 404 and err.msg == "Invalid user key" and err.permanent
+    assert "wrong-key-abcdef" not in f"{err} {err!r}"
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (404, {"error": "auth_error", "msg": "Invalid user key"}),
+        (404, {"msg": "Invalid user key"}),
+        (200, {"success": False, "msg": "Invalid user key"}),
+        (403, {"success": False, "error": "forbidden", "msg": "no permission"}),
+    ],
+)
+async def test_a_rejected_key_is_never_a_missing_instance(
+    status: int, body: dict[str, object]
+) -> None:
+    """Show and destroy treat "no such instance" as gone; a rejected key must
+    not be taken for it, or a destroy would report success."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, json=body)
+
+    transport = httpx.MockTransport(handler)
+    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+        for call in (vast.show_instance(5), vast.destroy_instance(5), vast.list_instances()):
+            with pytest.raises(VastAuthError):
+                await call
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (
+            410,
+            {
+                "success": False,
+                "error": "no_such_ask",
+                "msg": "error 410/3907: no_such_ask Instance type 7 is no longer available.",
+                "ask_id": 7,
+            },
+        ),
+        (
+            404,
+            {
+                "success": False,
+                "error": "invalid_args",
+                "msg": "error 404/3603: no_such_ask Instance type by id 7 is not available.",
+                "ask_id": 7,
+            },
+        ),
+    ],
+)
+async def test_both_documented_offer_gone_shapes(status: int, body: dict[str, object]) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, json=body)
+
+    transport = httpx.MockTransport(handler)
+    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+        with pytest.raises(VastOfferGone) as info:
+            await vast.create_instance(7, image=IMAGE, disk=10, label="x")
+    assert info.value.status == status and not info.value.ambiguous and info.value.permanent
+
+
 async def test_wrong_or_missing_key_is_401(sim: SimServer) -> None:
-    async with VastClient("wrong-key-abcdef", sim.url) as bad:
+    async with VastClient("wrong-key-abcdef", sim.url, pacing=NO_PACING) as bad:
         with pytest.raises(VastAuthError) as info:
             await bad.list_instances()
     err = info.value
@@ -218,16 +291,16 @@ async def test_client_settings_from_environment(
 ) -> None:
     monkeypatch.setenv("VAST_API_KEY", KEY)
     monkeypatch.setenv("VAST_API_URL", sim.url + "/")
-    async with VastClient() as vast:
+    async with VastClient(pacing=NO_PACING) as vast:
         assert vast.base_url == sim.url
         assert KEY not in repr(vast)
         assert await vast.list_instances() == []
     monkeypatch.delenv("VAST_API_KEY")
     with pytest.raises(ValueError, match="API key"):
-        VastClient()
+        VastClient(pacing=NO_PACING)
     with pytest.raises(ValueError, match="origin only"):
-        VastClient(KEY, sim.url + "/api/v0")
-    async with VastClient(KEY, sim.url) as vast:
+        VastClient(KEY, sim.url + "/api/v0", pacing=NO_PACING)
+    async with VastClient(KEY, sim.url, pacing=NO_PACING) as vast:
         with pytest.raises(ValueError, match="path"):
             await vast.raw_request("GET", "http://elsewhere.test/api/v0/instances/")
 
@@ -235,7 +308,7 @@ async def test_client_settings_from_environment(
 async def test_refused_connection_is_not_ambiguous() -> None:
     with SimServer(seed=1, speed=0, api_key=KEY, offers=10) as gone:
         url = gone.url
-    async with VastClient(KEY, url, timeout=2) as vast:
+    async with VastClient(KEY, url, timeout=2, pacing=NO_PACING) as vast:
         with pytest.raises(VastConnectionError) as info:
             await vast.create_instance(1, image=IMAGE, disk=10, label="nobody-home")
     assert info.value.ambiguous is False
@@ -263,7 +336,9 @@ async def test_429_is_plain_text_without_retry_after(sim: SimServer) -> None:
 
 async def test_429_exhausted_raises(sim: SimServer) -> None:
     sim.market.set_faults(rate_limit_next=10)
-    async with VastClient(KEY, sim.url, max_429_retries=2, backoff_base=0.01) as vast:
+    async with VastClient(
+        KEY, sim.url, max_429_retries=2, backoff_base=0.01, pacing=NO_PACING
+    ) as vast:
         with pytest.raises(VastRateLimited) as info:
             await vast.list_instances()
     assert info.value.status == 429 and "too frequent" in str(info.value)
@@ -272,7 +347,7 @@ async def test_429_exhausted_raises(sim: SimServer) -> None:
 
 async def test_min_interval_rate_limit_is_per_endpoint(sim: SimServer) -> None:
     sim.market.set_faults(min_interval_s=30.0)
-    async with VastClient(KEY, sim.url, max_429_retries=0) as vast:
+    async with VastClient(KEY, sim.url, max_429_retries=0, pacing=NO_PACING) as vast:
         await vast.list_instances()
         await vast.search_offers({}, limit=1)  # another endpoint: its own budget
         with pytest.raises(VastRateLimited):
@@ -296,7 +371,7 @@ async def test_create_5xx_after_rent_is_ambiguous_and_findable(
 
 async def test_create_that_hangs_times_out_ambiguous(sim: SimServer) -> None:
     sim.market.set_faults(create_hang_next=1, hang_seconds=30.0)
-    async with VastClient(KEY, sim.url, timeout=0.5) as vast:
+    async with VastClient(KEY, sim.url, timeout=0.5, pacing=NO_PACING) as vast:
         with pytest.raises(VastTimeout) as info:
             await _rent_one(vast, "fleet-hang-1")
         assert info.value.ambiguous is True
@@ -308,7 +383,7 @@ async def test_create_that_hangs_times_out_ambiguous(sim: SimServer) -> None:
 async def test_delayed_create_rents_after_the_client_gave_up(sim: SimServer) -> None:
     """The zombie create: slow before it rents, and it rents all the same."""
     sim.market.set_faults(create_delay_next=1, create_delay_seconds=1.5)
-    async with VastClient(KEY, sim.url, timeout=0.3) as vast:
+    async with VastClient(KEY, sim.url, timeout=0.3, pacing=NO_PACING) as vast:
         with pytest.raises(VastTimeout) as info:
             await _rent_one(vast, "fleet-zombie-1")
         assert info.value.ambiguous is True
@@ -330,7 +405,7 @@ async def test_delayed_create_of_a_stopping_server_rents_nothing() -> None:
     ) as sim:
         market = sim.market
         market.set_faults(create_delay_next=1, create_delay_seconds=30.0)
-        async with VastClient(KEY, sim.url, timeout=0.3) as vast:
+        async with VastClient(KEY, sim.url, timeout=0.3, pacing=NO_PACING) as vast:
             with pytest.raises(VastTimeout):
                 await _rent_one(vast, "fleet-zombie-2")
     assert market.counters["create_delays"] == 1
@@ -340,6 +415,7 @@ async def test_delayed_create_of_a_stopping_server_rents_nothing() -> None:
 @pytest.mark.parametrize(
     ("status", "body"),
     [
+        (404, {"success": False, "error": "not_found", "msg": "Instance not found"}),
         (404, {"success": False, "error": "no_such_instance", "msg": "Instance 5 not found."}),
         (200, {"success": False, "error": "no_such_instance", "msg": "Instance 5 not found."}),
         (404, {"success": False, "msg": "Instance 5 not found."}),
@@ -352,7 +428,7 @@ async def test_missing_instance_shapes_count_as_gone(status: int, body: dict[str
         return httpx.Response(status, json=body)
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport) as vast:
+    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
         assert await vast.show_instance(5) is None
         await vast.destroy_instance(5)
         with pytest.raises(VastNotFound):
@@ -366,7 +442,7 @@ async def test_bare_404_is_not_taken_for_a_missing_instance() -> None:
         return httpx.Response(404, text="Not Found")
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport) as vast:
+    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
         with pytest.raises(VastNotFound):
             await vast.show_instance(5)
         with pytest.raises(VastNotFound):
@@ -378,7 +454,7 @@ async def test_read_timeout_on_a_get_is_not_ambiguous() -> None:
         raise httpx.ReadTimeout("slow", request=request)
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport) as vast:
+    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
         with pytest.raises(VastTimeout) as info:
             await vast.show_instance(5)
     assert info.value.ambiguous is False
@@ -389,7 +465,7 @@ async def test_unreadable_create_answer_is_ambiguous() -> None:
         return httpx.Response(200, text="<html>oops</html>")
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport) as vast:
+    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
         with pytest.raises(VastProtocolError) as info:
             await vast.create_instance(1, image=IMAGE, disk=10, label="x")
     assert info.value.ambiguous is True
@@ -425,7 +501,7 @@ async def test_deprecated_answer_on_any_list_path_raises() -> None:
         return httpx.Response(200, json=body)
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport) as vast:
+    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
         with pytest.raises(VastProtocolError) as info:
             await vast.list_instances()
     assert info.value.error == "deprecated_endpoint"
@@ -436,7 +512,7 @@ async def test_list_without_instances_key_raises() -> None:
         return httpx.Response(200, json={"success": True})
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport) as vast:
+    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
         with pytest.raises(VastProtocolError):
             await vast.list_instances()
 
@@ -565,7 +641,9 @@ async def test_seed_reproducibility() -> None:
             rate_limits=False,
         ) as s:
             s.market.set_faults(create_hang_rate=0.0)  # keep the test fast
-            async with VastClient(KEY, s.url, backoff_base=0, max_429_retries=20) as vast:
+            async with VastClient(
+                KEY, s.url, backoff_base=0, max_429_retries=20, pacing=NO_PACING
+            ) as vast:
                 offers = await vast.search_offers({}, order="dph_total", limit=20)
                 outcomes = []
                 for n, offer in enumerate(offers[:8]):
@@ -634,7 +712,9 @@ async def test_search_body_matches_cli_grammar() -> None:
         return httpx.Response(200, json={"offers": []})
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test/prefix", transport=transport) as vast:
+    async with VastClient(
+        KEY, "http://vast.test/prefix", transport=transport, pacing=NO_PACING
+    ) as vast:
         await vast.search_offers(
             {"num_gpus": {"gte": 1}}, order="dph_total,-reliability2", limit=3, type="bid"
         )
@@ -646,3 +726,97 @@ async def test_search_body_matches_cli_grammar() -> None:
             "limit": 3,
         }
     ]
+
+
+async def test_create_body_keeps_the_images_entrypoint_and_maps_a_port() -> None:
+    """runtype "args" keeps the image's ENTRYPOINT; args replace its CMD; a port
+    mapping travels in env as the CLI's ``-p`` key (docs: creating instances)."""
+    seen: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json={"success": True, "new_contract": 77})
+
+    transport = httpx.MockTransport(handler)
+    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+        made = await vast.create_instance(
+            5,
+            image=IMAGE,
+            disk=64,
+            label="L",
+            runtype="args",
+            args=["--status-port", "9100"],
+            env={"-p 9100:9100": "1", "PROVER_STATUS_PORT": "9100"},
+        )
+        await vast.create_instance(6, image=IMAGE, disk=64, label="M")
+    assert made == 77
+    assert seen[0] == {
+        "client_id": "me",
+        "image": IMAGE,
+        "disk": 64.0,
+        "label": "L",
+        "onstart": None,
+        "env": {"-p 9100:9100": "1", "PROVER_STATUS_PORT": "9100"},
+        "runtype": "args",
+        "args": ["--status-port", "9100"],
+    }
+    # Without a runtype the service's default applies; nothing is invented.
+    assert "runtype" not in seen[1] and "args" not in seen[1]
+
+
+async def test_create_records_runtype_and_port_in_the_simulator(vast: VastClient) -> None:
+    offer = (await vast.search_offers({"disk_space": {"gte": 64}}, limit=1))[0]
+    made = await vast.create_instance(
+        offer.id, image=IMAGE, disk=64, label="rt", runtype="args", env={"-p 9100:9100": "1"}
+    )
+    shown = await vast.show_instance(made)
+    assert shown is not None and ["-p 9100:9100", "1"] in shown.extras["extra_env"]
+    assert shown.extras["image_runtype"] == "args"
+
+
+async def test_paged_search_walks_past_a_full_page(vast: VastClient) -> None:
+    """Three offers a page: the pages together are every match, cheapest first,
+    each offer once; a bound on the price is kept on every page."""
+    # Fewer matches than 100 pages of 3 hold, in a market of hundreds.
+    cheap = {"dph_total": {"lte": 1.5}, "gpu_name": {"in": ["RTX 3090", "RTX 4090"]}}
+    everything = await vast.search_offers(cheap, order="dph_total", limit=1000)
+    assert len(everything) > 7
+    paged = await vast.search_offers_paged(cheap, page_size=3, max_pages=100, allocated_storage=5)
+    assert paged.complete and paged.pages > 2
+    assert sorted(o.id for o in paged.offers) == sorted(o.id for o in everything)
+    prices = [o.dph_total for o in paged.offers]
+    assert prices == sorted(prices) and max(prices) <= 1.5
+    cut = await vast.search_offers_paged({"dph_total": {"lte": 1.5}}, page_size=3, max_pages=2)
+    assert not cut.complete and cut.pages == 2 and 3 < len(cut.offers) <= 6
+
+
+async def test_search_price_includes_the_storage_asked_for(vast: VastClient) -> None:
+    small = {o.id: o for o in await vast.search_offers({}, limit=1000, allocated_storage=5)}
+    large = await vast.search_offers({}, limit=1000, allocated_storage=200)
+    assert large and all(o.dph_total > small[o.id].dph_total for o in large)
+
+
+async def test_gpu_catalogue_is_public_and_cached(sim: SimServer) -> None:
+    async with VastClient("any-key-at-all", sim.url, pacing=NO_PACING) as vast:
+        names = await vast.gpu_names()
+        before = sim.market.counters["requests"]
+        assert await vast.gpu_names() == names
+        assert sim.market.counters["requests"] == before  # cached
+    assert "RTX 4090" in names and "A100 SXM4" in names
+
+
+async def test_list_leaves_out_destroyed_rows() -> None:
+    rows = [
+        {"id": 1, "label": "a", "actual_status": "running", "cur_state": "running"},
+        {"id": 2, "label": "a", "actual_status": "exited", "cur_state": "unloaded"},
+        {"id": 3, "label": "a", "actual_status": None, "intended_status": "destroyed"},
+        {"id": 4, "label": "a", "actual_status": "stopped", "cur_state": "stopped"},
+    ]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"instances": rows, "next_token": None})
+
+    transport = httpx.MockTransport(handler)
+    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+        assert [i.id for i in await vast.list_instances()] == [1, 4]
+        assert [i.id for i in await vast.list_instances(include_gone=True)] == [1, 2, 3, 4]

@@ -62,8 +62,11 @@ LLM_RETRY = RetryPolicy(
     non_retryable_error_types=["LlmPermanent"],
 )
 
-FLEET_READ_TIMEOUT = timedelta(seconds=60)
-FLEET_WRITE_TIMEOUT = timedelta(seconds=120)
+# vast.ai calls are paced per endpoint (fleet_agent/vast/pacing.py: ten
+# searches a minute, a create every 4.5 s, 12 s after a 429), so a call may
+# wait for its slot; the heartbeat timeout, not these, notices a dead worker.
+FLEET_READ_TIMEOUT = timedelta(seconds=180)
+FLEET_WRITE_TIMEOUT = timedelta(seconds=300)
 FLEET_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     backoff_coefficient=2.0,

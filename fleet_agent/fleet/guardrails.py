@@ -2,25 +2,33 @@
 
 Pure functions: the fleet activities call them with the live fleet and the
 agent's current config; a refusal is returned to the model as a clear error
-and nothing is rented.
+and nothing is rented. The same limits are pushed into the offer search
+(fleet_agent/fleet/offer_query.py); checking them again here keeps an offer
+the service let through (a filter it ignored, a price that moved, an offer
+looked up by id for a create) from being rented.
 """
 
 from __future__ import annotations
 
 from fleet_agent.models import AgentConfig
+from fleet_agent.prover import ProverSpec
 from fleet_agent.vast.models import Instance, Offer
 
-__all__ = ["gpu_allowed", "offer_refusal", "rent_refusal"]
+__all__ = ["gpu_allowed", "machine_refusal", "offer_refusal", "rent_refusal"]
+
+_UNVERIFIED = frozenset({"unverified", "deverified"})
 
 
 def gpu_allowed(gpu_name: str, allowed: list[str]) -> bool:
-    """'A100' allows 'A100 SXM4' and 'A100 PCIE'; matching ignores case."""
+    """'A100' allows 'A100 SXM4' and 'A100 PCIE' (not 'A100X'); matching ignores case."""
     name = gpu_name.casefold()
     return any(name == a.casefold() or name.startswith(a.casefold() + " ") for a in allowed)
 
 
-def offer_refusal(offer: Offer, config: AgentConfig) -> str | None:
-    """Why this offer may never be rented under `config`, or None."""
+def offer_refusal(
+    offer: Offer, config: AgentConfig, prover: ProverSpec | None = None
+) -> str | None:
+    """Why this offer may never be rented under `config` (and by `prover`), or None."""
     if not gpu_allowed(offer.gpu_name, config.allowed_gpus):
         return f"GPU {offer.gpu_name!r} is not allowed (allowed: {', '.join(config.allowed_gpus)})"
     if offer.dph_total > config.max_instance_dph:
@@ -33,12 +41,51 @@ def offer_refusal(offer: Offer, config: AgentConfig) -> str | None:
         return f"reliability {reliability} is under the minimum {config.min_reliability:g}"
     if offer.rentable is False:
         return "the offer is not rentable"
+    if offer.rented is True or offer.external is True:
+        return "the offer is not open to rent (rented or external)"
+    if prover is not None:
+        return machine_refusal(offer, prover)
     return None
 
 
-def rent_refusal(offer: Offer, fleet: list[Instance], config: AgentConfig) -> str | None:
-    """Why renting `offer` now, next to this agent's `fleet`, is refused, or None."""
-    reason = offer_refusal(offer, config)
+def machine_refusal(offer: Offer, prover: ProverSpec) -> str | None:
+    """Why the machine of `offer` cannot run `prover`, or None. A field the
+    offer does not carry is not held against it (the search filtered on it)."""
+    if prover.verified_only and (
+        offer.verified is False or (offer.verification or "").lower() in _UNVERIFIED
+    ):
+        return "the host is not verified"
+    if offer.num_gpus > prover.max_gpus:
+        return f"{offer.num_gpus} GPUs, over the {prover.max_gpus} a prover uses"
+    need = prover.min_host_ram_mb(offer.num_gpus)
+    if offer.cpu_ram < need:
+        return (
+            f"host RAM {offer.cpu_ram / 1024:.0f} GiB is under the {need / 1024:.0f} GiB "
+            f"{offer.num_gpus} GPU(s) need for proving"
+        )
+    if offer.disk_space is not None and offer.disk_space < prover.disk_gb:
+        return f"{offer.disk_space:g} GB of disk, under the {prover.disk_gb:g} GB rented"
+    if offer.inet_down is not None and offer.inet_down < prover.min_inet_down_mbps:
+        return (
+            f"download {offer.inet_down:g} Mb/s is under {prover.min_inet_down_mbps:g} Mb/s "
+            "(proof parameters take too long to fetch)"
+        )
+    if offer.cuda_max_good is not None and offer.cuda_max_good < prover.min_cuda:
+        return f"CUDA {offer.cuda_max_good:g} is older than the {prover.min_cuda:g} the image needs"
+    if prover.status_port is not None and offer.direct_port_count == 0:
+        return "the host has no direct ports for the prover's status port"
+    return None
+
+
+def rent_refusal(
+    offer: Offer, fleet: list[Instance], config: AgentConfig, prover: ProverSpec | None = None
+) -> str | None:
+    """Why renting `offer` now, next to this agent's `fleet`, is refused, or None.
+
+    `fleet` holds no destroyed rows (`VastClient.list_instances` leaves them
+    out); dead, stopped and frozen machines count, as vast.ai still bills them.
+    """
+    reason = offer_refusal(offer, config, prover)
     if reason is not None:
         return reason
     if len(fleet) + 1 > config.max_instances:

@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fleet_agent.vast.models import phase_of
+
 __all__ = ["STUCK_LOADING_MINUTES", "FleetPlan", "choose_offers", "plan_fleet"]
 
 # A machine still not running after this long is replaced (vast.ai hosts
-# sometimes never finish pulling the image).
+# sometimes never finish pulling the image). Age counts from the rental, so a
+# reboot (transient, and possibly hours after the rental) is exempt.
 STUCK_LOADING_MINUTES = 30.0
-_DEAD = frozenset({"exited", "unknown", "offline"})
-_BOOTING = frozenset({"scheduling", "created", "loading"})
 
 
 @dataclass(frozen=True)
@@ -36,10 +37,23 @@ def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
     alive: list[dict[str, Any]] = []
     for row in rows:
         state = str(row.get("state"))
+        phase = phase_of(state)
         age = row.get("age_minutes")
-        if state in _DEAD:
+        if phase == "dead":
             destroy.append((int(row["id"]), f"instance is {state}; replacing it"))
-        elif state in _BOOTING and age is not None and float(age) > STUCK_LOADING_MINUTES:
+        elif phase == "idle":
+            # Stopped or frozen: proves nothing, still billed.
+            destroy.append((int(row["id"]), f"instance is {state}, not capacity; replacing it"))
+        elif phase in ("gone", "unrecognized"):
+            # Not in the fleet, or a status this code does not know: not counted
+            # as capacity, and not destroyed on a guess.
+            continue
+        elif (
+            phase == "booting"
+            and state != "rebooting"
+            and age is not None
+            and float(age) > STUCK_LOADING_MINUTES
+        ):
             destroy.append((int(row["id"]), f"stuck {state} for {float(age):.0f} min"))
         else:
             alive.append(row)

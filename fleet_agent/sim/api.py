@@ -34,6 +34,10 @@ from .market import ApiError, Market
 __all__ = ["RATE_LIMIT_TEXT", "Headers", "Reply", "SimApi"]
 
 RATE_LIMIT_TEXT = "API requests too frequent"
+INVALID_KEY = "Invalid user key"
+# Routes that answer a missing or wrong key with a 404 (the search's openapi
+# file documents 404 "Invalid user key"); the others answer 401 auth_error.
+_AUTH_404_ROUTES = frozenset({"bundles"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,10 +162,13 @@ class SimApi:
                 limited = self._rate_limited(method, name, key or client)
                 if limited is not None:
                     return limited
+                if key != self._api_key and name in _AUTH_404_ROUTES:
+                    # Only a msg, no error code: the documented minimum.
+                    return Reply(404, {"success": False, "msg": INVALID_KEY})
                 if not key:
                     raise ApiError(401, "auth_error", "Please log in or sign up")
                 if key != self._api_key:
-                    raise ApiError(401, "auth_error", "Invalid user key")
+                    raise ApiError(401, "auth_error", INVALID_KEY)
             body = self._decode_body(method, raw_body)
             return handler(self, _Request(method, path, params, body, match))
         except ApiError as exc:
@@ -236,7 +243,26 @@ class SimApi:
         # still gets its machine rented (a zombie create).
         if delay > 0 and self._wait(delay):
             return Reply(503, text="Service Unavailable")
-        result = self.market.rent(int(req.match["id"]), req.body)
+        offer_id = int(req.match["id"])
+        try:
+            result = self.market.rent(offer_id, req.body)
+        except ApiError as exc:
+            if exc.error != "no_such_ask":
+                raise
+            # An offer rented, expired or taken meanwhile: 410, as documented
+            # ("Offer no longer available"). The documented 404 form (error
+            # invalid_args, "no_such_ask" in msg) is not served: the market
+            # forgets an offer once it leaves, so it cannot tell them apart.
+            return Reply(
+                410,
+                {
+                    "success": False,
+                    "error": "no_such_ask",
+                    "msg": f"error 410/3907: no_such_ask Instance type {offer_id} is no "
+                    "longer available.",
+                    "ask_id": offer_id,
+                },
+            )
         if result.answer == "server_error":
             # The machine is rented, but the answer is lost in a server error.
             status = self.market.faults.create_error_status
@@ -289,7 +315,13 @@ class SimApi:
         return Reply(200, {"instances": self.market.show_instance(int(req.match["id"]))})
 
     def _destroy(self, req: _Request) -> Reply:
-        self.market.destroy_instance(int(req.match["id"]))
+        try:
+            self.market.destroy_instance(int(req.match["id"]))
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            # The destroy endpoint's documented "not found" shape.
+            return Reply(404, {"success": False, "error": "not_found", "msg": "Instance not found"})
         return Reply(200, {"success": True, "msg": "Instance destroyed successfully"})
 
     # ------------------------------------------------------------ control

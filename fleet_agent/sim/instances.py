@@ -81,7 +81,7 @@ def container_ports(runtype: str | None, env: dict[str, str]) -> list[str]:
         wanted.append("22/tcp")
     if "jupyter" in kind:
         wanted.append("8080/tcp")
-    wanted.append(f"{PROVER_STATUS_PORT}/tcp")  # the prover image EXPOSEs it
+    wanted.append(f"{PROVER_STATUS_PORT}/tcp")  # the prover image EXPOSEs its default
     for key in env:
         m = _PORT_OPTION.match(key.strip())
         if m:
@@ -260,9 +260,10 @@ class SimInstance:
 
     def prover_status(self) -> dict[str, Any] | None:
         """The prover's ``GET /status`` answer, or None when nothing listens."""
-        if self.machine.status != "running":
+        m = self.machine
+        if m.status != "running" or not m.starts_prover:
             return None
-        return status_body(self.machine, self.offer, self.machine.t)
+        return status_body(m, self.offer, m.t)
 
     def truth(self) -> dict[str, Any]:
         """What really happens, for the control API (never in an API row)."""
@@ -273,7 +274,7 @@ class SimInstance:
         return {
             "proofs_per_hour": round(rate, 3),
             "proofs_completed": math.floor(m.proofs),
-            "prover_phase": m.phase if m.status == "running" else "off",
+            "prover_phase": m.phase if m.status == "running" and m.starts_prover else "off",
             "prover_stuck": m.stuck,
             "prover_error": m.error if m.phase == "error" else None,
             "expected_proofs_per_hour": round(offer_proof_rate(self.offer) * m.fate.rate_jitter, 3),

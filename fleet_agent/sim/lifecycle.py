@@ -171,6 +171,8 @@ class Machine:
     image: str
     runtype: str | None
     disk_gb: float
+    #: Whether the container starts the prover (see `fleet_agent.sim.prover.starts_prover`).
+    starts_prover: bool = True
     rng_state: Any = None
     status: str | None = None
     intended: str = "running"
@@ -211,9 +213,18 @@ class Machine:
         image: str,
         runtype: str | None,
         disk_gb: float,
+        starts_prover: bool = True,
     ) -> Machine:
         """A machine rented at `now`: scheduling until provisioned."""
-        m = cls(fate=fate, created_at=now, t=now, image=image, runtype=runtype, disk_gb=disk_gb)
+        m = cls(
+            fate=fate,
+            created_at=now,
+            t=now,
+            image=image,
+            runtype=runtype,
+            disk_gb=disk_gb,
+            starts_prover=starts_prover,
+        )
         m._rng = rng
         m.next_at, m.next_kind = now + fate.provision_s, "loading"
         return m
@@ -369,6 +380,8 @@ class Machine:
     # -------------------------------------------------------------- prover
 
     def _start_prover(self, t: float) -> None:
+        if not self.starts_prover:
+            return  # the container runs, nothing in it proves
         self.prover_started_at = t
         self.stuck, self.error = False, None
         if self.params_bytes < PARAMS_BYTES:

@@ -28,7 +28,7 @@ from .faults import Faults, scenario
 from .instances import InstanceEnv, SimInstance, container_ports
 from .lifecycle import Machine, draw_fate
 from .offers import OfferBook, SimOffer
-from .prover import PROVER_STATUS_PORT
+from .prover import starts_prover, status_port
 from .query import QueryError, after_token, decode_token, encode_token, matches, sort_records
 from .ratelimit import Limit, RateLimiter
 
@@ -348,6 +348,7 @@ class Market(MarketControls):
                 image=request["image"],
                 runtype=request["runtype"],
                 disk_gb=request["disk"],
+                starts_prover=starts_prover(request["runtype"], request["onstart"]),
             )
             inst = SimInstance(
                 id=instance_id,
@@ -380,7 +381,7 @@ class Market(MarketControls):
         wanted = container_ports(inst.machine.runtype, inst.env)
         if int(inst.offer.get("direct_port_count") or 0) < len(wanted):
             return  # no open ports: only vast.ai's SSH proxy reaches it
-        prover = f"{PROVER_STATUS_PORT}/tcp"
+        prover = f"{status_port(inst.env)}/tcp"
         ports: dict[str, int] = {}
         for n, name in enumerate(wanted):
             if name == prover and self.port_allocator is not None:
@@ -392,7 +393,7 @@ class Market(MarketControls):
 
     def _remap_prover_port(self, inst: SimInstance) -> None:
         """After a restore: listen again for the prover, on its old port if free."""
-        name = f"{PROVER_STATUS_PORT}/tcp"
+        name = f"{status_port(inst.env)}/tcp"
         if name in inst.host_ports and self.port_allocator is not None:
             inst.host_ports[name] = self.port_allocator(inst.id, inst.host_ports[name])
             inst.public_ip = self.public_host or inst.public_ip

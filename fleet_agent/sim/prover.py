@@ -1,8 +1,12 @@
 """The simulated prover: what it can do on a host, and the status it serves.
 
-Every simulated instance runs the prover image. Its status is served over
-HTTP on container port `PROVER_STATUS_PORT` (the image EXPOSEs it, so vast.ai
-maps it like any requested port): ``GET /status`` answers `status_body`.
+Every simulated instance runs the prover image. It starts when the image's
+ENTRYPOINT runs (runtype ``args``) or when ``onstart`` starts it (the ``ssh``
+and ``jupyter`` runtypes replace the ENTRYPOINT, so without an ``onstart``
+nothing proves: we cannot read a shell script, so any ``onstart`` counts).
+Its status is served over HTTP on the container port the ``PROVER_STATUS_PORT``
+variable names (default `PROVER_STATUS_PORT`, which the image EXPOSEs, so
+vast.ai maps it like a ``-p`` request): ``GET /status`` answers `status_body`.
 The shape is documented in docs/SIMULATOR.md, "Prover status endpoint".
 """
 
@@ -26,14 +30,33 @@ from .lifecycle import PARAMS_BYTES, PROVER_CUDA, Machine
 __all__ = [
     "PROVER_STATUS_PATH",
     "PROVER_STATUS_PORT",
+    "STATUS_PORT_VARIABLE",
     "offer_proof_rate",
     "prover_blocker",
+    "starts_prover",
     "status_body",
+    "status_port",
 ]
 
-#: Container port of the prover's status endpoint, and its path.
-PROVER_STATUS_PORT = 9821
+#: Container port of the prover's status endpoint (the image's default, and
+#: what it EXPOSEs), the variable that moves it, and the endpoint's path.
+PROVER_STATUS_PORT = 9100
+STATUS_PORT_VARIABLE = "PROVER_STATUS_PORT"
 PROVER_STATUS_PATH = "/status"
+
+
+def status_port(env: dict[str, str]) -> int:
+    """The container port the prover serves its status on, given the create's env."""
+    raw = env.get(STATUS_PORT_VARIABLE, "")
+    return int(raw) if raw.isdigit() and 0 < int(raw) < 65536 else PROVER_STATUS_PORT
+
+
+def starts_prover(runtype: str | None, onstart: str | None) -> bool:
+    """Whether the container starts the prover: the image's own ENTRYPOINT
+    (runtype ``args``), or an ``onstart`` in the runtypes that replace it."""
+    if (runtype or "ssh") == "args":
+        return True
+    return bool(onstart and onstart.strip())
 
 
 def offer_proof_rate(offer: dict[str, Any]) -> float:

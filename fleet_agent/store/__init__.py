@@ -5,6 +5,7 @@ Temporal-free and synchronous: activities call it from their thread pool.
 
 from .engine import create_engine_for, default_database_url, redacted_url
 from .guard import NEW_STORE_ENV, NEW_STORE_FLAG, StoreRefused, store_refusal
+from .hosts import FailedHost, FailedHosts
 from .journal import ToolCallRecord, ToolCallStatus, ToolJournal
 from .records import HistoryEntry, MessageRecord, RunRecord, SessionRecord, StoreCondition
 from .schema import SCHEMA_VERSION, SchemaError
@@ -14,6 +15,8 @@ __all__ = [
     "NEW_STORE_ENV",
     "NEW_STORE_FLAG",
     "SCHEMA_VERSION",
+    "FailedHost",
+    "FailedHosts",
     "HistoryEntry",
     "MessageRecord",
     "RunRecord",

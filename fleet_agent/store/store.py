@@ -24,7 +24,7 @@ from .records import MessageRecord, MessageRole, SessionRecord, StoreCondition
 from .run_reads import RunReads
 from .run_writes import RunWrites
 from .schema import read_version, upgrade
-from .tables import InboxRow, MessageRow, RunRow, SessionRow, ToolCallRow
+from .tables import FailedHostRow, InboxRow, MessageRow, RunRow, SessionRow, ToolCallRow
 from .timestamps import require_aware
 
 __all__ = ["Store"]
@@ -146,10 +146,10 @@ class Store(RunWrites, RunReads, Inbox):
     # ------------------------------------------------------------ maintenance
 
     def delete_agent(self, agent_id: str) -> None:
-        """Delete every session, run, message, inbox text and journalled tool call
-        of `agent_id` (tests and ops cleanup)."""
+        """Delete every session, run, message, inbox text, journalled tool call and
+        remembered failed host of `agent_id` (tests and ops cleanup)."""
         with self._engine.begin() as conn:
-            for model in (ToolCallRow, MessageRow, RunRow, SessionRow, InboxRow):
+            for model in (ToolCallRow, MessageRow, RunRow, SessionRow, InboxRow, FailedHostRow):
                 conn.execute(delete(model).where(col(model.agent_id) == agent_id))
 
 

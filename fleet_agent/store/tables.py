@@ -15,12 +15,14 @@ from sqlmodel import Field, SQLModel
 from .timestamps import UTCDateTime
 
 __all__ = [
+    "FAILED_HOSTS_TABLE",
     "INBOX_TABLE",
     "MESSAGES_TABLE",
     "META_TABLE",
     "RUNS_TABLE",
     "SESSIONS_TABLE",
     "TOOL_CALLS_TABLE",
+    "FailedHostRow",
     "InboxRow",
     "MessageRow",
     "MetaRow",
@@ -35,6 +37,7 @@ SESSIONS_TABLE = "fa_sessions"
 RUNS_TABLE = "fa_runs"
 MESSAGES_TABLE = "fa_messages"
 TOOL_CALLS_TABLE = "fa_tool_calls"
+FAILED_HOSTS_TABLE = "fa_failed_hosts"
 INBOX_TABLE = "fa_inbox"
 META_TABLE = "fa_meta"
 
@@ -169,6 +172,23 @@ class InboxRow(SQLModel, table=True):
     received_at: datetime = Field(sa_type=UTCDateTime)
 
 
+class FailedHostRow(SQLModel, table=True):
+    """A host whose machine failed for this agent: not rented again until `until`."""
+
+    __tablename__ = FAILED_HOSTS_TABLE
+    __table_args__ = (
+        UniqueConstraint("agent_id", "machine_id", name="uq_fa_failed_hosts_agent_machine"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: str
+    machine_id: int
+    host_id: int | None = None
+    reason: str = Field(default="", sa_type=Text)
+    failed_at: datetime = Field(sa_type=UTCDateTime)
+    until: datetime = Field(sa_type=UTCDateTime)
+
+
 def table_of(model: type[SQLModel]) -> Table:
     """The Core `Table` of a table model.
 
@@ -190,4 +210,5 @@ def all_tables() -> list[Table]:
         table_of(MessageRow),
         table_of(InboxRow),
         table_of(ToolCallRow),
+        table_of(FailedHostRow),
     ]

@@ -11,7 +11,11 @@ mutating request was sent and the answer was lost or unusable (timeout, dropped
 connection, 5xx, unreadable body). The machine may then be rented (or gone)
 even though the call failed, so the caller must reconcile, e.g. by listing
 instances by label, before trying again. Rejections the service states clearly
-(401, 404 ``no_such_ask``, 429, ``success: false``) are never ambiguous.
+(401, 404/410 ``no_such_ask``, 429, ``success: false``) are never ambiguous.
+
+`permanent` says whether sending the same request again can ever help: a
+rejected key (`VastAuthError`) or an offer that is gone (`VastOfferGone`) will
+not change by retrying.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ __all__ = [
     "VastConnectionError",
     "VastError",
     "VastNotFound",
+    "VastOfferGone",
     "VastProtocolError",
     "VastRateLimited",
     "VastServerError",
@@ -31,6 +36,9 @@ __all__ = [
 
 class VastError(Exception):
     """Base of every vast.ai client error."""
+
+    #: Sending the same request again cannot succeed (see the module docstring).
+    permanent = False
 
     def __init__(
         self,
@@ -68,11 +76,21 @@ class VastError(Exception):
 
 
 class VastAuthError(VastError):
-    """The API key was missing, wrong or lacks permission (401/403, ``auth_error``)."""
+    """The API key was missing, wrong or lacks permission: 401/403, ``auth_error``, or
+    any answer saying "Invalid user key" (the search endpoint says it with a 404)."""
+
+    permanent = True
 
 
 class VastNotFound(VastError):
-    """The thing does not exist (404), including an offer already taken (``no_such_ask``)."""
+    """The thing does not exist (a JSON 404, ``no_such_instance``, ``not_found``)."""
+
+
+class VastOfferGone(VastNotFound):
+    """The offer cannot be rented any more: ``no_such_ask``, answered with 410 (offer
+    no longer available) or 404 (no such offer). Search again; retrying cannot help."""
+
+    permanent = True
 
 
 class VastRateLimited(VastError):

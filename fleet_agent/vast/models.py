@@ -4,19 +4,31 @@ Both models keep every field the service sends (``extra="allow"``), so nothing
 is lost when the service adds fields or when the simulator reports its own
 extras such as ``proofs_per_hour``. Units are the service's: RAM in MB, prices
 in $/hour, bandwidth in Mb/s, times in Unix seconds.
+
+An instance's state is spread over four fields (docs: ``cli/reference/show-instance.mdx``):
+``actual_status`` (the container: null, loading, running, stopped, frozen,
+exited, rebooting, unknown, offline), ``intended_status`` (what the renter
+asked: running, stopped, frozen), ``cur_state`` (the machine contract: running,
+stopped, or unloaded once released on destroy) and ``next_state``.
+`Instance.state` folds them into one word and `phase_of` into what a fleet
+manager does with it (`InstancePhase`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "BOOTING_STATUSES",
+    "GONE_STATES",
+    "IDLE_STATUSES",
     "TERMINAL_STATUSES",
     "Instance",
+    "InstancePhase",
     "Offer",
+    "phase_of",
 ]
 
 #: ``actual_status`` values from which an instance never returns to ``running``
@@ -24,8 +36,40 @@ __all__ = [
 #: should destroy and replace such an instance, not wait for it.
 TERMINAL_STATUSES: frozenset[str] = frozenset({"exited", "unknown", "offline"})
 
-#: ``actual_status`` values of an instance on its way up (None = not yet scheduled).
-BOOTING_STATUSES: frozenset[str | None] = frozenset({None, "created", "loading"})
+#: Halted but kept, and billed: ``stopped`` (disk charges go on) or ``frozen``
+#: (paused with its memory; GPU charges go on). Neither proves: not capacity.
+IDLE_STATUSES: frozenset[str] = frozenset({"stopped", "frozen"})
+
+#: ``actual_status`` values of an instance on its way up (None = not yet
+#: scheduled); ``rebooting`` is a transient restart.
+BOOTING_STATUSES: frozenset[str | None] = frozenset({None, "created", "loading", "rebooting"})
+
+#: Words in any of the four state fields that mean the machine was destroyed
+#: and released (``cur_state: unloaded``). Such a row is no fleet member.
+GONE_STATES: frozenset[str] = frozenset({"destroyed", "terminated", "deleted", "unloaded"})
+
+#: What a fleet manager makes of a state: ``running`` is capacity; ``booting``
+#: will be; ``idle`` (stopped, frozen) and ``dead`` are not and must be
+#: replaced or released; ``gone`` is not in the fleet at all; ``unrecognized``
+#: is a status this code does not know (not capacity, not destroyed for it).
+InstancePhase = Literal["running", "booting", "idle", "dead", "gone", "unrecognized"]
+
+_BOOTING_STATES = frozenset({"scheduling", "created", "loading", "rebooting"})
+
+
+def phase_of(state: str) -> InstancePhase:
+    """The phase of an `Instance.state` word."""
+    if state == "running":
+        return "running"
+    if state in _BOOTING_STATES:
+        return "booting"
+    if state in IDLE_STATUSES:
+        return "idle"
+    if state in TERMINAL_STATUSES:
+        return "dead"
+    if state in GONE_STATES:
+        return "gone"
+    return "unrecognized"
 
 
 class _VastRecord(BaseModel):
@@ -54,7 +98,11 @@ class Offer(_VastRecord):
     inet_up: float | None = None
     geolocation: str | None = None
     rentable: bool | None = None
+    rented: bool | None = None
+    external: bool | None = None
     verified: bool | None = None
+    verification: str | None = None
+    direct_port_count: int | None = None
     machine_id: int | None = None
     host_id: int | None = None
     disk_space: float | None = Field(default=None, description="GB available.")
@@ -90,14 +138,47 @@ class Instance(_VastRecord):
     disk_space: float | None = None
     reliability2: float | None = None
     geolocation: str | None = None
+    public_ipaddr: str | None = None
+    #: Port mappings of a running instance: ``{"9100/tcp": [{"HostIp", "HostPort"}]}``.
+    ports: Any = None
     #: Simulator only: proving throughput of a running instance (0 otherwise).
     #: The real service has no such field, so it is None there.
     proofs_per_hour: float | None = None
 
     @property
+    def is_gone(self) -> bool:
+        """Destroyed and released: a row the service may still show, no fleet member."""
+        fields = (self.actual_status, self.intended_status, self.cur_state, self.next_state)
+        return any(f is not None and f.lower() in GONE_STATES for f in fields)
+
+    @property
+    def state(self) -> str:
+        """One word for the four state fields (see the module docstring).
+
+        ``destroyed`` for a gone row; the dead ``actual_status`` as it is; a
+        machine stopped or frozen by the renter, the host or an outbid
+        interruptible contract reads ``stopped``/``frozen`` even while its
+        container still runs down; ``scheduling`` while there is no status yet.
+        """
+        if self.is_gone:
+            return "destroyed"
+        actual = self.actual_status
+        if actual in TERMINAL_STATUSES or actual in IDLE_STATUSES:
+            return str(actual)
+        if self.intended_status in IDLE_STATUSES:
+            return str(self.intended_status)
+        if "stopped" in (self.cur_state, self.next_state):
+            return "stopped"
+        return actual if actual is not None else "scheduling"
+
+    @property
+    def phase(self) -> InstancePhase:
+        return phase_of(self.state)
+
+    @property
     def is_running(self) -> bool:
-        """The container runs (it may still be fetching proof parameters)."""
-        return self.actual_status == "running"
+        """The container runs and is meant to (it may still be fetching proof parameters)."""
+        return self.phase == "running"
 
     @property
     def is_terminal(self) -> bool:
@@ -106,5 +187,19 @@ class Instance(_VastRecord):
 
     @property
     def is_booting(self) -> bool:
-        """Not yet running and not dead: scheduled, loading, or no status yet."""
-        return self.actual_status in BOOTING_STATUSES
+        """Not yet running and not dead: scheduled, loading, rebooting, or no status yet."""
+        return self.phase == "booting"
+
+    def mapped_port(self, container_port: int, proto: str = "tcp") -> tuple[str, int] | None:
+        """Where `container_port` of a running instance is reachable: (public IP,
+        host port), from ``ports`` and ``public_ipaddr``; None if not mapped."""
+        if not self.public_ipaddr or not isinstance(self.ports, dict):
+            return None
+        bindings = self.ports.get(f"{container_port}/{proto}")
+        if not isinstance(bindings, list):
+            return None
+        for binding in bindings:
+            host_port = binding.get("HostPort") if isinstance(binding, dict) else None
+            if isinstance(host_port, str | int) and str(host_port).isdigit():
+                return self.public_ipaddr, int(host_port)
+        return None

@@ -1,0 +1,83 @@
+"""The offer search the guardrails imply, for vast.ai to apply on its side.
+
+The market holds more than 10,000 offers, most of them GPUs and hosts we
+would refuse; the cheapest few hundred of everything are nearly all
+unwanted. So every guardrail and every need of the prover is a filter of the
+search itself, and the guardrails are checked again on what comes back
+(fleet_agent/fleet/guardrails.py): the service may ignore a filter it does
+not know.
+
+Allowed GPUs are families ("A100" allows "A100 SXM4" and "A100 PCIE"), but the
+search matches ``gpu_name`` exactly (``{"in": [...]}``). They are expanded
+against the market's own GPU catalogue (``GET /api/v0/gpu_names/unique/``,
+which the vastai CLI reads too) into the exact names of every model in an
+allowed family.
+
+Host RAM per GPU has no field of its own, so the search asks for the RAM of a
+one-GPU machine and caps the GPU count; the per-GPU rule is checked here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from fleet_agent.models import AgentConfig
+from fleet_agent.prover import ProverSpec
+
+from .guardrails import gpu_allowed
+
+__all__ = ["allowed_gpu_names", "offer_filters"]
+
+
+def allowed_gpu_names(
+    allowed: Iterable[str], catalogue: Iterable[str], wanted: str | None = None
+) -> list[str]:
+    """The exact ``gpu_name`` values to search for.
+
+    Every catalogue name in an allowed family; an allowed name that matches
+    nothing in the catalogue is kept as written (a model the catalogue does
+    not list yet is still found when it is named exactly). Narrowed to
+    `wanted`'s family when given.
+    """
+    allowed = list(allowed)
+    catalogue = list(catalogue)
+    names = {n for n in catalogue if gpu_allowed(n, allowed)}
+    names |= {a for a in allowed if not any(gpu_allowed(n, [a]) for n in catalogue)}
+    if wanted:
+        names = {n for n in names if gpu_allowed(n, [wanted])}
+    return sorted(names)
+
+
+def offer_filters(
+    config: AgentConfig,
+    prover: ProverSpec,
+    gpu_names: list[str],
+    *,
+    max_dph: float | None = None,
+    min_reliability: float | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The search's filters: the guardrails of `config`, tightened by the
+    model's own `max_dph` / `min_reliability` (never loosened), and what
+    `prover` needs of a machine."""
+    dph = min(max_dph or config.max_instance_dph, config.max_instance_dph)
+    reliability = max(min_reliability or 0.0, config.min_reliability)
+    filters: dict[str, dict[str, Any]] = {
+        "rentable": {"eq": True},
+        "rented": {"eq": False},
+        "external": {"eq": False},
+        "gpu_name": {"in": list(gpu_names)},
+        "num_gpus": {"gte": 1, "lte": prover.max_gpus},
+        "cpu_ram": {"gte": prover.min_host_ram_mb(1)},
+        "reliability": {"gte": reliability},
+        "dph_total": {"lte": dph},
+        "inet_down": {"gte": prover.min_inet_down_mbps},
+        "cuda_max_good": {"gte": prover.min_cuda},
+        "disk_space": {"gte": prover.disk_gb},
+    }
+    if prover.verified_only:
+        filters["verified"] = {"eq": True}
+    if prover.status_port is not None:
+        # Only hosts with direct ports can map the prover's status port.
+        filters["direct_port_count"] = {"gte": 1}
+    return filters

@@ -1,0 +1,79 @@
+"""The cheapest set of machines that meets a target: an exact 0/1 covering knapsack.
+
+minimise Σ cost_i · x_i  subject to  Σ rate_i · x_i ≥ target,  x_i ∈ {0, 1}
+
+Solved by dynamic programming over capacity in whole proofs per hour: each
+machine counts for the floor of its rate, so a chosen set really meets the
+target (its true capacity can only be higher). O(machines × target) time, a
+bitmap of choices for the reconstruction. Used as the yardstick of the market
+benchmark and by the autopilot to cover a gap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["Cover", "Item", "cheapest_cover"]
+
+
+@dataclass(frozen=True)
+class Item:
+    """A machine that could be rented: its $/h and its proofs/h."""
+
+    key: int
+    cost: float
+    rate: float
+
+
+@dataclass(frozen=True)
+class Cover:
+    """The chosen machines, their total $/h and proofs/h; `met` False when even
+    every machine together falls short (then all of them are chosen)."""
+
+    keys: list[int]
+    cost: float
+    rate: float
+    met: bool
+
+
+def cheapest_cover(items: Sequence[Item], target: float) -> Cover:
+    """The minimum-cost subset of `items` whose rates sum to at least `target`."""
+    need = math.ceil(target - 1e-9)
+    usable = [i for i in items if math.floor(i.rate) > 0 and i.cost >= 0]
+    if need <= 0:
+        return Cover([], 0.0, 0.0, True)
+    if sum(math.floor(i.rate) for i in usable) < need:
+        return Cover(
+            [i.key for i in usable],
+            sum(i.cost for i in usable),
+            sum(i.rate for i in usable),
+            False,
+        )
+    inf = math.inf
+    # best[c]: the least cost reaching at least c proofs/h with the items seen so far.
+    best = [0.0] + [inf] * need
+    took: list[bytearray] = []
+    for item in usable:
+        rate = math.floor(item.rate)
+        row = bytearray(need + 1)
+        for c in range(need, 0, -1):
+            candidate = best[max(0, c - rate)] + item.cost
+            if candidate < best[c]:
+                best[c] = candidate
+                row[c] = 1
+        took.append(row)
+    chosen: list[Item] = []
+    c = need
+    for item, row in zip(reversed(usable), reversed(took), strict=True):
+        if c > 0 and row[c]:
+            chosen.append(item)
+            c = max(0, c - math.floor(item.rate))
+    chosen.reverse()
+    return Cover(
+        [i.key for i in chosen],
+        sum(i.cost for i in chosen),
+        sum(i.rate for i in chosen),
+        True,
+    )

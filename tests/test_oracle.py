@@ -1,0 +1,51 @@
+"""The exact cheapest-cover oracle, against brute force on small random markets."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from fleet_agent.fleet.oracle import Item, cheapest_cover
+
+
+def brute_force(items: list[Item], target: float) -> float:
+    best = math.inf
+    for n in range(len(items) + 1):
+        for combo in itertools.combinations(items, n):
+            if sum(math.floor(i.rate) for i in combo) >= math.ceil(target):
+                best = min(best, sum(i.cost for i in combo))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_cover_is_as_cheap_as_brute_force_and_meets_the_target(seed: int) -> None:
+    rng = random.Random(seed)
+    items = [
+        Item(key=k, cost=round(rng.uniform(0.1, 3.0), 3), rate=round(rng.uniform(1, 60), 1))
+        for k in range(rng.randint(1, 11))
+    ]
+    target = rng.uniform(1, sum(i.rate for i in items) * 0.8)
+    cover = cheapest_cover(items, target)
+    expected = brute_force(items, target)
+    assert cover.met == (expected < math.inf)
+    if cover.met:
+        assert cover.cost == pytest.approx(expected)
+        chosen = [i for i in items if i.key in cover.keys]
+        assert len(chosen) == len(cover.keys) == len(set(cover.keys))
+        assert sum(i.rate for i in chosen) >= target
+        assert cover.cost == pytest.approx(sum(i.cost for i in chosen))
+
+
+def test_a_small_gap_is_not_covered_with_a_huge_machine() -> None:
+    items = [Item(1, cost=5.0, rate=500), Item(2, cost=0.4, rate=30), Item(3, cost=0.5, rate=30)]
+    assert cheapest_cover(items, 50).keys == [2, 3]
+
+
+def test_nothing_is_needed_for_no_target_and_all_when_too_little() -> None:
+    items = [Item(1, cost=1.0, rate=10), Item(2, cost=1.0, rate=0.5)]
+    assert cheapest_cover(items, 0).keys == []
+    short = cheapest_cover(items, 100)
+    assert not short.met and short.keys == [1]  # a machine under 1 proof/h counts for nothing
