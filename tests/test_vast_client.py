@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -778,7 +779,10 @@ async def test_paged_search_walks_past_a_full_page(vast: VastClient) -> None:
     """Three offers a page: the pages together are every match, cheapest first,
     each offer once; a bound on the price is kept on every page."""
     # Fewer matches than 100 pages of 3 hold, in a market of hundreds.
-    cheap = {"dph_total": {"lte": 1.5}, "gpu_name": {"in": ["RTX 3090", "RTX 4090"]}}
+    cheap: dict[str, dict[str, Any]] = {
+        "dph_total": {"lte": 1.5},
+        "gpu_name": {"in": ["RTX 3090", "RTX 4090"]},
+    }
     everything = await vast.search_offers(cheap, order="dph_total", limit=1000)
     assert len(everything) > 7
     paged = await vast.search_offers_paged(cheap, page_size=3, max_pages=100, allocated_storage=5)
