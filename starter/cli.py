@@ -120,14 +120,25 @@ def _worker(args: argparse.Namespace) -> int:
 def _sim(args: argparse.Namespace) -> int:
     # Imported here: the simulator is optional and `fleet-agent` must work without it.
     try:
-        from fleet_agent.sim import DEFAULT_API_KEY, SCENARIOS, serve
+        from fleet_agent.sim import DEFAULT_API_KEY, SCENARIOS, StateError, serve
     except ImportError as exc:
         raise CliError(f"the vast.ai simulator (fleet_agent.sim) is not available: {exc}") from None
     if args.scenario not in SCENARIOS:
         raise CliError(f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}")
-    serve(
-        args.host, args.port, args.seed, args.speed, args.api_key or DEFAULT_API_KEY, args.scenario
-    )
+    try:
+        serve(
+            args.host,
+            args.port,
+            args.seed,
+            args.speed,
+            args.api_key or DEFAULT_API_KEY,
+            args.scenario,
+            offers=args.offers,
+            rate_limits=not args.no_rate_limits,
+            state_path=None if args.no_state else args.state,
+        )
+    except StateError as exc:
+        raise CliError(f"{exc}; remove it, or pass --no-state, to start a fresh market") from None
     return 0
 
 
@@ -148,6 +159,8 @@ def _up(args: argparse.Namespace) -> int:
         sim_seed=args.sim_seed,
         sim_speed=args.sim_speed,
         sim_scenario=args.sim_scenario,
+        sim_state=args.sim_state or None,
+        sim_rate_limits=not args.sim_no_rate_limits,
         new_store=args.new_store,
     )
     return asyncio.run(up(opts))
@@ -315,6 +328,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speed", type=float, default=1.0, help="sim seconds per real second")
     p.add_argument("--scenario", default="realistic", help="ideal, realistic or chaos")
     p.add_argument("--api-key", help="key the simulator accepts (default: its public test key)")
+    p.add_argument("--offers", type=int, default=10_000, help="offers on the market")
+    p.add_argument(
+        "--no-rate-limits", action="store_true", help="turn off vast.ai's documented rate limits"
+    )
+    p.add_argument(
+        "--state",
+        default="var/sim-state.json",
+        help="state file kept across restarts (default var/sim-state.json)",
+    )
+    p.add_argument("--no-state", action="store_true", help="keep nothing across restarts")
     p.set_defaults(handler=_sim)
 
     p = sub.add_parser(
@@ -334,6 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sim-seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--sim-speed", type=float, default=1.0, help=argparse.SUPPRESS)
     p.add_argument("--sim-scenario", default="realistic", help=argparse.SUPPRESS)
+    p.add_argument("--sim-state", default="var/sim-state.json", help=argparse.SUPPRESS)
+    p.add_argument("--sim-no-rate-limits", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(handler=_up)
     return parser
 

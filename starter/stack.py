@@ -51,6 +51,10 @@ class StackOptions:
     sim_seed: int = 0
     sim_speed: float = 1.0
     sim_scenario: str = "realistic"
+    #: The simulator's state file (relative to the working directory), so a
+    #: restart finds the fleet it left; None keeps nothing.
+    sim_state: str | None = "var/sim-state.json"
+    sim_rate_limits: bool = True
     new_store: bool = False
 
 
@@ -185,13 +189,23 @@ def _simulator(opts: StackOptions) -> Iterator[str | None]:
         yield None
         return
     try:
-        from fleet_agent.sim import DEFAULT_API_KEY, SimServer
+        from fleet_agent.sim import DEFAULT_API_KEY, SimServer, StateError
     except ImportError:
         print("vast.ai simulator not available (fleet_agent.sim): running without a fleet")
         yield None
         return
     saved = {k: os.environ.get(k) for k in ("VAST_API_URL", "VAST_API_KEY")}
-    with SimServer(seed=opts.sim_seed, speed=opts.sim_speed, scenario=opts.sim_scenario) as sim:
+    try:
+        server = SimServer(
+            seed=opts.sim_seed,
+            speed=opts.sim_speed,
+            scenario=opts.sim_scenario,
+            rate_limits=opts.sim_rate_limits,
+            state_path=opts.sim_state,
+        )
+    except StateError as exc:
+        raise CliError(f"{exc}; remove the file to start a fresh simulated market") from None
+    with server as sim:
         os.environ["VAST_API_URL"] = sim.url
         os.environ["VAST_API_KEY"] = DEFAULT_API_KEY
         try:

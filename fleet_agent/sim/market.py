@@ -502,6 +502,12 @@ class Market(MarketControls):
                 by_label.setdefault(label, []).append(instance_id)
             return by_label
 
+    def listed_offers(self) -> list[dict[str, Any]]:
+        """Every offer listed right now, unpriced, whatever its fields (for tests)."""
+        with self.lock:
+            self._sync()
+            return [dict(o.fields) for o in self._offers.values()]
+
     def offer_ids(self) -> list[int]:
         """Ids of the offers listed right now."""
         with self.lock:

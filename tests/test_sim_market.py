@@ -1,0 +1,102 @@
+"""The simulated market: the real one's size and mix, its RAM mix and prices,
+determinism by seed, churn, and the offers a create cannot have."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from fleet_agent.capacity import record_proofs_per_hour
+from fleet_agent.fleet.offer_query import offer_filters
+from fleet_agent.models import AgentConfig
+from fleet_agent.prover import ProverSpec
+from fleet_agent.sim import DEFAULT_OFFERS, ApiError, Market
+from fleet_agent.sim.catalogue import gpu_names
+from fleet_agent.sim.gpus import GPU_SPECS
+
+CONSUMER = {s.name for s in GPU_SPECS if s.kind == "consumer"}
+
+
+@pytest.fixture(scope="module")
+def big() -> Market:
+    """The default market: vast.ai's size."""
+    return Market(seed=1, speed=0, scenario_name="ideal", start_epoch=1.8e9)
+
+
+def _listed(market: Market) -> list[dict[str, Any]]:
+    return market.listed_offers()
+
+
+def test_the_default_market_is_the_real_ones_size_and_mostly_unwanted(big: Market) -> None:
+    offers = _listed(big)
+    assert len(offers) == DEFAULT_OFFERS == 10_000
+    assert len({o["gpu_name"] for o in offers}) >= 30
+    can_prove = sum(1 for o in offers if record_proofs_per_hour(o) > 0)
+    assert can_prove < 0.7 * len(offers)
+    # What the default guardrails accept is a small minority.
+    wanted = big.search_offers(
+        {**offer_filters(AgentConfig(), ProverSpec(), gpu_names()), "limit": 1000}
+    )
+    assert 0 < len(wanted) < 0.15 * len(offers)
+    # Hosts a careful renter avoids are common.
+    assert sum(not o["verified"] for o in offers) > 0.2 * len(offers)
+    assert sum(o["external"] for o in offers) > 0.05 * len(offers)
+    assert sum(o["reliability2"] < 0.9 for o in offers) > 0.1 * len(offers)
+    assert sum(o["direct_port_count"] == 0 for o in offers) > 0.2 * len(offers)
+    # The cheapest 200 are almost all cards nobody proves on.
+    cheapest = sorted(offers, key=lambda o: o["dph_base"])[:200]
+    assert sum(record_proofs_per_hour(o) > 0 for o in cheapest) < 40
+
+
+def test_ram_per_gpu_follows_the_market_and_high_ram_consumer_hosts_cost_more(
+    big: Market,
+) -> None:
+    consumer = [o for o in _listed(big) if o["gpu_name"] in CONSUMER]
+    per_gpu = [o["cpu_ram"] / 1024 / o["num_gpus"] for o in consumer]
+    assert statistics.median(per_gpu) < 64  # most consumer hosts: 16-64 GiB a card
+    assert sum(r >= 240 for r in per_gpu) < 0.08 * len(consumer)  # rare
+    assert sum(r < 60 for r in per_gpu) > 0.5 * len(consumer)  # cannot hold a proof's SRS
+
+    def price(o: dict[str, Any]) -> float:
+        return float(o["dph_base"]) / int(o["num_gpus"])
+
+    for gpu in ("RTX 3090", "RTX 4090"):
+        mine = [o for o in consumer if o["gpu_name"] == gpu]
+        low = [price(o) for o in mine if o["cpu_ram"] / 1024 / o["num_gpus"] < 70]
+        high = [price(o) for o in mine if o["cpu_ram"] / 1024 / o["num_gpus"] >= 240]
+        assert low and high
+        assert statistics.median(high) > 1.3 * statistics.median(low)
+
+
+def test_a_market_is_a_function_of_its_seed() -> None:
+    def run(seed: int) -> list[tuple[int, float, str]]:
+        m = Market(seed=seed, speed=0, offer_count=300, start_epoch=1.8e9)
+        m.advance(3 * 3600)
+        return [(o["id"], o["dph_base"], o["gpu_name"]) for o in _listed(m)]
+
+    assert run(4) == run(4)
+    assert run(4) != run(5)
+
+
+def test_offers_arrive_and_leave_and_the_size_holds() -> None:
+    m = Market(seed=2, speed=0, offer_count=400, start_epoch=1.8e9)
+    before = set(m.offer_ids())
+    m.advance(4 * 3600)
+    after = set(m.offer_ids())
+    assert before - after and after - before
+    assert 300 <= len(after) <= 500
+
+
+def test_listed_offers_a_create_cannot_have(big: Market) -> None:
+    """Offers that are rented or not rentable stay listed (a search that does
+    not filter them sees them) and a create of one is refused as gone."""
+    counts = Counter((o["rentable"], o["rented"]) for o in _listed(big))
+    assert counts[(False, True)] > 0 and counts[(False, False)] > 0
+    taken = next(o for o in _listed(big) if not o["rentable"])
+    with pytest.raises(ApiError) as info:
+        big.rent(taken["id"], {"image": "img", "disk": 8})
+    assert info.value.error == "no_such_ask"
+    assert taken["id"] in big.offer_ids()
