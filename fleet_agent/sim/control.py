@@ -11,15 +11,12 @@ API turns them into 404 and 400.
 from __future__ import annotations
 
 import math
-import threading
 from typing import Any, Literal
 
+from .base import MarketState
 from .catalogue import gpu_names
-from .clock import SimClock
-from .faults import Faults
-from .instances import KILL_STATUSES, InstanceEnv, SimInstance
+from .instances import KILL_STATUSES, SimInstance
 from .lifecycle import PROVER_FAULTS
-from .offers import SimOffer
 
 __all__ = ["INSTANCE_ACTIONS", "MarketControls", "ProverAnswer"]
 
@@ -31,27 +28,8 @@ INSTANCE_ACTIONS = frozenset({"stop", "start", "freeze", "unfreeze", "reboot", "
 ProverAnswer = tuple[Literal["ok", "hang", "closed"], dict[str, Any] | None]
 
 
-class MarketControls:
-    """Instance control and reports; the attributes are `Market`'s."""
-
-    lock: threading.RLock
-    clock: SimClock
-    faults: Faults
-    seed: int
-    scenario: str
-    rate_limits: bool
-    counters: dict[str, int]
-    _instances: dict[int, SimInstance]
-    _offers: dict[int, SimOffer]
-
-    def _sync(self) -> None:
-        raise NotImplementedError
-
-    def _env(self, inst: SimInstance) -> InstanceEnv:
-        raise NotImplementedError
-
-    def _current(self, inst: SimInstance) -> SimInstance:
-        raise NotImplementedError
+class MarketControls(MarketState):
+    """Instance control and reports, on the state `MarketState` declares."""
 
     def _live(self, instance_id: int) -> SimInstance:
         """The instance, unless it is unknown or destroyed (KeyError)."""

@@ -16,23 +16,26 @@ from __future__ import annotations
 
 import random
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .accounts import MarketInstances
+from .admission import MarketAdmission, Refusal
+from .base import PortAllocator, PortRelease
 from .catalogue import offer_pricing
 from .clock import SimClock
 from .control import MarketControls
+from .errors import ApiError
 from .faults import Faults, scenario
-from .instances import InstanceEnv, SimInstance, container_ports
+from .instances import InstanceEnv, SimInstance
 from .lifecycle import Machine, draw_fate
 from .offers import OfferBook, SimOffer
-from .prover import starts_prover, status_port
-from .query import QueryError, after_token, decode_token, encode_token, matches, sort_records
-from .ratelimit import Limit, RateLimiter
+from .parsing import number, parse_rent_body, parse_search_order
+from .prover import starts_prover
+from .query import QueryError, matches, sort_records
+from .ratelimit import RateLimiter
 
-__all__ = ["DEFAULT_OFFERS", "ApiError", "Market", "RentResult"]
+__all__ = ["DEFAULT_OFFERS", "ApiError", "Market", "Refusal", "RentResult"]
 
 #: Offers listed at start, and kept by arrivals balancing departures: about
 #: the size of vast.ai's market.
@@ -44,29 +47,6 @@ _SEARCH_TYPES = frozenset({"on-demand", "bid", "reserved"})
 _SEARCH_CONTROL_KEYS = frozenset(
     {"order", "type", "limit", "allocated_storage", "q", "disable_bundling"}
 )
-#: The 429 text of the `rate_limit` fault (a generic burst, as the docs word it).
-_BURST_429_TEXT = "API requests too frequent"
-
-#: Allocates a host port for an instance's prover status endpoint (the server's
-#: gateway; the preferred port when restoring a saved state), and releases it
-#: when the instance is gone.
-PortAllocator = Callable[[int, int | None], int]
-PortRelease = Callable[[int], None]
-
-
-class ApiError(Exception):
-    """An error answer: status, and a JSON ``{success, error, msg}`` body unless `text`."""
-
-    def __init__(self, status: int, error: str, msg: str, *, text: bool = False) -> None:
-        super().__init__(msg)
-        self.status = status
-        self.error = error
-        self.msg = msg
-        self.text = text
-
-    def body(self) -> dict[str, Any]:
-        """The JSON body the service sends with this error."""
-        return {"success": False, "error": self.error, "msg": self.msg}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +57,7 @@ class RentResult:
     answer: Literal["ok", "server_error", "hang"]
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """A 429: the message, and whether the endpoint answers it as JSON."""
-
-    msg: str
-    json_body: bool = False
-
-
-class Market(MarketControls):
+class Market(MarketAdmission, MarketInstances, MarketControls):
     """The model: thread-safe, seeded, on its own clock."""
 
     def __init__(
@@ -177,64 +149,6 @@ class Market(MarketControls):
         with self.lock:
             self.rate_limits = enabled
 
-    def _fault(self, name: str) -> bool:
-        """Spend one ``<name>_next`` or roll ``<name>_rate``. Caller holds the lock."""
-        counter = f"{name}_next"
-        left = getattr(self.faults, counter, 0)
-        if left > 0:
-            setattr(self.faults, counter, left - 1)
-            return True
-        rate = float(getattr(self.faults, f"{name}_rate", 0.0))
-        return rate > 0 and self._fault_rng.random() < rate
-
-    def admit(self, route: str, identity: str) -> bool:
-        """Whether an API request gets through the fault limiter (False = 429).
-
-        `route` is ``"<METHOD> <name>"``; see `admit_request` for the real limits."""
-        method, _, name = route.partition(" ")
-        return self.admit_request(method, name, identity) is None
-
-    def admit_request(self, method: str, route: str, identity: str) -> Refusal | None:
-        """None if an API request gets through, else why it is refused (429).
-
-        Faults first (a `rate_limit` burst, `min_interval_s`), then vast.ai's
-        documented per-endpoint limits (`fleet_agent.sim.ratelimit`) when on.
-        Identity is whatever the client presented (its key, or its address)."""
-        with self.lock:
-            self.counters["requests"] += 1
-            refusal: Refusal | None = None
-            if self._fault("rate_limit"):
-                refusal = Refusal(_BURST_429_TEXT)
-            interval = self.faults.min_interval_s
-            if refusal is None and interval > 0:
-                key = (f"{method} {route}", identity)
-                real_now = time.monotonic()
-                last = self._last_call.get(key)
-                if last is not None and real_now - last < interval:
-                    refusal = Refusal(_BURST_429_TEXT)
-                else:
-                    self._last_call[key] = real_now
-            if refusal is None and self.rate_limits:
-                limit = self._limiter.check(method, route, identity)
-                if limit is not None:
-                    refusal = _refusal(limit)
-            if refusal is not None:
-                self.counters["rate_limited"] += 1
-            return refusal
-
-    def create_delay(self) -> float:
-        """Real seconds a rent request waits before it is processed (0: none)."""
-        with self.lock:
-            if not self._fault("create_delay"):
-                return 0.0
-            self.counters["create_delays"] += 1
-            return self.faults.create_delay_seconds
-
-    def list_error(self) -> bool:
-        """Whether this v1 list answers ``success: false``."""
-        with self.lock:
-            return self._fault("list_error")
-
     # ------------------------------------------------------------ offers
 
     def _sync(self) -> None:
@@ -263,11 +177,11 @@ class Market(MarketControls):
                 offer_type = "bid"
             if offer_type not in _SEARCH_TYPES:
                 raise ApiError(400, "invalid_args", f"unknown offer type {offer_type!r}")
-            storage = _number(query.get("allocated_storage", 5.0), "allocated_storage")
-            limit = int(_number(query.get("limit", _DEFAULT_SEARCH_LIMIT), "limit"))
+            storage = number(query.get("allocated_storage", 5.0), "allocated_storage")
+            limit = int(number(query.get("limit", _DEFAULT_SEARCH_LIMIT), "limit"))
             limit = max(1, min(limit, _MAX_SEARCH_LIMIT))
             filters = {k: v for k, v in query.items() if k not in _SEARCH_CONTROL_KEYS}
-            order = _parse_search_order(query.get("order", [["score", "desc"]]))
+            order = parse_search_order(query.get("order", [["score", "desc"]]))
             rows: list[dict[str, Any]] = []
             bid = offer_type == "bid"
             for offer in self._offers.values():
@@ -289,7 +203,7 @@ class Market(MarketControls):
 
     def rent(self, offer_id: int, body: dict[str, Any]) -> RentResult:
         """``PUT /api/v0/asks/{offer_id}/``: rent the offer, or raise `ApiError`."""
-        request = _parse_rent_body(body)
+        request = parse_rent_body(body)
         with self.lock:
             self._sync()
             self.counters["creates"] += 1
@@ -373,135 +287,6 @@ class Market(MarketControls):
                 self.counters["create_hangs"] += 1
             return RentResult(instance_id, answer)
 
-    def _map_ports(self, inst: SimInstance) -> None:
-        """Host ports for the container's ports, if the host has direct ports.
-
-        The prover's status port is a real listener when the server runs a
-        gateway (`port_allocator`); the others are numbers nobody answers on."""
-        wanted = container_ports(inst.machine.runtype, inst.env)
-        if int(inst.offer.get("direct_port_count") or 0) < len(wanted):
-            return  # no open ports: only vast.ai's SSH proxy reaches it
-        prover = f"{status_port(inst.env)}/tcp"
-        ports: dict[str, int] = {}
-        for n, name in enumerate(wanted):
-            if name == prover and self.port_allocator is not None:
-                ports[name] = self.port_allocator(inst.id, None)
-            else:
-                ports[name] = 20_000 + (inst.id * 7 + n * 131) % 40_000
-        inst.host_ports = ports
-        inst.public_ip = self.public_host or ""
-
-    def _remap_prover_port(self, inst: SimInstance) -> None:
-        """After a restore: listen again for the prover, on its old port if free."""
-        name = f"{status_port(inst.env)}/tcp"
-        if name in inst.host_ports and self.port_allocator is not None:
-            inst.host_ports[name] = self.port_allocator(inst.id, inst.host_ports[name])
-            inst.public_ip = self.public_host or inst.public_ip
-
-    def _env(self, inst: SimInstance) -> InstanceEnv:
-        env = self._envs.get(inst.id)
-        if env is None:
-            env = InstanceEnv(
-                inst.offer,
-                lambda: self.faults,
-                jitter=inst.machine.fate.rate_jitter,
-                bid_price=inst.bid_price,
-            )
-            self._envs[inst.id] = env
-        return env
-
-    def _current(self, inst: SimInstance) -> SimInstance:
-        """`inst` with its machine advanced to now. Caller holds the lock."""
-        inst.machine.advance_to(self.clock.now(), self._env(inst))
-        return inst
-
-    def _views(self) -> list[dict[str, Any]]:
-        return [self._current(i).view() for i in self._instances.values()]
-
-    def show_instance(self, instance_id: int) -> dict[str, Any] | None:
-        """``GET /api/v0/instances/{id}/``: the instance, or None once it is gone."""
-        with self.lock:
-            self._sync()
-            inst = self._instances.get(instance_id)
-            return self._current(inst).view() if inst is not None else None
-
-    def destroy_instance(self, instance_id: int) -> None:
-        """``DELETE /api/v0/instances/{id}/``: released now; listed with
-        ``cur_state: unloaded`` for the `destroy_linger_s` fault, then gone."""
-        with self.lock:
-            self._sync()
-            inst = self._instances.get(instance_id)
-            if inst is None or inst.machine.destroyed_at is not None:
-                raise ApiError(404, "no_such_instance", f"Instance {instance_id} not found.")
-            inst.machine.destroy(self.clock.now(), self._env(inst))
-            self.counters["destroys"] += 1
-            if self.faults.destroy_linger_s <= 0:
-                self._drop(instance_id)
-
-    def list_instances(
-        self,
-        *,
-        select_filters: dict[str, Any],
-        order_by: list[dict[str, Any]],
-        limit: int | None,
-        after: str | None,
-        select_cols: list[str] | None,
-    ) -> dict[str, Any]:
-        """``GET /api/v1/instances/``: one page, keyset-paginated like the service."""
-        with self.lock:
-            self._sync()
-            views = self._views()
-            order = _parse_v1_order(order_by)
-            try:
-                known = frozenset(views[0]) if views else None
-                rows = [v for v in views if matches(v, select_filters, known_fields=known)]
-                rows = sort_records(rows, order)
-                if after:
-                    rows = after_token(rows, order, decode_token(after, order))
-            except QueryError as exc:
-                raise ApiError(400, "invalid_args", str(exc)) from None
-            total = len(views)
-            size = max(1, min(int(limit or self.page_size), self.page_size))
-            page, more = rows[:size], len(rows) > size
-            label_counts: dict[str, int] = {}
-            for view in views:
-                label = view.get("label") or ""
-                label_counts[label] = label_counts.get(label, 0) + 1
-            if select_cols and "*" not in select_cols:
-                wanted = [*dict.fromkeys(["id", *select_cols])]
-                page_out = [{c: row.get(c) for c in wanted} for row in page]
-            else:
-                page_out = page
-            return {
-                "success": True,
-                "instances_found": len(page_out),
-                "total_instances": total,
-                "label_counts": label_counts,
-                "next_token": encode_token(page[-1], order) if more else None,
-                "instances": page_out,
-            }
-
-    def instance_filters(self) -> list[dict[str, Any]]:
-        """``GET /api/v0/instances/filters/``: distinct filterable combinations."""
-        with self.lock:
-            self._sync()
-            combos = {(v["actual_status"], v["verification"], v["gpu_name"]) for v in self._views()}
-            return [
-                {"actual_status": s, "verification": ver, "gpu_name": g}
-                for s, ver, g in sorted(combos, key=str)
-            ]
-
-    def rentals_by_label(self) -> dict[str, list[int]]:
-        """Every rental since the start, destroyed ones included: label → instance ids.
-
-        A label with two ids is a duplicate rental, even if one was destroyed
-        since (what the chaos suite counts)."""
-        with self.lock:
-            by_label: dict[str, list[int]] = {}
-            for instance_id, label in self._rentals:
-                by_label.setdefault(label, []).append(instance_id)
-            return by_label
-
     def listed_offers(self) -> list[dict[str, Any]]:
         """Every offer listed right now, unpriced, whatever its fields (for tests)."""
         with self.lock:
@@ -514,90 +299,7 @@ class Market(MarketControls):
             self._sync()
             return sorted(self._offers)
 
-    def instance_ids(self) -> list[int]:
-        """Ids of the account's instances listed right now (destroyed ones
-        still lingering included)."""
-        with self.lock:
-            self._sync()
-            return sorted(self._instances)
-
-
-def _refusal(limit: Limit) -> Refusal:
-    msg = f"API requests too frequent endpoint threshold={limit.threshold}"
-    return Refusal(msg, limit.json_body)
-
 
 def _rentable(fields: dict[str, Any]) -> bool:
     """Listed offers can still be out of reach: rented, or not rentable."""
     return bool(fields.get("rentable", True)) and not fields.get("rented", False)
-
-
-# ------------------------------------------------------------------ parsing
-
-
-def _number(value: Any, name: str) -> float:
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        return float(value)
-    except (TypeError, ValueError):
-        raise ApiError(400, "invalid_args", f"{name} must be a number") from None
-
-
-def _parse_search_order(raw: Any) -> list[tuple[str, bool]]:
-    if not isinstance(raw, list):
-        raise ApiError(400, "invalid_args", "order must be a list of [field, direction]")
-    order: list[tuple[str, bool]] = []
-    for item in raw:
-        if (
-            not isinstance(item, list | tuple)
-            or len(item) != 2
-            or not isinstance(item[0], str)
-            or item[1] not in ("asc", "desc")
-        ):
-            raise ApiError(400, "invalid_args", f"bad order item {item!r}")
-        order.append((item[0], item[1] == "desc"))
-    return order
-
-
-def _parse_v1_order(raw: list[dict[str, Any]]) -> list[tuple[str, bool]]:
-    order: list[tuple[str, bool]] = []
-    for item in raw:
-        if not isinstance(item, dict) or not isinstance(item.get("col"), str):
-            raise ApiError(400, "invalid_args", f"bad order_by item {item!r}")
-        direction = str(item.get("dir", "asc")).lower()
-        if direction not in ("asc", "desc"):
-            raise ApiError(400, "invalid_args", f"bad order_by direction {direction!r}")
-        order.append((item["col"], direction == "desc"))
-    if not any(col == "id" for col, _ in order):
-        order.append(("id", False))  # a total order, so the cursor is exact
-    return order
-
-
-def _parse_rent_body(body: dict[str, Any]) -> dict[str, Any]:
-    image = body.get("image")
-    if not body.get("template_hash_id") and (not isinstance(image, str) or not image.strip()):
-        raise ApiError(400, "invalid_args", "image is required")
-    disk = _number(body.get("disk", 8.0), "disk")
-    if disk <= 0:
-        raise ApiError(400, "invalid_args", "disk must be > 0")
-    label = body.get("label")
-    if label is not None and not isinstance(label, str):
-        raise ApiError(400, "invalid_args", "label must be a string")
-    onstart = body.get("onstart")
-    if onstart is not None and not isinstance(onstart, str):
-        raise ApiError(400, "invalid_args", "onstart must be a string")
-    env = body.get("env") or {}
-    if not isinstance(env, dict):
-        raise ApiError(400, "invalid_args", "env must be an object")
-    runtype = body.get("runtype")
-    price = body.get("price")
-    return {
-        "image": image if isinstance(image, str) else f"template:{body.get('template_hash_id')}",
-        "disk": disk,
-        "label": label,
-        "onstart": onstart,
-        "env": {str(k): str(v) for k, v in env.items()},
-        "runtype": runtype if isinstance(runtype, str) else None,
-        "price": None if price is None else _number(price, "price"),
-    }

@@ -25,7 +25,8 @@ from fleet_agent.capacity import (
     proofs_per_hour,
 )
 
-from .lifecycle import PARAMS_BYTES, PROVER_CUDA, Machine
+from .fate import PARAMS_BYTES, PROVER_CUDA
+from .lifecycle import Machine
 
 __all__ = [
     "PROVER_STATUS_PATH",

@@ -1,0 +1,57 @@
+"""What `Market` and its mixins share: its state, declared once for the type checker."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+
+from .clock import SimClock
+from .faults import Faults
+from .instances import InstanceEnv, SimInstance
+from .offers import OfferBook, SimOffer
+
+__all__ = ["MarketState", "PortAllocator", "PortRelease"]
+
+#: Allocates a host port for an instance's prover status endpoint (the server's
+#: gateway; the preferred port when restoring a saved state), and releases it
+#: when the instance is gone.
+PortAllocator = Callable[[int, int | None], int]
+PortRelease = Callable[[int], None]
+
+
+class MarketState:
+    """The market's attributes; `fleet_agent.sim.market.Market` sets them."""
+
+    lock: threading.RLock
+    seed: int
+    clock: SimClock
+    scenario: str
+    faults: Faults
+    page_size: int
+    rate_limits: bool
+    public_host: str | None
+    port_allocator: PortAllocator | None
+    port_release: PortRelease | None
+    counters: dict[str, int]
+    _market_rng: random.Random
+    _ids_rng: random.Random
+    _fault_rng: random.Random
+    _book: OfferBook
+    _offers: dict[int, SimOffer]
+    _instances: dict[int, SimInstance]
+    _envs: dict[int, InstanceEnv]
+    _next_instance_id: int
+    _rentals: list[tuple[int, str]]
+
+    def _sync(self) -> None:
+        raise NotImplementedError
+
+    def _drop(self, instance_id: int) -> None:
+        raise NotImplementedError
+
+    def _env(self, inst: SimInstance) -> InstanceEnv:
+        raise NotImplementedError
+
+    def _current(self, inst: SimInstance) -> SimInstance:
+        raise NotImplementedError
