@@ -24,12 +24,13 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from .api_control import ControlRoutes, control_routes
 from .catalogue import gpu_names, gpu_types
 from .market import ApiError, Market
+from .replies import Handler, Headers, Reply, Request, json_param
 
 __all__ = ["RATE_LIMIT_TEXT", "Headers", "Reply", "SimApi"]
 
@@ -40,51 +41,12 @@ INVALID_KEY = "Invalid user key"
 _AUTH_404_ROUTES = frozenset({"bundles"})
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One answer: JSON `body`, or plain `text`; sent after `delay_s` real seconds."""
-
-    status: int
-    body: Any = None
-    text: str | None = None
-    delay_s: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Request:
-    method: str
-    path: str
-    params: dict[str, str]
-    body: Any
-    match: re.Match[str]
-
-
-_Handler = Callable[["SimApi", _Request], Reply]
-
-
-class Headers(Protocol):
-    """What the API reads from request headers (``http.client.HTTPMessage`` fits)."""
-
-    def get(self, name: str, /) -> str | None:
-        """The header's value, or None."""
-
-
 def _sleep(seconds: float) -> bool:
     time.sleep(seconds)
     return False
 
 
-def _json_param(params: Mapping[str, str], name: str, default: Any) -> Any:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise ApiError(400, "invalid_args", f"{name} must be JSON") from None
-
-
-class SimApi:
+class SimApi(ControlRoutes):
     """Routes requests to the `Market`, checking the key and the rate limiter."""
 
     def __init__(
@@ -102,7 +64,7 @@ class SimApi:
         self._api_key = api_key
         self._wait = wait or _sleep
         # (method, compiled path, route name for the limiter, handler, needs auth)
-        self._routes: list[tuple[str, re.Pattern[str], str, _Handler, bool]] = [
+        self._routes: list[tuple[str, re.Pattern[str], str, Handler, bool]] = [
             ("GET", re.compile(r"/api/v0/gpu_names/unique/"), "gpus", SimApi._gpu_names, False),
             ("GET", re.compile(r"/api/v0/gpu_types/"), "gpu_types", SimApi._gpu_types, False),
             ("GET", re.compile(r"/api/v0/users/current/"), "user", SimApi._user, True),
@@ -120,12 +82,7 @@ class SimApi:
                 SimApi._destroy,
                 True,
             ),
-            ("GET", re.compile(r"/_sim/state/"), "_sim", SimApi._sim_state, False),
-            ("POST", re.compile(r"/_sim/advance/"), "_sim", SimApi._sim_advance, False),
-            ("POST", re.compile(r"/_sim/speed/"), "_sim", SimApi._sim_speed, False),
-            ("POST", re.compile(r"/_sim/faults/"), "_sim", SimApi._sim_faults, False),
-            ("POST", re.compile(r"/_sim/kill/(?P<id>\d+)/"), "_sim", SimApi._sim_kill, False),
-            *self._instance_routes(),
+            *control_routes(),
         ]
 
     # ----------------------------------------------------------- dispatch
@@ -170,7 +127,7 @@ class SimApi:
                 if key != self._api_key:
                     raise ApiError(401, "auth_error", INVALID_KEY)
             body = self._decode_body(method, raw_body)
-            return handler(self, _Request(method, path, params, body, match))
+            return handler(self, Request(method, path, params, body, match))
         except ApiError as exc:
             if exc.text:
                 return Reply(exc.status, text=exc.msg)
@@ -196,13 +153,13 @@ class SimApi:
 
     # ------------------------------------------------------------- public
 
-    def _gpu_names(self, req: _Request) -> Reply:
+    def _gpu_names(self, req: Request) -> Reply:
         return Reply(200, {"gpu_names": gpu_names()})
 
-    def _gpu_types(self, req: _Request) -> Reply:
+    def _gpu_types(self, req: Request) -> Reply:
         return Reply(200, {"gpu_types": gpu_types()})
 
-    def _user(self, req: _Request) -> Reply:
+    def _user(self, req: Request) -> Reply:
         return Reply(
             200,
             {
@@ -221,20 +178,20 @@ class SimApi:
 
     # ------------------------------------------------------------- offers
 
-    def _search(self, req: _Request) -> Reply:
+    def _search(self, req: Request) -> Reply:
         if not isinstance(req.body, dict):
             raise ApiError(400, "invalid_args", "search body must be a JSON object")
         return Reply(200, {"offers": self.market.search_offers(req.body)})
 
-    def _search_get(self, req: _Request) -> Reply:
-        query = _json_param(req.params, "q", {})
+    def _search_get(self, req: Request) -> Reply:
+        query = json_param(req.params, "q", {})
         if not isinstance(query, dict):
             raise ApiError(400, "invalid_args", "q must be a JSON object")
         return Reply(200, {"offers": self.market.search_offers(query)})
 
     # ---------------------------------------------------------- instances
 
-    def _rent(self, req: _Request) -> Reply:
+    def _rent(self, req: Request) -> Reply:
         if not isinstance(req.body, dict):
             raise ApiError(400, "invalid_args", "create body must be a JSON object")
         delay = self.market.create_delay()
@@ -272,15 +229,15 @@ class SimApi:
             return Reply(200, ok, delay_s=self.market.faults.hang_seconds)
         return Reply(200, ok)
 
-    def _list(self, req: _Request) -> Reply:
+    def _list(self, req: Request) -> Reply:
         if self.market.list_error():
             return Reply(
                 200,
                 {"success": False, "error": "server_error", "msg": "Error fetching instances."},
             )
-        select_filters = _json_param(req.params, "select_filters", {})
-        order_by = _json_param(req.params, "order_by", [{"col": "id", "dir": "asc"}])
-        select_cols = _json_param(req.params, "select_cols", None)
+        select_filters = json_param(req.params, "select_filters", {})
+        order_by = json_param(req.params, "order_by", [{"col": "id", "dir": "asc"}])
+        select_cols = json_param(req.params, "select_cols", None)
         if not isinstance(select_filters, dict) or not isinstance(order_by, list):
             raise ApiError(400, "invalid_args", "select_filters must be an object, order_by a list")
         if select_cols is not None and not isinstance(select_cols, list):
@@ -301,20 +258,20 @@ class SimApi:
         )
         return Reply(200, page)
 
-    def _list_v0(self, req: _Request) -> Reply:
+    def _list_v0(self, req: Request) -> Reply:
         raise ApiError(
             410,
             "deprecated_endpoint",
             "/api/v0/instances/ is deprecated. Use /api/v1/instances/ instead.",
         )
 
-    def _filters(self, req: _Request) -> Reply:
+    def _filters(self, req: Request) -> Reply:
         return Reply(200, {"success": True, "filters": self.market.instance_filters()})
 
-    def _show(self, req: _Request) -> Reply:
+    def _show(self, req: Request) -> Reply:
         return Reply(200, {"instances": self.market.show_instance(int(req.match["id"]))})
 
-    def _destroy(self, req: _Request) -> Reply:
+    def _destroy(self, req: Request) -> Reply:
         try:
             self.market.destroy_instance(int(req.match["id"]))
         except ApiError as exc:
@@ -323,135 +280,3 @@ class SimApi:
             # The destroy endpoint's documented "not found" shape.
             return Reply(404, {"success": False, "error": "not_found", "msg": "Instance not found"})
         return Reply(200, {"success": True, "msg": "Instance destroyed successfully"})
-
-    # ------------------------------------------------------------ control
-
-    def _sim_state(self, req: _Request) -> Reply:
-        return Reply(200, self.market.state())
-
-    def _sim_advance(self, req: _Request) -> Reply:
-        seconds = req.body.get("seconds") if isinstance(req.body, dict) else None
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-            raise ApiError(400, "invalid_args", 'body must be {"seconds": <number >= 0>}')
-        return Reply(200, {"success": True, "now": self.market.advance(float(seconds))})
-
-    def _sim_speed(self, req: _Request) -> Reply:
-        speed = req.body.get("speed") if isinstance(req.body, dict) else None
-        if isinstance(speed, bool) or not isinstance(speed, int | float) or speed < 0:
-            raise ApiError(400, "invalid_args", 'body must be {"speed": <number >= 0>}')
-        self.market.set_speed(float(speed))
-        return Reply(200, {"success": True, "speed": float(speed)})
-
-    def _sim_faults(self, req: _Request) -> Reply:
-        changes = dict(req.body) if isinstance(req.body, dict) else None
-        if changes is None:
-            raise ApiError(400, "invalid_args", "body must be an object of fault switches")
-        name = changes.pop("scenario", None)
-        try:
-            faults = self.market.set_faults(name, **changes)
-        except ValueError as exc:
-            raise ApiError(400, "invalid_args", str(exc)) from None
-        return Reply(200, {"success": True, "faults": faults.to_dict()})
-
-    def _sim_kill(self, req: _Request) -> Reply:
-        body = req.body if isinstance(req.body, dict) else {}
-        status = str(body.get("status", "exited"))
-        msg = body.get("msg")
-        try:
-            self.market.kill(int(req.match["id"]), status, str(msg) if msg else None)
-        except KeyError:
-            msg = f"Instance {req.match['id']} not found."
-            raise ApiError(404, "no_such_instance", msg) from None
-        except ValueError as exc:
-            raise ApiError(400, "invalid_args", str(exc)) from None
-        return Reply(200, {"success": True})
-
-    # ------------------------------------------- rate limits, instance state
-
-    def _rate_limited(self, method: str, route: str, identity: str) -> Reply | None:
-        """The 429 for a request the limiter refuses, shaped as the service's:
-        plain text, or for destroy JSON ``{success, error, msg}``; no Retry-After."""
-        refusal = self.market.admit_request(method, route, identity)
-        if refusal is None:
-            return None
-        if refusal.json_body:
-            body = {"success": False, "error": "rate_limit_exceeded", "msg": refusal.msg}
-            return Reply(429, body)
-        return Reply(429, text=refusal.msg)
-
-    def _instance_routes(self) -> list[tuple[str, re.Pattern[str], str, _Handler, bool]]:
-        return [
-            (
-                "PUT",
-                re.compile(r"/api/v0/instances/(?P<id>\d+)/"),
-                "instance",
-                SimApi._manage,
-                True,
-            ),
-            (
-                "PUT",
-                re.compile(r"/api/v0/instances/reboot/(?P<id>\d+)/"),
-                "reboot",
-                SimApi._reboot,
-                True,
-            ),
-            (
-                "POST",
-                re.compile(r"/_sim/instances/(?P<id>\d+)/(?P<action>[a-z_]+)/"),
-                "_sim",
-                SimApi._sim_instance,
-                False,
-            ),
-            ("POST", re.compile(r"/_sim/prover/(?P<id>\d+)/"), "_sim", SimApi._sim_prover, False),
-            ("POST", re.compile(r"/_sim/rate-limits/"), "_sim", SimApi._sim_rate_limits, False),
-        ]
-
-    def _manage(self, req: _Request) -> Reply:
-        if not isinstance(req.body, dict):
-            raise ApiError(400, "invalid_args", "body must be a JSON object")
-        try:
-            self.market.manage_instance(int(req.match["id"]), req.body)
-        except KeyError:
-            raise _no_such_instance(req) from None
-        except ValueError as exc:
-            raise ApiError(400, "invalid_args", str(exc)) from None
-        return Reply(200, {"success": True})
-
-    def _reboot(self, req: _Request) -> Reply:
-        try:
-            rebooted = self.market.reboot_instance(int(req.match["id"]))
-        except KeyError:
-            raise _no_such_instance(req) from None
-        if not rebooted:
-            return Reply(200, {"success": False, "msg": "Instance is not running."})
-        return Reply(200, {"success": True})
-
-    def _sim_instance(self, req: _Request) -> Reply:
-        try:
-            applied = self.market.set_instance_state(int(req.match["id"]), req.match["action"])
-        except KeyError:
-            raise _no_such_instance(req) from None
-        except ValueError as exc:
-            raise ApiError(400, "invalid_args", str(exc)) from None
-        return Reply(200, {"success": True, "applied": applied})
-
-    def _sim_prover(self, req: _Request) -> Reply:
-        fault = req.body.get("fault") if isinstance(req.body, dict) else None
-        try:
-            applied = self.market.prover_fault(int(req.match["id"]), str(fault))
-        except KeyError:
-            raise _no_such_instance(req) from None
-        except ValueError as exc:
-            raise ApiError(400, "invalid_args", str(exc)) from None
-        return Reply(200, {"success": True, "applied": applied})
-
-    def _sim_rate_limits(self, req: _Request) -> Reply:
-        enabled = req.body.get("enabled") if isinstance(req.body, dict) else None
-        if not isinstance(enabled, bool):
-            raise ApiError(400, "invalid_args", 'body must be {"enabled": true|false}')
-        self.market.set_rate_limits(enabled)
-        return Reply(200, {"success": True, "enabled": enabled})
-
-
-def _no_such_instance(req: _Request) -> ApiError:
-    return ApiError(404, "no_such_instance", f"Instance {req.match['id']} not found.")
