@@ -16,6 +16,8 @@ from fleet_agent.prover import ProverSpec
 from fleet_agent.sim import DEFAULT_OFFERS, ApiError, Market
 from fleet_agent.sim.catalogue import gpu_names
 from fleet_agent.sim.gpus import GPU_SPECS
+from fleet_agent.sim.market import _first
+from fleet_agent.sim.query import sort_records
 
 CONSUMER = {s.name for s in GPU_SPECS if s.kind == "consumer"}
 
@@ -100,3 +102,24 @@ def test_listed_offers_a_create_cannot_have(big: Market) -> None:
         big.rent(taken["id"], {"image": "img", "disk": 8})
     assert info.value.error == "no_such_ask"
     assert taken["id"] in big.offer_ids()
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        [("dph_base", False)],
+        [("reliability2", True)],
+        [("reliability2", False), ("num_gpus", True)],
+        [("verified", True)],
+        [("gpu_name", False)],  # text: the general sort
+    ],
+)
+def test_the_fast_partial_sort_orders_as_the_query_engine_does(
+    big: Market, order: list[tuple[str, bool]]
+) -> None:
+    rows = _listed(big)[:2000]
+    for n, r in enumerate(rows):
+        if n % 7 == 0:
+            r["reliability2"] = None  # None sorts first ascending, last descending
+    keys = [*order, ("id", False)]
+    assert _first(rows, keys, 300) == sort_records(rows, keys)[:300]
