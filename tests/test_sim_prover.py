@@ -58,19 +58,19 @@ def test_the_status_is_served_on_the_mapped_port_with_its_documented_shape(
         "started_at",
         "uptime_s",
         "params",
-        "error",
+        "detail",
         "engine",
         "gpus",
         "time",
     }
-    assert status["phase"] == "fetching-params" and status["proofs_completed"] == 0
+    assert status["phase"] == "fetching_params" and status["proofs_completed"] == 0
     assert status["params"]["bytes_total"] == 47 * 1024**3 and not status["params"]["ready"]
     assert status["time"] == pytest.approx(sim.market.now())
     advance_until(sim, lambda: _phase(sim, iid) == "proving", step=120)
     sim.market.advance(3600)
     proving = prover_status(sim, iid)
     assert proving["phase"] == "proving" and proving["proofs_completed"] > 0
-    assert proving["proofs_in_flight"] >= 1 and proving["error"] is None
+    assert proving["proofs_in_flight"] >= 1 and "proving" in proving["detail"]
     assert proving["last_proof_at"] <= proving["time"] and proving["engine"] in (
         "cuzk",
         "supraseal",
@@ -126,7 +126,7 @@ def test_a_crashed_prover_leaves_a_running_machine_that_proves_nothing(
     shown = row(sim, iid)
     assert shown["actual_status"] == "running" and shown["gpu_util"] == 0
     status = prover_status(sim, iid)
-    assert status["phase"] == "error" and message in status["error"]
+    assert status["phase"] == "error" and message in status["detail"]
     assert status["proofs_in_flight"] == 0 and status["proofs_failed"] == 1
     done = status["proofs_completed"]
     sim.market.advance(3600)
@@ -172,7 +172,7 @@ def test_an_ssh_runtype_without_onstart_runs_and_proves_nothing(sim: SimServer) 
     with pytest.raises(httpx.TransportError):  # nothing listens behind the port
         httpx.get(prover_url(shown), timeout=2)
     assert truth(sim, bare)["proofs_completed"] == 0
-    assert prover_status(sim, started)["phase"] in ("fetching-params", "starting", "proving")
+    assert prover_status(sim, started)["phase"] in ("fetching_params", "starting", "proving")
 
 
 def test_a_host_without_direct_ports_maps_nothing(sim: SimServer) -> None:
@@ -196,5 +196,5 @@ def test_a_prover_fails_on_a_host_it_cannot_use(
     filters = {"cuda_max_good": {"gte": 0}, **where}
     iid = rent(sim, find_offer(sim, **filters)["id"], disk=disk)
     advance_until(sim, lambda: _phase(sim, iid) == "error", step=300)
-    assert message in prover_status(sim, iid)["error"]
+    assert message in prover_status(sim, iid)["detail"]
     assert row(sim, iid)["actual_status"] == "running"

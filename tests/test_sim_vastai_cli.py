@@ -148,7 +148,7 @@ def test_create_show_and_destroy(sim: SimServer, cli_env: dict[str, str]) -> Non
     assert "proofs_per_hour" not in one  # the prover's port tells, not the row
     port = one["ports"]["9100/tcp"][0]["HostPort"]  # the image EXPOSEs 9100
     status = httpx.get(f"http://{one['public_ipaddr']}:{port}/status", timeout=5).json()
-    assert status["phase"] in ("fetching-params", "starting", "proving")
+    assert status["phase"] in ("fetching_params", "starting", "proving")
 
     destroyed = vastai(sim, cli_env, "destroy", "instance", str(instance_id), "-y")
     assert destroyed.returncode == 0, destroyed.stderr

@@ -15,7 +15,7 @@ container transitions, control events).
 Container (``actual_status``): None while scheduling, ``loading``, ``running``,
 ``stopped``, ``frozen``, ``rebooting``, and the final ``exited``, ``offline``,
 ``unknown`` and ``created`` (a container that never starts). Prover phase
-(only while running): ``fetching-params``, ``starting`` (SRS load),
+(only while running): ``fetching_params``, ``starting`` (SRS load),
 ``proving``, ``error``; a stuck prover stays ``proving`` and finishes nothing.
 """
 
@@ -120,7 +120,7 @@ class Machine(ProverPhases):
                     if math.floor(self.proofs) > math.floor(before):
                         done = math.floor(self.proofs)
                         self.last_proof_at = self.t + (done - before) * 3600.0 / rate
-            elif self.phase == "fetching-params":
+            elif self.phase == "fetching_params":
                 cap = min(float(PARAMS_BYTES), self.disk_room())
                 self.params_bytes = min(cap, self.params_bytes + self.fate.fetch_bytes_per_s * span)
         self.t = max(self.t, to)

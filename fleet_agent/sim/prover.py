@@ -118,8 +118,20 @@ def status_body(machine: Machine, offer: dict[str, Any], now: float) -> dict[str
             "bytes_fetched": int(machine.params_bytes),
             "ready": machine.params_bytes >= PARAMS_BYTES,
         },
-        "error": machine.error if phase == "error" else None,
+        "detail": _detail(machine, phase),
         "engine": engine(offer["gpu_name"], int(offer["num_gpus"]), offer["cpu_ram"]) or None,
         "gpus": int(offer["num_gpus"]),
         "time": now,
     }
+
+
+def _detail(machine: Machine, phase: str) -> str:
+    """One line on what the prover is doing, or why it stopped."""
+    if phase == "error":
+        return machine.error or "prover failed"
+    if phase == "fetching_params":
+        share = machine.params_bytes / PARAMS_BYTES
+        return f"fetching proof parameters: {share:.0%} of {PARAMS_BYTES / 1024**3:.0f} GiB"
+    if phase == "starting":
+        return "loading the proof parameters into memory"
+    return "proving 32 GiB PoRep C2"

@@ -23,7 +23,7 @@ class ProverPhases(MachineState):
         self.prover_started_at = t
         self.stuck, self.error = False, None
         if self.params_bytes < PARAMS_BYTES:
-            self._set_phase(t, "fetching-params")
+            self._set_phase(t, "fetching_params")
         else:
             self._set_phase(t, "starting")
 
@@ -41,7 +41,7 @@ class ProverPhases(MachineState):
 
     def _set_phase(self, t: float, phase: str) -> None:
         self.phase, self.phase_until = phase, None
-        if phase == "fetching-params":
+        if phase == "fetching_params":
             target = min(float(PARAMS_BYTES), self.disk_room())
             left = max(0.0, target - self.params_bytes)
             self.phase_until = t + left / self.fate.fetch_bytes_per_s
@@ -49,7 +49,7 @@ class ProverPhases(MachineState):
             self.phase_until = t + self.fate.srs_load_s
 
     def _on_phase_end(self, t: float, env: MachineEnv) -> None:
-        if self.phase == "fetching-params":
+        if self.phase == "fetching_params":
             if self.disk_room() < PARAMS_BYTES:
                 self.params_bytes = self.disk_room()
                 self._fail(t, "parameter fetch failed: no space left on device")
