@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from fleet_agent.capacity import record_proofs_per_hour
-from fleet_agent.fleet.offer_query import offer_filters
+from fleet_agent.fleet.offer_query import allowed_gpu_names, offer_filters
 from fleet_agent.models import AgentConfig
 from fleet_agent.prover import ProverSpec
 from fleet_agent.sim import DEFAULT_OFFERS, ApiError, Market
@@ -39,10 +39,10 @@ def test_the_default_market_is_the_real_ones_size_and_mostly_unwanted(big: Marke
     can_prove = sum(1 for o in offers if record_proofs_per_hour(o) > 0)
     assert can_prove < 0.7 * len(offers)
     # What the default guardrails accept is a small minority.
-    wanted = big.search_offers(
-        {**offer_filters(AgentConfig(), ProverSpec(), gpu_names()), "limit": 1000}
-    )
-    assert 0 < len(wanted) < 0.15 * len(offers)
+    config = AgentConfig()
+    names = allowed_gpu_names(config.allowed_gpus, gpu_names())
+    wanted = big.search_offers({**offer_filters(config, ProverSpec(), names), "limit": 1000})
+    assert 0 < len(wanted) < 0.05 * len(offers)
     # Hosts a careful renter avoids are common.
     assert sum(not o["verified"] for o in offers) > 0.2 * len(offers)
     assert sum(o["external"] for o in offers) > 0.05 * len(offers)
