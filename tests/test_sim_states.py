@@ -94,6 +94,9 @@ def test_a_frozen_instance_keeps_its_prover_where_it_was(sim: SimServer) -> None
 
 def test_a_reboot_restarts_the_container_and_the_prover(sim: SimServer) -> None:
     iid = _proving(sim)
+    sim.market.advance(3600)
+    before = prover_status(sim, iid)
+    assert before["proofs_completed"] > 0
     url = prover_url(row(sim, iid))
     with api(sim) as c:
         assert c.put(f"/api/v0/instances/reboot/{iid}/", json={}).json() == {"success": True}
@@ -102,7 +105,12 @@ def test_a_reboot_restarts_the_container_and_the_prover(sim: SimServer) -> None:
             httpx.get(url, timeout=2)
         sim.market.advance(181)
         assert row(sim, iid)["actual_status"] == "running"
-        assert prover_status(sim, iid)["phase"] == "starting"
+        restarted = prover_status(sim, iid)
+        assert restarted["phase"] == "starting"
+        # A new prover process: its counters start again (the truth goes on).
+        assert restarted["proofs_completed"] == 0
+        assert restarted["started_at"] > before["started_at"]
+        assert truth(sim, iid)["proofs_completed"] >= before["proofs_completed"]
         c.put(f"/api/v0/instances/{iid}/", json={"state": "stopped"})
         again = c.put(f"/api/v0/instances/reboot/{iid}/", json={})
         assert again.json()["success"] is False  # only a running container reboots

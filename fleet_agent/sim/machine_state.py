@@ -48,8 +48,12 @@ class MachineState:
     params_bytes: float = 0.0
     prover_started_at: float | None = None
     stuck: bool = False
+    #: Proofs finished and failed over the machine's life (the truth)...
     proofs: float = 0.0
     proofs_failed: int = 0
+    #: ...and their values when the prover process last started (its counters start there).
+    proofs_at_start: int = 0
+    failed_at_start: int = 0
     last_proof_at: float | None = None
     error: str | None = None
     fault_at: float | None = None

@@ -107,9 +107,10 @@ def status_body(machine: Machine, offer: dict[str, Any], now: float) -> dict[str
     started = machine.prover_started_at
     return {
         "phase": phase,
-        "proofs_completed": math.floor(machine.proofs),
+        # Counters of this prover process: a restart starts them again at 0.
+        "proofs_completed": math.floor(machine.proofs) - machine.proofs_at_start,
         "proofs_in_flight": in_flight,
-        "proofs_failed": machine.proofs_failed,
+        "proofs_failed": machine.proofs_failed - machine.failed_at_start,
         "last_proof_at": machine.last_proof_at,
         "started_at": started,
         "uptime_s": round(now - started, 3) if started is not None else 0.0,
