@@ -462,12 +462,14 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-async def main_async(names: list[str], outage_s: float) -> list[Outcome]:
-    outcomes = []
+async def main_async(names: list[str], outage_s: float, *, together: bool) -> list[Outcome]:
+    """Each scenario in its own world; `together` runs the worlds at once (they
+    share nothing but the machine), one after another otherwise."""
     for name in names:
         print(f"… {name}", flush=True)
-        outcomes.append(await run_scenario(name, outage_s))
-    return outcomes
+    if together:
+        return list(await asyncio.gather(*(run_scenario(n, outage_s) for n in names)))
+    return [await run_scenario(name, outage_s) for name in names]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -475,10 +477,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     parser.add_argument("--only", action="append", choices=sorted(SCENARIOS), help="a scenario")
     parser.add_argument("--outage", type=float, default=60.0, help="store outage seconds (60)")
+    parser.add_argument(
+        "--together", action="store_true", help="run the scenarios' worlds at the same time"
+    )
     parser.add_argument("--json-out", type=Path, help="default bench/results/chaos-<time>.json")
     args = parser.parse_args(argv)
     names = args.only or (QUICK if args.quick else list(SCENARIOS))
-    outcomes = asyncio.run(main_async(names, args.outage))
+    outcomes = asyncio.run(main_async(names, args.outage, together=args.together))
     print()
     print(table(outcomes))
     for o in outcomes:

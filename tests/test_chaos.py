@@ -1,7 +1,7 @@
 """The short chaos suite, as `make test` runs it: real processes, real faults.
 
-`bench/chaos.py --quick` SIGKILLs a worker in the middle of an LLM call and
-cuts the store off for 15 s, each in a world of its own (dev server and
+`bench/chaos.py --quick --together` SIGKILLs a worker in the middle of an LLM call and
+cuts the store off for 15 s, each in a world of its own (the two at once) (dev server and
 workers as processes, PostgreSQL behind a proxy), and checks the invariants:
 no duplicate rental, no runs in parallel, every operator message in exactly
 one run, every run recorded, recovery within 45 s of a worker kill.
@@ -27,6 +27,7 @@ async def test_quick_chaos_holds_every_invariant(tmp_path: Path) -> None:
         sys.executable,
         str(ROOT / "bench" / "chaos.py"),
         "--quick",
+        "--together",
         "--outage",
         "15",
         "--json-out",
