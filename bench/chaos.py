@@ -21,7 +21,7 @@ parallel, every operator message in exactly one run, every run recorded) and
 the recovery time. It prints a table and writes JSON; exit 1 if an invariant
 or the recovery target (45 s after a worker kill) fails.
 
-    .venv/bin/python bench/chaos.py                      # every scenario (~7 min)
+    .venv/bin/python bench/chaos.py                      # every scenario (~5 min)
     .venv/bin/python bench/chaos.py --quick              # what `make test` runs
     .venv/bin/python bench/chaos.py --only store-outage --outage 20
 """
