@@ -708,6 +708,11 @@ def test_a_continued_reply_merges_with_the_paused_one_into_one_turn() -> None:
         {"max_instances": -1},
         {"paused": "maybe"},
         {"allowed_gpus": "RTX 4090"},
+        {"not_proving_minutes": 1},
+        {"not_proving_minutes": "soon"},
+        {"min_release_age_minutes": -5},
+        {"failed_host_ttl_hours": 10_000},
+        {"failed_host_ttl_hours": True},
     ],
 )
 def test_invalid_values_are_rejected(raw: dict[str, Any]) -> None:

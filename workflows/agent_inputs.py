@@ -47,6 +47,8 @@ _FLEET_FIELDS = frozenset(
         "allowed_gpus",
         "min_reliability",
         "dry_run",
+        "not_proving_minutes",
+        "min_release_age_minutes",
     }
 )
 _KNOWN_SIGNALS = "human_message, state_changed, trigger_now, reset_session, cancel_wake"

@@ -42,6 +42,16 @@ class AgentConfig(BaseModel):
     dry_run: bool = False
     monitor_enabled: bool = True
     monitor_poll_seconds: Annotated[int, Field(ge=5, le=3_600)] = 30
+    # Capacity measured in proofs (docs/DECISIONS.md, "Capacity measured in proofs").
+    # A running machine whose prover has made no progress (no proof finished,
+    # no parameter byte fetched) for this long is "not_proving" and replaced.
+    not_proving_minutes: Annotated[float, Field(ge=5, le=1_440)] = 20.0
+    # Hysteresis: a healthy machine younger than this is never released, and a
+    # release must leave the fleet at or above target.
+    min_release_age_minutes: Annotated[float, Field(ge=0, le=10_080)] = 45.0
+    # A host that failed (dead, stuck loading, not proving) is not rented
+    # again for this long; 0 forgets at once.
+    failed_host_ttl_hours: Annotated[float, Field(ge=0, le=720)] = 24.0
 
 
 class ConfigPatch(Strict):
@@ -65,6 +75,9 @@ class ConfigPatch(Strict):
     dry_run: bool | None = None
     monitor_enabled: bool | None = None
     monitor_poll_seconds: Annotated[int, Field(ge=5, le=3_600)] | None = None
+    not_proving_minutes: Annotated[float, Field(ge=5, le=1_440)] | None = None
+    min_release_age_minutes: Annotated[float, Field(ge=0, le=10_080)] | None = None
+    failed_host_ttl_hours: Annotated[float, Field(ge=0, le=720)] | None = None
 
     def apply(self, config: AgentConfig) -> AgentConfig:
         """The config with this patch applied, validated as a whole."""
