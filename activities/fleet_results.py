@@ -80,12 +80,14 @@ def is_refusal(exc: VastError) -> bool:
 
 
 def offer_row(offer: Offer) -> dict[str, Any]:
-    rate = proofs_per_hour(offer.gpu_name, offer.num_gpus, offer.cpu_ram)
+    # The CPU bound counts: an 8-GPU host with few cores cannot feed its GPUs.
+    rate = proofs_per_hour(offer.gpu_name, offer.num_gpus, offer.cpu_ram, offer.cpu_cores_effective)
     return {
         "offer_id": offer.id,
         "gpu": offer.gpu_name,
         "num_gpus": offer.num_gpus,
         "host_ram_gb": round(offer.cpu_ram / 1024),
+        "cpu_cores": offer.cpu_cores_effective,
         "dph": round(offer.dph_total, 4),
         "reliability": offer.reliability2,
         "est_proofs_per_hour": round(rate, 1),
