@@ -41,6 +41,7 @@ from fleet_agent.vast.models import Instance, Offer
 
 from .fleet_calls import ToolCalls, paused_result
 from .fleet_create import Renter, offer_unavailable
+from .fleet_provers import ProverWatch
 from .fleet_results import tool_result, vast_failure
 from .fleet_search import OfferSearch
 from .heartbeat import heartbeating
@@ -68,6 +69,7 @@ class FleetActivities:
         self._renter = Renter(vast, self._prover)
         self._search_tool = OfferSearch(vast, self._prover)
         self._calls = ToolCalls(store, configs or WorkflowConfigSource())
+        self._watch = ProverWatch(store, self._prover, clock)
         self._clock = clock
 
     # ------------------------------------------------------------ reads
@@ -78,30 +80,49 @@ class FleetActivities:
         listed = await self._vast.list_instances(label_prefix=label_prefix(agent_id))
         return [i for i in listed if is_ours(i.label, agent_id)]
 
-    async def _summary(self, agent_id: str, target: float) -> FleetSnapshot:
+    async def _summary(self, req: PollRequest, *, observe: bool = False) -> FleetSnapshot:
+        """The fleet against `req`'s rules: the provers read now (`observe`, the
+        monitor's poll) or as the last poll left them (every other view)."""
         try:
-            instances = await self._ours(agent_id)
+            instances = await self._ours(req.agent_id)
         except VastError as exc:
             raise vast_failure(exc) from None
-        return summarize(instances, target=target, now_epoch=self._clock())
+        members = [i for i in instances if not i.is_gone]
+        if observe:
+            tracks = await self._watch.observe(req, members)
+        else:
+            tracks = await self._watch.tracks(req.agent_id)
+        return summarize(
+            members,
+            target=req.target_proofs_per_hour,
+            now_epoch=self._clock(),
+            tracks=tracks,
+            not_proving_minutes=req.not_proving_minutes,
+            min_release_age_minutes=req.min_release_age_minutes,
+        )
 
-    async def snapshot(self, agent_id: str, target: float) -> FleetSnapshot:
+    async def snapshot(
+        self, agent_id: str, target: float, config: AgentConfig | None = None
+    ) -> FleetSnapshot:
         """The fleet, or a snapshot that says why it could not be read."""
         try:
-            return await self._summary(agent_id, target)
+            return await self._summary(_rules(agent_id, config or AgentConfig(), target))
         except ApplicationError as exc:
             return FleetSnapshot(target_proofs_per_hour=target, error=exc.message)
 
     async def snapshot_text(self, agent_id: str, config: AgentConfig) -> str:
         """The fleet view of a run's context (see activities.runlog.FleetView)."""
-        return (await self.snapshot(agent_id, config.target_proofs_per_hour)).to_text()
+        snap = await self.snapshot(agent_id, config.target_proofs_per_hour, config)
+        return snap.to_text()
 
     @activity.defn
     async def poll_fleet(self, req: PollRequest) -> FleetSnapshot:
-        """List this agent's instances on vast.ai (read only), for the monitor.
+        """List this agent's instances on vast.ai (read only) and read each
+        running machine's prover status (HTTP to the machine), for the monitor.
+        Updates the prover tracks and the failed hosts in the store.
         `duplicate_labels` names create labels that carry more than one machine."""
         async with heartbeating():
-            return await self._summary(req.agent_id, req.target_proofs_per_hour)
+            return await self._summary(req, observe=True)
 
     @activity.defn
     async def get_fleet_status(self, req: FleetToolRequest) -> ToolResult:
@@ -111,7 +132,7 @@ class FleetActivities:
 
     async def _status(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
         config = await self._calls.config(req, mutating=False)
-        snap = await self._summary(req.agent_id, config.target_proofs_per_hour)
+        snap = await self._summary(_rules(req.agent_id, config))
         return tool_result(req, snap.to_text())
 
     @activity.defn
@@ -226,6 +247,9 @@ class FleetActivities:
                 f"Refused: instance {inst.id} is not this agent's (label {inst.label!r}).",
                 error=True,
             )
+        refusal = await self._too_young(req.agent_id, inst, config)
+        if refusal is not None:
+            return tool_result(req, refusal, error=True)
         if config.dry_run:
             return tool_result(req, f"DRY RUN: would destroy instance {inst.id}. Nothing changed.")
         await self._calls.start(req)
@@ -238,6 +262,28 @@ class FleetActivities:
             req,
             f"Destroyed instance {inst.id} ({inst.gpu_name}, was {inst.actual_status}).",
             mutating=True,
+        )
+
+    async def _too_young(self, agent_id: str, inst: Instance, config: AgentConfig) -> str | None:
+        """Hysteresis: why a healthy machine may not be released yet, or None.
+        A dead, idle, stuck or not-proving machine may always go."""
+        tracks = await self._watch.tracks(agent_id)
+        rules = _rules(agent_id, config)
+        row = summarize(
+            [inst],
+            target=config.target_proofs_per_hour,
+            now_epoch=self._clock(),
+            tracks=tracks,
+            not_proving_minutes=rules.not_proving_minutes,
+            min_release_age_minutes=rules.min_release_age_minutes,
+        ).instances[0]
+        if row.releasable:
+            return None
+        return (
+            f"Refused: instance {inst.id} is healthy and only {row.age_minutes:.0f} min old; "
+            f"machines are kept at least {config.min_release_age_minutes:g} min "
+            "(min_release_age_minutes) so that a target change or a passing surplus "
+            "does not rent and release the same capacity. Nothing was destroyed."
         )
 
     # ------------------------------------------------------------ monitor
@@ -258,3 +304,14 @@ class FleetActivities:
             except VastError as exc:
                 raise vast_failure(exc) from None
             return report
+
+
+def _rules(agent_id: str, config: AgentConfig, target: float | None = None) -> PollRequest:
+    """The rules a view of `agent_id`'s fleet is judged by, from its config."""
+    return PollRequest(
+        agent_id=agent_id,
+        target_proofs_per_hour=config.target_proofs_per_hour if target is None else target,
+        not_proving_minutes=config.not_proving_minutes,
+        min_release_age_minutes=config.min_release_age_minutes,
+        failed_host_ttl_hours=config.failed_host_ttl_hours,
+    )

@@ -120,9 +120,14 @@ get_fleet_status when you need facts.
 
 Rules:
 - Rent with create_instance only after search_offers, and prefer the lowest $ per proof.
-- Destroy instances that exited, went offline or are stuck, and replace them.
+- Destroy instances that exited, went offline, are stuck or are not_proving (running, but \
+their prover finished nothing for {config.not_proving_minutes:g} min), and replace them.
+- Capacity is measured from each prover's finished proofs (measured_proofs_per_hour); an \
+estimate counts only while a machine loads or fetches its parameters.
 - Keep the expected capacity (running + loading) at or just above the target; release\
- machines the target does not need, most expensive per proof first.
+ machines the target does not need, most expensive per proof first, only when the fleet \
+stays at or above the target without them, and never a healthy machine younger than \
+{config.min_release_age_minutes:g} min (releasable: false).
 - Hard limits are enforced by the system, not by you: at most {config.max_instances} \
 instances, ${config.max_fleet_dph:g}/h for the fleet, ${config.max_instance_dph:g}/h per \
 instance, GPUs {gpus}, reliability ≥ {config.min_reliability:g}{dry_run}. \

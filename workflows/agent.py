@@ -124,6 +124,9 @@ class FleetAgentWorkflow(InputsMixin, RunsMixin):
             poll_seconds=config.monitor_poll_seconds,
             target_proofs_per_hour=config.target_proofs_per_hour,
             enabled=config.monitor_enabled,
+            not_proving_minutes=config.not_proving_minutes,
+            min_release_age_minutes=config.min_release_age_minutes,
+            failed_host_ttl_hours=config.failed_host_ttl_hours,
         )
 
     async def _ensure_monitor(self) -> None:

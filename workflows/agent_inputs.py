@@ -51,6 +51,15 @@ _FLEET_FIELDS = frozenset(
         "min_release_age_minutes",
     }
 )
+# Config fields the monitor's poll uses (besides monitor_*): sent to it at once.
+_MONITOR_FIELDS = frozenset(
+    {
+        "target_proofs_per_hour",
+        "not_proving_minutes",
+        "min_release_age_minutes",
+        "failed_host_ttl_hours",
+    }
+)
 _KNOWN_SIGNALS = "human_message, state_changed, trigger_now, reset_session, cancel_wake"
 
 
@@ -174,7 +183,7 @@ class InputsMixin(AgentCore):
             self._state.next_trigger_seq += 1
         self._notify()
         self._show()
-        if any(k.startswith("monitor_") or k == "target_proofs_per_hour" for k in changed):
+        if any(k.startswith("monitor_") or k in _MONITOR_FIELDS for k in changed):
             if self._state.config.monitor_enabled and not old.monitor_enabled:
                 await self._ensure_monitor()
             else:

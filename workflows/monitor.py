@@ -94,6 +94,9 @@ class FleetMonitorWorkflow:
                     PollRequest(
                         agent_id=inp.agent_id,
                         target_proofs_per_hour=self._config.target_proofs_per_hour,
+                        not_proving_minutes=self._config.not_proving_minutes,
+                        min_release_age_minutes=self._config.min_release_age_minutes,
+                        failed_host_ttl_hours=self._config.failed_host_ttl_hours,
                     ),
                     start_to_close_timeout=_POLL_TIMEOUT,
                     heartbeat_timeout=FLEET_HEARTBEAT_TIMEOUT,

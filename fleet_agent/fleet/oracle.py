@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Cover", "Item", "cheapest_cover"]
+__all__ = ["Cover", "Item", "cheapest_cover", "planning_unit"]
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,19 @@ class Cover:
     met: bool
 
 
-def cheapest_cover(items: Sequence[Item], target: float) -> Cover:
-    """The minimum-cost subset of `items` whose rates sum to at least `target`."""
-    need = math.ceil(target - 1e-9)
-    usable = [i for i in items if math.floor(i.rate) > 0 and i.cost >= 0]
+def cheapest_cover(items: Sequence[Item], target: float, unit: float = 1.0) -> Cover:
+    """The minimum-cost subset of `items` whose rates sum to at least `target`.
+
+    Capacity is counted in whole `unit`s of proofs/h (each rate rounded down,
+    the target up), so the answer always meets the target; a coarser unit
+    trades a little optimality for time on large targets (`planning_unit`).
+    """
+    need = math.ceil(target / unit - 1e-9)
+    steps = {i.key: math.floor(i.rate / unit + 1e-9) for i in items}
+    usable = [i for i in items if steps[i.key] > 0 and i.cost >= 0]
     if need <= 0:
         return Cover([], 0.0, 0.0, True)
-    if sum(math.floor(i.rate) for i in usable) < need:
+    if sum(steps[i.key] for i in usable) < need:
         return Cover(
             [i.key for i in usable],
             sum(i.cost for i in usable),
@@ -52,11 +58,11 @@ def cheapest_cover(items: Sequence[Item], target: float) -> Cover:
             False,
         )
     inf = math.inf
-    # best[c]: the least cost reaching at least c proofs/h with the items seen so far.
+    # best[c]: the least cost reaching at least c units with the items seen so far.
     best = [0.0] + [inf] * need
     took: list[bytearray] = []
     for item in usable:
-        rate = math.floor(item.rate)
+        rate = steps[item.key]
         row = bytearray(need + 1)
         for c in range(need, 0, -1):
             candidate = best[max(0, c - rate)] + item.cost
@@ -69,7 +75,7 @@ def cheapest_cover(items: Sequence[Item], target: float) -> Cover:
     for item, row in zip(reversed(usable), reversed(took), strict=True):
         if c > 0 and row[c]:
             chosen.append(item)
-            c = max(0, c - math.floor(item.rate))
+            c = max(0, c - steps[item.key])
     chosen.reverse()
     return Cover(
         [i.key for i in chosen],
@@ -77,3 +83,9 @@ def cheapest_cover(items: Sequence[Item], target: float) -> Cover:
         sum(i.rate for i in chosen),
         True,
     )
+
+
+def planning_unit(target: float, max_units: int = 4_000) -> float:
+    """The unit that keeps `cheapest_cover` at most `max_units` steps deep:
+    1 proof/h up to that target, coarser beyond."""
+    return max(1.0, target / max_units)

@@ -1,7 +1,9 @@
 """The autopilot's fleet policy: what a careful operator would do, as pure functions.
 
-Replace dead and stuck machines, rent the cheapest capacity per proof to cover
-a gap, release the most expensive machines the target does not need. Works on
+Replace dead, stuck and not-proving machines, rent the cheapest set of offers
+that covers a gap, release the most expensive machines per proof the target
+does not need, but never a healthy machine younger than the agent's
+`min_release_age_minutes` (the snapshot marks it not `releasable`). Works on
 the same snapshot rows and search results the model sees.
 """
 
@@ -10,14 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 from fleet_agent.vast.models import phase_of
 
-__all__ = ["STUCK_LOADING_MINUTES", "FleetPlan", "choose_offers", "plan_fleet"]
+__all__ = ["NOT_PROVING", "STUCK_LOADING_MINUTES", "FleetPlan", "choose_offers", "plan_fleet"]
 
 # A machine still not running after this long is replaced (vast.ai hosts
 # sometimes never finish pulling the image). Age counts from the rental, so a
 # reboot (transient, and possibly hours after the rental) is exempt.
 STUCK_LOADING_MINUTES = 30.0
+#: The snapshot's state of a running machine whose prover makes no progress.
+NOT_PROVING = "not_proving"
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,10 @@ def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
         state = str(row.get("state"))
         phase = phase_of(state)
         age = row.get("age_minutes")
-        if phase == "dead":
+        if state == NOT_PROVING:
+            why = str(row.get("note") or "its prover made no progress")
+            destroy.append((int(row["id"]), why))
+        elif phase == "dead":
             destroy.append((int(row["id"]), f"instance is {state}; replacing it"))
         elif phase == "idle":
             # Stopped or frozen: proves nothing, still billed.
@@ -58,40 +66,29 @@ def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
         else:
             alive.append(row)
     expected = sum(float(r.get("expected_proofs_per_hour") or 0.0) for r in alive)
-    # Release surplus, most expensive per proof first, while the target stays met.
+    # Release surplus, most expensive per proof first, while the target stays
+    # met without it; machines younger than the minimum age stay (hysteresis).
     for row in sorted(alive, key=_per_proof, reverse=True):
         rate = float(row.get("expected_proofs_per_hour") or 0.0)
-        if rate and expected - rate >= target:
+        if rate and row.get("releasable", True) and expected - rate >= target:
             destroy.append((int(row["id"]), "not needed for the target"))
             expected -= rate
     return FleetPlan(destroy=destroy, expected_after=expected, gap=target - expected)
 
 
 def choose_offers(offers: list[dict[str, Any]], gap: float) -> list[dict[str, Any]]:
-    """Offers (rows as search_offers gives them) that cover `gap` cheaply.
+    """Offers (rows as search_offers gives them) that cover `gap` at the least $/h.
 
-    Greedy with an eye on overshoot: fill with the cheapest machine per proof
-    while that beats the cheapest single machine covering the whole remainder;
-    then take that covering machine. Buying a huge machine for a small gap would
-    leave capacity far above target that no release could trim.
+    The exact cheapest cover of the offers shown (fleet_agent/fleet/oracle.py):
+    a greedy choice by $ per proof overshoots a small gap with a big machine,
+    or fills it with many small ones where one mid-sized machine is cheaper.
     """
     pool = [o for o in offers if float(o.get("est_proofs_per_hour") or 0.0) > 0]
-    chosen: list[dict[str, Any]] = []
-    remaining = gap
-    while remaining > 0 and pool:
-        rate = {id(o): float(o["est_proofs_per_hour"]) for o in pool}
-        covering = [o for o in pool if rate[id(o)] >= remaining]
-        partial = [o for o in pool if rate[id(o)] < remaining]
-        cover = min(covering, key=lambda o: float(o["dph"])) if covering else None
-        fill = min(partial, key=lambda o: float(o["dph"]) / rate[id(o)]) if partial else None
-        if fill is not None and (
-            cover is None or float(fill["dph"]) / rate[id(fill)] * remaining < float(cover["dph"])
-        ):
-            pick = fill
-        else:
-            assert cover is not None
-            pick = cover
-        chosen.append(pick)
-        pool.remove(pick)
-        remaining -= rate[id(pick)]
-    return chosen
+    if gap <= 0 or not pool:
+        return []
+    items = [
+        Item(key=k, cost=float(o["dph"]), rate=float(o["est_proofs_per_hour"]))
+        for k, o in enumerate(pool)
+    ]
+    cover = cheapest_cover(items, gap, planning_unit(gap))
+    return [pool[k] for k in cover.keys]

@@ -4,21 +4,33 @@ States are `Instance.state` words (fleet_agent/vast/models.py): running
 machines are capacity, booting ones (scheduling, loading, rebooting) will be;
 stopped and frozen machines are not, and are billed until they are destroyed,
 like dead ones, so the model is told to replace or release them. Destroyed
-rows are no fleet members and are left out.
+rows are no fleet members and are left out. A running machine whose prover
+made no progress for a while is "not_proving" (fleet_agent/fleet/provers.py):
+not capacity, to be replaced.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
 from fleet_agent.capacity import proofs_per_hour
+from fleet_agent.fleet.policy import NOT_PROVING, STUCK_LOADING_MINUTES
+from fleet_agent.fleet.provers import ProverTrack, not_proving_reason
 from fleet_agent.fleet.reconcile import duplicate_labels
 from fleet_agent.vast.models import Instance, phase_of
 
-__all__ = ["FleetInstance", "FleetSnapshot", "instance_capacity", "summarize"]
+__all__ = [
+    "NOT_PROVING",
+    "FleetInstance",
+    "FleetSnapshot",
+    "estimate",
+    "instance_capacity",
+    "summarize",
+]
 
 
 class FleetInstance(BaseModel):
@@ -28,11 +40,21 @@ class FleetInstance(BaseModel):
     gpu: str
     num_gpus: int
     dph: float
+    # Proving now: measured where measured (see `measured_proofs_per_hour`),
+    # else the capacity model's estimate while it proves unmeasured.
     proofs_per_hour: float
-    # What it proves once running (0 for dead machines): plan with this.
+    # What it proves once running (0 for dead and not-proving machines): plan with this.
     expected_proofs_per_hour: float = 0.0
+    # From the prover's own status (proofs finished over time); None until measured.
+    measured_proofs_per_hour: float | None = None
+    usd_per_100_proofs: float | None = None
+    prover: str = ""  # the prover's phase and detail, as its status says
     status_msg: str = ""
     age_minutes: float | None = None
+    # False for a healthy machine younger than min_release_age_minutes.
+    releasable: bool = True
+    machine_id: int | None = None
+    host_id: int | None = None
     # Set for a machine that is not capacity: stopped, frozen, dead, or in a
     # status this code does not know.
     note: str = ""
@@ -69,7 +91,11 @@ class FleetSnapshot(BaseModel):
             f"{self.expected_proofs_per_hour:.0f} once loading ones are up; target "
             f"{self.target_proofs_per_hour:.0f} (gap {gap:+.0f}); spend ${self.fleet_dph:.2f}/h"
         )
-        idle = sum(1 for i in self.instances if phase_of(i.state) in ("idle", "dead"))
+        idle = sum(
+            1
+            for i in self.instances
+            if i.state == NOT_PROVING or phase_of(i.state) in ("idle", "dead")
+        )
         if idle:
             head += (
                 f"; {idle} machine(s) are not capacity and never will be (see note), "
@@ -92,33 +118,88 @@ _NOTES = {
 }
 
 
+def estimate(inst: Instance) -> float:
+    """What the capacity model expects of this machine once it proves: its GPUs,
+    host RAM and CPU cores (the real service reports no throughput)."""
+    return proofs_per_hour(
+        inst.gpu_name or "", inst.num_gpus or 1, inst.cpu_ram or 0.0, inst.cpu_cores_effective
+    )
+
+
 def instance_capacity(inst: Instance) -> float:
-    """Proofs/h of a running instance: reported (simulator) or estimated from
-    its GPU and host RAM with the capacity model (the real service reports none)."""
+    """Estimated proofs/h of a running instance (0 otherwise), with no status read."""
+    return estimate(inst) if inst.phase == "running" else 0.0
+
+
+@dataclass(frozen=True)
+class _Capacity:
+    now: float  # proving now: measured, else the estimate while proving unmeasured
+    expected: float  # once loaded: plan with this
+    measured: float | None = None
+    prover: str = ""
+    not_proving: str = ""  # why a running machine counts as not proving
+
+
+def _capacity(
+    inst: Instance, track: ProverTrack | None, reading: bool, now: float | None, limit: float
+) -> _Capacity:
+    """Capacity is measured where a measurement exists; the estimate counts only
+    while a machine boots, fetches or loads its parameters, or proves unmeasured."""
+    guess = estimate(inst)
+    if inst.phase == "booting":
+        return _Capacity(0.0, guess)
     if inst.phase != "running":
-        return 0.0
-    if inst.proofs_per_hour is not None:
-        return float(inst.proofs_per_hour)
-    return proofs_per_hour(inst.gpu_name or "", inst.num_gpus or 1, inst.cpu_ram or 0.0)
+        return _Capacity(0.0, 0.0)
+    if not reading or track is None or now is None:
+        # Status not read (disabled, or not yet polled): the model's estimate.
+        return _Capacity(guess, guess)
+    prover = f"{track.phase}: {track.detail}" if track.detail else track.phase
+    reason = not_proving_reason(track, now, limit)
+    if reason is not None:
+        return _Capacity(0.0, 0.0, track.measured_proofs_per_hour, prover[:120], reason)
+    measured = track.measured_proofs_per_hour
+    if measured is not None:
+        return _Capacity(measured, measured, measured, prover[:120])
+    if track.phase == "proving":
+        return _Capacity(guess, guess, None, prover[:120])
+    return _Capacity(0.0, guess, None, prover[:120])
 
 
 def summarize(
-    instances: list[Instance], *, target: float, now_epoch: float | None = None
+    instances: list[Instance],
+    *,
+    target: float,
+    now_epoch: float | None = None,
+    tracks: dict[int, ProverTrack] | None = None,
+    not_proving_minutes: float = 20.0,
+    min_release_age_minutes: float = 0.0,
 ) -> FleetSnapshot:
+    """The snapshot of `instances`. `tracks` are the monitor's prover reads (None:
+    statuses are not read, capacity is the estimate); a running machine whose
+    prover made no progress for `not_proving_minutes` is in state "not_proving".
+    A healthy machine younger than `min_release_age_minutes` is not releasable."""
     rows: list[FleetInstance] = []
     capacity = expected = dph = 0.0
     members = [i for i in instances if not i.is_gone]
     for inst in sorted(members, key=lambda i: i.id):
         state, phase = inst.state, inst.phase
-        cap = instance_capacity(inst)
-        potential = (
-            cap or proofs_per_hour(inst.gpu_name or "", inst.num_gpus or 1, inst.cpu_ram or 0.0)
-            if phase in ("running", "booting")
-            else 0.0
-        )
+        track = (tracks or {}).get(inst.id)
+        cap = _capacity(inst, track, tracks is not None, now_epoch, not_proving_minutes)
         age = None
         if now_epoch is not None and inst.start_date:
             age = round((now_epoch - inst.start_date) / 60, 1)
+        note = _NOTES[phase].format(state=state) if phase in _NOTES else ""
+        if cap.not_proving:
+            state = NOT_PROVING
+            note = f"running but not proving ({cap.not_proving}); still billed: replace it"
+        stuck = (
+            phase == "booting"
+            and state != "rebooting"
+            and age is not None
+            and age > STUCK_LOADING_MINUTES
+        )
+        healthy = phase in ("running", "booting") and not cap.not_proving and not stuck
+        young = age is not None and age < min_release_age_minutes
         rows.append(
             FleetInstance(
                 id=inst.id,
@@ -127,15 +208,25 @@ def summarize(
                 gpu=inst.gpu_name or "?",
                 num_gpus=inst.num_gpus or 1,
                 dph=round(inst.dph_total or 0.0, 4),
-                proofs_per_hour=round(cap, 1),
-                expected_proofs_per_hour=round(potential, 1),
+                proofs_per_hour=round(cap.now, 1),
+                expected_proofs_per_hour=round(cap.expected, 1),
+                measured_proofs_per_hour=(
+                    round(cap.measured, 1) if cap.measured is not None else None
+                ),
+                usd_per_100_proofs=(
+                    round(100 * (inst.dph_total or 0.0) / cap.expected, 3) if cap.expected else None
+                ),
+                prover=cap.prover,
                 status_msg=(inst.status_msg or "")[:120],
                 age_minutes=age,
-                note=_NOTES[phase].format(state=state) if phase in _NOTES else "",
+                releasable=not (healthy and young),
+                machine_id=inst.machine_id,
+                host_id=inst.host_id,
+                note=note,
             )
         )
-        capacity += cap
-        expected += potential
+        capacity += cap.now
+        expected += cap.expected
         # Dead, stopped and frozen machines bill until destroyed, so they count.
         dph += inst.dph_total or 0.0
     return FleetSnapshot(

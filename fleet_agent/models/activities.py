@@ -147,13 +147,21 @@ class MonitorConfig(BaseModel):
     poll_seconds: int = 30
     target_proofs_per_hour: float = 0.0
     enabled: bool = True
+    # How the poll judges provers and failed hosts (AgentConfig's fields of these names).
+    not_proving_minutes: float = 20.0
+    min_release_age_minutes: float = 45.0
+    failed_host_ttl_hours: float = 24.0
 
 
 class PollRequest(BaseModel):
-    """`poll_fleet`: this agent's instances, summarised against its target."""
+    """`poll_fleet`: this agent's instances, summarised against its target, with
+    their provers read and judged by the agent's rules."""
 
     agent_id: str
     target_proofs_per_hour: float = 0.0
+    not_proving_minutes: float = 20.0
+    min_release_age_minutes: float = 45.0
+    failed_host_ttl_hours: float = 24.0
 
 
 class MonitorInput(BaseModel):

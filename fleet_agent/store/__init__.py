@@ -7,6 +7,7 @@ from .engine import create_engine_for, default_database_url, redacted_url
 from .guard import NEW_STORE_ENV, NEW_STORE_FLAG, StoreRefused, store_refusal
 from .hosts import FailedHost, FailedHosts
 from .journal import ToolCallRecord, ToolCallStatus, ToolJournal
+from .provers import ProverTracks
 from .records import HistoryEntry, MessageRecord, RunRecord, SessionRecord, StoreCondition
 from .schema import SCHEMA_VERSION, SchemaError
 from .store import Store
@@ -19,6 +20,7 @@ __all__ = [
     "FailedHosts",
     "HistoryEntry",
     "MessageRecord",
+    "ProverTracks",
     "RunRecord",
     "SchemaError",
     "SessionRecord",

@@ -19,6 +19,7 @@ __all__ = [
     "INBOX_TABLE",
     "MESSAGES_TABLE",
     "META_TABLE",
+    "PROVER_TRACKS_TABLE",
     "RUNS_TABLE",
     "SESSIONS_TABLE",
     "TOOL_CALLS_TABLE",
@@ -26,6 +27,7 @@ __all__ = [
     "InboxRow",
     "MessageRow",
     "MetaRow",
+    "ProverTrackRow",
     "RunRow",
     "SessionRow",
     "ToolCallRow",
@@ -38,6 +40,7 @@ RUNS_TABLE = "fa_runs"
 MESSAGES_TABLE = "fa_messages"
 TOOL_CALLS_TABLE = "fa_tool_calls"
 FAILED_HOSTS_TABLE = "fa_failed_hosts"
+PROVER_TRACKS_TABLE = "fa_prover_tracks"
 INBOX_TABLE = "fa_inbox"
 META_TABLE = "fa_meta"
 
@@ -189,6 +192,22 @@ class FailedHostRow(SQLModel, table=True):
     until: datetime = Field(sa_type=UTCDateTime)
 
 
+class ProverTrackRow(SQLModel, table=True):
+    """What the monitor measured of one instance's prover (fleet_agent/fleet/provers.py),
+    as JSON: rewritten at every poll, dropped when the instance is gone."""
+
+    __tablename__ = PROVER_TRACKS_TABLE
+    __table_args__ = (
+        UniqueConstraint("agent_id", "instance_id", name="uq_fa_prover_tracks_agent_instance"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: str
+    instance_id: int
+    data: str = Field(sa_type=Text)
+    updated_at: datetime = Field(sa_type=UTCDateTime)
+
+
 def table_of(model: type[SQLModel]) -> Table:
     """The Core `Table` of a table model.
 
@@ -211,4 +230,5 @@ def all_tables() -> list[Table]:
         table_of(InboxRow),
         table_of(ToolCallRow),
         table_of(FailedHostRow),
+        table_of(ProverTrackRow),
     ]

@@ -132,6 +132,7 @@ class Instance(_VastRecord):
     num_gpus: int | None = None
     gpu_ram: float | None = None
     cpu_ram: float | None = None
+    cpu_cores_effective: float | None = None
     dph_total: float | None = None
     start_date: float | None = None
     image_uuid: str | None = None

@@ -13,7 +13,9 @@ class StaticConfigs:
     fails, as it does when the agent workflow cannot be reached."""
 
     def __init__(self, config: AgentConfig | None = None) -> None:
-        self.config: AgentConfig | None = config or AgentConfig()
+        # Tool tests rent and release a machine within seconds: no minimum
+        # age by default (the hysteresis has its own tests, which set it).
+        self.config: AgentConfig | None = config or AgentConfig(min_release_age_minutes=0)
 
     async def live_config(self, agent_id: str) -> AgentConfig:
         if self.config is None:

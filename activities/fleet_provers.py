@@ -1,0 +1,106 @@
+"""The monitor's eye on the provers: status reads, tracks, and hosts that failed.
+
+At each poll the monitor reads the prover status of every running machine
+(fleet_agent/fleet/prover_status.py), folds the reads into the tracks kept
+in the store (fleet_agent/fleet/provers.py, fleet_agent/store/provers.py)
+and records a machine that died, stayed stuck loading or stopped proving in
+the failed-host memory (fleet_agent/store/hosts.py), once per failure. The
+fleet views only read the tracks. With no status port configured
+(``FLEET_PROVER_STATUS_PORT`` empty) nothing is read and capacity is the
+capacity model's estimate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from fleet_agent.fleet.policy import STUCK_LOADING_MINUTES
+from fleet_agent.fleet.prover_status import read_statuses
+from fleet_agent.fleet.provers import ProverTrack, advance, not_proving_reason
+from fleet_agent.models import PollRequest
+from fleet_agent.prover import ProverSpec
+from fleet_agent.store import FailedHosts, ProverTracks, Store
+from fleet_agent.vast.models import Instance
+
+__all__ = ["ProverWatch", "failure_of"]
+
+
+def failure_of(
+    inst: Instance, track: ProverTrack | None, now: float, not_proving_minutes: float
+) -> tuple[str, str] | None:
+    """(kind, reason) when this machine's failure says something about its host."""
+    if inst.phase == "dead":
+        return "dead", f"instance {inst.id} went {inst.state}: {(inst.status_msg or '')[:200]}"
+    age_min = (now - inst.start_date) / 60 if inst.start_date else 0.0
+    if inst.is_booting and inst.state != "rebooting" and age_min > STUCK_LOADING_MINUTES:
+        return "stuck", f"instance {inst.id} still {inst.state} after {age_min:.0f} min"
+    if inst.phase == "running" and track is not None:
+        reason = not_proving_reason(track, now, not_proving_minutes)
+        if reason is not None:
+            return "not_proving", f"instance {inst.id} running but not proving: {reason}"
+    return None
+
+
+class ProverWatch:
+    """Reads provers and keeps their tracks and the failed hosts in the store."""
+
+    def __init__(self, store: Store, prover: ProverSpec, clock: Callable[[], float]) -> None:
+        self._tracks = ProverTracks(store)
+        self._hosts = FailedHosts(store)
+        self._port = prover.status_port
+        self._clock = clock
+
+    async def tracks(self, agent_id: str) -> dict[int, ProverTrack] | None:
+        """The tracks the last poll left (None: statuses are not read)."""
+        if self._port is None:
+            return None
+        return await asyncio.to_thread(self._tracks.load, agent_id)
+
+    async def observe(
+        self, req: PollRequest, members: list[Instance]
+    ) -> dict[int, ProverTrack] | None:
+        """Read the running machines' provers, update and store the tracks,
+        remember failed hosts; the tracks now (None: statuses are not read)."""
+        old = await asyncio.to_thread(self._tracks.load, req.agent_id)
+        running = [i for i in members if i.phase == "running"]
+        reads = await read_statuses(running, self._port) if self._port is not None else {}
+        now = self._clock()
+        tracks: dict[int, ProverTrack] = {}
+        for inst in members:
+            track = old.get(inst.id)
+            if inst.id in reads:
+                track = advance(track, reads[inst.id], inst.id, now, req.not_proving_minutes)
+            elif track is None:
+                # Not read (not running): a track only to remember its failures.
+                track = ProverTrack(
+                    instance_id=inst.id, first_seen_at=now, last_read_at=now, progress_at=now
+                )
+            tracks[inst.id] = await self._record_failure(req, inst, track, now)
+        at = datetime.fromtimestamp(now, UTC)
+        await asyncio.to_thread(self._tracks.replace, req.agent_id, tracks, at)
+        return tracks if self._port is not None else None
+
+    async def _record_failure(
+        self, req: PollRequest, inst: Instance, track: ProverTrack, now: float
+    ) -> ProverTrack:
+        read_track = track if self._port is not None and track.phase else None
+        failure = failure_of(inst, read_track, now, req.not_proving_minutes)
+        if failure is None or inst.machine_id is None or req.failed_host_ttl_hours <= 0:
+            return track
+        kind, reason = failure
+        if track.failure_recorded == kind:
+            return track
+        at = datetime.fromtimestamp(now, UTC)
+        await asyncio.to_thread(
+            lambda: self._hosts.remember(
+                req.agent_id,
+                machine_id=int(inst.machine_id or 0),
+                host_id=inst.host_id,
+                reason=reason,
+                at=at,
+                until=at + timedelta(hours=req.failed_host_ttl_hours),
+            )
+        )
+        return track.model_copy(update={"failure_recorded": kind})

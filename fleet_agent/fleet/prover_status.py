@@ -1,0 +1,95 @@
+"""Reading a rented machine's prover status over HTTP.
+
+Row → ``ports`` → ``http://<public_ipaddr>:<HostPort>/status``, the way
+docs/OPERATIONS.md ("The prover image") tells a prover image to serve it.
+Every failure is an answer, never an exception: a machine whose status
+cannot be read is "unreachable" (fleet_agent/fleet/provers.py decides what
+that means over time). Reads run concurrently, a few at a time, each with a
+short timeout: a frozen machine accepts the connection and never answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+import httpx
+
+from fleet_agent.vast.models import Instance
+
+from .provers import ProverRead
+
+__all__ = ["READ_CONCURRENCY", "READ_TIMEOUT_S", "parse_status", "read_statuses"]
+
+#: Status reads in flight at once, and how long one may take.
+READ_CONCURRENCY = 16
+READ_TIMEOUT_S = 5.0
+_MAX_BODY = 64 * 1024
+
+
+def _number(body: dict[str, Any], key: str) -> float | None:
+    value = body.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def parse_status(body: Any) -> ProverRead:
+    """A read from a ``GET /status`` JSON answer; a body without the fields
+    this code relies on is an unreadable status, said in one line."""
+    if not isinstance(body, dict):
+        return ProverRead(ok=False, error="status is not a JSON object")
+    phase, completed = body.get("phase"), _number(body, "proofs_completed")
+    if not isinstance(phase, str) or completed is None or completed < 0:
+        return ProverRead(ok=False, error="status lacks phase or proofs_completed")
+    params = body.get("params") if isinstance(body.get("params"), dict) else {}
+    fetched = _number(params, "bytes_fetched") if isinstance(params, dict) else None
+    detail = body.get("detail")
+    return ProverRead(
+        ok=True,
+        phase=phase,
+        detail=detail[:200] if isinstance(detail, str) else "",
+        proofs_completed=int(completed),
+        last_proof_at=_number(body, "last_proof_at"),
+        started_at=_number(body, "started_at"),
+        bytes_fetched=int(fetched or 0),
+        time=_number(body, "time"),
+    )
+
+
+async def _read(
+    http: httpx.AsyncClient, inst: Instance, port: int, gate: asyncio.Semaphore
+) -> ProverRead:
+    where = inst.mapped_port(port)
+    if where is None:
+        return ProverRead(ok=False, error=f"status port {port} is not mapped")
+    host, host_port = where
+    async with gate:
+        try:
+            resp = await http.get(f"http://{host}:{host_port}/status")
+        except httpx.TimeoutException:
+            return ProverRead(ok=False, error=f"no answer within {READ_TIMEOUT_S:g} s")
+        except httpx.HTTPError as exc:
+            return ProverRead(ok=False, error=f"connection failed ({type(exc).__name__})")
+    if resp.status_code != 200:
+        return ProverRead(ok=False, error=f"HTTP {resp.status_code}")
+    if len(resp.content) > _MAX_BODY:
+        return ProverRead(ok=False, error="status answer too large")
+    try:
+        return parse_status(resp.json())
+    except ValueError:
+        return ProverRead(ok=False, error="status is not JSON")
+
+
+async def read_statuses(instances: Iterable[Instance], port: int) -> dict[int, ProverRead]:
+    """The prover status of each instance, by id (unreachable ones say why)."""
+    todo = list(instances)
+    if not todo:
+        return {}
+    gate = asyncio.Semaphore(READ_CONCURRENCY)
+    timeout = httpx.Timeout(READ_TIMEOUT_S)
+    # No proxy from the environment: these are direct connections to hosts.
+    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as http:
+        reads = await asyncio.gather(*(_read(http, i, port, gate) for i in todo))
+    return {inst.id: read for inst, read in zip(todo, reads, strict=True)}

@@ -1,0 +1,162 @@
+"""Proofs measured, not assumed: what each machine's prover status says over time.
+
+The monitor reads every running machine's prover status at each poll
+(``GET /status`` on the mapped status port: docs/OPERATIONS.md, "The prover
+image") and folds the read into a `ProverTrack`, one per instance, kept in
+the store between polls. A track is O(1): two anchors for the rate, the last
+read, and when progress was last seen.
+
+* **Measured rate.** Proofs between two anchors over the time between their
+  last finished proofs (``last_proof_at``): counted between completion
+  instants, the figure has no rounding error of a whole proof. The older
+  anchor moves up every half window, so the rate covers the last half to
+  whole `WINDOW_S`. A process restart (a new ``started_at``) or a phase other
+  than ``proving`` drops the anchors: its counter began again at 0.
+* **Progress.** A proof finished, a parameter byte fetched, or a new prover
+  process. A running machine with no progress for the configured time, or
+  whose prover reports ``error``, is not proving (`not_proving_reason`).
+  Time nobody watched (a worker down for an hour) is not counted against a
+  machine: a gap between reads moves `progress_at` on by the gap.
+
+Clocks: rates use the machine's own ``time`` and ``last_proof_at`` (never
+the reader's); progress durations use the reader's clock, against which
+"not proving for 20 minutes" is judged.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "MIN_PROOFS_MEASURED",
+    "WINDOW_S",
+    "ProverRead",
+    "ProverTrack",
+    "advance",
+    "not_proving_reason",
+]
+
+#: The measured rate covers between half of this and all of it.
+WINDOW_S = 3600.0
+#: Proofs between the anchors before a rate counts as measured.
+MIN_PROOFS_MEASURED = 4
+
+
+class ProverRead(BaseModel):
+    """One read of a prover's status: its answer, or why there was none."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    error: str = ""  # why it could not be read (closed, timeout, not mapped, bad body)
+    phase: str = ""  # fetching_params, starting, proving, error
+    detail: str = ""
+    proofs_completed: int = 0
+    last_proof_at: float | None = None
+    started_at: float | None = None
+    bytes_fetched: int = 0
+    time: float | None = None  # the machine's clock
+
+
+class _Anchor(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    count: int
+    at: float  # last_proof_at (or the machine's time when no proof yet)
+
+
+class ProverTrack(BaseModel):
+    """What the monitor knows of one instance's prover, between polls."""
+
+    instance_id: int
+    first_seen_at: float  # reader's clock: first read while running
+    last_read_at: float  # reader's clock
+    progress_at: float  # reader's clock: last progress seen
+    phase: str = ""  # the last read's phase, or "unreachable"
+    detail: str = ""
+    started_at: float | None = None
+    proofs_completed: int = 0
+    bytes_fetched: int = 0
+    base: _Anchor | None = None
+    mid: _Anchor | None = None
+    measured_proofs_per_hour: float | None = None
+    #: Set once the failure of this machine was recorded (FailedHosts), so it is
+    #: recorded once per failure, not at every poll.
+    failure_recorded: str = ""
+
+
+def _anchor(read: ProverRead) -> _Anchor:
+    at = read.last_proof_at if read.last_proof_at is not None else (read.time or 0.0)
+    return _Anchor(count=read.proofs_completed, at=at)
+
+
+def _rate(base: _Anchor | None, now: _Anchor) -> float | None:
+    if base is None or now.count - base.count < MIN_PROOFS_MEASURED or now.at <= base.at:
+        return None
+    return (now.count - base.count) * 3600.0 / (now.at - base.at)
+
+
+def advance(
+    track: ProverTrack | None, read: ProverRead, iid: int, now: float, limit_minutes: float
+) -> ProverTrack:
+    """The track after `read`, taken at the reader's time `now`; `limit_minutes`
+    is the agent's `not_proving_minutes`."""
+    if track is None:
+        track = ProverTrack(instance_id=iid, first_seen_at=now, last_read_at=now, progress_at=now)
+    gap = now - track.last_read_at
+    progress_at = track.progress_at
+    if gap > limit_minutes * 60 / 2:
+        # Nobody watched for that long (see the module doc): not held against it.
+        progress_at += gap
+    update: dict[str, object] = {"last_read_at": now, "progress_at": progress_at}
+    if not read.ok:
+        update.update(phase="unreachable", detail=read.error)
+        return track.model_copy(update=update)
+    restarted = read.started_at != track.started_at
+    progressed = (
+        restarted
+        or read.proofs_completed > track.proofs_completed
+        or read.bytes_fetched > track.bytes_fetched
+        or (read.phase != track.phase and read.phase in ("starting", "proving"))
+    )
+    update.update(
+        phase=read.phase,
+        detail=read.detail,
+        started_at=read.started_at,
+        proofs_completed=read.proofs_completed,
+        bytes_fetched=read.bytes_fetched,
+        progress_at=now if progressed else progress_at,
+    )
+    if restarted:
+        update["failure_recorded"] = ""
+    if read.phase != "proving" or restarted or track.base is None:
+        anchor = _anchor(read) if read.phase == "proving" else None
+        update.update(base=anchor, mid=anchor, measured_proofs_per_hour=None)
+        return track.model_copy(update=update)
+    here = _anchor(read)
+    base, mid = track.base, track.mid
+    if mid is not None and (read.time or here.at) - mid.at >= WINDOW_S / 2:
+        base, mid = mid, here
+    rate = _rate(base, here) or _rate(track.base, here)
+    update.update(
+        base=base,
+        mid=mid,
+        measured_proofs_per_hour=rate if rate is not None else track.measured_proofs_per_hour,
+    )
+    return track.model_copy(update=update)
+
+
+def not_proving_reason(track: ProverTrack, now: float, limit_minutes: float) -> str | None:
+    """Why this running machine counts as not proving, or None while it is fine."""
+    if track.phase == "error":
+        return f"prover error: {track.detail or 'no detail'}"
+    idle = now - track.progress_at
+    if idle < limit_minutes * 60:
+        return None
+    what = {
+        "unreachable": f"prover status unreachable ({track.detail})",
+        "proving": "prover says proving but finished no proof",
+        "fetching_params": "parameter download stalled",
+        "starting": "prover stuck starting",
+    }.get(track.phase, f"prover in phase {track.phase!r}")
+    return f"{what} for {idle / 60:.0f} min"
