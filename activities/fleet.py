@@ -21,6 +21,7 @@ from collections.abc import Callable
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from fleet_agent.fleet.failed_hosts import failed_host_refusal
 from fleet_agent.fleet.guardrails import rent_refusal
 from fleet_agent.fleet.labels import LabelTooLong, create_label, is_ours, label_prefix
 from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest, duplicate_labels
@@ -53,7 +54,8 @@ __all__ = ["FleetActivities", "ProverSpec"]
 
 class FleetActivities:
     """Holds the vast.ai client (and its key, which stays in this process), the
-    store (for the tool-call journal) and where live configs come from."""
+    store (the tool-call journal, the failed hosts) and where live configs come
+    from. `clock` (epoch seconds) dates snapshots and the failed hosts' memory."""
 
     def __init__(
         self,
@@ -67,7 +69,7 @@ class FleetActivities:
         self._vast = vast
         self._prover = prover or ProverSpec()
         self._renter = Renter(vast, self._prover)
-        self._search_tool = OfferSearch(vast, self._prover)
+        self._search_tool = OfferSearch(vast, self._prover, store=store, clock=clock)
         self._calls = ToolCalls(store, configs or WorkflowConfigSource())
         self._watch = ProverWatch(store, self._prover, clock)
         self._clock = clock
@@ -139,7 +141,8 @@ class FleetActivities:
     async def search_offers(self, req: FleetToolRequest) -> ToolResult:
         """Tool: offers that pass the live config's guardrails and the prover's
         needs, cheapest per proof first. Reads vast.ai (the GPU catalogue and up
-        to three search pages, the guardrails as filters); journalled in the store."""
+        to three search pages, the guardrails as filters) and the store (failed
+        hosts, left out of the search); journalled in the store."""
         return await self._calls.journaled(req, self._search)
 
     async def _search(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
@@ -156,8 +159,9 @@ class FleetActivities:
         """Tool: rent one offer on vast.ai; at most one machine per tool call survives.
 
         Touches the agent workflow (live_config query), the store (tool-call
-        journal) and vast.ai: label and offer look-ups, the rental, and the
-        destruction of duplicates of this call left by overlapping attempts.
+        journal; failed hosts, whose offers are refused) and vast.ai: label
+        and offer look-ups, the rental, and the destruction of duplicates of
+        this call left by overlapping attempts.
         Once the rental is sent, it is finished and settled even if the
         attempt is cancelled.
         """
@@ -185,6 +189,13 @@ class FleetActivities:
                 if sent_before and await self._renter.label_appears(label):
                     return await self._renter.settle(req, label, origin="other")
                 return offer_unavailable(req, args.offer_id, label, sent_before)
+            # A machine (or host) that failed for this agent is not rented
+            # again while remembered, whatever the search showed before.
+            failed = failed_host_refusal(offer, await self._search_tool.remembered(req.agent_id))
+            if failed is not None:
+                return tool_result(
+                    req, f"Refused: {failed}. Nothing was rented; pick another offer.", error=True
+                )
             fleet = await self._ours(req.agent_id)
         except VastError as exc:
             raise vast_failure(exc) from None

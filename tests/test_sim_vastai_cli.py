@@ -108,6 +108,20 @@ PROVER_HOST = (
 )
 
 
+def test_search_offers_notin_machines_and_hosts(sim: SimServer, cli_env: dict[str, str]) -> None:
+    """``notin`` on ``machine_id`` / ``host_id`` as the CLI sends it (values as
+    strings), which is how the fleet leaves failed hosts out."""
+    query = "gpu_name=RTX_4090 num_gpus=1"
+    rows = raw_json(vastai(sim, cli_env, "search", "offers", query, "-o", "dph_total", "--raw"))
+    assert len(rows) >= 4
+    machines, host = [rows[0]["machine_id"], rows[1]["machine_id"]], rows[2]["host_id"]
+    narrowed = f"{query} machine_id notin [{machines[0]},{machines[1]}] host_id notin [{host}]"
+    left = raw_json(vastai(sim, cli_env, "search", "offers", narrowed, "-o", "dph_total", "--raw"))
+    assert left and not {r["machine_id"] for r in left} & set(machines)
+    assert host not in {r["host_id"] for r in left}
+    assert {r["id"] for r in left} >= {r["id"] for r in rows[3:]}, "nothing else is left out"
+
+
 def test_create_show_and_destroy(sim: SimServer, cli_env: dict[str, str]) -> None:
     query = PROVER_HOST
     offers = raw_json(vastai(sim, cli_env, "search", "offers", query, "-o", "dph_total", "--raw"))

@@ -100,6 +100,24 @@ async def test_search_in_notin_and_descending(vast: VastClient) -> None:
     assert prices == sorted(prices, reverse=True)
 
 
+async def test_search_leaves_out_machines_and_hosts_with_notin(vast: VastClient) -> None:
+    """As the fleet leaves failed hosts out: ``machine_id`` / ``host_id`` ``notin``."""
+    wanted = {"gpu_name": {"in": ["RTX 3090", "RTX 4090"]}}
+    offers = await vast.search_offers(wanted, order="dph_total", limit=50)
+    machines = [o.machine_id for o in offers[:2] if o.machine_id is not None]
+    host = offers[2].host_id
+    assert len(machines) == 2 and host is not None
+    left = await vast.search_offers(
+        {**wanted, "machine_id": {"notin": machines}, "host_id": {"notin": [host]}},
+        order="dph_total",
+        limit=50,
+    )
+    assert left
+    assert not {o.machine_id for o in left} & set(machines)
+    assert host not in {o.host_id for o in left}
+    assert {o.id for o in left} >= {o.id for o in offers[3:40]}, "nothing else is left out"
+
+
 async def test_bid_search_prices_at_min_bid(vast: VastClient) -> None:
     on_demand = {o.id: o for o in await vast.search_offers({}, limit=1000)}
     bids = await vast.search_offers({}, limit=1000, type="bid")

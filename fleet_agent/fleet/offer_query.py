@@ -15,11 +15,17 @@ allowed family.
 
 Host RAM per GPU has no field of its own, so the search asks for the RAM of a
 one-GPU machine and caps the GPU count; the per-GPU rule is checked here.
+
+Machines and hosts that failed for this agent (fleet_agent/fleet/failed_hosts.py)
+are left out with ``notin``: the vastai CLI's query parser (vast-cli ``vast.py``,
+``parse_query``, commit 5567983) maps ``notin`` / ``not in`` / ``nin`` to
+``{"notin": [...]}``, and its ``offers_fields`` lists ``machine_id`` and
+``host_id``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from fleet_agent.models import AgentConfig
@@ -56,10 +62,12 @@ def offer_filters(
     *,
     max_dph: float | None = None,
     min_reliability: float | None = None,
+    exclude_machines: Collection[int] = (),
+    exclude_hosts: Collection[int] = (),
 ) -> dict[str, dict[str, Any]]:
     """The search's filters: the guardrails of `config`, tightened by the
-    model's own `max_dph` / `min_reliability` (never loosened), and what
-    `prover` needs of a machine."""
+    model's own `max_dph` / `min_reliability` (never loosened), what `prover`
+    needs of a machine, and no offer of `exclude_machines` / `exclude_hosts`."""
     dph = min(max_dph or config.max_instance_dph, config.max_instance_dph)
     reliability = max(min_reliability or 0.0, config.min_reliability)
     filters: dict[str, dict[str, Any]] = {
@@ -80,4 +88,9 @@ def offer_filters(
     if prover.status_port is not None:
         # Only hosts with direct ports can map the prover's status port.
         filters["direct_port_count"] = {"gte": 1}
+    # Sorted, so the same memory makes the same query.
+    if exclude_machines:
+        filters["machine_id"] = {"notin": sorted(exclude_machines)}
+    if exclude_hosts:
+        filters["host_id"] = {"notin": sorted(exclude_hosts)}
     return filters
