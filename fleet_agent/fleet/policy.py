@@ -70,7 +70,7 @@ def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
     # met without it; machines younger than the minimum age stay (hysteresis).
     for row in sorted(alive, key=_per_proof, reverse=True):
         rate = float(row.get("expected_proofs_per_hour") or 0.0)
-        if rate and row.get("releasable", True) and expected - rate >= target:
+        if rate and row.get("releasable", True) and expected - rate >= target - 1e-6:
             destroy.append((int(row["id"]), "not needed for the target"))
             expected -= rate
     return FleetPlan(destroy=destroy, expected_after=expected, gap=target - expected)

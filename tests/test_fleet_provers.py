@@ -1,0 +1,152 @@
+"""Capacity measured over HTTP: the monitor's poll reads each simulated machine's
+prover status port with the real client, as it would a rented machine's."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.fleet import FleetActivities
+from fleet_agent.fleet.snapshot import FleetSnapshot
+from fleet_agent.models import AgentConfig, FleetToolRequest, PollRequest, ToolResult
+from fleet_agent.sim.server import SimServer
+from fleet_agent.store import FailedHosts, Store
+from tests.fakes.configs import StaticConfigs
+
+AGENT = "fleet-agent"
+
+
+def _req(name: str, args: dict[str, Any]) -> FleetToolRequest:
+    return FleetToolRequest(
+        agent_id=AGENT,
+        run=1,
+        round=1,
+        tool_use_id=f"toolu_{uuid.uuid4().hex[:12]}",
+        name=name,
+        input=args,
+        config=AgentConfig(),
+    )
+
+
+async def _rent(tools: FleetActivities, n: int) -> list[int]:
+    env = ActivityEnvironment()
+    found: ToolResult = await env.run(tools.search_offers, _req("search_offers", {"limit": 20}))
+    rows = json.loads(found.content.split("\n", 1)[1])
+    # Different machines, so the rates differ.
+    picked, seen = [], set()
+    for row in rows:
+        if (row["gpu"], row["num_gpus"]) not in seen:
+            seen.add((row["gpu"], row["num_gpus"]))
+            picked.append(row["offer_id"])
+    for offer in picked[:n]:
+        made = await env.run(
+            tools.create_instance, _req("create_instance", {"offer_id": offer, "reason": "t"})
+        )
+        assert made.mutating, made.content
+    return picked[:n]
+
+
+async def _poll_for(
+    tools: FleetActivities, sim: SimServer, minutes: int, *, step: int = 60
+) -> FleetSnapshot:
+    env = ActivityEnvironment()
+    snap = None
+    for _ in range(minutes * 60 // step):
+        sim.market.advance(step)
+        snap = await env.run(
+            tools.poll_fleet, PollRequest(agent_id=AGENT, target_proofs_per_hour=100)
+        )
+    assert snap is not None
+    return snap
+
+
+def _truth(sim: SimServer) -> dict[int, dict[str, Any]]:
+    return {int(i["id"]): i for i in sim.market.state()["instances"]}
+
+
+async def test_the_poll_measures_each_machine_near_the_simulators_truth(
+    tools: FleetActivities, sim: SimServer
+) -> None:
+    await _rent(tools, 3)
+    snap = await _poll_for(tools, sim, 4 * 60)
+    truth = _truth(sim)
+    rows = {r.id: r for r in snap.instances}
+    assert len(rows) == 3
+    for iid, row in rows.items():
+        real = truth[iid]["proofs_per_hour"]
+        assert real > 0, truth[iid]
+        assert row.measured_proofs_per_hour == pytest.approx(real, rel=0.03), (iid, row, real)
+        assert row.proofs_per_hour == row.measured_proofs_per_hour
+        assert row.prover.startswith("proving")
+    total = sim.market.state()["proofs_per_hour"]
+    assert snap.capacity_proofs_per_hour == pytest.approx(total, rel=0.03)
+    # The views read what the poll measured, without reading the provers again.
+    status = await ActivityEnvironment().run(tools.get_fleet_status, _req("get_fleet_status", {}))
+    shown = json.loads(status.content.split("\n", 1)[1].removeprefix("```json\n")[:-4])
+    assert {r["id"]: r.get("measured_proofs_per_hour") for r in shown} == {
+        iid: r.measured_proofs_per_hour for iid, r in rows.items()
+    }
+    assert all(r["usd_per_100_proofs"] > 0 and r["age_minutes"] > 0 for r in shown)
+
+
+async def test_a_stuck_prover_is_not_proving_and_its_host_is_remembered(
+    tools: FleetActivities, sim: SimServer, store: Store, configs: StaticConfigs
+) -> None:
+    await _rent(tools, 2)
+    snap = await _poll_for(tools, sim, 90)
+    victim, healthy = sorted(r.id for r in snap.instances)
+    assert all(r.state == "running" for r in snap.instances)
+    assert sim.market.prover_fault(victim, "stuck")
+    # gpu_util stays high and the status still says "proving": only the
+    # counter standing still gives it away.
+    snap = await _poll_for(tools, sim, 10)
+    assert {r.id: r.state for r in snap.instances}[victim] == "running"
+    snap = await _poll_for(tools, sim, 15)
+    rows = {r.id: r for r in snap.instances}
+    assert rows[victim].state == "not_proving", rows[victim]
+    assert "finished no proof" in rows[victim].note
+    assert rows[victim].expected_proofs_per_hour == 0 and rows[healthy].state == "running"
+    machine = _truth(sim)[victim]["machine_id"]
+    now = datetime.fromtimestamp(sim.market.now(), UTC)
+    remembered = FailedHosts(store).active(AGENT, now)
+    assert [h.machine_id for h in remembered] == [machine]
+    assert "not proving" in remembered[0].reason
+    # Recorded once per failure, not at every poll.
+    first = remembered[0].failed_at
+    await _poll_for(tools, sim, 5)
+    assert FailedHosts(store).active(AGENT, now)[0].failed_at == first
+
+
+async def test_a_prover_that_never_starts_is_not_proving_after_the_limit(
+    tools: FleetActivities, sim: SimServer
+) -> None:
+    """A CUDA error at start: the status says error, not proving at once."""
+    await _rent(tools, 1)
+    await _poll_for(tools, sim, 90)
+    (iid,) = sim.market.instance_ids()
+    assert sim.market.prover_fault(iid, "cuda_error")
+    snap = await _poll_for(tools, sim, 1)
+    (row,) = snap.instances
+    assert row.state == "not_proving" and "prover error" in row.note, row
+
+
+async def test_the_destroy_tool_keeps_a_young_healthy_machine(
+    tools: FleetActivities, sim: SimServer, configs: StaticConfigs
+) -> None:
+    configs.config = AgentConfig(min_release_age_minutes=45)
+    await _rent(tools, 1)
+    (iid,) = sim.market.instance_ids()
+    env = ActivityEnvironment()
+    destroy = {"instance_id": iid, "reason": "surplus"}
+    refused = await env.run(tools.destroy_instance, _req("destroy_instance", destroy))
+    assert refused.is_error and "min_release_age_minutes" in refused.content
+    assert iid in sim.market.instance_ids()
+    # Dead machines go whatever their age.
+    sim.market.kill(iid, "offline")
+    gone = await env.run(tools.destroy_instance, _req("destroy_instance", destroy))
+    assert gone.mutating, gone.content

@@ -1,0 +1,256 @@
+"""Measured capacity: prover status parsing, tracks, not proving, and the snapshot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fleet_agent.fleet.policy import plan_fleet
+from fleet_agent.fleet.prover_status import parse_status
+from fleet_agent.fleet.provers import (
+    MIN_PROOFS_MEASURED,
+    WINDOW_S,
+    ProverRead,
+    ProverTrack,
+    advance,
+    not_proving_reason,
+)
+from fleet_agent.fleet.snapshot import estimate, summarize
+from fleet_agent.vast.models import Instance
+
+LIMIT = 20.0  # not_proving_minutes
+
+
+def _read(count: int, t: float, *, phase: str = "proving", started: float = 0.0) -> ProverRead:
+    return ProverRead(
+        ok=True,
+        phase=phase,
+        proofs_completed=count,
+        last_proof_at=t if count else None,
+        started_at=started,
+        time=t,
+    )
+
+
+def _follow(rate_per_hour: float, minutes: int, poll_s: float = 60.0) -> ProverTrack:
+    """A prover finishing proofs at `rate_per_hour`, read every `poll_s`."""
+    track: ProverTrack | None = None
+    interval = 3600.0 / rate_per_hour
+    for k in range(int(minutes * 60 / poll_s) + 1):
+        now = k * poll_s
+        count = int(now // interval)
+        read = ProverRead(
+            ok=True,
+            phase="proving",
+            proofs_completed=count,
+            last_proof_at=count * interval if count else None,
+            started_at=0.0,
+            time=now,
+        )
+        track = advance(track, read, 7, now, LIMIT)
+    assert track is not None
+    return track
+
+
+@pytest.mark.parametrize("rate", [6.0, 25.0, 73.3, 190.0])
+def test_the_measured_rate_is_the_provers_own_whatever_the_poll_phase(rate: float) -> None:
+    for minutes in (90, 240, 24 * 60):
+        track = _follow(rate, minutes)
+        assert track.measured_proofs_per_hour == pytest.approx(rate, rel=1e-6), minutes
+
+
+def test_no_rate_until_enough_proofs_then_a_recent_one() -> None:
+    early = _follow(12.0, int((MIN_PROOFS_MEASURED - 1) * 5))
+    assert early.measured_proofs_per_hour is None
+    # The prover slows down: after a window the old pace is forgotten.
+    track = _follow(40.0, 120)
+    interval = 3600.0 / 10.0
+    count, t0 = track.proofs_completed, 120 * 60.0
+    for k in range(1, int(WINDOW_S * 1.5 / 60)):
+        now = t0 + k * 60
+        n = count + int((now - t0) // interval)
+        last = t0 + (n - count) * interval if n > count else track.base.at if track.base else t0
+        read = ProverRead(
+            ok=True,
+            phase="proving",
+            proofs_completed=n,
+            last_proof_at=last,
+            started_at=0.0,
+            time=now,
+        )
+        track = advance(track, read, 7, now, LIMIT)
+    assert track.measured_proofs_per_hour == pytest.approx(10.0, rel=0.02)
+
+
+def test_a_restarted_prover_starts_its_measurement_again() -> None:
+    track = _follow(30.0, 90)
+    assert track.measured_proofs_per_hour is not None
+    restarted = advance(track, _read(0, 5500.0, phase="starting", started=5400.0), 7, 5500.0, LIMIT)
+    assert restarted.measured_proofs_per_hour is None and restarted.base is None
+    assert restarted.progress_at == 5500.0, "a new process is progress"
+
+
+def test_a_stuck_prover_is_not_proving_after_the_limit_and_says_why() -> None:
+    track = _follow(30.0, 60)
+    frozen_count, t0 = track.proofs_completed, 3600.0
+    for k in range(1, 25):
+        now = t0 + k * 60
+        stuck = ProverRead(
+            ok=True,
+            phase="proving",
+            proofs_completed=frozen_count,
+            last_proof_at=t0,
+            started_at=0.0,
+            time=now,
+        )
+        track = advance(track, stuck, 7, now, LIMIT)
+        reason = not_proving_reason(track, now, LIMIT)
+        if k * 60 < LIMIT * 60 - 60:
+            assert reason is None, k
+    assert reason is not None and "finished no proof" in reason
+
+
+def test_an_error_is_not_proving_at_once_and_an_unreachable_status_after_the_limit() -> None:
+    track = advance(None, _read(0, 0.0, phase="fetching_params"), 7, 0.0, LIMIT)
+    error = ProverRead(ok=True, phase="error", detail="CUDA error 2: out of memory", started_at=0.0)
+    assert not_proving_reason(advance(track, error, 7, 60.0, LIMIT), 60.0, LIMIT) == (
+        "prover error: CUDA error 2: out of memory"
+    )
+    for k in range(1, 22):
+        track = advance(track, ProverRead(ok=False, error="connection failed"), 7, k * 60.0, LIMIT)
+    reason = not_proving_reason(track, 21 * 60.0, LIMIT)
+    assert reason is not None and "unreachable (connection failed)" in reason
+
+
+def test_a_slow_parameter_download_is_progress() -> None:
+    track: ProverTrack | None = None
+    for k in range(0, 61):
+        read = ProverRead(
+            ok=True, phase="fetching_params", bytes_fetched=k * 10**8, started_at=0.0, time=k * 60.0
+        )
+        track = advance(track, read, 7, k * 60.0, LIMIT)
+    assert track is not None and not_proving_reason(track, 3600.0, LIMIT) is None
+
+
+def test_time_nobody_watched_is_not_held_against_a_machine() -> None:
+    track = _follow(30.0, 60)
+    # The worker was down for two hours; the prover kept proving meanwhile.
+    later = advance(track, _read(track.proofs_completed + 60, 3600.0 + 7200), 7, 10800.0, LIMIT)
+    assert not_proving_reason(later, 10800.0, LIMIT) is None
+    # Down for two hours, and the first read after it fails: no verdict yet.
+    failed = advance(track, ProverRead(ok=False, error="timeout"), 7, 10800.0, LIMIT)
+    assert not_proving_reason(failed, 10800.0, LIMIT) is None
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ("proving", "not a JSON object"),
+        ({"phase": "proving"}, "lacks phase or proofs_completed"),
+        ({"phase": "proving", "proofs_completed": True}, "lacks phase or proofs_completed"),
+        ({"phase": "proving", "proofs_completed": -1}, "lacks phase or proofs_completed"),
+        ({"phase": 3, "proofs_completed": 1}, "lacks phase or proofs_completed"),
+    ],
+)
+def test_a_bad_status_body_is_an_unreadable_status(body: Any, error: str) -> None:
+    read = parse_status(body)
+    assert not read.ok and error in read.error
+
+
+def test_a_status_body_is_read_leniently_where_it_can_be() -> None:
+    read = parse_status(
+        {
+            "phase": "proving",
+            "proofs_completed": 42,
+            "params": "n/a",
+            "last_proof_at": "yesterday",
+            "detail": "x" * 500,
+            "time": 10,
+        }
+    )
+    assert read.ok and read.proofs_completed == 42 and read.last_proof_at is None
+    assert read.bytes_fetched == 0 and len(read.detail) == 200 and read.time == 10.0
+
+
+def _instance(iid: int, state: str = "running", *, start: float = 0.0) -> Instance:
+    return Instance.model_validate(
+        {
+            "id": iid,
+            "actual_status": state,
+            "intended_status": "running",
+            "cur_state": "running",
+            "label": f"fleet-agent/a/r1-{iid}",
+            "gpu_name": "RTX 4090",
+            "num_gpus": 1,
+            "cpu_ram": 128 * 1024,
+            "cpu_cores_effective": 16,
+            "dph_total": 0.5,
+            "start_date": start,
+            "machine_id": 1000 + iid,
+            "host_id": 50,
+        }
+    )
+
+
+def test_capacity_is_measured_where_measured_and_estimated_only_while_loading() -> None:
+    now = 120 * 60.0
+    measured = _follow(31.0, 120)
+    fetching = advance(None, _read(0, now, phase="fetching_params"), 2, now, LIMIT)
+    proving_unmeasured = advance(None, _read(1, now), 3, now, LIMIT)
+    stuck = measured.model_copy(update={"progress_at": now - 3600})
+    fleet = [_instance(i) for i in (1, 2, 3, 4)] + [_instance(5, "loading", start=now - 60)]
+    tracks = {1: measured, 2: fetching, 3: proving_unmeasured, 4: stuck}
+    snap = summarize(fleet, target=100, now_epoch=now, tracks=tracks, not_proving_minutes=LIMIT)
+    rows = {r.id: r for r in snap.instances}
+    guess = estimate(fleet[0])
+    assert rows[1].proofs_per_hour == rows[1].measured_proofs_per_hour == pytest.approx(31.0)
+    assert rows[2].proofs_per_hour == 0 and rows[2].expected_proofs_per_hour == round(guess, 1)
+    assert rows[3].proofs_per_hour == round(guess, 1) and rows[3].measured_proofs_per_hour is None
+    assert rows[4].state == "not_proving" and rows[4].expected_proofs_per_hour == 0
+    assert "finished no proof" in rows[4].note
+    assert rows[5].proofs_per_hour == 0 and rows[5].expected_proofs_per_hour == round(guess, 1)
+    assert snap.capacity_proofs_per_hour == pytest.approx(31.0 + round(guess, 1), abs=0.2)
+    assert rows[1].usd_per_100_proofs == pytest.approx(100 * 0.5 / 31.0, abs=0.001)
+    assert snap.states()[4] == "not_proving"
+    plan = plan_fleet([r.model_dump() for r in snap.instances], 100)
+    assert [iid for iid, _ in plan.destroy] == [4]
+
+
+def test_the_estimate_counts_the_cpu_bound() -> None:
+    few_cores = _instance(1).model_copy(
+        update={"num_gpus": 8, "cpu_ram": 1024 * 1024, "cpu_cores_effective": 16}
+    )
+    many_cores = few_cores.model_copy(update={"cpu_cores_effective": 128})
+    assert estimate(few_cores) == pytest.approx(16 * 3600 / 550)
+    assert estimate(many_cores) > 2 * estimate(few_cores)
+
+
+def test_young_healthy_machines_are_not_released_and_old_ones_are() -> None:
+    now = 10_000.0
+    fleet = [_instance(1, start=now - 600), _instance(2, start=now - 7200)]
+    snap = summarize(fleet, target=0, now_epoch=now, min_release_age_minutes=45)
+    rows = {r.id: r for r in snap.instances}
+    assert not rows[1].releasable and rows[2].releasable
+    plan = plan_fleet([r.model_dump() for r in snap.instances], 0)
+    assert [iid for iid, _ in plan.destroy] == [2]
+    # A stuck loading machine is not healthy: it may go whatever its age.
+    stuck = summarize(
+        [_instance(3, "loading", start=now - 40 * 60)],
+        target=0,
+        now_epoch=now,
+        min_release_age_minutes=45,
+    )
+    assert stuck.instances[0].releasable
+
+
+def test_a_release_leaves_the_fleet_at_or_above_target() -> None:
+    now = 10_000.0
+    fleet = [_instance(i, start=0.0) for i in (1, 2, 3)]
+    snap = summarize(fleet, target=0, now_epoch=now)
+    each = snap.instances[0].expected_proofs_per_hour
+    rows = [r.model_dump() for r in snap.instances]
+    # Over target by less than one machine: nothing goes.
+    assert plan_fleet(rows, 2 * each + 1).destroy == []
+    # Over by exactly one machine: one goes.
+    assert len(plan_fleet(rows, 2 * each).destroy) == 1
