@@ -1,0 +1,350 @@
+"""Market day: 24 simulated hours of the fleet on the realistic market.
+
+The simulator (10,000 offers, the "realistic" faults plus machine deaths and
+prover faults often enough to matter) runs on its own clock, moved in steps
+together with the time-skipping Temporal test server, so a day takes minutes.
+A real worker runs the agent, its monitor (which reads every machine's prover
+status over HTTP) and the fleet tools with the real vast.ai client. The
+target changes during the day. Every step samples the simulator's truth:
+proofs being finished now, $/h being billed, and each machine's prover.
+
+Two paths decide: the offline autopilot, and the LLM path (the real anthropic
+client against the fake Messages API, answering with the autopilot's
+decisions). The yardstick is the exact cheapest fleet (fleet_agent/fleet/oracle.py)
+over the allowed offers and our own machines at each target change.
+
+    .venv/bin/python bench/market_day.py [--hours 24] [--paths autopilot,llm] [--seed 5]
+
+Prints a table per path and writes bench/results/market_day-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import _common  # puts the repository root on sys.path (for tests.fakes)
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities.fleet import FleetActivities
+from activities.fleet_results import offer_row
+from fleet_agent.fleet.guardrails import offer_refusal
+from fleet_agent.fleet.offer_query import allowed_gpu_names, offer_filters
+from fleet_agent.fleet.oracle import Item, cheapest_cover
+from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.models import AgentConfig
+from fleet_agent.prover import ProverSpec
+from fleet_agent.sim.server import SimServer
+from fleet_agent.store import Store
+from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.pacing import NO_PACING
+from starter.devserver import find_test_server
+from tests.fakes import FakeAnthropic
+from tests.fakes.autopilot_llm import autopilot_reply
+from tests.helpers import running_worker
+from workflows import FleetAgentWorkflow
+
+#: (hour, target proofs/h): the operator's changes during the day.
+TARGETS = ((0, 500.0), (6, 800.0), (12, 300.0), (18, 500.0))
+CONFIG = {
+    "max_instances": 60,
+    "max_fleet_dph": 60.0,
+    "max_instance_dph": 3.0,
+    "monitor_poll_seconds": 60,
+    "heartbeat_seconds": 300,
+}
+#: On top of the realistic scenario: machines die and provers fail often
+#: enough that a day holds a few dozen replacements.
+FAULTS: dict[str, Any] = {
+    "death_rate_per_hour": 0.02,
+    "cuda_error_rate_per_hour": 0.01,
+    "prover_stuck_rate_per_hour": 0.01,
+}
+BAND = 0.05  # ±5 % of target
+SETTLE_S = 3600.0  # after a start or a target change
+THRASH_MINUTES = 20.0
+
+
+@dataclass
+class Life:
+    """One machine as the simulator saw it."""
+
+    created: float
+    failed_at: float | None = None  # prover error/stuck or dead status first seen
+    destroyed_at: float | None = None
+    healthy_at_destroy: bool = True
+    last: str = ""  # the last state seen before it went
+
+
+@dataclass
+class Day:
+    samples: list[tuple[float, float, float, float]] = field(default_factory=list)
+    lives: dict[int, Life] = field(default_factory=dict)
+    oracle: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _target_at(hour: float) -> float:
+    return [t for h, t in TARGETS if h <= hour][-1]
+
+
+def _failed(row: dict[str, Any]) -> bool:
+    status = row.get("actual_status")
+    return bool(
+        row.get("prover_stuck")
+        or row.get("prover_error")
+        or status in ("exited", "offline", "unknown")
+    )
+
+
+def _observe(day: Day, state: dict[str, Any], t: float) -> None:
+    seen = set()
+    for row in state["instances"]:
+        iid = int(row["id"])
+        seen.add(iid)
+        life = day.lives.setdefault(iid, Life(created=t))
+        if row.get("destroyed_at") is not None or row.get("cur_state") == "unloaded":
+            if life.destroyed_at is None:
+                life.destroyed_at = t
+                life.healthy_at_destroy = life.failed_at is None
+        else:
+            life.last = (
+                f"{row.get('actual_status')}/{row.get('prover_phase')} "
+                f"start_date={row.get('start_date')} {str(row.get('status_msg') or '')[:60]}"
+            )
+            if life.failed_at is None and _failed(row):
+                life.failed_at = t
+    for iid, life in day.lives.items():
+        if iid not in seen and life.destroyed_at is None:
+            life.destroyed_at = t
+            life.healthy_at_destroy = life.failed_at is None
+
+
+async def _oracle(
+    vast: VastClient, prover: ProverSpec, config: AgentConfig, state: dict[str, Any]
+) -> dict[str, Any]:
+    """The cheapest fleet meeting the target: allowed offers plus our machines."""
+    names = allowed_gpu_names(config.allowed_gpus, await vast.gpu_names())
+    found = await vast.search_offers_paged(
+        offer_filters(config, prover, names),
+        page_size=500,
+        max_pages=6,
+        allocated_storage=prover.disk_gb,
+    )
+    items = [
+        Item(key=o.id, cost=o.dph_total, rate=offer_row(o)["est_proofs_per_hour"])
+        for o in found.offers
+        if offer_refusal(o, config, prover) is None
+    ]
+    ours = [
+        Item(
+            key=-int(r["id"]), cost=float(r["dph_total"]), rate=float(r["expected_proofs_per_hour"])
+        )
+        for r in state["instances"]
+        if r.get("cur_state") != "unloaded" and not _failed(r)
+    ]
+    cover = cheapest_cover(items + ours, config.target_proofs_per_hour)
+    return {"target": config.target_proofs_per_hour, "oracle_dph": round(cover.cost, 4)}
+
+
+async def run_path(path: str, hours: float, seed: int, step: int) -> dict[str, Any]:
+    prover = ProverSpec()
+    day = Day()
+    started = time.monotonic()
+    with (
+        tempfile.TemporaryDirectory(dir=os.environ.get("MARKET_DAY_TMP")) as tmp,
+        FakeAnthropic() as fake,
+    ):
+        fake.set_responder(autopilot_reply)
+        if path == "llm":
+            os.environ.update(fake.env())
+        else:
+            os.environ.pop("ANTHROPIC_API_KEY", None)
+        store = Store(f"sqlite:///{Path(tmp) / 'fleet.db'}")
+        store.create_all()
+        env = await WorkflowEnvironment.start_time_skipping(
+            data_converter=pydantic_data_converter, test_server_existing_path=find_test_server()
+        )
+        try:
+            with SimServer(seed=seed, speed=0, scenario="realistic", rate_limits=False) as sim:
+                sim.market.set_faults(None, **FAULTS)
+                async with VastClient(
+                    sim.api_key, sim.url, timeout=5, backoff_base=0.01, pacing=NO_PACING
+                ) as vast:
+                    fleet = FleetActivities(vast, prover, store=store, clock=sim.market.now)
+                    provider = AutopilotProvider() if path == "autopilot" else None
+                    async with running_worker(
+                        env.client, store, provider=provider, fleet=fleet
+                    ) as h:
+                        agent_id = await _drive(day, env, h, sim, vast, prover, hours, step)
+                    _destroyed_as(day, store, agent_id)
+                    counters = sim.market.state()["counters"]
+        finally:
+            await env.shutdown()
+            store.dispose()
+    return _report(path, day, counters, hours, time.monotonic() - started)
+
+
+async def _drive(
+    day: Day,
+    env: WorkflowEnvironment,
+    h: Any,
+    sim: SimServer,
+    vast: VastClient,
+    prover: ProverSpec,
+    hours: float,
+    step: int,
+) -> str:
+    target = _target_at(0)
+    handle = await h.start_agent(target_proofs_per_hour=target, **CONFIG)
+    t0 = sim.market.now()
+    config = AgentConfig(target_proofs_per_hour=target, **CONFIG)
+    for i in range(int(hours * 3600 // step)):
+        hour = i * step / 3600
+        wanted = _target_at(hour)
+        if wanted != target:
+            target = wanted
+            config = config.model_copy(update={"target_proofs_per_hour": target})
+            oracle = await _oracle(vast, prover, config, sim.market.state())
+            day.oracle.append({"hour": hour, **oracle})
+            await handle.execute_update(
+                FleetAgentWorkflow.update_config, {"target_proofs_per_hour": target}
+            )
+        elif i == 0:
+            oracle = await _oracle(vast, prover, config, sim.market.state())
+            day.oracle.append({"hour": 0.0, **oracle})
+        # Market time and workflow time move together, a step at a time.
+        sim.market.advance(step)
+        await env.sleep(step)
+        state = sim.market.state()
+        now = sim.market.now() - t0
+        _observe(day, state, now)
+        day.samples.append((now, target, float(state["proofs_per_hour"]), state["spend_per_hour"]))
+    return str(handle.id)
+
+
+_DESTROYED = re.compile(r"Destroyed instance (\d+) \(.*?, was (\w+)\)")
+
+
+def _destroyed_as(day: Day, store: Store, agent_id: str) -> None:
+    """A machine that died between two samples looks healthy in them: the
+    destroy tool's result says what vast.ai listed it as when it went."""
+    for run in store.list_runs(agent_id, limit=100_000):
+        for iid, was in _DESTROYED.findall(run.actions_digest or ""):
+            life = day.lives.get(int(iid))
+            if life is not None and was in ("exited", "offline", "unknown"):
+                life.healthy_at_destroy = False
+                life.failed_at = life.failed_at if life.failed_at is not None else life.destroyed_at
+
+
+def _report(
+    path: str, day: Day, counters: dict[str, Any], hours: float, wall: float
+) -> dict[str, Any]:
+    changes = [h * 3600 for h, _ in TARGETS if h < hours]
+    steady = [s for s in day.samples if all(not (c <= s[0] - 0 < c + SETTLE_S) for c in changes)]
+    after_first = [s for s in day.samples if s[0] > SETTLE_S]
+
+    def share(samples: list[tuple[float, float, float, float]]) -> float | None:
+        if not samples:
+            return None
+        inside = sum(1 for _, target, cap, _ in samples if abs(cap - target) <= BAND * target)
+        return round(inside / len(samples), 4)
+
+    step = day.samples[1][0] - day.samples[0][0] if len(day.samples) > 1 else 0.0
+    proofs = sum(cap for _, _, cap, _ in day.samples) * step / 3600
+    spend = sum(dph for *_, dph in day.samples) * step / 3600
+    # The fleet's $/h once settled in each target period, against the oracle's.
+    periods = []
+    for k, entry in enumerate(day.oracle):
+        start = entry["hour"] * 3600 + SETTLE_S
+        end = day.oracle[k + 1]["hour"] * 3600 if k + 1 < len(day.oracle) else hours * 3600
+        dphs = [dph for t, _, _, dph in day.samples if start < t <= end]
+        mean = sum(dphs) / len(dphs) if dphs else None
+        periods.append(
+            {
+                **entry,
+                "fleet_dph": round(mean, 4) if mean is not None else None,
+                "ratio": round(mean / entry["oracle_dph"], 3)
+                if mean and entry["oracle_dph"]
+                else None,
+            }
+        )
+    failed = [life for life in day.lives.values() if life.failed_at is not None]
+    replaced = [
+        (life.destroyed_at - life.failed_at)
+        for life in failed
+        if life.destroyed_at is not None and life.failed_at is not None
+    ]
+    thrashed = [
+        {"id": iid, "created": life.created, "destroyed": life.destroyed_at, "last": life.last}
+        for iid, life in day.lives.items()
+        if life.destroyed_at is not None
+        and life.healthy_at_destroy
+        and life.destroyed_at - life.created <= THRASH_MINUTES * 60
+    ]
+    thrash = len(thrashed)
+    ratios = [p["ratio"] for p in periods if p["ratio"] is not None]
+    return {
+        "path": path,
+        "hours": hours,
+        "wall_seconds": round(wall, 1),
+        "within_5pct_after_first_hour": share(after_first),
+        "within_5pct_settled": share(steady),
+        "mean_capacity_after_first_hour": round(
+            sum(s[2] for s in after_first) / max(1, len(after_first)), 1
+        ),
+        "worst_dph_vs_oracle": max(ratios) if ratios else None,
+        "periods": periods,
+        "usd_per_proof": round(spend / proofs, 4) if proofs else None,
+        "proofs": round(proofs),
+        "spend_usd": round(spend, 2),
+        "creates": counters.get("creates"),
+        "destroys": counters.get("destroys"),
+        "machines_failed": len(failed),
+        "failed_destroyed": len(replaced),
+        "failure_to_destroy_p50_min": _minutes(_common.percentile(replaced, 50)),
+        "failure_to_destroy_max_min": _minutes(max(replaced) if replaced else None),
+        "thrash": thrash,
+        "thrashed": thrashed,
+    }
+
+
+def _minutes(seconds: float | None) -> float | None:
+    return round(seconds / 60, 1) if seconds is not None else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--hours", type=float, default=24.0)
+    parser.add_argument("--paths", default="autopilot,llm")
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--step", type=int, default=120, help="seconds per step")
+    parser.add_argument("--json-out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    results = []
+    for path in args.paths.split(","):
+        result = asyncio.run(run_path(path.strip(), args.hours, args.seed, args.step))
+        results.append(result)
+        _common.print_table(
+            f"market day — {result['path']}",
+            {k: v for k, v in result.items() if k not in ("path", "periods", "thrashed")},
+        )
+        for p in result["periods"]:
+            print(
+                f"  from hour {p['hour']:>4.1f}: target {p['target']:.0f}, fleet "
+                f"${p['fleet_dph']}/h, oracle ${p['oracle_dph']}/h, ratio {p['ratio']}"
+            )
+    out = _common.write_json("market_day", {"runs": results}, args.json_out)
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
