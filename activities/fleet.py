@@ -19,14 +19,13 @@ import time
 from collections.abc import Callable
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from fleet_agent.fleet.failed_hosts import failed_host_refusal
 from fleet_agent.fleet.guardrails import rent_refusal
-from fleet_agent.fleet.labels import LabelTooLong, create_label, is_ours, label_prefix
+from fleet_agent.fleet.labels import LabelTooLong, create_label, is_ours
 from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest, duplicate_labels
 from fleet_agent.fleet.settle import settle_label
-from fleet_agent.fleet.snapshot import FleetSnapshot, summarize
+from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.models import AgentConfig, FleetToolRequest, PollRequest, ToolResult
 from fleet_agent.prover import ProverSpec
 from fleet_agent.store import Store, ToolCallRecord
@@ -38,13 +37,14 @@ from fleet_agent.tools import (
 )
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError
-from fleet_agent.vast.models import Instance, Offer
+from fleet_agent.vast.models import Offer
 
 from .fleet_calls import ToolCalls, paused_result
 from .fleet_create import Renter, offer_unavailable
 from .fleet_provers import ProverWatch
 from .fleet_results import tool_result, vast_failure
 from .fleet_search import OfferSearch
+from .fleet_views import FleetViews, rules_of
 from .heartbeat import heartbeating
 from .live_config import ConfigSource, WorkflowConfigSource
 from .shield import finish_despite_cancellation
@@ -71,50 +71,19 @@ class FleetActivities:
         self._renter = Renter(vast, self._prover)
         self._search_tool = OfferSearch(vast, self._prover, store=store, clock=clock)
         self._calls = ToolCalls(store, configs or WorkflowConfigSource())
-        self._watch = ProverWatch(store, self._prover, clock)
-        self._clock = clock
+        self._views = FleetViews(vast, ProverWatch(store, self._prover, clock), clock)
 
     # ------------------------------------------------------------ reads
-
-    async def _ours(self, agent_id: str) -> list[Instance]:
-        """This agent's machines: labels parsed exactly (agent `a` never owns
-        `a/b`'s), destroyed rows left out."""
-        listed = await self._vast.list_instances(label_prefix=label_prefix(agent_id))
-        return [i for i in listed if is_ours(i.label, agent_id)]
-
-    async def _summary(self, req: PollRequest, *, observe: bool = False) -> FleetSnapshot:
-        """The fleet against `req`'s rules: the provers read now (`observe`, the
-        monitor's poll) or as the last poll left them (every other view)."""
-        try:
-            instances = await self._ours(req.agent_id)
-        except VastError as exc:
-            raise vast_failure(exc) from None
-        members = [i for i in instances if not i.is_gone]
-        if observe:
-            tracks = await self._watch.observe(req, members)
-        else:
-            tracks = await self._watch.tracks(req.agent_id)
-        return summarize(
-            members,
-            target=req.target_proofs_per_hour,
-            now_epoch=self._clock(),
-            tracks=tracks,
-            not_proving_minutes=req.not_proving_minutes,
-            min_release_age_minutes=req.min_release_age_minutes,
-        )
 
     async def snapshot(
         self, agent_id: str, target: float, config: AgentConfig | None = None
     ) -> FleetSnapshot:
         """The fleet, or a snapshot that says why it could not be read."""
-        try:
-            return await self._summary(_rules(agent_id, config or AgentConfig(), target))
-        except ApplicationError as exc:
-            return FleetSnapshot(target_proofs_per_hour=target, error=exc.message)
+        return await self._views.snapshot(agent_id, target, config)
 
     async def snapshot_text(self, agent_id: str, config: AgentConfig) -> str:
         """The fleet view of a run's context (see activities.runlog.FleetView)."""
-        snap = await self.snapshot(agent_id, config.target_proofs_per_hour, config)
+        snap = await self._views.snapshot(agent_id, config.target_proofs_per_hour, config)
         return snap.to_text()
 
     @activity.defn
@@ -124,7 +93,7 @@ class FleetActivities:
         Updates the prover tracks and the failed hosts in the store.
         `duplicate_labels` names create labels that carry more than one machine."""
         async with heartbeating():
-            return await self._summary(req, observe=True)
+            return await self._views.summary(req, observe=True)
 
     @activity.defn
     async def get_fleet_status(self, req: FleetToolRequest) -> ToolResult:
@@ -134,7 +103,7 @@ class FleetActivities:
 
     async def _status(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
         config = await self._calls.config(req, mutating=False)
-        snap = await self._summary(_rules(req.agent_id, config))
+        snap = await self._views.summary(rules_of(req.agent_id, config))
         return tool_result(req, snap.to_text())
 
     @activity.defn
@@ -196,7 +165,7 @@ class FleetActivities:
                 return tool_result(
                     req, f"Refused: {failed}. Nothing was rented; pick another offer.", error=True
                 )
-            fleet = await self._ours(req.agent_id)
+            fleet = await self._views.ours(req.agent_id)
         except VastError as exc:
             raise vast_failure(exc) from None
         refusal = rent_refusal(offer, fleet, config, self._prover)
@@ -258,7 +227,7 @@ class FleetActivities:
                 f"Refused: instance {inst.id} is not this agent's (label {inst.label!r}).",
                 error=True,
             )
-        refusal = await self._too_young(req.agent_id, inst, config)
+        refusal = await self._views.too_young(req.agent_id, inst, config)
         if refusal is not None:
             return tool_result(req, refusal, error=True)
         if config.dry_run:
@@ -275,28 +244,6 @@ class FleetActivities:
             mutating=True,
         )
 
-    async def _too_young(self, agent_id: str, inst: Instance, config: AgentConfig) -> str | None:
-        """Hysteresis: why a healthy machine may not be released yet, or None.
-        A dead, idle, stuck or not-proving machine may always go."""
-        tracks = await self._watch.tracks(agent_id)
-        rules = _rules(agent_id, config)
-        row = summarize(
-            [inst],
-            target=config.target_proofs_per_hour,
-            now_epoch=self._clock(),
-            tracks=tracks,
-            not_proving_minutes=rules.not_proving_minutes,
-            min_release_age_minutes=rules.min_release_age_minutes,
-        ).instances[0]
-        if row.releasable:
-            return None
-        return (
-            f"Refused: instance {inst.id} is healthy and only {row.age_minutes:.0f} min old; "
-            f"machines are kept at least {config.min_release_age_minutes:g} min "
-            "(min_release_age_minutes) so that a target change or a passing surplus "
-            "does not rent and release the same capacity. Nothing was destroyed."
-        )
-
     # ------------------------------------------------------------ monitor
 
     @activity.defn
@@ -307,7 +254,7 @@ class FleetActivities:
         system's own double rental, never a decision of the model."""
         async with heartbeating():
             try:
-                duplicates = duplicate_labels(await self._ours(req.agent_id))
+                duplicates = duplicate_labels(await self._views.ours(req.agent_id))
                 report = ReconcileReport()
                 for label in duplicates:
                     settled = await settle_label(self._vast, label)
@@ -315,14 +262,3 @@ class FleetActivities:
             except VastError as exc:
                 raise vast_failure(exc) from None
             return report
-
-
-def _rules(agent_id: str, config: AgentConfig, target: float | None = None) -> PollRequest:
-    """The rules a view of `agent_id`'s fleet is judged by, from its config."""
-    return PollRequest(
-        agent_id=agent_id,
-        target_proofs_per_hour=config.target_proofs_per_hour if target is None else target,
-        not_proving_minutes=config.not_proving_minutes,
-        min_release_age_minutes=config.min_release_age_minutes,
-        failed_host_ttl_hours=config.failed_host_ttl_hours,
-    )
