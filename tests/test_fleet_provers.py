@@ -104,9 +104,9 @@ async def test_a_stuck_prover_is_not_proving_and_its_host_is_remembered(
     assert sim.market.prover_fault(victim, "stuck")
     # gpu_util stays high and the status still says "proving": only the
     # counter standing still gives it away.
-    snap = await _poll_for(tools, sim, 10)
-    assert {r.id: r.state for r in snap.instances}[victim] == "running"
-    snap = await _poll_for(tools, sim, 15)
+    snap = await _poll_for(tools, sim, 4)
+    assert {r.id: r.state for r in snap.instances}[victim] == "running", "judged too soon"
+    snap = await _poll_for(tools, sim, 21)
     rows = {r.id: r for r in snap.instances}
     assert rows[victim].state == "not_proving", rows[victim]
     assert "finished no proof" in rows[victim].note

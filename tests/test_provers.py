@@ -10,6 +10,7 @@ from fleet_agent.fleet.policy import plan_fleet
 from fleet_agent.fleet.prover_status import parse_status
 from fleet_agent.fleet.provers import (
     MIN_PROOFS_MEASURED,
+    STALL_INTERVALS,
     WINDOW_S,
     ProverRead,
     ProverTrack,
@@ -91,9 +92,13 @@ def test_a_restarted_prover_starts_its_measurement_again() -> None:
     assert restarted.progress_at == 5500.0, "a new process is progress"
 
 
-def test_a_stuck_prover_is_not_proving_after_the_limit_and_says_why() -> None:
+def test_a_stuck_prover_is_not_proving_once_it_misses_its_proofs_and_says_why() -> None:
+    """30 proofs/h measured: one every 2 min, so 5 missed intervals is 10 min,
+    sooner than the 20 min limit that applies while nothing is measured."""
     track = _follow(30.0, 60)
-    frozen_count, t0 = track.proofs_completed, 3600.0
+    assert track.measured_proofs_per_hour == pytest.approx(30.0)
+    frozen_count, t0 = track.proofs_completed, track.progress_at
+    flagged_after = None
     for k in range(1, 25):
         now = t0 + k * 60
         stuck = ProverRead(
@@ -106,9 +111,15 @@ def test_a_stuck_prover_is_not_proving_after_the_limit_and_says_why() -> None:
         )
         track = advance(track, stuck, 7, now, LIMIT)
         reason = not_proving_reason(track, now, LIMIT)
-        if k * 60 < LIMIT * 60 - 60:
-            assert reason is None, k
-    assert reason is not None and "finished no proof" in reason
+        if reason is not None and flagged_after is None:
+            flagged_after = k
+            assert "finished no proof for 10 min" in reason
+    assert flagged_after == STALL_INTERVALS * 2
+    # A slow prover (3 proofs/h) is given the whole limit, not 100 min.
+    slow = _follow(3.0, 240)
+    stalled = slow.model_copy(update={"progress_at": 240 * 60.0})
+    assert not_proving_reason(stalled, 240 * 60.0 + LIMIT * 60 - 1, LIMIT) is None
+    assert not_proving_reason(stalled, 240 * 60.0 + LIMIT * 60, LIMIT) is not None
 
 
 def test_an_error_is_not_proving_at_once_and_an_unreachable_status_after_the_limit() -> None:

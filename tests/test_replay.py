@@ -127,7 +127,11 @@ async def scenario(
     client = env.client
     async with running_worker(client, store, fleet=fleet) as h:
         handle = await h.start_agent(
-            agent_id=AGENT_ID, heartbeat_seconds=3600, monitor_poll_seconds=120
+            agent_id=AGENT_ID,
+            heartbeat_seconds=3600,
+            monitor_poll_seconds=120,
+            # "release it" destroys the machine minutes after renting it.
+            min_release_age_minutes=0,
         )
         await handle.signal(FleetAgentWorkflow.human_message, "please schedule a check")
         runs = await wait_runs(store, AGENT_ID, 1)

@@ -14,7 +14,8 @@ read, and when progress was last seen.
   than ``proving`` drops the anchors: its counter began again at 0.
 * **Progress.** A proof finished, a parameter byte fetched, or a new prover
   process. A running machine with no progress for the configured time, or
-  whose prover reports ``error``, is not proving (`not_proving_reason`).
+  whose prover reports ``error``, is not proving (`not_proving_reason`); a
+  measured prover sooner, once it misses `STALL_INTERVALS` of its proofs.
   Time nobody watched (a worker down for an hour) is not counted against a
   machine: a gap between reads moves `progress_at` on by the gap.
 
@@ -29,6 +30,8 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = [
     "MIN_PROOFS_MEASURED",
+    "MIN_STALL_S",
+    "STALL_INTERVALS",
     "WINDOW_S",
     "ProverRead",
     "ProverTrack",
@@ -40,6 +43,10 @@ __all__ = [
 WINDOW_S = 3600.0
 #: Proofs between the anchors before a rate counts as measured.
 MIN_PROOFS_MEASURED = 4
+#: A measured prover that misses this many of its proof intervals has stalled
+#: (but never judged in less than `MIN_STALL_S`).
+STALL_INTERVALS = 5
+MIN_STALL_S = 300.0
 
 
 class ProverRead(BaseModel):
@@ -146,12 +153,23 @@ def advance(
     return track.model_copy(update=update)
 
 
+def _limit_s(track: ProverTrack, limit_minutes: float) -> float:
+    """How long without progress is too long: `limit_minutes`, or sooner for a
+    measured prover, which should finish a proof every 3600/rate seconds
+    (`STALL_INTERVALS` of them, never under `MIN_STALL_S`)."""
+    limit = limit_minutes * 60
+    rate = track.measured_proofs_per_hour
+    if track.phase != "proving" or not rate:
+        return limit
+    return min(limit, max(MIN_STALL_S, STALL_INTERVALS * 3600.0 / rate))
+
+
 def not_proving_reason(track: ProverTrack, now: float, limit_minutes: float) -> str | None:
     """Why this running machine counts as not proving, or None while it is fine."""
     if track.phase == "error":
         return f"prover error: {track.detail or 'no detail'}"
     idle = now - track.progress_at
-    if idle < limit_minutes * 60:
+    if idle < _limit_s(track, limit_minutes):
         return None
     what = {
         "unreachable": f"prover status unreachable ({track.detail})",
