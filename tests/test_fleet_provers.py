@@ -9,14 +9,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from temporalio.testing import ActivityEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.fleet.snapshot import FleetSnapshot
-from fleet_agent.models import AgentConfig, FleetToolRequest, PollRequest, ToolResult
+from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.models import (
+    AgentConfig,
+    FleetToolRequest,
+    PollRequest,
+    ToolResult,
+    TriggerKind,
+)
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import FailedHosts, Store
 from tests.fakes.configs import StaticConfigs
+from tests.helpers import eventually, finished_runs, running_worker, status
 
 AGENT = "fleet-agent"
 
@@ -150,3 +158,50 @@ async def test_the_destroy_tool_keeps_a_young_healthy_machine(
     sim.market.kill(iid, "offline")
     gone = await env.run(tools.destroy_instance, _req("destroy_instance", destroy))
     assert gone.mutating, gone.content
+
+
+async def test_the_monitor_reports_a_stuck_prover_and_the_agent_replaces_it(
+    ts_env: WorkflowEnvironment, store: Store, sim: SimServer, fleet: FleetActivities
+) -> None:
+    """running → not_proving reaches the agent as one state_changed with the
+    reason, and the run it starts destroys the machine and rents another."""
+    async with running_worker(ts_env.client, store, provider=AutopilotProvider(), fleet=fleet) as h:
+        handle = await h.start_agent(
+            target_proofs_per_hour=40,
+            monitor_poll_seconds=60,
+            heartbeat_seconds=3600,
+            not_proving_minutes=15,
+        )
+
+        async def proving() -> list[int]:
+            sim.market.advance(120)
+            await ts_env.sleep(120)
+            truth = _truth(sim)
+            st = await status(handle)
+            busy = st.current_run is not None or st.pending_triggers
+            ok = truth and all(t["prover_phase"] == "proving" for t in truth.values())
+            return sorted(truth) if ok and not busy else []
+
+        fleet_ids = await eventually(proving, timeout=90, what="a proving fleet")
+        victim = fleet_ids[0]
+        runs_before = len(finished_runs(store, handle.id))
+        assert sim.market.prover_fault(victim, "stuck")
+
+        async def replaced() -> bool:
+            sim.market.advance(60)
+            await ts_env.sleep(60)
+            ids = set(sim.market.instance_ids())
+            return victim not in ids and bool(ids - set(fleet_ids))
+
+        await eventually(replaced, timeout=90, what="the stuck machine replaced")
+        runs = finished_runs(store, handle.id)[runs_before:]
+        changes = [
+            t
+            for r in runs
+            for t in r.triggers
+            if t.kind == TriggerKind.STATE_CHANGED and t.instance_id == str(victim)
+        ]
+        assert [(c.old_state, c.new_state) for c in changes][:1] == [("running", "not_proving")]
+        assert "finished no proof" in changes[0].detail, changes[0]
+        acting = next(r for r in runs if any(t in r.triggers for t in changes))
+        assert "destroy_instance" in acting.actions_digest and acting.mutating_calls >= 2

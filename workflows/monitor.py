@@ -111,7 +111,7 @@ class FleetMonitorWorkflow:
                     await self._reconcile(inp.agent_id, snap.duplicate_labels)
                 new = snap.states()
                 if states is not None:
-                    msgs = {i.id: i.status_msg for i in snap.instances}
+                    msgs = {i.id: i.change_detail() for i in snap.instances}
                     for iid, before, after in diff_states(states, new):
                         try:
                             await agent.signal(

@@ -59,6 +59,11 @@ class FleetInstance(BaseModel):
     # status this code does not know.
     note: str = ""
 
+    def change_detail(self) -> str:
+        """What a state change of this machine tells the agent: why it is not
+        proving, else vast.ai's status message."""
+        return self.note if self.state == NOT_PROVING else self.status_msg
+
 
 class FleetSnapshot(BaseModel):
     """This agent's instances and the totals the model plans with."""
