@@ -39,7 +39,7 @@ from activities.fleet import FleetActivities
 from activities.fleet_results import offer_row
 from fleet_agent.fleet.guardrails import offer_refusal
 from fleet_agent.fleet.offer_query import allowed_gpu_names, offer_filters
-from fleet_agent.fleet.oracle import Item, cheapest_cover
+from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig
 from fleet_agent.prover import ProverSpec
@@ -156,7 +156,8 @@ async def _oracle(
         for r in state["instances"]
         if r.get("cur_state") != "unloaded" and not _failed(r)
     ]
-    cover = cheapest_cover(items + ours, config.target_proofs_per_hour)
+    target = config.target_proofs_per_hour
+    cover = cheapest_cover(items + ours, target, planning_unit(target))
     return {"target": config.target_proofs_per_hour, "oracle_dph": round(cover.cost, 4)}
 
 

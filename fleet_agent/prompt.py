@@ -127,7 +127,8 @@ estimate counts only while a machine loads or fetches its parameters.
 - Keep the expected capacity (running + loading) at or just above the target; release\
  machines the target does not need, most expensive per proof first, only when the fleet \
 stays at or above the target without them, and never a healthy machine younger than \
-{config.min_release_age_minutes:g} min (releasable: false).
+{config.min_release_age_minutes:g} min (releasable: false). Release a machine only when the \
+machines proving now still meet the target without it.
 - Hard limits are enforced by the system, not by you: at most {config.max_instances} \
 instances, ${config.max_fleet_dph:g}/h for the fleet, ${config.max_instance_dph:g}/h per \
 instance, GPUs {gpus}, reliability ≥ {config.min_reliability:g}{dry_run}. \

@@ -265,3 +265,26 @@ def test_a_release_leaves_the_fleet_at_or_above_target() -> None:
     assert plan_fleet(rows, 2 * each + 1).destroy == []
     # Over by exactly one machine: one goes.
     assert len(plan_fleet(rows, 2 * each).destroy) == 1
+
+
+def test_a_release_keeps_the_cheapest_subset_that_meets_the_target() -> None:
+    """Machines of 50, 25 and 25 proofs/h; the target drops to 70. Releasing
+    the dearest per proof first would keep 1, 2 and 3 ($1.70/h); the
+    cheapest subset that meets 70 is 1 and 2 ($1.30/h)."""
+    rows = [
+        {"id": 1, "state": "running", "dph": 0.90, "expected_proofs_per_hour": 50.0},
+        {"id": 2, "state": "running", "dph": 0.40, "expected_proofs_per_hour": 25.0},
+        {"id": 3, "state": "running", "dph": 0.40, "expected_proofs_per_hour": 25.0},
+        {"id": 4, "state": "running", "dph": 0.50, "expected_proofs_per_hour": 25.0},
+    ]
+    for r in rows:
+        r["proofs_per_hour"] = r["expected_proofs_per_hour"]
+    plan = plan_fleet(rows, 70)
+    assert sorted(iid for iid, _ in plan.destroy) == [3, 4]
+    assert plan.expected_after == 75.0
+    plan = plan_fleet(rows, 45)
+    assert sorted(iid for iid, _ in plan.destroy) == [1, 4]
+    # A machine still fetching does not let a proving one go.
+    loading = [dict(r) for r in rows]
+    loading[1]["proofs_per_hour"] = 0.0
+    assert sorted(iid for iid, _ in plan_fleet(loading, 45).destroy) == [4]

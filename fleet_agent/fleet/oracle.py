@@ -43,7 +43,7 @@ def cheapest_cover(items: Sequence[Item], target: float, unit: float = 1.0) -> C
 
     Capacity is counted in whole `unit`s of proofs/h (each rate rounded down,
     the target up), so the answer always meets the target; a coarser unit
-    trades a little optimality for time on large targets (`planning_unit`).
+    keeps the table small on large targets (`planning_unit`).
     """
     need = math.ceil(target / unit - 1e-9)
     steps = {i.key: math.floor(i.rate / unit + 1e-9) for i in items}
@@ -85,7 +85,7 @@ def cheapest_cover(items: Sequence[Item], target: float, unit: float = 1.0) -> C
     )
 
 
-def planning_unit(target: float, max_units: int = 4_000) -> float:
-    """The unit that keeps `cheapest_cover` at most `max_units` steps deep:
-    1 proof/h up to that target, coarser beyond."""
-    return max(1.0, target / max_units)
+def planning_unit(target: float, steps: int = 4_000) -> float:
+    """The unit that makes `cheapest_cover` `steps` deep for `target`: fine
+    enough that rounding rarely adds a machine, coarse enough to stay fast."""
+    return max(1e-6, target / steps)

@@ -15,7 +15,13 @@ from typing import Any
 from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 from fleet_agent.vast.models import phase_of
 
-__all__ = ["NOT_PROVING", "STUCK_LOADING_MINUTES", "FleetPlan", "choose_offers", "plan_fleet"]
+__all__ = [
+    "NOT_PROVING",
+    "STUCK_LOADING_MINUTES",
+    "FleetPlan",
+    "choose_offers",
+    "plan_fleet",
+]
 
 # A machine still not running after this long is replaced (vast.ai hosts
 # sometimes never finish pulling the image). Age counts from the rental, so a
@@ -35,6 +41,27 @@ class FleetPlan:
 def _per_proof(row: dict[str, Any]) -> float:
     rate = float(row.get("expected_proofs_per_hour") or 0.0)
     return float(row.get("dph") or 0.0) / rate if rate else float("inf")
+
+
+def _cheapest_kept(alive: list[dict[str, Any]], target: float) -> set[int]:
+    """ids (Python's) of the rows to keep: every machine that may not be
+    released yet (hysteresis), plus the cheapest subset of the others that
+    meets the rest of the target (fleet_agent/fleet/oracle.py). With machines
+    of different sizes this keeps the fleet nearer the target than releasing
+    the dearest per proof one by one."""
+    fixed = [r for r in alive if not r.get("releasable", True)]
+    free = [r for r in alive if r.get("releasable", True)]
+    rest = target - sum(float(r.get("expected_proofs_per_hour") or 0.0) for r in fixed)
+    items = [
+        Item(
+            key=k,
+            cost=float(r.get("dph") or 0.0),
+            rate=float(r.get("expected_proofs_per_hour") or 0.0),
+        )
+        for k, r in enumerate(free)
+    ]
+    cover = cheapest_cover(items, max(0.0, rest), planning_unit(max(1.0, rest)))
+    return {id(r) for r in fixed} | {id(free[k]) for k in cover.keys}
 
 
 def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
@@ -65,15 +92,30 @@ def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
             destroy.append((int(row["id"]), f"stuck {state} for {float(age):.0f} min"))
         else:
             alive.append(row)
+    keep = _cheapest_kept(alive, target)
     expected = sum(float(r.get("expected_proofs_per_hour") or 0.0) for r in alive)
-    # Release surplus, most expensive per proof first, while the target stays
-    # met without it; machines younger than the minimum age stay (hysteresis).
+    proving = sum(float(r.get("proofs_per_hour") or 0.0) for r in alive)
+    # Release what the cheapest subset meeting the target leaves out, most
+    # expensive per proof first, while the target stays met without it by the
+    # capacity expected and by the capacity proving now (a machine is not
+    # released for one still fetching its parameters).
     for row in sorted(alive, key=_per_proof, reverse=True):
         rate = float(row.get("expected_proofs_per_hour") or 0.0)
-        if rate and row.get("releasable", True) and expected - rate >= target - 1e-6:
+        now = float(row.get("proofs_per_hour") or 0.0)
+        if (
+            rate
+            and id(row) not in keep
+            and expected - rate >= target - 1e-6
+            and proving - now >= target - 1e-6
+        ):
             destroy.append((int(row["id"]), "not needed for the target"))
             expected -= rate
-    return FleetPlan(destroy=destroy, expected_after=expected, gap=target - expected)
+            proving -= now
+    return FleetPlan(
+        destroy=destroy,
+        expected_after=expected,
+        gap=target - expected,
+    )
 
 
 def choose_offers(offers: list[dict[str, Any]], gap: float) -> list[dict[str, Any]]:

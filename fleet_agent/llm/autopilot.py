@@ -137,13 +137,14 @@ class AutopilotProvider:
                 found = _RESULT_JSON.search(searched[-1])
                 offers = json.loads(found.group(1)) if found else []
                 picks = choose_offers(offers, plan.gap)
+                why = f"cover a {plan.gap:.0f} proofs/h gap"
                 if picks:
                     return [
                         _tool_use(
                             "create_instance",
                             {
                                 "offer_id": o["offer_id"],
-                                "reason": f"cover a {plan.gap:.0f} proofs/h gap",
+                                "reason": why,
                             },
                         )
                         for o in picks
