@@ -277,12 +277,13 @@ async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
         assert "destroy_instance" in acting.actions_digest
 
 
-async def test_a_day_of_market_holds_500_proofs_per_hour(
+async def test_eight_hours_of_market_hold_500_proofs_per_hour(
     ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
 ) -> None:
     """A scripted LLM (the autopilot policy behind the Messages API), realistic
-    faults with machines dying every few hours, one simulated day in 2-minute
-    steps of workflow time and market time."""
+    faults with machines dying every few hours, eight simulated hours in
+    2-minute steps of workflow time and market time. The whole day, with
+    target changes and the oracle, is bench/market_day.py."""
     fake_llm.set_responder(autopilot_reply)
     # The real market's size and mix; pacing is not what this test is about.
     with SimServer(seed=5, speed=0, scenario="realistic", rate_limits=False) as sim:
@@ -299,27 +300,27 @@ async def test_a_day_of_market_holds_500_proofs_per_hour(
                     monitor_poll_seconds=60,
                 )
                 step, samples = 120, []
-                for i in range(24 * 3600 // step):
+                for i in range(8 * 3600 // step):
                     sim.market.advance(step)
                     await ts_env.sleep(step)
                     if i * step >= 3600:  # the first hour loads the fleet
                         # The simulator's truth (proofs being finished now),
                         # not what the fleet code believes.
                         samples.append(sim.market.state()["proofs_per_hour"])
-                within = sum(1 for c in samples if abs(c - 500) <= 50) / len(samples)
+                within = sum(1 for c in samples if abs(c - 500) <= 25) / len(samples)
                 mean = sum(samples) / len(samples)
                 counters = sim.market.state()["counters"]
                 print(  # the figures quoted in the closing note (pytest -s)
-                    f"market day: mean {mean:.0f} proofs/h, {within:.1%} of samples within 10 %, "
+                    f"market day: mean {mean:.0f} proofs/h, {within:.1%} of samples within 5 %, "
                     f"min {min(samples):.0f}, max {max(samples):.0f}, runs "
                     f"{(await status(handle)).run_count}, {counters}"
                 )
-                assert abs(mean - 500) <= 50, mean
+                assert abs(mean - 500) <= 25, mean
                 assert within >= 0.9, (within, min(samples), max(samples))
                 assert counters["destroys"] >= 1, "the day must include failures to recover from"
                 st = await status(handle)
                 assert st.last_run is not None
-                assert counters["creates"] < 80, "no runaway renting"
+                assert counters["creates"] < 40, "no runaway renting"
                 assert set(fake_llm.requests[0].tool_names()) == LOCAL_TOOLS | FLEET_TOOLS
 
 
