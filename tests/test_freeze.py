@@ -3,6 +3,7 @@ over HTTP with the real client, on the time-skipping server."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -10,8 +11,9 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.fleet import FleetActivities
+from fleet_agent.details import agent_details
 from fleet_agent.llm.autopilot import AutopilotProvider
-from fleet_agent.models import AgentConfig, FreezeReport, Phase
+from fleet_agent.models import AgentConfig, AgentState, FreezeInfo, FreezeReport, Phase
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
 from tests.fakes.configs import StaticConfigs
@@ -148,3 +150,16 @@ async def test_a_frozen_agent_refuses_every_mutating_tool_call(
     for result in refused:
         assert result.is_error and not result.mutating and "frozen" in result.content, result
     assert sim.market.instance_ids() == [machine]
+
+
+def test_the_web_uis_details_show_a_freeze_first() -> None:
+    at = datetime(2026, 11, 29, 9, 30, tzinfo=UTC)
+    state = AgentState(
+        config=AgentConfig(frozen=True),
+        freeze=FreezeInfo(reason="budget blown", author="ops", at=at, destroy_all=True),
+    )
+    first = agent_details(state, Phase.FROZEN, None, None).split("\n\n")[0]
+    assert first.startswith("**FROZEN** by ops at 09:30:00") and "budget blown" in first
+    assert "unfreeze" in first
+    plain = agent_details(AgentState(), Phase.IDLE, None, None)
+    assert "FROZEN" not in plain
