@@ -72,6 +72,7 @@ def worker_activities(
             fleet.destroy_instance,
             fleet.poll_fleet,
             fleet.reconcile_labels,
+            fleet.stop_fleet,
         ]
     return [
         runlog.load_agent_counters,

@@ -26,7 +26,14 @@ from fleet_agent.fleet.labels import LabelTooLong, create_label, is_ours
 from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest, duplicate_labels
 from fleet_agent.fleet.settle import settle_label
 from fleet_agent.fleet.snapshot import FleetSnapshot
-from fleet_agent.models import AgentConfig, FleetToolRequest, PollRequest, ToolResult
+from fleet_agent.models import (
+    AgentConfig,
+    FleetToolRequest,
+    PollRequest,
+    StopFleetReport,
+    StopFleetRequest,
+    ToolResult,
+)
 from fleet_agent.prover import ProverSpec
 from fleet_agent.store import Store, ToolCallRecord
 from fleet_agent.tools import (
@@ -44,6 +51,7 @@ from .fleet_create import Renter, offer_unavailable
 from .fleet_provers import ProverWatch
 from .fleet_results import tool_result, vast_failure
 from .fleet_search import OfferSearch
+from .fleet_stop import FleetStopper
 from .fleet_views import FleetViews, rules_of
 from .heartbeat import heartbeating
 from .live_config import ConfigSource, WorkflowConfigSource
@@ -71,6 +79,7 @@ class FleetActivities:
         self._renter = Renter(vast, self._prover)
         self._search_tool = OfferSearch(vast, self._prover, store=store, clock=clock)
         self._calls = ToolCalls(store, configs or WorkflowConfigSource())
+        self._stopper = FleetStopper(vast, lambda agent_id: self._views.ours(agent_id))
         self._views = FleetViews(vast, ProverWatch(store, self._prover, clock), clock)
 
     # ------------------------------------------------------------ reads
@@ -151,8 +160,8 @@ class FleetActivities:
             # that is the truth to tell, whatever the config says now.
             if await self._vast.list_instances(label=label):
                 return await self._renter.settle(req, label, origin="other")
-            if config.paused:
-                return paused_result(req, "rented")
+            if config.paused or config.frozen:
+                return paused_result(req, config, "rented")
             offer = await self._renter.find_offer(args.offer_id)
             if offer is None:
                 if sent_before and await self._renter.label_appears(label):
@@ -206,8 +215,8 @@ class FleetActivities:
         if isinstance(args, ToolResult):
             return args
         config = await self._calls.config(req, mutating=True)
-        if config.paused:
-            return paused_result(req, "destroyed")
+        if config.paused or config.frozen:
+            return paused_result(req, config, "destroyed")
         try:
             inst = await self._vast.show_instance(args.instance_id)
         except VastError as exc:
@@ -243,6 +252,15 @@ class FleetActivities:
             f"Destroyed instance {inst.id} ({inst.gpu_name}, was {inst.actual_status}).",
             mutating=True,
         )
+
+    # ------------------------------------------------------------ kill switch
+
+    @activity.defn
+    async def stop_fleet(self, req: StopFleetRequest) -> StopFleetReport:
+        """The freeze's side at vast.ai: list this agent's machines and, with
+        `destroy_all`, destroy every one and list again until none is left
+        (activities/fleet_stop.py). Whatever the config: the operator's order."""
+        return await self._stopper.stop(req)
 
     # ------------------------------------------------------------ monitor
 

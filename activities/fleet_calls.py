@@ -73,8 +73,15 @@ class ToolCalls:
         return record.result or result
 
 
-def paused_result(req: FleetToolRequest, what: str) -> ToolResult:
-    """A paused agent changes nothing: the refusal the model gets."""
+def paused_result(req: FleetToolRequest, config: AgentConfig, what: str) -> ToolResult:
+    """A paused or frozen agent changes nothing: the refusal the model gets."""
+    if config.frozen:
+        return tool_result(
+            req,
+            f"Refused: the agent is frozen (the operator's kill switch); nothing was {what}. "
+            "Nothing changes in the fleet until an operator unfreezes the agent.",
+            error=True,
+        )
     return tool_result(
         req,
         f"Refused: the agent is paused (config paused=true); nothing was {what}. "

@@ -32,6 +32,15 @@ def _hms(at: datetime) -> str:
 def agent_details(state: AgentState, phase: Phase, current_run: int | None, due: Due | None) -> str:
     """The agent at a glance, in markdown, for the Web UI's current details."""
     lines = [f"**{phase.value}** · session {state.session} · {state.run_count} runs"]
+    if state.freeze is not None:
+        # At the top: an operator looking at the Web UI must see it first.
+        f = state.freeze
+        lines.insert(
+            0,
+            f"**FROZEN** by {f.author} at {_hms(f.at)}"
+            + (f": {f.reason[:120]}" if f.reason else "")
+            + " — no runs, no monitor, every fleet change refused; `fleet-agent unfreeze` resumes",
+        )
     if current_run is not None:
         lines.append(f"running: run #{current_run}")
     elif due is not None:

@@ -37,7 +37,7 @@ def next_due(
     never moves after that, so a steady stream of triggers cannot postpone the
     run forever; a P0 trigger shortens a P1 window, never the reverse.
     """
-    if config.paused:
+    if config.paused or config.frozen:
         return None
     candidates: list[Due] = []
     for priority, window in (

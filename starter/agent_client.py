@@ -29,7 +29,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from fleet_agent.inputs import payload_preview
-from fleet_agent.models import AgentConfig, AgentInput, AgentStatus, ConfigPatch, RejectedInput
+from fleet_agent.models import (
+    AgentConfig,
+    AgentInput,
+    AgentStatus,
+    ConfigPatch,
+    FreezeReport,
+    RejectedInput,
+)
 from starter.connect import DEFAULT_ADDRESS, connect
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
@@ -235,6 +242,36 @@ class AgentClient:
                     f"no answer to the config update within {self.query_timeout:g}s; "
                     f"is a worker running on task queue {self.task_queue!r}? "
                     "(it may still be applied when one does: check `fleet-agent config`)"
+                ) from None
+
+    async def freeze(self, request: dict[str, Any], *, wait: float) -> FreezeReport:
+        """The `freeze` update; with destroy_all it returns once vast.ai lists
+        none of the agent's machines, so it may take minutes (`wait`)."""
+        answer = await self._update(FleetAgentWorkflow.freeze, request, "freeze the agent", wait)
+        return FreezeReport.model_validate(answer)
+
+    async def unfreeze(self, request: dict[str, Any]) -> AgentConfig:
+        answer = await self._update(
+            FleetAgentWorkflow.unfreeze, request, "unfreeze the agent", self.query_timeout
+        )
+        return AgentConfig.model_validate(answer)
+
+    async def _update(self, update: Any, arg: dict[str, Any], what: str, wait: float) -> Any:
+        await self.require_running()
+        with self._rpc(what, needs_worker=True):
+            try:
+                return await (await self.handle()).execute_update(
+                    update, arg, rpc_timeout=timedelta(seconds=wait)
+                )
+            except WorkflowUpdateFailedError as exc:
+                cause = exc.cause
+                message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+                raise CliError(message or f"could not {what}") from None
+            except WorkflowUpdateRPCTimeoutOrCancelledError:
+                raise CliError(
+                    f"no answer within {wait:g}s while trying to {what}; is a worker "
+                    f"running on task queue {self.task_queue!r}? (it goes on when one "
+                    "does: check `fleet-agent status`)"
                 ) from None
 
     async def refusal(

@@ -267,6 +267,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("wake_id", metavar="WAKE_ID")
 
+    p = agent_cmd(
+        "freeze",
+        "kill switch: stop runs, the monitor and every fleet change "
+        "(--destroy-all: destroy every machine too)",
+        lambda a, ns: commands.freeze(a, ns.reason, ns.destroy_all, ns.author, ns.wait),
+    )
+    p.add_argument("--reason")
+    p.add_argument("--author", help="who freezes it (default: operator)")
+    p.add_argument(
+        "--destroy-all",
+        action="store_true",
+        help="destroy every machine of this agent and wait until vast.ai lists none",
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="how long to wait for the answer (default 900: destroying takes time)",
+    )
+
+    p = agent_cmd(
+        "unfreeze",
+        "undo freeze: runs and the monitor resume, and the next run re-plans",
+        lambda a, ns: commands.unfreeze(a, ns.reason, ns.author),
+    )
+    p.add_argument("--reason")
+    p.add_argument("--author", help="who unfreezes it (default: operator)")
+
     p = agent_cmd("wakes", "list pending wakes", lambda a, ns: commands.wakes(a, ns.json))
     _json_option(p)
 

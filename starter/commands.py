@@ -13,10 +13,17 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from fleet_agent.models import CancelWake, HumanMessage, ResetSession, TriggerNow
+from fleet_agent.models import (
+    CancelWake,
+    FreezeRequest,
+    HumanMessage,
+    ResetSession,
+    TriggerNow,
+    UnfreezeRequest,
+)
 from starter.agent_client import AgentClient, CliError, validation_message
 from starter.config_args import parse_assignments, patch_from
-from starter.render import config_text, status_text, wakes_table
+from starter.render import config_text, freeze_text, status_text, wakes_table
 
 __all__ = [
     "cancel_wake",
@@ -137,4 +144,37 @@ async def config(agent: AgentClient, sets: list[str], as_json: bool) -> int:
         print(result.model_dump_json(indent=2))
     else:
         print(config_text(result))
+    return 0
+
+
+async def freeze(
+    agent: AgentClient, reason: str | None, destroy_all: bool, author: str | None, wait: float
+) -> int:
+    """The kill switch. Exit 0 once frozen (and, with --destroy-all, once vast.ai
+    lists no machine of the agent); 1 if the fleet could not be read or destroyed."""
+    request = _payload(
+        FreezeRequest,
+        "freeze",
+        reason=reason or "",
+        destroy_all=destroy_all,
+        **({"author": author} if author is not None else {}),
+    )
+    report = await agent.freeze(request, wait=wait)
+    print(freeze_text(report))
+    return 1 if report.error else 0
+
+
+async def unfreeze(agent: AgentClient, reason: str | None, author: str | None) -> int:
+    request = _payload(
+        UnfreezeRequest,
+        "unfreeze",
+        reason=reason or "",
+        **({"author": author} if author is not None else {}),
+    )
+    config = await agent.unfreeze(request)
+    print(
+        "unfrozen: runs and the monitor resume; the next run re-plans the fleet"
+        if not config.frozen
+        else "still frozen"
+    )
     return 0

@@ -10,13 +10,14 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from fleet_agent.details import trigger_summary
-from fleet_agent.models import AgentConfig, AgentStatus, LastRun, Verdict, Wake
+from fleet_agent.models import AgentConfig, AgentStatus, FreezeReport, LastRun, Verdict, Wake
 
 __all__ = [
     "config_text",
     "fmt_duration",
     "fmt_time",
     "fmt_when",
+    "freeze_text",
     "last_run_text",
     "status_text",
     "table",
@@ -116,6 +117,11 @@ def status_text(st: AgentStatus, now: datetime) -> str:
     cfg = st.config
     rows: list[tuple[str, str]] = [
         ("phase", st.phase.value + (" (config: paused)" if cfg.paused else "")),
+        *(
+            [("frozen", f"by {st.frozen.author} at {st.frozen.at:%H:%M:%S}Z: {st.frozen.reason}")]
+            if st.frozen is not None
+            else []
+        ),
         ("session", str(st.session)),
         ("runs", f"{st.run_count} (execution {st.executions}, history {st.history_length} events)"),
         ("current run", "—" if st.current_run is None else f"#{st.current_run}"),
@@ -157,3 +163,31 @@ def config_text(config: AgentConfig) -> str:
     return "\n".join(
         f"{key:<{width}}  {', '.join(v) if isinstance(v, list) else v}" for key, v in values.items()
     )
+
+
+def freeze_text(report: FreezeReport) -> str:
+    """What `fleet-agent freeze` prints."""
+    info = report.info
+    head = "already frozen" if report.already_frozen else "frozen"
+    lines = [
+        f"{head} by {info.author} at {info.at:%Y-%m-%d %H:%M:%S}Z"
+        + (f": {info.reason}" if info.reason else ""),
+        "  no runs, no monitor triggers; every create and destroy by the agent is refused",
+    ]
+    fleet = report.fleet
+    if fleet is not None:
+        if fleet.destroyed or (fleet.dph_stopped and not fleet.instances):
+            lines.append(
+                f"  destroyed {len(fleet.destroyed)} machine(s), confirmed gone at vast.ai: "
+                f"${fleet.dph_stopped:.2f}/h stopped"
+            )
+        elif fleet.instances:
+            lines.append(
+                f"  {len(fleet.instances)} machine(s) still rented, ${fleet.fleet_dph:.2f}/h "
+                "(add --destroy-all to destroy them)"
+            )
+        else:
+            lines.append("  no machine is rented: $0.00/h")
+    if report.error:
+        lines.append(f"  error: {report.error}")
+    return "\n".join(lines)

@@ -557,3 +557,32 @@ async def test_say_tells_the_sender_when_the_agent_refuses_the_message(
     status = json.loads(kept.out)
     assert status["rejected"][-1]["preview"] == "one more thing"
     assert status["rejected_total"] >= 1
+
+
+async def test_freeze_and_unfreeze_from_the_cli(
+    env: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = new_agent(env)
+    assert (await agent_cli(capsys, env, "start", "--paused", "--agent-id", agent)).code == 0
+    frozen = await agent_cli(
+        capsys, env, "freeze", "--reason", "incident 42", "--author", "ops", "--agent-id", agent
+    )
+    assert frozen.code == 0, frozen
+    assert frozen.out.startswith("frozen by ops at ") and "incident 42" in frozen.out
+    assert "no machine is rented: $0.00/h" in frozen.out
+    shown = await agent_cli(capsys, env, "status", "--agent-id", agent)
+    assert "phase:" in shown.out and "frozen" in shown.out and "incident 42" in shown.out
+    as_json = json.loads(
+        (await agent_cli(capsys, env, "status", "--json", "--agent-id", agent)).out
+    )
+    assert as_json["phase"] == "frozen" and as_json["frozen"]["author"] == "ops"
+    again = await agent_cli(capsys, env, "freeze", "--agent-id", agent)
+    assert again.code == 0 and again.out.startswith("already frozen by ops")
+    bad = await agent_cli(capsys, env, "freeze", "--author", "", "--agent-id", agent)
+    assert_one_line_error(bad, "invalid freeze", "author")
+    thawed = await agent_cli(capsys, env, "unfreeze", "--reason", "fixed", "--agent-id", agent)
+    assert thawed.code == 0 and thawed.out.startswith("unfrozen"), thawed
+    as_json = json.loads(
+        (await agent_cli(capsys, env, "status", "--json", "--agent-id", agent)).out
+    )
+    assert as_json["frozen"] is None and as_json["phase"] == "paused"

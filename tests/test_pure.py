@@ -760,8 +760,13 @@ def _patch_constraints(annotation: object) -> list[object]:
 
 def test_config_patch_mirrors_agent_config() -> None:
     """ConfigPatch repeats AgentConfig's limits field by field; they must not drift."""
-    assert ConfigPatch.model_fields.keys() == AgentConfig.model_fields.keys()
+    # `frozen` is set only by the freeze/unfreeze updates, never by a patch.
+    assert ConfigPatch.model_fields.keys() == AgentConfig.model_fields.keys() - {"frozen"}
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        ConfigPatch.model_validate({"frozen": False})
     for name, field in AgentConfig.model_fields.items():
+        if name == "frozen":
+            continue
         patch_field = ConfigPatch.model_fields[name]
         assert _patch_constraints(patch_field.annotation) == field.metadata, name
         assert patch_field.default is None, name

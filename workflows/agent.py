@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from fleet_agent.triggers import TriggerBuffer
     from workflows import stubs
+    from workflows.agent_freeze import FreezeMixin
     from workflows.agent_inputs import InputsMixin
     from workflows.agent_runs import RunsMixin
     from workflows.monitor import FleetMonitorWorkflow
@@ -50,7 +51,7 @@ __all__ = ["FleetAgentWorkflow"]
 
 
 @workflow.defn
-class FleetAgentWorkflow(InputsMixin, RunsMixin):
+class FleetAgentWorkflow(InputsMixin, FreezeMixin, RunsMixin):
     """The agent of one fleet (workflow ID = agent ID).
 
     Touches: its child runs (AgentRunWorkflow, ID `<agent>/run-<n>`), its
@@ -76,7 +77,7 @@ class FleetAgentWorkflow(InputsMixin, RunsMixin):
         elif self._fresh and start.config is not None:
             self._state.config = start.config.apply(self._state.config)
         self._buffer = TriggerBuffer(self._state.pending_triggers, self._state.unstored_keys)
-        self._phase = Phase.PAUSED if self._state.config.paused else Phase.IDLE
+        self._phase = self._idle_phase()
         self._current_run = None
         self._due = None
         self._changed = False
@@ -123,7 +124,8 @@ class FleetAgentWorkflow(InputsMixin, RunsMixin):
         return MonitorConfig(
             poll_seconds=config.monitor_poll_seconds,
             target_proofs_per_hour=config.target_proofs_per_hour,
-            enabled=config.monitor_enabled,
+            # A frozen agent's monitor stops: no triggers, no reconcile.
+            enabled=config.monitor_enabled and not config.frozen,
             not_proving_minutes=config.not_proving_minutes,
             min_release_age_minutes=config.min_release_age_minutes,
             failed_host_ttl_hours=config.failed_host_ttl_hours,
@@ -131,7 +133,7 @@ class FleetAgentWorkflow(InputsMixin, RunsMixin):
 
     async def _ensure_monitor(self) -> None:
         """Start `<agent>/monitor` unless it runs already (it outlives continue-as-new)."""
-        if not self._state.config.monitor_enabled:
+        if not self._monitor_config().enabled:
             return
         try:
             monitor = await workflow.start_child_workflow(
@@ -172,8 +174,8 @@ class FleetAgentWorkflow(InputsMixin, RunsMixin):
             self._due = due
             self._changed = False
             self._phase = (
-                Phase.PAUSED
-                if self._state.config.paused
+                self._idle_phase()
+                if self._state.config.paused or self._state.config.frozen
                 else Phase.DEBOUNCING
                 if due is not None and due.cause == "debounce"
                 else Phase.IDLE

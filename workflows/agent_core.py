@@ -170,6 +170,13 @@ class AgentCore:
             ),
         ]
 
+    def _idle_phase(self) -> Phase:
+        """What the agent does while no run is due: frozen, paused or idle."""
+        config = self._state.config
+        if config.frozen:
+            return Phase.FROZEN
+        return Phase.PAUSED if config.paused else Phase.IDLE
+
     # ------------------------------------------------------------ Web UI
 
     def _show(self) -> None:

@@ -185,6 +185,7 @@ class InputsMixin(AgentCore):
         self._show()
         if any(k.startswith("monitor_") or k in _MONITOR_FIELDS for k in changed):
             if self._state.config.monitor_enabled and not old.monitor_enabled:
+                # (A frozen agent's monitor stays stopped: see _ensure_monitor.)
                 await self._ensure_monitor()
             else:
                 await self._configure_monitor()
@@ -246,6 +247,7 @@ class InputsMixin(AgentCore):
             history_bytes=info.get_current_history_size(),
             pending_bytes=self._buffer.bytes,
             unstored_messages=len(self._buffer.unstored_keys),
+            frozen=state.freeze,
         )
 
     @workflow.query(description="internal: operator message texts not yet in the store")

@@ -31,6 +31,8 @@ with workflow.unsafe.imports_passed_through():
         PollRequest,
         RecordRunRequest,
         RunResult,
+        StopFleetReport,
+        StopFleetRequest,
         StoreMessagesRequest,
         StoreToolResults,
         ToolResult,
@@ -50,6 +52,7 @@ __all__ = [
     "reconcile_labels",
     "record_run",
     "search_offers",
+    "stop_fleet",
     "store_operator_messages",
     "store_tool_results",
     "wait_for_run",
@@ -162,3 +165,9 @@ async def wait_for_run(req: WaitForRun) -> RunResult:
 async def agent_is_open(agent_id: str) -> bool:
     """Whether the agent workflow is still running (for its monitor)."""
     _declared("agent_is_open")
+
+
+@activity.defn(name="stop_fleet")
+async def stop_fleet(req: StopFleetRequest) -> StopFleetReport:
+    """Implemented by `FleetActivities.stop_fleet` (activities/fleet.py)."""
+    _declared("stop_fleet")

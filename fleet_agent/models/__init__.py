@@ -35,6 +35,14 @@ from .config import (
     ConfigPatch,
     GpuList,
 )
+from .freeze import (
+    FreezeInfo,
+    FreezeReport,
+    FreezeRequest,
+    StopFleetReport,
+    StopFleetRequest,
+    UnfreezeRequest,
+)
 from .runs import (
     LastRun,
     RunInput,
@@ -69,6 +77,9 @@ __all__ = [
     "ConfigPatch",
     "ContextInfo",
     "FleetToolRequest",
+    "FreezeInfo",
+    "FreezeReport",
+    "FreezeRequest",
     "GpuList",
     "HumanMessage",
     "InboxItem",
@@ -89,6 +100,8 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "StateChanged",
+    "StopFleetReport",
+    "StopFleetRequest",
     "StoreMessagesRequest",
     "StoreToolResults",
     "TokenUsage",
@@ -97,6 +110,7 @@ __all__ = [
     "Trigger",
     "TriggerKind",
     "TriggerNow",
+    "UnfreezeRequest",
     "Verdict",
     "WaitForRun",
     "Wake",

@@ -8,6 +8,7 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 from .config import AgentConfig, ConfigPatch
+from .freeze import FreezeInfo
 from .runs import LastRun, RunResult, Wake
 from .trigger import Trigger
 
@@ -26,6 +27,7 @@ class Phase(StrEnum):
     DEBOUNCING = "debouncing"
     RUNNING = "running"
     PAUSED = "paused"
+    FROZEN = "frozen"  # the kill switch: see fleet_agent/models/freeze.py
 
 
 class RejectedInput(BaseModel):
@@ -76,6 +78,8 @@ class AgentState(BaseModel):
     run_in_flight: RunInFlight | None = None
     # Runs lost to a timeout or a terminate whose record the store has yet to close.
     unrecorded_runs: list[RunResult] = Field(default_factory=list)
+    # Set by the `freeze` update, cleared by `unfreeze` (config.frozen says the same).
+    freeze: FreezeInfo | None = None
 
 
 class AgentInput(BaseModel):
@@ -109,3 +113,4 @@ class AgentStatus(BaseModel):
     pending_bytes: int = 0
     unstored_messages: int = 0
     history_bytes: int = 0
+    frozen: FreezeInfo | None = None

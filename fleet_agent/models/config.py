@@ -42,6 +42,9 @@ class AgentConfig(BaseModel):
     dry_run: bool = False
     monitor_enabled: bool = True
     monitor_poll_seconds: Annotated[int, Field(ge=5, le=3_600)] = 30
+    # The kill switch: set and cleared only by the freeze/unfreeze updates
+    # (not in ConfigPatch). No runs, no monitor, every fleet change refused.
+    frozen: bool = False
     # Capacity measured in proofs (docs/DECISIONS.md, "Capacity measured in proofs").
     # A running machine whose prover has made no progress (no proof finished,
     # no parameter byte fetched) for this long is "not_proving" and replaced.

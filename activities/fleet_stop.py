@@ -1,0 +1,95 @@
+"""The kill switch's side at vast.ai: this agent's machines, destroyed and checked gone.
+
+`stop_fleet` lists every machine carrying the agent's label (labels parsed
+exactly), and with `destroy_all` destroys each one and lists again until
+none is left, destroying again what is still there. What it found first
+rides in the heartbeat details, so a retried attempt still reports the
+fleet and the $/h that the freeze stopped, not only what was left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from fleet_agent.models import StopFleetReport, StopFleetRequest
+from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.errors import VastError
+from fleet_agent.vast.models import Instance
+
+from .fleet_results import vast_failure
+from .heartbeat import heartbeating
+
+__all__ = ["CHECK_EVERY_S", "GIVE_UP_AFTER_S", "FleetStopper"]
+
+#: Between two checks that the machines are gone, and how long one attempt
+#: keeps checking before it fails (Temporal retries it, without limit).
+CHECK_EVERY_S = 5.0
+GIVE_UP_AFTER_S = 180.0
+
+
+class FleetStopper:
+    """Destroys an agent's whole fleet on vast.ai and checks it is gone."""
+
+    def __init__(self, vast: VastClient, ours: Callable[[str], Awaitable[list[Instance]]]) -> None:
+        self._vast = vast
+        self._ours = ours
+
+    async def _members(self, agent_id: str) -> list[Instance]:
+        try:
+            return [i for i in await self._ours(agent_id) if not i.is_gone]
+        except VastError as exc:
+            raise vast_failure(exc) from None
+
+    async def stop(self, req: StopFleetRequest) -> StopFleetReport:
+        first = _earlier_report()
+        report = first
+        async with heartbeating(
+            details=lambda: (report.model_dump(mode="json"),) if report is not None else ()
+        ):
+            members = await self._members(req.agent_id)
+            if first is None:
+                report = StopFleetReport(
+                    instances=[i.id for i in members],
+                    fleet_dph=round(sum(i.dph_total or 0.0 for i in members), 4),
+                )
+            assert report is not None
+            if not req.destroy_all:
+                return report
+            deadline = time.monotonic() + GIVE_UP_AFTER_S
+            while members:
+                for inst in members:
+                    try:
+                        # A machine already gone counts as destroyed (missing_ok).
+                        await self._vast.destroy_instance(inst.id)
+                    except VastError as exc:
+                        raise vast_failure(exc) from None
+                await asyncio.sleep(CHECK_EVERY_S)
+                members = await self._members(req.agent_id)
+                if members and time.monotonic() > deadline:
+                    raise ApplicationError(
+                        f"{len(members)} machine(s) still listed after being destroyed: "
+                        f"{[i.id for i in members]}; trying again",
+                        type="FleetNotGone",
+                    )
+            return report.model_copy(
+                update={"destroyed": list(report.instances), "dph_stopped": report.fleet_dph}
+            )
+
+
+def _earlier_report() -> StopFleetReport | None:
+    """What an earlier attempt of this activity found first, if any."""
+    if not activity.in_activity():
+        return None
+    details: Any = activity.info().heartbeat_details
+    if not details:
+        return None
+    try:
+        return StopFleetReport.model_validate(details[0])
+    except (ValueError, TypeError):
+        return None
