@@ -19,7 +19,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.fleet import FleetActivities
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmProvider
-from fleet_agent.models import AgentInput, AgentStatus, ConfigPatch
+from fleet_agent.models import AgentConfig, AgentInput, AgentStatus, ConfigPatch, FleetToolRequest
 from fleet_agent.store import RunRecord, Store
 from worker import build_worker
 from workflows import FleetAgentWorkflow
@@ -161,3 +161,24 @@ def json_rows(content: str) -> list[dict[str, Any]]:
     """The JSON list inside a fleet tool's result (search results, fleet status)."""
     rows: list[dict[str, Any]] = json.loads(content[content.index("[") : content.rindex("]") + 1])
     return rows
+
+
+def tool_request(
+    agent_id: str,
+    name: str,
+    args: dict[str, Any],
+    config: AgentConfig | None = None,
+    *,
+    tool_id: str = "",
+) -> FleetToolRequest:
+    """A fleet tool call of run 1 as the run workflow sends it (a fresh
+    tool_use_id unless given)."""
+    return FleetToolRequest(
+        agent_id=agent_id,
+        run=1,
+        round=1,
+        tool_use_id=tool_id or f"toolu_{uuid.uuid4().hex[:12]}",
+        name=name,
+        input=args,
+        config=config or AgentConfig(),
+    )

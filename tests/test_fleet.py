@@ -3,8 +3,8 @@ idempotent provisioning, the monitor, and a simulated market day."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pytest
@@ -14,7 +14,7 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from activities.fleet import FleetActivities
 from fleet_agent.fleet.labels import create_label
 from fleet_agent.llm.autopilot import AutopilotProvider
-from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult, TriggerKind
+from fleet_agent.models import AgentConfig, ToolResult, TriggerKind
 from fleet_agent.settings import ProverSpec
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
@@ -24,23 +24,12 @@ from fleet_agent.vast.pacing import NO_PACING
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.autopilot_llm import autopilot_reply
 from tests.fakes.configs import StaticConfigs
-from tests.helpers import eventually, finished_runs, running_worker, status
+from tests.helpers import eventually, finished_runs, running_worker, status, tool_request
 
 AGENT = "fleet-test"
 
 
-def _req(
-    name: str, args: dict[str, Any], config: AgentConfig | None = None, *, tool_id: str = ""
-) -> FleetToolRequest:
-    return FleetToolRequest(
-        agent_id=AGENT,
-        run=1,
-        round=1,
-        tool_use_id=tool_id or f"toolu_{uuid.uuid4().hex[:12]}",
-        name=name,
-        input=args,
-        config=config or AgentConfig(),
-    )
+_req = partial(tool_request, AGENT)
 
 
 async def _cheapest_offer(fleet: FleetActivities, gpu: str = "RTX 4090") -> int:

@@ -9,34 +9,26 @@ them shows that the tool drops those offers itself.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.fleet import FleetActivities
-from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
+from fleet_agent.models import ToolResult
 from fleet_agent.sim import SimServer
 from fleet_agent.store import FailedHosts, Store
+from tests.helpers import tool_request
 
 AGENT = "hosts-test"
 DAY = timedelta(hours=24)
 _Search = Callable[[dict[str, Any]], list[dict[str, Any]]]
 
 
-def _req(name: str, args: dict[str, Any]) -> FleetToolRequest:
-    return FleetToolRequest(
-        agent_id=AGENT,
-        run=1,
-        round=1,
-        tool_use_id=f"toolu_{uuid.uuid4().hex[:12]}",
-        name=name,
-        input=args,
-        config=AgentConfig(),
-    )
+_req = partial(tool_request, AGENT)
 
 
 async def _search(tools: FleetActivities) -> tuple[str, list[int]]:

@@ -4,8 +4,8 @@ prover status port with the real client, as it would a rented machine's."""
 from __future__ import annotations
 
 import json
-import uuid
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pytest
@@ -16,7 +16,6 @@ from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import (
     AgentConfig,
-    FleetToolRequest,
     PollRequest,
     ToolResult,
     TriggerKind,
@@ -24,21 +23,12 @@ from fleet_agent.models import (
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import FailedHosts, Store
 from tests.fakes.configs import StaticConfigs
-from tests.helpers import eventually, finished_runs, running_worker, status
+from tests.helpers import eventually, finished_runs, running_worker, status, tool_request
 
 AGENT = "fleet-agent"
 
 
-def _req(name: str, args: dict[str, Any]) -> FleetToolRequest:
-    return FleetToolRequest(
-        agent_id=AGENT,
-        run=1,
-        round=1,
-        tool_use_id=f"toolu_{uuid.uuid4().hex[:12]}",
-        name=name,
-        input=args,
-        config=AgentConfig(),
-    )
+_req = partial(tool_request, AGENT)
 
 
 async def _rent(tools: FleetActivities, n: int) -> list[int]:

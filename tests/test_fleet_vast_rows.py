@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import random
-import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import pytest
@@ -17,7 +17,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.fleet.labels import create_label
-from fleet_agent.models import AgentConfig, FleetToolRequest, PollRequest
+from fleet_agent.models import AgentConfig, PollRequest
 from fleet_agent.prover import ProverSpec
 from fleet_agent.sim.query import matches, sort_records
 from fleet_agent.store import Store
@@ -25,6 +25,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from tests.fakes.configs import StaticConfigs
 from tests.fakes.vast_stub import StubRequest, VastStub, instances_page
+from tests.helpers import tool_request
 
 AGENT = "a"
 NOW = 1_750_000_000.0
@@ -32,16 +33,7 @@ CATALOGUE = ["A100 PCIE", "A100 SXM4", "GTX 1080", "RTX 3060", "RTX 3090", "RTX 
 _CONTROL = frozenset({"order", "type", "limit", "allocated_storage"})
 
 
-def _req(name: str, args: dict[str, Any]) -> FleetToolRequest:
-    return FleetToolRequest(
-        agent_id=AGENT,
-        run=1,
-        round=1,
-        tool_use_id=f"toolu_{uuid.uuid4().hex[:12]}",
-        name=name,
-        input=args,
-        config=AgentConfig(),
-    )
+_req = partial(tool_request, AGENT)
 
 
 @asynccontextmanager

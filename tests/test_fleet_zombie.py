@@ -8,8 +8,8 @@ import asyncio
 import functools
 import json
 import time
-import uuid
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import httpx
@@ -23,29 +23,20 @@ from activities.fleet_create import Renter
 from fleet_agent.fleet.labels import create_label
 from fleet_agent.fleet.reconcile import ReconcileRequest
 from fleet_agent.fleet.settle import settle_label
-from fleet_agent.models import AgentConfig, FleetToolRequest, PollRequest
+from fleet_agent.models import AgentConfig, PollRequest
 from fleet_agent.settings import ProverSpec
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from tests.fakes.configs import StaticConfigs
-from tests.helpers import eventually
+from tests.helpers import eventually, tool_request
 
 AGENT = "fleet-zombie"
 DELAY = 1.0  # real seconds a delayed create waits in the simulator before it rents
 
 
-def _req(name: str, args: dict[str, Any], *, tool_id: str = "") -> FleetToolRequest:
-    return FleetToolRequest(
-        agent_id=AGENT,
-        run=1,
-        round=1,
-        tool_use_id=tool_id or f"toolu_{uuid.uuid4().hex[:12]}",
-        name=name,
-        input=args,
-        config=AgentConfig(),
-    )
+_req = partial(tool_request, AGENT)
 
 
 async def _offers(tools: FleetActivities, n: int = 2) -> list[int]:
