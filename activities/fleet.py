@@ -182,6 +182,9 @@ class FleetActivities:
             return tool_result(
                 req, f"Refused by guardrail: {refusal}. Nothing was rented.", error=True
             )
+        limited = await self._calls.rate_refusal(req, config.max_creates_per_hour)
+        if limited is not None:
+            return tool_result(req, limited, error=True)
         if config.dry_run:
             return tool_result(
                 req,
@@ -236,7 +239,11 @@ class FleetActivities:
                 f"Refused: instance {inst.id} is not this agent's (label {inst.label!r}).",
                 error=True,
             )
-        refusal = await self._views.too_young(req.agent_id, inst, config)
+        row = await self._views.row(req.agent_id, inst, config)
+        refusal = self._views.too_young(inst, row, config)
+        if refusal is None and row.expected_proofs_per_hour > 0:
+            # Only releasing capacity is rate-limited: a dead machine may always go.
+            refusal = await self._calls.rate_refusal(req, config.max_destroys_per_hour)
         if refusal is not None:
             return tool_result(req, refusal, error=True)
         if config.dry_run:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from temporalio.exceptions import ApplicationError
 
@@ -61,6 +61,31 @@ class ToolCalls:
             if record is not None and record.result is not None:
                 return replayed(record)
             return await self.finish(req, await body(req, record))
+
+    async def rate_refusal(self, req: FleetToolRequest, per_hour: int) -> str | None:
+        """Why this create/destroy would exceed `per_hour` fleet changes of its
+        kind in the last hour (the journal counts them), or None. An earlier
+        attempt of this very call is not counted against it."""
+        now = datetime.now(UTC)
+        done = await asyncio.to_thread(
+            self._journal.changes_since,
+            req.agent_id,
+            req.name,
+            now - timedelta(hours=1),
+            req.tool_use_id,
+        )
+        if len(done) < per_hour:
+            return None
+        verb = "rented" if req.name == "create_instance" else "destroyed"
+        key = "max_creates_per_hour" if req.name == "create_instance" else "max_destroys_per_hour"
+        if per_hour == 0:
+            return f"Refused: {key} is 0; no machine may be {verb}. Nothing was {verb}."
+        free_at = done[-per_hour] + timedelta(hours=1)
+        return (
+            f"Refused: {len(done)} machine(s) {verb} in the last hour, the most "
+            f"{key}={per_hour} allows; the next one is allowed at {free_at:%H:%M:%S} UTC. "
+            f"Nothing was {verb}."
+        )
 
     async def start(self, req: FleetToolRequest) -> None:
         """Journal the call before it reaches vast.ai with a change."""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from temporalio.exceptions import ApplicationError
 
 from fleet_agent.fleet.labels import is_ours, label_prefix
-from fleet_agent.fleet.snapshot import FleetSnapshot, summarize
+from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot, summarize
 from fleet_agent.models import AgentConfig, PollRequest
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError
@@ -69,12 +69,11 @@ class FleetViews:
         except ApplicationError as exc:
             return FleetSnapshot(target_proofs_per_hour=target, error=exc.message)
 
-    async def too_young(self, agent_id: str, inst: Instance, config: AgentConfig) -> str | None:
-        """Hysteresis: why a healthy machine may not be released yet, or None.
-        A dead, idle, stuck or not-proving machine may always go."""
+    async def row(self, agent_id: str, inst: Instance, config: AgentConfig) -> FleetInstance:
+        """One machine as the snapshot shows it, judged by the agent's rules."""
         tracks = await self._watch.tracks(agent_id)
         rules = rules_of(agent_id, config)
-        row = summarize(
+        return summarize(
             [inst],
             target=config.target_proofs_per_hour,
             now_epoch=self._clock(),
@@ -82,6 +81,11 @@ class FleetViews:
             not_proving_minutes=rules.not_proving_minutes,
             min_release_age_minutes=rules.min_release_age_minutes,
         ).instances[0]
+
+    @staticmethod
+    def too_young(inst: Instance, row: FleetInstance, config: AgentConfig) -> str | None:
+        """Hysteresis: why a healthy machine may not be released yet, or None.
+        A dead, idle, stuck or not-proving machine may always go."""
         if row.releasable:
             return None
         return (

@@ -131,7 +131,9 @@ stays at or above the target without them, and never a healthy machine younger t
 machines proving now still meet the target without it.
 - Hard limits are enforced by the system, not by you: at most {config.max_instances} \
 instances, ${config.max_fleet_dph:g}/h for the fleet, ${config.max_instance_dph:g}/h per \
-instance, GPUs {gpus}, reliability ≥ {config.min_reliability:g}{dry_run}. \
+instance, GPUs {gpus}, reliability ≥ {config.min_reliability:g}, at most \
+{config.max_creates_per_hour} machines rented and {config.max_destroys_per_hour} released in \
+any hour{dry_run}. \
 A refused call tells you why; do not retry it unchanged.
 - The heartbeat runs you every {config.heartbeat_seconds}s. Use schedule_next_check only for \
 a specific later moment (e.g. an instance still loading in 15 min), never for routine checks.

@@ -49,6 +49,8 @@ _FLEET_FIELDS = frozenset(
         "dry_run",
         "not_proving_minutes",
         "min_release_age_minutes",
+        "max_creates_per_hour",
+        "max_destroys_per_hour",
     }
 )
 # Config fields the monitor's poll uses (besides monitor_*): sent to it at once.

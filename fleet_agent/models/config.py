@@ -55,6 +55,11 @@ class AgentConfig(BaseModel):
     # A host that failed (dead, stuck loading, not proving) is not rented
     # again for this long; 0 forgets at once.
     failed_host_ttl_hours: Annotated[float, Field(ge=0, le=720)] = 24.0
+    # Rates of fleet changes, enforced at the tool over any hour: a model in a
+    # loop rents or releases at most this many machines an hour. Destroying a
+    # machine that is not capacity (dead, stopped, not proving) is not limited.
+    max_creates_per_hour: Annotated[int, Field(ge=0, le=1_000)] = 30
+    max_destroys_per_hour: Annotated[int, Field(ge=0, le=1_000)] = 30
 
 
 class ConfigPatch(Strict):
@@ -81,6 +86,8 @@ class ConfigPatch(Strict):
     not_proving_minutes: Annotated[float, Field(ge=5, le=1_440)] | None = None
     min_release_age_minutes: Annotated[float, Field(ge=0, le=10_080)] | None = None
     failed_host_ttl_hours: Annotated[float, Field(ge=0, le=720)] | None = None
+    max_creates_per_hour: Annotated[int, Field(ge=0, le=1_000)] | None = None
+    max_destroys_per_hour: Annotated[int, Field(ge=0, le=1_000)] | None = None
 
     def apply(self, config: AgentConfig) -> AgentConfig:
         """The config with this patch applied, validated as a whole."""

@@ -91,6 +91,33 @@ class ToolJournal:
             )
             return self._must_get(conn, call)
 
+    def changes_since(
+        self, agent_id: str, name: str, since: datetime, except_call: str = ""
+    ) -> list[datetime]:
+        """When this agent's calls of tool `name` that changed the fleet (a
+        machine rented or destroyed) started, from `since` on, oldest first.
+        Calls still in flight count too: their outcome is not known yet.
+        `except_call` (a tool_use_id) is left out."""
+        table = table_of(ToolCallRow)
+        stmt = (
+            select(table.c.status, table.c.result_json, table.c.started_at)
+            .where(
+                table.c.agent_id == agent_id,
+                table.c.name == name,
+                table.c.tool_use_id != except_call,
+                table.c.started_at >= require_aware(since, "since"),
+            )
+            .order_by(table.c.started_at)
+        )
+        with self._engine.connect() as conn:
+            rows = conn.execute(stmt).all()
+        return [
+            row.started_at
+            for row in rows
+            if row.status == "started"
+            or (row.result_json and ToolResult.model_validate_json(row.result_json).mutating)
+        ]
+
     # ------------------------------------------------------------ helpers
 
     def _insert_row(
