@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 from fleet_agent.fleet.failed_hosts import exclusions, failed_host_refusal
 from fleet_agent.fleet.offer_query import offer_filters
+from fleet_agent.fleet.provers import ProverTrack
 from fleet_agent.models import AgentConfig
 from fleet_agent.prover import ProverSpec
-from fleet_agent.store import FailedHost, FailedHosts, Store
+from fleet_agent.store import FailedHost, FailedHosts, ProverTracks, Store
 from fleet_agent.vast.models import Offer
 from tests.store_backends import store_on_both_backends  # noqa: F401  (a fixture)
 
@@ -119,3 +120,30 @@ def test_a_refusal_names_the_machine_or_host_why_when_and_until_when() -> None:
 
     assert failed_host_refusal(_offer(3, 28, 80), entries) is None, "host 80 failed once"
     assert failed_host_refusal(_offer(4, 99, None), entries) is None
+
+
+def test_prover_tracks_are_replaced_per_agent(store: Store) -> None:
+    """The monitor's tracks (fa_prover_tracks) on both backends: a poll
+    replaces its agent's tracks whole and leaves another agent's alone."""
+    tracks = ProverTracks(store)
+    first = {
+        1: ProverTrack(instance_id=1, first_seen_at=1.0, last_read_at=2.0, progress_at=2.0),
+        2: ProverTrack(
+            instance_id=2,
+            first_seen_at=1.0,
+            last_read_at=2.0,
+            progress_at=2.0,
+            phase="proving",
+            measured_proofs_per_hour=31.5,
+        ),
+    }
+    tracks.replace("a", first, T0)
+    tracks.replace("b", {9: first[1].model_copy(update={"instance_id": 9})}, T0)
+    assert tracks.load("a") == first
+    tracks.replace("a", {2: first[2].model_copy(update={"last_read_at": 3.0})}, T0 + HOUR)
+    after = tracks.load("a")
+    assert list(after) == [2] and after[2].last_read_at == 3.0
+    assert after[2].measured_proofs_per_hour == 31.5
+    assert list(tracks.load("b")) == [9]
+    tracks.replace("a", {}, T0 + 2 * HOUR)
+    assert tracks.load("a") == {} and list(tracks.load("b")) == [9]

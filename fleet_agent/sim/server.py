@@ -275,22 +275,24 @@ def serve(
         rate_limits=rate_limits,
         state_path=state_path,
     )
-    sim.start()
-    # The default key is a public constant, not a secret; a chosen one is not echoed.
-    key_hint = f"VAST_API_KEY={api_key}" if api_key == DEFAULT_API_KEY else "the key you chose"
-    kept = (
-        f"; state {'restored from' if sim.restored else 'kept in'} {sim.state_path}"
-        if sim.state_path is not None
-        else ""
-    )
-    limits = "on" if rate_limits else "OFF"
-    print(
-        f"vast.ai simulator on {sim.url} (scenario={scenario}, seed={seed}, speed={speed}, "
-        f"{len(sim.market.offer_ids())} offers, rate limits {limits}{kept}). "
-        f"Use VAST_API_URL={sim.url} and {key_hint}. Ctrl-C stops.",
-        flush=True,
-    )
+    # Ctrl-C at any moment once the server answers (even before serve_forever
+    # is reached) stops it cleanly, saving its state.
     try:
+        sim.start()
+        # The default key is a public constant, not a secret; a chosen one is not echoed.
+        key_hint = f"VAST_API_KEY={api_key}" if api_key == DEFAULT_API_KEY else "the key you chose"
+        kept = (
+            f"; state {'restored from' if sim.restored else 'kept in'} {sim.state_path}"
+            if sim.state_path is not None
+            else ""
+        )
+        limits = "on" if rate_limits else "OFF"
+        print(
+            f"vast.ai simulator on {sim.url} (scenario={scenario}, seed={seed}, speed={speed}, "
+            f"{len(sim.market.offer_ids())} offers, rate limits {limits}{kept}). "
+            f"Use VAST_API_URL={sim.url} and {key_hint}. Ctrl-C stops.",
+            flush=True,
+        )
         sim.serve_forever()
     except KeyboardInterrupt:
         pass
