@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/fleet-agent up
 
+# Two workers, a test module each at a time (module fixtures stay in one
+# process); every test brings its own servers, ports and databases.
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
