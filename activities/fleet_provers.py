@@ -24,7 +24,10 @@ from fleet_agent.prover import ProverSpec
 from fleet_agent.store import FailedHosts, ProverTracks, Store
 from fleet_agent.vast.models import Instance
 
-__all__ = ["ProverWatch", "failure_of"]
+__all__ = ["FORGET_EVERY_S", "ProverWatch", "failure_of"]
+
+#: How often a worker drops failed-host entries whose time is up.
+FORGET_EVERY_S = 3600.0
 
 
 def failure_of(
@@ -51,6 +54,7 @@ class ProverWatch:
         self._hosts = FailedHosts(store)
         self._port = prover.status_port
         self._clock = clock
+        self._forgot_at: float | None = None
 
     async def tracks(self, agent_id: str) -> dict[int, ProverTrack] | None:
         """The tracks the last poll left (None: statuses are not read)."""
@@ -80,6 +84,11 @@ class ProverWatch:
             tracks[inst.id] = await self._record_failure(req, inst, track, now)
         at = datetime.fromtimestamp(now, UTC)
         await asyncio.to_thread(self._tracks.replace, req.agent_id, tracks, at)
+        if self._forgot_at is None or now - self._forgot_at >= FORGET_EVERY_S:
+            # Expired entries exclude nothing already; dropping them keeps the
+            # table as small as the failures that still count (any agent).
+            self._forgot_at = now
+            await asyncio.to_thread(self._hosts.forget_expired, at)
         return tracks if self._port is not None else None
 
     async def _record_failure(

@@ -195,3 +195,22 @@ async def test_the_monitor_reports_a_stuck_prover_and_the_agent_replaces_it(
         assert "finished no proof" in changes[0].detail, changes[0]
         acting = next(r for r in runs if any(t in r.triggers for t in changes))
         assert "destroy_instance" in acting.actions_digest and acting.mutating_calls >= 2
+
+
+async def test_the_poll_drops_failed_hosts_whose_time_is_up(
+    tools: FleetActivities, sim: SimServer, store: Store
+) -> None:
+    hosts = FailedHosts(store)
+    now = datetime.fromtimestamp(sim.market.now(), UTC)
+    hosts.remember("other", machine_id=1, host_id=None, reason="old", at=now, until=now)
+    hosts.remember(
+        AGENT,
+        machine_id=2,
+        host_id=None,
+        reason="fresh",
+        at=now,
+        until=now.replace(year=now.year + 1),
+    )
+    await _poll_for(tools, sim, 1)
+    assert hosts.forget_expired(now) == 0, "the poll already dropped the expired entry"
+    assert [h.machine_id for h in hosts.active(AGENT, now)] == [2]
