@@ -91,7 +91,7 @@ async def test_the_state_is_saved_while_it_runs(tmp_path: Path) -> None:
         async def saved() -> bool:
             return path.exists() and len(json.loads(path.read_text())["instances"]) == 1
 
-        await eventually(saved, timeout=10, what="a save while running")
+        assert await eventually(saved, timeout=10, what="a save while running")
 
 
 @pytest.mark.parametrize(

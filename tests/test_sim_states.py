@@ -120,7 +120,9 @@ def test_hosts_reboot_on_their_own(sim: SimServer) -> None:
     sim.market.set_faults(reboot_rate_per_hour=3.0)
     iid = _proving(sim)
     advance_until(sim, lambda: row(sim, iid)["actual_status"] == "rebooting", step=30)
-    advance_until(sim, lambda: row(sim, iid)["actual_status"] == "running", step=30)
+    back_after = advance_until(sim, lambda: row(sim, iid)["actual_status"] == "running", step=30)
+    assert back_after > 0, "a reboot takes time"
+    assert row(sim, iid)["actual_status"] == "running"
 
 
 def test_a_destroyed_instance_lingers_unloaded_then_goes(sim: SimServer) -> None:

@@ -159,7 +159,7 @@ async def test_create_show_list_destroy_round_trip(vast: VastClient, sim: SimSer
     assert shown.image_uuid == IMAGE and shown.disk_space == 30
     assert shown.start_date == pytest.approx(START)
     assert shown.extras["extra_env"] == [["ROLE", "prover"], ["-p 8080:8080", "1"]]
-    assert shown.proofs_per_hour is None  # the service reports no proving figures
+    assert "proofs_per_hour" not in shown.extras  # the service reports no proving figures
 
     listed = await vast.list_instances()
     assert [i.id for i in listed] == [instance_id]
@@ -607,7 +607,7 @@ async def test_lifecycle_null_loading_running(vast: VastClient, sim: SimServer) 
     assert running.is_running and running.status_msg and "success" in running.status_msg
     # Like the real service's, rows say nothing about proving (the prover's
     # status port does: tests/test_sim_prover.py).
-    assert running.proofs_per_hour is None
+    assert "proofs_per_hour" not in running.extras
 
 
 async def test_dying_instance_never_comes_back(vast: VastClient, sim: SimServer) -> None:

@@ -28,7 +28,6 @@ __all__ = [
     "FleetInstance",
     "FleetSnapshot",
     "estimate",
-    "instance_capacity",
     "summarize",
 ]
 
@@ -129,11 +128,6 @@ def estimate(inst: Instance) -> float:
     return proofs_per_hour(
         inst.gpu_name or "", inst.num_gpus or 1, inst.cpu_ram or 0.0, inst.cpu_cores_effective
     )
-
-
-def instance_capacity(inst: Instance) -> float:
-    """Estimated proofs/h of a running instance (0 otherwise), with no status read."""
-    return estimate(inst) if inst.phase == "running" else 0.0
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """What vast.ai returns: offers and instances, typed where we rely on a field.
 
 Both models keep every field the service sends (``extra="allow"``), so nothing
-is lost when the service adds fields or when the simulator reports its own
-extras such as ``proofs_per_hour``. Units are the service's: RAM in MB, prices
+is lost when the service adds fields. Neither the service nor the simulator
+reports proving figures: those come from each prover's status port
+(fleet_agent/fleet/prover_status.py). Units are the service's: RAM in MB, prices
 in $/hour, bandwidth in Mb/s, times in Unix seconds.
 
 An instance's state is spread over four fields (docs: ``cli/reference/show-instance.mdx``):
@@ -142,9 +143,6 @@ class Instance(_VastRecord):
     public_ipaddr: str | None = None
     #: Port mappings of a running instance: ``{"9100/tcp": [{"HostIp", "HostPort"}]}``.
     ports: Any = None
-    #: Simulator only: proving throughput of a running instance (0 otherwise).
-    #: The real service has no such field, so it is None there.
-    proofs_per_hour: float | None = None
 
     @property
     def is_gone(self) -> bool:
