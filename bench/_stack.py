@@ -59,10 +59,31 @@ class DevServer:
         self.address = f"127.0.0.1:{self.port}"
         self._log: IO[bytes] = (workdir / "temporal.log").open("ab")
         self._proc: subprocess.Popen[bytes] | None = None
+        self._started = False
 
-    async def start(self) -> None:
+    async def start(self, attempts: int = 3) -> None:
+        """Start the server; if it dies while starting (a port another process
+        took between `free_port` and the server's bind, as happens with tests
+        running side by side), start it again on fresh ports. A restart keeps
+        its ports (the workers know the address): one attempt."""
+        if self._started:
+            attempts = 1
+        self._started = True
+        for attempt in range(1, attempts + 1):
+            self._spawn(self._args())
+            try:
+                await self.client(within=30)
+                return
+            except RuntimeError:
+                if self._proc is None or self._proc.poll() is None or attempt == attempts:
+                    raise
+            self._proc = None
+            self.port, self.ui_port = free_port(), free_port()
+            self.address = f"127.0.0.1:{self.port}"
+
+    def _args(self) -> list[str]:
         config = load_dev_config()
-        args = [
+        return [
             find_temporal_cli(),
             "server",
             "start-dev",
@@ -79,8 +100,6 @@ class DevServer:
             "error",
             *config.dynamic_config_args(),
         ]
-        self._spawn(args)
-        await self.client(within=30)
 
     def _spawn(self, args: list[str]) -> None:
         self._proc = subprocess.Popen(
@@ -94,7 +113,8 @@ class DevServer:
             try:
                 return await Client.connect(self.address, data_converter=pydantic_data_converter)
             except RuntimeError:
-                if time.monotonic() > deadline:
+                died = self._proc is not None and self._proc.poll() is not None
+                if died or time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.2)
 

@@ -425,8 +425,16 @@ async def run_scenario(name: str, outage_s: float) -> Outcome:
 
 
 def _log_tails(workdir: Path) -> list[str]:
-    """The end of every process log of a failed scenario."""
-    return [f"{p.name}: …{p.read_text()[-600:]}" for p in sorted(workdir.glob("*.log"))]
+    """The first error line and the end of every process log of a failed scenario."""
+    notes = []
+    for path in sorted(workdir.glob("*.log")):
+        text = path.read_text(errors="replace")
+        first = next(
+            (ln for ln in text.splitlines() if ln.startswith(("panic", "Error", "Traceback"))),
+            "",
+        )
+        notes.append(f"{path.name}: {first[:300]} …{text[-600:]}")
+    return notes
 
 
 COLUMNS = [
