@@ -20,8 +20,9 @@ from collections.abc import Callable
 
 from temporalio import activity
 
+from fleet_agent.fleet.approvals import create_gate, destroy_gate
 from fleet_agent.fleet.failed_hosts import failed_host_refusal
-from fleet_agent.fleet.guardrails import rent_refusal
+from fleet_agent.fleet.guardrails import fleet_dph, rent_refusal
 from fleet_agent.fleet.labels import LabelTooLong, create_label, is_ours
 from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest, duplicate_labels
 from fleet_agent.fleet.settle import settle_label
@@ -44,12 +45,12 @@ from fleet_agent.tools import (
 )
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError
-from fleet_agent.vast.models import Offer
+from fleet_agent.vast.models import Instance, Offer
 
 from .fleet_calls import ToolCalls, paused_result
 from .fleet_create import Renter, offer_unavailable
 from .fleet_provers import ProverWatch
-from .fleet_results import tool_result, vast_failure
+from .fleet_results import approval_needed, tool_result, vast_failure
 from .fleet_search import OfferSearch
 from .fleet_stop import FleetStopper
 from .fleet_views import FleetViews, rules_of
@@ -81,6 +82,7 @@ class FleetActivities:
         self._calls = ToolCalls(store, configs or WorkflowConfigSource())
         self._stopper = FleetStopper(vast, lambda agent_id: self._views.ours(agent_id))
         self._views = FleetViews(vast, ProverWatch(store, self._prover, clock), clock)
+        self._clock = clock
 
     # ------------------------------------------------------------ reads
 
@@ -191,6 +193,15 @@ class FleetActivities:
                 f"DRY RUN: would rent offer {offer.id} ({offer.num_gpus}x {offer.gpu_name}, "
                 f"${offer.dph_total:.3f}/h). Nothing was rented.",
             )
+        if req.approval is None:
+            gate = create_gate(
+                config,
+                offer_dph=offer.dph_total,
+                fleet_dph=fleet_dph(fleet),
+                fleet_dph_hour_ago=await self._fleet_dph_hour_ago(req.agent_id, fleet),
+            )
+            if gate.ask:
+                return approval_needed(req, gate.ask, offer.dph_total)
         await self._calls.start(req)
         # From here the machine may exist: rent, settle the label and journal
         # the outcome even if Temporal cancels this attempt meanwhile.
@@ -239,15 +250,28 @@ class FleetActivities:
                 f"Refused: instance {inst.id} is not this agent's (label {inst.label!r}).",
                 error=True,
             )
-        row = await self._views.row(req.agent_id, inst, config)
+        snap = await self._views.summary(rules_of(req.agent_id, config))
+        row = next((r for r in snap.instances if r.id == inst.id), None)
+        if row is None:  # listed a moment ago, not now: judge it alone
+            row = await self._views.row(req.agent_id, inst, config)
         refusal = self._views.too_young(inst, row, config)
         if refusal is None and row.expected_proofs_per_hour > 0:
             # Only releasing capacity is rate-limited: a dead machine may always go.
             refusal = await self._calls.rate_refusal(req, config.max_destroys_per_hour)
+        # The capacity floor: a machine that is not capacity (failed) may always go.
+        gate = destroy_gate(
+            config,
+            machine_capacity=row.expected_proofs_per_hour,
+            fleet_capacity=snap.expected_proofs_per_hour,
+        )
+        if refusal is None and gate.refuse:
+            refusal = f"Refused: {gate.refuse}. Nothing was destroyed."
         if refusal is not None:
             return tool_result(req, refusal, error=True)
         if config.dry_run:
             return tool_result(req, f"DRY RUN: would destroy instance {inst.id}. Nothing changed.")
+        if gate.ask and req.approval is None:
+            return approval_needed(req, gate.ask, -(inst.dph_total or 0.0))
         await self._calls.start(req)
         try:
             # A machine already gone by now counts as destroyed (missing_ok).
@@ -259,6 +283,12 @@ class FleetActivities:
             f"Destroyed instance {inst.id} ({inst.gpu_name}, was {inst.actual_status}).",
             mutating=True,
         )
+
+    async def _fleet_dph_hour_ago(self, agent_id: str, fleet: list[Instance]) -> float:
+        """What the fleet billed per hour an hour ago: today's machines less
+        those that started since (a machine released since is not counted)."""
+        hour_ago = self._clock() - 3600
+        return fleet_dph([i for i in fleet if (i.start_date or 0.0) <= hour_ago])
 
     # ------------------------------------------------------------ kill switch
 

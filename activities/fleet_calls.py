@@ -55,12 +55,17 @@ class ToolCalls:
 
     async def journaled(self, req: FleetToolRequest, body: Body) -> ToolResult:
         """The recorded result of this tool call if it has one; else run `body`
-        and record its result. The first result recorded is the one returned."""
+        and record its result. The first result recorded is the one returned;
+        an approval ask is not a result (the call comes again, decided)."""
         async with heartbeating():
             record = await asyncio.to_thread(self._journal.get, req.agent_id, req.tool_use_id)
             if record is not None and record.result is not None:
                 return replayed(record)
-            return await self.finish(req, await body(req, record))
+            result = await body(req, record)
+            if result.approval is not None:
+                # Nothing was done: the run asks an operator and calls again.
+                return result
+            return await self.finish(req, result)
 
     async def rate_refusal(self, req: FleetToolRequest, per_hour: int) -> str | None:
         """Why this create/destroy would exceed `per_hour` fleet changes of its

@@ -13,12 +13,13 @@ from typing import Any
 from temporalio.exceptions import ApplicationError
 
 from fleet_agent.capacity import proofs_per_hour
-from fleet_agent.models import FleetToolRequest, ToolResult
+from fleet_agent.models import ApprovalAsk, FleetToolRequest, ToolResult
 from fleet_agent.store import ToolCallRecord
 from fleet_agent.vast.errors import VastAuthError, VastError
 from fleet_agent.vast.models import Instance, Offer
 
 __all__ = [
+    "approval_needed",
     "describe_machine",
     "is_refusal",
     "offer_row",
@@ -37,6 +38,16 @@ def tool_result(
         content=content,
         is_error=error,
         mutating=mutating,
+    )
+
+
+def approval_needed(req: FleetToolRequest, reason: str, dph: float) -> ToolResult:
+    """Instead of acting: the change waits for an operator (workflows/run_approvals.py)."""
+    return ToolResult(
+        tool_use_id=req.tool_use_id,
+        name=req.name,
+        content=f"Waiting for an operator's approval: {reason}. Nothing was done yet.",
+        approval=ApprovalAsk(reason=reason, dph=dph),
     )
 
 

@@ -29,6 +29,10 @@ def _hms(at: datetime) -> str:
     return at.strftime("%H:%M:%S")
 
 
+def _arguments(arguments: dict[str, object]) -> str:
+    return " ".join(f"{k}={v}" for k, v in list(arguments.items())[:4])[:80]
+
+
 def agent_details(state: AgentState, phase: Phase, current_run: int | None, due: Due | None) -> str:
     """The agent at a glance, in markdown, for the Web UI's current details."""
     lines = [f"**{phase.value}** · session {state.session} · {state.run_count} runs"]
@@ -40,6 +44,15 @@ def agent_details(state: AgentState, phase: Phase, current_run: int | None, due:
             f"**FROZEN** by {f.author} at {_hms(f.at)}"
             + (f": {f.reason[:120]}" if f.reason else "")
             + " — no runs, no monitor, every fleet change refused; `fleet-agent unfreeze` resumes",
+        )
+    for pending in reversed(state.pending_approvals):
+        # Also at the top: a run waits for exactly this, and nothing else moves.
+        lines.insert(
+            1 if state.freeze is not None else 0,
+            f"**APPROVAL NEEDED** {pending.id}: run #{pending.run} {pending.tool} "
+            f"{_arguments(pending.arguments)} ({pending.dph:+.3f} $/h) — {pending.reason[:160]}; "
+            f"expires {_hms(pending.expires_at)} — `fleet-agent approve {pending.id}` "
+            f"or `fleet-agent deny {pending.id}`",
         )
     if current_run is not None:
         lines.append(f"running: run #{current_run}")

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from fleet_agent.triggers import TriggerBuffer
     from workflows import stubs
+    from workflows.agent_approvals import ApprovalsMixin
     from workflows.agent_freeze import FreezeMixin
     from workflows.agent_inputs import InputsMixin
     from workflows.agent_runs import RunsMixin
@@ -51,16 +52,18 @@ __all__ = ["FleetAgentWorkflow"]
 
 
 @workflow.defn
-class FleetAgentWorkflow(InputsMixin, FreezeMixin, RunsMixin):
+class FleetAgentWorkflow(InputsMixin, FreezeMixin, ApprovalsMixin, RunsMixin):
     """The agent of one fleet (workflow ID = agent ID).
 
     Touches: its child runs (AgentRunWorkflow, ID `<agent>/run-<n>`), its
-    monitor (`<agent>/monitor`), and through activities the store (run
+    monitor (`<agent>/monitor`), the run waiting for an approval (the
+    decision, by signal), and through activities the store (run
     numbering on a fresh start, operator message texts, runs lost to a
     timeout) and the Temporal client (a run handed over by continue-as-new).
     Signals: human_message, state_changed, trigger_now, reset_session,
-    cancel_wake (and any other name, refused visibly); updates: update_config;
-    queries: status, live_config. It never fails: a failed run is recorded and
+    cancel_wake, and from its runs approval_requested / approval_closed (any
+    other name is refused visibly); updates: update_config, freeze, unfreeze,
+    decide_approval; queries: status, live_config. It never fails: a failed run is recorded and
     the loop goes on.
     """
 

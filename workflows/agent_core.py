@@ -87,6 +87,14 @@ class AgentCore:
         """Send the monitor its part of the config."""
         raise NotImplementedError
 
+    async def _deny_all_pending(self, author: str, reason: str) -> None:
+        """Deny every pending approval (workflows/agent_approvals.py)."""
+        raise NotImplementedError
+
+    def _drop_approvals_of(self, run: int) -> None:
+        """Forget the pending approvals of a run that ended."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------ continue-as-new
 
     def _must_continue_as_new(self) -> bool:

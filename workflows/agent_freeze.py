@@ -68,6 +68,8 @@ class FreezeMixin(AgentCore):
                 self._phase = self._idle_phase()  # the loop agrees once it wakes
             workflow.logger.warning("frozen by %s: %s", req.author, req.reason or "(no reason)")
             self._notify()
+            # A run waiting for a human must not rent once it is approved later.
+            await self._deny_all_pending(req.author, req.reason)
             self._show()
             await self._configure_monitor()  # disabled: it ends within a poll
         fleet, error = await self._stop_fleet(req.destroy_all)

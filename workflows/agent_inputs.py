@@ -62,7 +62,10 @@ _MONITOR_FIELDS = frozenset(
         "failed_host_ttl_hours",
     }
 )
-_KNOWN_SIGNALS = "human_message, state_changed, trigger_now, reset_session, cancel_wake"
+_KNOWN_SIGNALS = (
+    "human_message, state_changed, trigger_now, reset_session, cancel_wake, "
+    "approval_requested, approval_closed"
+)
 
 
 class InputsMixin(AgentCore):
@@ -250,6 +253,7 @@ class InputsMixin(AgentCore):
             pending_bytes=self._buffer.bytes,
             unstored_messages=len(self._buffer.unstored_keys),
             frozen=state.freeze,
+            pending_approvals=state.pending_approvals,
         )
 
     @workflow.query(description="internal: operator message texts not yet in the store")

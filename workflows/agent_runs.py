@@ -83,7 +83,8 @@ class RunsMixin(AgentCore):
                 run_input,
                 id=workflow_id,
                 task_queue=workflow.info().task_queue,
-                execution_timeout=timedelta(seconds=state.config.run_timeout_seconds),
+                # Its own time plus the time it may wait for an operator.
+                execution_timeout=timedelta(seconds=state.config.run_deadline_seconds()),
                 # Abandon: a continue-as-new in the middle of a run must not
                 # stop it; the next execution waits for it (RunInFlight).
                 parent_close_policy=ParentClosePolicy.ABANDON,
@@ -122,7 +123,7 @@ class RunsMixin(AgentCore):
                 run_id=flight.run_id,
                 started_at=flight.started_at,
             ),
-            start_to_close_timeout=timedelta(seconds=self._state.config.run_timeout_seconds)
+            start_to_close_timeout=timedelta(seconds=self._state.config.run_deadline_seconds())
             + STORE_TIMEOUT,
             heartbeat_timeout=HANDOVER_HEARTBEAT_TIMEOUT,
             retry_policy=UNLIMITED_RETRY,
@@ -188,6 +189,7 @@ class RunsMixin(AgentCore):
         # The heartbeat counts from the end of the last run, whatever its kind.
         state.last_run_ended_at = ended
         state.run_in_flight = None
+        self._drop_approvals_of(result.run)
         self._heartbeat_from = ended
         self._current_run = None
         self._phase = Phase.IDLE

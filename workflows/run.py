@@ -16,6 +16,8 @@ with workflow.unsafe.imports_passed_through():
 
     from fleet_agent.llm.timing import LLM_HEARTBEAT_TIMEOUT, llm_attempt_timeout
     from fleet_agent.models import (
+        APPROVAL_DECIDED,
+        ApprovalDecision,
         ContextInfo,
         FleetToolRequest,
         LlmRequest,
@@ -50,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         STORE_RETRY,
         STORE_TIMEOUT,
     )
+    from workflows.run_approvals import ApprovalWaiter
 
 __all__ = ["AgentRunWorkflow"]
 
@@ -83,10 +86,17 @@ class AgentRunWorkflow:
         """Where this run is: for `temporal workflow query` while it runs."""
         return f"round {self._round}: {self._step}"
 
+    @workflow.signal(name=APPROVAL_DECIDED)
+    def approval_decided(self, decision: ApprovalDecision) -> None:
+        """An operator's decision on this run's pending approval, forwarded by
+        the agent (its `decide_approval` update) or sent by its `freeze`."""
+        self._approvals.hear(decision)
+
     @workflow.run
     async def run(self, inp: RunInput) -> RunResult:
         started = workflow.now()
         self._inp = inp
+        self._approvals = ApprovalWaiter(inp)
         self._wakes: list[Wake] = list(inp.wakes)
         self._wake_requests: list[WakeRequest] = []
         result = RunResult(run=inp.run, status=RunStatus.RUNNING, started_at=started)
@@ -254,6 +264,28 @@ class AgentRunWorkflow:
                 content=f"Unknown tool {call.name!r}.",
                 is_error=True,
             )
+        result = await self._fleet_call(rnd, call)
+        if result.approval is None:
+            return result
+        # The change needs an operator's say: ask, wait, then call again
+        # with the decision (the tool still checks every other guardrail).
+        pending_step = self._step
+        self._step = f"waiting for an operator's approval of {_tool_summary(call)}"
+        decision = await self._approvals.ask(call, result.approval)
+        self._step = pending_step
+        if not decision.approve:
+            return _not_approved(call, decision, result.approval.reason)
+        result = await self._fleet_call(rnd, call, decision)
+        if result.approval is not None:  # a tool that ignored the grant: never act on it
+            return _not_approved(call, decision, result.approval.reason)
+        return result.model_copy(
+            update={"content": f"{_approved_note(decision)}\n{result.content}"}
+        )
+
+    async def _fleet_call(
+        self, rnd: int, call: ToolCall, grant: ApprovalDecision | None = None
+    ) -> ToolResult:
+        """One fleet tool activity; a failure becomes an error result."""
         inp = self._inp
         mutating = call.name in MUTATING_TOOLS
         try:
@@ -267,6 +299,7 @@ class AgentRunWorkflow:
                     name=call.name,
                     input=call.input,
                     config=inp.config,
+                    approval=grant,
                 ),
                 start_to_close_timeout=FLEET_WRITE_TIMEOUT if mutating else FLEET_READ_TIMEOUT,
                 heartbeat_timeout=FLEET_HEARTBEAT_TIMEOUT,
@@ -344,6 +377,30 @@ def _not_run(call: ToolCall, stop: str) -> ToolResult:
         ),
         is_error=True,
         not_run=True,
+    )
+
+
+def _approved_note(decision: ApprovalDecision) -> str:
+    note = f": {decision.note}" if decision.note else ""
+    return f"[Approved by {decision.author} (approval {decision.approval_id}){note}]"
+
+
+def _not_approved(call: ToolCall, decision: ApprovalDecision, reason: str) -> ToolResult:
+    """The refusal the model reads when an approval was denied or timed out."""
+    how = {
+        "timeout": "was not approved",
+        "freeze": f"was denied by the kill switch ({decision.author})",
+    }.get(decision.by, f"was denied by {decision.author}")
+    note = f": {decision.note}" if decision.note else ""
+    verb = "rented" if call.name == "create_instance" else "destroyed"
+    return ToolResult(
+        tool_use_id=call.id,
+        name=call.name,
+        content=(
+            f"Refused: this {call.name} needed an operator's approval ({reason}); "
+            f"approval {decision.approval_id} {how}{note}. Nothing was {verb}."
+        ),
+        is_error=True,
     )
 
 

@@ -77,6 +77,11 @@ def machine_refusal(offer: Offer, prover: ProverSpec) -> str | None:
     return None
 
 
+def fleet_dph(fleet: list[Instance]) -> float:
+    """What `fleet` bills per hour (dead, stopped and frozen machines included)."""
+    return sum(i.dph_total or 0.0 for i in fleet if not i.is_gone)
+
+
 def rent_refusal(
     offer: Offer, fleet: list[Instance], config: AgentConfig, prover: ProverSpec | None = None
 ) -> str | None:
@@ -90,7 +95,7 @@ def rent_refusal(
         return reason
     if len(fleet) + 1 > config.max_instances:
         return f"the fleet already has {len(fleet)} instances (cap {config.max_instances})"
-    spend = sum(i.dph_total or 0.0 for i in fleet)
+    spend = fleet_dph(fleet)
     if spend + offer.dph_total > config.max_fleet_dph:
         return (
             f"fleet spend would be ${spend + offer.dph_total:.2f}/h, over the "

@@ -30,6 +30,18 @@ from .agent import (
     RejectedInput,
     RunInFlight,
 )
+from .approvals import (
+    APPROVAL_CLOSED,
+    APPROVAL_DECIDED,
+    APPROVAL_REQUESTED,
+    ApprovalAsk,
+    ApprovalClosed,
+    ApprovalDecision,
+    ApprovalDecisionRequest,
+    ApprovalMode,
+    ApprovalOutcome,
+    PendingApproval,
+)
 from .config import (
     AgentConfig,
     ConfigPatch,
@@ -68,11 +80,20 @@ from .trigger import (
 )
 
 __all__ = [
+    "APPROVAL_CLOSED",
+    "APPROVAL_DECIDED",
+    "APPROVAL_REQUESTED",
     "AgentConfig",
     "AgentCounters",
     "AgentInput",
     "AgentState",
     "AgentStatus",
+    "ApprovalAsk",
+    "ApprovalClosed",
+    "ApprovalDecision",
+    "ApprovalDecisionRequest",
+    "ApprovalMode",
+    "ApprovalOutcome",
     "CancelWake",
     "ConfigPatch",
     "ContextInfo",
@@ -89,6 +110,7 @@ __all__ = [
     "LoadContextRequest",
     "MonitorConfig",
     "MonitorInput",
+    "PendingApproval",
     "Phase",
     "PollRequest",
     "Priority",

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .approvals import ApprovalAsk, ApprovalDecision
 from .config import AgentConfig
 from .runs import RunInput, RunResult, TokenUsage, Verdict
 
@@ -88,6 +89,9 @@ class ToolResult(BaseModel):
     # The recorded result of an earlier execution of this very tool call (e.g.
     # after `temporal workflow reset`): nothing was done again this time.
     replayed: bool = False
+    # Set instead of acting when the change needs an operator's approval: the
+    # run asks, waits, and calls the tool again with the decision (approvals.py).
+    approval: ApprovalAsk | None = None
 
 
 class FleetToolRequest(BaseModel):
@@ -100,6 +104,9 @@ class FleetToolRequest(BaseModel):
     name: str
     input: dict[str, Any] = Field(default_factory=dict)
     config: AgentConfig
+    # An operator's approval of this very call: the tool skips the approval
+    # gate (every other guardrail still holds).
+    approval: ApprovalDecision | None = None
 
 
 class StoreToolResults(BaseModel):

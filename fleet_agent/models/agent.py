@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from .approvals import ApprovalDecision, PendingApproval
 from .config import AgentConfig, ConfigPatch
 from .freeze import FreezeInfo
 from .runs import LastRun, RunResult, Wake
@@ -80,6 +81,11 @@ class AgentState(BaseModel):
     unrecorded_runs: list[RunResult] = Field(default_factory=list)
     # Set by the `freeze` update, cleared by `unfreeze` (config.frozen says the same).
     freeze: FreezeInfo | None = None
+    # Approvals a run waits for (at most one: runs and their tool calls go one
+    # at a time), and the latest decisions, so a second decision is refused
+    # with what the first one was.
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    decided_approvals: list[ApprovalDecision] = Field(default_factory=list)
 
 
 class AgentInput(BaseModel):
@@ -114,3 +120,4 @@ class AgentStatus(BaseModel):
     unstored_messages: int = 0
     history_bytes: int = 0
     frozen: FreezeInfo | None = None
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
+from .approvals import ApprovalMode
 from .base import Strict
 
 __all__ = [
@@ -60,6 +61,24 @@ class AgentConfig(BaseModel):
     # machine that is not capacity (dead, stopped, not proving) is not limited.
     max_creates_per_hour: Annotated[int, Field(ge=0, le=1_000)] = 30
     max_destroys_per_hour: Annotated[int, Field(ge=0, le=1_000)] = 30
+    # Approvals (docs/DECISIONS.md, "Approvals"): when a fleet change waits
+    # for an operator's `decide_approval`, and for how long.
+    approval_mode: ApprovalMode = "off"
+    # threshold mode: a create whose offer costs more than this $/h ...
+    approval_above_dph: Annotated[float, Field(ge=0, le=1_000)] = 1.0
+    # ... or that leaves the fleet's $/h more than this above what it was an
+    # hour before (so small steps across runs add up).
+    approval_above_fleet_dph_increase: Annotated[float, Field(ge=0, le=100_000)] = 5.0
+    approval_timeout_seconds: Annotated[int, Field(ge=60, le=86_400)] = 3_600
+    # A destroy of a healthy machine that leaves expected capacity below this
+    # fraction of the target needs an approval (refused when approval_mode is off).
+    min_fleet_fraction: Annotated[float, Field(ge=0, le=1)] = 0.5
+
+    def run_deadline_seconds(self) -> int:
+        """How long a run may take: its own time, plus the time it may wait
+        for approvals (all of a run's waits share one approval_timeout)."""
+        waits = 0 if self.approval_mode == "off" else self.approval_timeout_seconds
+        return self.run_timeout_seconds + waits
 
 
 class ConfigPatch(Strict):
@@ -88,6 +107,11 @@ class ConfigPatch(Strict):
     failed_host_ttl_hours: Annotated[float, Field(ge=0, le=720)] | None = None
     max_creates_per_hour: Annotated[int, Field(ge=0, le=1_000)] | None = None
     max_destroys_per_hour: Annotated[int, Field(ge=0, le=1_000)] | None = None
+    approval_mode: ApprovalMode | None = None
+    approval_above_dph: Annotated[float, Field(ge=0, le=1_000)] | None = None
+    approval_above_fleet_dph_increase: Annotated[float, Field(ge=0, le=100_000)] | None = None
+    approval_timeout_seconds: Annotated[int, Field(ge=60, le=86_400)] | None = None
+    min_fleet_fraction: Annotated[float, Field(ge=0, le=1)] | None = None
 
     def apply(self, config: AgentConfig) -> AgentConfig:
         """The config with this patch applied, validated as a whole."""
