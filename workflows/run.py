@@ -8,7 +8,7 @@ prompt, replies, tool results — lives in the store, written by activities.
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure helpers; reloading them per
@@ -31,17 +31,11 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
         TriggerKind,
         Verdict,
-        Wake,
-        WakeRequest,
     )
     from fleet_agent.tools import (
         FLEET_TOOLS,
         MUTATING_TOOLS,
-        CancelWakeInput,
-        ScheduleNextCheckInput,
-        parse_tool_input,
     )
-    from fleet_agent.wakes import cancel_wake, decide_wake
     from workflows import stubs
     from workflows.policies import (
         FLEET_HEARTBEAT_TIMEOUT,
@@ -53,17 +47,19 @@ with workflow.unsafe.imports_passed_through():
         STORE_TIMEOUT,
     )
     from workflows.run_approvals import ApprovalWaiter
+    from workflows.run_texts import (
+        COMPLETE,
+        CUT_TEXT,
+        MAX_TRUNCATIONS,
+        approved_note,
+        describe,
+        not_approved,
+        not_run,
+        tool_summary,
+    )
+    from workflows.run_wakes import WakeTools
 
 __all__ = ["AgentRunWorkflow"]
-
-
-def _describe(exc: BaseException) -> str:
-    """The innermost message of an activity failure, for the run log."""
-    while isinstance(exc, ActivityError) and exc.cause is not None:
-        exc = exc.cause
-    if isinstance(exc, ApplicationError):
-        return f"{exc.type or 'error'}: {exc.message}"
-    return f"{type(exc).__name__}: {exc}"
 
 
 @workflow.defn
@@ -97,8 +93,7 @@ class AgentRunWorkflow:
         started = workflow.now()
         self._inp = inp
         self._approvals = ApprovalWaiter(inp)
-        self._wakes: list[Wake] = list(inp.wakes)
-        self._wake_requests: list[WakeRequest] = []
+        self._wake_tools = WakeTools(inp, workflow.now)
         result = RunResult(run=inp.run, status=RunStatus.RUNNING, started_at=started)
         context: ContextInfo | None = None
         final_round: int | None = None
@@ -120,10 +115,10 @@ class AgentRunWorkflow:
             final_round = await self._converse(result)
         except ActivityError as exc:
             result.status = RunStatus.FAILED
-            result.error = _describe(exc)
+            result.error = describe(exc)
             workflow.logger.warning("run %s failed: %s", inp.run, result.error)
         self._judge(result)
-        result.wake_requests = self._wake_requests
+        result.wake_requests = self._wake_tools.requests
         result.ended_at = workflow.now()
         self._step = "recording"
         await workflow.execute_activity(
@@ -186,10 +181,10 @@ class AgentRunWorkflow:
                 # message lets the model continue it (no user message between).
                 self._step = "continuing a paused turn"
                 continue
-            complete = stop in _COMPLETE
+            complete = stop in COMPLETE
             if not complete:
                 truncations += 1
-                if truncations > _MAX_TRUNCATIONS:
+                if truncations > MAX_TRUNCATIONS:
                     result.status = RunStatus.FAILED
                     result.error = (
                         f"the reply was cut off again (stop_reason {stop}, max_output_tokens "
@@ -201,13 +196,13 @@ class AgentRunWorkflow:
                     result.status = RunStatus.OK
                     result.verdict, result.verdict_error = reply.verdict, reply.verdict_error
                     return rnd
-                await self._store_results(rnd, [], note=_CUT_TEXT)
+                await self._store_results(rnd, [], note=CUT_TEXT)
                 continue
             if complete:
                 self._step = f"{len(reply.tool_calls)} tool call(s)"
                 outcomes = [await self._tool(rnd, call) for call in reply.tool_calls]
             else:
-                outcomes = [_not_run(call, stop) for call in reply.tool_calls]
+                outcomes = [not_run(call, stop) for call in reply.tool_calls]
             result.tool_calls += sum(1 for o in outcomes if not o.not_run)
             result.mutating_calls += sum(1 for o in outcomes if o.mutating)
             await self._store_results(rnd, outcomes)
@@ -254,9 +249,9 @@ class AgentRunWorkflow:
     async def _tool(self, rnd: int, call: ToolCall) -> ToolResult:
         """Run one tool call; every failure becomes an error result for the model."""
         if call.name == "schedule_next_check":
-            return self._schedule(call)
+            return self._wake_tools.schedule(call)
         if call.name == "cancel_wake":
-            return self._cancel(call)
+            return self._wake_tools.cancel(call)
         if call.name not in FLEET_TOOLS:
             return ToolResult(
                 tool_use_id=call.id,
@@ -270,17 +265,15 @@ class AgentRunWorkflow:
         # The change needs an operator's say: ask, wait, then call again
         # with the decision (the tool still checks every other guardrail).
         pending_step = self._step
-        self._step = f"waiting for an operator's approval of {_tool_summary(call)}"
+        self._step = f"waiting for an operator's approval of {tool_summary(call)}"
         decision = await self._approvals.ask(call, result.approval)
         self._step = pending_step
         if not decision.approve:
-            return _not_approved(call, decision, result.approval.reason)
+            return not_approved(call, decision, result.approval.reason)
         result = await self._fleet_call(rnd, call, decision)
         if result.approval is not None:  # a tool that ignored the grant: never act on it
-            return _not_approved(call, decision, result.approval.reason)
-        return result.model_copy(
-            update={"content": f"{_approved_note(decision)}\n{result.content}"}
-        )
+            return not_approved(call, decision, result.approval.reason)
+        return result.model_copy(update={"content": f"{approved_note(decision)}\n{result.content}"})
 
     async def _fleet_call(
         self, rnd: int, call: ToolCall, grant: ApprovalDecision | None = None
@@ -304,109 +297,12 @@ class AgentRunWorkflow:
                 start_to_close_timeout=FLEET_WRITE_TIMEOUT if mutating else FLEET_READ_TIMEOUT,
                 heartbeat_timeout=FLEET_HEARTBEAT_TIMEOUT,
                 retry_policy=FLEET_RETRY,
-                summary=_tool_summary(call),
+                summary=tool_summary(call),
             )
         except ActivityError as exc:
             return ToolResult(
                 tool_use_id=call.id,
                 name=call.name,
-                content=f"{call.name} failed: {_describe(exc)}",
+                content=f"{call.name} failed: {describe(exc)}",
                 is_error=True,
             )
-
-    def _schedule(self, call: ToolCall) -> ToolResult:
-        args = parse_tool_input(ScheduleNextCheckInput, call.id, call.name, call.input)
-        if isinstance(args, ToolResult):
-            return args
-        inp = self._inp
-        wake_id = f"w{inp.run}-{len(self._wake_requests) + 1}"
-        decision = decide_wake(
-            self._wakes,
-            now=workflow.now(),
-            delay_seconds=args.delay_seconds,
-            reason=args.reason,
-            run=inp.run,
-            wake_id=wake_id,
-            heartbeat_seconds=inp.config.heartbeat_seconds,
-        )
-        if decision.outcome == "scheduled" and decision.wake is not None:
-            self._wakes.append(decision.wake)
-            self._wake_requests.append(WakeRequest(op="add", wake=decision.wake))
-        return ToolResult(
-            tool_use_id=call.id,
-            name=call.name,
-            content=decision.message,
-            is_error=decision.outcome == "refused",
-        )
-
-    def _cancel(self, call: ToolCall) -> ToolResult:
-        args = parse_tool_input(CancelWakeInput, call.id, call.name, call.input)
-        if isinstance(args, ToolResult):
-            return args
-        self._wakes, existed = cancel_wake(self._wakes, args.wake_id)
-        if not existed:
-            return ToolResult(
-                tool_use_id=call.id,
-                name=call.name,
-                content=f"No pending wake {args.wake_id!r}.",
-                is_error=True,
-            )
-        self._wake_requests.append(WakeRequest(op="cancel", wake_id=args.wake_id))
-        return ToolResult(tool_use_id=call.id, name=call.name, content=f"Cancelled {args.wake_id}.")
-
-
-# Stop reasons of a reply that ended where the model meant it to.
-_COMPLETE = frozenset({"end_turn", "tool_use", "stop_sequence"})
-# A cut-off reply is answered with a request to go on this many times; the
-# next one fails the run with a clear error.
-_MAX_TRUNCATIONS = 1
-_CUT_TEXT = (
-    "Your reply was cut off at the output token limit. Continue briefly from where it "
-    "stopped, and end with the verdict."
-)
-
-
-def _not_run(call: ToolCall, stop: str) -> ToolResult:
-    """The answer to a tool call from a reply that was cut off: its input may be partial."""
-    return ToolResult(
-        tool_use_id=call.id,
-        name=call.name,
-        content=(
-            f"Not executed: your reply was cut off (stop_reason {stop}) while you wrote it, so "
-            "its input may be incomplete. Issue it again, with a shorter reply."
-        ),
-        is_error=True,
-        not_run=True,
-    )
-
-
-def _approved_note(decision: ApprovalDecision) -> str:
-    note = f": {decision.note}" if decision.note else ""
-    return f"[Approved by {decision.author} (approval {decision.approval_id}){note}]"
-
-
-def _not_approved(call: ToolCall, decision: ApprovalDecision, reason: str) -> ToolResult:
-    """The refusal the model reads when an approval was denied or timed out."""
-    how = {
-        "timeout": "was not approved",
-        "freeze": f"was denied by the kill switch ({decision.author})",
-    }.get(decision.by, f"was denied by {decision.author}")
-    note = f": {decision.note}" if decision.note else ""
-    verb = "rented" if call.name == "create_instance" else "destroyed"
-    return ToolResult(
-        tool_use_id=call.id,
-        name=call.name,
-        content=(
-            f"Refused: this {call.name} needed an operator's approval ({reason}); "
-            f"approval {decision.approval_id} {how}{note}. Nothing was {verb}."
-        ),
-        is_error=True,
-    )
-
-
-def _tool_summary(call: ToolCall) -> str:
-    """A Web UI label such as 'create_instance offer 123'."""
-    for key, word in (("offer_id", "offer"), ("instance_id", "instance"), ("gpu_name", "")):
-        if key in call.input:
-            return f"{call.name} {word} {call.input[key]}".replace("  ", " ")
-    return call.name
