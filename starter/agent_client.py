@@ -33,6 +33,7 @@ from fleet_agent.models import (
     AgentConfig,
     AgentInput,
     AgentStatus,
+    ApprovalOutcome,
     ConfigPatch,
     FreezeReport,
     RejectedInput,
@@ -255,6 +256,13 @@ class AgentClient:
             FleetAgentWorkflow.unfreeze, request, "unfreeze the agent", self.query_timeout
         )
         return AgentConfig.model_validate(answer)
+
+    async def decide_approval(self, request: dict[str, Any]) -> ApprovalOutcome:
+        """The `decide_approval` update: the decision, forwarded to the waiting run."""
+        answer = await self._update(
+            FleetAgentWorkflow.decide_approval, request, "decide the approval", self.query_timeout
+        )
+        return ApprovalOutcome.model_validate(answer)
 
     async def _update(self, update: Any, arg: dict[str, Any], what: str, wait: float) -> Any:
         await self.require_running()

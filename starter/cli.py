@@ -289,6 +289,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = agent_cmd(
+        "approvals",
+        "list the approvals the agent's run waits for",
+        lambda a, ns: commands.approvals(a, ns.json),
+    )
+    _json_option(p)
+    for verb, what in (
+        ("approve", "let the waiting run make this change"),
+        ("deny", "refuse this change; the run reads the note"),
+    ):
+        p = agent_cmd(
+            verb,
+            what,
+            lambda a, ns: commands.decide(
+                a, ns.approval_id, ns.command == "approve", ns.note, ns.author
+            ),
+        )
+        p.add_argument("approval_id", metavar="ID", help="as `fleet-agent approvals` lists it")
+        p.add_argument("--note", help="why (the model reads it)")
+        p.add_argument("--author", help="who decides (default: operator)")
+
+    p = agent_cmd(
         "unfreeze",
         "undo freeze: runs and the monitor resume, and the next run re-plans",
         lambda a, ns: commands.unfreeze(a, ns.reason, ns.author),

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from fleet_agent.models import (
+    ApprovalDecisionRequest,
     CancelWake,
     FreezeRequest,
     HumanMessage,
@@ -23,7 +24,14 @@ from fleet_agent.models import (
 )
 from starter.agent_client import AgentClient, CliError, validation_message
 from starter.config_args import parse_assignments, patch_from
-from starter.render import config_text, freeze_text, status_text, wakes_table
+from starter.render import (
+    approvals_table,
+    config_text,
+    decision_text,
+    freeze_text,
+    status_text,
+    wakes_table,
+)
 
 __all__ = [
     "cancel_wake",
@@ -162,6 +170,34 @@ async def freeze(
     report = await agent.freeze(request, wait=wait)
     print(freeze_text(report))
     return 1 if report.error else 0
+
+
+async def approvals(agent: AgentClient, as_json: bool) -> int:
+    """The approvals the agent's run waits for (the `status` query)."""
+    pending = (await agent.status()).pending_approvals
+    if as_json:
+        print(json.dumps([p.model_dump(mode="json") for p in pending], indent=2))
+    else:
+        print(approvals_table(pending))
+    return 0
+
+
+async def decide(
+    agent: AgentClient, approval_id: str, approve: bool, note: str | None, author: str | None
+) -> int:
+    """`approve` / `deny`: exit 0 once the agent took the decision (and told the
+    run); 1 if the run could not be told; a refused ID is a clear error."""
+    request = _payload(
+        ApprovalDecisionRequest,
+        "approve" if approve else "deny",
+        approval_id=approval_id,
+        approve=approve,
+        note=note or "",
+        **({"author": author} if author is not None else {}),
+    )
+    outcome = await agent.decide_approval(request)
+    print(decision_text(outcome))
+    return 1 if outcome.error else 0
 
 
 async def unfreeze(agent: AgentClient, reason: str | None, author: str | None) -> int:

@@ -10,10 +10,21 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from fleet_agent.details import trigger_summary
-from fleet_agent.models import AgentConfig, AgentStatus, FreezeReport, LastRun, Verdict, Wake
+from fleet_agent.models import (
+    AgentConfig,
+    AgentStatus,
+    ApprovalOutcome,
+    FreezeReport,
+    LastRun,
+    PendingApproval,
+    Verdict,
+    Wake,
+)
 
 __all__ = [
+    "approvals_table",
     "config_text",
+    "decision_text",
     "fmt_duration",
     "fmt_time",
     "fmt_when",
@@ -122,6 +133,16 @@ def status_text(st: AgentStatus, now: datetime) -> str:
             if st.frozen is not None
             else []
         ),
+        *(
+            [
+                (
+                    "APPROVAL",
+                    f"{p.id}: run #{p.run} {p.tool} ({p.dph:+.3f} $/h), expires "
+                    f"{fmt_when(p.expires_at, now)} — `fleet-agent approvals`",
+                )
+                for p in st.pending_approvals
+            ]
+        ),
         ("session", str(st.session)),
         ("runs", f"{st.run_count} (execution {st.executions}, history {st.history_length} events)"),
         ("current run", "—" if st.current_run is None else f"#{st.current_run}"),
@@ -163,6 +184,35 @@ def config_text(config: AgentConfig) -> str:
     return "\n".join(
         f"{key:<{width}}  {', '.join(v) if isinstance(v, list) else v}" for key, v in values.items()
     )
+
+
+def approvals_table(pending: Sequence[PendingApproval]) -> str:
+    """What `fleet-agent approvals` prints: one block per pending approval."""
+    if not pending:
+        return "no pending approvals"
+    lines = []
+    for p in pending:
+        args = " ".join(f"{k}={v}" for k, v in p.arguments.items())
+        lines += [
+            f"{p.id}  run #{p.run}  {p.tool} {args}",
+            f"  {p.dph:+.3f} $/h  asked {p.asked_at:%Y-%m-%d %H:%M:%S}Z, "
+            f"expires {p.expires_at:%H:%M:%S}Z",
+            f"  why: {p.reason}",
+            f"  fleet-agent approve {p.id} [--note TEXT]  |  fleet-agent deny {p.id} [--note TEXT]",
+        ]
+    return "\n".join(lines)
+
+
+def decision_text(outcome: ApprovalOutcome) -> str:
+    """What `fleet-agent approve` / `deny` prints."""
+    d, p = outcome.decision, outcome.approval
+    verdict = "approved" if d.approve else "denied"
+    line = f"{verdict} {p.id} ({p.tool}, run #{p.run}) as {d.author}" + (
+        f": {d.note}" if d.note else ""
+    )
+    if outcome.error:
+        return f"{line}\n  error: {outcome.error}"
+    return f"{line}\n  the run was told; it goes on now"
 
 
 def freeze_text(report: FreezeReport) -> str:

@@ -586,3 +586,64 @@ async def test_freeze_and_unfreeze_from_the_cli(
         (await agent_cli(capsys, env, "status", "--json", "--agent-id", agent)).out
     )
     assert as_json["frozen"] is None and as_json["phase"] == "paused"
+
+
+async def test_approvals_approve_and_deny_from_the_cli(
+    env: Stack, capsys: pytest.CaptureFixture[str], sim: SimServer
+) -> None:
+    agent = new_agent(env)
+    started = await agent_cli(
+        capsys,
+        env,
+        "start",
+        "--target",
+        "40",
+        "--set",
+        "monitor_enabled=false",
+        "--set",
+        "approval_mode=always",
+        "--agent-id",
+        agent,
+    )
+    assert started.code == 0, started
+
+    async def listed() -> str:
+        shown = await agent_cli(capsys, env, "approvals", "--agent-id", agent)
+        return shown.out if "create_instance" in shown.out else ""
+
+    text = await eventually(listed, timeout=60, what="an approval to be listed")
+    approval_id = text.split()[0]
+    assert "approval_mode is always" in text and f"fleet-agent approve {approval_id}" in text
+    pending = json.loads(
+        (await agent_cli(capsys, env, "approvals", "--json", "--agent-id", agent)).out
+    )
+    assert [p["id"] for p in pending] == [approval_id] and pending[0]["dph"] > 0
+    st = await agent_cli(capsys, env, "status", "--agent-id", agent)
+    assert "APPROVAL:" in st.out and approval_id in st.out
+
+    unknown = await agent_cli(capsys, env, "deny", "a999-1", "--agent-id", agent)
+    assert_one_line_error(unknown, "no pending approval 'a999-1'", approval_id)
+    ok = await agent_cli(
+        capsys,
+        env,
+        "approve",
+        approval_id,
+        "--note",
+        "fine",
+        "--author",
+        "carol",
+        "--agent-id",
+        agent,
+    )
+    assert ok.code == 0 and ok.out.startswith(f"approved {approval_id} (create_instance"), ok
+    assert "as carol: fine" in ok.out
+
+    def ours() -> list[dict[str, Any]]:
+        return [i for i in sim.market.state()["instances"] if agent in str(i.get("label"))]
+
+    async def rented() -> bool:
+        return len(ours()) == 1
+
+    await eventually(rented, timeout=60, what="the approved machine to be rented")
+    twice = await agent_cli(capsys, env, "deny", approval_id, "--agent-id", agent)
+    assert_one_line_error(twice, "already decided: approved by carol")
