@@ -60,6 +60,7 @@ from .signals import (
     StateChanged,
     TriggerNow,
 )
+from .spend import SpendSummary
 from .trigger import (
     InboxItem,
     Priority,
@@ -99,6 +100,7 @@ __all__ = [
     "RunInput",
     "RunResult",
     "RunStatus",
+    "SpendSummary",
     "StateChanged",
     "StopFleetReport",
     "StopFleetRequest",
