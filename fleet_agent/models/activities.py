@@ -88,6 +88,10 @@ class ToolResult(BaseModel):
     # The recorded result of an earlier execution of this very tool call (e.g.
     # after `temporal workflow reset`): nothing was done again this time.
     replayed: bool = False
+    # $/hour this call added to the fleet (create: + the rented machine's
+    # dph_total) or removed (destroy: - what the machine was billed). A
+    # replayed result carries the figure of the call that did it.
+    dph_delta: float = 0.0
 
 
 class FleetToolRequest(BaseModel):

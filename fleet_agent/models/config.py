@@ -60,6 +60,9 @@ class AgentConfig(BaseModel):
     # machine that is not capacity (dead, stopped, not proving) is not limited.
     max_creates_per_hour: Annotated[int, Field(ge=0, le=1_000)] = 30
     max_destroys_per_hour: Annotated[int, Field(ge=0, le=1_000)] = 30
+    # A create is refused when spend today (UTC) plus the fleet's $/h, the
+    # offer's included, until midnight UTC would exceed this (the spend ledger).
+    daily_budget_usd: Annotated[float, Field(ge=0, le=1_000_000)] = 500.0
 
 
 class ConfigPatch(Strict):
@@ -88,6 +91,7 @@ class ConfigPatch(Strict):
     failed_host_ttl_hours: Annotated[float, Field(ge=0, le=720)] | None = None
     max_creates_per_hour: Annotated[int, Field(ge=0, le=1_000)] | None = None
     max_destroys_per_hour: Annotated[int, Field(ge=0, le=1_000)] | None = None
+    daily_budget_usd: Annotated[float, Field(ge=0, le=1_000_000)] | None = None
 
     def apply(self, config: AgentConfig) -> AgentConfig:
         """The config with this patch applied, validated as a whole."""
