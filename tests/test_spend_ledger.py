@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import Connection, Row
 
 from fleet_agent.fleet.billing import KB_PER_GB, billed_dph, hour_slices
+from fleet_agent.models import RunStatus, TokenUsage
 from fleet_agent.store import SpendLedger, Store
 from fleet_agent.vast.models import Instance
 from tests.store_backends import in_threads, store_on_both_backends
@@ -179,3 +180,38 @@ def test_two_threads_accruing_at_once_never_double_count(store: Store) -> None:
     expected = {i.id: (i.dph_total or 0.0) * hours for i in fleet}
     assert _usd(ledger) == pytest.approx(expected)
     assert ledger.summary(AGENT, steps[-1]).last_24h_usd == pytest.approx(sum(expected.values()))
+
+
+def test_each_attempt_of_a_run_records_the_dph_it_changed(store: Store) -> None:
+    def run_once(workflow_run_id: str, added: float, removed: float) -> None:
+        store.begin_run(AGENT, 3, 1, [], "", T0, workflow_run_id)
+        store.finish_run(
+            AGENT,
+            3,
+            status=RunStatus.OK,
+            verdict=None,
+            verdict_error="",
+            noop=False,
+            in_prompt=True,
+            error="",
+            final_text="done",
+            actions_digest="",
+            mutating_calls=2,
+            tool_calls=2,
+            rounds=1,
+            usage=TokenUsage(),
+            llm_seconds=0.1,
+            ended_at=T0 + timedelta(minutes=1),
+            workflow_run_id=workflow_run_id,
+            dph_added=added,
+            dph_removed=removed,
+        )
+
+    run_once("wf-1", 0.5, 0.25)
+    run_once("wf-1", 0.5, 0.25)  # a retried record_run: the same figures
+    run_once("wf-2", 0.0, 0.0)  # replayed after a reset
+    first, second = store.run_attempts(AGENT, 3)
+    assert (first.dph_added, first.dph_removed) == (0.5, 0.25)
+    assert (second.dph_added, second.dph_removed) == (0.0, 0.0)
+    assert store.get_run(AGENT, 3, attempt=1) == first
+    assert [(r.attempt, r.dph_added) for r in store.list_runs(AGENT)] == [(2, 0.0), (1, 0.5)]

@@ -251,6 +251,7 @@ class InputsMixin(AgentCore):
             pending_bytes=self._buffer.bytes,
             unstored_messages=len(self._buffer.unstored_keys),
             frozen=state.freeze,
+            spend=state.spend,
         )
 
     @workflow.query(description="internal: operator message texts not yet in the store")

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from .config import AgentConfig
 from .runs import RunInput, RunResult, TokenUsage, Verdict
+from .spend import SpendSummary
 
 __all__ = [
     "AgentCounters",
@@ -50,6 +51,8 @@ class ContextInfo(BaseModel):
     history_runs_included: int = 0
     history_runs_dropped: int = 0
     estimated_prompt_tokens: int = 0
+    # The agent's spend when the context was written (None: no fleet connected).
+    spend: SpendSummary | None = None
 
 
 class LlmRequest(BaseModel):

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from .config import AgentConfig, ConfigPatch
 from .freeze import FreezeInfo
 from .runs import LastRun, RunResult, Wake
+from .spend import SpendSummary
 from .trigger import Trigger
 
 __all__ = [
@@ -80,6 +81,8 @@ class AgentState(BaseModel):
     unrecorded_runs: list[RunResult] = Field(default_factory=list)
     # Set by the `freeze` update, cleared by `unfreeze` (config.frozen says the same).
     freeze: FreezeInfo | None = None
+    # The spend summary the latest run that read one brought back (as of its start).
+    spend: SpendSummary | None = None
 
 
 class AgentInput(BaseModel):
@@ -114,3 +117,5 @@ class AgentStatus(BaseModel):
     unstored_messages: int = 0
     history_bytes: int = 0
     frozen: FreezeInfo | None = None
+    # Spend as of the last run that read it (`spend.as_of`); None before any.
+    spend: SpendSummary | None = None
