@@ -20,10 +20,10 @@ from collections.abc import Callable
 
 from temporalio import activity
 
-from fleet_agent.fleet.approvals import create_gate, destroy_gate
+from fleet_agent.fleet.approvals import create_gate
 from fleet_agent.fleet.failed_hosts import failed_host_refusal
 from fleet_agent.fleet.guardrails import fleet_dph, rent_refusal
-from fleet_agent.fleet.labels import LabelTooLong, create_label, is_ours
+from fleet_agent.fleet.labels import LabelTooLong, create_label
 from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest, duplicate_labels
 from fleet_agent.fleet.settle import settle_label
 from fleet_agent.fleet.snapshot import FleetSnapshot
@@ -31,6 +31,7 @@ from fleet_agent.models import (
     AgentConfig,
     FleetToolRequest,
     PollRequest,
+    SpendSummary,
     StopFleetReport,
     StopFleetRequest,
     ToolResult,
@@ -39,19 +40,20 @@ from fleet_agent.prover import ProverSpec
 from fleet_agent.store import Store, ToolCallRecord
 from fleet_agent.tools import (
     CreateInstanceInput,
-    DestroyInstanceInput,
     SearchOffersInput,
     parse_tool_input,
 )
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError
-from fleet_agent.vast.models import Instance, Offer
+from fleet_agent.vast.models import Offer
 
 from .fleet_calls import ToolCalls, paused_result
 from .fleet_create import Renter, offer_unavailable
+from .fleet_destroy import Destroyer
 from .fleet_provers import ProverWatch
 from .fleet_results import approval_needed, tool_result, vast_failure
 from .fleet_search import OfferSearch
+from .fleet_spend import SpendBook
 from .fleet_stop import FleetStopper
 from .fleet_views import FleetViews, rules_of
 from .heartbeat import heartbeating
@@ -77,12 +79,15 @@ class FleetActivities:
     ) -> None:
         self._vast = vast
         self._prover = prover or ProverSpec()
-        self._renter = Renter(vast, self._prover)
+        self._spend = SpendBook(store, clock)
+        self._renter = Renter(vast, self._prover, self._spend)
         self._search_tool = OfferSearch(vast, self._prover, store=store, clock=clock)
         self._calls = ToolCalls(store, configs or WorkflowConfigSource())
-        self._stopper = FleetStopper(vast, lambda agent_id: self._views.ours(agent_id))
-        self._views = FleetViews(vast, ProverWatch(store, self._prover, clock), clock)
-        self._clock = clock
+        self._stopper = FleetStopper(
+            vast, lambda agent_id: self._views.ours(agent_id), self._spend.close
+        )
+        self._views = FleetViews(vast, ProverWatch(store, self._prover, clock), self._spend, clock)
+        self._destroyer = Destroyer(vast, self._views, self._calls, self._spend)
 
     # ------------------------------------------------------------ reads
 
@@ -93,29 +98,38 @@ class FleetActivities:
         return await self._views.snapshot(agent_id, target, config)
 
     async def snapshot_text(self, agent_id: str, config: AgentConfig) -> str:
-        """The fleet view of a run's context (see activities.runlog.FleetView)."""
+        """The fleet view of a run's context (see activities.runlog.FleetView);
+        the listed fleet is accrued in the spend ledger."""
         snap = await self._views.snapshot(agent_id, config.target_proofs_per_hour, config)
         return snap.to_text()
+
+    async def spend_summary(self, agent_id: str) -> SpendSummary:
+        """The agent's spend as the ledger has it now (see activities.runlog.FleetView)."""
+        return await self._spend.summary(agent_id)
 
     @activity.defn
     async def poll_fleet(self, req: PollRequest) -> FleetSnapshot:
         """List this agent's instances on vast.ai (read only) and read each
         running machine's prover status (HTTP to the machine), for the monitor.
-        Updates the prover tracks and the failed hosts in the store.
+        Updates the prover tracks, the failed hosts and the spend ledger (every
+        listed machine accrued up to now) in the store.
         `duplicate_labels` names create labels that carry more than one machine."""
         async with heartbeating():
             return await self._views.summary(req, observe=True)
 
     @activity.defn
     async def get_fleet_status(self, req: FleetToolRequest) -> ToolResult:
-        """Tool: this agent's instances and capacity against target (vast.ai, read
-        only; the agent's live config for the target; journalled in the store)."""
+        """Tool: this agent's instances, capacity against target and spend (vast.ai,
+        read only; the agent's live config for the target and the budget;
+        journalled in the store, where the listed fleet is also accrued in the
+        spend ledger)."""
         return await self._calls.journaled(req, self._status)
 
     async def _status(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
         config = await self._calls.config(req, mutating=False)
         snap = await self._views.summary(rules_of(req.agent_id, config))
-        return tool_result(req, snap.to_text())
+        spend = await self._spend.summary(req.agent_id)
+        return tool_result(req, f"{snap.to_text()}\n{spend.line(config.daily_budget_usd)}")
 
     @activity.defn
     async def search_offers(self, req: FleetToolRequest) -> ToolResult:
@@ -139,9 +153,10 @@ class FleetActivities:
         """Tool: rent one offer on vast.ai; at most one machine per tool call survives.
 
         Touches the agent workflow (live_config query), the store (tool-call
-        journal; failed hosts, whose offers are refused) and vast.ai: label
-        and offer look-ups, the rental, and the destruction of duplicates of
-        this call left by overlapping attempts.
+        journal; failed hosts, whose offers are refused; the spend ledger: the
+        listed fleet accrued for the daily budget, the rented machine opened)
+        and vast.ai: label and offer look-ups, the rental, and the destruction
+        of duplicates of this call left by overlapping attempts.
         Once the rental is sent, it is finished and settled even if the
         attempt is cancelled.
         """
@@ -184,6 +199,9 @@ class FleetActivities:
             return tool_result(
                 req, f"Refused by guardrail: {refusal}. Nothing was rented.", error=True
             )
+        over = await self._spend.budget_refusal(req.agent_id, fleet, offer.dph_total, config)
+        if over is not None:
+            return tool_result(req, over, error=True)
         limited = await self._calls.rate_refusal(req, config.max_creates_per_hour)
         if limited is not None:
             return tool_result(req, limited, error=True)
@@ -198,7 +216,7 @@ class FleetActivities:
                 config,
                 offer_dph=offer.dph_total,
                 fleet_dph=fleet_dph(fleet),
-                fleet_dph_hour_ago=await self._fleet_dph_hour_ago(req.agent_id, fleet),
+                fleet_dph_hour_ago=await self._spend.dph_hour_ago(req.agent_id),
             )
             if gate.ask:
                 return approval_needed(req, gate.ask, offer.dph_total)
@@ -221,74 +239,9 @@ class FleetActivities:
     async def destroy_instance(self, req: FleetToolRequest) -> ToolResult:
         """Tool: destroy one of this agent's instances on vast.ai (others are
         refused). Reads the live config (paused, dry_run) from the agent
-        workflow; journals the call in the store."""
-        return await self._calls.journaled(req, self._destroy)
-
-    async def _destroy(self, req: FleetToolRequest, earlier: ToolCallRecord | None) -> ToolResult:
-        args = parse_tool_input(DestroyInstanceInput, req.tool_use_id, req.name, req.input)
-        if isinstance(args, ToolResult):
-            return args
-        config = await self._calls.config(req, mutating=True)
-        if config.paused or config.frozen:
-            return paused_result(req, config, "destroyed")
-        try:
-            inst = await self._vast.show_instance(args.instance_id)
-        except VastError as exc:
-            raise vast_failure(exc) from None
-        if inst is None or inst.is_gone:
-            if earlier is not None:
-                # An earlier attempt of this call sent the destroy; it worked.
-                return tool_result(
-                    req, f"Destroyed instance {args.instance_id} (confirmed gone).", mutating=True
-                )
-            return tool_result(
-                req, f"Instance {args.instance_id} does not exist (already destroyed?)."
-            )
-        if not is_ours(inst.label, req.agent_id):
-            return tool_result(
-                req,
-                f"Refused: instance {inst.id} is not this agent's (label {inst.label!r}).",
-                error=True,
-            )
-        snap = await self._views.summary(rules_of(req.agent_id, config))
-        row = next((r for r in snap.instances if r.id == inst.id), None)
-        if row is None:  # listed a moment ago, not now: judge it alone
-            row = await self._views.row(req.agent_id, inst, config)
-        refusal = self._views.too_young(inst, row, config)
-        if refusal is None and row.expected_proofs_per_hour > 0:
-            # Only releasing capacity is rate-limited: a dead machine may always go.
-            refusal = await self._calls.rate_refusal(req, config.max_destroys_per_hour)
-        # The capacity floor: a machine that is not capacity (failed) may always go.
-        gate = destroy_gate(
-            config,
-            machine_capacity=row.expected_proofs_per_hour,
-            fleet_capacity=snap.expected_proofs_per_hour,
-        )
-        if refusal is None and gate.refuse:
-            refusal = f"Refused: {gate.refuse}. Nothing was destroyed."
-        if refusal is not None:
-            return tool_result(req, refusal, error=True)
-        if config.dry_run:
-            return tool_result(req, f"DRY RUN: would destroy instance {inst.id}. Nothing changed.")
-        if gate.ask and req.approval is None:
-            return approval_needed(req, gate.ask, -(inst.dph_total or 0.0))
-        await self._calls.start(req)
-        try:
-            # A machine already gone by now counts as destroyed (missing_ok).
-            await self._vast.destroy_instance(inst.id)
-        except VastError as exc:
-            raise vast_failure(exc) from None
-        return tool_result(
-            req,
-            f"Destroyed instance {inst.id} ({inst.gpu_name}, was {inst.actual_status}).",
-            mutating=True,
-        )
-
-    async def _fleet_dph_hour_ago(self, agent_id: str, fleet: list[Instance]) -> float:
-        """What the fleet billed per hour an hour ago: today's machines less
-        those that started since (a machine released since is not counted)."""
-        hour_ago = self._clock() - 3600
-        return fleet_dph([i for i in fleet if (i.start_date or 0.0) <= hour_ago])
+        workflow; journals the call in the store and closes the machine in the
+        spend ledger at the time of the destroy."""
+        return await self._calls.journaled(req, self._destroyer.run)
 
     # ------------------------------------------------------------ kill switch
 
@@ -296,7 +249,8 @@ class FleetActivities:
     async def stop_fleet(self, req: StopFleetRequest) -> StopFleetReport:
         """The freeze's side at vast.ai: list this agent's machines and, with
         `destroy_all`, destroy every one and list again until none is left
-        (activities/fleet_stop.py). Whatever the config: the operator's order."""
+        (activities/fleet_stop.py), closing each in the spend ledger (the
+        store) as it is destroyed. Whatever the config: the operator's order."""
         return await self._stopper.stop(req)
 
     # ------------------------------------------------------------ monitor

@@ -5,6 +5,8 @@ machine carrying it, destroy the others, confirm), whatever the rental's own
 answer was: a duplicate left by an overlapping attempt of the same call is
 removed here, and the model is told which machine it has, whether another
 attempt of the same call rented it, and which duplicates were destroyed.
+The machine kept is opened in the spend ledger at once, and the result
+carries its $/hour (`dph_delta`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from fleet_agent.vast.errors import VastError, VastNotFound
 from fleet_agent.vast.models import Offer
 
 from .fleet_results import describe_machine, is_refusal, tool_result, vast_failure
+from .fleet_spend import SpendBook
 
 __all__ = ["Origin", "Renter", "offer_unavailable"]
 
@@ -38,9 +41,10 @@ _ADOPT_DELAY_SECONDS = 1.0
 class Renter:
     """Rents offers on vast.ai for create calls and settles their labels."""
 
-    def __init__(self, vast: VastClient, prover: ProverSpec) -> None:
+    def __init__(self, vast: VastClient, prover: ProverSpec, spend: SpendBook) -> None:
         self._vast = vast
         self._prover = prover
+        self._spend = spend
 
     async def find_offer(self, offer_id: int) -> Offer | None:
         """The offer as listed now, priced with the disk the prover rents, so
@@ -109,7 +113,8 @@ class Renter:
         rented: int | None = None,
         offer: Offer | None = None,
     ) -> ToolResult:
-        """Keep the oldest machine of `label`, destroy the others, and say so.
+        """Keep the oldest machine of `label`, destroy the others, and say so;
+        the machine kept is opened in the spend ledger (the store).
 
         `origin` is how this attempt came to the label: it rented `rented`
         itself ("self"), its rental's answer was lost ("lost_answer"), or
@@ -126,7 +131,16 @@ class Renter:
                 f"{settled.remaining}",
                 type="DuplicateNotDestroyed",
             )
-        return _settled_result(req, settled, origin, rented, offer)
+        if settled.kept is not None:
+            await self._spend.open(req.agent_id, settled.kept)
+        result = _settled_result(req, settled, origin, rented, offer)
+        if not result.mutating:
+            return result
+        # The machine this call has: billed at its dph_total while it loads and runs.
+        dph = settled.kept.dph_total if settled.kept is not None else None
+        if dph is None and offer is not None:
+            dph = offer.dph_total
+        return result.model_copy(update={"dph_delta": round(dph or 0.0, 6)})
 
     async def _label_appears(self, label: str) -> bool:
         try:

@@ -2,9 +2,10 @@
 
 `stop_fleet` lists every machine carrying the agent's label (labels parsed
 exactly), and with `destroy_all` destroys each one and lists again until
-none is left, destroying again what is still there. What it found first
-rides in the heartbeat details, so a retried attempt still reports the
-fleet and the $/h that the freeze stopped, not only what was left.
+none is left, destroying again what is still there; each destroyed machine
+is closed in the spend ledger (`closed`) at the time of its destroy. What it
+found first rides in the heartbeat details, so a retried attempt still
+reports the fleet and the $/h that the freeze stopped, not only what was left.
 """
 
 from __future__ import annotations
@@ -36,9 +37,15 @@ GIVE_UP_AFTER_S = 180.0
 class FleetStopper:
     """Destroys an agent's whole fleet on vast.ai and checks it is gone."""
 
-    def __init__(self, vast: VastClient, ours: Callable[[str], Awaitable[list[Instance]]]) -> None:
+    def __init__(
+        self,
+        vast: VastClient,
+        ours: Callable[[str], Awaitable[list[Instance]]],
+        closed: Callable[[str, int, Instance], Awaitable[None]],
+    ) -> None:
         self._vast = vast
         self._ours = ours
+        self._closed = closed
 
     async def _members(self, agent_id: str) -> list[Instance]:
         try:
@@ -69,6 +76,7 @@ class FleetStopper:
                         await self._vast.destroy_instance(inst.id)
                     except VastError as exc:
                         raise vast_failure(exc) from None
+                    await self._closed(req.agent_id, inst.id, inst)
                 await asyncio.sleep(CHECK_EVERY_S)
                 members = await self._members(req.agent_id)
                 if members and time.monotonic() > deadline:

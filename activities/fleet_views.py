@@ -3,7 +3,8 @@
 This agent's machines from vast.ai (labels parsed exactly), judged by the
 agent's rules: the prover tracks the monitor's last poll left in the store
 (activities/fleet_provers.py), not proving after `not_proving_minutes`, and
-the hysteresis of `min_release_age_minutes`.
+the hysteresis of `min_release_age_minutes`. Every summary accrues the fleet
+it listed in the spend ledger (activities/fleet_spend.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fleet_agent.vast.models import Instance
 
 from .fleet_provers import ProverWatch
 from .fleet_results import vast_failure
+from .fleet_spend import SpendBook
 
 __all__ = ["FleetViews", "rules_of"]
 
@@ -28,9 +30,12 @@ __all__ = ["FleetViews", "rules_of"]
 class FleetViews:
     """Reads the fleet (vast.ai) and the prover tracks (the store)."""
 
-    def __init__(self, vast: VastClient, watch: ProverWatch, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, vast: VastClient, watch: ProverWatch, spend: SpendBook, clock: Callable[[], float]
+    ) -> None:
         self._vast = vast
         self._watch = watch
+        self._spend = spend
         self._clock = clock
 
     async def ours(self, agent_id: str) -> list[Instance]:
@@ -41,12 +46,14 @@ class FleetViews:
 
     async def summary(self, req: PollRequest, *, observe: bool = False) -> FleetSnapshot:
         """The fleet against `req`'s rules: the provers read now (`observe`, the
-        monitor's poll) or as the last poll left them (every other view)."""
+        monitor's poll) or as the last poll left them (every other view). The
+        listed fleet is accrued in the spend ledger either way."""
         try:
             instances = await self.ours(req.agent_id)
         except VastError as exc:
             raise vast_failure(exc) from None
         members = [i for i in instances if not i.is_gone]
+        await self._spend.accrue(req.agent_id, members)
         if observe:
             tracks = await self._watch.observe(req, members)
         else:

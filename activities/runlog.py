@@ -20,6 +20,7 @@ from fleet_agent.models import (
     LoadContextRequest,
     RecordRunRequest,
     RunInput,
+    SpendSummary,
     StoreToolResults,
     Trigger,
     TriggerKind,
@@ -47,9 +48,11 @@ __all__ = ["FleetView", "NoFleet", "RunLogActivities"]
 
 
 class FleetView(Protocol):
-    """What a run's context needs to know about the fleet."""
+    """What a run's context needs to know about the fleet and what it costs."""
 
     async def snapshot_text(self, agent_id: str, config: AgentConfig) -> str: ...
+
+    async def spend_summary(self, agent_id: str) -> SpendSummary | None: ...
 
 
 class NoFleet:
@@ -57,6 +60,9 @@ class NoFleet:
 
     async def snapshot_text(self, agent_id: str, config: AgentConfig) -> str:
         return "No fleet is connected to this agent (fleet tools are unavailable)."
+
+    async def spend_summary(self, agent_id: str) -> SpendSummary | None:
+        return None
 
 
 def _session_reason(inp: RunInput) -> str:
@@ -86,9 +92,10 @@ class RunLogActivities:
     @activity.defn
     async def load_context(self, req: LoadContextRequest) -> ContextInfo:
         """Open the run (an attempt of it) in the store and write its first message
-        (triggers, target, fleet snapshot, wakes). Reads message texts from the
-        store's inbox and the fleet (vast.ai) through the fleet view; heartbeats
-        while it waits on them."""
+        (triggers, target, fleet snapshot and spend, wakes). Reads message texts
+        from the store's inbox, the fleet (vast.ai) through the fleet view (which
+        accrues it in the store's spend ledger) and the ledger's summary, which
+        it returns for the agent's status; heartbeats while it waits on them."""
         async with heartbeating():
             return await self._load_context(req)
 
@@ -112,6 +119,9 @@ class RunLogActivities:
             req.workflow_run_id,
         )
         fleet_text = await self._fleet.snapshot_text(inp.agent_id, inp.config)
+        spend = await self._fleet.spend_summary(inp.agent_id)
+        if spend is not None:
+            fleet_text += "\n" + spend.line(inp.config.daily_budget_usd)
         text = context_message(
             run=inp.run,
             session=inp.session,
@@ -141,6 +151,7 @@ class RunLogActivities:
             estimated_prompt_tokens=history.tokens
             + estimate_tokens(text)
             + estimate_tokens(system_prompt(inp.agent_id, inp.config)),
+            spend=spend,
         )
         await asyncio.to_thread(
             store.set_run_context, inp.agent_id, inp.run, info, req.workflow_run_id
@@ -183,7 +194,8 @@ class RunLogActivities:
 
     @activity.defn
     async def record_run(self, req: RecordRunRequest) -> None:
-        """Close the run in the store: status, verdict, usage, final text, digest."""
+        """Close the run in the store: status, verdict, usage, final text, digest,
+        and the $/hour its tool calls added and removed."""
         await asyncio.to_thread(self._record_run, req)
 
     def _record_run(self, req: RecordRunRequest) -> None:
@@ -228,6 +240,8 @@ class RunLogActivities:
             stop_reasons=result.stop_reasons,
             usage=result.usage,
             llm_seconds=result.llm_seconds,
+            dph_added=result.dph_added,
+            dph_removed=result.dph_removed,
             ended_at=result.ended_at or activity.info().started_time,
             workflow_run_id=req.workflow_run_id,
         )

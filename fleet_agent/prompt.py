@@ -133,7 +133,8 @@ machines proving now still meet the target without it.
 instances, ${config.max_fleet_dph:g}/h for the fleet, ${config.max_instance_dph:g}/h per \
 instance, GPUs {gpus}, reliability ≥ {config.min_reliability:g}, at most \
 {config.max_creates_per_hour} machines rented and {config.max_destroys_per_hour} released in \
-any hour{dry_run}. \
+any hour, and a daily budget of ${config.daily_budget_usd:g} (spend today plus the fleet's \
+$/h until midnight UTC){dry_run}. \
 A refused call tells you why; do not retry it unchanged.
 - The heartbeat runs you every {config.heartbeat_seconds}s. Use schedule_next_check only for \
 a specific later moment (e.g. an instance still loading in 15 min), never for routine checks.

@@ -115,12 +115,33 @@ def last_run_text(last: LastRun | None) -> str:
         parts.append("[no-op]")
     if not last.in_prompt:
         parts.append("[skipped in prompt]")
+    if last.dph_added or last.dph_removed:
+        parts.append(dph_change_text(last.dph_added, last.dph_removed))
     if last.started_at is not None and last.ended_at is not None:
         parts.append(f"took {fmt_duration((last.ended_at - last.started_at).total_seconds())}")
     if last.ended_at is not None:
         parts.append(f"ended {fmt_time(last.ended_at)}")
     text = " · ".join(parts)
     return f"{text}\n{'':16}error: {last.error}" if last.error else text
+
+
+def dph_change_text(added: float, removed: float) -> str:
+    """`[+$0.412/h −$0.300/h]`: the $/hour a run's tool calls rented and released."""
+    parts = [f"+${added:.3f}/h"] if added else []
+    parts += [f"−${removed:.3f}/h"] if removed else []
+    return f"[{' '.join(parts)}]"
+
+
+def spend_text(st: AgentStatus) -> str:
+    """The status's spend line: the figures the last run read, and when."""
+    s = st.spend
+    if s is None:
+        return f"— (no run has read it yet) · budget ${st.config.daily_budget_usd:.2f}/day"
+    return (
+        f"today ${s.today_usd:.2f} of ${st.config.daily_budget_usd:.2f} budget · "
+        f"24 h ${s.last_24h_usd:.2f} · month ${s.month_usd:.2f} · now ${s.current_dph:.3f}/h"
+        f" ({s.open_instances} machine(s)) · as of {fmt_time(s.as_of)}, when the last run read it"
+    )
 
 
 def status_text(st: AgentStatus, now: datetime) -> str:
@@ -157,6 +178,7 @@ def status_text(st: AgentStatus, now: datetime) -> str:
             f"{cfg.target_proofs_per_hour:g} proofs/h · max {cfg.max_instances} instances · "
             f"max ${cfg.max_fleet_dph:g}/h fleet" + (" · dry run" if cfg.dry_run else ""),
         ),
+        ("spend", spend_text(st)),
     ]
     lines = [f"agent {st.agent_id}"]
     lines += [f"  {label + ':':<15} {value}" for label, value in rows]

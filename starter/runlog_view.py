@@ -22,7 +22,14 @@ from fleet_agent.store import SCHEMA_VERSION, MessageRecord, RunRecord, Store, r
 from fleet_agent.store.engine import DATABASE_URL_ENV
 from fleet_agent.transcript import StoredReply, StoredToolResults
 from starter.agent_client import CliError
-from starter.render import fmt_duration, fmt_time, table, trigger_summary, verdict_text
+from starter.render import (
+    dph_change_text,
+    fmt_duration,
+    fmt_time,
+    table,
+    trigger_summary,
+    verdict_text,
+)
 
 __all__ = ["open_store", "read_run", "read_runs", "run_detail", "run_label", "runs_table"]
 
@@ -134,6 +141,8 @@ def _badges(run: RunRecord) -> str:
         badges.append("[skipped in prompt]")
     if run.mutating_calls:
         badges.append(f"[{run.mutating_calls} fleet change(s)]")
+    if run.dph_added or run.dph_removed:
+        badges.append(dph_change_text(run.dph_added, run.dph_removed))
     unusual = sorted(set(run.stop_reasons) - _USUAL_STOPS)
     if unusual:
         badges.append(f"[{', '.join(unusual)}]")
@@ -228,6 +237,7 @@ def run_detail(
         f"  in prompt: {'yes' if run.in_prompt else 'no (skipped in prompt)'}",
         f"  work:      {run.rounds} round(s), {run.tool_calls} tool call(s), "
         f"{run.mutating_calls} fleet change(s), LLM {run.llm_seconds:.1f}s",
+        f"  fleet $/h: +{run.dph_added:.3f} rented, −{run.dph_removed:.3f} released",
         f"  stops:     {', '.join(run.stop_reasons) or '—'}",
         f"  tokens:    in {usage.input_tokens} · out {usage.output_tokens} · "
         f"cache read {usage.cache_read_input_tokens} · "

@@ -85,7 +85,7 @@ async def test_the_poll_measures_each_machine_near_the_simulators_truth(
     assert snap.capacity_proofs_per_hour == pytest.approx(total, rel=0.03)
     # The views read what the poll measured, without reading the provers again.
     status = await ActivityEnvironment().run(tools.get_fleet_status, _req("get_fleet_status", {}))
-    shown = json.loads(status.content.split("\n", 1)[1].removeprefix("```json\n")[:-4])
+    shown = json.loads(status.content.split("```json\n", 1)[1].split("\n```", 1)[0])
     assert {r["id"]: r.get("measured_proofs_per_hour") for r in shown} == {
         iid: r.measured_proofs_per_hour for iid, r in rows.items()
     }

@@ -205,6 +205,8 @@ async def test_status_shows_stopped_and_frozen_machines_as_no_capacity(store: St
         )
         snap = await ActivityEnvironment().run(tools.poll_fleet, PollRequest(agent_id=AGENT))
     head, _, rows_text = result.content.partition("\n")
+    rows_text, _, spend = rows_text.rpartition("\n")
+    assert spend.startswith("Spend: today $")
     rows = json.loads(rows_text.removeprefix("```json\n").removesuffix("\n```"))
     assert [r["id"] for r in rows] == [101, 102, 103], "not a/b's, not destroyed, not others'"
     assert [r["state"] for r in rows] == ["running", "stopped", "frozen"]

@@ -20,6 +20,7 @@ from temporalio.testing import ActivityEnvironment
 from activities import heartbeat
 from activities.fleet import FleetActivities
 from activities.fleet_create import Renter
+from activities.fleet_spend import SpendBook
 from fleet_agent.fleet.labels import create_label
 from fleet_agent.fleet.reconcile import ReconcileRequest
 from fleet_agent.fleet.settle import settle_label
@@ -222,7 +223,7 @@ async def test_poll_reports_duplicates_and_reconcile_keeps_the_oldest(
     assert again.labels == []
 
 
-async def test_a_duplicate_that_will_not_go_is_reported_not_hidden() -> None:
+async def test_a_duplicate_that_will_not_go_is_reported_not_hidden(store: Store) -> None:
     """vast.ai fails every destroy: the label is checked again, the duplicate
     is reported as remaining, and a create attempt fails retryably (its retry
     settles the label again) instead of claiming one machine."""
@@ -245,7 +246,7 @@ async def test_a_duplicate_that_will_not_go_is_reported_not_hidden() -> None:
         assert settled.destroyed == [] and settled.remaining == [21]
         assert deletes == ["/api/v0/instances/21/"] * 2
         with pytest.raises(ApplicationError) as info:
-            await Renter(vast, ProverSpec()).settle(
+            await Renter(vast, ProverSpec(), SpendBook(store, time.time)).settle(
                 _req("create_instance", {}), "L", origin="other"
             )
     assert info.value.type == "DuplicateNotDestroyed" and not info.value.non_retryable

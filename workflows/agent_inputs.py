@@ -51,6 +51,7 @@ _FLEET_FIELDS = frozenset(
         "min_release_age_minutes",
         "max_creates_per_hour",
         "max_destroys_per_hour",
+        "daily_budget_usd",
     }
 )
 # Config fields the monitor's poll uses (besides monitor_*): sent to it at once.
@@ -254,6 +255,7 @@ class InputsMixin(AgentCore):
             unstored_messages=len(self._buffer.unstored_keys),
             frozen=state.freeze,
             pending_approvals=state.pending_approvals,
+            spend=state.spend,
         )
 
     @workflow.query(description="internal: operator message texts not yet in the store")

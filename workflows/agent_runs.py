@@ -185,7 +185,12 @@ class RunsMixin(AgentCore):
             error=result.error,
             started_at=result.started_at,
             ended_at=result.ended_at or ended,
+            dph_added=result.dph_added,
+            dph_removed=result.dph_removed,
         )
+        if result.spend is not None:
+            # Spend is read by the run's load_context, not by the workflow.
+            state.spend = result.spend
         # The heartbeat counts from the end of the last run, whatever its kind.
         state.last_run_ended_at = ended
         state.run_in_flight = None

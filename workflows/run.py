@@ -112,6 +112,7 @@ class AgentRunWorkflow:
                 retry_policy=STORE_RETRY,
                 summary=f"load context of run {inp.run}",
             )
+            result.spend = context.spend
             final_round = await self._converse(result)
         except ActivityError as exc:
             result.status = RunStatus.FAILED
@@ -205,6 +206,8 @@ class AgentRunWorkflow:
                 outcomes = [not_run(call, stop) for call in reply.tool_calls]
             result.tool_calls += sum(1 for o in outcomes if not o.not_run)
             result.mutating_calls += sum(1 for o in outcomes if o.mutating)
+            result.dph_added += sum(o.dph_delta for o in outcomes if o.dph_delta > 0)
+            result.dph_removed -= sum(o.dph_delta for o in outcomes if o.dph_delta < 0)
             await self._store_results(rnd, outcomes)
         result.status = RunStatus.MAX_ROUNDS
         result.verdict_error = f"no final message after {inp.config.max_rounds} rounds"

@@ -72,6 +72,7 @@ from .signals import (
     StateChanged,
     TriggerNow,
 )
+from .spend import SpendSummary
 from .trigger import (
     InboxItem,
     Priority,
@@ -121,6 +122,7 @@ __all__ = [
     "RunInput",
     "RunResult",
     "RunStatus",
+    "SpendSummary",
     "StateChanged",
     "StopFleetReport",
     "StopFleetRequest",

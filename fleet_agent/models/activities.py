@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from .approvals import ApprovalAsk, ApprovalDecision
 from .config import AgentConfig
 from .runs import RunInput, RunResult, TokenUsage, Verdict
+from .spend import SpendSummary
 
 __all__ = [
     "AgentCounters",
@@ -51,6 +52,8 @@ class ContextInfo(BaseModel):
     history_runs_included: int = 0
     history_runs_dropped: int = 0
     estimated_prompt_tokens: int = 0
+    # The agent's spend when the context was written (None: no fleet connected).
+    spend: SpendSummary | None = None
 
 
 class LlmRequest(BaseModel):
@@ -92,6 +95,10 @@ class ToolResult(BaseModel):
     # Set instead of acting when the change needs an operator's approval: the
     # run asks, waits, and calls the tool again with the decision (approvals.py).
     approval: ApprovalAsk | None = None
+    # $/hour this call added to the fleet (create: + the rented machine's
+    # dph_total) or removed (destroy: - what the machine was billed). A
+    # replayed result carries the figure of the call that did it.
+    dph_delta: float = 0.0
 
 
 class FleetToolRequest(BaseModel):

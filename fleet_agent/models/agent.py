@@ -11,6 +11,7 @@ from .approvals import ApprovalDecision, PendingApproval
 from .config import AgentConfig, ConfigPatch
 from .freeze import FreezeInfo
 from .runs import LastRun, RunResult, Wake
+from .spend import SpendSummary
 from .trigger import Trigger
 
 __all__ = [
@@ -86,6 +87,8 @@ class AgentState(BaseModel):
     # with what the first one was.
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
     decided_approvals: list[ApprovalDecision] = Field(default_factory=list)
+    # The spend summary the latest run that read one brought back (as of its start).
+    spend: SpendSummary | None = None
 
 
 class AgentInput(BaseModel):
@@ -121,3 +124,5 @@ class AgentStatus(BaseModel):
     history_bytes: int = 0
     frozen: FreezeInfo | None = None
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    # Spend as of the last run that read it (`spend.as_of`); None before any.
+    spend: SpendSummary | None = None

@@ -61,6 +61,9 @@ class AgentConfig(BaseModel):
     # machine that is not capacity (dead, stopped, not proving) is not limited.
     max_creates_per_hour: Annotated[int, Field(ge=0, le=1_000)] = 30
     max_destroys_per_hour: Annotated[int, Field(ge=0, le=1_000)] = 30
+    # A create is refused when spend today (UTC) plus the fleet's $/h, the
+    # offer's included, until midnight UTC would exceed this (the spend ledger).
+    daily_budget_usd: Annotated[float, Field(ge=0, le=1_000_000)] = 500.0
     # Approvals (docs/DECISIONS.md, "Approvals"): when a fleet change waits
     # for an operator's `decide_approval`, and for how long.
     approval_mode: ApprovalMode = "off"
@@ -107,6 +110,7 @@ class ConfigPatch(Strict):
     failed_host_ttl_hours: Annotated[float, Field(ge=0, le=720)] | None = None
     max_creates_per_hour: Annotated[int, Field(ge=0, le=1_000)] | None = None
     max_destroys_per_hour: Annotated[int, Field(ge=0, le=1_000)] | None = None
+    daily_budget_usd: Annotated[float, Field(ge=0, le=1_000_000)] | None = None
     approval_mode: ApprovalMode | None = None
     approval_above_dph: Annotated[float, Field(ge=0, le=1_000)] | None = None
     approval_above_fleet_dph_increase: Annotated[float, Field(ge=0, le=100_000)] | None = None

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from .config import AgentConfig
+from .spend import SpendSummary
 from .trigger import Trigger
 
 __all__ = [
@@ -81,6 +82,9 @@ class LastRun(BaseModel):
     error: str = ""
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    # $/hour the run's tool calls added (creates) and removed (destroys).
+    dph_added: float = 0.0
+    dph_removed: float = 0.0
 
 
 class RunInput(BaseModel):
@@ -114,3 +118,8 @@ class RunResult(BaseModel):
     llm_seconds: float = 0.0
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    # Sums of the tool results' dph_delta: $/hour rented and released.
+    dph_added: float = 0.0
+    dph_removed: float = 0.0
+    # The spend ledger's summary as load_context read it (None: not read).
+    spend: SpendSummary | None = None

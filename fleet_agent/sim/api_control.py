@@ -25,6 +25,9 @@ class ControlRoutes:
     def _sim_state(self, req: Request) -> Reply:
         return Reply(200, self.market.state())
 
+    def _sim_charges(self, req: Request) -> Reply:
+        return Reply(200, self.market.charges())
+
     def _sim_advance(self, req: Request) -> Reply:
         seconds = req.body.get("seconds") if isinstance(req.body, dict) else None
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
@@ -124,6 +127,7 @@ def control_routes() -> list[tuple[str, re.Pattern[str], str, Handler, bool]]:
     """(method, path, route name for the limiter, handler, needs auth) of this module."""
     return [
         ("GET", re.compile(r"/_sim/state/"), "_sim", ControlRoutes._sim_state, False),
+        ("GET", re.compile(r"/_sim/charges/"), "_sim", ControlRoutes._sim_charges, False),
         ("POST", re.compile(r"/_sim/advance/"), "_sim", ControlRoutes._sim_advance, False),
         ("POST", re.compile(r"/_sim/speed/"), "_sim", ControlRoutes._sim_speed, False),
         ("POST", re.compile(r"/_sim/faults/"), "_sim", ControlRoutes._sim_faults, False),

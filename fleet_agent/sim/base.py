@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from .clock import SimClock
 from .faults import Faults
@@ -43,6 +44,8 @@ class MarketState:
     _envs: dict[int, InstanceEnv]
     _next_instance_id: int
     _rentals: list[tuple[int, str]]
+    #: Final charges of instances no longer listed (`fleet_agent.sim.billing.charges`).
+    _closed_charges: dict[int, dict[str, Any]]
 
     def _sync(self) -> None:
         raise NotImplementedError

@@ -10,10 +10,10 @@ API turns them into 404 and 400.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 from .base import MarketState
+from .billing import billed_dph, charges
 from .catalogue import gpu_names
 from .instances import KILL_STATUSES, SimInstance
 from .lifecycle import PROVER_FAULTS
@@ -159,17 +159,24 @@ class MarketControls(MarketState):
                 # The truth, which no API row carries: proofs being finished now.
                 "proofs_per_hour": round(sum(v["proofs_per_hour"] for v in instances), 3),
                 "proofs_completed": sum(v["proofs_completed"] for v in instances),
-                "spend_per_hour": round(sum(_spend(v) for v in instances), 4),
+                # $/hour billed now (fleet_agent/sim/billing.py).
+                "spend_per_hour": round(sum(billed_dph(i) for i in self._instances.values()), 4),
                 "counters": dict(self.counters),
             }
 
-
-def _spend(row: dict[str, Any]) -> float:
-    """$/hour an instance costs now: GPU while running or frozen, storage until
-    destroyed, nothing once released."""
-    if row["cur_state"] == "unloaded":
-        return 0.0
-    if row["actual_status"] in ("running", "frozen"):
-        return float(row["dph_total"])
-    cost = float(row["storage_total_cost"])
-    return cost if math.isfinite(cost) else 0.0
+    def charges(self) -> dict[str, Any]:
+        """What the account was billed so far, per instance, destroyed ones
+        included, in sim time ($, 6 decimals; fleet_agent/sim/billing.py)."""
+        with self.lock:
+            self._sync()
+            rows = dict(self._closed_charges)
+            for inst in self._instances.values():
+                rows[inst.id] = charges(self._current(inst))
+            shown = [rows[i] for i in sorted(rows)]
+            return {
+                "now": self.clock.now(),
+                "instances": shown,
+                "time_usd": round(sum(r["time_usd"] for r in shown), 6),
+                "bandwidth_usd": round(sum(r["bandwidth_usd"] for r in shown), 6),
+                "total_usd": round(sum(r["total_usd"] for r in shown), 6),
+            }

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .catalogue import offer_pricing
+from .billing import BYTES_PER_BILLED_KB, prices
 from .faults import Faults
 from .lifecycle import Machine
 from .prover import PROVER_STATUS_PORT, offer_proof_rate, prover_blocker, status_body
@@ -192,10 +192,7 @@ class SimInstance:
         """The instance row as the API shows it (its machine advanced by the caller)."""
         o, m = self.offer, self.machine
         running = m.status == "running"
-        pricing = offer_pricing(o, allocated_storage_gb=m.disk_gb, bid=self.bid_price is not None)
-        dph_total = pricing["dph_total"]
-        if self.bid_price is not None:
-            dph_total = round(self.bid_price + pricing["storage_total_cost"], 6)
+        dph_total, storage_total_cost = prices(o, m.disk_gb, self.bid_price)
         ports = self._ports()
         host_ports = [int(p[0]["HostPort"]) for p in ports.values()]
         busy = running and m.phase == "proving" and m.error is None
@@ -237,9 +234,13 @@ class SimInstance:
             "dph_base": self.bid_price if self.bid_price is not None else o["dph_base"],
             "dph_total": dph_total,
             "storage_cost": o["storage_cost"],
-            "storage_total_cost": pricing["storage_total_cost"],
+            "storage_total_cost": storage_total_cost,
             "inet_up_cost": o["inet_up_cost"],
             "inet_down_cost": o["inet_down_cost"],
+            # Traffic so far, cumulative, in KB (1,024 bytes): the parameter
+            # download; nothing the simulator models is uploaded.
+            "inet_down_billed": round(m.params_bytes / BYTES_PER_BILLED_KB, 3),
+            "inet_up_billed": 0.0,
             "disk_space": m.disk_gb,
             "disk_usage": round(min(m.disk_gb, 8.0 + m.params_bytes / 1e9), 2),
             "disk_util": round(min(1.0, (8.0 + m.params_bytes / 1e9) / m.disk_gb), 4),

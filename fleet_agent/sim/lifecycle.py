@@ -111,6 +111,8 @@ class Machine(ProverPhases):
 
     def _accrue(self, to: float, env: MachineEnv) -> None:
         span = to - self.t
+        if span > 0 and self.status == "stopped" and self.destroyed_at is None:
+            self.stopped_s += span  # billed at the storage rate only
         if span > 0 and self.status == "running":
             if self.phase == "proving" and not self.stuck:
                 rate = env.proof_rate()

@@ -42,6 +42,9 @@ class MachineState:
     running_since: float | None = None
     outbid_stopped: bool = False
     destroyed_at: float | None = None
+    #: Seconds spent ``stopped`` before `destroyed_at` (billed storage only; see
+    #: `fleet_agent.sim.instances.SimInstance.charges`).
+    stopped_s: float = 0.0
     # Prover.
     phase: str = "off"
     phase_until: float | None = None

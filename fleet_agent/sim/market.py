@@ -23,6 +23,7 @@ from typing import Any, Literal
 from .accounts import MarketInstances
 from .admission import MarketAdmission, Refusal
 from .base import PortAllocator, PortRelease
+from .billing import charges
 from .catalogue import offer_pricing
 from .clock import SimClock
 from .control import MarketControls
@@ -110,6 +111,7 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
         self._next_instance_id = 20_000_000 + self._ids_rng.randrange(1_000_000)
         self._last_call: dict[tuple[str, str], float] = {}
         self._rentals: list[tuple[int, str]] = []  # (instance, label), never pruned
+        self._closed_charges: dict[int, dict[str, Any]] = {}
         self.counters: dict[str, int] = {
             "requests": 0,
             "rate_limited": 0,
@@ -176,7 +178,10 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
                 self._drop(inst.id)
 
     def _drop(self, instance_id: int) -> None:
-        self._instances.pop(instance_id, None)
+        inst = self._instances.pop(instance_id, None)
+        if inst is not None:
+            # Destroyed: its bill is final, and stays reported (GET /_sim/charges).
+            self._closed_charges[instance_id] = charges(inst)
         self._envs.pop(instance_id, None)
         if self.port_release is not None:
             self.port_release(instance_id)

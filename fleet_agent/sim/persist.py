@@ -70,6 +70,7 @@ def market_to_json(market: Market) -> dict[str, Any]:
             "offers": market._book.to_json(),
             "instances": [i.to_json() for i in market._instances.values()],
             "rentals": [list(r) for r in market._rentals],
+            "charges": list(market._closed_charges.values()),
         }
 
 
@@ -97,6 +98,8 @@ def market_from_json(market: Market, data: dict[str, Any], *, wall_now: float) -
             market._instances[inst.id] = inst
             market._remap_prover_port(inst)
         market._rentals = [(int(i), str(label)) for i, label in data["rentals"]]
+        # Files written before the simulator kept charges have none.
+        market._closed_charges = {int(c["id"]): dict(c) for c in data.get("charges", [])}
         # The running simulator's speed wins over the saved one.
         speed = market.clock.speed
         market.clock.restore(float(data["now"]) + downtime * speed, speed)

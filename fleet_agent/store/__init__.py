@@ -10,6 +10,7 @@ from .journal import ToolCallRecord, ToolCallStatus, ToolJournal
 from .provers import ProverTracks
 from .records import HistoryEntry, MessageRecord, RunRecord, SessionRecord, StoreCondition
 from .schema import SCHEMA_VERSION, SchemaError
+from .spend import SpendInstance, SpendLedger
 from .store import Store
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "RunRecord",
     "SchemaError",
     "SessionRecord",
+    "SpendInstance",
+    "SpendLedger",
     "Store",
     "StoreCondition",
     "StoreRefused",

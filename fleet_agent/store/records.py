@@ -53,6 +53,9 @@ class RunRecord(BaseModel):
     history_runs_included: int
     history_runs_dropped: int
     estimated_prompt_tokens: int
+    # $/hour the attempt's tool calls added and removed (`fa_run_spend`).
+    dph_added: float = 0.0
+    dph_removed: float = 0.0
 
     @property
     def context(self) -> ContextInfo:

@@ -11,7 +11,7 @@ from fleet_agent.models import RunStatus, TokenUsage, Verdict
 from .base import StoreBase
 from .records import HistoryEntry, RunRecord
 from .run_writes import TRIGGERS, target_attempt
-from .tables import RunRow, SessionRow
+from .tables import RunRow, RunSpendRow, SessionRow
 
 __all__ = ["RunReads"]
 
@@ -46,7 +46,7 @@ class RunReads(StoreBase):
         stmt = stmt.order_by(col(RunRow.attempt).desc()).limit(1)
         with Session(self._engine) as db:
             row = db.exec(stmt).first()
-            return None if row is None else _run_record(row)
+            return None if row is None else _with_spend(db, agent_id, [_run_record(row)])[0]
 
     def get_attempt_of(self, agent_id: str, run: int, workflow_run_id: str) -> RunRecord | None:
         """The attempt that writes by `workflow_run_id` target (see `finish_run`), if any."""
@@ -62,7 +62,7 @@ class RunReads(StoreBase):
             .order_by(col(RunRow.attempt))
         )
         with Session(self._engine) as db:
-            return [_run_record(row) for row in db.exec(stmt)]
+            return _with_spend(db, agent_id, [_run_record(row) for row in db.exec(stmt)])
 
     def list_runs(
         self,
@@ -81,7 +81,7 @@ class RunReads(StoreBase):
             stmt = stmt.where(col(RunRow.session) == session)
         stmt = stmt.order_by(col(RunRow.run).desc(), col(RunRow.attempt).desc()).limit(limit)
         with Session(self._engine) as db:
-            return [_run_record(row) for row in db.exec(stmt)]
+            return _with_spend(db, agent_id, [_run_record(row) for row in db.exec(stmt)])
 
     def count_runs(self, agent_id: str) -> int:
         """How many distinct runs the agent has (attempts of one run count once)."""
@@ -134,6 +134,26 @@ class RunReads(StoreBase):
                 )
                 for row in db.exec(stmt)
             ]
+
+
+def _with_spend(db: Session, agent_id: str, records: list[RunRecord]) -> list[RunRecord]:
+    """`records` with the $/hour each attempt added and removed (`fa_run_spend`)."""
+    runs = sorted({r.run for r in records})
+    if not runs:
+        return records
+    stmt = select(RunSpendRow).where(
+        col(RunSpendRow.agent_id) == agent_id, col(RunSpendRow.run).in_(runs)
+    )
+    found = {(s.run, s.attempt): s for s in db.exec(stmt)}
+    out = []
+    for record in records:
+        spend = found.get((record.run, record.attempt))
+        if spend is not None:
+            record = record.model_copy(
+                update={"dph_added": spend.dph_added, "dph_removed": spend.dph_removed}
+            )
+        out.append(record)
+    return out
 
 
 def _run_record(row: RunRow) -> RunRecord:

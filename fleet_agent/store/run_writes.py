@@ -17,12 +17,13 @@ from typing import Any
 
 from pydantic import TypeAdapter
 from sqlalchemy import Connection, Row, func, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import col, select
 
 from fleet_agent.models import ContextInfo, RunStatus, TokenUsage, Trigger, Verdict
 
 from .base import StoreBase
-from .tables import MessageRow, RunRow
+from .tables import MessageRow, RunRow, RunSpendRow, table_of
 from .timestamps import require_aware
 
 __all__ = ["TRIGGERS", "RunWrites", "target_attempt"]
@@ -139,17 +140,21 @@ class RunWrites(StoreBase):
         llm_seconds: float,
         ended_at: datetime,
         workflow_run_id: str = "",
+        dph_added: float = 0.0,
+        dph_removed: float = 0.0,
     ) -> None:
         """Record the attempt's outcome and which of the run's messages stay in the prompt.
 
         The attempt is the one `workflow_run_id` opened ("": the latest). Only
         the run's last assistant message (its final text) can stay in later
         prompts, and only if the run itself does; every other message of the
-        run is marked out of the prompt. Raises `KeyError` if there is no such
+        run is marked out of the prompt. The $/hour the attempt added and
+        removed go to `fa_run_spend`, beside `fa_runs` (a table only added
+        needs no schema version). Raises `KeyError` if there is no such
         attempt (nothing is written then).
         """
         with self._engine.begin() as conn:
-            self._update_attempt(
+            attempt = self._update_attempt(
                 conn,
                 agent_id,
                 run,
@@ -174,6 +179,16 @@ class RunWrites(StoreBase):
                 llm_seconds=llm_seconds,
                 ended_at=require_aware(ended_at, "ended_at"),
             )
+            insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert
+            figures = {"dph_added": dph_added, "dph_removed": dph_removed}
+            stmt = insert(table_of(RunSpendRow)).values(
+                agent_id=agent_id, run=run, attempt=attempt, **figures
+            )
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["agent_id", "run", "attempt"], set_=figures
+                )
+            )
             # The run row is written first, so on SQLite this transaction
             # already holds the write lock: the read below cannot deadlock.
             of_run = (col(MessageRow.agent_id) == agent_id) & (col(MessageRow.run) == run)
@@ -193,7 +208,8 @@ class RunWrites(StoreBase):
     @staticmethod
     def _update_attempt(
         conn: Connection, agent_id: str, run: int, workflow_run_id: str, **values: Any
-    ) -> None:
+    ) -> int:
+        """Update the attempt `workflow_run_id` targets; returns its number."""
         attempt = target_attempt(conn, agent_id, run, workflow_run_id)
         if attempt is None:
             by = f" opened by workflow run {workflow_run_id!r}" if workflow_run_id else ""
@@ -208,6 +224,7 @@ class RunWrites(StoreBase):
             .values(**values)
         )
         conn.execute(stmt)
+        return attempt
 
 
 def _attempts(conn: Connection, agent_id: str, run: int) -> Sequence[Row[int, str]]:

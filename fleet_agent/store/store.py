@@ -24,7 +24,17 @@ from .records import MessageRecord, MessageRole, SessionRecord, StoreCondition
 from .run_reads import RunReads
 from .run_writes import RunWrites
 from .schema import read_version, upgrade
-from .tables import FailedHostRow, InboxRow, MessageRow, RunRow, SessionRow, ToolCallRow
+from .tables import (
+    FailedHostRow,
+    InboxRow,
+    MessageRow,
+    RunRow,
+    RunSpendRow,
+    SessionRow,
+    SpendHourRow,
+    SpendInstanceRow,
+    ToolCallRow,
+)
 from .timestamps import require_aware
 
 __all__ = ["Store"]
@@ -146,10 +156,21 @@ class Store(RunWrites, RunReads, Inbox):
     # ------------------------------------------------------------ maintenance
 
     def delete_agent(self, agent_id: str) -> None:
-        """Delete every session, run, message, inbox text, journalled tool call and
-        remembered failed host of `agent_id` (tests and ops cleanup)."""
+        """Delete every session, run, message, inbox text, journalled tool call,
+        remembered failed host and spend record of `agent_id` (tests and ops cleanup)."""
+        models = (
+            ToolCallRow,
+            MessageRow,
+            RunRow,
+            RunSpendRow,
+            SessionRow,
+            InboxRow,
+            FailedHostRow,
+            SpendInstanceRow,
+            SpendHourRow,
+        )
         with self._engine.begin() as conn:
-            for model in (ToolCallRow, MessageRow, RunRow, SessionRow, InboxRow, FailedHostRow):
+            for model in models:
                 conn.execute(delete(model).where(col(model.agent_id) == agent_id))
 
 

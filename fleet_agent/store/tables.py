@@ -21,7 +21,10 @@ __all__ = [
     "META_TABLE",
     "PROVER_TRACKS_TABLE",
     "RUNS_TABLE",
+    "RUN_SPEND_TABLE",
     "SESSIONS_TABLE",
+    "SPEND_HOURS_TABLE",
+    "SPEND_INSTANCES_TABLE",
     "TOOL_CALLS_TABLE",
     "FailedHostRow",
     "InboxRow",
@@ -29,7 +32,10 @@ __all__ = [
     "MetaRow",
     "ProverTrackRow",
     "RunRow",
+    "RunSpendRow",
     "SessionRow",
+    "SpendHourRow",
+    "SpendInstanceRow",
     "ToolCallRow",
     "all_tables",
     "table_of",
@@ -42,6 +48,9 @@ TOOL_CALLS_TABLE = "fa_tool_calls"
 FAILED_HOSTS_TABLE = "fa_failed_hosts"
 PROVER_TRACKS_TABLE = "fa_prover_tracks"
 INBOX_TABLE = "fa_inbox"
+SPEND_INSTANCES_TABLE = "fa_spend_instances"
+SPEND_HOURS_TABLE = "fa_spend_hours"
+RUN_SPEND_TABLE = "fa_run_spend"
 META_TABLE = "fa_meta"
 
 
@@ -208,6 +217,71 @@ class ProverTrackRow(SQLModel, table=True):
     updated_at: datetime = Field(sa_type=UTCDateTime)
 
 
+class SpendInstanceRow(SQLModel, table=True):
+    """One machine of an agent in the spend ledger (fleet_agent/store/spend.py):
+    billed from `started_at` up to `accrued_until` at the rates seen, until
+    `ended_at`. `accrued_until` is the compare-and-set key of every accrual."""
+
+    __tablename__ = SPEND_INSTANCES_TABLE
+    __table_args__ = (
+        UniqueConstraint("agent_id", "instance_id", name="uq_fa_spend_instances_agent_instance"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: str
+    instance_id: int
+    started_at: datetime = Field(sa_type=UTCDateTime)
+    accrued_until: datetime = Field(sa_type=UTCDateTime)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    # "" while open; "destroyed" (by our own tools, at a known time) or
+    # "vanished" (no longer listed: closed when it was last seen).
+    closed_by: str = ""
+    dph: float = 0.0  # $/h billed at the last sight (storage only while stopped)
+    dph_total: float = 0.0  # the row's dph_total at the last sight
+    inet_down_billed: float = 0.0  # traffic counters at the last sight, KB
+    inet_up_billed: float = 0.0
+    usd: float = 0.0  # accrued so far, traffic included
+
+
+class SpendHourRow(SQLModel, table=True):
+    """What one machine cost in one UTC hour: $ and seconds billed."""
+
+    __tablename__ = SPEND_HOURS_TABLE
+    __table_args__ = (
+        UniqueConstraint(
+            "agent_id", "instance_id", "hour", name="uq_fa_spend_hours_agent_instance_hour"
+        ),
+        # The summaries read an agent's hours from a point in time on.
+        Index("ix_fa_spend_hours_agent_hour", "agent_id", "hour"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: str
+    instance_id: int
+    hour: datetime = Field(sa_type=UTCDateTime)
+    usd: float = 0.0
+    seconds: float = 0.0
+
+
+class RunSpendRow(SQLModel, table=True):
+    """The $/hour one attempt of a run added (create) and removed (destroy).
+
+    Kept beside `fa_runs` rather than in it: a table only added needs no
+    schema version (schema.py)."""
+
+    __tablename__ = RUN_SPEND_TABLE
+    __table_args__ = (
+        UniqueConstraint("agent_id", "run", "attempt", name="uq_fa_run_spend_agent_run_attempt"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: str
+    run: int
+    attempt: int
+    dph_added: float = 0.0
+    dph_removed: float = 0.0
+
+
 def table_of(model: type[SQLModel]) -> Table:
     """The Core `Table` of a table model.
 
@@ -231,4 +305,7 @@ def all_tables() -> list[Table]:
         table_of(ToolCallRow),
         table_of(FailedHostRow),
         table_of(ProverTrackRow),
+        table_of(SpendInstanceRow),
+        table_of(SpendHourRow),
+        table_of(RunSpendRow),
     ]

@@ -135,6 +135,14 @@ class Instance(_VastRecord):
     cpu_ram: float | None = None
     cpu_cores_effective: float | None = None
     dph_total: float | None = None
+    #: $/hour of the rented disk alone: what a stopped instance is billed.
+    storage_total_cost: float | None = None
+    #: $/GB of traffic, and the traffic so far (cumulative, KB; see
+    #: fleet_agent/fleet/billing.py for the units we read them in).
+    inet_down_cost: float | None = None
+    inet_up_cost: float | None = None
+    inet_down_billed: float | None = None
+    inet_up_billed: float | None = None
     start_date: float | None = None
     image_uuid: str | None = None
     disk_space: float | None = None

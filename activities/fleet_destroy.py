@@ -1,0 +1,107 @@
+"""The destroy tool's work: one of this agent's machines, released on vast.ai.
+
+Refused for a machine that is not this agent's, a healthy machine younger
+than `min_release_age_minutes`, past `max_destroys_per_hour` (releasing a
+machine that is not capacity is never limited), or below the capacity floor
+with approvals off; paused or frozen agents change nothing. A change that
+needs an operator's approval answers with an ask instead of acting
+(fleet_agent/fleet/approvals.py). A machine already gone counts as destroyed. What was
+destroyed is closed in the spend ledger at the time of the destroy, and the
+result carries the $/hour it stopped (`dph_delta`).
+"""
+
+from __future__ import annotations
+
+from fleet_agent.fleet.approvals import destroy_gate
+from fleet_agent.fleet.billing import billed_dph
+from fleet_agent.fleet.labels import is_ours
+from fleet_agent.models import FleetToolRequest, ToolResult
+from fleet_agent.store import ToolCallRecord
+from fleet_agent.tools import DestroyInstanceInput, parse_tool_input
+from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.errors import VastError
+
+from .fleet_calls import ToolCalls, paused_result
+from .fleet_results import approval_needed, tool_result, vast_failure
+from .fleet_spend import SpendBook
+from .fleet_views import FleetViews, rules_of
+
+__all__ = ["Destroyer"]
+
+
+class Destroyer:
+    """Destroys this agent's machines for the destroy tool."""
+
+    def __init__(
+        self, vast: VastClient, views: FleetViews, calls: ToolCalls, spend: SpendBook
+    ) -> None:
+        self._vast = vast
+        self._views = views
+        self._calls = calls
+        self._spend = spend
+
+    async def run(self, req: FleetToolRequest, earlier: ToolCallRecord | None) -> ToolResult:
+        """Destroy the machine `req` names, unless a rule refuses it (`earlier`:
+        the unfinished journal record of an earlier attempt of this call)."""
+        args = parse_tool_input(DestroyInstanceInput, req.tool_use_id, req.name, req.input)
+        if isinstance(args, ToolResult):
+            return args
+        config = await self._calls.config(req, mutating=True)
+        if config.paused or config.frozen:
+            return paused_result(req, config, "destroyed")
+        try:
+            inst = await self._vast.show_instance(args.instance_id)
+        except VastError as exc:
+            raise vast_failure(exc) from None
+        if inst is None or inst.is_gone:
+            if earlier is not None:
+                # An earlier attempt of this call sent the destroy; it worked.
+                # (Closed at most a retry late, if that attempt could not.)
+                await self._spend.close(req.agent_id, args.instance_id)
+                return tool_result(
+                    req, f"Destroyed instance {args.instance_id} (confirmed gone).", mutating=True
+                )
+            return tool_result(
+                req, f"Instance {args.instance_id} does not exist (already destroyed?)."
+            )
+        if not is_ours(inst.label, req.agent_id):
+            return tool_result(
+                req,
+                f"Refused: instance {inst.id} is not this agent's (label {inst.label!r}).",
+                error=True,
+            )
+        snap = await self._views.summary(rules_of(req.agent_id, config))
+        row = next((r for r in snap.instances if r.id == inst.id), None)
+        if row is None:  # listed a moment ago, not now: judge it alone
+            row = await self._views.row(req.agent_id, inst, config)
+        refusal = self._views.too_young(inst, row, config)
+        if refusal is None and row.expected_proofs_per_hour > 0:
+            # Only releasing capacity is rate-limited: a dead machine may always go.
+            refusal = await self._calls.rate_refusal(req, config.max_destroys_per_hour)
+        # The capacity floor: a machine that is not capacity (failed) may always go.
+        gate = destroy_gate(
+            config,
+            machine_capacity=row.expected_proofs_per_hour,
+            fleet_capacity=snap.expected_proofs_per_hour,
+        )
+        if refusal is None and gate.refuse:
+            refusal = f"Refused: {gate.refuse}. Nothing was destroyed."
+        if refusal is not None:
+            return tool_result(req, refusal, error=True)
+        if config.dry_run:
+            return tool_result(req, f"DRY RUN: would destroy instance {inst.id}. Nothing changed.")
+        if gate.ask and req.approval is None:
+            return approval_needed(req, gate.ask, -round(billed_dph(inst), 6))
+        await self._calls.start(req)
+        try:
+            # A machine already gone by now counts as destroyed (missing_ok).
+            await self._vast.destroy_instance(inst.id)
+        except VastError as exc:
+            raise vast_failure(exc) from None
+        await self._spend.close(req.agent_id, inst.id, inst)
+        result = tool_result(
+            req,
+            f"Destroyed instance {inst.id} ({inst.gpu_name}, was {inst.actual_status}).",
+            mutating=True,
+        )
+        return result.model_copy(update={"dph_delta": -round(billed_dph(inst), 6)})
