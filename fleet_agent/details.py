@@ -78,4 +78,6 @@ def agent_details(state: AgentState, phase: Phase, current_run: int | None, due:
             f"rejected inputs: {state.rejected_total} (latest {latest.signal}: {latest.error[:80]})"
         )
     lines.append(f"target: {state.config.target_proofs_per_hour:g} proofs/h")
+    if state.spend is not None:
+        lines.append(state.spend.line(state.config.daily_budget_usd))
     return "\n\n".join(lines)

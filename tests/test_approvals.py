@@ -15,7 +15,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.details import agent_details
-from fleet_agent.models import AgentState, ApprovalOutcome, PendingApproval, Phase
+from fleet_agent.models import (
+    AgentState,
+    ApprovalOutcome,
+    PendingApproval,
+    Phase,
+    SpendSummary,
+)
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
@@ -220,6 +226,13 @@ def test_pending_approvals_lead_the_web_ui_details() -> None:
     first = text.split("\n\n")[0]
     assert first.startswith("**APPROVAL NEEDED** a3-1: run #3 create_instance offer_id=42")
     assert "+1.250 $/h" in first and "fleet-agent approve a3-1" in first
+    assert "Spend" not in text  # no run has read the ledger yet
+    state.spend = SpendSummary(
+        as_of=ts(60), today_usd=12.5, last_24h_usd=30.0, month_usd=400.0, current_dph=1.75
+    )
+    last = agent_details(state, Phase.RUNNING, 3, None).split("\n\n")[-1]
+    assert last.startswith("Spend: today $12.50 (budget $500.00), 24 h $30.00")
+    assert "now $1.750/h" in last
 
 
 def ts(seconds: float) -> Any:
