@@ -108,6 +108,10 @@ async def test_an_approved_create_rents_once_and_says_who_approved(
         await ts_env.sleep(600)
         st = await status(handle)
         assert _creates(sim) == 0 and st.current_run == 1 and st.phase == Phase.RUNNING
+        # Other triggers queue as usual while the run waits.
+        await handle.signal(FleetAgentWorkflow.human_message, {"text": "while you wait"})
+        st = await status(handle)
+        assert [t.kind.value for t in st.pending_triggers] == ["human_message"]
 
         # Unknown and malformed decisions are refused before they reach history.
         unknown = await _refused(handle, {"approval_id": "a9-9", "approve": True})
@@ -128,10 +132,16 @@ async def test_an_approved_create_rents_once_and_says_who_approved(
 
         await eventually(rented, timeout=60, what="run 1 to end")
         assert _creates(sim) == 1
+
+        async def next_run_took_the_message() -> bool:
+            st = await status(handle)
+            return st.run_count >= 2 and not st.pending_triggers
+
+        await eventually(next_run_took_the_message, timeout=60, what="run 2 to take the message")
         told = _create_result(fake_llm)
         assert "Approved by alice" in told and pending.id in told and "go" in told
         st = await status(handle)
-        assert st.pending_approvals == []
+        assert all(p.id != pending.id for p in st.pending_approvals)  # run 2 may ask anew
         again = await _refused(handle, {"approval_id": pending.id, "approve": False})
         assert "already decided: approved by alice (operator)" in again
 
