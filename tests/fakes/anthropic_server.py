@@ -8,7 +8,9 @@ Point the real `anthropic` client at it (``ANTHROPIC_BASE_URL=fake.base_url``)::
 
 Standard library only: a `ThreadingHTTPServer` on 127.0.0.1 in a daemon thread.
 It validates requests the way the real API does where it matters for catching
-malformed prompts (anthropic_validation.py), answers ``"stream": true`` with
+malformed prompts (anthropic_validation.py), keeps a prompt cache and reports
+its writes and reads in the usage like the real API (anthropic_cache.py),
+answers ``"stream": true`` with
 server-sent events like the real API (anthropic_sse.py), can inject errors
 (`fail_next`, before or inside a stream), add latency, slow a stream down or
 stall it, end a reply with any stop reason (``max_tokens`` cutting a tool call's
@@ -33,6 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from .anthropic_cache import CacheUsage, PromptCache
 from .anthropic_sse import Event, cut_json, encode_event, message_events
 from .anthropic_validation import validate_messages_request
 
@@ -134,6 +137,8 @@ class Request:
     headers: dict[str, str] = field(default_factory=dict)
     path: str = "/v1/messages"
     received_at: float = field(default_factory=time.time)
+    # The usage the fake answered with (None: answered with an error).
+    usage: dict[str, Any] | None = None
 
     @property
     def model(self) -> str:
@@ -143,6 +148,26 @@ class Request:
     def messages(self) -> list[dict[str, Any]]:
         messages = self.body.get("messages")
         return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+
+    @property
+    def plain_messages(self) -> list[dict[str, Any]]:
+        """`messages` without prompt-cache markers, as a conversation reads: a
+        content of one marked text block is its text again."""
+        plain = []
+        for message in self.messages:
+            content = message.get("content")
+            if isinstance(content, list):
+                marked = any(isinstance(b, dict) and "cache_control" in b for b in content)
+                content = [
+                    {k: v for k, v in b.items() if k != "cache_control"}
+                    if isinstance(b, dict)
+                    else b
+                    for b in content
+                ]
+                if marked and len(content) == 1 and content[0].get("type") == "text":
+                    content = content[0].get("text", "")
+            plain.append({**message, "content": content})
+        return plain
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -196,9 +221,13 @@ class Request:
 class Reply:
     """A successful assistant message.
 
-    `usage` None → estimated (request JSON length / 4, output text length / 4).
-    Cache token fields appear in the response only when non-zero. `delay` adds
-    seconds of latency to this reply only (before anything is sent).
+    `usage` None → estimated: the prompt is the request JSON length / 4, of
+    which the fake's prompt cache says how much was read and written (when
+    the request has breakpoints), the output is its text length / 4. A given
+    `usage` (input, output) is reported as is, with `cache_read_input_tokens`
+    and `cache_creation_input_tokens` from here. Cache token fields appear in
+    the response when the request has breakpoints or they are non-zero.
+    `delay` adds seconds of latency to this reply only (before anything is sent).
 
     `stop_reason` None → ``tool_use`` with tool calls, else ``end_turn``; any
     other string is sent as is (``refusal``, ``pause_turn``, a future value).
@@ -276,8 +305,35 @@ def _error_body(reply: ErrorReply) -> dict[str, Any]:
     return {"type": "error", "error": error, "request_id": _new_id("req")}
 
 
+def prompt_tokens(raw_len: int) -> int:
+    """The fake's token count of a request body of `raw_len` bytes."""
+    return max(1, raw_len // 4)
+
+
+def _usage(reply: Reply, raw_len: int, output_tokens: int, cache: CacheUsage) -> dict[str, Any]:
+    if reply.usage is not None:
+        usage: dict[str, Any] = {"input_tokens": reply.usage[0], "output_tokens": reply.usage[1]}
+        read, written, written_1h = (
+            reply.cache_read_input_tokens,
+            reply.cache_creation_input_tokens,
+            0,
+        )
+    else:
+        read, written, written_1h = cache.read, cache.written, cache.written_1h
+        uncached = prompt_tokens(raw_len) - read - written
+        usage = {"input_tokens": max(0, uncached), "output_tokens": output_tokens}
+    if cache.used or read or written:
+        usage["cache_creation_input_tokens"] = written
+        usage["cache_read_input_tokens"] = read
+        usage["cache_creation"] = {
+            "ephemeral_5m_input_tokens": written - written_1h,
+            "ephemeral_1h_input_tokens": written_1h,
+        }
+    return usage
+
+
 def _message_body(
-    request: Request, reply: Reply, raw_len: int
+    request: Request, reply: Reply, raw_len: int, cache: CacheUsage | None = None
 ) -> tuple[dict[str, Any], dict[int, str]]:
     """The response body, and the cut tool input JSON by content index (if any)."""
     content: list[dict[str, Any]] = []
@@ -290,16 +346,8 @@ def _message_body(
         content.append(
             {"type": "tool_use", "id": _new_id("toolu"), "name": name, "input": tool_input}
         )
-    if reply.usage is not None:
-        input_tokens, output_tokens = reply.usage
-    else:
-        input_tokens = max(1, raw_len // 4)
-        output_tokens = max(1, len(json.dumps(content)) // 4)
-    usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": output_tokens}
-    if reply.cache_read_input_tokens:
-        usage["cache_read_input_tokens"] = reply.cache_read_input_tokens
-    if reply.cache_creation_input_tokens:
-        usage["cache_creation_input_tokens"] = reply.cache_creation_input_tokens
+    output_tokens = max(1, len(json.dumps(content)) // 4)
+    usage = _usage(reply, raw_len, output_tokens, cache or CacheUsage())
     body = {
         "id": _new_id("msg"),
         "type": "message",
@@ -425,15 +473,26 @@ class FakeAnthropic:
     or ``authorization`` header is required), then JSON/shape validation (400),
     then the responder. A responder that raises gets a 500 `api_error` and the
     exception is kept in `responder_errors`.
+
+    `cache` is the prompt cache (anthropic_cache.py); its TTLs run on `clock`
+    (seconds; `time.monotonic` by default: a benchmark on the time-skipping
+    server passes the server's clock). `min_cacheable` overrides the minimum
+    cacheable prompt length per model.
     """
 
     def __init__(
         self,
         responder: Responder | None = None,
         latency: float = 0.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        min_cacheable: Mapping[str, int] | None = None,
     ) -> None:
         self._responder: Responder = responder or default_responder
         self.latency = latency
+        self.cache = PromptCache(clock=clock)
+        if min_cacheable is not None:
+            self.cache.min_cacheable = {**self.cache.min_cacheable, **min_cacheable}
         self.requests: list[Request] = []
         self.count_tokens_requests: list[Request] = []
         self.responder_errors: list[BaseException] = []
@@ -540,10 +599,12 @@ class FakeAnthropic:
             self._failures.extend([reply] * times)
 
     def clear(self) -> None:
-        """Forget recorded requests, queued failures and the concurrency high-water mark."""
+        """Forget recorded requests, queued failures, the prompt cache and the
+        concurrency high-water mark."""
         with self._lock:
             self.requests.clear()
             self.count_tokens_requests.clear()
+            self.cache.clear()
             self.responder_errors.clear()
             self._failures.clear()
             self.max_concurrent = self.in_flight
@@ -607,7 +668,9 @@ class FakeAnthropic:
                     slot.release()
                     handler._send_error(outcome)
             else:
-                message, tool_json = _message_body(request, outcome, len(raw))
+                cache = self.cache.account(request.body, prompt_tokens(len(raw)))
+                message, tool_json = _message_body(request, outcome, len(raw), cache)
+                request.usage = message["usage"]
                 if request.stream:
                     events = message_events(message, tool_json, max(1, outcome.chunk_chars))
                     self._stream(handler, events, outcome, slot)
