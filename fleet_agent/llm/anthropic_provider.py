@@ -38,7 +38,7 @@ __all__ = [
     "parse_retry_after",
 ]
 
-MODEL_ENV = "FLEET_LLM_MODEL"
+MODEL_ENV = "FLEET_LLM_MODEL"  # read directly only when the caller names no model
 
 
 def default_model() -> str:
