@@ -100,7 +100,7 @@ async def test_first_request_writes_and_the_same_prefix_is_read_next(
     assert second.cache_creation_input_tokens == 0
     # input_tokens is the uncached rest; the three add up to the prompt.
     assert second.prompt_tokens == second.input_tokens + second.cache_read_input_tokens
-    assert 0 < second.input_tokens < 50
+    assert 0 < second.input_tokens < 100  # the request's framing, and "something else"
 
 
 async def test_a_breakpoint_on_the_newest_message_reads_the_previous_round_back(

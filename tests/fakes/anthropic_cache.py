@@ -18,7 +18,12 @@ this does:
   The tokens written are `cache_creation_input_tokens`, broken down by TTL in
   `cache_creation`; `input_tokens` is what is left of the prompt.
 
-Tokens are estimated as the fake does everywhere: characters of JSON / 4.
+Tokens are estimated as characters of JSON / 4, counted the same way for a
+prefix and for the whole prompt (`prompt_tokens`): each block as compact
+JSON without its marker (a string content as the one text block it stands
+for), each message's role framing with its first block. So a prefix is
+counted alike in every request, and the prompt is exactly
+`input_tokens + cache_creation_input_tokens + cache_read_input_tokens`.
 Not modelled: an entry becoming readable only once its writer's response has
 begun (concurrent requests), and cache isolation between workspaces.
 """
@@ -40,6 +45,7 @@ __all__ = [
     "CacheUsage",
     "PromptCache",
     "cache_markers",
+    "prompt_tokens",
 ]
 
 LOOKBACK_BLOCKS = 20
@@ -57,8 +63,9 @@ MIN_CACHEABLE: Mapping[str, int] = {
 
 @dataclass(frozen=True)
 class CacheUsage:
-    """What the cache did for one request."""
+    """What the cache did for one request of `prompt` tokens."""
 
+    prompt: int = 1
     used: bool = False  # the request had at least one breakpoint
     read: int = 0
     written_5m: int = 0
@@ -77,7 +84,8 @@ class _Entry:
 
 @dataclass
 class _Block:
-    text: str  # canonical JSON, markers removed
+    text: str  # what the key hashes: where the block is, and its JSON without marker
+    size: int  # characters counted for its tokens
     marker: dict[str, Any] | None
 
 
@@ -93,10 +101,11 @@ def _blocks(body: Mapping[str, Any]) -> list[_Block]:
     """The request's blocks in render order: tools, system, messages."""
     out: list[_Block] = []
 
-    def add(where: str, block: Any) -> None:
+    def add(where: str, block: Any, framing: int = 0) -> None:
         bare, marker = _without_marker(block)
         text = json.dumps([where, bare], sort_keys=True, ensure_ascii=False)
-        out.append(_Block(text, marker))
+        size = framing + len(json.dumps(bare, separators=(",", ":")))
+        out.append(_Block(text, size, marker))
 
     tools = body.get("tools")
     for tool in tools if isinstance(tools, list) else []:
@@ -113,12 +122,16 @@ def _blocks(body: Mapping[str, Any]) -> list[_Block]:
             continue
         content = message.get("content")
         where = f"{i}:{message.get('role')}"
-        if isinstance(content, str):
-            add(where, {"type": "text", "text": content})
-        elif isinstance(content, list):
-            for block in content:
-                add(where, block)
+        framing = len(json.dumps({"role": message.get("role"), "content": []}))
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for k, block in enumerate(blocks if isinstance(blocks, list) else []):
+            add(where, block, framing if k == 0 else 0)
     return out
+
+
+def prompt_tokens(body: Mapping[str, Any]) -> int:
+    """The prompt's tokens as the fake counts them (at least 1)."""
+    return max(1, sum(b.size for b in _blocks(body)) // 4)
 
 
 def cache_markers(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -143,12 +156,13 @@ class PromptCache:
         with self._lock:
             return len(self._entries)
 
-    def account(self, body: Mapping[str, Any], total_tokens: int) -> CacheUsage:
-        """Read and write the cache for a (valid) request of `total_tokens`."""
+    def account(self, body: Mapping[str, Any]) -> CacheUsage:
+        """Read and write the cache for a (valid) request."""
         blocks = _blocks(body)
+        total_tokens = max(1, sum(b.size for b in blocks) // 4)
         marks = [k for k, b in enumerate(blocks) if b.marker is not None]
         if not marks:
-            return CacheUsage()
+            return CacheUsage(prompt=total_tokens)
         model = str(body.get("model", ""))
         minimum = self.min_cacheable.get(model, DEFAULT_MIN_CACHEABLE)
         keys: list[str] = []
@@ -158,7 +172,7 @@ class PromptCache:
         for block in blocks:
             digest.update(block.text.encode())
             keys.append(digest.copy().hexdigest())
-            chars += len(block.text)
+            chars += block.size
             tokens.append(min(chars // 4, total_tokens))
         with self._lock:
             now = self.clock()
@@ -183,4 +197,10 @@ class PromptCache:
                 written[ttl] += tokens[mark] - cached_to
                 cached_to = tokens[mark]
                 self._entries[keys[mark]] = _Entry(ttl, now + TTL_SECONDS[ttl])
-        return CacheUsage(used=True, read=read, written_5m=written["5m"], written_1h=written["1h"])
+        return CacheUsage(
+            prompt=total_tokens,
+            used=True,
+            read=read,
+            written_5m=written["5m"],
+            written_1h=written["1h"],
+        )
