@@ -4,6 +4,7 @@ history that moves in blocks (fleet_agent/history.py): pure, no I/O."""
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import random
 from dataclasses import dataclass
@@ -113,7 +114,10 @@ def test_the_inputs_are_not_modified() -> None:
 
 def test_nothing_time_varying_in_the_system_prompt() -> None:
     changed = AgentConfig(max_instances=7, heartbeat_seconds=600, min_release_age_minutes=90)
-    assert system_prompt("a") == system_prompt("a"), "no clock, no config"
+    assert list(inspect.signature(system_prompt).parameters) == ["agent_id"], "no config, no clock"
+    fixed = system_prompt("a")
+    for figure in ("300s", "20 instances", "$20", "45", "2026", "## Limits"):
+        assert (figure in fixed) == (figure == "## Limits"), figure
     text = context(1)["content"]
     assert "## Limits" in text and "at most 20 instances" in text and "heartbeat every 300s" in text
     other = context_message(
