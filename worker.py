@@ -176,10 +176,14 @@ async def open_worker_store(
     return store
 
 
-async def main(*, new_store: bool | None = None) -> None:
-    """Run the worker until interrupted; `new_store` None reads FLEET_NEW_STORE."""
+async def main(*, new_store: bool | None = None, settings: Settings | None = None) -> None:
+    """Run the worker until interrupted; `new_store` None reads FLEET_NEW_STORE.
+
+    Without `settings` they are read from the environment here (a bad one,
+    e.g. an unknown FLEET_LLM_MODEL, raises `ValueError` before anything starts).
+    """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    settings = Settings.from_env()
+    settings = settings or Settings.from_env()
     provider = provider_from_settings(settings)
     client = await connect()
     store = await open_worker_store(
@@ -191,7 +195,9 @@ async def main(*, new_store: bool | None = None) -> None:
     log.info(
         "worker on task queue %s (LLM: %s, store: %s, vast.ai: %s)",
         TASK_QUEUE,
-        provider.name,
+        f"{provider.name} {settings.llm_model}"
+        if settings.llm_provider == "anthropic"
+        else provider.name,
         store,
         settings.vast_api_url if fleet else "not configured (set VAST_API_KEY)",
     )
@@ -211,8 +217,11 @@ def _cli(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        asyncio.run(main(new_store=args.new_store))
-    except (StoreRefused, SchemaError) as exc:
+        # Read first: a bad setting (an unknown FLEET_LLM_MODEL, say) stops
+        # the worker with one line before it connects to anything.
+        settings = Settings.from_env()
+        asyncio.run(main(new_store=args.new_store, settings=settings))
+    except (StoreRefused, SchemaError, ValueError) as exc:
         print(f"worker: error: {exc}", file=sys.stderr)
         return 1
     return 0

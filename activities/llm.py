@@ -42,9 +42,11 @@ from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import beat, heartbeating
 from activities.llm_errors import to_application_error
+from fleet_agent.history import history_messages
 from fleet_agent.llm.base import LlmError, LlmProvider
 from fleet_agent.models import LlmRequest, LlmResult
-from fleet_agent.prompt import history_messages, system_prompt
+from fleet_agent.prompt import system_prompt
+from fleet_agent.prompt_cache import cached_request
 from fleet_agent.store import Store
 from fleet_agent.tools import LOCAL_TOOLS, tool_schemas
 from fleet_agent.transcript import (
@@ -132,9 +134,11 @@ class LlmActivities:
     @activity.defn
     async def call_llm(self, req: LlmRequest) -> LlmResult:
         """Read the prompt of (run, round) from the store, call the LLM provider
-        (network, streamed, heartbeating), store its reply; returns tool calls,
-        stop reason and usage. Reuses a reply found in the store or in an earlier
-        attempt's heartbeat details instead of asking the model again."""
+        (network, streamed, heartbeating) with prompt-cache breakpoints on the
+        prompt's stable parts, store its reply with its usage (cache writes and
+        reads included); returns tool calls, stop reason and usage. Reuses a
+        reply found in the store or in an earlier attempt's heartbeat details
+        instead of asking the model again."""
         beats = _Beats()
         async with heartbeating(details=beats.details):
             seq = assistant_seq(req.round)
@@ -163,12 +167,19 @@ class LlmActivities:
                 type="LlmPermanent",
                 non_retryable=True,
             )
+        # Stable parts first, with cache breakpoints (fleet_agent/prompt_cache.py).
+        request = cached_request(
+            system=system_prompt(req.agent_id),
+            tools=tool_schemas(self._tools),
+            history=history.messages,
+            current=current,
+        )
         started = time.monotonic()
         try:
             reply = await self._provider.complete(
-                system=system_prompt(req.agent_id, req.config),
-                messages=history.messages + current,
-                tools=tool_schemas(self._tools),
+                system=request.system,
+                messages=request.messages,
+                tools=request.tools,
                 max_tokens=req.config.max_output_tokens,
                 on_progress=beats.progress,
             )

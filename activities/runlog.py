@@ -13,6 +13,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from fleet_agent.history import history_messages
 from fleet_agent.models import (
     AgentConfig,
     AgentCounters,
@@ -28,7 +29,6 @@ from fleet_agent.models import (
 from fleet_agent.prompt import (
     context_message,
     estimate_tokens,
-    history_messages,
     render_trigger_block,
     system_prompt,
 )
@@ -150,7 +150,7 @@ class RunLogActivities:
             history_runs_dropped=history.dropped,
             estimated_prompt_tokens=history.tokens
             + estimate_tokens(text)
-            + estimate_tokens(system_prompt(inp.agent_id, inp.config)),
+            + estimate_tokens(system_prompt(inp.agent_id)),
             spend=spend,
         )
         await asyncio.to_thread(

@@ -10,12 +10,22 @@ import os
 import shlex
 from typing import Literal
 
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, Field, SecretStr
 
+from fleet_agent.llm_models import (
+    DEFAULT_MODEL,
+    KNOWN_MODELS,
+    PRICES_ENV,
+    ModelInfo,
+    model_info,
+    model_table,
+)
 from fleet_agent.prover import ProverSpec
 from fleet_agent.store.guard import NEW_STORE_ENV
 
-__all__ = ["DEFAULT_VAST_URL", "ProverSpec", "Settings"]
+__all__ = ["DEFAULT_VAST_URL", "MODEL_ENV", "ProverSpec", "Settings"]
+
+MODEL_ENV = "FLEET_LLM_MODEL"
 
 DEFAULT_VAST_URL = "https://console.vast.ai"
 
@@ -59,15 +69,29 @@ class Settings(BaseModel):
     # agents are running (see fleet_agent.store.guard).
     new_store: bool = False
     llm_provider: Literal["anthropic", "autopilot"] = "autopilot"
-    llm_model: str | None = None
+    llm_model: str = DEFAULT_MODEL
+    # Known models' prices and cache minimums, FLEET_LLM_PRICES applied.
+    llm_models: dict[str, ModelInfo] = Field(default_factory=lambda: dict(KNOWN_MODELS))
     anthropic_api_key: SecretStr | None = None
     vast_api_url: str = DEFAULT_VAST_URL
     vast_api_key: SecretStr | None = None
     prover: ProverSpec = ProverSpec()
 
+    @property
+    def llm_model_info(self) -> ModelInfo:
+        """Prices and cache minimum of `llm_model`; `UnknownModel` if it has none."""
+        return model_info(self.llm_model, self.llm_models)
+
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
-        """FLEET_LLM_PROVIDER defaults to anthropic when a key is set, else autopilot."""
+        """FLEET_LLM_PROVIDER defaults to anthropic when a key is set, else autopilot.
+
+        Raises `ValueError` (one line) for a bad setting, among them a
+        FLEET_LLM_MODEL the anthropic provider would run on that is not a known
+        model (fleet_agent/llm_models.py, FLEET_LLM_PRICES): workers read the
+        settings when they start, so that is an error at start, not at the
+        first run. The autopilot never uses the model and does not check it.
+        """
         e = dict(os.environ) if env is None else env
         key = e.get("ANTHROPIC_API_KEY") or None
         provider = e.get("FLEET_LLM_PROVIDER") or ("anthropic" if key else "autopilot")
@@ -75,12 +99,17 @@ class Settings(BaseModel):
             raise ValueError(
                 f"FLEET_LLM_PROVIDER must be 'anthropic' or 'autopilot', not {provider!r}"
             )
+        models = model_table(e.get(PRICES_ENV))
+        model = e.get(MODEL_ENV, "").strip() or DEFAULT_MODEL
+        if provider == "anthropic":
+            model_info(model, models)
         vast_key = e.get("VAST_API_KEY") or None
         return cls(
             database_url=e.get("FLEET_DATABASE_URL") or None,
             new_store=_flag(e, NEW_STORE_ENV),
             llm_provider=provider,
-            llm_model=e.get("FLEET_LLM_MODEL") or None,
+            llm_model=model,
+            llm_models=models,
             anthropic_api_key=SecretStr(key) if key else None,
             vast_api_url=(e.get("VAST_API_URL") or DEFAULT_VAST_URL).rstrip("/"),
             vast_api_key=SecretStr(vast_key) if vast_key else None,

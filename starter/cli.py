@@ -101,13 +101,15 @@ def _worker(args: argparse.Namespace) -> int:
         if value:
             os.environ[env] = value
     try:
-        Settings.from_env()  # a bad FLEET_LLM_PROVIDER is a mistake to report, not a crash
+        # A bad FLEET_LLM_PROVIDER, or a FLEET_LLM_MODEL with no known price,
+        # is a mistake to report at start, not a crash (or a failed first run).
+        settings = Settings.from_env()
     except ValueError as exc:
         raise CliError(str(exc)) from None
     where = resolved_address(None, args.profile)
     try:
         # Without the flag FLEET_NEW_STORE decides.
-        asyncio.run(worker.main(new_store=True if args.new_store else None))
+        asyncio.run(worker.main(new_store=True if args.new_store else None, settings=settings))
     except (StoreRefused, SchemaError) as exc:
         raise CliError(str(exc)) from None
     except RuntimeError as exc:

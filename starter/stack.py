@@ -288,7 +288,8 @@ async def up(opts: StackOptions) -> int:
     """Run the local stack until stopped (or, with `check`, until the first run ends)."""
     config = _dev_config(opts)
     try:
-        # Read once up front so a bad FLEET_LLM_PROVIDER fails before anything starts.
+        # Read once up front so a bad FLEET_LLM_PROVIDER (or an unknown
+        # FLEET_LLM_MODEL) fails before anything starts.
         settings = Settings.from_env()
     except ValueError as exc:
         raise CliError(str(exc)) from None

@@ -30,7 +30,7 @@ from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.llm.autopilot import AutopilotProvider
-from fleet_agent.llm.base import LlmReply, ProgressCallback
+from fleet_agent.llm.base import LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import TokenUsage, TriggerKind
 from fleet_agent.settings import Settings
 from fleet_agent.sim import DEFAULT_API_KEY, SimServer
@@ -295,13 +295,15 @@ class _WakeAsker:
     async def complete(
         self,
         *,
-        system: str,
+        system: SystemPrompt,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         max_tokens: int,
         on_progress: ProgressCallback | None = None,
     ) -> LlmReply:
-        if isinstance(messages[-1]["content"], str):  # the context: first round
+        last = messages[-1]["content"]
+        if not any(b.get("type") == "tool_result" for b in last if isinstance(b, dict)):
+            # the context (a text, or a text block marked for the cache): first round
             content = [
                 {
                     "type": "tool_use",

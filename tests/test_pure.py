@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from fleet_agent.history import block_starts, history_messages
 from fleet_agent.models import (
     AgentConfig,
     ConfigPatch,
@@ -25,11 +26,7 @@ from fleet_agent.models import (
     Verdict,
     Wake,
 )
-from fleet_agent.prompt import (
-    estimate_tokens,
-    history_messages,
-    render_trigger_block,
-)
+from fleet_agent.prompt import estimate_tokens, render_trigger_block
 from fleet_agent.schedule import next_due
 from fleet_agent.tools import CancelWakeInput, ScheduleNextCheckInput, parse_tool_input
 from fleet_agent.transcript import (
@@ -453,9 +450,18 @@ def test_budget_drops_the_oldest_runs_first(budget: int) -> None:
     assert 1 <= trimmed.included < 20
     kept = [int(m["content"].split()[0].removeprefix("FINAL-")) for m in trimmed.messages[1::2]]
     assert kept == list(range(21 - trimmed.included, 21)), "a contiguous run of the newest"
-    # Adding the next-oldest run would have broken the budget.
-    one_more = history_messages(entries[-(trimmed.included + 1) :], 10**9)
-    assert one_more.tokens > budget
+    # The window starts at a block (fleet_agent/history.py), and the block
+    # before it would have broken the budget; so at most about a block (a
+    # quarter of the budget) plus one run is left unused.
+    costs = [estimate_tokens(m["content"]) for m in history_messages(entries, 10**9).messages]
+    per_run = [a + b for a, b in zip(costs[::2], costs[1::2], strict=True)]
+    starts = block_starts(per_run, budget)
+    # (or, when the newest block alone is over budget, inside that block)
+    assert trimmed.start in starts or trimmed.start > max(starts)
+    earlier = [s for s in starts if s < trimmed.start]
+    if earlier:
+        assert sum(per_run[max(earlier) :]) > budget
+    assert trimmed.tokens > budget - budget // 4 - max(per_run)
 
 
 def test_a_single_oversize_entry_is_cut_in_the_middle_not_dropped() -> None:

@@ -200,6 +200,7 @@ def test_run_round_trip(store: Store) -> None:
         output_tokens=20,
         cache_read_input_tokens=30,
         cache_creation_input_tokens=40,
+        cache_creation_1h_input_tokens=25,
     )
     store.finish_run(
         AGENT,

@@ -266,6 +266,67 @@ def test_a_migrated_store_has_the_schema_of_a_new_one(
             conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
 
 
+def test_a_version_2_store_gains_the_1h_cache_column(
+    backend: Backend, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # A version 2 store: today's, less the column version 3 adds.
+    store = backend.store()
+    store.create_all()
+    with store.engine.begin() as conn:
+        conn.execute(text("ALTER TABLE fa_runs DROP COLUMN cache_creation_1h_input_tokens"))
+        conn.execute(text("UPDATE fa_meta SET value = '2'"))
+    store.dispose()
+    store = backend.store()
+    with store.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO fa_runs (agent_id, run, attempt, workflow_run_id, session, status, "
+                "triggers_json, trigger_block, started_at, verdict_error, noop, in_prompt, error, "
+                "final_text, actions_digest, mutating_calls, tool_calls, rounds, stop_reasons, "
+                "input_tokens, output_tokens, cache_read_input_tokens, "
+                "cache_creation_input_tokens, llm_seconds, history_runs_included, "
+                "history_runs_dropped, estimated_prompt_tokens) VALUES ('a', 1, 1, '', 1, 'ok', "
+                "'[]', 'b', :t, '', false, true, '', 'f', '', 0, 0, 1, 'end_turn', 10, 20, 30, "
+                "40, 0.5, 0, 0, 0)"
+            ),
+            {"t": T0},
+        )
+    assert store.condition().version == 2
+
+    assert store.create_all() == 2
+    assert store.condition().version == SCHEMA_VERSION == 3
+    run = store.get_run("a", 1)
+    assert run is not None
+    assert run.usage == TokenUsage(
+        input_tokens=10,
+        output_tokens=20,
+        cache_read_input_tokens=30,
+        cache_creation_input_tokens=40,
+    )
+    _finish(store, 1)
+    store.begin_run("a", 2, 1, [], "b", T0)
+    store.finish_run(
+        "a",
+        2,
+        status=RunStatus.OK,
+        verdict=None,
+        verdict_error="",
+        noop=False,
+        in_prompt=True,
+        error="",
+        final_text="",
+        actions_digest="",
+        mutating_calls=0,
+        tool_calls=0,
+        rounds=1,
+        usage=TokenUsage(cache_creation_input_tokens=9, cache_creation_1h_input_tokens=7),
+        llm_seconds=0.1,
+        ended_at=T0 + timedelta(hours=1),
+    )
+    second = store.get_run("a", 2)
+    assert second is not None and second.usage.cache_creation_1h_input_tokens == 7
+
+
 def test_a_newer_store_is_refused_untouched(backend: Backend) -> None:
     store = backend.store()
     store.create_all()

@@ -15,11 +15,12 @@ from types import TracebackType
 from typing import Any, cast
 
 import anthropic
-from anthropic.types import Message, MessageParam, ToolUnionParam
+from anthropic.types import Message, MessageParam, TextBlockParam, ToolUnionParam
 
+from fleet_agent.llm_models import DEFAULT_MODEL
 from fleet_agent.models import TokenUsage
 
-from .base import LlmReply, LlmRetryableError, ProgressCallback
+from .base import LlmReply, LlmRetryableError, ProgressCallback, SystemPrompt
 from .classify import classify, parse_retry_after, redact
 from .timing import (
     CHUNK_READ_TIMEOUT_SECONDS,
@@ -37,18 +38,11 @@ __all__ = [
     "parse_retry_after",
 ]
 
-MODEL_ENV = "FLEET_LLM_MODEL"
-DEFAULT_MODEL = "claude-sonnet-5-5"
-"""The model when neither the caller nor FLEET_LLM_MODEL names one.
-
-Pinned, not read from the SDK: the order of the SDK's `Model` Literal is no
-promise, and an SDK upgrade must not change the model (and the bill) silently.
-Changing it is a decision recorded in docs/DECISIONS.md.
-"""
+MODEL_ENV = "FLEET_LLM_MODEL"  # read directly only when the caller names no model
 
 
 def default_model() -> str:
-    """The pinned default model (`DEFAULT_MODEL`)."""
+    """The pinned default model (`DEFAULT_MODEL`, fleet_agent/llm_models.py)."""
     return DEFAULT_MODEL
 
 
@@ -76,11 +70,14 @@ def _to_block(block: Any) -> dict[str, Any] | None:
 def _usage(usage: Any) -> TokenUsage:
     if usage is None:
         return TokenUsage()
+    # The TTL breakdown of the cache writes, when the API gives one.
+    by_ttl = getattr(usage, "cache_creation", None)
     return TokenUsage(
         input_tokens=getattr(usage, "input_tokens", None) or 0,
         output_tokens=getattr(usage, "output_tokens", None) or 0,
         cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
         cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+        cache_creation_1h_input_tokens=getattr(by_ttl, "ephemeral_1h_input_tokens", None) or 0,
     )
 
 
@@ -140,7 +137,7 @@ class AnthropicProvider:
     async def complete(
         self,
         *,
-        system: str,
+        system: SystemPrompt,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         max_tokens: int,
@@ -178,7 +175,7 @@ class AnthropicProvider:
 
     async def _stream(
         self,
-        system: str,
+        system: SystemPrompt,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         max_tokens: int,
@@ -199,7 +196,7 @@ class AnthropicProvider:
             model=self.model,
             max_tokens=max_tokens,
             messages=cast("list[MessageParam]", messages),
-            system=system if system else anthropic.omit,
+            system=cast("str | list[TextBlockParam]", system) if system else anthropic.omit,
             tools=cast("list[ToolUnionParam]", tools) if tools else anthropic.omit,
         ) as stream:
             report(chars)

@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from fleet_agent.fleet.policy import choose_offers, plan_fleet
-from fleet_agent.llm.base import LlmReply, ProgressCallback
+from fleet_agent.llm.base import LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import TokenUsage
 
 __all__ = ["AutopilotProvider"]
@@ -48,13 +48,12 @@ class _Run:
     """What the current run has seen so far, read back from the messages."""
 
     def __init__(self, messages: list[dict[str, Any]]) -> None:
+        # The context message may come as text blocks (a cache breakpoint on it).
         start = max(
             (
                 i
                 for i, m in enumerate(messages)
-                if m["role"] == "user"
-                and isinstance(m["content"], str)
-                and m["content"].startswith("[run #")
+                if m["role"] == "user" and _text_of(m["content"]).startswith("[run #")
             ),
             default=len(messages) - 1,
         )
@@ -94,7 +93,7 @@ class AutopilotProvider:
     async def complete(
         self,
         *,
-        system: str,
+        system: SystemPrompt,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         max_tokens: int,

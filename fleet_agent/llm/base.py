@@ -23,10 +23,15 @@ __all__ = [
     "LlmReply",
     "LlmRetryableError",
     "ProgressCallback",
+    "SystemPrompt",
 ]
 
 ProgressCallback = Callable[[int], None]
 """Told, as a reply streams in, how many output characters arrived so far."""
+
+SystemPrompt = str | list[dict[str, Any]]
+"""A system prompt: plain text, or Anthropic-style text blocks (which may carry
+`cache_control` breakpoints)."""
 
 
 class LlmReply(BaseModel):
@@ -65,7 +70,7 @@ class LlmProvider(Protocol):
     async def complete(
         self,
         *,
-        system: str,
+        system: SystemPrompt,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         max_tokens: int,
@@ -79,6 +84,8 @@ class LlmProvider(Protocol):
         of output characters received so far (text plus tool-input JSON; never
         decreasing), so the caller can show liveness. A provider that does not
         stream may call it once or not at all. What it raises propagates unchanged.
+        `cache_control` markers in `system` and `messages` are the caller's
+        prompt-caching breakpoints; a provider without prompt caching ignores them.
         """
         ...
 

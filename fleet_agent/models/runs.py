@@ -56,10 +56,22 @@ class RunStatus(StrEnum):
 
 
 class TokenUsage(BaseModel):
+    """Tokens of one LLM round, or summed over rounds, as the Messages API counts
+    them: `input_tokens` is only the uncached rest of the prompt; the prompt is
+    `input_tokens + cache_creation_input_tokens + cache_read_input_tokens`.
+    `cache_creation_1h_input_tokens` is the part of the cache writes made with
+    the 1-hour TTL (billed 2 × input instead of 1.25 ×)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    cache_creation_1h_input_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Every input token of the request(s): uncached, written and read."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
@@ -68,6 +80,9 @@ class TokenUsage(BaseModel):
             cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
             cache_creation_input_tokens=(
                 self.cache_creation_input_tokens + other.cache_creation_input_tokens
+            ),
+            cache_creation_1h_input_tokens=(
+                self.cache_creation_1h_input_tokens + other.cache_creation_1h_input_tokens
             ),
         )
 

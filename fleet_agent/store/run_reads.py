@@ -189,6 +189,7 @@ def _run_record(row: RunRow) -> RunRecord:
             output_tokens=row.output_tokens,
             cache_read_input_tokens=row.cache_read_input_tokens,
             cache_creation_input_tokens=row.cache_creation_input_tokens,
+            cache_creation_1h_input_tokens=row.cache_creation_1h_input_tokens,
         ),
         llm_seconds=row.llm_seconds,
         history_runs_included=row.history_runs_included,

@@ -82,6 +82,7 @@ class RunWrites(StoreBase):
             "output_tokens": 0,
             "cache_read_input_tokens": 0,
             "cache_creation_input_tokens": 0,
+            "cache_creation_1h_input_tokens": 0,
             "llm_seconds": 0.0,
             "history_runs_included": 0,
             "history_runs_dropped": 0,
@@ -176,6 +177,7 @@ class RunWrites(StoreBase):
                 output_tokens=usage.output_tokens,
                 cache_read_input_tokens=usage.cache_read_input_tokens,
                 cache_creation_input_tokens=usage.cache_creation_input_tokens,
+                cache_creation_1h_input_tokens=usage.cache_creation_1h_input_tokens,
                 llm_seconds=llm_seconds,
                 ended_at=require_aware(ended_at, "ended_at"),
             )

@@ -5,6 +5,9 @@ Versions:
    (every store created before versioning).
 2. `fa_meta`; `fa_runs` gains `attempt`, `workflow_run_id` and
    `stop_reasons` and is unique on (agent, run, attempt); `fa_inbox`.
+3. `fa_runs` gains `cache_creation_1h_input_tokens` (default 0): the run's
+   cache writes with the 1-hour TTL. Per round, usage is in the reply's JSON
+   (`fa_messages`), which needed no change.
 
 A table that is only added (no change to an existing one) needs no new
 version: `upgrade` creates every missing table of the current metadata.
@@ -22,7 +25,7 @@ from .tables import META_TABLE, RUNS_TABLE, MetaRow, RunRow, all_tables, table_o
 
 __all__ = ["SCHEMA_VERSION", "SchemaError", "read_version", "upgrade"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 VERSION_KEY = "schema_version"
 
 # Tables of version 1: a database with any of them and no fa_meta is version 1.
@@ -135,5 +138,22 @@ def _v1_to_v2(conn: Connection) -> None:
     conn.exec_driver_sql("DROP TABLE fa_runs_v1")
 
 
+def _v2_to_v3(conn: Connection) -> None:
+    """fa_runs: add `cache_creation_1h_input_tokens`, 0 for the existing rows.
+
+    The column keeps its default, as a new store's table has it (`tables.py`),
+    so a migrated store and a new one have the same schema on both backends.
+    """
+    if RUNS_TABLE not in inspect(conn).get_table_names():
+        return  # create_all makes it at the current version
+    if "cache_creation_1h_input_tokens" in {
+        c["name"] for c in inspect(conn).get_columns(RUNS_TABLE)
+    }:
+        return  # SQLite's version 1 → 2 rebuilt the table at the current version
+    conn.exec_driver_sql(
+        "ALTER TABLE fa_runs ADD COLUMN cache_creation_1h_input_tokens INTEGER NOT NULL DEFAULT '0'"
+    )
+
+
 # _MIGRATIONS[n] takes a database from version n to n + 1.
-_MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}

@@ -120,6 +120,10 @@ class RunRow(SQLModel, table=True):
     # Kept so TokenUsage round-trips whole; prompt caching makes these large.
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    # The part of the cache writes made with the 1-hour TTL (billed 2 × input,
+    # not 1.25 ×); schema version 3. The server default fills the rows of
+    # older stores when the column is added.
+    cache_creation_1h_input_tokens: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     llm_seconds: float = 0.0
     history_runs_included: int = 0
     history_runs_dropped: int = 0

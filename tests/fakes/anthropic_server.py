@@ -6,20 +6,22 @@ Point the real `anthropic` client at it (``ANTHROPIC_BASE_URL=fake.base_url``)::
         ...  # run code that calls the API
         assert fake.requests[0].tool_names() == ["list_instances"]
 
-Standard library only: a `ThreadingHTTPServer` on 127.0.0.1 in a daemon thread.
-It validates requests the way the real API does where it matters for catching
-malformed prompts (anthropic_validation.py), answers ``"stream": true`` with
-server-sent events like the real API (anthropic_sse.py), can inject errors
-(`fail_next`, before or inside a stream), add latency, slow a stream down or
-stall it, end a reply with any stop reason (``max_tokens`` cutting a tool call's
-JSON), and records every request and the highest concurrency seen.
+Standard library only: a `ThreadingHTTPServer` on 127.0.0.1 in a daemon thread;
+the payloads it takes and gives are in anthropic_payloads.py. It validates
+requests the way the real API does where it matters for catching malformed
+prompts (anthropic_validation.py), keeps a prompt cache and reports its writes
+and reads in the usage like the real API (anthropic_cache.py), answers
+``"stream": true`` with server-sent events like the real API
+(anthropic_sse.py), can inject errors (`fail_next`, before or inside a stream),
+add latency, slow a stream down or stall it, end a reply with any stop reason
+(``max_tokens`` cutting a tool call's JSON), and records every request and the
+highest concurrency seen.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import secrets
 import select
 import socket
 import sys
@@ -28,12 +30,25 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from .anthropic_sse import Event, cut_json, encode_event, message_events
+from .anthropic_cache import PromptCache, prompt_tokens
+from .anthropic_payloads import (
+    DEFAULT_TEXT,
+    FAKE_API_KEY,
+    MID_STREAM_TEXT,
+    ErrorReply,
+    Reply,
+    Request,
+    Responder,
+    default_responder,
+    error_body,
+    message_body,
+    new_id,
+)
+from .anthropic_sse import Event, encode_event, message_events
 from .anthropic_validation import validate_messages_request
 
 __all__ = [
@@ -48,269 +63,6 @@ __all__ = [
     "default_responder",
     "validate_messages_request",
 ]
-
-MID_STREAM_TEXT = "This answer is interrupted by a server error before it ends."
-"""What a stream carries before an `ErrorReply` with `after_events` interrupts it."""
-DEFAULT_TEXT = 'Nothing to do.\n<verdict>{"action": false, "state_changed": false}</verdict>'
-FAKE_API_KEY = "fake-anthropic-test-key"
-"""Any non-empty key works; this one is what `FakeAnthropic.env()` hands out."""
-
-_ERROR_TYPES: dict[int, str] = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    408: "timeout_error",
-    413: "request_too_large",
-    422: "invalid_request_error",
-    429: "rate_limit_error",
-    500: "api_error",
-    502: "api_error",
-    503: "api_error",
-    504: "timeout_error",
-    529: "overloaded_error",
-}
-_ERROR_MESSAGES: dict[int, str] = {
-    400: "Invalid request.",
-    401: "invalid x-api-key",
-    402: "Your credit balance is too low to access the Anthropic API.",
-    403: "Your API key does not have permission to use the specified resource.",
-    404: "The requested resource could not be found.",
-    408: "Request timed out.",
-    413: "Request exceeds the maximum allowed number of bytes.",
-    422: "Unprocessable entity.",
-    429: "Number of request tokens has exceeded your per-minute rate limit.",
-    500: "Internal server error",
-    502: "Bad gateway",
-    503: "Service unavailable",
-    504: "Gateway timeout",
-    529: "Overloaded",
-}
-
-
-# ---------------------------------------------------------------- payloads
-
-
-def _block_text(block: Any) -> str:
-    """The text a content block contributes to the prompt."""
-    if isinstance(block, str):
-        return block
-    if not isinstance(block, dict):
-        return ""
-    kind = block.get("type")
-    if kind == "text":
-        return str(block.get("text", ""))
-    if kind == "tool_result":
-        content = block.get("content", "")
-        if isinstance(content, list):
-            return "\n".join(_block_text(b) for b in content if _block_text(b))
-        return str(content) if content is not None else ""
-    if kind == "tool_use":
-        return f"{block.get('name', '')} {json.dumps(block.get('input', {}), sort_keys=True)}"
-    return ""
-
-
-def _content_text(content: Any, *, with_tool_use: bool = True) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    parts = []
-    for block in content:
-        if not with_tool_use and isinstance(block, dict) and block.get("type") == "tool_use":
-            continue
-        text = _block_text(block)
-        if text:
-            parts.append(text)
-    return "\n".join(parts)
-
-
-@dataclass
-class Request:
-    """One request the fake received. `headers` keys are lower-case."""
-
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
-    path: str = "/v1/messages"
-    received_at: float = field(default_factory=time.time)
-
-    @property
-    def model(self) -> str:
-        return str(self.body.get("model", ""))
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        messages = self.body.get("messages")
-        return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
-
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        tools = self.body.get("tools")
-        return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
-
-    @property
-    def stream(self) -> bool:
-        """True when the client asked for server-sent events."""
-        return self.body.get("stream") is True
-
-    @property
-    def max_tokens(self) -> int | None:
-        value = self.body.get("max_tokens")
-        return value if isinstance(value, int) else None
-
-    def last_user_text(self) -> str:
-        """Text of the last user message: its text blocks and tool_result contents."""
-        for message in reversed(self.messages):
-            if message.get("role") == "user":
-                return _content_text(message.get("content"), with_tool_use=False)
-        return ""
-
-    def system_text(self) -> str:
-        return _content_text(self.body.get("system", ""))
-
-    def all_text(self) -> str:
-        """System prompt plus every message's text, tool_use (name + JSON input) and
-        tool_result content, in order. Tool definitions are not included."""
-        parts = [self.system_text()]
-        parts.extend(_content_text(m.get("content")) for m in self.messages)
-        return "\n".join(p for p in parts if p)
-
-    def tool_names(self) -> list[str]:
-        return [str(t.get("name", "")) for t in self.tools]
-
-    def tool_results(self) -> list[dict[str, Any]]:
-        """The tool_result blocks of the last user message."""
-        for message in reversed(self.messages):
-            if message.get("role") == "user":
-                content = message.get("content")
-                if not isinstance(content, list):
-                    return []
-                return [
-                    b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
-                ]
-        return []
-
-
-@dataclass
-class Reply:
-    """A successful assistant message.
-
-    `usage` None → estimated (request JSON length / 4, output text length / 4).
-    Cache token fields appear in the response only when non-zero. `delay` adds
-    seconds of latency to this reply only (before anything is sent).
-
-    `stop_reason` None → ``tool_use`` with tool calls, else ``end_turn``; any
-    other string is sent as is (``refusal``, ``pause_turn``, a future value).
-    ``max_tokens`` with tool calls cuts the last call's input JSON after
-    `cut_json_at` characters (None → half way): the stream carries the cut JSON,
-    a non-streaming body the keys complete before the cut.
-
-    Streaming only: text and tool JSON go out in deltas of `chunk_chars`
-    characters, `chunk_delay` seconds before each event after the first, and
-    `stall_after` N stops sending after N events, holding the connection open
-    until the client gives up (or the fake stops); `end_after` N ends the
-    response cleanly after N events, without the rest of the message.
-    """
-
-    text: str = ""
-    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    stop_reason: str | None = None
-    usage: tuple[int, int] | None = None
-    cache_read_input_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    model: str | None = None
-    delay: float = 0.0
-    cut_json_at: int | None = None
-    chunk_chars: int = 12
-    chunk_delay: float = 0.0
-    stall_after: int | None = None
-    end_after: int | None = None
-
-
-@dataclass
-class ErrorReply:
-    """An API error in the real shape: ``{"type": "error", "error": {type, message}}``.
-
-    `error_type`/`message` None → the API's usual ones for `status`. `error_code`
-    adds ``error.details.error_code`` (e.g. "enforced_spend_limit_reached").
-
-    `after_events` N, for a streaming request: the response starts as a
-    normal HTTP 200 stream (of `MID_STREAM_TEXT`) and the error comes as an SSE
-    ``error`` event after N events, as the API reports errors that happen once
-    a stream has begun. A non-streaming request gets the plain HTTP error.
-    """
-
-    status: int
-    error_type: str | None = None
-    message: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    error_code: str | None = None
-    delay: float = 0.0
-    after_events: int | None = None
-
-
-Responder = Callable[[Request], "Reply | ErrorReply | str"]
-
-
-def default_responder(request: Request) -> Reply:
-    return Reply(text=DEFAULT_TEXT)
-
-
-# ---------------------------------------------------------------- server
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(12)}"
-
-
-def _error_body(reply: ErrorReply) -> dict[str, Any]:
-    error: dict[str, Any] = {
-        "type": reply.error_type or _ERROR_TYPES.get(reply.status, "api_error"),
-        "message": reply.message
-        if reply.message is not None
-        else _ERROR_MESSAGES.get(reply.status, "Error"),
-    }
-    if reply.error_code:
-        error["details"] = {"error_code": reply.error_code}
-    return {"type": "error", "error": error, "request_id": _new_id("req")}
-
-
-def _message_body(
-    request: Request, reply: Reply, raw_len: int
-) -> tuple[dict[str, Any], dict[int, str]]:
-    """The response body, and the cut tool input JSON by content index (if any)."""
-    content: list[dict[str, Any]] = []
-    tool_json: dict[int, str] = {}
-    if reply.text:
-        content.append({"type": "text", "text": reply.text})
-    for k, (name, tool_input) in enumerate(reply.tool_calls):
-        if reply.stop_reason == "max_tokens" and k == len(reply.tool_calls) - 1:
-            tool_json[len(content)], tool_input = cut_json(tool_input, reply.cut_json_at)
-        content.append(
-            {"type": "tool_use", "id": _new_id("toolu"), "name": name, "input": tool_input}
-        )
-    if reply.usage is not None:
-        input_tokens, output_tokens = reply.usage
-    else:
-        input_tokens = max(1, raw_len // 4)
-        output_tokens = max(1, len(json.dumps(content)) // 4)
-    usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": output_tokens}
-    if reply.cache_read_input_tokens:
-        usage["cache_read_input_tokens"] = reply.cache_read_input_tokens
-    if reply.cache_creation_input_tokens:
-        usage["cache_creation_input_tokens"] = reply.cache_creation_input_tokens
-    body = {
-        "id": _new_id("msg"),
-        "type": "message",
-        "role": "assistant",
-        "model": reply.model or request.model,
-        "content": content,
-        "stop_reason": reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn"),
-        "stop_sequence": None,
-        "usage": usage,
-    }
-    return body, tool_json
 
 
 def _client_gone(conn: socket.socket) -> bool:
@@ -356,7 +108,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
-        self.send_header("request-id", str(body.get("request_id") or _new_id("req")))
+        self.send_header("request-id", str(body.get("request_id") or new_id("req")))
         for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
@@ -368,7 +120,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
-        self.send_header("request-id", _new_id("req"))
+        self.send_header("request-id", new_id("req"))
         self.end_headers()
         self.wfile.flush()
 
@@ -378,7 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _send_error(self, reply: ErrorReply) -> None:
-        self._send(reply.status, _error_body(reply), reply.headers)
+        self._send(reply.status, error_body(reply), reply.headers)
 
     def do_GET(self) -> None:
         self._read_body()
@@ -425,15 +177,26 @@ class FakeAnthropic:
     or ``authorization`` header is required), then JSON/shape validation (400),
     then the responder. A responder that raises gets a 500 `api_error` and the
     exception is kept in `responder_errors`.
+
+    `cache` is the prompt cache (anthropic_cache.py); its TTLs run on `clock`
+    (seconds; `time.monotonic` by default: a benchmark on the time-skipping
+    server passes the server's clock). `min_cacheable` overrides the minimum
+    cacheable prompt length per model.
     """
 
     def __init__(
         self,
         responder: Responder | None = None,
         latency: float = 0.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        min_cacheable: Mapping[str, int] | None = None,
     ) -> None:
         self._responder: Responder = responder or default_responder
         self.latency = latency
+        self.cache = PromptCache(clock=clock)
+        if min_cacheable is not None:
+            self.cache.min_cacheable = {**self.cache.min_cacheable, **min_cacheable}
         self.requests: list[Request] = []
         self.count_tokens_requests: list[Request] = []
         self.responder_errors: list[BaseException] = []
@@ -540,10 +303,12 @@ class FakeAnthropic:
             self._failures.extend([reply] * times)
 
     def clear(self) -> None:
-        """Forget recorded requests, queued failures and the concurrency high-water mark."""
+        """Forget recorded requests, queued failures, the prompt cache and the
+        concurrency high-water mark."""
         with self._lock:
             self.requests.clear()
             self.count_tokens_requests.clear()
+            self.cache.clear()
             self.responder_errors.clear()
             self._failures.clear()
             self.max_concurrent = self.in_flight
@@ -599,15 +364,17 @@ class FakeAnthropic:
                 return  # stopped, or the client hung up (timed out), while "thinking"
             if isinstance(outcome, ErrorReply):
                 if request.stream and outcome.after_events is not None:
-                    interrupted, _ = _message_body(request, Reply(text=MID_STREAM_TEXT), len(raw))
+                    interrupted, _ = message_body(request, Reply(text=MID_STREAM_TEXT))
                     events = message_events(interrupted, {}, Reply.chunk_chars)
-                    error = ("error", _error_body(outcome))
+                    error = ("error", error_body(outcome))
                     self._stream(handler, [*events[: outcome.after_events], error], Reply(), slot)
                 else:
                     slot.release()
                     handler._send_error(outcome)
             else:
-                message, tool_json = _message_body(request, outcome, len(raw))
+                cache = self.cache.account(request.body)
+                message, tool_json = message_body(request, outcome, cache)
+                request.usage = message["usage"]
                 if request.stream:
                     events = message_events(message, tool_json, max(1, outcome.chunk_chars))
                     self._stream(handler, events, outcome, slot)
@@ -684,4 +451,6 @@ class FakeAnthropic:
         if (problem := validate_messages_request(check)) is not None:
             handler._send_error(ErrorReply(400, "invalid_request_error", problem))
             return
-        handler._send(200, {"input_tokens": max(1, len(raw) // 4)}, {})
+        # The prompt's tokens as the fake counts them for a message's usage.
+        counted = prompt_tokens(check) if isinstance(check, dict) else 1
+        handler._send(200, {"input_tokens": counted}, {})

@@ -1,15 +1,20 @@
 """Request validation of the fake Messages API: the 400s the real API gives for
 malformed prompts (required fields, role alternation, tool_use/tool_result
-pairing, tool definitions, a final assistant message ending in whitespace)."""
+pairing, tool definitions, a final assistant message ending in whitespace) and
+for misused prompt-cache breakpoints (more than 4, a bad `cache_control`, a
+1-hour entry after a 5-minute one)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from .anthropic_cache import cache_markers
+
 __all__ = ["validate_messages_request"]
 
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
+MAX_CACHE_BREAKPOINTS = 4
 
 
 def _validate_content(i: int, message: dict[str, Any], is_last: bool) -> str | None:
@@ -101,6 +106,30 @@ def _validate_tools(tools: Any) -> str | None:
     return None
 
 
+def _validate_cache_control(body: dict[str, Any]) -> str | None:
+    markers = cache_markers(body)
+    for marker in markers:
+        if marker.get("type") != "ephemeral":
+            return "cache_control.type: Input should be 'ephemeral'"
+        if marker.get("ttl", "5m") not in ("5m", "1h"):
+            return "cache_control.ttl: Input should be '5m' or '1h'"
+    if len(markers) > MAX_CACHE_BREAKPOINTS:
+        # The real API's wording.
+        return (
+            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. "
+            f"Found {len(markers)}."
+        )
+    ttls = [m.get("ttl", "5m") for m in markers]
+    if "5m" in ttls and "1h" in ttls[ttls.index("5m") :]:
+        # The rule is documented ("1-hour entries must appear before 5-minute
+        # ones"); this wording is the fake's.
+        return (
+            "cache_control: a block with ttl='1h' cannot come after a block with ttl='5m' "
+            "(order: tools, system, messages)"
+        )
+    return None
+
+
 def validate_messages_request(body: Any) -> str | None:
     """The first problem the real API would report as a 400, or None if acceptable."""
     if not isinstance(body, dict):
@@ -177,4 +206,4 @@ def validate_messages_request(body: Any) -> str | None:
                         "begin with a matching number of `tool_result` blocks."
                     )
         previous = message
-    return None
+    return _validate_cache_control(body)
