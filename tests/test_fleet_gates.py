@@ -15,6 +15,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.models import AgentConfig, ApprovalDecision, ConfigPatch, ToolResult
+from fleet_agent.prompt import limits_text
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store, ToolJournal
 from tests.fakes.configs import StaticConfigs
@@ -162,3 +163,12 @@ def test_the_run_deadline_allows_for_one_approval_window() -> None:
     assert AgentConfig().run_deadline_seconds() == 1_800
     waiting = AgentConfig(approval_mode="threshold", approval_timeout_seconds=600)
     assert waiting.run_deadline_seconds() == 2_400
+
+
+def test_the_runs_limits_tell_the_model_what_waits_for_an_operator() -> None:
+    off = limits_text(AgentConfig())
+    assert "daily budget of $500" in off and "refused: a release that leaves" in off
+    threshold = limits_text(AgentConfig(approval_mode="threshold", approval_above_dph=1.5))
+    assert "approval is needed for a create above $1.5/h" in threshold
+    assert "every create and destroy waits" in limits_text(AgentConfig(approval_mode="always"))
+    assert "refused" not in limits_text(AgentConfig(min_fleet_fraction=0))
