@@ -82,7 +82,7 @@ class FleetActivities:
         self._spend = SpendBook(store, clock)
         self._renter = Renter(vast, self._prover, self._spend)
         self._search_tool = OfferSearch(vast, self._prover, store=store, clock=clock)
-        self._calls = ToolCalls(store, configs or WorkflowConfigSource())
+        self._calls = ToolCalls(store, configs or WorkflowConfigSource(), clock)
         self._stopper = FleetStopper(
             vast, lambda agent_id: self._views.ours(agent_id), self._spend.close
         )

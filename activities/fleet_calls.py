@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
@@ -35,9 +36,17 @@ Body = Callable[[FleetToolRequest, ToolCallRecord | None], Awaitable[ToolResult]
 class ToolCalls:
     """The live config and the journal, for the fleet tools of one worker."""
 
-    def __init__(self, store: Store, configs: ConfigSource) -> None:
+    def __init__(
+        self, store: Store, configs: ConfigSource, clock: Callable[[], float] = time.time
+    ) -> None:
         self._journal = ToolJournal(store)
         self._configs = configs
+        # The fleet's clock (vast.ai's time; the simulator's in tests and
+        # benchmarks): the hourly rates count in the time the fleet lives in.
+        self._clock = clock
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self._clock(), UTC)
 
     async def config(self, req: FleetToolRequest, *, mutating: bool) -> AgentConfig:
         """The agent's config now. A tool that changes the fleet never acts on
@@ -71,7 +80,7 @@ class ToolCalls:
         """Why this create/destroy would exceed `per_hour` fleet changes of its
         kind in the last hour (the journal counts them), or None. An earlier
         attempt of this very call is not counted against it."""
-        now = datetime.now(UTC)
+        now = self._now()
         done = await asyncio.to_thread(
             self._journal.changes_since,
             req.agent_id,
@@ -94,12 +103,12 @@ class ToolCalls:
 
     async def start(self, req: FleetToolRequest) -> None:
         """Journal the call before it reaches vast.ai with a change."""
-        await asyncio.to_thread(self._journal.start, req, datetime.now(UTC))
+        await asyncio.to_thread(self._journal.start, req, self._now())
 
     async def finish(self, req: FleetToolRequest, result: ToolResult) -> ToolResult:
         """Record `result`; returns the recorded one (an earlier, overlapping
         attempt's if it finished first). Repeating it only reads the row back."""
-        record = await asyncio.to_thread(self._journal.finish, req, result, datetime.now(UTC))
+        record = await asyncio.to_thread(self._journal.finish, req, result, self._now())
         return record.result or result
 
 
