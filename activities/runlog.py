@@ -7,13 +7,16 @@ them after a write went through without duplicating a row.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from fleet_agent.accounting import replies_cost
 from fleet_agent.history import history_messages
+from fleet_agent.llm_models import KNOWN_MODELS, ModelInfo
 from fleet_agent.models import (
     AgentConfig,
     AgentCounters,
@@ -79,9 +82,16 @@ def _session_reason(inp: RunInput) -> str:
 class RunLogActivities:
     """Store-backed activities; the store calls run in threads (they block)."""
 
-    def __init__(self, store: Store, fleet: FleetView | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        fleet: FleetView | None = None,
+        prices: Mapping[str, ModelInfo] = KNOWN_MODELS,
+    ) -> None:
         self._store = store
         self._fleet: FleetView = fleet or NoFleet()
+        # The price table (FLEET_LLM_PRICES applied) that record_run prices replies with.
+        self._prices = prices
 
     @activity.defn
     async def load_agent_counters(self, agent_id: str) -> AgentCounters:
@@ -95,7 +105,8 @@ class RunLogActivities:
         (triggers, target, fleet snapshot and spend, wakes). Reads message texts
         from the store's inbox, the fleet (vast.ai) through the fleet view (which
         accrues it in the store's spend ledger) and the ledger's summary, which
-        it returns for the agent's status; heartbeats while it waits on them."""
+        it returns for the agent's status, with the LLM cost today and over 24 h
+        (run records); heartbeats while it waits on them."""
         async with heartbeating():
             return await self._load_context(req)
 
@@ -152,6 +163,7 @@ class RunLogActivities:
             + estimate_tokens(text)
             + estimate_tokens(system_prompt(inp.agent_id)),
             spend=spend,
+            llm_cost=await asyncio.to_thread(store.llm_cost_summary, inp.agent_id, req.started_at),
         )
         await asyncio.to_thread(
             store.set_run_context, inp.agent_id, inp.run, info, req.workflow_run_id
@@ -195,7 +207,8 @@ class RunLogActivities:
     @activity.defn
     async def record_run(self, req: RecordRunRequest) -> None:
         """Close the run in the store: status, verdict, usage, final text, digest,
-        and the $/hour its tool calls added and removed."""
+        the $/hour its tool calls added and removed, and its LLM cost (every
+        stored reply of the run at its model's price) and tools' seconds."""
         await asyncio.to_thread(self._record_run, req)
 
     def _record_run(self, req: RecordRunRequest) -> None:
@@ -206,7 +219,10 @@ class RunLogActivities:
             if message is not None:
                 final_text = reply_text(StoredReply.model_validate_json(message.content).content)
         digest: list[str] = []
+        replies: list[StoredReply] = []
         for message in store.run_messages(req.agent_id, result.run):
+            if message.kind == "assistant":
+                replies.append(StoredReply.model_validate_json(message.content))
             if message.kind != "tool_results":
                 continue
             for r in StoredToolResults.model_validate_json(message.content).results:
@@ -242,6 +258,9 @@ class RunLogActivities:
             llm_seconds=result.llm_seconds,
             dph_added=result.dph_added,
             dph_removed=result.dph_removed,
+            cost_usd=replies_cost(replies, self._prices),
+            tool_seconds=result.tool_seconds,
+            model=replies[-1].model if replies else "",
             ended_at=result.ended_at or activity.info().started_time,
             workflow_run_id=req.workflow_run_id,
         )

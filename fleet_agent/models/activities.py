@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from .approvals import ApprovalAsk, ApprovalDecision
 from .config import AgentConfig
-from .runs import RunInput, RunResult, TokenUsage, Verdict
+from .runs import LlmCostSummary, RunInput, RunResult, TokenUsage, Verdict
 from .spend import SpendSummary
 
 __all__ = [
@@ -54,6 +54,8 @@ class ContextInfo(BaseModel):
     estimated_prompt_tokens: int = 0
     # The agent's spend when the context was written (None: no fleet connected).
     spend: SpendSummary | None = None
+    # The agent's LLM cost (today, 24 h) from the store's run records.
+    llm_cost: LlmCostSummary | None = None
 
 
 class LlmRequest(BaseModel):
