@@ -13,6 +13,7 @@ from typing import Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.fleet_results import replay_note
 from activities.heartbeat import heartbeating
 from fleet_agent.accounting import replies_cost
 from fleet_agent.history import history_messages
@@ -26,6 +27,7 @@ from fleet_agent.models import (
     RunInput,
     SpendSummary,
     StoreToolResults,
+    ToolResult,
     Trigger,
     TriggerKind,
 )
@@ -35,7 +37,7 @@ from fleet_agent.prompt import (
     render_trigger_block,
     system_prompt,
 )
-from fleet_agent.store import Store
+from fleet_agent.store import Store, ToolJournal
 from fleet_agent.tools import MUTATING_TOOLS
 from fleet_agent.transcript import (
     CONTEXT_SEQ,
@@ -89,6 +91,7 @@ class RunLogActivities:
         prices: Mapping[str, ModelInfo] = KNOWN_MODELS,
     ) -> None:
         self._store = store
+        self._journal = ToolJournal(store)
         self._fleet: FleetView = fleet or NoFleet()
         # The price table (FLEET_LLM_PRICES applied) that record_run prices replies with.
         self._prices = prices
@@ -191,7 +194,9 @@ class RunLogActivities:
 
     @activity.defn
     async def store_tool_results(self, req: StoreToolResults) -> None:
-        """Write the tool results of one round (one user message) to the store."""
+        """Write the tool results of one round (one user message) to the store,
+        each `stored` one with its full text read from the tool journal."""
+        results = await asyncio.to_thread(self._full_results, req)
         await asyncio.to_thread(
             self._store.add_message,
             req.agent_id,
@@ -200,9 +205,31 @@ class RunLogActivities:
             req.round,
             "user",
             "tool_results",
-            dumps(StoredToolResults(results=req.results, note=req.note)),
+            dumps(StoredToolResults(results=results, note=req.note)),
             activity.info().started_time,
         )
+
+    def _full_results(self, req: StoreToolResults) -> list[ToolResult]:
+        """The round's results as the model reads them: the journal's text in
+        place of a status line, after the replay note and the run's preface."""
+        out = []
+        for r in req.results:
+            content = r.content
+            if r.stored:
+                record = self._journal.get(req.agent_id, r.tool_use_id)
+                if record is None or record.result is None:
+                    raise ApplicationError(
+                        f"tool call {r.tool_use_id!r} of run {req.run} has no result in the "
+                        "tool journal",
+                        type="ToolResultMissing",
+                    )
+                content = record.result.content
+                if r.replayed:
+                    content = f"{replay_note(record)}\n{content}"
+            if r.preface:
+                content = f"{r.preface}\n{content}"
+            out.append(r.model_copy(update={"content": content, "stored": False, "preface": ""}))
+        return out
 
     @activity.defn
     async def record_run(self, req: RecordRunRequest) -> None:

@@ -1,8 +1,11 @@
 """AgentRunWorkflow: one run of the agent, as a child of FleetAgentWorkflow.
 
 load_context → call_llm ⇄ tools → record_run. The history of this workflow
-carries IDs and decisions only (tool calls, stop reasons, usage); every text —
-prompt, replies, tool results — lives in the store, written by activities.
+carries IDs and decisions (tool calls with their inputs, stop reasons, usage,
+each fleet tool result's one-line status and figures) and the run's input
+(triggers with message previews, config, wakes); the prompt, the replies and
+the fleet tools' texts live in the store, written by activities. The wake
+tools' short answers and error results made here are the exceptions.
 """
 
 from __future__ import annotations
@@ -277,9 +280,8 @@ class AgentRunWorkflow:
         outcome = await self._fleet_call(rnd, call, result, decision)
         if outcome.approval is not None:  # a tool that ignored the grant: never act on it
             return not_approved(call, decision, outcome.approval.reason)
-        return outcome.model_copy(
-            update={"content": f"{approved_note(decision)}\n{outcome.content}"}
-        )
+        # The note goes before the journalled text when the round is stored.
+        return outcome.model_copy(update={"preface": approved_note(decision)})
 
     async def _fleet_call(
         self, rnd: int, call: ToolCall, result: RunResult, grant: ApprovalDecision | None = None
@@ -301,6 +303,8 @@ class AgentRunWorkflow:
                     input=call.input,
                     config=inp.config,
                     approval=grant,
+                    # The text stays in the journal: only a status line comes back.
+                    slim=True,
                 ),
                 start_to_close_timeout=FLEET_WRITE_TIMEOUT if mutating else FLEET_READ_TIMEOUT,
                 heartbeat_timeout=FLEET_HEARTBEAT_TIMEOUT,
