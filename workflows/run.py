@@ -131,9 +131,13 @@ class AgentRunWorkflow:
             RecordRunRequest(
                 agent_id=inp.agent_id,
                 session=inp.session,
-                result=result,
+                # The spend and LLM cost summaries ride back to the agent only:
+                # record_run reads neither, so history need not carry them twice.
+                result=result.model_copy(update={"spend": None, "llm_cost": None}),
                 final_round=final_round,
-                context=context,
+                context=None
+                if context is None
+                else context.model_copy(update={"spend": None, "llm_cost": None}),
                 workflow_run_id=workflow.info().run_id,
             ),
             start_to_close_timeout=STORE_TIMEOUT,
