@@ -11,12 +11,16 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.accounting import price_of, replies_cost
+from fleet_agent.details import agent_details
 from fleet_agent.llm_models import KNOWN_MODELS, model_table
-from fleet_agent.models import AgentStatus, RunStatus, TokenUsage
+from fleet_agent.models import AgentState, AgentStatus, Phase, RunStatus, TokenUsage
 from fleet_agent.store import Store
 from fleet_agent.transcript import StoredReply
+from starter.render import status_text
+from starter.runlog_view import run_detail, runs_table
 from tests.fakes.anthropic_server import FakeAnthropic
-from tests.helpers import running_worker, wait_runs
+from tests.helpers import eventually, running_worker, wait_runs
+from tests.helpers import status as status_of
 from tests.test_prompt_caching_loop import reported, respond
 from workflows import FleetAgentWorkflow
 
@@ -125,7 +129,14 @@ async def test_run_and_day_sums_match_the_usage_the_fake_api_reported(
         for n, text in ((2, "How is the fleet doing today?"), (3, "Any machine to release?")):
             await handle.signal(FleetAgentWorkflow.human_message, {"text": text})
             await wait_runs(store, handle.id, n)
-        status: AgentStatus = await handle.query(FleetAgentWorkflow.status)
+
+        async def run_3_applied() -> AgentStatus | None:
+            st = await status_of(handle)
+            return st if st.last_run is not None and st.last_run.run == 3 else None
+
+        found = await eventually(run_3_applied, what="the agent to apply run 3's result")
+    assert found is not None
+    status = found
     runs = await wait_runs(store, handle.id, 3)
 
     # Requests in order: run 1 rounds 1 and 2 (a tool call), run 2, run 3.
@@ -159,3 +170,17 @@ async def test_run_and_day_sums_match_the_usage_the_fake_api_reported(
     assert shown.last_24h.runs == 2
     assert shown.last_24h.cost_usd == pytest.approx(runs[0].cost_usd + runs[1].cost_usd)
     assert shown.last_24h.usage == runs[0].usage + runs[1].usage
+
+    # Where an operator reads them: status, the Web UI details, runs, show-run.
+    text = status_text(status, datetime.now(UTC))
+    assert f"LLM cost:       today ${shown.today.cost_usd:.2f}" in text or (
+        runs[0].started_at.date() != runs[2].started_at.date()
+    )
+    assert "when the last run read it" in text
+    details = agent_details(AgentState(llm_cost=shown), Phase.IDLE, None, None)
+    assert details.endswith(shown.line())
+    table = runs_table(runs)
+    assert "COST" in table and f"${runs[0].cost_usd:.4f}" in table
+    detail = run_detail(runs[0], store.run_messages(handle.id, 1))
+    assert f"LLM cost:  ${runs[0].cost_usd:.4f} (claude-sonnet-5-5)" in detail
+    assert detail.count("; $") == 2  # each of run 1's two rounds, priced
