@@ -18,13 +18,12 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from fleet_agent.accounting import price_of, replies_cost
-from fleet_agent.llm_models import KNOWN_MODELS, PRICES_ENV, model_table
-from fleet_agent.models import TokenUsage
+from fleet_agent.models import LlmTotals
 from fleet_agent.store import SCHEMA_VERSION, MessageRecord, RunRecord, Store, redacted_url
 from fleet_agent.store.engine import DATABASE_URL_ENV
 from fleet_agent.transcript import StoredReply, StoredToolResults
 from starter.agent_client import CliError
+from starter.cost_view import cached_share, round_cost
 from starter.render import (
     dph_change_text,
     fmt_duration,
@@ -34,7 +33,15 @@ from starter.render import (
     verdict_text,
 )
 
-__all__ = ["open_store", "read_run", "read_runs", "run_detail", "run_label", "runs_table"]
+__all__ = [
+    "open_store",
+    "read_run",
+    "read_runs",
+    "read_session_totals",
+    "run_detail",
+    "run_label",
+    "runs_table",
+]
 
 _MAX_TRIGGERS_WIDTH = 40
 
@@ -171,7 +178,7 @@ def runs_table(runs: Sequence[RunRecord]) -> str:
             r.status.value,
             "—" if r.status == "running" else verdict_text(r.verdict, r.verdict_error),
             f"{r.usage.prompt_tokens}/{r.usage.output_tokens}",
-            _cached(r.usage),
+            cached_share(r.usage),
             f"${r.cost_usd:.4f}",
             _badges(r),
         ]
@@ -181,21 +188,15 @@ def runs_table(runs: Sequence[RunRecord]) -> str:
     return table([*headers, "PROMPT/OUT", "CACHED", "COST", "NOTES"], rows)
 
 
-def _cached(usage: TokenUsage) -> str:
-    """The part of the prompt read from the cache: `92%`, `—` with no prompt."""
-    prompt = usage.prompt_tokens
-    return f"{usage.cache_read_input_tokens / prompt:.0%}" if prompt else "—"
-
-
-def _round_cost(reply: StoredReply) -> str:
-    """`; $0.0012` at the table's price of the reply's model; "" for an unpriced one."""
+def read_session_totals(agent_id: str, session: int) -> LlmTotals:
+    """The LLM totals of one session (each run once, by its latest finished attempt)."""
+    store = open_store()
     try:
-        prices = model_table(os.environ.get(PRICES_ENV))
-    except ValueError:  # a bad FLEET_LLM_PRICES is the worker's error to report
-        prices = dict(KNOWN_MODELS)
-    if price_of(reply.model, prices) is None:
-        return ""
-    return f"; ${replies_cost([reply], prices):.4f}"
+        return store.llm_totals(agent_id, session=session)
+    except SQLAlchemyError as exc:
+        raise _store_error(store, exc) from None
+    finally:
+        store.dispose()
 
 
 def _indent(text: str, prefix: str = "    ") -> str:
@@ -220,7 +221,7 @@ def _message_text(m: MessageRecord) -> str:
                 f" · cache read {u.cache_read_input_tokens} · cache write "
                 f"{u.cache_creation_input_tokens} ({u.cache_creation_1h_input_tokens} for 1 h)"
                 + (f"; model {reply.model}" if reply.model else "")
-                + _round_cost(reply)
+                + round_cost(reply)
                 + f"; {reply.seconds:.1f}s)"
             )
             return "\n".join(parts)
