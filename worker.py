@@ -17,7 +17,7 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -32,6 +32,7 @@ from activities.llm import LlmActivities
 from activities.runlog import RunLogActivities
 from fleet_agent.llm.base import LlmProvider
 from fleet_agent.llm.factory import provider_from_settings
+from fleet_agent.llm_models import KNOWN_MODELS, ModelInfo
 from fleet_agent.settings import Settings
 from fleet_agent.store import NEW_STORE_FLAG, SchemaError, Store, StoreRefused, store_refusal
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
@@ -51,15 +52,19 @@ _MAX_LISTED_AGENTS = 1000
 
 
 def worker_activities(
-    store: Store, provider: LlmProvider, fleet: FleetActivities | None = None
+    store: Store,
+    provider: LlmProvider,
+    fleet: FleetActivities | None = None,
+    prices: Mapping[str, ModelInfo] = KNOWN_MODELS,
 ) -> list[Callable[..., Any]]:
     """Every activity a worker registers; the workflows call them through the
     declarations in workflows/stubs.py (tests/test_layers.py checks they match).
 
     Without `fleet` the agent loop runs with its workflow-local tools only
     (and its monitor, if enabled, finds no poll activity: disable it).
+    `prices` (FLEET_LLM_PRICES applied) prices each run's LLM rounds.
     """
-    runlog = RunLogActivities(store, fleet)
+    runlog = RunLogActivities(store, fleet, prices)
     links = LinkActivities(store)
     tools = LOCAL_TOOLS | FLEET_TOOLS if fleet is not None else LOCAL_TOOLS
     llm = LlmActivities(store, provider, tools)
@@ -94,6 +99,7 @@ def build_worker(
     provider: LlmProvider,
     fleet: FleetActivities | None = None,
     task_queue: str = TASK_QUEUE,
+    prices: Mapping[str, ModelInfo] = KNOWN_MODELS,
 ) -> Worker:
     """A worker with every workflow and activity of fleet-agent on `task_queue`."""
     return Worker(
@@ -104,7 +110,7 @@ def build_worker(
         # (the reply rides in the heartbeat details; see activities/llm.py).
         max_heartbeat_throttle_interval=HEARTBEAT_SEND_INTERVAL,
         workflows=[FleetAgentWorkflow, AgentRunWorkflow, FleetMonitorWorkflow],
-        activities=worker_activities(store, provider, fleet),
+        activities=worker_activities(store, provider, fleet, prices),
     )
 
 
@@ -202,7 +208,9 @@ async def main(*, new_store: bool | None = None, settings: Settings | None = Non
         settings.vast_api_url if fleet else "not configured (set VAST_API_KEY)",
     )
     try:
-        await build_worker(client, store=store, provider=provider, fleet=fleet).run()
+        await build_worker(
+            client, store=store, provider=provider, fleet=fleet, prices=settings.llm_models
+        ).run()
     finally:
         store.dispose()
 

@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
 from fleet_agent.store import Store, ToolCallRecord, ToolJournal
 
-from .fleet_results import replayed, tool_result
+from .fleet_results import replayed, slim, tool_result
 from .heartbeat import heartbeating
 from .live_config import ConfigSource, LiveConfigUnavailable
 
@@ -65,16 +65,19 @@ class ToolCalls:
     async def journaled(self, req: FleetToolRequest, body: Body) -> ToolResult:
         """The recorded result of this tool call if it has one; else run `body`
         and record its result. The first result recorded is the one returned;
-        an approval ask is not a result (the call comes again, decided)."""
+        an approval ask is not a result (the call comes again, decided). With
+        `req.slim` the result is returned `slim`: its text stays in the journal,
+        out of the run workflow's history."""
         async with heartbeating():
             record = await asyncio.to_thread(self._journal.get, req.agent_id, req.tool_use_id)
             if record is not None and record.result is not None:
-                return replayed(record)
+                return slim(replayed(record)) if req.slim else replayed(record)
             result = await body(req, record)
             if result.approval is not None:
                 # Nothing was done: the run asks an operator and calls again.
                 return result
-            return await self.finish(req, result)
+            result = await self.finish(req, result)
+            return slim(result) if req.slim else result
 
     async def rate_refusal(self, req: FleetToolRequest, per_hour: int) -> str | None:
         """Why this create/destroy would exceed `per_hour` fleet changes of its

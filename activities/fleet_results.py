@@ -23,7 +23,9 @@ __all__ = [
     "describe_machine",
     "is_refusal",
     "offer_row",
+    "replay_note",
     "replayed",
+    "slim",
     "tool_result",
     "vast_failure",
 ]
@@ -51,19 +53,37 @@ def approval_needed(req: FleetToolRequest, reason: str, dph: float) -> ToolResul
     )
 
 
-def replayed(record: ToolCallRecord) -> ToolResult:
-    """The recorded result of a call that already ran, marked so the model
-    (and the run log) can tell that nothing was done this time."""
-    assert record.result is not None
+def replay_note(record: ToolCallRecord) -> str:
+    """What the model reads before the recorded result of a replayed call."""
     when = record.finished_at or record.started_at
-    note = (
+    return (
         f"[Replayed: this tool call already ran in run {record.run} "
         f"(finished {when:%Y-%m-%d %H:%M:%S} UTC). Its recorded result follows; "
         "nothing was done again.]"
     )
+
+
+def replayed(record: ToolCallRecord) -> ToolResult:
+    """The recorded result of a call that already ran, marked so the model
+    (and the run log) can tell that nothing was done this time."""
+    assert record.result is not None
     return record.result.model_copy(
-        update={"replayed": True, "content": f"{note}\n{record.result.content}"}
+        update={"replayed": True, "content": f"{replay_note(record)}\n{record.result.content}"}
     )
+
+
+_STATUS_CHARS = 120
+
+
+def slim(result: ToolResult) -> ToolResult:
+    """`result` as the run workflow's history carries it: a one-line status
+    (the start of its first line) instead of the text, which stays in the
+    journal. The figures the workflow decides on stay."""
+    first = result.content.strip().splitlines()[0] if result.content.strip() else ""
+    if result.replayed:
+        first = "replayed: " + (result.content.splitlines()[1:2] or [""])[0]
+    line = first if len(first) <= _STATUS_CHARS else first[: _STATUS_CHARS - 1] + "…"
+    return result.model_copy(update={"content": line, "stored": True})
 
 
 def vast_failure(exc: VastError) -> ApplicationError:

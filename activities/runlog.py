@@ -7,13 +7,17 @@ them after a write went through without duplicating a row.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.fleet_results import replay_note
 from activities.heartbeat import heartbeating
+from fleet_agent.accounting import replies_cost
 from fleet_agent.history import history_messages
+from fleet_agent.llm_models import KNOWN_MODELS, ModelInfo
 from fleet_agent.models import (
     AgentConfig,
     AgentCounters,
@@ -23,6 +27,7 @@ from fleet_agent.models import (
     RunInput,
     SpendSummary,
     StoreToolResults,
+    ToolResult,
     Trigger,
     TriggerKind,
 )
@@ -32,7 +37,7 @@ from fleet_agent.prompt import (
     render_trigger_block,
     system_prompt,
 )
-from fleet_agent.store import Store
+from fleet_agent.store import Store, ToolJournal
 from fleet_agent.tools import MUTATING_TOOLS
 from fleet_agent.transcript import (
     CONTEXT_SEQ,
@@ -79,9 +84,17 @@ def _session_reason(inp: RunInput) -> str:
 class RunLogActivities:
     """Store-backed activities; the store calls run in threads (they block)."""
 
-    def __init__(self, store: Store, fleet: FleetView | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        fleet: FleetView | None = None,
+        prices: Mapping[str, ModelInfo] = KNOWN_MODELS,
+    ) -> None:
         self._store = store
+        self._journal = ToolJournal(store)
         self._fleet: FleetView = fleet or NoFleet()
+        # The price table (FLEET_LLM_PRICES applied) that record_run prices replies with.
+        self._prices = prices
 
     @activity.defn
     async def load_agent_counters(self, agent_id: str) -> AgentCounters:
@@ -95,7 +108,8 @@ class RunLogActivities:
         (triggers, target, fleet snapshot and spend, wakes). Reads message texts
         from the store's inbox, the fleet (vast.ai) through the fleet view (which
         accrues it in the store's spend ledger) and the ledger's summary, which
-        it returns for the agent's status; heartbeats while it waits on them."""
+        it returns for the agent's status, with the LLM cost today and over 24 h
+        (run records); heartbeats while it waits on them."""
         async with heartbeating():
             return await self._load_context(req)
 
@@ -152,6 +166,7 @@ class RunLogActivities:
             + estimate_tokens(text)
             + estimate_tokens(system_prompt(inp.agent_id)),
             spend=spend,
+            llm_cost=await asyncio.to_thread(store.llm_cost_summary, inp.agent_id, req.started_at),
         )
         await asyncio.to_thread(
             store.set_run_context, inp.agent_id, inp.run, info, req.workflow_run_id
@@ -179,7 +194,9 @@ class RunLogActivities:
 
     @activity.defn
     async def store_tool_results(self, req: StoreToolResults) -> None:
-        """Write the tool results of one round (one user message) to the store."""
+        """Write the tool results of one round (one user message) to the store,
+        each `stored` one with its full text read from the tool journal."""
+        results = await asyncio.to_thread(self._full_results, req)
         await asyncio.to_thread(
             self._store.add_message,
             req.agent_id,
@@ -188,14 +205,37 @@ class RunLogActivities:
             req.round,
             "user",
             "tool_results",
-            dumps(StoredToolResults(results=req.results, note=req.note)),
+            dumps(StoredToolResults(results=results, note=req.note)),
             activity.info().started_time,
         )
+
+    def _full_results(self, req: StoreToolResults) -> list[ToolResult]:
+        """The round's results as the model reads them: the journal's text in
+        place of a status line, after the replay note and the run's preface."""
+        out = []
+        for r in req.results:
+            content = r.content
+            if r.stored:
+                record = self._journal.get(req.agent_id, r.tool_use_id)
+                if record is None or record.result is None:
+                    raise ApplicationError(
+                        f"tool call {r.tool_use_id!r} of run {req.run} has no result in the "
+                        "tool journal",
+                        type="ToolResultMissing",
+                    )
+                content = record.result.content
+                if r.replayed:
+                    content = f"{replay_note(record)}\n{content}"
+            if r.preface:
+                content = f"{r.preface}\n{content}"
+            out.append(r.model_copy(update={"content": content, "stored": False, "preface": ""}))
+        return out
 
     @activity.defn
     async def record_run(self, req: RecordRunRequest) -> None:
         """Close the run in the store: status, verdict, usage, final text, digest,
-        and the $/hour its tool calls added and removed."""
+        the $/hour its tool calls added and removed, and its LLM cost (every
+        stored reply of the run at its model's price) and tools' seconds."""
         await asyncio.to_thread(self._record_run, req)
 
     def _record_run(self, req: RecordRunRequest) -> None:
@@ -206,7 +246,10 @@ class RunLogActivities:
             if message is not None:
                 final_text = reply_text(StoredReply.model_validate_json(message.content).content)
         digest: list[str] = []
+        replies: list[StoredReply] = []
         for message in store.run_messages(req.agent_id, result.run):
+            if message.kind == "assistant":
+                replies.append(StoredReply.model_validate_json(message.content))
             if message.kind != "tool_results":
                 continue
             for r in StoredToolResults.model_validate_json(message.content).results:
@@ -242,6 +285,9 @@ class RunLogActivities:
             llm_seconds=result.llm_seconds,
             dph_added=result.dph_added,
             dph_removed=result.dph_removed,
+            cost_usd=replies_cost(replies, self._prices),
+            tool_seconds=result.tool_seconds,
+            model=replies[-1].model if replies else "",
             ended_at=result.ended_at or activity.info().started_time,
             workflow_run_id=req.workflow_run_id,
         )

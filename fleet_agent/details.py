@@ -80,4 +80,6 @@ def agent_details(state: AgentState, phase: Phase, current_run: int | None, due:
     lines.append(f"target: {state.config.target_proofs_per_hour:g} proofs/h")
     if state.spend is not None:
         lines.append(state.spend.line(state.config.daily_budget_usd))
+    if state.llm_cost is not None:
+        lines.append(state.llm_cost.line())
     return "\n\n".join(lines)

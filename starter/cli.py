@@ -30,7 +30,14 @@ from starter.agent_client import (
     open_client,
     resolved_address,
 )
-from starter.runlog_view import read_run, read_runs, run_detail, runs_table
+from starter.cost_view import totals_line
+from starter.runlog_view import (
+    read_run,
+    read_runs,
+    read_session_totals,
+    run_detail,
+    runs_table,
+)
 from workflows.policies import TASK_QUEUE
 
 __all__ = ["build_parser", "main", "run"]
@@ -69,6 +76,9 @@ def _runs(args: argparse.Namespace) -> int:
         print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2, ensure_ascii=False))
     else:
         print(runs_table(runs))
+        if args.session is not None:
+            totals = read_session_totals(args.agent_id, args.session)
+            print(totals_line(f"session {args.session}", totals))
     return 0
 
 

@@ -144,6 +144,20 @@ def spend_text(st: AgentStatus) -> str:
     )
 
 
+def llm_cost_text(st: AgentStatus) -> str:
+    """The status's LLM cost line: today and 24 h as the last run read them, and when."""
+    c = st.llm_cost
+    if c is None:
+        return "— (no run has read it yet)"
+    t = c.today
+    return (
+        f"today ${t.cost_usd:.2f} ({t.runs} run(s), {t.usage.prompt_tokens:,} prompt tokens, "
+        f"{t.cached_share:.0%} cached, {t.usage.output_tokens:,} out; LLM {t.llm_seconds:.0f}s, "
+        f"tools {t.tool_seconds:.0f}s) · 24 h ${c.last_24h.cost_usd:.2f} "
+        f"({c.last_24h.runs} run(s)) · as of {fmt_time(c.as_of)}, when the last run read it"
+    )
+
+
 def status_text(st: AgentStatus, now: datetime) -> str:
     """The human-readable `fleet-agent status`."""
     cfg = st.config
@@ -179,6 +193,7 @@ def status_text(st: AgentStatus, now: datetime) -> str:
             f"max ${cfg.max_fleet_dph:g}/h fleet" + (" · dry run" if cfg.dry_run else ""),
         ),
         ("spend", spend_text(st)),
+        ("LLM cost", llm_cost_text(st)),
     ]
     lines = [f"agent {st.agent_id}"]
     lines += [f"  {label + ':':<15} {value}" for label, value in rows]

@@ -18,10 +18,12 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from fleet_agent.models import LlmTotals
 from fleet_agent.store import SCHEMA_VERSION, MessageRecord, RunRecord, Store, redacted_url
 from fleet_agent.store.engine import DATABASE_URL_ENV
 from fleet_agent.transcript import StoredReply, StoredToolResults
 from starter.agent_client import CliError
+from starter.cost_view import cached_share, round_cost
 from starter.render import (
     dph_change_text,
     fmt_duration,
@@ -31,7 +33,15 @@ from starter.render import (
     verdict_text,
 )
 
-__all__ = ["open_store", "read_run", "read_runs", "run_detail", "run_label", "runs_table"]
+__all__ = [
+    "open_store",
+    "read_run",
+    "read_runs",
+    "read_session_totals",
+    "run_detail",
+    "run_label",
+    "runs_table",
+]
 
 _MAX_TRIGGERS_WIDTH = 40
 
@@ -167,13 +177,26 @@ def runs_table(runs: Sequence[RunRecord]) -> str:
             _clip(trigger_summary(r.triggers), _MAX_TRIGGERS_WIDTH),
             r.status.value,
             "—" if r.status == "running" else verdict_text(r.verdict, r.verdict_error),
-            f"{r.usage.input_tokens}/{r.usage.output_tokens}",
+            f"{r.usage.prompt_tokens}/{r.usage.output_tokens}",
+            cached_share(r.usage),
+            f"${r.cost_usd:.4f}",
             _badges(r),
         ]
         for r in runs
     ]
     headers = ["RUN", "SESSION", "STARTED", "DURATION", "TRIGGERS", "STATUS", "VERDICT"]
-    return table([*headers, "TOKENS IN/OUT", "NOTES"], rows)
+    return table([*headers, "PROMPT/OUT", "CACHED", "COST", "NOTES"], rows)
+
+
+def read_session_totals(agent_id: str, session: int) -> LlmTotals:
+    """The LLM totals of one session (each run once, by its latest finished attempt)."""
+    store = open_store()
+    try:
+        return store.llm_totals(agent_id, session=session)
+    except SQLAlchemyError as exc:
+        raise _store_error(store, exc) from None
+    finally:
+        store.dispose()
 
 
 def _indent(text: str, prefix: str = "    ") -> str:
@@ -192,10 +215,13 @@ def _message_text(m: MessageRecord) -> str:
                 elif block.get("type") == "tool_use":
                     args = json.dumps(block.get("input") or {}, ensure_ascii=False)
                     parts.append(f"→ {block.get('name')}({args})  [{block.get('id')}]")
-            usage = reply.usage
+            u = reply.usage
             parts.append(
-                f"(stop: {reply.stop_reason}; tokens {usage.input_tokens}/{usage.output_tokens}"
+                f"(stop: {reply.stop_reason}; tokens in {u.input_tokens} · out {u.output_tokens}"
+                f" · cache read {u.cache_read_input_tokens} · cache write "
+                f"{u.cache_creation_input_tokens} ({u.cache_creation_1h_input_tokens} for 1 h)"
                 + (f"; model {reply.model}" if reply.model else "")
+                + round_cost(reply)
                 + f"; {reply.seconds:.1f}s)"
             )
             return "\n".join(parts)
@@ -236,12 +262,15 @@ def run_detail(
         f"  verdict:   {verdict_text(run.verdict, run.verdict_error)}",
         f"  in prompt: {'yes' if run.in_prompt else 'no (skipped in prompt)'}",
         f"  work:      {run.rounds} round(s), {run.tool_calls} tool call(s), "
-        f"{run.mutating_calls} fleet change(s), LLM {run.llm_seconds:.1f}s",
+        f"{run.mutating_calls} fleet change(s), LLM {run.llm_seconds:.1f}s, "
+        f"tools {run.tool_seconds:.1f}s",
         f"  fleet $/h: +{run.dph_added:.3f} rented, −{run.dph_removed:.3f} released",
         f"  stops:     {', '.join(run.stop_reasons) or '—'}",
         f"  tokens:    in {usage.input_tokens} · out {usage.output_tokens} · "
         f"cache read {usage.cache_read_input_tokens} · "
-        f"cache write {usage.cache_creation_input_tokens}",
+        f"cache write {usage.cache_creation_input_tokens} "
+        f"({usage.cache_creation_1h_input_tokens} for 1 h)",
+        f"  LLM cost:  ${run.cost_usd:.4f}" + (f" ({run.model})" if run.model else ""),
         f"  context:   {run.history_runs_included} earlier run(s) in prompt, "
         f"{run.history_runs_dropped} dropped, ~{run.estimated_prompt_tokens} tokens",
     ]

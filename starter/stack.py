@@ -316,7 +316,12 @@ async def up(opts: StackOptions) -> int:
         # The same fleet wiring as `python worker.py`: vast.ai, or the simulator above.
         fleet = fleet_from_settings(settings, store)
         worker = build_worker(
-            client, store=store, provider=provider, fleet=fleet, task_queue=opts.task_queue
+            client,
+            store=store,
+            provider=provider,
+            fleet=fleet,
+            task_queue=opts.task_queue,
+            prices=settings.llm_models,
         )
         worker_task = asyncio.create_task(worker.run())
         stack.push_async_callback(_stop_worker, worker_task, worker.shutdown)

@@ -188,6 +188,9 @@ async def test_say_starts_the_agent_and_the_run_log_shows_it(
 
     as_json = await cli(capsys, "runs", "--agent-id", agent, "--json")
     assert [(r["run"], r["in_prompt"]) for r in json.loads(as_json.out)] == [(1, True), (2, False)]
+    one_session = await cli(capsys, "runs", "--agent-id", agent, "--session", "1")
+    assert one_session.code == 0, one_session
+    assert "session 1: 2 run(s) · cost $" in one_session.out
 
     shown = await cli(capsys, "show-run", "1", "--agent-id", agent)
     assert shown.code == 0, shown

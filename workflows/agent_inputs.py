@@ -256,6 +256,7 @@ class InputsMixin(AgentCore):
             frozen=state.freeze,
             pending_approvals=state.pending_approvals,
             spend=state.spend,
+            llm_cost=state.llm_cost,
         )
 
     @workflow.query(description="internal: operator message texts not yet in the store")

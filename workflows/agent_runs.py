@@ -191,6 +191,8 @@ class RunsMixin(AgentCore):
         if result.spend is not None:
             # Spend is read by the run's load_context, not by the workflow.
             state.spend = result.spend
+        if result.llm_cost is not None:
+            state.llm_cost = result.llm_cost
         # The heartbeat counts from the end of the last run, whatever its kind.
         state.last_run_ended_at = ended
         state.run_in_flight = None

@@ -1,8 +1,11 @@
 """AgentRunWorkflow: one run of the agent, as a child of FleetAgentWorkflow.
 
 load_context → call_llm ⇄ tools → record_run. The history of this workflow
-carries IDs and decisions only (tool calls, stop reasons, usage); every text —
-prompt, replies, tool results — lives in the store, written by activities.
+carries IDs and decisions (tool calls with their inputs, stop reasons, usage,
+each fleet tool result's one-line status and figures) and the run's input
+(triggers with message previews, config, wakes); the prompt, the replies and
+the fleet tools' texts live in the store, written by activities. The wake
+tools' short answers and error results made here are the exceptions.
 """
 
 from __future__ import annotations
@@ -113,6 +116,7 @@ class AgentRunWorkflow:
                 summary=f"load context of run {inp.run}",
             )
             result.spend = context.spend
+            result.llm_cost = context.llm_cost
             final_round = await self._converse(result)
         except ActivityError as exc:
             result.status = RunStatus.FAILED
@@ -127,9 +131,13 @@ class AgentRunWorkflow:
             RecordRunRequest(
                 agent_id=inp.agent_id,
                 session=inp.session,
-                result=result,
+                # The spend and LLM cost summaries ride back to the agent only:
+                # record_run reads neither, so history need not carry them twice.
+                result=result.model_copy(update={"spend": None, "llm_cost": None}),
                 final_round=final_round,
-                context=context,
+                context=None
+                if context is None
+                else context.model_copy(update={"spend": None, "llm_cost": None}),
                 workflow_run_id=workflow.info().run_id,
             ),
             start_to_close_timeout=STORE_TIMEOUT,
@@ -201,7 +209,7 @@ class AgentRunWorkflow:
                 continue
             if complete:
                 self._step = f"{len(reply.tool_calls)} tool call(s)"
-                outcomes = [await self._tool(rnd, call) for call in reply.tool_calls]
+                outcomes = [await self._tool(rnd, call, result) for call in reply.tool_calls]
             else:
                 outcomes = [not_run(call, stop) for call in reply.tool_calls]
             result.tool_calls += sum(1 for o in outcomes if not o.not_run)
@@ -249,7 +257,7 @@ class AgentRunWorkflow:
         human = any(t.kind == TriggerKind.HUMAN_MESSAGE for t in self._inp.triggers)
         result.in_prompt = not result.noop or human
 
-    async def _tool(self, rnd: int, call: ToolCall) -> ToolResult:
+    async def _tool(self, rnd: int, call: ToolCall, result: RunResult) -> ToolResult:
         """Run one tool call; every failure becomes an error result for the model."""
         if call.name == "schedule_next_check":
             return self._wake_tools.schedule(call)
@@ -262,28 +270,31 @@ class AgentRunWorkflow:
                 content=f"Unknown tool {call.name!r}.",
                 is_error=True,
             )
-        result = await self._fleet_call(rnd, call)
-        if result.approval is None:
-            return result
+        outcome = await self._fleet_call(rnd, call, result)
+        if outcome.approval is None:
+            return outcome
         # The change needs an operator's say: ask, wait, then call again
         # with the decision (the tool still checks every other guardrail).
         pending_step = self._step
         self._step = f"waiting for an operator's approval of {tool_summary(call)}"
-        decision = await self._approvals.ask(call, result.approval)
+        decision = await self._approvals.ask(call, outcome.approval)
         self._step = pending_step
         if not decision.approve:
-            return not_approved(call, decision, result.approval.reason)
-        result = await self._fleet_call(rnd, call, decision)
-        if result.approval is not None:  # a tool that ignored the grant: never act on it
-            return not_approved(call, decision, result.approval.reason)
-        return result.model_copy(update={"content": f"{approved_note(decision)}\n{result.content}"})
+            return not_approved(call, decision, outcome.approval.reason)
+        outcome = await self._fleet_call(rnd, call, result, decision)
+        if outcome.approval is not None:  # a tool that ignored the grant: never act on it
+            return not_approved(call, decision, outcome.approval.reason)
+        # The note goes before the journalled text when the round is stored.
+        return outcome.model_copy(update={"preface": approved_note(decision)})
 
     async def _fleet_call(
-        self, rnd: int, call: ToolCall, grant: ApprovalDecision | None = None
+        self, rnd: int, call: ToolCall, result: RunResult, grant: ApprovalDecision | None = None
     ) -> ToolResult:
-        """One fleet tool activity; a failure becomes an error result."""
+        """One fleet tool activity; a failure becomes an error result. Its time,
+        by the workflow's clock, adds to the run's `tool_seconds`."""
         inp = self._inp
         mutating = call.name in MUTATING_TOOLS
+        started = workflow.now()
         try:
             return await workflow.execute_activity(
                 stubs.FLEET_TOOL_ACTIVITIES[call.name],
@@ -296,6 +307,8 @@ class AgentRunWorkflow:
                     input=call.input,
                     config=inp.config,
                     approval=grant,
+                    # The text stays in the journal: only a status line comes back.
+                    slim=True,
                 ),
                 start_to_close_timeout=FLEET_WRITE_TIMEOUT if mutating else FLEET_READ_TIMEOUT,
                 heartbeat_timeout=FLEET_HEARTBEAT_TIMEOUT,
@@ -309,3 +322,5 @@ class AgentRunWorkflow:
                 content=f"{call.name} failed: {describe(exc)}",
                 is_error=True,
             )
+        finally:
+            result.tool_seconds += (workflow.now() - started).total_seconds()

@@ -57,6 +57,8 @@ from .freeze import (
 )
 from .runs import (
     LastRun,
+    LlmCostSummary,
+    LlmTotals,
     RunInput,
     RunResult,
     RunStatus,
@@ -106,8 +108,10 @@ __all__ = [
     "HumanMessage",
     "InboxItem",
     "LastRun",
+    "LlmCostSummary",
     "LlmRequest",
     "LlmResult",
+    "LlmTotals",
     "LoadContextRequest",
     "MonitorConfig",
     "MonitorInput",

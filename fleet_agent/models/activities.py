@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from .approvals import ApprovalAsk, ApprovalDecision
 from .config import AgentConfig
-from .runs import RunInput, RunResult, TokenUsage, Verdict
+from .runs import LlmCostSummary, RunInput, RunResult, TokenUsage, Verdict
 from .spend import SpendSummary
 
 __all__ = [
@@ -54,6 +54,8 @@ class ContextInfo(BaseModel):
     estimated_prompt_tokens: int = 0
     # The agent's spend when the context was written (None: no fleet connected).
     spend: SpendSummary | None = None
+    # The agent's LLM cost (today, 24 h) from the store's run records.
+    llm_cost: LlmCostSummary | None = None
 
 
 class LlmRequest(BaseModel):
@@ -99,6 +101,13 @@ class ToolResult(BaseModel):
     # dph_total) or removed (destroy: - what the machine was billed). A
     # replayed result carries the figure of the call that did it.
     dph_delta: float = 0.0
+    # True: `content` is only a one-line status; the full text is the tool
+    # journal's result for `tool_use_id` (fa_tool_calls), which
+    # `store_tool_results` puts in the round's message. Keeps tool output
+    # out of the run workflow's history.
+    stored: bool = False
+    # A short note the run puts before the content (an operator's approval).
+    preface: str = ""
 
 
 class FleetToolRequest(BaseModel):
@@ -114,6 +123,9 @@ class FleetToolRequest(BaseModel):
     # An operator's approval of this very call: the tool skips the approval
     # gate (every other guardrail still holds).
     approval: ApprovalDecision | None = None
+    # True (the run workflow): return a `stored` result, the text left in the
+    # journal. False (direct callers, tests): the full text.
+    slim: bool = False
 
 
 class StoreToolResults(BaseModel):

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from .approvals import ApprovalDecision, PendingApproval
 from .config import AgentConfig, ConfigPatch
 from .freeze import FreezeInfo
-from .runs import LastRun, RunResult, Wake
+from .runs import LastRun, LlmCostSummary, RunResult, Wake
 from .spend import SpendSummary
 from .trigger import Trigger
 
@@ -89,6 +89,8 @@ class AgentState(BaseModel):
     decided_approvals: list[ApprovalDecision] = Field(default_factory=list)
     # The spend summary the latest run that read one brought back (as of its start).
     spend: SpendSummary | None = None
+    # Likewise the LLM cost summary (fleet_agent/models/llm_cost.py).
+    llm_cost: LlmCostSummary | None = None
 
 
 class AgentInput(BaseModel):
@@ -126,3 +128,5 @@ class AgentStatus(BaseModel):
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
     # Spend as of the last run that read it (`spend.as_of`); None before any.
     spend: SpendSummary | None = None
+    # LLM cost as of the last run's start (`llm_cost.as_of`); None before any.
+    llm_cost: LlmCostSummary | None = None

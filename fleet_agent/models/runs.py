@@ -1,4 +1,4 @@
-"""Runs: their input, result and verdict; the wakes a run asks for."""
+"""Runs: their input, result and verdict; the wakes a run asks for; what the LLM cost."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from .trigger import Trigger
 
 __all__ = [
     "LastRun",
+    "LlmCostSummary",
+    "LlmTotals",
     "RunInput",
     "RunResult",
     "RunStatus",
@@ -87,6 +89,49 @@ class TokenUsage(BaseModel):
         )
 
 
+class LlmTotals(BaseModel):
+    """Tokens, dollars and seconds of the LLM summed over runs.
+
+    Each run counts once, by its latest finished attempt (an attempt after a
+    reset reuses the stored replies of the one before: nothing is paid twice).
+    `cost_usd` prices each round at its model's entry in the price table;
+    a model without one (the autopilot) costs nothing.
+    """
+
+    runs: int = 0
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    cost_usd: float = 0.0
+    llm_seconds: float = 0.0
+    tool_seconds: float = 0.0
+
+    @property
+    def cached_share(self) -> float:
+        """The part of the prompt tokens read from the cache (0 with no prompt)."""
+        prompt = self.usage.prompt_tokens
+        return self.usage.cache_read_input_tokens / prompt if prompt else 0.0
+
+
+class LlmCostSummary(BaseModel):
+    """The agent's LLM cost today (UTC) and over the last 24 h, as of `as_of`.
+
+    A run counts in a window when it started in it.
+    """
+
+    as_of: datetime
+    today: LlmTotals = Field(default_factory=LlmTotals)
+    last_24h: LlmTotals = Field(default_factory=LlmTotals)
+
+    def line(self) -> str:
+        """One line for the operator:
+        ``LLM: today $0.42 (120 runs, 85 % cached), 24 h $0.51 (as of 2026-11-29 21:00 UTC)``."""
+        t, d = self.today, self.last_24h
+        return (
+            f"LLM: today ${t.cost_usd:.2f} ({t.runs} run(s), {t.cached_share:.0%} of the prompt "
+            f"cached, {t.usage.output_tokens:,} output tokens), 24 h ${d.cost_usd:.2f} "
+            f"({d.runs} run(s)) (as of {self.as_of:%Y-%m-%d %H:%M} UTC)"
+        )
+
+
 class LastRun(BaseModel):
     run: int
     status: RunStatus
@@ -138,3 +183,8 @@ class RunResult(BaseModel):
     dph_removed: float = 0.0
     # The spend ledger's summary as load_context read it (None: not read).
     spend: SpendSummary | None = None
+    # Seconds the fleet tool activities took, by the workflow's clock
+    # (approval waits excluded).
+    tool_seconds: float = 0.0
+    # The LLM cost summary as load_context read it (None: not read).
+    llm_cost: LlmCostSummary | None = None

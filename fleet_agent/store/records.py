@@ -56,6 +56,11 @@ class RunRecord(BaseModel):
     # $/hour the attempt's tool calls added and removed (`fa_run_spend`).
     dph_added: float = 0.0
     dph_removed: float = 0.0
+    # The run's LLM rounds priced, the model of its last round, and its fleet
+    # tools' seconds (`fa_run_costs`; 0 and "" for a run recorded before it).
+    cost_usd: float = 0.0
+    model: str = ""
+    tool_seconds: float = 0.0
 
     @property
     def context(self) -> ContextInfo:

@@ -11,7 +11,7 @@ from fleet_agent.models import RunStatus, TokenUsage, Verdict
 from .base import StoreBase
 from .records import HistoryEntry, RunRecord
 from .run_writes import TRIGGERS, target_attempt
-from .tables import RunRow, RunSpendRow, SessionRow
+from .tables import RunCostRow, RunRow, RunSpendRow, SessionRow
 
 __all__ = ["RunReads"]
 
@@ -137,7 +137,8 @@ class RunReads(StoreBase):
 
 
 def _with_spend(db: Session, agent_id: str, records: list[RunRecord]) -> list[RunRecord]:
-    """`records` with the $/hour each attempt added and removed (`fa_run_spend`)."""
+    """`records` with the $/hour each attempt added and removed (`fa_run_spend`),
+    its LLM cost and tools' seconds (`fa_run_costs`)."""
     runs = sorted({r.run for r in records})
     if not runs:
         return records
@@ -145,14 +146,23 @@ def _with_spend(db: Session, agent_id: str, records: list[RunRecord]) -> list[Ru
         col(RunSpendRow.agent_id) == agent_id, col(RunSpendRow.run).in_(runs)
     )
     found = {(s.run, s.attempt): s for s in db.exec(stmt)}
+    costs_stmt = select(RunCostRow).where(
+        col(RunCostRow.agent_id) == agent_id, col(RunCostRow.run).in_(runs)
+    )
+    costs = {(c.run, c.attempt): c for c in db.exec(costs_stmt)}
     out = []
     for record in records:
-        spend = found.get((record.run, record.attempt))
-        if spend is not None:
-            record = record.model_copy(
-                update={"dph_added": spend.dph_added, "dph_removed": spend.dph_removed}
-            )
-        out.append(record)
+        key = (record.run, record.attempt)
+        update: dict[str, float | str] = {}
+        if (spend := found.get(key)) is not None:
+            update |= {"dph_added": spend.dph_added, "dph_removed": spend.dph_removed}
+        if (cost := costs.get(key)) is not None:
+            update |= {
+                "cost_usd": cost.cost_usd,
+                "model": cost.model,
+                "tool_seconds": cost.tool_seconds,
+            }
+        out.append(record.model_copy(update=update) if update else record)
     return out
 
 

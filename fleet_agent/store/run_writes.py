@@ -23,7 +23,7 @@ from sqlmodel import col, select
 from fleet_agent.models import ContextInfo, RunStatus, TokenUsage, Trigger, Verdict
 
 from .base import StoreBase
-from .tables import MessageRow, RunRow, RunSpendRow, table_of
+from .tables import MessageRow, RunCostRow, RunRow, RunSpendRow, table_of
 from .timestamps import require_aware
 
 __all__ = ["TRIGGERS", "RunWrites", "target_attempt"]
@@ -143,6 +143,9 @@ class RunWrites(StoreBase):
         workflow_run_id: str = "",
         dph_added: float = 0.0,
         dph_removed: float = 0.0,
+        cost_usd: float = 0.0,
+        tool_seconds: float = 0.0,
+        model: str = "",
     ) -> None:
         """Record the attempt's outcome and which of the run's messages stay in the prompt.
 
@@ -150,8 +153,9 @@ class RunWrites(StoreBase):
         the run's last assistant message (its final text) can stay in later
         prompts, and only if the run itself does; every other message of the
         run is marked out of the prompt. The $/hour the attempt added and
-        removed go to `fa_run_spend`, beside `fa_runs` (a table only added
-        needs no schema version). Raises `KeyError` if there is no such
+        removed go to `fa_run_spend`, its LLM cost (priced by the caller)
+        and tools' seconds to `fa_run_costs`, beside `fa_runs` (a table only
+        added needs no schema version). Raises `KeyError` if there is no such
         attempt (nothing is written then).
         """
         with self._engine.begin() as conn:
@@ -182,15 +186,19 @@ class RunWrites(StoreBase):
                 ended_at=require_aware(ended_at, "ended_at"),
             )
             insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert
-            figures = {"dph_added": dph_added, "dph_removed": dph_removed}
-            stmt = insert(table_of(RunSpendRow)).values(
-                agent_id=agent_id, run=run, attempt=attempt, **figures
-            )
-            conn.execute(
-                stmt.on_conflict_do_update(
-                    index_elements=["agent_id", "run", "attempt"], set_=figures
+            costs = {"cost_usd": cost_usd, "tool_seconds": tool_seconds, "model": model}
+            for model_, figures in (
+                (RunSpendRow, {"dph_added": dph_added, "dph_removed": dph_removed}),
+                (RunCostRow, costs),
+            ):
+                stmt = insert(table_of(model_)).values(
+                    agent_id=agent_id, run=run, attempt=attempt, **figures
                 )
-            )
+                conn.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=["agent_id", "run", "attempt"], set_=figures
+                    )
+                )
             # The run row is written first, so on SQLite this transaction
             # already holds the write lock: the read below cannot deadlock.
             of_run = (col(MessageRow.agent_id) == agent_id) & (col(MessageRow.run) == run)

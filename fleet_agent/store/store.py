@@ -21,6 +21,7 @@ from sqlmodel import Session, col, select
 from .engine import create_sqlite_file
 from .inbox import Inbox
 from .records import MessageRecord, MessageRole, SessionRecord, StoreCondition
+from .run_costs import RunCosts
 from .run_reads import RunReads
 from .run_writes import RunWrites
 from .schema import read_version, upgrade
@@ -28,6 +29,7 @@ from .tables import (
     FailedHostRow,
     InboxRow,
     MessageRow,
+    RunCostRow,
     RunRow,
     RunSpendRow,
     SessionRow,
@@ -42,7 +44,7 @@ __all__ = ["Store"]
 _ROLES: frozenset[str] = frozenset(get_args(MessageRole))
 
 
-class Store(RunWrites, RunReads, Inbox):
+class Store(RunWrites, RunReads, RunCosts, Inbox):
     """The fleet agent's database: sessions, runs and their messages, the inbox."""
 
     def condition(self) -> StoreCondition:
@@ -157,12 +159,13 @@ class Store(RunWrites, RunReads, Inbox):
 
     def delete_agent(self, agent_id: str) -> None:
         """Delete every session, run, message, inbox text, journalled tool call,
-        remembered failed host and spend record of `agent_id` (tests and ops cleanup)."""
+        remembered failed host, spend and cost record of `agent_id` (tests and ops cleanup)."""
         models = (
             ToolCallRow,
             MessageRow,
             RunRow,
             RunSpendRow,
+            RunCostRow,
             SessionRow,
             InboxRow,
             FailedHostRow,

@@ -21,6 +21,7 @@ __all__ = [
     "META_TABLE",
     "PROVER_TRACKS_TABLE",
     "RUNS_TABLE",
+    "RUN_COSTS_TABLE",
     "RUN_SPEND_TABLE",
     "SESSIONS_TABLE",
     "SPEND_HOURS_TABLE",
@@ -51,6 +52,7 @@ INBOX_TABLE = "fa_inbox"
 SPEND_INSTANCES_TABLE = "fa_spend_instances"
 SPEND_HOURS_TABLE = "fa_spend_hours"
 RUN_SPEND_TABLE = "fa_run_spend"
+RUN_COSTS_TABLE = "fa_run_costs"
 META_TABLE = "fa_meta"
 
 
@@ -286,6 +288,27 @@ class RunSpendRow(SQLModel, table=True):
     dph_removed: float = 0.0
 
 
+class RunCostRow(SQLModel, table=True):
+    """What one attempt of a run cost: its LLM rounds priced, its tools' seconds.
+
+    Beside `fa_runs` like `fa_run_spend`: a table only added needs no schema
+    version. `cost_usd` prices every stored reply of the run (replies are
+    shared by attempts, so the latest attempt's figure covers them all)."""
+
+    __tablename__ = RUN_COSTS_TABLE
+    __table_args__ = (
+        UniqueConstraint("agent_id", "run", "attempt", name="uq_fa_run_costs_agent_run_attempt"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: str
+    run: int
+    attempt: int
+    model: str = ""
+    cost_usd: float = 0.0
+    tool_seconds: float = 0.0
+
+
 def table_of(model: type[SQLModel]) -> Table:
     """The Core `Table` of a table model.
 
@@ -312,4 +335,5 @@ def all_tables() -> list[Table]:
         table_of(SpendInstanceRow),
         table_of(SpendHourRow),
         table_of(RunSpendRow),
+        table_of(RunCostRow),
     ]
