@@ -40,9 +40,9 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.compact import prompt_history
 from activities.heartbeat import beat, heartbeating
 from activities.llm_errors import to_application_error
-from fleet_agent.history import history_messages
 from fleet_agent.llm.base import LlmError, LlmProvider
 from fleet_agent.models import LlmRequest, LlmResult
 from fleet_agent.prompt import system_prompt
@@ -157,8 +157,14 @@ class LlmActivities:
 
     async def _ask(self, req: LlmRequest, seq: int, beats: _Beats) -> StoredReply:
         store = self._store
-        entries = await asyncio.to_thread(store.prompt_history, req.agent_id, req.session, req.run)
-        history = history_messages(entries, req.config.history_token_budget)
+        past = await asyncio.to_thread(
+            prompt_history,
+            store,
+            req.agent_id,
+            req.session,
+            req.run,
+            req.config.history_token_budget,
+        )
         rows = await asyncio.to_thread(store.run_messages, req.agent_id, req.run)
         current = api_messages([(m.seq, m.content) for m in rows if m.seq < seq])
         if not current:
@@ -171,8 +177,9 @@ class LlmActivities:
         request = cached_request(
             system=system_prompt(req.agent_id),
             tools=tool_schemas(self._tools),
-            history=history.messages,
+            history=past.history.messages,
             current=current,
+            summary=past.summary_text,
         )
         started = time.monotonic()
         try:

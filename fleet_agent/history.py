@@ -37,7 +37,9 @@ __all__ = [
     "HistoryLike",
     "TrimmedHistory",
     "block_starts",
+    "entry_texts",
     "history_messages",
+    "window_start",
 ]
 
 BLOCKS_PER_BUDGET = 4
@@ -74,7 +76,8 @@ class TrimmedHistory:
     start: int = 0
 
 
-def _entry_texts(entry: HistoryLike) -> tuple[str, str]:
+def entry_texts(entry: HistoryLike) -> tuple[str, str]:
+    """The (user, assistant) texts an earlier run contributes to the prompt."""
     user = f"[run #{entry.run} · {format_time(entry.started_at)}]\n{entry.trigger_block}"
     if entry.status == "failed":
         answer = "(this run failed before it could answer)"
@@ -114,6 +117,14 @@ def _window_start(costs: Sequence[int], budget_tokens: int) -> int:
     return next((i for i, cost in enumerate(after) if cost <= budget_tokens), len(costs))
 
 
+def window_start(entries: Sequence[HistoryLike], budget_tokens: int) -> int:
+    """Index of the first of `entries` the window keeps (see `history_messages`);
+    the runs before it are the ones that leave the prompt."""
+    costs = [estimate_tokens(u) + estimate_tokens(a) for u, a in map(entry_texts, entries)]
+    start = _window_start(costs, budget_tokens)
+    return len(entries) - 1 if start == len(entries) and entries else start
+
+
 def history_messages(entries: Sequence[HistoryLike], budget_tokens: int) -> TrimmedHistory:
     """Alternating user/assistant messages for earlier runs, within the budget.
 
@@ -121,7 +132,7 @@ def history_messages(entries: Sequence[HistoryLike], budget_tokens: int) -> Trim
     the newest. If even the newest run alone is over budget it is cut in the
     middle instead of dropped, so the model always sees what it last said.
     """
-    pairs = [_entry_texts(e) for e in entries]
+    pairs = [entry_texts(e) for e in entries]
     costs = [estimate_tokens(u) + estimate_tokens(a) for u, a in pairs]
     start = _window_start(costs, budget_tokens)
     kept = pairs[start:]

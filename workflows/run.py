@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         STORE_TIMEOUT,
     )
     from workflows.run_approvals import ApprovalWaiter
+    from workflows.run_compact import compact_if_due
     from workflows.run_texts import (
         COMPLETE,
         CUT_TEXT,
@@ -113,6 +114,7 @@ class AgentRunWorkflow:
                 summary=f"load context of run {inp.run}",
             )
             result.spend = context.spend
+            await compact_if_due(inp, context)
             final_round = await self._converse(result)
         except ActivityError as exc:
             result.status = RunStatus.FAILED

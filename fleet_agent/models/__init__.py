@@ -42,6 +42,7 @@ from .approvals import (
     ApprovalOutcome,
     PendingApproval,
 )
+from .compaction import CompactRequest, CompactResult
 from .config import (
     AgentConfig,
     ConfigPatch,
@@ -96,6 +97,8 @@ __all__ = [
     "ApprovalMode",
     "ApprovalOutcome",
     "CancelWake",
+    "CompactRequest",
+    "CompactResult",
     "ConfigPatch",
     "ContextInfo",
     "FleetToolRequest",

@@ -24,6 +24,7 @@ from .records import MessageRecord, MessageRole, SessionRecord, StoreCondition
 from .run_reads import RunReads
 from .run_writes import RunWrites
 from .schema import read_version, upgrade
+from .summaries import SessionSummaries
 from .tables import (
     FailedHostRow,
     InboxRow,
@@ -33,6 +34,7 @@ from .tables import (
     SessionRow,
     SpendHourRow,
     SpendInstanceRow,
+    SummaryRow,
     ToolCallRow,
 )
 from .timestamps import require_aware
@@ -42,7 +44,7 @@ __all__ = ["Store"]
 _ROLES: frozenset[str] = frozenset(get_args(MessageRole))
 
 
-class Store(RunWrites, RunReads, Inbox):
+class Store(RunWrites, RunReads, Inbox, SessionSummaries):
     """The fleet agent's database: sessions, runs and their messages, the inbox."""
 
     def condition(self) -> StoreCondition:
@@ -157,7 +159,8 @@ class Store(RunWrites, RunReads, Inbox):
 
     def delete_agent(self, agent_id: str) -> None:
         """Delete every session, run, message, inbox text, journalled tool call,
-        remembered failed host and spend record of `agent_id` (tests and ops cleanup)."""
+        remembered failed host, spend record and session summary of `agent_id`
+        (tests and ops cleanup)."""
         models = (
             ToolCallRow,
             MessageRow,
@@ -168,6 +171,7 @@ class Store(RunWrites, RunReads, Inbox):
             FailedHostRow,
             SpendInstanceRow,
             SpendHourRow,
+            SummaryRow,
         )
         with self._engine.begin() as conn:
             for model in models:
