@@ -3,17 +3,21 @@
 Each earlier in-prompt run of the session contributes its trigger block and
 its final message (plus a digest of its actions); no-op runs are not in the
 history at all (the store marks them ``in_prompt = false``). A hard token
-budget (`history_token_budget`) is enforced here, deterministically: the
-oldest runs go first, and a single oversized entry is cut in the middle, so
-the prompt can never overflow the way a failed compaction let it.
+budget is enforced here, deterministically: the oldest runs go first, and a
+single oversized entry is cut in the middle, so the prompt can never overflow
+the way a failed compaction let it. The runs given are those after the
+session's summary, and the budget is the window's share of
+`history_token_budget` (fleet_agent/compaction.py); the runs that leave are
+folded into the next summary.
 
 **Blocks, for the prompt cache.** The history is the long, stable part of the
 request's cached prefix (fleet_agent/prompt_cache.py). A window that drops the
 oldest run whenever a new one comes in would change the prefix's first
 history message on every run and defeat the cache. So the window's start only
 ever lands on a *block start*: the session's runs are cut into blocks of about
-a quarter of the budget each (by their cumulative token cost from the
-session's first run, so a run's block never changes once it is written), and
+a quarter of the budget each (by their cumulative token cost from the first
+run given, the first after the summary, so a run's block never changes while
+the summary stays the same), and
 the window starts at the oldest block whose runs, with everything after them,
 fit the budget. Between two moves of the start the history only grows at its
 end, byte for byte the same before it; the start moves once per quarter
