@@ -9,32 +9,19 @@ next run folds them.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and the activity declarations.
     from fleet_agent.models import CompactRequest, ContextInfo, RunInput
     from workflows import stubs
+    from workflows.policies import COMPACT_HEARTBEAT_TIMEOUT, COMPACT_RETRY, COMPACT_TIMEOUT
 
-__all__ = ["COMPACT_PATCH", "COMPACT_TIMEOUT", "compact_if_due"]
+__all__ = ["COMPACT_PATCH", "compact_if_due"]
 
 COMPACT_PATCH = "session-summary"
 """Runs recorded before compaction existed replay without the activity."""
-
-# The summariser's own timeout (activities/compact.py, 60 s) plus the digest
-# and the store writes; a retry finds the summary written, or folds again.
-COMPACT_TIMEOUT = timedelta(seconds=120)
-COMPACT_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
-COMPACT_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=5,
-)
 
 
 async def compact_if_due(inp: RunInput, context: ContextInfo) -> None:
