@@ -28,6 +28,8 @@ from fleet_agent.token_count import RequestTokens
 
 __all__ = ["CONDENSED_CHARS", "Fitted", "RequestTooLarge", "condense_tool_results", "fit_request"]
 
+_CUT_MARK = "\n[… cut here: the request was over the model's window …]\n"
+_CUT_TRIES = 4
 CONDENSED_CHARS = 200
 """A condensed tool result keeps the first line of its text, up to this many characters."""
 
@@ -85,6 +87,20 @@ def condense_tool_results(
     return out, cut
 
 
+def _cut_context(messages: list[dict[str, Any]], keep: float) -> list[dict[str, Any]]:
+    """`messages` with the text of the first one (the run's context) cut in
+    the middle to `keep` of its length."""
+    first = messages[0]
+    content = first["content"]
+    text = content if isinstance(content, str) else str(content[0].get("text", ""))
+    chars = max(int(len(text) * keep) - len(_CUT_MARK), 0)
+    head = chars // 2
+    cut = text[:head] + _CUT_MARK + text[len(text) - (chars - head) :]
+    if isinstance(content, str):
+        return [{**first, "content": cut}, *messages[1:]]
+    return [{**first, "content": [{**content[0], "text": cut}, *content[1:]]}, *messages[1:]]
+
+
 async def fit_request(
     request: CachedRequest,
     history_len: int,
@@ -109,12 +125,19 @@ async def fit_request(
     while count.tokens > window:
         fitted = replace(request, messages=history[dropped:] + current)
         count = await tokens.count(fitted.system, fitted.tools, fitted.messages)
-        if count.tokens <= window:
+        if count.tokens <= window or dropped >= len(history):
             break
-        if dropped >= len(history):
-            raise RequestTooLarge(
-                f"the request has {count.tokens} tokens with every tool result condensed "
-                f"and no history, over the model's window of {window}"
-            )
         dropped += 2  # a user message and its answer: roles keep alternating
+    for _ in range(_CUT_TRIES):
+        if count.tokens <= window:
+            return Fitted(fitted, count.tokens, count.counted, condensed, dropped)
+        # 10 % below the proportional length: the estimate may be off.
+        current = _cut_context(current, window / count.tokens * 0.9)
+        fitted = replace(request, messages=current)
+        count = await tokens.count(fitted.system, fitted.tools, fitted.messages)
+    if count.tokens > window:
+        raise RequestTooLarge(
+            f"the request has {count.tokens} tokens with every tool result condensed, "
+            f"no history and its context cut, over the model's window of {window}"
+        )
     return Fitted(fitted, count.tokens, count.counted, condensed, dropped)

@@ -128,3 +128,15 @@ async def test_a_request_never_goes_over_the_window() -> None:
     assert fitted.history_dropped > 0 and fitted.condensed == 2
     with pytest.raises(RequestTooLarge):
         await fit_request(request, len(history), run_share=100_000, window=100, tokens=tokens)
+
+
+async def test_a_flood_of_long_messages_in_the_context_is_cut_in_the_middle() -> None:
+    context = "[run #9] head\n" + "".join(f"msg-{i:04d} " + "y" * 2_000 + "\n" for i in range(300))
+    request = cached_request(system="sys", tools=[], history=[], current=[user(context)])
+    fitted = await fit_request(
+        request, 0, run_share=1_000_000, window=20_000, tokens=RequestTokens(None)
+    )
+    assert fitted.tokens <= 20_000
+    text = fitted.request.messages[0]["content"][0]["text"]
+    assert text.startswith("[run #9] head") and "msg-0299 " + "y" * 100 in text
+    assert "cut here" in text
