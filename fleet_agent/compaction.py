@@ -17,7 +17,7 @@ Pure rules only, shared by the activities that write and read the prompt:
   or the model's summary failed, timed out or came back over the cap. It keeps
   each operator message's gist (author, time) and each mutating action (tool,
   arguments, outcome), and fits the cap by shortening gists, then dropping the
-  oldest lines;
+  oldest other lines, and only then the oldest messages;
 - `summary_block`: the summary as the model reads it.
 """
 
@@ -53,6 +53,7 @@ default 24,000); the window of earlier runs gets the other 7/8."""
 # "## Session summary (runs #123456–#123456, …)" and its newline, with room.
 _HEADING_TOKENS = 30
 _GIST_CHARS = (240, 120, 60)
+_SAID = " said: "
 _OMITTED = "- (… {n} earlier lines omitted to fit the summary's cap)"
 
 
@@ -113,7 +114,7 @@ def _args(args: dict[str, Any]) -> str:
 
 def _run_lines(run: FoldedRun, gist_chars: int) -> list[str]:
     lines = [
-        f"- run #{run.run} {format_time(m.at)}: {m.author} said: {_gist(m.text, gist_chars)}"
+        f"- run #{run.run} {format_time(m.at)}: {m.author}{_SAID}{_gist(m.text, gist_chars)}"
         for m in run.messages
     ]
     lines += [
@@ -142,8 +143,9 @@ def fit_lines(lines: Sequence[str], cap_tokens: int) -> list[str]:
 def digest(previous: str, runs: Sequence[FoldedRun], cap_tokens: int) -> str:
     """The deterministic summary: `previous` (the summary's body so far, or
     "") followed by a line per operator message and per mutating action of
-    `runs`, within `cap_tokens`. Gists shorten before any line is dropped, and
-    dropped lines are the oldest."""
+    `runs`, within `cap_tokens`. Gists shorten before any line is dropped; then
+    the oldest lines that are not an operator's message go, and only then the
+    oldest messages."""
     old = [line for line in previous.splitlines() if line.strip()]
     if not runs and not old:
         return ""
@@ -154,6 +156,12 @@ def digest(previous: str, runs: Sequence[FoldedRun], cap_tokens: int) -> str:
         lines = old + new
         if estimate_tokens("\n".join(lines)) <= cap_tokens:
             return "\n".join(lines)
+    # Still over: the oldest lines that are not an operator's words go first.
+    while estimate_tokens("\n".join(lines)) > cap_tokens:
+        other = next((i for i, line in enumerate(lines) if _SAID not in line), None)
+        if other is None:
+            break
+        del lines[other]
     return "\n".join(fit_lines(lines, cap_tokens))
 
 

@@ -99,3 +99,12 @@ def test_the_fold_point_is_where_the_window_starts_and_the_rest_fits() -> None:
         assert k == n - window.included
         # After folding, what is left fits: the next fold point is 0.
         assert fold_point(session[k:], budget) == 0
+
+
+def test_under_a_tight_cap_actions_go_before_operator_messages() -> None:
+    folded = runs(8)  # runs 4 and 8 also rented a machine
+    body = digest("- an older line of the model's summary", folded, 240)
+    assert estimate_tokens(body) <= 240
+    assert "create_instance" not in body and "older line" not in body
+    for run in folded:
+        assert f"said: Message {run.run}:" in body
