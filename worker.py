@@ -26,6 +26,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.compact import CompactActivities
 from activities.fleet import FleetActivities
 from activities.links import LinkActivities
 from activities.llm import LlmActivities
@@ -68,6 +69,7 @@ def worker_activities(
     links = LinkActivities(store)
     tools = LOCAL_TOOLS | FLEET_TOOLS if fleet is not None else LOCAL_TOOLS
     llm = LlmActivities(store, provider, tools)
+    compact = CompactActivities(store, provider)
     fleet_activities: list[Callable[..., Any]] = []
     if fleet is not None:
         fleet_activities = [
@@ -85,6 +87,7 @@ def worker_activities(
         runlog.store_tool_results,
         runlog.record_run,
         llm.call_llm,
+        compact.compact_session,
         links.store_operator_messages,
         links.wait_for_run,
         links.agent_is_open,

@@ -40,14 +40,17 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.compact import prompt_history
 from activities.heartbeat import beat, heartbeating
 from activities.llm_errors import to_application_error
-from fleet_agent.history import history_messages
-from fleet_agent.llm.base import LlmError, LlmProvider
+from fleet_agent.llm.base import LlmError, LlmProvider, TokenCounter
+from fleet_agent.llm_models import context_window
 from fleet_agent.models import LlmRequest, LlmResult
 from fleet_agent.prompt import system_prompt
 from fleet_agent.prompt_cache import cached_request
+from fleet_agent.request_fit import RequestTooLarge, fit_request
 from fleet_agent.store import Store
+from fleet_agent.token_count import RequestTokens
 from fleet_agent.tools import LOCAL_TOOLS, tool_schemas
 from fleet_agent.transcript import (
     StoredReply,
@@ -130,15 +133,20 @@ class LlmActivities:
         self._store = store
         self._provider = provider
         self._tools = tools
+        # Counts requests with count_tokens when the provider can (token_count.py).
+        self._tokens = RequestTokens(provider if isinstance(provider, TokenCounter) else None)
+        self._window = context_window(getattr(provider, "model", None))
 
     @activity.defn
     async def call_llm(self, req: LlmRequest) -> LlmResult:
         """Read the prompt of (run, round) from the store, call the LLM provider
         (network, streamed, heartbeating) with prompt-cache breakpoints on the
-        prompt's stable parts, store its reply with its usage (cache writes and
-        reads included); returns tool calls, stop reason and usage. Reuses a
-        reply found in the store or in an earlier attempt's heartbeat details
-        instead of asking the model again."""
+        prompt's stable parts, after counting it (count_tokens, when the provider
+        has it) and condensing this run's older tool results if it is too long,
+        store its reply with its usage (cache writes and reads included); returns
+        tool calls, stop reason and usage. Reuses a reply found in the store or
+        in an earlier attempt's heartbeat details instead of asking the model
+        again."""
         beats = _Beats()
         async with heartbeating(details=beats.details):
             seq = assistant_seq(req.round)
@@ -157,8 +165,14 @@ class LlmActivities:
 
     async def _ask(self, req: LlmRequest, seq: int, beats: _Beats) -> StoredReply:
         store = self._store
-        entries = await asyncio.to_thread(store.prompt_history, req.agent_id, req.session, req.run)
-        history = history_messages(entries, req.config.history_token_budget)
+        past = await asyncio.to_thread(
+            prompt_history,
+            store,
+            req.agent_id,
+            req.session,
+            req.run,
+            req.config.history_token_budget,
+        )
         rows = await asyncio.to_thread(store.run_messages, req.agent_id, req.run)
         current = api_messages([(m.seq, m.content) for m in rows if m.seq < seq])
         if not current:
@@ -171,9 +185,22 @@ class LlmActivities:
         request = cached_request(
             system=system_prompt(req.agent_id),
             tools=tool_schemas(self._tools),
-            history=history.messages,
+            history=past.history.messages,
             current=current,
+            summary=past.summary_text,
         )
+        # The whole request within the run's share and the model's window.
+        try:
+            fitted = await fit_request(
+                request,
+                len(past.history.messages),
+                run_share=req.config.history_token_budget,
+                window=self._window - req.config.max_output_tokens,
+                tokens=self._tokens,
+            )
+        except RequestTooLarge as exc:
+            raise ApplicationError(str(exc), type="LlmPermanent", non_retryable=True) from None
+        request = fitted.request
         started = time.monotonic()
         try:
             reply = await self._provider.complete(

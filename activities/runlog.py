@@ -13,10 +13,10 @@ from typing import Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.compact import prompt_history
 from activities.fleet_results import replay_note
 from activities.heartbeat import heartbeating
 from fleet_agent.accounting import replies_cost
-from fleet_agent.history import history_messages
 from fleet_agent.llm_models import KNOWN_MODELS, ModelInfo
 from fleet_agent.models import (
     AgentConfig,
@@ -157,14 +157,24 @@ class RunLogActivities:
             text,
             req.started_at,
         )
-        entries = await asyncio.to_thread(store.prompt_history, inp.agent_id, inp.session, inp.run)
-        history = history_messages(entries, inp.config.history_token_budget)
+        # The session's summary and the runs after it (activities/compact.py).
+        past = await asyncio.to_thread(
+            prompt_history,
+            store,
+            inp.agent_id,
+            inp.session,
+            inp.run,
+            inp.config.history_token_budget,
+        )
+        history = past.history
         info = ContextInfo(
             history_runs_included=history.included,
             history_runs_dropped=history.dropped,
             estimated_prompt_tokens=history.tokens
+            + estimate_tokens(past.summary_text)
             + estimate_tokens(text)
             + estimate_tokens(system_prompt(inp.agent_id)),
+            compaction_due=past.unfolded > 0,
             spend=spend,
             llm_cost=await asyncio.to_thread(store.llm_cost_summary, inp.agent_id, req.started_at),
         )

@@ -288,6 +288,11 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     return report(args, fake.requests, runs, kinds, time.monotonic() - wall)
 
 
+def _summariser(req: Request) -> bool:
+    """A compaction request (activities/compact.py), not a round of a run."""
+    return "rolling summary" in req.system_text()
+
+
 def report(
     args: argparse.Namespace,
     requests: list[Request],
@@ -296,6 +301,8 @@ def report(
     wall_s: float,
 ) -> dict[str, Any]:
     info = KNOWN_MODELS[DEFAULT_MODEL]
+    summariser = [r for r in requests if _summariser(r)]
+    requests = [r for r in requests if not _summariser(r)]
     rows = []
     for w in windows(requests, args.every):
         uncached = TokenUsage(
@@ -335,6 +342,8 @@ def report(
             TokenUsage(input_tokens=total.prompt_tokens, output_tokens=total.output_tokens), info
         ),
         "max_history_runs_included": max((r.history_runs_included for r in runs), default=0),
+        "summariser_requests": len(summariser),
+        "usd_summariser": cost_usd(sum((_usage(r) for r in summariser), TokenUsage()), info),
         "wall_s": wall_s,
         "args": {
             "runs": args.runs,
@@ -427,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
                 "usd_total",
                 "usd_total_uncached",
                 "max_history_runs_included",
+                "summariser_requests",
+                "usd_summariser",
                 "wall_s",
             )
         },

@@ -3,17 +3,21 @@
 Each earlier in-prompt run of the session contributes its trigger block and
 its final message (plus a digest of its actions); no-op runs are not in the
 history at all (the store marks them ``in_prompt = false``). A hard token
-budget (`history_token_budget`) is enforced here, deterministically: the
-oldest runs go first, and a single oversized entry is cut in the middle, so
-the prompt can never overflow the way a failed compaction let it.
+budget is enforced here, deterministically: the oldest runs go first, and a
+single oversized entry is cut in the middle, so the prompt can never overflow
+the way a failed compaction let it. The runs given are those after the
+session's summary, and the budget is the window's share of
+`history_token_budget` (fleet_agent/compaction.py); the runs that leave are
+folded into the next summary.
 
 **Blocks, for the prompt cache.** The history is the long, stable part of the
 request's cached prefix (fleet_agent/prompt_cache.py). A window that drops the
 oldest run whenever a new one comes in would change the prefix's first
 history message on every run and defeat the cache. So the window's start only
 ever lands on a *block start*: the session's runs are cut into blocks of about
-a quarter of the budget each (by their cumulative token cost from the
-session's first run, so a run's block never changes once it is written), and
+a quarter of the budget each (by their cumulative token cost from the first
+run given, the first after the summary, so a run's block never changes while
+the summary stays the same), and
 the window starts at the oldest block whose runs, with everything after them,
 fit the budget. Between two moves of the start the history only grows at its
 end, byte for byte the same before it; the start moves once per quarter
@@ -37,7 +41,9 @@ __all__ = [
     "HistoryLike",
     "TrimmedHistory",
     "block_starts",
+    "entry_texts",
     "history_messages",
+    "window_start",
 ]
 
 BLOCKS_PER_BUDGET = 4
@@ -74,7 +80,8 @@ class TrimmedHistory:
     start: int = 0
 
 
-def _entry_texts(entry: HistoryLike) -> tuple[str, str]:
+def entry_texts(entry: HistoryLike) -> tuple[str, str]:
+    """The (user, assistant) texts an earlier run contributes to the prompt."""
     user = f"[run #{entry.run} · {format_time(entry.started_at)}]\n{entry.trigger_block}"
     if entry.status == "failed":
         answer = "(this run failed before it could answer)"
@@ -114,6 +121,14 @@ def _window_start(costs: Sequence[int], budget_tokens: int) -> int:
     return next((i for i, cost in enumerate(after) if cost <= budget_tokens), len(costs))
 
 
+def window_start(entries: Sequence[HistoryLike], budget_tokens: int) -> int:
+    """Index of the first of `entries` the window keeps (see `history_messages`);
+    the runs before it are the ones that leave the prompt."""
+    costs = [estimate_tokens(u) + estimate_tokens(a) for u, a in map(entry_texts, entries)]
+    start = _window_start(costs, budget_tokens)
+    return len(entries) - 1 if start == len(entries) and entries else start
+
+
 def history_messages(entries: Sequence[HistoryLike], budget_tokens: int) -> TrimmedHistory:
     """Alternating user/assistant messages for earlier runs, within the budget.
 
@@ -121,7 +136,7 @@ def history_messages(entries: Sequence[HistoryLike], budget_tokens: int) -> Trim
     the newest. If even the newest run alone is over budget it is cut in the
     middle instead of dropped, so the model always sees what it last said.
     """
-    pairs = [_entry_texts(e) for e in entries]
+    pairs = [entry_texts(e) for e in entries]
     costs = [estimate_tokens(u) + estimate_tokens(a) for u, a in pairs]
     start = _window_start(costs, budget_tokens)
     kept = pairs[start:]

@@ -31,6 +31,7 @@ __all__ = [
     "PRICES_ENV",
     "ModelInfo",
     "UnknownModel",
+    "context_window",
     "cost_usd",
     "model_info",
     "model_table",
@@ -60,6 +61,9 @@ class ModelInfo(BaseModel):
     cache_write_1h: _Usd
     cache_read: _Usd
     min_cacheable_tokens: Annotated[int, Field(ge=0, le=1_000_000)]
+    # The most input + output tokens a request may have. 200k is the window
+    # of every model in the table (without the long-context beta).
+    context_window_tokens: Annotated[int, Field(ge=1_000, le=10_000_000)] = 200_000
 
 
 def _list_price(
@@ -136,6 +140,13 @@ def model_info(name: str, table: Mapping[str, ModelInfo]) -> ModelInfo:
             f"name one of them, or give its prices in {PRICES_ENV}"
         )
     return info
+
+
+def context_window(name: str | None) -> int:
+    """The context window of model `name`; 200,000 (every model's in the table)
+    for a model the table does not know (e.g. one added by FLEET_LLM_PRICES)."""
+    info = KNOWN_MODELS.get(name or "")
+    return info.context_window_tokens if info is not None else 200_000
 
 
 def cost_usd(usage: TokenUsage, info: ModelInfo) -> float:

@@ -12,8 +12,8 @@ The request, from the most stable part to the least, with its breakpoints:
 
 1. tools and the system instructions (the same for every run of an agent) —
    breakpoint A, on the system text;
-2. the session summary (a second system block; none yet: the slot is here so
-   that a summary changes nothing before it) — breakpoint B;
+2. the session summary (a second system block, fleet_agent/compaction.py;
+   there is none until runs leave the history window) — breakpoint B;
 3. the history of earlier runs (fleet_agent/history.py: only grows at its end
    between two moves of its start, which happen in blocks) — breakpoint C on
    its last message, so the next run reads the whole history back;

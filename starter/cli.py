@@ -1,8 +1,8 @@
 """`fleet-agent`: the operator's command line for one fleet's agent.
 
 Agent commands talk to Temporal (TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / env
-config profiles, or --address/--namespace/--profile); `runs` and `show-run`
-read the run log (FLEET_DATABASE_URL); `worker`, `sim` and `up` run services.
+config profiles, or --address/--namespace/--profile); `runs`, `show-run` and
+`session` read the run log (FLEET_DATABASE_URL); `worker`, `sim` and `up` run services.
 Operator mistakes end with one line on stderr and exit code 1; usage errors
 exit 2. See docs/OPERATIONS.md.
 """
@@ -37,6 +37,12 @@ from starter.runlog_view import (
     read_session_totals,
     run_detail,
     runs_table,
+)
+from starter.session_view import (
+    read_session_summaries,
+    read_summary_of_run,
+    summaries_text,
+    summary_text,
 )
 from workflows.policies import TASK_QUEUE
 
@@ -84,15 +90,29 @@ def _runs(args: argparse.Namespace) -> int:
 
 def _show_run(args: argparse.Namespace) -> int:
     record, attempts, messages = read_run(args.agent_id, args.run, args.attempt)
+    summary = read_summary_of_run(args.agent_id, args.run)
     if args.json:
         data = {
             "run": record.model_dump(mode="json"),
             "attempts": [a.model_dump(mode="json") for a in attempts],
             "messages": [m.model_dump(mode="json") for m in messages],
+            "summary": None if summary is None else summary.model_dump(mode="json"),
         }
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         print(run_detail(record, messages, attempts))
+        if summary is not None:
+            print(f"\nIn the session's {summary_text(summary)}")
+    return 0
+
+
+def _session(args: argparse.Namespace) -> int:
+    session, summaries = read_session_summaries(args.agent_id, args.session)
+    if args.json:
+        data = {"session": session, "summaries": [s.model_dump(mode="json") for s in summaries]}
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        print(summaries_text(session, summaries))
     return 0
 
 
@@ -377,6 +397,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _json_option(p)
     p.set_defaults(handler=_show_run)
+
+    p = sub.add_parser(
+        "session",
+        help="the session's rolling summaries",
+        description="The runs that left the prompt's window, as the session's summary "
+        "holds them: every version, newest last (from the store).",
+    )
+    _agent_options(p, temporal=False)
+    p.add_argument(
+        "session", type=int, nargs="?", metavar="N", help="session number (default: the newest)"
+    )
+    _json_option(p)
+    p.set_defaults(handler=_session)
 
     p = sub.add_parser("worker", help="run a worker (same as python worker.py)")
     _temporal_options(p)

@@ -11,6 +11,9 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 
 __all__ = [
+    "COMPACT_HEARTBEAT_TIMEOUT",
+    "COMPACT_RETRY",
+    "COMPACT_TIMEOUT",
     "FLEET_HEARTBEAT_TIMEOUT",
     "FLEET_READ_TIMEOUT",
     "FLEET_RETRY",
@@ -73,4 +76,16 @@ FLEET_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=6,
     non_retryable_error_types=["FleetPermanent", "GuardrailRefused"],
+)
+
+# Compaction: the summariser's own timeout (activities/compact.py, 60 s) plus
+# the digest and the store writes. A few attempts only: a run whose fold
+# fails goes on within budget, and the next run folds those runs.
+COMPACT_TIMEOUT = timedelta(seconds=120)
+COMPACT_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+COMPACT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=5,
 )

@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         STORE_TIMEOUT,
     )
     from workflows.run_approvals import ApprovalWaiter
+    from workflows.run_compact import compact_if_due
     from workflows.run_texts import (
         COMPLETE,
         CUT_TEXT,
@@ -117,6 +118,7 @@ class AgentRunWorkflow:
             )
             result.spend = context.spend
             result.llm_cost = context.llm_cost
+            await compact_if_due(inp, context)
             final_round = await self._converse(result)
         except ActivityError as exc:
             result.status = RunStatus.FAILED

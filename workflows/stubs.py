@@ -23,6 +23,8 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.fleet.snapshot import FleetSnapshot
     from fleet_agent.models import (
         AgentCounters,
+        CompactRequest,
+        CompactResult,
         ContextInfo,
         FleetToolRequest,
         LlmRequest,
@@ -43,6 +45,7 @@ __all__ = [
     "FLEET_TOOL_ACTIVITIES",
     "agent_is_open",
     "call_llm",
+    "compact_session",
     "create_instance",
     "destroy_instance",
     "get_fleet_status",
@@ -97,6 +100,12 @@ async def record_run(req: RecordRunRequest) -> None:
 async def call_llm(req: LlmRequest) -> LlmResult:
     """One LLM round of one run; the reply goes to the store."""
     _declared("call_llm")
+
+
+@activity.defn(name="compact_session")
+async def compact_session(req: CompactRequest) -> CompactResult:
+    """Fold the runs that left the history window into the session's summary."""
+    _declared("compact_session")
 
 
 # ---------------------------------------------------------------- fleet (activities/fleet.py)

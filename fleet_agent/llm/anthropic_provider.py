@@ -173,6 +173,26 @@ class AnthropicProvider:
             model=message.model or self.model,
         )
 
+    async def count_tokens(
+        self,
+        *,
+        system: SystemPrompt,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> int:
+        """The request's input tokens from the Messages API's count_tokens
+        endpoint (free, one short HTTP call); `LlmError` when it fails."""
+        try:
+            counted = await self._client.messages.count_tokens(
+                model=self.model,
+                messages=cast("list[MessageParam]", messages),
+                system=cast("str | list[TextBlockParam]", system) if system else anthropic.omit,
+                tools=cast("list[ToolUnionParam]", tools) if tools else anthropic.omit,
+            )
+        except Exception as exc:
+            raise classify(exc, secrets=self._secrets()) from None
+        return int(counted.input_tokens)
+
     async def _stream(
         self,
         system: SystemPrompt,

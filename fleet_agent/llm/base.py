@@ -24,6 +24,7 @@ __all__ = [
     "LlmRetryableError",
     "ProgressCallback",
     "SystemPrompt",
+    "TokenCounter",
 ]
 
 ProgressCallback = Callable[[int], None]
@@ -87,6 +88,21 @@ class LlmProvider(Protocol):
         `cache_control` markers in `system` and `messages` are the caller's
         prompt-caching breakpoints; a provider without prompt caching ignores them.
         """
+        ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """A provider that can count a request's input tokens as its model does."""
+
+    async def count_tokens(
+        self,
+        *,
+        system: SystemPrompt,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> int:
+        """The request's input tokens; raises `LlmError` when counting fails."""
         ...
 
 

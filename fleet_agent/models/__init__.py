@@ -42,6 +42,7 @@ from .approvals import (
     ApprovalOutcome,
     PendingApproval,
 )
+from .compaction import CompactRequest, CompactResult
 from .config import (
     AgentConfig,
     ConfigPatch,
@@ -98,6 +99,8 @@ __all__ = [
     "ApprovalMode",
     "ApprovalOutcome",
     "CancelWake",
+    "CompactRequest",
+    "CompactResult",
     "ConfigPatch",
     "ContextInfo",
     "FleetToolRequest",

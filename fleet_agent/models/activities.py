@@ -52,6 +52,9 @@ class ContextInfo(BaseModel):
     history_runs_included: int = 0
     history_runs_dropped: int = 0
     estimated_prompt_tokens: int = 0
+    # Runs left the history window and are not yet in the session's summary:
+    # the run calls `compact_session` before its first LLM round.
+    compaction_due: bool = False
     # The agent's spend when the context was written (None: no fleet connected).
     spend: SpendSummary | None = None
     # The agent's LLM cost (today, 24 h) from the store's run records.

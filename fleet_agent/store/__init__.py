@@ -12,6 +12,7 @@ from .records import HistoryEntry, MessageRecord, RunRecord, SessionRecord, Stor
 from .schema import SCHEMA_VERSION, SchemaError
 from .spend import SpendInstance, SpendLedger
 from .store import Store
+from .summaries import SummaryRecord, SummarySource
 
 __all__ = [
     "NEW_STORE_ENV",
@@ -30,6 +31,8 @@ __all__ = [
     "Store",
     "StoreCondition",
     "StoreRefused",
+    "SummaryRecord",
+    "SummarySource",
     "ToolCallRecord",
     "ToolCallStatus",
     "ToolJournal",

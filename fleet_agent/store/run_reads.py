@@ -92,8 +92,11 @@ class RunReads(StoreBase):
                 )
             ).one()
 
-    def prompt_history(self, agent_id: str, session: int, before_run: int) -> list[HistoryEntry]:
-        """Finished, in-prompt runs of `session` before `before_run`, oldest first.
+    def prompt_history(
+        self, agent_id: str, session: int, before_run: int, after_run: int = 0
+    ) -> list[HistoryEntry]:
+        """Finished, in-prompt runs of `session` after `after_run` (the last run
+        the session's summary covers) and before `before_run`, oldest first.
 
         One entry per run: its latest finished attempt, which is left out if
         that attempt is not in the prompt.
@@ -114,6 +117,7 @@ class RunReads(StoreBase):
                 col(RunRow.agent_id) == agent_id,
                 col(RunRow.session) == session,
                 col(RunRow.run) < before_run,
+                col(RunRow.run) > after_run,
                 col(RunRow.status) != RunStatus.RUNNING.value,
                 col(RunRow.attempt) == latest_finished,
                 col(RunRow.in_prompt).is_(True),

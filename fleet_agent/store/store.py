@@ -25,6 +25,7 @@ from .run_costs import RunCosts
 from .run_reads import RunReads
 from .run_writes import RunWrites
 from .schema import read_version, upgrade
+from .summaries import SessionSummaries
 from .tables import (
     FailedHostRow,
     InboxRow,
@@ -35,6 +36,7 @@ from .tables import (
     SessionRow,
     SpendHourRow,
     SpendInstanceRow,
+    SummaryRow,
     ToolCallRow,
 )
 from .timestamps import require_aware
@@ -44,7 +46,7 @@ __all__ = ["Store"]
 _ROLES: frozenset[str] = frozenset(get_args(MessageRole))
 
 
-class Store(RunWrites, RunReads, RunCosts, Inbox):
+class Store(RunWrites, RunReads, RunCosts, Inbox, SessionSummaries):
     """The fleet agent's database: sessions, runs and their messages, the inbox."""
 
     def condition(self) -> StoreCondition:
@@ -159,7 +161,8 @@ class Store(RunWrites, RunReads, RunCosts, Inbox):
 
     def delete_agent(self, agent_id: str) -> None:
         """Delete every session, run, message, inbox text, journalled tool call,
-        remembered failed host, spend and cost record of `agent_id` (tests and ops cleanup)."""
+        remembered failed host, spend and cost record and session summary of
+        `agent_id` (tests and ops cleanup)."""
         models = (
             ToolCallRow,
             MessageRow,
@@ -171,6 +174,7 @@ class Store(RunWrites, RunReads, RunCosts, Inbox):
             FailedHostRow,
             SpendInstanceRow,
             SpendHourRow,
+            SummaryRow,
         )
         with self._engine.begin() as conn:
             for model in models:

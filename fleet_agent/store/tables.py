@@ -26,6 +26,7 @@ __all__ = [
     "SESSIONS_TABLE",
     "SPEND_HOURS_TABLE",
     "SPEND_INSTANCES_TABLE",
+    "SUMMARIES_TABLE",
     "TOOL_CALLS_TABLE",
     "FailedHostRow",
     "InboxRow",
@@ -37,6 +38,7 @@ __all__ = [
     "SessionRow",
     "SpendHourRow",
     "SpendInstanceRow",
+    "SummaryRow",
     "ToolCallRow",
     "all_tables",
     "table_of",
@@ -54,6 +56,7 @@ SPEND_HOURS_TABLE = "fa_spend_hours"
 RUN_SPEND_TABLE = "fa_run_spend"
 RUN_COSTS_TABLE = "fa_run_costs"
 META_TABLE = "fa_meta"
+SUMMARIES_TABLE = "fa_summaries"
 
 
 class MetaRow(SQLModel, table=True):
@@ -309,6 +312,31 @@ class RunCostRow(SQLModel, table=True):
     tool_seconds: float = 0.0
 
 
+class SummaryRow(SQLModel, table=True):
+    """One version of a session's rolling summary: it covers the session's runs
+    `first_run`..`upto_run`; `from_run`..`upto_run` are the runs this version
+    folded in. Written by the run `made_by_run` (fleet_agent/compaction.py)."""
+
+    __tablename__ = SUMMARIES_TABLE
+    __table_args__ = (
+        UniqueConstraint("agent_id", "session", "upto_run", name="uq_fa_summaries_agent_upto"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: str
+    session: int
+    made_by_run: int
+    first_run: int
+    from_run: int
+    upto_run: int
+    body: str = Field(sa_type=Text)
+    source: str  # 'llm' | 'digest'
+    # Why the digest wrote it, when it did ("" for the model's summary).
+    fallback_reason: str = Field(default="", sa_type=Text)
+    tokens: int
+    created_at: datetime = Field(sa_type=UTCDateTime)
+
+
 def table_of(model: type[SQLModel]) -> Table:
     """The Core `Table` of a table model.
 
@@ -336,4 +364,5 @@ def all_tables() -> list[Table]:
         table_of(SpendHourRow),
         table_of(RunSpendRow),
         table_of(RunCostRow),
+        table_of(SummaryRow),
     ]

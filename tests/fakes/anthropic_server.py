@@ -199,6 +199,8 @@ class FakeAnthropic:
             self.cache.min_cacheable = {**self.cache.min_cacheable, **min_cacheable}
         self.requests: list[Request] = []
         self.count_tokens_requests: list[Request] = []
+        # Set: count_tokens answers this error (token_count.py's fallback).
+        self.count_tokens_error: ErrorReply | None = None
         self.responder_errors: list[BaseException] = []
         self.max_concurrent = 0
         self.in_flight = 0
@@ -440,6 +442,10 @@ class FakeAnthropic:
         )
         with self._lock:
             self.count_tokens_requests.append(request)
+            error = self.count_tokens_error
+        if error is not None:
+            handler._send_error(error)
+            return
         if not (headers.get("x-api-key") or headers.get("authorization")):
             handler._send_error(
                 ErrorReply(401, "authentication_error", "x-api-key header is required")
