@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
-from fleet_agent.models import Verdict
+from fleet_agent.models import RunResult, RunStatus, Trigger, TriggerKind, Verdict
 
-__all__ = ["VERDICT_INSTRUCTIONS", "parse_verdict", "strip_verdict"]
+__all__ = ["VERDICT_INSTRUCTIONS", "judge", "parse_verdict", "strip_verdict"]
 
 _TAG = re.compile(r"<verdict>(?P<body>.*?)</verdict>", re.DOTALL | re.IGNORECASE)
 _OPEN, _CLOSE = "<verdict>", "</verdict>"
@@ -59,3 +60,29 @@ def parse_verdict(text: str) -> tuple[Verdict | None, str]:
 def strip_verdict(text: str) -> str:
     """The text without its verdict tags, for showing to people."""
     return _TAG.sub("", text).rstrip()
+
+
+def judge(result: RunResult, triggers: Sequence[Trigger]) -> None:
+    """Apply the verdict rules to a finished run: what counts as a no-op, what
+    stays in the prompt.
+
+    A missing or malformed verdict is shown as such ("no verdict"), never
+    invented; the run then counts as having acted, so it stays in the prompt.
+    A run that changed the fleet acted, whatever its verdict says; a run that
+    answered an operator stays in the prompt.
+    """
+    verdict = result.verdict if result.status == RunStatus.OK else None
+    if result.status == RunStatus.OK and verdict is None and not result.verdict_error:
+        result.verdict_error = "no verdict"
+    if verdict is not None and result.mutating_calls:
+        verdict = Verdict(action=True, state_changed=verdict.state_changed)
+    result.verdict = verdict
+    result.noop = (
+        verdict is not None
+        and not result.verdict_error
+        and not verdict.action
+        and not verdict.state_changed
+        and result.mutating_calls == 0
+    )
+    human = any(t.kind == TriggerKind.HUMAN_MESSAGE for t in triggers)
+    result.in_prompt = not result.noop or human

@@ -32,13 +32,12 @@ with workflow.unsafe.imports_passed_through():
         StoreToolResults,
         ToolCall,
         ToolResult,
-        TriggerKind,
-        Verdict,
     )
     from fleet_agent.tools import (
         FLEET_TOOLS,
         MUTATING_TOOLS,
     )
+    from fleet_agent.verdict import judge
     from workflows import stubs
     from workflows.policies import (
         FLEET_HEARTBEAT_TIMEOUT,
@@ -124,7 +123,7 @@ class AgentRunWorkflow:
             result.status = RunStatus.FAILED
             result.error = describe(exc)
             workflow.logger.warning("run %s failed: %s", inp.run, result.error)
-        self._judge(result)
+        judge(result, self._inp.triggers)
         result.wake_requests = self._wake_tools.requests
         result.ended_at = workflow.now()
         self._step = "recording"
@@ -236,28 +235,6 @@ class AgentRunWorkflow:
             summary=f"store {len(outcomes)} tool result(s) of round {rnd}"
             + (" and a note" if note else ""),
         )
-
-    def _judge(self, result: RunResult) -> None:
-        """Apply the verdict rules: what counts as a no-op, what stays in the prompt.
-
-        A missing or malformed verdict is shown as such ("no verdict"), never
-        invented; the run then counts as having acted, so it stays in the prompt.
-        """
-        verdict = result.verdict if result.status == RunStatus.OK else None
-        if result.status == RunStatus.OK and verdict is None and not result.verdict_error:
-            result.verdict_error = "no verdict"
-        if verdict is not None and result.mutating_calls:
-            verdict = Verdict(action=True, state_changed=verdict.state_changed)
-        result.verdict = verdict
-        result.noop = (
-            verdict is not None
-            and not result.verdict_error
-            and not verdict.action
-            and not verdict.state_changed
-            and result.mutating_calls == 0
-        )
-        human = any(t.kind == TriggerKind.HUMAN_MESSAGE for t in self._inp.triggers)
-        result.in_prompt = not result.noop or human
 
     async def _tool(self, rnd: int, call: ToolCall, result: RunResult) -> ToolResult:
         """Run one tool call; every failure becomes an error result for the model."""
