@@ -26,39 +26,26 @@ import asyncio
 import functools
 import random
 import re
-import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
-from temporalio import activity
+from _llm_runs import HEARTBEAT_S, agent_stack
 from temporalio.client import WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 import activities.llm
 import fleet_agent.history
-from activities.fleet import FleetActivities
-from fleet_agent.llm.anthropic_provider import AnthropicProvider
-from fleet_agent.llm.base import LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.llm_models import DEFAULT_MODEL, KNOWN_MODELS, cost_usd
-from fleet_agent.models import AgentInput, ConfigPatch, TokenUsage
+from fleet_agent.models import TokenUsage
 from fleet_agent.prompt_cache import cached_request
-from fleet_agent.settings import ProverSpec
-from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
-from fleet_agent.vast.client import VastClient
-from fleet_agent.vast.pacing import NO_PACING
-from starter.devserver import find_test_server
-from tests.fakes import DEFAULT_TEXT, FAKE_API_KEY, FakeAnthropic, Reply, Request
-from worker import build_worker
+from tests.fakes import DEFAULT_TEXT, Reply, Request
 from workflows import FleetAgentWorkflow
 
 TARGET_SHARE = 0.70
-HEARTBEAT_S = 300
 ACTED = '<verdict>{"action": true, "state_changed": false}</verdict>'
 ANSWERED = '<verdict>{"action": false, "state_changed": false}</verdict>'
 _RUN = re.compile(r"\[run #(\d+) · session")
@@ -72,45 +59,6 @@ QUESTIONS = [
     "Please keep an eye on the RTX 4090 hosts in particular: two of them were flaky yesterday. "
     "Tell me if you see any of them stop proving again.",
 ]
-
-
-class ServerClock:
-    """The time of the Temporal server, as the LLM activity last saw it."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class ClockedProvider:
-    """The real provider; before each call it sets the fake API's clock to the
-    activity's (skipped) scheduled time, so cache TTLs run on simulated time."""
-
-    name = "anthropic"
-
-    def __init__(self, inner: AnthropicProvider, clock: ServerClock) -> None:
-        self._inner = inner
-        self._clock = clock
-
-    async def complete(
-        self,
-        *,
-        system: SystemPrompt,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        max_tokens: int,
-        on_progress: ProgressCallback | None = None,
-    ) -> LlmReply:
-        self._clock.now = activity.info().current_attempt_scheduled_time.timestamp()
-        return await self._inner.complete(
-            system=system,
-            messages=messages,
-            tools=tools,
-            max_tokens=max_tokens,
-            on_progress=on_progress,
-        )
 
 
 def plan(runs: int, seed: int) -> dict[int, str]:
@@ -233,7 +181,6 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     wall = time.monotonic()
     kinds = plan(args.runs, args.seed)
     rng = random.Random(args.seed + 1)
-    clock = ServerClock()
     if args.sliding:
         # The comparison only: every run is a block of its own, so the
         # window slides by one run whenever the budget is full.
@@ -244,48 +191,12 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         vars(activities.llm)["cached_request"] = functools.partial(
             cached_request, stable_ttl=args.stable_ttl
         )
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        FakeAnthropic(clock=clock) as fake,
-        SimServer(seed=args.seed, speed=0, scenario="ideal", offers=500, rate_limits=False) as sim,
-    ):
-        fake.set_responder(responder(kinds, rng))
-        store = Store(f"sqlite:///{Path(tmp) / 'fleet.db'}")
-        store.create_all()
-        env = await WorkflowEnvironment.start_time_skipping(
-            data_converter=pydantic_data_converter, test_server_existing_path=find_test_server()
-        )
-        try:
-            async with VastClient(
-                sim.api_key, sim.url, timeout=5, backoff_base=0.01, pacing=NO_PACING
-            ) as vast:
-                fleet = FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
-                provider = ClockedProvider(
-                    AnthropicProvider(api_key=FAKE_API_KEY, base_url=fake.base_url), clock
-                )
-                queue = f"prompt-cache-{uuid.uuid4().hex[:8]}"
-                worker = build_worker(
-                    env.client, store=store, provider=provider, fleet=fleet, task_queue=queue
-                )
-                async with worker:
-                    config = ConfigPatch(
-                        monitor_enabled=False,
-                        heartbeat_seconds=HEARTBEAT_S,
-                        history_token_budget=args.budget,
-                    )
-                    handle = await env.client.start_workflow(
-                        FleetAgentWorkflow.run,
-                        AgentInput(config=config),
-                        id=f"prompt-cache-{uuid.uuid4().hex[:8]}",
-                        task_queue=queue,
-                    )
-                    await drive(env, handle, store, kinds, rng)
-                    runs = store.list_runs(handle.id, limit=args.runs + 10)
-                    await handle.terminate("benchmark finished")
-        finally:
-            await env.shutdown()
-            store.dispose()
-    return report(args, fake.requests, runs, kinds, time.monotonic() - wall)
+    async with agent_stack(
+        seed=args.seed, budget=args.budget, respond=responder(kinds, rng), prefix="prompt-cache"
+    ) as stack:
+        await drive(stack.env, stack.handle, stack.store, kinds, rng)
+        runs = stack.store.list_runs(stack.handle.id, limit=args.runs + 10)
+    return report(args, stack.fake.requests, runs, kinds, time.monotonic() - wall)
 
 
 def _summariser(req: Request) -> bool:
