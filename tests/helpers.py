@@ -9,7 +9,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio.client import Client, WorkflowHandle
@@ -19,7 +19,15 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.fleet import FleetActivities
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmProvider
-from fleet_agent.models import AgentConfig, AgentInput, AgentStatus, ConfigPatch, FleetToolRequest
+from fleet_agent.models import (
+    AgentConfig,
+    AgentInput,
+    AgentStatus,
+    ConfigPatch,
+    FleetToolRequest,
+    RunStatus,
+    TokenUsage,
+)
 from fleet_agent.store import RunRecord, Store
 from worker import build_worker
 from workflows import FleetAgentWorkflow
@@ -182,3 +190,24 @@ def tool_request(
         input=args,
         config=config or AgentConfig(),
     )
+
+
+def finish_ok(store: Store, agent_id: str, run: int, ended_at: datetime, **fields: Any) -> None:
+    """Close a run's record as a plain successful run; `fields` override any
+    of `Store.finish_run`'s keywords (usage, final_text, cost_usd, ...)."""
+    defaults: dict[str, Any] = {
+        "status": RunStatus.OK,
+        "verdict": None,
+        "verdict_error": "",
+        "noop": False,
+        "in_prompt": True,
+        "error": "",
+        "final_text": "",
+        "actions_digest": "",
+        "mutating_calls": 0,
+        "tool_calls": 0,
+        "rounds": 1,
+        "usage": TokenUsage(),
+        "llm_seconds": 0.0,
+    }
+    store.finish_run(agent_id, run, ended_at=ended_at, **(defaults | fields))

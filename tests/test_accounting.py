@@ -13,13 +13,13 @@ from activities.fleet import FleetActivities
 from fleet_agent.accounting import price_of, replies_cost
 from fleet_agent.details import agent_details
 from fleet_agent.llm_models import KNOWN_MODELS, model_table
-from fleet_agent.models import AgentState, AgentStatus, Phase, RunStatus, TokenUsage
+from fleet_agent.models import AgentState, AgentStatus, Phase, TokenUsage
 from fleet_agent.store import Store
 from fleet_agent.transcript import StoredReply
 from starter.render import status_text
 from starter.runlog_view import run_detail, runs_table
 from tests.fakes.anthropic_server import FakeAnthropic
-from tests.helpers import eventually, running_worker, wait_runs
+from tests.helpers import eventually, finish_ok, running_worker, wait_runs
 from tests.helpers import status as status_of
 from tests.test_prompt_caching_loop import reported, respond
 from workflows import FleetAgentWorkflow
@@ -65,23 +65,14 @@ def _run(
 ) -> None:
     store.ensure_session(AGENT, session, "", started)
     store.begin_run(AGENT, run, session, [], "", started, wf)
-    store.finish_run(
+    finish_ok(
+        store,
         AGENT,
         run,
-        status=RunStatus.OK,
-        verdict=None,
-        verdict_error="",
-        noop=False,
-        in_prompt=True,
-        error="",
-        final_text="",
-        actions_digest="",
-        mutating_calls=0,
+        started + timedelta(seconds=30),
         tool_calls=1,
-        rounds=1,
         usage=usage,
         llm_seconds=1.5,
-        ended_at=started + timedelta(seconds=30),
         workflow_run_id=wf,
         cost_usd=cost,
         tool_seconds=0.25,

@@ -13,8 +13,6 @@ from activities.compact import CompactActivities, prompt_history
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import (
     CompactRequest,
-    RunStatus,
-    TokenUsage,
     ToolResult,
     Trigger,
     TriggerKind,
@@ -22,6 +20,7 @@ from fleet_agent.models import (
 from fleet_agent.prompt import format_time
 from fleet_agent.store import Store
 from fleet_agent.transcript import StoredReply, StoredToolResults, dumps
+from tests.helpers import finish_ok
 
 AGENT = "a"
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
@@ -61,23 +60,16 @@ def add_run(store: Store, run: int) -> None:
         ]
     )
     store.add_message(AGENT, run, 2, 1, "user", "tool_results", dumps(results), at)
-    store.finish_run(
+    finish_ok(
+        store,
         AGENT,
         run,
-        status=RunStatus.OK,
-        verdict=None,
-        verdict_error="",
-        noop=False,
-        in_prompt=True,
-        error="",
+        at,
         final_text="Rented one more.",
         actions_digest=f"- create_instance: Created instance {run}",
         mutating_calls=1,
         tool_calls=1,
         rounds=2,
-        usage=TokenUsage(),
-        llm_seconds=0.0,
-        ended_at=at,
     )
 
 

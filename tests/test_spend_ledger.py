@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import Connection, Row
 
 from fleet_agent.fleet.billing import KB_PER_GB, billed_dph, hour_slices
-from fleet_agent.models import RunStatus, TokenUsage
 from fleet_agent.store import SpendLedger, Store
 from fleet_agent.vast.models import Instance
+from tests.helpers import finish_ok
 from tests.store_backends import in_threads, store_on_both_backends
 
 __all__ = ["store_on_both_backends"]
@@ -185,23 +185,15 @@ def test_two_threads_accruing_at_once_never_double_count(store: Store) -> None:
 def test_each_attempt_of_a_run_records_the_dph_it_changed(store: Store) -> None:
     def run_once(workflow_run_id: str, added: float, removed: float) -> None:
         store.begin_run(AGENT, 3, 1, [], "", T0, workflow_run_id)
-        store.finish_run(
+        finish_ok(
+            store,
             AGENT,
             3,
-            status=RunStatus.OK,
-            verdict=None,
-            verdict_error="",
-            noop=False,
-            in_prompt=True,
-            error="",
+            T0 + timedelta(minutes=1),
             final_text="done",
-            actions_digest="",
             mutating_calls=2,
             tool_calls=2,
-            rounds=1,
-            usage=TokenUsage(),
             llm_seconds=0.1,
-            ended_at=T0 + timedelta(minutes=1),
             workflow_run_id=workflow_run_id,
             dph_added=added,
             dph_removed=removed,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from fleet_agent.models import RunStatus, TokenUsage
 from fleet_agent.store import Store, SummaryRecord
+from tests.helpers import finish_ok
 
 AGENT = "a"
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
@@ -17,24 +17,7 @@ def add_runs(store: Store, runs: range, session: int = 1) -> None:
     for run in runs:
         at = T0 + timedelta(minutes=run)
         store.begin_run(AGENT, run, session, [], f"trigger {run}", at)
-        store.finish_run(
-            AGENT,
-            run,
-            status=RunStatus.OK,
-            verdict=None,
-            verdict_error="",
-            noop=False,
-            in_prompt=True,
-            error="",
-            final_text=f"answer {run}",
-            actions_digest="",
-            mutating_calls=0,
-            tool_calls=0,
-            rounds=1,
-            usage=TokenUsage(),
-            llm_seconds=0.0,
-            ended_at=at,
-        )
+        finish_ok(store, AGENT, run, at, final_text=f"answer {run}")
 
 
 def summary(by: int, first: int, upto: int, body: str = "- x") -> SummaryRecord:
