@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from sqlmodel import Session, col, select
+from sqlalchemy.orm import aliased
+from sqlmodel import Session, col, func, select
 
 from fleet_agent.models import LlmCostSummary, LlmTotals, RunStatus, TokenUsage
 
@@ -21,6 +22,9 @@ from .timestamps import require_aware
 
 __all__ = ["RunCosts"]
 
+_USAGE = tuple(TokenUsage.model_fields)
+"""The token counters, each a column of `fa_runs` of the same name."""
+
 
 class RunCosts(StoreBase):
     """LLM tokens, cost and seconds summed over an agent's runs."""
@@ -28,9 +32,33 @@ class RunCosts(StoreBase):
     def llm_totals(
         self, agent_id: str, *, since: datetime | None = None, session: int | None = None
     ) -> LlmTotals:
-        """The runs that started at or after `since` and/or belong to `session`."""
+        """The runs that started at or after `since` and/or belong to `session`.
+
+        One aggregate query: the database sums the latest finished attempt of
+        each run, so the time does not grow with the runs in the window (a
+        day holds ~300 runs at the default heartbeat; index
+        `ix_fa_runs_agent_started` finds them).
+        """
+        other = aliased(RunRow)
+        latest_finished = (
+            select(func.max(col(other.attempt)))
+            .where(
+                col(other.agent_id) == col(RunRow.agent_id),
+                col(other.run) == col(RunRow.run),
+                col(other.status) != RunStatus.RUNNING.value,
+            )
+            .scalar_subquery()
+        )
+        sums = [
+            func.count(col(RunRow.run)),
+            *(func.coalesce(func.sum(getattr(RunRow, name)), 0) for name in _USAGE),
+            func.coalesce(func.sum(col(RunRow.llm_seconds)), 0.0),
+            func.coalesce(func.sum(col(RunCostRow.cost_usd)), 0.0),
+            func.coalesce(func.sum(col(RunCostRow.tool_seconds)), 0.0),
+        ]
         stmt = (
-            select(RunRow, RunCostRow)
+            select(*sums)
+            .select_from(RunRow)
             .join(
                 RunCostRow,
                 (col(RunCostRow.agent_id) == col(RunRow.agent_id))
@@ -41,33 +69,23 @@ class RunCosts(StoreBase):
             .where(
                 col(RunRow.agent_id) == agent_id,
                 col(RunRow.status) != RunStatus.RUNNING.value,
+                col(RunRow.attempt) == latest_finished,
             )
         )
         if since is not None:
             stmt = stmt.where(col(RunRow.started_at) >= require_aware(since, "since"))
         if session is not None:
             stmt = stmt.where(col(RunRow.session) == session)
-        latest: dict[int, tuple[RunRow, RunCostRow | None]] = {}
         with Session(self._engine) as db:
-            for row, found in db.exec(stmt).all():
-                kept = latest.get(row.run)
-                if kept is None or kept[0].attempt < row.attempt:
-                    latest[row.run] = (row, found)
-        totals = LlmTotals()
-        for row, cost in latest.values():
-            totals.runs += 1
-            totals.usage = totals.usage + TokenUsage(
-                input_tokens=row.input_tokens,
-                output_tokens=row.output_tokens,
-                cache_read_input_tokens=row.cache_read_input_tokens,
-                cache_creation_input_tokens=row.cache_creation_input_tokens,
-                cache_creation_1h_input_tokens=row.cache_creation_1h_input_tokens,
-            )
-            totals.llm_seconds += row.llm_seconds
-            if cost is not None:
-                totals.cost_usd += cost.cost_usd
-                totals.tool_seconds += cost.tool_seconds
-        return totals
+            row = db.exec(stmt).one()
+        runs, *usage, llm_seconds, cost_usd, tool_seconds = row
+        return LlmTotals(
+            runs=runs,
+            usage=TokenUsage(**dict(zip(_USAGE, map(int, usage), strict=True))),
+            cost_usd=float(cost_usd),
+            llm_seconds=float(llm_seconds),
+            tool_seconds=float(tool_seconds),
+        )
 
     def llm_cost_summary(self, agent_id: str, now: datetime) -> LlmCostSummary:
         """Today (since midnight UTC) and the last 24 h, as of `now`."""
