@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_QUERY_TIMEOUT",
     "AgentClient",
     "CliError",
+    "UsageError",
     "connect_failure",
     "open_client",
     "resolved_address",
@@ -65,6 +66,15 @@ _OS_MESSAGE = re.compile(r'message: "([^"]+)"')
 
 class CliError(Exception):
     """An operator mistake or an unreachable service: one line, exit code 1, no traceback."""
+
+    exit_code = 1
+
+
+class UsageError(CliError):
+    """The command line itself is wrong (a malformed value, a blank message): exit code 2,
+    as for argparse's own usage errors."""
+
+    exit_code = 2
 
 
 def validation_message(exc: ValidationError) -> str:
