@@ -20,6 +20,7 @@ from fleet_agent.models import HumanMessage, RunStatus, Verdict
 from fleet_agent.store import RunRecord, Store
 from fleet_agent.verdict import strip_verdict
 from starter.agent_client import AgentClient, CliError, UsageError, validation_message
+from starter.hints import CLI
 
 __all__ = [
     "ANSWER_TIMEOUT_EXIT",
@@ -88,7 +89,7 @@ class AnswerTimeout(CliError):
         )
         super().__init__(
             f"no answer within {waited:g}s; the message was delivered and is not lost: {where}. "
-            f"Read the answer later with `.venv/bin/fleet-agent runs --agent {sent.agent_id}`"
+            f"Read the answer later with `{CLI} runs --agent {sent.agent_id}`"
         )
         self.sent = sent
         self.last = last
