@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -34,7 +35,10 @@ from starter.agent_client import (
     resolved_address,
 )
 from starter.cost_view import totals_line
+from starter.fleet_render import fleet_text
+from starter.fleet_view import read_fleet_view
 from starter.runlog_view import (
+    open_store,
     read_run,
     read_runs,
     read_session_totals,
@@ -104,6 +108,19 @@ def _runs(args: argparse.Namespace) -> int:
         if args.session is not None:
             totals = read_session_totals(args.agent_id, args.session)
             print(totals_line(f"session {args.session}", totals))
+    return 0
+
+
+def _fleet(args: argparse.Namespace) -> int:
+    store = open_store()
+    try:
+        view = read_fleet_view(store, args.agent_id)
+    finally:
+        store.dispose()
+    if args.json:
+        print(view.model_dump_json(indent=2))
+    else:
+        print(fleet_text(view, datetime.now(UTC)))
     return 0
 
 
@@ -429,6 +446,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", type=int, help="only runs of this session")
     _json_option(p)
     p.set_defaults(handler=_runs)
+
+    p = sub.add_parser(
+        "fleet",
+        help="the fleet: machines, capacity against target, $/h and spend today",
+        description="Each machine with its GPU, state, measured and expected proofs/h, "
+        "$/h, age, host and flags, then the totals, as of the monitor's last poll (from the "
+        "store: no vast.ai call). The spend comes from the ledger.",
+    )
+    _agent_options(p, temporal=False)
+    _json_option(p)
+    p.set_defaults(handler=_fleet)
 
     p = sub.add_parser("show-run", help="one run in full: triggers, messages, record")
     _agent_options(p, temporal=False)

@@ -27,6 +27,7 @@ from fleet_agent.models import (
 from starter.agent_client import AgentClient, CliError, UsageError, validation_message
 from starter.answers import (
     Answer,
+    AnswerTimeout,
     checked_message,
     new_message_id,
     send_message,
@@ -127,7 +128,10 @@ async def ask(
             file=sys.stderr,
         )
         left = max(0.0, within - (time.monotonic() - began))
-        answer = await wait_for_answer(store, sent, within=left)
+        try:
+            answer = await wait_for_answer(store, sent, within=left)
+        except AnswerTimeout as exc:  # say how long the operator asked to wait
+            raise AnswerTimeout(sent, within, exc.last) from None
     finally:
         store.dispose()
     if as_json:
