@@ -108,6 +108,13 @@ def test_a_wrong_command_line_exits_2_before_connecting(
     assert "cannot reach Temporal" not in err
 
 
+def test_an_unknown_simulator_scenario_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["sim", "--port", "1", "--scenario", "bogus"]) == 2
+    assert "unknown scenario 'bogus'; choose from" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "argv", [["nonsense"], ["cancel-wake"], ["runs", "--limit", "x"], ["status", "--agent"]]
 )
