@@ -135,6 +135,26 @@ def test_a_missing_run_exits_1(run_log: str, capsys: pytest.CaptureFixture[str])
     assert "agent 'pipe' has no run 9" in capsys.readouterr().err
 
 
+def test_fleet_without_a_store_or_its_table_exits_1(
+    run_log: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A store the previous version made: no fleet table until a new worker starts.
+    store = Store(run_log)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE fa_fleet_snapshots")
+    store.dispose()
+    assert main(["fleet", "--agent", "pipe"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot read the fleet" in err and "adds the fleet table when it starts" in err
+
+    monkeypatch.setenv("FLEET_DATABASE_URL", f"sqlite:///{tmp_path / 'absent.db'}")
+    assert main(["fleet"]) == 1
+    assert "no run log at" in capsys.readouterr().err
+
+
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     return dict(sub.choices)
