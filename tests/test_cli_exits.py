@@ -130,6 +130,17 @@ def test_an_unreachable_service_exits_1(capsys: pytest.CaptureFixture[str]) -> N
     assert "cannot reach Temporal at 127.0.0.1:1" in capsys.readouterr().err
 
 
+def test_ctrl_c_exits_130_without_a_traceback(
+    run_log: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("starter.cli.read_runs", interrupted)
+    assert main(["runs", "--agent", "pipe"]) == 130
+    assert capsys.readouterr().err == ""
+
+
 def test_a_missing_run_exits_1(run_log: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show-run", "9", "--agent", "pipe"]) == 1
     assert "agent 'pipe' has no run 9" in capsys.readouterr().err
