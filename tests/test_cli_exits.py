@@ -17,6 +17,7 @@ import pytest
 from fleet_agent.models import Trigger, TriggerKind
 from fleet_agent.store import Store
 from starter.cli import EXIT_BROKEN_PIPE, build_parser, main
+from starter.hints import CLI, TEMPORAL
 from tests.helpers import finish_ok
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,6 +165,12 @@ def test_fleet_without_a_store_or_its_table_exits_1(
     monkeypatch.setenv("FLEET_DATABASE_URL", f"sqlite:///{tmp_path / 'absent.db'}")
     assert main(["fleet"]) == 1
     assert "no run log at" in capsys.readouterr().err
+
+
+def test_hinted_commands_exist_in_the_checkout() -> None:
+    """Hints spell `.venv/bin/...`, relative to the checkout `make run` installs into."""
+    for command in (CLI, TEMPORAL):
+        assert os.access(ROOT / command, os.X_OK), command
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
