@@ -4,6 +4,7 @@ Temporal-free and synchronous: activities call it from their thread pool.
 """
 
 from .engine import create_engine_for, default_database_url, redacted_url
+from .fleet_snapshots import FleetSnapshots, StoredSnapshot
 from .guard import NEW_STORE_ENV, NEW_STORE_FLAG, StoreRefused, store_refusal
 from .hosts import FailedHost, FailedHosts
 from .journal import ToolCallRecord, ToolCallStatus, ToolJournal
@@ -20,6 +21,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "FailedHost",
     "FailedHosts",
+    "FleetSnapshots",
     "HistoryEntry",
     "MessageRecord",
     "ProverTracks",
@@ -31,6 +33,7 @@ __all__ = [
     "Store",
     "StoreCondition",
     "StoreRefused",
+    "StoredSnapshot",
     "SummaryRecord",
     "SummarySource",
     "ToolCallRecord",
