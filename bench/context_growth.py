@@ -178,6 +178,7 @@ class Sampler:
         self.continued_as_new = 0
         self.last_tool_run = 0
         self.rows: list[dict[str, Any]] = []
+        self.budget_filled_at: int | None = None
 
     async def after_run(self, run: int) -> None:
         store, agent = self.stack.store, self.stack.handle.id
@@ -329,6 +330,9 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         sampler.loads.install()
         await drive(stack, kinds, rng, sampler.after_run)
         requests = list(stack.fake.requests)
+        summaries = stack.store.session_summaries(stack.handle.id, 1)
+        # The run whose prompt first left runs out: the history budget was full.
+        sampler.budget_filled_at = summaries[0].made_by_run if summaries else None
     return report(args, sampler, requests, time.monotonic() - wall)
 
 
@@ -382,8 +386,7 @@ def report(
     # The plateau (docs/DECISIONS.md, "The prompt's plateau"): the rows after
     # the history budget first filled (the first summary) within 10 % of
     # each other.
-    summaries = s.stack.store.session_summaries(s.stack.handle.id, 1)
-    filled = summaries[0].made_by_run if summaries else n + 1
+    filled = s.budget_filled_at or n + 1
     plateau = [r["prompt_tokens_per_request"] for r in rows if r["run"] - s.args.every >= filled]
     spread = max(plateau) / min(plateau) - 1 if plateau else None
     checks = {
