@@ -137,9 +137,12 @@ def _console(args: argparse.Namespace) -> int:
 
 def _port(text: str) -> int:
     """A TCP port number (for --port and its environment default)."""
-    port = int(text)
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
     if not 0 < port < 65536:
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
     return port
 
 
