@@ -1,5 +1,7 @@
 """What the operator asks of an agent, without printing: the CLI commands
 (starter/commands.py) and the web console (starter/console/) both call these.
+Messages go through starter/answers.py (`send_message`), which gives each an
+id to find its answer by.
 
 Inputs are validated locally with the same models the workflow uses, because a
 signal the workflow cannot parse is only recorded in its `rejected` list — the
@@ -9,7 +11,6 @@ Temporal through the given `AgentClient` only.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -18,11 +19,10 @@ from fleet_agent.models import (
     ApprovalDecisionRequest,
     ApprovalOutcome,
     CancelWake,
-    HumanMessage,
     ResetSession,
     TriggerNow,
 )
-from starter.agent_client import AgentClient, CliError, validation_message
+from starter.agent_client import AgentClient, CliError, UsageError, validation_message
 
 __all__ = [
     "cancel_wake",
@@ -30,30 +30,18 @@ __all__ = [
     "payload",
     "request_reset",
     "request_trigger",
-    "send_message",
 ]
 
 
 def payload(model: type[BaseModel], what: str, **fields: Any) -> dict[str, Any]:
-    """The signal argument, checked against the workflow's own model first."""
+    """The signal argument, checked against the workflow's own model first
+    (a `UsageError`: exit code 2 on the command line)."""
     given = {k: v for k, v in fields.items() if v is not None}
     try:
         model.model_validate(given)
     except ValidationError as exc:
-        raise CliError(f"invalid {what}: {validation_message(exc)}") from None
+        raise UsageError(f"invalid {what}: {validation_message(exc)}") from None
     return given
-
-
-async def send_message(agent: AgentClient, text: str, author: str | None) -> bool:
-    """Signal `human_message` (starting the agent if it is not running); True if
-    it was started. A message the agent refused is a `CliError`."""
-    arg = payload(HumanMessage, "message", text=text, author=author)
-    sent_at = datetime.now(UTC)
-    started = await agent.signal_with_start("human_message", arg)
-    refused = await agent.refusal("human_message", arg, sent_at)
-    if refused is not None:
-        raise CliError(f"agent {agent.agent_id!r} refused the message: {refused.error}")
-    return started
 
 
 async def request_trigger(agent: AgentClient, reason: str | None) -> bool:

@@ -1,17 +1,28 @@
 """What each agent-facing CLI command does, given a connected `AgentClient`:
-the request itself is in starter/actions.py (shared with the web console),
-printing the outcome is here."""
+the requests themselves are in starter/actions.py and starter/answers.py
+(shared with the web console), printing the outcome is here."""
 
 from __future__ import annotations
 
 import json
+import sys
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from fleet_agent.models import FreezeRequest, UnfreezeRequest
 from starter import actions
-from starter.agent_client import AgentClient
-from starter.config_args import parse_assignments, patch_from
+from starter.agent_client import AgentClient, UsageError
+from starter.answers import (
+    Answer,
+    AnswerTimeout,
+    checked_message,
+    new_message_id,
+    send_message,
+    wait_for_answer,
+)
+from starter.config_args import checked_changes, parse_assignments, patch_from
+from starter.hints import CLI
 from starter.render import (
     approvals_table,
     config_text,
@@ -20,8 +31,10 @@ from starter.render import (
     status_text,
     wakes_table,
 )
+from starter.runlog_view import open_store
 
 __all__ = [
+    "ask",
     "cancel_wake",
     "config",
     "reset",
@@ -56,14 +69,61 @@ async def start(agent: AgentClient, target: float | None, paused: bool, sets: li
         print(f"agent {agent.agent_id!r} is already running: attached to it")
         if changes:
             keys = " ".join(f"--set {k}=…" for k in changes)
-            print(f"config options were not applied; use `fleet-agent config {keys}`")
+            print(f"config options were not applied; use `{CLI} config {keys}`")
     return 0
 
 
 async def say(agent: AgentClient, text: str, author: str | None) -> int:
-    started = await actions.send_message(agent, text, author)
-    print(f"{_started_note(agent, started)}; message sent (answered in the next run)")
+    sent = await send_message(agent, text, author)
+    print(
+        f"{_started_note(agent, sent.started)}; message sent (answered in the next run; "
+        f"`{CLI} ask` or `say --wait` waits for the answer)"
+    )
     return 0
+
+
+async def ask(
+    agent: AgentClient, text: str, author: str | None, within: float, as_json: bool
+) -> int:
+    """`ask` (= `say --wait`): send the message with an id, wait for the run
+    that took it in to end, print its answer. Exit 0 with the answer, 1 if
+    that run failed, ANSWER_TIMEOUT_EXIT when `within` seconds pass first."""
+    if within <= 0:
+        raise UsageError(f"--timeout must be more than 0 seconds, got {within:g}")
+    checked_message(text, author, new_message_id())  # a typo fails before the store is opened
+    began = time.monotonic()
+    store = open_store()  # before sending: the answer must be readable
+    try:
+        sent = await send_message(agent, text, author)
+        print(
+            f"{_started_note(agent, sent.started)}; message sent, waiting up to "
+            f"{within:g}s for the answer",
+            file=sys.stderr,
+        )
+        left = max(0.0, within - (time.monotonic() - began))
+        try:
+            answer = await wait_for_answer(store, sent, within=left)
+        except AnswerTimeout as exc:  # say how long the operator asked to wait
+            raise AnswerTimeout(sent, within, exc.last) from None
+    finally:
+        store.dispose()
+    if as_json:
+        _dump(answer.model_dump(mode="json") | {"finished": answer.finished})
+    else:
+        print(answer_text(answer))
+    return 0 if answer.ok else 1
+
+
+def answer_text(answer: Answer) -> str:
+    """The run's answer, headed by the run that gave it."""
+    head = f"run #{answer.run}" + (f" replay {answer.attempt}" if answer.attempt > 1 else "")
+    if answer.ok:
+        return f"{head} answered:\n{answer.text or '(no text)'}"
+    lines = [f"{head} ended {answer.status.value}: {answer.error or 'no error recorded'}"]
+    if answer.text:
+        lines.append(answer.text)
+    lines.append(f"details: `{CLI} show-run {answer.run} --agent {answer.agent_id}`")
+    return "\n".join(lines)
 
 
 async def trigger(agent: AgentClient, reason: str | None) -> int:
@@ -108,7 +168,7 @@ async def status(agent: AgentClient, as_json: bool) -> int:
 async def config(agent: AgentClient, sets: list[str], as_json: bool) -> int:
     """Show the config, or change it (the workflow validates and answers the result)."""
     if sets:
-        result = await agent.update_config(parse_assignments(sets))
+        result = await agent.update_config(checked_changes(sets))
     else:
         result = (await agent.status()).config
     if as_json:

@@ -228,7 +228,7 @@ def _banner(
     provider: str,
 ) -> str:
     env = "" if server.address == "127.0.0.1:7233" else f"TEMPORAL_ADDRESS={server.address} "
-    agent = "" if opts.agent_id == "fleet-agent" else f" --agent-id {opts.agent_id}"
+    agent = "" if opts.agent_id == "fleet-agent" else f" --agent {opts.agent_id}"
     if sim_url:
         vast = f"simulator at {sim_url} (VAST_API_URL exported)"
     elif settings.vast_api_key is not None:
@@ -248,11 +248,12 @@ def _banner(
         f"  run log:    {redacted_url(db_url)}",
         f"  LLM:        {provider}",
         "try:",
-        f'  {env}fleet-agent say{agent} "how is the fleet?"',
-        f"  {env}fleet-agent status{agent}",
-        f"  {env}fleet-agent runs{agent}",
-        f"  temporal workflow query --address {server.address} --workflow-id {opts.agent_id} "
-        "--type status",
+        f'  {env}.venv/bin/fleet-agent ask{agent} "how is the fleet?"',
+        f"  {env}.venv/bin/fleet-agent fleet{agent}",
+        f"  {env}.venv/bin/fleet-agent status{agent}",
+        f"  {env}.venv/bin/fleet-agent runs{agent}",
+        f"  .venv/bin/temporal workflow query --address {server.address} "
+        f"--workflow-id {opts.agent_id} --type status",
     ]
     if not opts.check:
         lines.append("Ctrl-C stops everything.")

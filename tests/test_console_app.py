@@ -70,7 +70,9 @@ def _seed(store: Store) -> None:
     ]
     for run, kind, fields in specs:
         at = NOW - timedelta(hours=4 - run)
-        trigger = Trigger(seq=run, kind=kind, received_at=at, text="hello agent")
+        trigger = Trigger(
+            seq=run, kind=kind, received_at=at, text="hello agent", message_id=f"m-seed-{run}"
+        )
         store.ensure_session(AGENT, 1, "", at)
         store.begin_run(AGENT, run, 1, [trigger], f"- {kind.value}", at, f"wfrun-{run}")
         context = f"[run #{run}]\n## Fleet\n{_snapshot(100.0 * run, 250).to_text()}\n"
@@ -134,8 +136,8 @@ def test_a_run_page_shows_its_transcript_and_links_to_the_web_ui(console: TestCl
         ("/runs?filter=bogus", 400, "unknown filter &#39;bogus&#39;; choose from all, acted"),
         ("/runs?limit=0", 400, "limit must be between 1 and 1000, not 0"),
         ("/nowhere", 404, "no page at /nowhere"),
-        ("/parts/answer?text=hi&sent=yesterday", 400, "sent must be an ISO 8601 time"),
-        ("/parts/answer?text=hi&sent=2026-01-01T00:00:00", 400, "a sent time with its time zone"),
+        ("/parts/answer?text=hi", 400, "not a message id: &#39;&#39;"),
+        ("/parts/answer?id=m%22x&text=hi", 400, "not a message id: &#39;m&#34;x&#39;"),
     ],
 )
 def test_bad_requests_get_a_clear_error_page(
@@ -144,6 +146,15 @@ def test_bad_requests_get_a_clear_error_page(
     page = console.get(path)
     assert page.status_code == status
     assert message in page.text and 'role="alert"' in page.text
+
+
+def test_the_chat_polls_until_the_run_that_took_the_message_ended(console: TestClient) -> None:
+    answered = console.get("/parts/answer?id=m-seed-1&text=hello+agent")
+    assert answered.status_code == 200
+    assert "answer 1" in answered.text and 'href="/runs/1"' in answered.text
+    assert "hx-trigger" not in answered.text, "an answered message stops polling"
+    waiting = console.get("/parts/answer?id=m-not-yet&text=hello")
+    assert "waiting for a run to take it in" in waiting.text and "every 1s" in waiting.text
 
 
 def test_without_temporal_the_dashboard_says_why_and_actions_fail_clearly(

@@ -4,6 +4,7 @@ Temporal-free and synchronous: activities call it from their thread pool.
 """
 
 from .engine import create_engine_for, default_database_url, redacted_url
+from .fleet_snapshots import FleetSnapshots, StoredSnapshot
 from .guard import NEW_STORE_ENV, NEW_STORE_FLAG, StoreRefused, store_refusal
 from .hosts import FailedHost, FailedHosts
 from .journal import ToolCallRecord, ToolCallStatus, ToolJournal
@@ -21,6 +22,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "FailedHost",
     "FailedHosts",
+    "FleetSnapshots",
     "HistoryEntry",
     "MessageRecord",
     "ProverTracks",
@@ -33,6 +35,7 @@ __all__ = [
     "Store",
     "StoreCondition",
     "StoreRefused",
+    "StoredSnapshot",
     "SummaryRecord",
     "SummarySource",
     "ToolCallRecord",

@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlalchemy import Index, Table, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from .tables_fleet import FLEET_SNAPSHOTS_TABLE, FleetSnapshotRow
 from .tables_money import (
     RUN_COSTS_TABLE,
     RUN_SPEND_TABLE,
@@ -26,6 +27,7 @@ from .timestamps import UTCDateTime
 
 __all__ = [
     "FAILED_HOSTS_TABLE",
+    "FLEET_SNAPSHOTS_TABLE",
     "INBOX_TABLE",
     "MESSAGES_TABLE",
     "META_TABLE",
@@ -39,6 +41,7 @@ __all__ = [
     "SUMMARIES_TABLE",
     "TOOL_CALLS_TABLE",
     "FailedHostRow",
+    "FleetSnapshotRow",
     "InboxRow",
     "MessageRow",
     "MetaRow",
@@ -286,4 +289,5 @@ def all_tables() -> list[Table]:
         table_of(RunSpendRow),
         table_of(RunCostRow),
         table_of(SummaryRow),
+        table_of(FleetSnapshotRow),
     ]

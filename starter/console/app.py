@@ -10,7 +10,6 @@ It talks to the agent through the CLI's own `AgentClient` and actions
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from starlette.applications import Starlette
@@ -22,8 +21,9 @@ from starlette.staticfiles import StaticFiles
 from fleet_agent.models import AgentStatus
 from starter import actions
 from starter.agent_client import AgentClient
+from starter.answers import send_message
 from starter.console.chart import trend_svg
-from starter.console.chat import find_answer
+from starter.console.chat import answer_for
 from starter.console.data import FILTERS, fleet_seen, read_trend, run_log, run_view
 from starter.console.web import (
     PACKAGE_DIR,
@@ -113,23 +113,15 @@ async def say(request: Request) -> Response:
     form = await request.form()
     text = form_text(form, "text", required=True)
     assert text is not None
-    sent_at = datetime.now(UTC)
-    started = await agent_call(
-        actions.send_message(agent_of(request), text, form_text(form, "author")), 400
-    )
-    return done(request, "_chat.html", text=text, sent_at=sent_at, answer=None, started=started)
+    sent = await agent_call(send_message(agent_of(request), text, form_text(form, "author")), 400)
+    return done(request, "_chat.html", text=text, sent=sent, answer=None)
 
 
 async def answer_part(request: Request) -> Response:
+    message_id = request.query_params.get("id", "")
     text = request.query_params.get("text", "")
-    try:
-        sent_at = datetime.fromisoformat(request.query_params.get("sent", ""))
-    except ValueError:
-        raise ConsoleError("sent must be an ISO 8601 time") from None
-    if not text or sent_at.tzinfo is None:
-        raise ConsoleError("text and a sent time with its time zone are required")
-    answer = await in_thread(find_answer, agent_of(request).agent_id, text, sent_at)
-    return page(request, "_chat.html", text=text, sent_at=sent_at, answer=answer, started=False)
+    answer = await in_thread(answer_for, agent_of(request).agent_id, message_id)
+    return page(request, "_chat.html", text=text, message_id=message_id, answer=answer, sent=None)
 
 
 async def trigger(request: Request) -> Response:

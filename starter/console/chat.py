@@ -1,55 +1,35 @@
-"""The console's chat: which run answered a message sent at a known time.
+"""The console's chat: the answer to a message, by the id it was sent with.
 
-A message is a `human_message` trigger; the run that consumed it stores its
-triggers with their full text, and its final text is the answer. So the
-answer to a message is the final text of the newest run whose triggers hold
-that text, received at or after the send. Reads the store only (through the
-CLI's `read_runs`).
+Sending is `starter.answers.send_message` (the CLI's `ask` uses it too); this
+module opens the store for `starter.answers.find_answer`, which never blocks:
+the page polls it until the run that took the message in has ended.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+import re
 
-from fleet_agent.models import RunStatus, TriggerKind
-from fleet_agent.verdict import strip_verdict
-from starter.runlog_view import read_runs
+from sqlalchemy.exc import SQLAlchemyError
 
-__all__ = ["ChatAnswer", "find_answer"]
+from fleet_agent.models.signals import MESSAGE_ID_PATTERN
+from starter.agent_client import CliError, UsageError
+from starter.answers import Answer, find_answer
+from starter.runlog_view import open_store
 
-# Between this machine's clock and the workflow's (the server's) time.
-_CLOCK_SLACK = timedelta(seconds=5)
-# Runs to look through: a message is answered by one of the next few runs.
-_LOOKBACK = 50
+__all__ = ["answer_for"]
 
-
-@dataclass(frozen=True)
-class ChatAnswer:
-    """The run that took the message; `text` is its answer once it ended."""
-
-    run: int
-    attempt: int
-    done: bool
-    text: str
-    error: str
+_MESSAGE_ID = re.compile(MESSAGE_ID_PATTERN)
 
 
-def find_answer(agent_id: str, text: str, sent_at: datetime) -> ChatAnswer | None:
-    """The run that handled the message `text` sent at `sent_at`; None until one took it."""
-    for record in reversed(read_runs(agent_id, _LOOKBACK, None)):
-        if any(
-            t.kind == TriggerKind.HUMAN_MESSAGE
-            and t.text == text
-            and t.received_at >= sent_at - _CLOCK_SLACK
-            for t in record.triggers
-        ):
-            done = record.status != RunStatus.RUNNING
-            return ChatAnswer(
-                run=record.run,
-                attempt=record.attempt,
-                done=done,
-                text=strip_verdict(record.final_text).strip() if done else "",
-                error=record.error,
-            )
-    return None
+def answer_for(agent_id: str, message_id: str) -> Answer | None:
+    """The run that took message `message_id` in (running or ended), or None
+    while the message waits. Reads the store; a malformed id is a `UsageError`."""
+    if not message_id or len(message_id) > 64 or not _MESSAGE_ID.fullmatch(message_id):
+        raise UsageError(f"not a message id: {message_id!r}")
+    store = open_store()
+    try:
+        return find_answer(store, agent_id, message_id)
+    except SQLAlchemyError as exc:
+        raise CliError(f"cannot read the run log ({store!r}): {str(exc).splitlines()[0]}") from None
+    finally:
+        store.dispose()

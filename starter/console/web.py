@@ -17,7 +17,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from fleet_agent.store import RunRecord
-from starter.agent_client import AgentClient, CliError
+from starter.agent_client import AgentClient, CliError, UsageError
 from starter.console.data import RunNotFound
 from starter.render import fmt_duration, fmt_time, fmt_when, verdict_text
 from starter.runlog_view import badges, message_text, run_label
@@ -119,6 +119,8 @@ async def in_thread(call: Callable[..., T], *args: Any) -> T:
         return await asyncio.to_thread(call, *args)
     except RunNotFound as exc:
         raise ConsoleError(str(exc), 404) from None
+    except UsageError as exc:
+        raise ConsoleError(str(exc), 400) from None
     except CliError as exc:
         raise ConsoleError(str(exc), 503) from None
 
