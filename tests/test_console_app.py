@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot
 from fleet_agent.models import Trigger, TriggerKind, Verdict
-from fleet_agent.store import Store
+from fleet_agent.store import FleetSnapshots, Store
 from fleet_agent.store.tables import SpendHourRow, table_of
 from fleet_agent.trends import fleet_point, fleet_rows
 from starter.agent_client import AgentClient, open_client
@@ -205,6 +205,18 @@ def test_a_missing_store_is_a_clear_error(
     page = console.get("/runs")
     assert page.status_code == 503 and "no run log at" in page.text
     assert "no run log at" in console.get("/parts/fleet").text
+
+
+def test_the_fleet_is_the_monitors_last_poll_when_there_is_one(
+    console: TestClient, store: Store
+) -> None:
+    assert "no monitor poll stored: as run" in console.get("/parts/fleet").text
+    polled = _snapshot(77.0, 250)
+    polled.instances[0].gpu = "RTX 5090"
+    FleetSnapshots(store).save(AGENT, polled, datetime.now(UTC))
+    fleet = console.get("/parts/fleet").text
+    assert "as of the monitor's last poll" in fleet and "stale" not in fleet
+    assert "RTX 5090" in fleet and "<strong>77</strong> proofs/h of target 250" in fleet
 
 
 def test_the_fleet_line_and_rows_read_back_as_written() -> None:

@@ -24,7 +24,7 @@ from starter.agent_client import AgentClient
 from starter.answers import send_message
 from starter.console.chart import trend_svg
 from starter.console.chat import answer_for
-from starter.console.data import FILTERS, fleet_seen, read_trend, run_log, run_view
+from starter.console.data import FILTERS, fleet_now, fleet_seen, read_trend, run_log, run_view
 from starter.console.web import (
     PACKAGE_DIR,
     ConsoleError,
@@ -70,11 +70,13 @@ async def agent_part(request: Request) -> Response:
 async def fleet_part(request: Request) -> Response:
     agent_id = agent_of(request).agent_id
     try:
-        seen = await in_thread(fleet_seen, agent_id)
+        view = await in_thread(fleet_now, agent_id)
+        # Without a monitor poll (monitor off, or not yet polled): the newest run's view.
+        seen = None if view.as_of else await in_thread(fleet_seen, agent_id)
         svg = trend_svg(await in_thread(read_trend, agent_id))
     except ConsoleError as exc:
-        return page(request, "_fleet.html", seen=None, svg="", store_error=exc.message)
-    return page(request, "_fleet.html", seen=seen, svg=svg, store_error="")
+        return page(request, "_fleet.html", view=None, seen=None, svg="", store_error=exc.message)
+    return page(request, "_fleet.html", view=view, seen=seen, svg=svg, store_error="")
 
 
 async def runs_page(request: Request) -> Response:

@@ -1,5 +1,6 @@
 """What the console reads from the store: the run log with filters, one run's
-transcript, the fleet as the latest run saw it, and the last 24 h for the plot.
+transcript, the fleet (the monitor's last poll, as `fleet-agent fleet` shows
+it; else as the newest run saw it), and the last 24 h for the plot.
 
 Synchronous reads (the app runs them in a thread), each through the same
 functions as the CLI's `runs`, `show-run` and `session` (starter/runlog_view.py,
@@ -21,6 +22,7 @@ from fleet_agent.store import MessageRecord, RunRecord, SpendHour, SummaryRecord
 from fleet_agent.transcript import CONTEXT_SEQ
 from fleet_agent.trends import FleetPoint, fleet_point, fleet_rows
 from starter.agent_client import CliError
+from starter.fleet_view import FleetView, read_fleet_view
 from starter.runlog_view import open_store, read_run, read_runs
 from starter.session_view import read_summary_of_run
 
@@ -31,6 +33,7 @@ __all__ = [
     "RunNotFound",
     "RunView",
     "Trend",
+    "fleet_now",
     "fleet_seen",
     "read_trend",
     "run_log",
@@ -121,6 +124,15 @@ def fleet_seen(agent_id: str) -> FleetSeen | None:
         fleet_point(message.content, message.created_at, run),
         fleet_rows(message.content),
     )
+
+
+def fleet_now(agent_id: str) -> FleetView:
+    """`fleet-agent fleet`'s view: the monitor's last poll and the spend ledger."""
+    store = open_store()
+    try:
+        return read_fleet_view(store, agent_id)
+    finally:
+        store.dispose()
 
 
 @dataclass(frozen=True)
