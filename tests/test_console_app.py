@@ -162,6 +162,8 @@ def test_without_temporal_the_dashboard_says_why_and_actions_fail_clearly(
 ) -> None:
     page = console.get("/")
     assert page.status_code == 200 and "cannot reach Temporal at 127.0.0.1:" in page.text
+    # The chat's history comes from the run log: the message run 1 answered.
+    assert "earlier messages" in page.text and "<pre>answer 1</pre>" in page.text
     said = console.post("/say", data={"text": "hello"})
     assert said.status_code == 400 and "cannot reach Temporal" in said.text
     # htmx gets a fragment aimed at the page's notice area, with the same status.

@@ -24,7 +24,15 @@ from starter.agent_client import AgentClient
 from starter.answers import send_message
 from starter.console.chart import trend_svg
 from starter.console.chat import answer_for
-from starter.console.data import FILTERS, fleet_now, fleet_seen, read_trend, run_log, run_view
+from starter.console.data import (
+    FILTERS,
+    fleet_now,
+    fleet_seen,
+    read_trend,
+    recent_messages,
+    run_log,
+    run_view,
+)
 from starter.console.web import (
     PACKAGE_DIR,
     ConsoleError,
@@ -60,7 +68,11 @@ async def _agent_part(request: Request, **context: Any) -> Response:
 
 async def dashboard(request: Request) -> Response:
     status, error = await _status(agent_of(request))
-    return page(request, "index.html", st=status, st_error=error)
+    try:
+        history = await in_thread(recent_messages, agent_of(request).agent_id)
+    except ConsoleError:  # the fleet part below says what is wrong with the store
+        history = []
+    return page(request, "index.html", st=status, st_error=error, history=history)
 
 
 async def agent_part(request: Request) -> Response:

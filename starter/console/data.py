@@ -36,6 +36,7 @@ __all__ = [
     "fleet_now",
     "fleet_seen",
     "read_trend",
+    "recent_messages",
     "run_log",
     "run_view",
 ]
@@ -64,6 +65,16 @@ def run_log(agent_id: str, which: RunFilter, limit: int) -> list[RunRecord]:
     newest first. Filters apply to the newest `limit` records, as `runs --limit`."""
     runs = read_runs(agent_id, limit, None)
     return [r for r in reversed(runs) if _keeps(r, which)]
+
+
+def recent_messages(agent_id: str, count: int = 5) -> list[tuple[str, RunRecord]]:
+    """The operator's last `count` messages that a run took in, each with that
+    run (newest first): the chat's history when the page loads."""
+    found: list[tuple[str, RunRecord]] = []
+    for run in reversed(read_runs(agent_id, 50, None)):
+        texts = [t.text for t in run.triggers if t.kind == TriggerKind.HUMAN_MESSAGE]
+        found += [(text, run) for text in reversed(texts)]
+    return found[:count]
 
 
 @dataclass(frozen=True)

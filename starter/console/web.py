@@ -17,6 +17,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from fleet_agent.store import RunRecord
+from fleet_agent.verdict import strip_verdict
 from starter.agent_client import AgentClient, CliError, UsageError
 from starter.console.data import RunNotFound
 from starter.render import fmt_duration, fmt_time, fmt_when, verdict_text
@@ -76,6 +77,7 @@ def _filters(templates: Jinja2Templates) -> Jinja2Templates:
     env.filters["label"] = run_label
     env.filters["badges"] = badges
     env.filters["message"] = message_text
+    env.filters["unverdict"] = lambda text: strip_verdict(text).strip()
     env.filters["usd"] = lambda v: f"${v:,.2f}" if v is not None else "—"
     env.globals["when"] = lambda at: fmt_when(at, datetime.now(UTC))
     return templates
