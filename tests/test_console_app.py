@@ -12,17 +12,19 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
+from temporalio.client import Client
 
 from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot
 from fleet_agent.models import Trigger, TriggerKind, Verdict
 from fleet_agent.store import FleetSnapshots, Store
 from fleet_agent.store.tables import SpendHourRow, table_of
 from fleet_agent.trends import fleet_point, fleet_rows
-from starter.agent_client import AgentClient, open_client
+from starter.agent_client import AgentClient, CliError, open_client
 from starter.cli import main
-from starter.console import ConsoleSettings, create_app
+from starter.console import ConsoleSettings, create_app, running_console
 from starter.console.chart import trend_svg
 from starter.console.data import read_trend
 from tests.helpers import finish_ok
@@ -274,3 +276,25 @@ def test_console_on_a_taken_port_fails_with_one_line(capsys: pytest.CaptureFixtu
         assert main(["console", "--port", str(port)]) == 1
     err = capsys.readouterr().err
     assert f"cannot serve the console on 127.0.0.1:{port}" in err and "CONSOLE_PORT" in err
+
+
+async def test_the_console_runs_inside_another_programs_loop_and_stops() -> None:
+    agent = AgentClient(dev_null_client, AGENT)
+    async with (
+        running_console(agent, ConsoleSettings()) as url,
+        httpx.AsyncClient() as http,
+    ):
+        served = await http.get(url + "/static/htmx.min.js")
+        assert served.status_code == 200 and "htmx" in served.text
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(httpx.ConnectError):
+            await http.get(url + "/")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(CliError, match=f"cannot serve the console on 127.0.0.1:{port}"):
+            async with running_console(agent, ConsoleSettings(), port=port):
+                pass
+
+
+async def dev_null_client() -> Client:
+    raise AssertionError("serving static files must not connect to Temporal")

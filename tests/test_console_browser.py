@@ -16,18 +16,13 @@ the test skips and says so. FLEET_CONSOLE_SCREENSHOTS=DIR saves screenshots.
 
 from __future__ import annotations
 
-import asyncio
 import html
 import os
-import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
@@ -35,7 +30,7 @@ from fleet_agent.models import PendingApproval
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from starter.agent_client import AgentClient
-from starter.console import ConsoleSettings, create_app
+from starter.console import ConsoleSettings, running_console
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, json_rows, running_worker, status
 
@@ -94,27 +89,6 @@ def _script(req: Request) -> Reply:
     return Reply(text="Nothing to do." + VERDICT)
 
 
-@asynccontextmanager
-async def _console(agent: AgentClient) -> AsyncIterator[str]:
-    """The console on a free port of this event loop; yields its base URL."""
-    sock = socket.create_server(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    app = create_app(agent, ConsoleSettings(ui_url=UI))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-
-    async def started() -> bool:
-        return server.started
-
-    try:
-        await eventually(started, timeout=10, what="the console to serve")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
-
-
 async def _pending(agent: AgentClient) -> PendingApproval:
     async def probe() -> PendingApproval | None:
         pending = (await agent.status()).pending_approvals
@@ -152,7 +126,7 @@ async def test_the_console_in_a_browser(
         agent = AgentClient(dev_env.client, handle.id, task_queue=h.task_queue)
         pending = await _pending(agent)
         async with (
-            _console(agent) as base,
+            running_console(agent, ConsoleSettings(ui_url=UI)) as base,
             async_playwright() as pw,
             httpx.AsyncClient(base_url=base) as http,
         ):

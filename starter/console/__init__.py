@@ -5,7 +5,13 @@ parts; no front-end build step. See docs/OPERATIONS.md, "The web console".
 """
 
 from starter.console.app import create_app
-from starter.console.serve import CONSOLE_PORT_ENV, DEFAULT_CONSOLE_PORT, UI_URL_ENV, serve
+from starter.console.serve import (
+    CONSOLE_PORT_ENV,
+    DEFAULT_CONSOLE_PORT,
+    UI_URL_ENV,
+    running_console,
+    serve,
+)
 from starter.console.web import ConsoleSettings
 
 __all__ = [
@@ -14,5 +20,6 @@ __all__ = [
     "UI_URL_ENV",
     "ConsoleSettings",
     "create_app",
+    "running_console",
     "serve",
 ]

@@ -1,9 +1,13 @@
-"""Serve the console with uvicorn until interrupted. Binds a TCP port."""
+"""Serve the console with uvicorn: alone until interrupted (`serve`, the
+`console` command), or inside another program's event loop
+(`running_console`, for `fleet-agent up` and the tests). Binds a TCP port."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections.abc import AsyncIterator, Iterator
 
 import uvicorn
 
@@ -11,27 +15,73 @@ from starter.agent_client import AgentClient, CliError
 from starter.console.app import create_app
 from starter.console.web import ConsoleSettings
 
-__all__ = ["CONSOLE_PORT_ENV", "DEFAULT_CONSOLE_PORT", "UI_URL_ENV", "serve"]
+__all__ = [
+    "CONSOLE_PORT_ENV",
+    "DEFAULT_CONSOLE_PORT",
+    "UI_URL_ENV",
+    "running_console",
+    "serve",
+]
 
 CONSOLE_PORT_ENV = "CONSOLE_PORT"
 UI_URL_ENV = "TEMPORAL_UI_URL"
 DEFAULT_CONSOLE_PORT = 8080
+_START_TIMEOUT = 10.0
 
 
-def serve(agent: AgentClient, settings: ConsoleSettings, host: str, port: int) -> None:
-    """Run the console on host:port (blocks); a port in use is a `CliError`."""
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn without its own SIGINT/SIGTERM handlers: the program that runs
+    it (`up`) owns the signals and stops the console on its way out."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _bind(host: str, port: int) -> socket.socket:
     # Bound here rather than by uvicorn, which logs and exits on a taken port:
     # the operator gets one line naming the port and the variable instead.
     try:
-        sock = socket.create_server((host, port))
+        return socket.create_server((host, port))
     except OSError as exc:
         raise CliError(
             f"cannot serve the console on {host}:{port} ({exc.strerror}): "
             f"pass --port or set {CONSOLE_PORT_ENV}"
         ) from None
-    app = create_app(agent, settings)
-    config = uvicorn.Config(app, log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
+
+
+def _config(agent: AgentClient, settings: ConsoleSettings) -> uvicorn.Config:
+    return uvicorn.Config(create_app(agent, settings), log_level="warning", access_log=False)
+
+
+def serve(agent: AgentClient, settings: ConsoleSettings, host: str, port: int) -> None:
+    """Run the console on host:port until Ctrl-C (blocks); a taken port is a `CliError`."""
+    sock = _bind(host, port)
+    server = uvicorn.Server(_config(agent, settings))
     print(f"console for agent {agent.agent_id!r} on http://{host}:{port}/ (Ctrl-C stops it)")
     with sock:
         asyncio.run(server.serve(sockets=[sock]))
+
+
+@contextlib.asynccontextmanager
+async def running_console(
+    agent: AgentClient, settings: ConsoleSettings, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[str]:
+    """The console served in this event loop while the block runs; yields its
+    URL (port 0: a free port). A taken port is a `CliError`."""
+    sock = _bind(host, port)
+    server = _EmbeddedServer(_config(agent, settings))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        async with asyncio.timeout(_START_TIMEOUT):
+            while not server.started:
+                if task.done():
+                    task.result()  # raises what stopped it
+                    raise CliError("the console stopped while starting")
+                await asyncio.sleep(0.02)
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        sock.close()
