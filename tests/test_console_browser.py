@@ -6,7 +6,7 @@ simulator as the market.
 One agent, one story: its first run asks to rent a machine and waits for an
 approval, which the browser approves; a message sent from the chat box is
 answered on the page; the wake that answering run scheduled is cancelled from
-the page; trigger now asks for a confirmation; the run log and the run's
+the page; trigger now and reset ask for a confirmation; the run log and the run's
 transcript load, with the link to the run's workflow in the Web UI. Wrong
 approval and wake IDs on the live agent get clear errors and lose nothing.
 
@@ -182,6 +182,16 @@ async def test_the_console_in_a_browser(
             await page.locator("#trigger-now").click()
             await expect(page.locator("#notice")).to_contain_text("run requested")
             assert confirms[-1] == "Ask the agent for a run now?"
+            # Reset asks too; the agent starts session 2 after the current run.
+            await page.fill("#controls input[name=reason]", "from the console")
+            await page.locator("#reset-session").click()
+            await expect(page.locator("#notice")).to_contain_text("reset requested")
+            assert confirms[-1].startswith("Start a new conversation session")
+
+            async def new_session() -> bool:
+                return (await agent.status()).session == 2
+
+            await eventually(new_session, timeout=20, what="the reset to start session 2")
             # The fleet as the newest run saw it: the machine run 1 rented.
             await page.reload()
             await expect(page.locator("#fleet table")).to_contain_text("RTX")
