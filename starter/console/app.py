@@ -43,6 +43,7 @@ from starter.console.web import (
     fail,
     form_text,
     in_thread,
+    is_htmx,
     page,
     same_origin,
 )
@@ -160,9 +161,7 @@ async def reset(request: Request) -> Response:
 async def cancel_wake(request: Request) -> Response:
     wake_id = str(request.path_params["wake_id"])
     await agent_call(actions.cancel_wake(agent_of(request), wake_id), 400)
-    if request.headers.get("hx-request") != "true":
-        return done(request, "_agent.html")
-    return await _agent_part(request, notice=f"cancelled wake {wake_id}")
+    return await _after_change(request, f"cancelled wake {wake_id}")
 
 
 async def decide(request: Request) -> Response:
@@ -183,7 +182,13 @@ async def decide(request: Request) -> Response:
     )
     said = "approved" if outcome.decision.approve else "denied"
     notice = f"{said} {approval_id}" + (f" (but: {outcome.error})" if outcome.error else "")
-    if request.headers.get("hx-request") != "true":
+    return await _after_change(request, notice)
+
+
+async def _after_change(request: Request, notice: str) -> Response:
+    """The agent part again (its wakes and approvals changed) for htmx; else
+    back to the dashboard."""
+    if not is_htmx(request):
         return done(request, "_agent.html")
     return await _agent_part(request, notice=notice)
 
