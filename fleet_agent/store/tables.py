@@ -104,6 +104,8 @@ class RunRow(SQLModel, table=True):
         UniqueConstraint("agent_id", "run", "attempt", name="uq_fa_runs_agent_run_attempt"),
         # prompt_history and list_runs(session=...) filter on exactly this.
         Index("ix_fa_runs_agent_session_run", "agent_id", "session", "run"),
+        # The LLM cost of today and of the last 24 h (run_costs.py), read by every run.
+        Index("ix_fa_runs_agent_started", "agent_id", "started_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
