@@ -7,6 +7,8 @@ the live agent.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -24,12 +26,13 @@ from fleet_agent.store.tables import SpendHourRow, table_of
 from fleet_agent.trends import fleet_point, fleet_rows
 from starter.agent_client import AgentClient, CliError, open_client
 from starter.cli import main
-from starter.console import ConsoleSettings, create_app, running_console
+from starter.console import ConsoleSettings, console_for_stack, create_app, running_console
 from starter.console.chart import trend_svg
 from starter.console.data import read_trend
 from tests.helpers import finish_ok
 
 AGENT = "console-agent"
+UI = "http://ui.test:8233"
 NOW = datetime.now(UTC).replace(microsecond=0)
 
 
@@ -294,6 +297,22 @@ async def test_the_console_runs_inside_another_programs_loop_and_stops() -> None
         with pytest.raises(CliError, match=f"cannot serve the console on 127.0.0.1:{port}"):
             async with running_console(agent, ConsoleSettings(), port=port):
                 pass
+
+
+async def test_the_stacks_console_reads_the_stacks_store(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _seed(store)
+    monkeypatch.setenv("FLEET_DATABASE_URL", "sqlite:////nowhere/else.db")
+    agent = AgentClient(dev_null_client, AGENT)
+    async with contextlib.AsyncExitStack() as exits:
+        url = await console_for_stack(
+            exits, agent, ui_url=UI, namespace="default", port=0, store_url=str(store.engine.url)
+        )
+        async with httpx.AsyncClient() as http:
+            runs = await http.get(url + "/runs")
+        assert runs.status_code == 200 and runs.text.count('class="run ') == 3
+    assert os.environ["FLEET_DATABASE_URL"] == str(store.engine.url)
 
 
 async def dev_null_client() -> Client:

@@ -9,6 +9,7 @@ from starter.console.serve import (
     CONSOLE_PORT_ENV,
     DEFAULT_CONSOLE_PORT,
     UI_URL_ENV,
+    console_for_stack,
     running_console,
     serve,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "DEFAULT_CONSOLE_PORT",
     "UI_URL_ENV",
     "ConsoleSettings",
+    "console_for_stack",
     "create_app",
     "running_console",
     "serve",

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 from collections.abc import AsyncIterator, Iterator
 
 import uvicorn
 
+from fleet_agent.store.engine import DATABASE_URL_ENV
 from starter.agent_client import AgentClient, CliError
 from starter.console.app import create_app
 from starter.console.web import ConsoleSettings
@@ -19,6 +21,7 @@ __all__ = [
     "CONSOLE_PORT_ENV",
     "DEFAULT_CONSOLE_PORT",
     "UI_URL_ENV",
+    "console_for_stack",
     "running_console",
     "serve",
 ]
@@ -85,3 +88,20 @@ async def running_console(
         with contextlib.suppress(asyncio.CancelledError):
             await task
         sock.close()
+
+
+async def console_for_stack(
+    exits: contextlib.AsyncExitStack,
+    agent: AgentClient,
+    *,
+    ui_url: str,
+    namespace: str,
+    port: int,
+    store_url: str,
+) -> str:
+    """The console of `fleet-agent up`, stopped with the rest of the stack by
+    `exits`; returns its URL. Exports FLEET_DATABASE_URL (the stack's store)
+    to this process, since the console reads the store the way the CLI does."""
+    os.environ[DATABASE_URL_ENV] = store_url
+    settings = ConsoleSettings(ui_url=ui_url, namespace=namespace)
+    return await exits.enter_async_context(running_console(agent, settings, port=port))
