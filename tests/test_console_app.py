@@ -104,7 +104,8 @@ def console(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClien
         return open_client(f"127.0.0.1:{port}", None, connect_timeout=2)
 
     settings = ConsoleSettings(ui_url="http://ui.test:8233", namespace="ns1")
-    with TestClient(create_app(AgentClient(connect, AGENT), settings)) as client:
+    app = create_app(AgentClient(connect, AGENT), settings)
+    with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
 
@@ -196,6 +197,19 @@ def test_bad_forms_are_refused_before_the_agent_is_asked(
     page = console.post(path, data=data)
     assert page.status_code == 400 and message in page.text
     assert "cannot reach Temporal" not in page.text
+
+
+def test_a_bug_is_an_error_page_and_a_logged_traceback(
+    console: TestClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args: object) -> None:
+        raise KeyError("boom")
+
+    monkeypatch.setattr("starter.console.app.run_view", broken)
+    page = console.get("/runs/1")
+    assert page.status_code == 500 and "internal error (KeyError)" in page.text
+    assert "boom" not in page.text and "KeyError: &#39;boom&#39;" not in page.text
+    assert any(r.exc_info and "GET /runs/1 failed" in r.getMessage() for r in caplog.records)
 
 
 def test_a_cross_site_post_is_refused(console: TestClient) -> None:

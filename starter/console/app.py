@@ -10,6 +10,7 @@ It talks to the agent through the CLI's own `AgentClient` and actions
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from starlette.applications import Starlette
@@ -49,6 +50,8 @@ from starter.console.web import (
 )
 
 __all__ = ["create_app"]
+
+log = logging.getLogger("fleet_agent.console")
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -205,6 +208,13 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     return fail(request, ConsoleError(f"no page at {request.url.path}", 404))
 
 
+async def _internal(request: Request, exc: Exception) -> Response:
+    # A bug, not an operator's mistake: the traceback goes to the log, the page says where.
+    log.error("console: %s %s failed", request.method, request.url.path, exc_info=exc)
+    message = f"internal error ({type(exc).__name__}); the console's log has the details"
+    return fail(request, ConsoleError(message, 500))
+
+
 def _guarded(endpoint: Any) -> Any:
     """Refuse cross-site posts before the endpoint reads anything."""
 
@@ -235,7 +245,7 @@ def create_app(agent: AgentClient, settings: ConsoleSettings | None = None) -> S
             Route("/approvals/{approval_id}/decide", _guarded(decide), methods=post),
             Mount("/static", StaticFiles(directory=PACKAGE_DIR / "static"), name="static"),
         ],
-        exception_handlers={ConsoleError: _console_error, 404: _not_found},
+        exception_handlers={ConsoleError: _console_error, 404: _not_found, Exception: _internal},
     )
     app.state.agent = agent
     app.state.settings = settings or ConsoleSettings()
