@@ -7,33 +7,21 @@ the live agent.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import socket
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime
 
-import httpx
 import pytest
 from starlette.testclient import TestClient
-from temporalio.client import Client
 
-from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot
-from fleet_agent.models import Trigger, TriggerKind, Verdict
+from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.store import FleetSnapshots, Store
-from fleet_agent.store.tables import SpendHourRow, table_of
 from fleet_agent.trends import fleet_point, fleet_rows
-from starter.agent_client import AgentClient, CliError, open_client
-from starter.cli import main
-from starter.console import ConsoleSettings, console_for_stack, create_app, running_console
+from starter.agent_client import AgentClient, open_client
+from starter.console import ConsoleSettings, create_app
 from starter.console.chart import trend_svg
 from starter.console.data import read_trend
-from tests.helpers import finish_ok
-
-AGENT = "console-agent"
-UI = "http://ui.test:8233"
-NOW = datetime.now(UTC).replace(microsecond=0)
+from tests.console_seed import AGENT, NOW, seed, snapshot
 
 
 def _closed_port() -> int:
@@ -42,61 +30,9 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _snapshot(capacity: float, target: float) -> FleetSnapshot:
-    return FleetSnapshot(
-        instances=[
-            FleetInstance(
-                id=41,
-                label="fa-x",
-                state="running",
-                gpu="RTX 4090",
-                num_gpus=1,
-                dph=0.42,
-                proofs_per_hour=capacity,
-                expected_proofs_per_hour=capacity,
-                host_id=7,
-                age_minutes=90,
-            )
-        ],
-        target_proofs_per_hour=target,
-        capacity_proofs_per_hour=capacity,
-        expected_proofs_per_hour=capacity,
-        fleet_dph=0.42,
-    )
-
-
-def _seed(store: Store) -> None:
-    """Three runs: one acted on a human message, one no-op skipped in the
-    prompt, one failed; each with a context message holding the fleet."""
-    specs: list[tuple[int, TriggerKind, dict[str, Any]]] = [
-        (1, TriggerKind.HUMAN_MESSAGE, {"verdict": Verdict(action=True, state_changed=True)}),
-        (2, TriggerKind.HEARTBEAT, {"noop": True, "in_prompt": False}),
-        (3, TriggerKind.TRIGGER_NOW, {"error": "model unreachable", "status": "failed"}),
-    ]
-    for run, kind, fields in specs:
-        at = NOW - timedelta(hours=4 - run)
-        trigger = Trigger(
-            seq=run, kind=kind, received_at=at, text="hello agent", message_id=f"m-seed-{run}"
-        )
-        store.ensure_session(AGENT, 1, "", at)
-        store.begin_run(AGENT, run, 1, [trigger], f"- {kind.value}", at, f"wfrun-{run}")
-        context = f"[run #{run}]\n## Fleet\n{_snapshot(100.0 * run, 250).to_text()}\n"
-        store.add_message(AGENT, run, 0, 0, "user", "context", context, at)
-        ended = at + timedelta(seconds=30)
-        finish_ok(store, AGENT, run, ended, final_text=f"answer {run}", **fields)
-    hours = table_of(SpendHourRow)
-    with store.engine.begin() as conn:
-        for back in (3, 2, 1):
-            hour = (NOW - timedelta(hours=back)).replace(minute=0, second=0)
-            conn.execute(
-                hours.insert(),
-                {"agent_id": AGENT, "instance_id": 41, "hour": hour, "usd": 0.42, "seconds": 3600},
-            )
-
-
 @pytest.fixture
 def console(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    _seed(store)
+    seed(store)
     monkeypatch.setenv("FLEET_DATABASE_URL", str(store.engine.url))
     port = _closed_port()
 
@@ -232,7 +168,7 @@ def test_the_fleet_is_the_monitors_last_poll_when_there_is_one(
     console: TestClient, store: Store
 ) -> None:
     assert "no monitor poll stored: as run" in console.get("/parts/fleet").text
-    polled = _snapshot(77.0, 250)
+    polled = snapshot(77.0, 250)
     polled.instances[0].gpu = "RTX 5090"
     FleetSnapshots(store).save(AGENT, polled, datetime.now(UTC))
     fleet = console.get("/parts/fleet").text
@@ -241,7 +177,7 @@ def test_the_fleet_is_the_monitors_last_poll_when_there_is_one(
 
 
 def test_the_fleet_line_and_rows_read_back_as_written() -> None:
-    text = _snapshot(123.0, 400).to_text()
+    text = snapshot(123.0, 400).to_text()
     point = fleet_point(text, NOW, 5)
     assert point is not None
     assert (point.capacity, point.expected, point.target, point.dph) == (123, 123, 400, 0.42)
@@ -259,75 +195,3 @@ def test_the_plot_holds_each_run_and_hour_of_the_last_day(console: TestClient) -
     assert svg.count("<polyline") == 3 and svg.count('<rect class="dph"') == 3
     empty = trend_svg(read_trend("nobody", NOW))
     assert "no run in the last 24 h" in empty and "no spend in the last 24 h" in empty
-
-
-@pytest.mark.parametrize(
-    ("argv", "env", "message"),
-    [
-        (
-            ["console", "--port", "http"],
-            {},
-            "--port: 'http' is not a port number (1-65535)",
-        ),
-        (["console", "--port", "70000"], {}, "argument --port: '70000' is not a port number"),
-        (["console"], {"CONSOLE_PORT": "x"}, "argument --port: 'x' is not a port number"),
-    ],
-)
-def test_console_usage_errors_exit_2(
-    argv: list[str],
-    env: dict[str, str],
-    message: str,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    with pytest.raises(SystemExit) as exited:
-        main(argv)
-    assert exited.value.code == 2 and message in capsys.readouterr().err
-
-
-def test_console_on_a_taken_port_fails_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    with socket.create_server(("127.0.0.1", 0)) as taken:
-        port = taken.getsockname()[1]
-        assert main(["console", "--port", str(port)]) == 1
-    err = capsys.readouterr().err
-    assert f"cannot serve the console on 127.0.0.1:{port}" in err and "CONSOLE_PORT" in err
-
-
-async def test_the_console_runs_inside_another_programs_loop_and_stops() -> None:
-    agent = AgentClient(dev_null_client, AGENT)
-    async with (
-        running_console(agent, ConsoleSettings()) as url,
-        httpx.AsyncClient() as http,
-    ):
-        served = await http.get(url + "/static/htmx.min.js")
-        assert served.status_code == 200 and "htmx" in served.text
-    async with httpx.AsyncClient() as http:
-        with pytest.raises(httpx.ConnectError):
-            await http.get(url + "/")
-    with socket.create_server(("127.0.0.1", 0)) as taken:
-        port = taken.getsockname()[1]
-        with pytest.raises(CliError, match=f"cannot serve the console on 127.0.0.1:{port}"):
-            async with running_console(agent, ConsoleSettings(), port=port):
-                pass
-
-
-async def test_the_stacks_console_reads_the_stacks_store(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _seed(store)
-    monkeypatch.setenv("FLEET_DATABASE_URL", "sqlite:////nowhere/else.db")
-    agent = AgentClient(dev_null_client, AGENT)
-    async with contextlib.AsyncExitStack() as exits:
-        url = await console_for_stack(
-            exits, agent, ui_url=UI, namespace="default", port=0, store_url=str(store.engine.url)
-        )
-        async with httpx.AsyncClient() as http:
-            runs = await http.get(url + "/runs")
-        assert runs.status_code == 200 and runs.text.count('class="run ') == 3
-    assert os.environ["FLEET_DATABASE_URL"] == str(store.engine.url)
-
-
-async def dev_null_client() -> Client:
-    raise AssertionError("serving static files must not connect to Temporal")
