@@ -222,7 +222,7 @@ def _sim(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(f"the vast.ai simulator (fleet_agent.sim) is not available: {exc}") from None
     if args.scenario not in SCENARIOS:
-        raise CliError(f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}")
+        raise UsageError(f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}")
     try:
         serve(
             args.host,

@@ -228,7 +228,7 @@ def _banner(
     provider: str,
 ) -> str:
     env = "" if server.address == "127.0.0.1:7233" else f"TEMPORAL_ADDRESS={server.address} "
-    agent = "" if opts.agent_id == "fleet-agent" else f" --agent {opts.agent_id}"
+    agent = "" if opts.agent_id == "fleet-agent" else f" --agent-id {opts.agent_id}"
     if sim_url:
         vast = f"simulator at {sim_url} (VAST_API_URL exported)"
     elif settings.vast_api_key is not None:

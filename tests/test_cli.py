@@ -471,6 +471,9 @@ async def test_up_check_runs_the_stack_and_exits_zero(tmp_path: Path) -> None:
     assert "started here" in text and "LLM:        autopilot" in text
     assert "simulator at http://127.0.0.1:" in text
     assert "check: run #1 ok" in text
+    # Hints name commands that work as shown from the checkout (not on PATH).
+    assert '.venv/bin/fleet-agent ask "how is the fleet?"' in text
+    assert ".venv/bin/temporal workflow query --address" in text
     assert not listening(port), "the dev server outlived `up --check`"
     store = Store(env["FLEET_DATABASE_URL"])
     try:
