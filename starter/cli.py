@@ -2,7 +2,8 @@
 
 Agent commands talk to Temporal (TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / env
 config profiles, or --address/--namespace/--profile); `runs`, `show-run` and
-`session` read the run log (FLEET_DATABASE_URL); `worker`, `sim` and `up` run services.
+`session` read the run log (FLEET_DATABASE_URL); `worker`, `sim`, `up` and
+`console` run services.
 Errors end with one line on stderr: exit code 2 for a wrong command line, 1
 for an operational failure, 124 when `ask` stops waiting, 141 when the reader
 of a pipe went away. See docs/OPERATIONS.md.
@@ -150,6 +151,35 @@ def _session(args: argparse.Namespace) -> int:
     else:
         print(summaries_text(session, summaries))
     return 0
+
+
+def _console(args: argparse.Namespace) -> int:
+    """Serve the web console until interrupted (nothing connects before the first page)."""
+    # Imported here: only this command needs the web stack.
+    from starter.console import ConsoleSettings, serve
+
+    def connect() -> Awaitable[Client]:
+        return open_client(
+            args.address, args.namespace, args.profile, connect_timeout=args.connect_timeout
+        )
+
+    agent = AgentClient(
+        connect, args.agent_id, task_queue=args.task_queue, query_timeout=args.timeout
+    )
+    namespace = args.namespace or os.environ.get("TEMPORAL_NAMESPACE") or "default"
+    serve(agent, ConsoleSettings(ui_url=args.ui_url, namespace=namespace), args.host, args.port)
+    return 0
+
+
+def _port(text: str) -> int:
+    """A TCP port number (for --port and its environment default)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
+    return port
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -482,6 +512,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _json_option(p)
     p.set_defaults(handler=_session)
+
+    p = sub.add_parser(
+        "console",
+        help="serve the web console",
+        description="A web console for the agent: run log, transcripts, chat, wakes, "
+        "approvals, the fleet and its last 24 h. Binds to 127.0.0.1 by default.",
+    )
+    _agent_options(p, temporal=True)
+    p.add_argument(
+        "--port",
+        type=_port,
+        # A string default goes through `type` too: a bad CONSOLE_PORT is a usage error.
+        default=os.environ.get("CONSOLE_PORT") or "8080",
+        help="port to serve on (env CONSOLE_PORT; default 8080)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    p.add_argument(
+        "--ui-url",
+        default=os.environ.get("TEMPORAL_UI_URL") or "http://localhost:8233",
+        help="the Temporal Web UI, for links to runs (env TEMPORAL_UI_URL; default %(default)s)",
+    )
+    p.set_defaults(handler=_console)
 
     p = sub.add_parser("worker", help="run a worker (same as python worker.py)")
     _temporal_options(p)

@@ -1,9 +1,6 @@
-"""What each agent-facing CLI command does, given a connected `AgentClient`.
-
-Inputs are validated locally with the same models the workflow uses, because a
-signal the workflow cannot parse is only recorded in its `rejected` list — the
-operator would never see the mistake otherwise.
-"""
+"""What each agent-facing CLI command does, given a connected `AgentClient`:
+the requests themselves are in starter/actions.py and starter/answers.py
+(shared with the web console), printing the outcome is here."""
 
 from __future__ import annotations
 
@@ -13,18 +10,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-from fleet_agent.models import (
-    ApprovalDecisionRequest,
-    CancelWake,
-    FreezeRequest,
-    HumanMessage,
-    ResetSession,
-    TriggerNow,
-    UnfreezeRequest,
-)
-from starter.agent_client import AgentClient, CliError, UsageError, validation_message
+from fleet_agent.models import FreezeRequest, UnfreezeRequest
+from starter import actions
+from starter.agent_client import AgentClient, UsageError
 from starter.answers import (
     Answer,
     AnswerTimeout,
@@ -58,16 +46,6 @@ __all__ = [
 ]
 
 
-def _payload(model: type[BaseModel], what: str, **fields: Any) -> dict[str, Any]:
-    """The signal argument, checked against the workflow's own model first."""
-    given = {k: v for k, v in fields.items() if v is not None}
-    try:
-        model.model_validate(given)
-    except ValidationError as exc:
-        raise UsageError(f"invalid {what}: {validation_message(exc)}") from None
-    return given
-
-
 def _started_note(agent: AgentClient, started: bool) -> str:
     if started:
         return f"agent {agent.agent_id!r} was not running: started it on {agent.task_queue!r}"
@@ -96,12 +74,7 @@ async def start(agent: AgentClient, target: float | None, paused: bool, sets: li
 
 
 async def say(agent: AgentClient, text: str, author: str | None) -> int:
-    arg = _payload(HumanMessage, "message", text=text, author=author)
-    sent_at = datetime.now(UTC)
-    started = await agent.signal_with_start("human_message", arg)
-    refused = await agent.refusal("human_message", arg, sent_at)
-    if refused is not None:
-        raise CliError(f"agent {agent.agent_id!r} refused the message: {refused.error}")
+    started = await actions.send_plain_message(agent, text, author)
     print(
         f"{_started_note(agent, started)}; message sent (answered in the next run; "
         f"`{CLI} ask` or `say --wait` waits for the answer)"
@@ -154,15 +127,13 @@ def answer_text(answer: Answer) -> str:
 
 
 async def trigger(agent: AgentClient, reason: str | None) -> int:
-    arg = _payload(TriggerNow, "trigger", reason=reason)
-    started = await agent.signal_with_start("trigger_now", arg)
+    started = await actions.request_trigger(agent, reason)
     print(f"{_started_note(agent, started)}; run requested")
     return 0
 
 
 async def reset(agent: AgentClient, reason: str | None) -> int:
-    arg = _payload(ResetSession, "reset", reason=reason)
-    await agent.signal("reset_session", arg)
+    await actions.request_reset(agent, reason)
     print(
         f"reset requested: agent {agent.agent_id!r} starts a new session after the current run "
         "(run numbers, wakes and pending triggers carry over)"
@@ -171,15 +142,7 @@ async def reset(agent: AgentClient, reason: str | None) -> int:
 
 
 async def cancel_wake(agent: AgentClient, wake_id: str) -> int:
-    arg = _payload(CancelWake, "wake id", wake_id=wake_id)
-    st = await agent.status()
-    ids = [w.id for w in st.wakes]
-    if wake_id not in ids:
-        pending = ", ".join(ids) if ids else "none"
-        raise CliError(
-            f"agent {agent.agent_id!r} has no pending wake {wake_id!r} (pending: {pending})"
-        )
-    await agent.signal("cancel_wake", arg)
+    await actions.cancel_wake(agent, wake_id)
     print(f"cancelled wake {wake_id}")
     return 0
 
@@ -220,7 +183,7 @@ async def freeze(
 ) -> int:
     """The kill switch. Exit 0 once frozen (and, with --destroy-all, once vast.ai
     lists no machine of the agent); 1 if the fleet could not be read or destroyed."""
-    request = _payload(
+    request = actions.payload(
         FreezeRequest,
         "freeze",
         reason=reason or "",
@@ -247,21 +210,13 @@ async def decide(
 ) -> int:
     """`approve` / `deny`: exit 0 once the agent took the decision (and told the
     run); 1 if the run could not be told; a refused ID is a clear error."""
-    request = _payload(
-        ApprovalDecisionRequest,
-        "approve" if approve else "deny",
-        approval_id=approval_id,
-        approve=approve,
-        note=note or "",
-        **({"author": author} if author is not None else {}),
-    )
-    outcome = await agent.decide_approval(request)
+    outcome = await actions.decide_approval(agent, approval_id, approve, note, author)
     print(decision_text(outcome))
     return 1 if outcome.error else 0
 
 
 async def unfreeze(agent: AgentClient, reason: str | None, author: str | None) -> int:
-    request = _payload(
+    request = actions.payload(
         UnfreezeRequest,
         "unfreeze",
         reason=reason or "",

@@ -14,6 +14,7 @@ from .schema import SCHEMA_VERSION, SchemaError
 from .spend import SpendInstance, SpendLedger
 from .store import Store
 from .summaries import SummaryRecord, SummarySource
+from .trends import SpendHour, TrendReads
 
 __all__ = [
     "NEW_STORE_ENV",
@@ -28,6 +29,7 @@ __all__ = [
     "RunRecord",
     "SchemaError",
     "SessionRecord",
+    "SpendHour",
     "SpendInstance",
     "SpendLedger",
     "Store",
@@ -39,6 +41,7 @@ __all__ = [
     "ToolCallRecord",
     "ToolCallStatus",
     "ToolJournal",
+    "TrendReads",
     "create_engine_for",
     "default_database_url",
     "redacted_url",
