@@ -85,6 +85,9 @@ class LlmResult(BaseModel):
     verdict_error: str = ""
     seconds: float = 0.0
     replayed: bool = False
+    # A final reply's first ANSWER_PREVIEW_CHARS (fleet_agent/verdict.py), for
+    # the Web UI; the whole text stays in the store.
+    answer: str = ""
 
 
 class ToolResult(BaseModel):
