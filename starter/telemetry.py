@@ -9,9 +9,23 @@ connected with that runtime, and the workers built on them, record into it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-__all__ = ["MetricsUnavailable", "install_metrics", "metrics_runtime"]
+from fleet_agent.metrics_address import METRICS_ENV, METRICS_ENV_ALIAS, metrics_address
+
+__all__ = [
+    "STACK_METRICS_ADDRESS",
+    "MetricsUnavailable",
+    "install_metrics",
+    "install_stack_metrics",
+    "metrics_runtime",
+]
+
+# `fleet-agent up` serves metrics here unless METRICS_PORT says otherwise
+# (9464: the port OpenTelemetry's Prometheus exporter uses by default).
+STACK_METRICS_ADDRESS = "127.0.0.1:9464"
 
 # Buckets that fit our histograms (the SDK's default stops at 10): P0 latency
 # around the 2 s debounce, runs of seconds to minutes, a run's LLM cost.
@@ -57,3 +71,28 @@ def install_metrics(address: str) -> str:
     """
     Runtime.set_default(metrics_runtime(address), error_if_already_set=True)
     return f"http://{address}/metrics"
+
+
+def install_stack_metrics(
+    env: Mapping[str, str], install: Callable[[str], str] = install_metrics
+) -> tuple[str | None, str]:
+    """Metrics for `fleet-agent up`: on METRICS_PORT when it is set (`off`
+    turns them off), else on STACK_METRICS_ADDRESS.
+
+    Returns (scrape URL or None, a line for the operator). A port set
+    explicitly that cannot be served raises `MetricsUnavailable` (the line
+    names the variable); the default port taken (a second stack, say) only
+    turns metrics off, with a line that says so. `install` serves them
+    (tests pass one that leaves the process's default runtime alone).
+    """
+    explicit = bool(env.get(METRICS_ENV, "").strip() or env.get(METRICS_ENV_ALIAS, "").strip())
+    address = metrics_address(env) if explicit else STACK_METRICS_ADDRESS
+    if address is None:
+        return None, f"metrics:    off ({METRICS_ENV}=off)"
+    try:
+        url = install(address)
+    except MetricsUnavailable as exc:
+        if explicit:
+            raise MetricsUnavailable(f"{exc}; set {METRICS_ENV} to a free port") from None
+        return None, f"metrics:    off: {exc}; set {METRICS_ENV} to a free port"
+    return url, f"metrics:    {url}"

@@ -12,23 +12,47 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 import pytest
 import pytest_asyncio
+import temporalio.workflow
+from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
-from fleet_agent.models import RunResult
-from fleet_agent.search_attributes import SEARCH_ATTRIBUTES
+from activities.visibility import VisibilityActivities, missing_attributes
+from fleet_agent.details import agent_details, last_run_line, run_details
+from fleet_agent.fleet.snapshot import FleetSnapshot
+from fleet_agent.metrics_address import metrics_address
+from fleet_agent.models import (
+    AgentConfig,
+    AgentState,
+    LastRun,
+    Phase,
+    RunResult,
+    RunStatus,
+    SpendSummary,
+    Verdict,
+)
+from fleet_agent.search_attributes import SEARCH_ATTRIBUTES, search_attribute_mode
+from fleet_agent.settings import Settings
 from fleet_agent.store import Store
+from fleet_agent.verdict import ANSWER_PREVIEW_CHARS, answer_preview
 from starter.devserver import find_temporal_cli, load_dev_config
-from starter.telemetry import MetricsUnavailable, metrics_runtime
+from starter.telemetry import (
+    STACK_METRICS_ADDRESS,
+    MetricsUnavailable,
+    install_stack_metrics,
+    metrics_runtime,
+)
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, running_worker, status_after
-from workflows import FleetAgentWorkflow
+from workflows import FleetAgentWorkflow, metrics
 
 ACT_ANSWER = "Rented two RTX 4090s to reach the target of 500 proofs/h."
 ACT = f'{ACT_ANSWER}\n<verdict>{{"action": true, "state_changed": true}}</verdict>'
@@ -175,3 +199,190 @@ async def test_metrics_search_attributes_and_the_answer(
         # No free text in any label: each label value is short and plain.
         for value in re.findall(r'="([^"]*)"', text):
             assert len(value) <= 80 and "act-now" not in value and ACT_ANSWER not in value
+
+
+# ---------------------------------------------------------------- pure parts
+
+
+@pytest.mark.parametrize(
+    ("env", "address"),
+    [
+        ({}, None),
+        ({"METRICS_PORT": "off"}, None),
+        ({"METRICS_PORT": "9464"}, "127.0.0.1:9464"),
+        ({"METRICS_PORT": " 0.0.0.0:9100 "}, "0.0.0.0:9100"),
+        ({"METRICS_PORT": "[::]:9100"}, "[::]:9100"),
+        ({"FLEET_METRICS_PORT": "9200"}, "127.0.0.1:9200"),
+        ({"METRICS_PORT": "9300", "FLEET_METRICS_PORT": "9200"}, "127.0.0.1:9300"),
+    ],
+)
+def test_metrics_port_settings(env: dict[str, str], address: str | None) -> None:
+    assert metrics_address(env) == address
+    assert Settings.from_env(env).metrics_address == address
+
+
+@pytest.mark.parametrize(
+    ("env", "name"),
+    [
+        ({"METRICS_PORT": "nine"}, "METRICS_PORT"),
+        ({"METRICS_PORT": "70000"}, "METRICS_PORT"),
+        ({"METRICS_PORT": "0"}, "METRICS_PORT"),
+        ({"METRICS_PORT": ":9464"}, "METRICS_PORT"),
+        ({"FLEET_METRICS_PORT": "host:"}, "FLEET_METRICS_PORT"),
+    ],
+)
+def test_a_bad_metrics_port_names_the_variable(env: dict[str, str], name: str) -> None:
+    with pytest.raises(ValueError, match=f"^{name} must be a port"):
+        Settings.from_env(env)
+
+
+def test_search_attribute_mode_setting() -> None:
+    assert Settings.from_env({}).search_attributes == "auto"
+    assert Settings.from_env({"FLEET_SEARCH_ATTRIBUTES": " ON "}).search_attributes == "on"
+    assert search_attribute_mode({"FLEET_SEARCH_ATTRIBUTES": "off"}) == "off"
+    with pytest.raises(ValueError, match=r"^FLEET_SEARCH_ATTRIBUTES must be auto, on or off"):
+        Settings.from_env({"FLEET_SEARCH_ATTRIBUTES": "yes"})
+
+
+def test_missing_search_attributes_are_named_with_their_type() -> None:
+    def kind(name: str) -> int:
+        return IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{name}")
+
+    registered = {
+        "FleetAgentId": kind("KEYWORD"),
+        "FleetPhase": kind("TEXT"),  # the wrong type counts as missing
+        "RunVerdictAction": kind("BOOL"),
+        "RunNoop": kind("BOOL"),
+    }
+    assert missing_attributes(registered) == ["FleetPhase (Keyword)", "RunTriggers (KeywordList)"]
+    registered |= {"FleetPhase": kind("KEYWORD"), "RunTriggers": kind("KEYWORD_LIST")}
+    assert missing_attributes(registered) == []
+
+
+async def test_search_attributes_ready_asks_the_namespace(
+    sa_env: WorkflowEnvironment, dev_env: WorkflowEnvironment
+) -> None:
+    """True where they are registered, False where not (the workflows then
+    never upsert); on and off skip the question."""
+    for env, expected in ((sa_env, True), (dev_env, False)):
+        activities = ActivityEnvironment(client=env.client)
+        assert await activities.run(VisibilityActivities().search_attributes_ready) is expected
+    assert await ActivityEnvironment().run(VisibilityActivities("on").search_attributes_ready)
+    assert not await ActivityEnvironment().run(VisibilityActivities("off").search_attributes_ready)
+
+
+def _serve(address: str) -> str:
+    metrics_runtime(address)  # binds, or raises; dropped at once (the default runtime stays)
+    return f"http://{address}/metrics"
+
+
+def test_the_stacks_metrics_port() -> None:
+    served: list[str] = []
+
+    def record(address: str) -> str:
+        served.append(address)
+        return "URL"
+
+    assert install_stack_metrics({}, record) == ("URL", "metrics:    URL")
+    assert served == [STACK_METRICS_ADDRESS], "the default address when METRICS_PORT is unset"
+    assert install_stack_metrics({"METRICS_PORT": "off"}, _serve) == (
+        None,
+        "metrics:    off (METRICS_PORT=off)",
+    )
+    port = _free_port()
+    url, line = install_stack_metrics({"METRICS_PORT": str(port)}, _serve)
+    assert url == f"http://127.0.0.1:{port}/metrics" and line == f"metrics:    {url}"
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = str(held.getsockname()[1])
+        with pytest.raises(MetricsUnavailable, match="set METRICS_PORT to a free port"):
+            install_stack_metrics({"METRICS_PORT": taken}, _serve)
+        # The default port taken (a second stack): metrics off, said plainly.
+
+        def taken_default(address: str) -> str:
+            return _serve(f"127.0.0.1:{taken}")
+
+        url, line = install_stack_metrics({}, taken_default)
+        assert url is None and line.startswith("metrics:    off: cannot serve metrics on")
+
+
+def test_answer_preview_is_short_flat_and_without_the_verdict() -> None:
+    text = "First line.\n\n  Second   line.\n" + "x" * 500 + '\n<verdict>{"action": true}</verdict>'
+    preview = answer_preview(text)
+    assert preview.startswith("First line. Second line. xxx") and "verdict" not in preview
+    assert len(preview) == ANSWER_PREVIEW_CHARS and preview.endswith("…")
+    assert answer_preview('Fine.\n<verdict>{"action": false}</verdict>') == "Fine."
+    assert answer_preview("") == ""
+
+
+def test_the_web_ui_details_lead_with_status_and_the_last_runs_answer() -> None:
+    state = AgentState(config=AgentConfig(target_proofs_per_hour=500), run_count=7)
+    state.last_run = LastRun(
+        run=7,
+        status=RunStatus.OK,
+        verdict=Verdict(action=True, state_changed=True),
+        noop=False,
+        answer="Rented one.",
+    )
+    state.spend = SpendSummary(as_of=datetime(2026, 11, 29, tzinfo=UTC), current_dph=1.5)
+    first, second, *_ = agent_details(state, Phase.IDLE, None, None).split("\n\n")
+    assert first == "**idle** · target 500 proofs/h · $1.50/h now · session 1 · 7 runs"
+    assert second == "last run #7: ok, acted — answer: “Rented one.”"
+    quiet = LastRun(run=8, status=RunStatus.OK, verdict=None, noop=True)
+    assert last_run_line(quiet) == "last run #8: ok, no-op"
+    failed = RunResult(run=9, status=RunStatus.FAILED, error="LLM 400", rounds=1)
+    assert run_details(failed).split("\n\n") == [
+        "**failed** · verdict unknown · 1 round(s) · 0 tool call(s)",
+        "LLM 400",
+    ]
+    done = RunResult(
+        run=10, status=RunStatus.OK, verdict=Verdict(action=False, state_changed=False)
+    )
+    done.answer, done.noop = "All steady.", True
+    assert run_details(done).endswith(
+        "no-op · 0 round(s) · 0 tool call(s)\n\nanswer: “All steady.”"
+    )
+
+
+class _Gauges:
+    """Stands in for the workflow's metric meter: keeps the last value set on
+    each gauge, and refuses anything else."""
+
+    def __init__(self, values: dict[str, float]) -> None:
+        self.values = values
+
+    def with_additional_attributes(self, additional_attributes: Any) -> _Gauges:
+        return self
+
+    def _gauge(self, name: str, *_: Any) -> Any:
+        values = self.values
+
+        class Gauge:
+            def set(self, value: float, attributes: Any = None) -> None:
+                values[name] = value
+
+        return Gauge()
+
+    create_gauge = create_gauge_float = _gauge
+
+
+def test_the_monitors_poll_sets_the_fleet_gauges(monkeypatch: pytest.MonkeyPatch) -> None:
+    values: dict[str, float] = {}
+    monkeypatch.setattr(temporalio.workflow, "metric_meter", lambda: _Gauges(values))
+    snap = FleetSnapshot(
+        target_proofs_per_hour=500,
+        capacity_proofs_per_hour=420,
+        expected_proofs_per_hour=480,
+        fleet_dph=3.25,
+    )
+    metrics.record_fleet("a", snap)
+    assert values == {
+        "fleet_capacity_proofs_per_hour": 420,
+        "fleet_expected_proofs_per_hour": 480,
+        "fleet_dph_usd": 3.25,
+        "fleet_instances": 0,
+    }
+    values.clear()
+    metrics.record_fleet("a", FleetSnapshot(error="vast.ai down"))
+    assert values == {}, "a failed poll leaves the last figures"
