@@ -24,6 +24,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
+from temporalio.worker import Replayer
 
 from activities.visibility import VisibilityActivities, missing_attributes
 from fleet_agent.details import agent_details, last_run_line, run_details
@@ -52,7 +53,7 @@ from starter.telemetry import (
 )
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, running_worker, status_after
-from workflows import FleetAgentWorkflow, metrics
+from workflows import AgentRunWorkflow, FleetAgentWorkflow, metrics
 
 ACT_ANSWER = "Rented two RTX 4090s to reach the target of 500 proofs/h."
 ACT = f'{ACT_ANSWER}\n<verdict>{{"action": true, "state_changed": true}}</verdict>'
@@ -160,6 +161,19 @@ async def test_metrics_search_attributes_and_the_answer(
         assert await eventually(lambda: listed(human), what="runs by trigger") == [f"{agent}/run-2"]
         idle = f"FleetAgentId = '{agent}' AND FleetPhase = 'idle'"
         assert await eventually(lambda: listed(idle), what="the idle agent") == [agent]
+
+        # The upserts replay: the histories that carry them are deterministic.
+        replayer = Replayer(
+            workflows=[FleetAgentWorkflow, AgentRunWorkflow],
+            data_converter=pydantic_data_converter,
+        )
+        for workflow_id in (agent, f"{agent}/run-1", f"{agent}/run-2"):
+            history = await client.get_workflow_handle(workflow_id).fetch_history()
+            assert any(
+                e.HasField("upsert_workflow_search_attributes_event_attributes")
+                for e in history.events
+            ), workflow_id
+            await replayer.replay_workflow(history)
 
         # Prometheus: ours and the SDK's, with sensible values.
         async def scrape() -> str:

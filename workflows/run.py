@@ -5,7 +5,8 @@ carries IDs and decisions (tool calls with their inputs, stop reasons, usage,
 each fleet tool result's one-line status and figures) and the run's input
 (triggers with message previews, config, wakes); the prompt, the replies and
 the fleet tools' texts live in the store, written by activities. The wake
-tools' short answers and error results made here are the exceptions.
+tools' short answers, error results made here and the final answer's first
+200 characters (for the Web UI) are the exceptions.
 """
 
 from __future__ import annotations
