@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import socket
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -19,20 +20,24 @@ import httpx
 import pytest
 import pytest_asyncio
 import temporalio.workflow
+from temporalio import activity
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
-from temporalio.worker import Replayer
+from temporalio.worker import Replayer, Worker
 
 from activities.visibility import VisibilityActivities, missing_attributes
 from fleet_agent.details import agent_details, last_run_line, run_details
 from fleet_agent.fleet.snapshot import FleetSnapshot
+from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.metrics_address import metrics_address
 from fleet_agent.models import (
     AgentConfig,
+    AgentInput,
     AgentState,
+    ConfigPatch,
     LastRun,
     Phase,
     RunResult,
@@ -53,6 +58,7 @@ from starter.telemetry import (
 )
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, running_worker, status_after
+from worker import worker_activities
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, metrics
 
 ACT_ANSWER = "Rented two RTX 4090s to reach the target of 500 proofs/h."
@@ -67,6 +73,16 @@ def _free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def upserted(history: WorkflowHistory) -> set[str]:
+    """Names of the search attributes a history upserts."""
+    found: set[str] = set()
+    for e in history.events:
+        if e.HasField("upsert_workflow_search_attributes_event_attributes"):
+            attributes = e.upsert_workflow_search_attributes_event_attributes.search_attributes
+            found |= set(attributes.indexed_fields)
+    return found
 
 
 def samples(text: str, name: str, **labels: str) -> list[float]:
@@ -167,12 +183,13 @@ async def test_metrics_search_attributes_and_the_answer(
             workflows=[FleetAgentWorkflow, AgentRunWorkflow],
             data_converter=pydantic_data_converter,
         )
-        for workflow_id in (agent, f"{agent}/run-1", f"{agent}/run-2"):
+        for workflow_id, names in (
+            (agent, {"FleetAgentId", "FleetPhase"}),
+            (f"{agent}/run-1", {"RunVerdictAction", "RunNoop"}),
+            (f"{agent}/run-2", {"RunVerdictAction", "RunNoop"}),
+        ):
             history = await client.get_workflow_handle(workflow_id).fetch_history()
-            assert any(
-                e.HasField("upsert_workflow_search_attributes_event_attributes")
-                for e in history.events
-            ), workflow_id
+            assert names <= upserted(history), workflow_id
             await replayer.replay_workflow(history)
 
         # Prometheus: ours and the SDK's, with sensible values.
@@ -400,3 +417,44 @@ def test_the_monitors_poll_sets_the_fleet_gauges(monkeypatch: pytest.MonkeyPatch
     values.clear()
     metrics.record_fleet("a", FleetSnapshot(error="vast.ai down"))
     assert values == {}, "a failed poll leaves the last figures"
+
+
+@activity.defn(name="search_attributes_ready")
+async def _broken_check() -> bool:
+    raise RuntimeError("this worker cannot tell")
+
+
+async def test_an_agent_whose_check_fails_runs_without_search_attributes(
+    ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+) -> None:
+    fake_llm.set_responder(_responder)
+    task_queue = f"fleet-agent-test-{uuid.uuid4().hex[:8]}"
+    activities = [
+        a
+        for a in worker_activities(store, AnthropicProvider())
+        if getattr(a, "__name__", "") != "search_attributes_ready"
+    ]
+    async with Worker(
+        ts_env.client,
+        task_queue=task_queue,
+        workflows=[FleetAgentWorkflow, AgentRunWorkflow],
+        activities=[*activities, _broken_check],
+    ):
+        handle = await ts_env.client.start_workflow(
+            FleetAgentWorkflow.run,
+            AgentInput(config=ConfigPatch(monitor_enabled=False)),
+            id=f"agent-{uuid.uuid4().hex[:8]}",
+            task_queue=task_queue,
+        )
+        try:
+            st = await status_after(handle, 1)
+            assert st.last_run is not None and st.last_run.status == RunStatus.OK
+            history = await handle.fetch_history()
+            failed = [
+                e for e in history.events if e.HasField("activity_task_failed_event_attributes")
+            ]
+            assert len(failed) == 1, "tried (three attempts, one failure event), then went on"
+            # (The SDK itself upserts TemporalChangeVersion with the patch marker.)
+            assert not upserted(history) & set(SEARCH_ATTRIBUTES), upserted(history)
+        finally:
+            await handle.terminate("test finished")

@@ -24,7 +24,7 @@ import contextlib
 from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, FailureError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -46,7 +46,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_inputs import InputsMixin
     from workflows.agent_runs import RunsMixin
     from workflows.monitor import FleetMonitorWorkflow
-    from workflows.policies import STORE_RETRY, STORE_TIMEOUT
+    from workflows.policies import (
+        STORE_RETRY,
+        STORE_TIMEOUT,
+        VISIBILITY_RETRY,
+        VISIBILITY_TIMEOUT,
+    )
     from workflows.search_attributes import PATCH as SEARCH_ATTRIBUTES_PATCH
 
 __all__ = ["FleetAgentWorkflow"]
@@ -131,12 +136,15 @@ class FleetAgentWorkflow(InputsMixin, FreezeMixin, ApprovalsMixin, RunsMixin):
     async def _check_search_attributes(self) -> None:
         """Upsert search attributes in this execution only if the namespace has
         them all: an unregistered one would fail every workflow task."""
-        self._search_attributes = await workflow.execute_activity(
-            stubs.search_attributes_ready,
-            start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY,
-            summary="are our search attributes registered?",
-        )
+        try:
+            self._search_attributes = await workflow.execute_activity(
+                stubs.search_attributes_ready,
+                start_to_close_timeout=VISIBILITY_TIMEOUT,
+                retry_policy=VISIBILITY_RETRY,
+                summary="are our search attributes registered?",
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("search attributes not checked: %s", exc.cause or exc)
         self._show()
 
     def _monitor_config(self) -> MonitorConfig:
