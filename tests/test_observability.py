@@ -49,6 +49,7 @@ from fleet_agent.search_attributes import SEARCH_ATTRIBUTES, search_attribute_mo
 from fleet_agent.settings import Settings
 from fleet_agent.store import Store
 from fleet_agent.verdict import ANSWER_PREVIEW_CHARS, answer_preview
+from starter.cli import main as cli_main
 from starter.devserver import find_temporal_cli, load_dev_config
 from starter.telemetry import (
     STACK_METRICS_ADDRESS,
@@ -458,3 +459,24 @@ async def test_an_agent_whose_check_fails_runs_without_search_attributes(
             assert not upserted(history) & set(SEARCH_ATTRIBUTES), upserted(history)
         finally:
             await handle.terminate("test finished")
+
+
+def test_a_worker_whose_metrics_port_is_taken_says_so_and_exits_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        monkeypatch.setenv("METRICS_PORT", str(port))
+        monkeypatch.setenv("FLEET_LLM_PROVIDER", "autopilot")
+        # Nothing listens on this Temporal address: metrics fail first.
+        monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{_free_port()}")
+        assert cli_main(["worker"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in err
+    monkeypatch.setenv("METRICS_PORT", "nine")
+    assert cli_main(["worker"]) != 0
+    assert "METRICS_PORT must be a port (1-65535), HOST:PORT, or off, not 'nine'" in (
+        capsys.readouterr().err
+    )
