@@ -13,7 +13,7 @@ import re
 import socket
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -43,6 +43,8 @@ from fleet_agent.models import (
     RunResult,
     RunStatus,
     SpendSummary,
+    Trigger,
+    TriggerKind,
     Verdict,
 )
 from fleet_agent.search_attributes import SEARCH_ATTRIBUTES, search_attribute_mode
@@ -443,7 +445,7 @@ async def test_an_agent_whose_check_fails_runs_without_search_attributes(
     ):
         handle = await ts_env.client.start_workflow(
             FleetAgentWorkflow.run,
-            AgentInput(config=ConfigPatch(monitor_enabled=False)),
+            AgentInput(config=ConfigPatch(monitor_enabled=False, p1_debounce_seconds=0.2)),
             id=f"agent-{uuid.uuid4().hex[:8]}",
             task_queue=task_queue,
         )
@@ -480,3 +482,63 @@ def test_a_worker_whose_metrics_port_is_taken_says_so_and_exits_1(
     assert "METRICS_PORT must be a port (1-65535), HOST:PORT, or off, not 'nine'" in (
         capsys.readouterr().err
     )
+
+
+class _Recorder:
+    """Stands in for the workflow's metric meter: keeps what counters add and
+    histograms record, by metric name and labels."""
+
+    def __init__(self) -> None:
+        self.added: dict[tuple[str, str], int] = {}
+        self.recorded: dict[str, list[float]] = {}
+
+    def with_additional_attributes(self, additional_attributes: Any) -> _Recorder:
+        return self
+
+    def create_counter(self, name: str, *_: Any) -> Any:
+        added = self.added
+
+        class Counter:
+            def add(self, value: int, attributes: dict[str, str]) -> None:
+                key = (name, ",".join(f"{k}={v}" for k, v in sorted(attributes.items())))
+                added[key] = added.get(key, 0) + value
+
+        return Counter()
+
+    def create_histogram_float(self, name: str, *_: Any) -> Any:
+        recorded = self.recorded.setdefault(name, [])
+
+        class Histogram:
+            def record(self, value: float) -> None:
+                recorded.append(value)
+
+        return Histogram()
+
+
+def test_p0_latency_counts_operator_triggers_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    meter = _Recorder()
+    monkeypatch.setattr(temporalio.workflow, "metric_meter", lambda: meter)
+    now = datetime(2026, 11, 29, 12, 0, 10, tzinfo=UTC)
+
+    def trigger(kind: TriggerKind, seconds_ago: float, count: int = 1) -> Trigger:
+        return Trigger(
+            seq=0, kind=kind, received_at=now - timedelta(seconds=seconds_ago), count=count
+        )
+
+    metrics.record_run_started(
+        "a",
+        [
+            trigger(TriggerKind.HUMAN_MESSAGE, 3.0),
+            trigger(TriggerKind.TRIGGER_NOW, 1.5),
+            trigger(TriggerKind.WAKE, 0.0),
+            trigger(TriggerKind.STATE_CHANGED, 9.0, count=3),
+        ],
+        now,
+    )
+    assert meter.recorded == {"fleet_p0_latency_seconds": [3.0, 1.5]}
+    assert meter.added == {
+        ("fleet_run_triggers", "kind=human_message"): 1,
+        ("fleet_run_triggers", "kind=trigger_now"): 1,
+        ("fleet_run_triggers", "kind=wake"): 1,
+        ("fleet_run_triggers", "kind=state_changed"): 3,
+    }

@@ -21,7 +21,7 @@ from temporalio.common import MetricMeter
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models only.
     from fleet_agent.fleet.snapshot import FleetSnapshot
-    from fleet_agent.models import AgentState, Phase, RunResult, ToolResult, Trigger
+    from fleet_agent.models import AgentState, Phase, RunResult, ToolResult, Trigger, TriggerKind
     from fleet_agent.verdict import acted
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "record_tool_results",
 ]
 
+_OPERATOR_KINDS = frozenset({TriggerKind.HUMAN_MESSAGE, TriggerKind.TRIGGER_NOW})
 # Token kinds as the Messages API counts them (TokenUsage's fields).
 _TOKEN_KINDS = (
     "input_tokens",
@@ -46,20 +47,22 @@ def _meter(agent_id: str) -> MetricMeter:
 
 
 def record_run_started(agent_id: str, triggers: Sequence[Trigger], now: datetime) -> None:
-    """Triggers taken by a run, by kind, and the P0 latency of each P0 trigger:
-    received → the run that takes it starts (the debounce included)."""
+    """Triggers taken by a run, by kind, and the P0 latency of each operator
+    trigger (human_message, trigger_now): received → the run that takes it
+    starts, the debounce included. A due wake is P0 too, but it becomes a
+    trigger only as its run starts: its latency would always be 0."""
     meter = _meter(agent_id)
     taken = meter.create_counter(
         "fleet_run_triggers", "Triggers taken by runs, by kind (coalesced ones counted whole)"
     )
     latency = meter.create_histogram_float(
         "fleet_p0_latency_seconds",
-        "Seconds from a P0 trigger (human message, trigger_now, wake) to the start of its run",
+        "Seconds from an operator's trigger (human_message, trigger_now) to the start of its run",
         "s",
     )
     for t in triggers:
         taken.add(t.count, {"kind": t.kind.value})
-        if t.priority.value == "P0":
+        if t.kind in _OPERATOR_KINDS:
             latency.record(max(0.0, (now - t.received_at).total_seconds()))
 
 
