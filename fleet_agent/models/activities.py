@@ -76,7 +76,8 @@ class ToolCall(BaseModel):
 
 
 class LlmResult(BaseModel):
-    """The decision-relevant part of one LLM reply; its text stays in the store."""
+    """The decision-relevant part of one LLM reply (and a final answer's preview);
+    its text stays in the store."""
 
     stop_reason: str
     tool_calls: list[ToolCall] = Field(default_factory=list)
