@@ -31,14 +31,17 @@ from activities.fleet import FleetActivities
 from activities.links import LinkActivities
 from activities.llm import LlmActivities
 from activities.runlog import RunLogActivities
+from activities.visibility import VisibilityActivities
 from fleet_agent.llm.base import LlmProvider
 from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.llm_models import KNOWN_MODELS, ModelInfo
+from fleet_agent.search_attributes import SearchAttributeMode
 from fleet_agent.settings import Settings
 from fleet_agent.store import NEW_STORE_FLAG, SchemaError, Store, StoreRefused, store_refusal
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.vast.client import VastClient
 from starter.connect import connect
+from starter.telemetry import MetricsUnavailable, install_metrics
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import TASK_QUEUE
 
@@ -57,13 +60,16 @@ def worker_activities(
     provider: LlmProvider,
     fleet: FleetActivities | None = None,
     prices: Mapping[str, ModelInfo] = KNOWN_MODELS,
+    search_attributes: SearchAttributeMode = "auto",
 ) -> list[Callable[..., Any]]:
     """Every activity a worker registers; the workflows call them through the
     declarations in workflows/stubs.py (tests/test_layers.py checks they match).
 
     Without `fleet` the agent loop runs with its workflow-local tools only
     (and its monitor, if enabled, finds no poll activity: disable it).
-    `prices` (FLEET_LLM_PRICES applied) prices each run's LLM rounds.
+    `prices` (FLEET_LLM_PRICES applied) prices each run's LLM rounds;
+    `search_attributes` (FLEET_SEARCH_ATTRIBUTES) says whether the workflows
+    may upsert search attributes (activities/visibility.py).
     """
     runlog = RunLogActivities(store, fleet, prices)
     links = LinkActivities(store)
@@ -91,6 +97,7 @@ def worker_activities(
         links.store_operator_messages,
         links.wait_for_run,
         links.agent_is_open,
+        VisibilityActivities(search_attributes).search_attributes_ready,
         *fleet_activities,
     ]
 
@@ -103,6 +110,7 @@ def build_worker(
     fleet: FleetActivities | None = None,
     task_queue: str = TASK_QUEUE,
     prices: Mapping[str, ModelInfo] = KNOWN_MODELS,
+    search_attributes: SearchAttributeMode = "auto",
 ) -> Worker:
     """A worker with every workflow and activity of fleet-agent on `task_queue`."""
     return Worker(
@@ -113,7 +121,7 @@ def build_worker(
         # (the reply rides in the heartbeat details; see activities/llm.py).
         max_heartbeat_throttle_interval=HEARTBEAT_SEND_INTERVAL,
         workflows=[FleetAgentWorkflow, AgentRunWorkflow, FleetMonitorWorkflow],
-        activities=worker_activities(store, provider, fleet, prices),
+        activities=worker_activities(store, provider, fleet, prices, search_attributes),
     )
 
 
@@ -193,6 +201,9 @@ async def main(*, new_store: bool | None = None, settings: Settings | None = Non
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = settings or Settings.from_env()
+    if settings.metrics_address is not None:
+        # Before the client connects: the client's runtime carries the telemetry.
+        log.info("Prometheus metrics on %s", install_metrics(settings.metrics_address))
     provider = provider_from_settings(settings)
     client = await connect()
     store = await open_worker_store(
@@ -212,7 +223,12 @@ async def main(*, new_store: bool | None = None, settings: Settings | None = Non
     )
     try:
         await build_worker(
-            client, store=store, provider=provider, fleet=fleet, prices=settings.llm_models
+            client,
+            store=store,
+            provider=provider,
+            fleet=fleet,
+            prices=settings.llm_models,
+            search_attributes=settings.search_attributes,
         ).run()
     finally:
         store.dispose()
@@ -232,7 +248,7 @@ def _cli(argv: Sequence[str] | None = None) -> int:
         # the worker with one line before it connects to anything.
         settings = Settings.from_env()
         asyncio.run(main(new_store=args.new_store, settings=settings))
-    except (StoreRefused, SchemaError, ValueError) as exc:
+    except (StoreRefused, SchemaError, ValueError, MetricsUnavailable) as exc:
         print(f"worker: error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -60,7 +60,7 @@ from fleet_agent.transcript import (
     reply_text,
     tool_calls_of,
 )
-from fleet_agent.verdict import parse_verdict
+from fleet_agent.verdict import answer_preview, parse_verdict
 
 __all__ = ["PROGRESS_BEAT_SECONDS", "LlmActivities", "LlmHeartbeat"]
 
@@ -88,7 +88,8 @@ def _reply_in(details: Sequence[Any]) -> StoredReply | None:
 
 def _result(reply: StoredReply, *, replayed: bool) -> LlmResult:
     calls = tool_calls_of(reply.content)
-    verdict, error = (None, "") if calls else parse_verdict(reply_text(reply.content))
+    text = "" if calls else reply_text(reply.content)
+    verdict, error = (None, "") if calls else parse_verdict(text)
     return LlmResult(
         stop_reason=reply.stop_reason,
         tool_calls=calls,
@@ -97,6 +98,7 @@ def _result(reply: StoredReply, *, replayed: bool) -> LlmResult:
         verdict_error=error,
         seconds=reply.seconds,
         replayed=replayed,
+        answer=answer_preview(text),
     )
 
 

@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 from activities.compact import prompt_history
 from activities.fleet_results import replay_note
 from activities.heartbeat import heartbeating
+from activities.metrics import record_run_cost
 from fleet_agent.accounting import replies_cost
 from fleet_agent.llm_models import KNOWN_MODELS, ModelInfo
 from fleet_agent.models import (
@@ -245,10 +246,13 @@ class RunLogActivities:
     async def record_run(self, req: RecordRunRequest) -> None:
         """Close the run in the store: status, verdict, usage, final text, digest,
         the $/hour its tool calls added and removed, and its LLM cost (every
-        stored reply of the run at its model's price) and tools' seconds."""
-        await asyncio.to_thread(self._record_run, req)
+        stored reply of the run at its model's price) and tools' seconds.
+        Records that cost in the `fleet_run_llm_cost_usd` metric, once the
+        record is closed (a retry after a failure before that counts once)."""
+        record_run_cost(req.agent_id, await asyncio.to_thread(self._record_run, req))
 
-    def _record_run(self, req: RecordRunRequest) -> None:
+    def _record_run(self, req: RecordRunRequest) -> float:
+        """Close the record; returns the run's LLM cost in USD."""
         store, result = self._store, req.result
         final_text = ""
         if req.final_round is not None:
@@ -276,6 +280,7 @@ class RunLogActivities:
             )
         if req.context is not None:
             store.set_run_context(req.agent_id, result.run, req.context, req.workflow_run_id)
+        cost = replies_cost(replies, self._prices)
         store.finish_run(
             req.agent_id,
             result.run,
@@ -295,9 +300,10 @@ class RunLogActivities:
             llm_seconds=result.llm_seconds,
             dph_added=result.dph_added,
             dph_removed=result.dph_removed,
-            cost_usd=replies_cost(replies, self._prices),
+            cost_usd=cost,
             tool_seconds=result.tool_seconds,
             model=replies[-1].model if replies else "",
             ended_at=result.ended_at or activity.info().started_time,
             workflow_run_id=req.workflow_run_id,
         )
+        return cost

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from fleet_agent.models import AgentState, Phase, Trigger
+from fleet_agent.models import AgentState, LastRun, Phase, RunResult, Trigger
 from fleet_agent.schedule import Due
 
-__all__ = ["agent_details", "trigger_summary"]
+__all__ = ["agent_details", "last_run_line", "run_details", "trigger_summary"]
 
 _MAX_WAKES_SHOWN = 5
 
@@ -34,8 +34,19 @@ def _arguments(arguments: dict[str, object]) -> str:
 
 
 def agent_details(state: AgentState, phase: Phase, current_run: int | None, due: Due | None) -> str:
-    """The agent at a glance, in markdown, for the Web UI's current details."""
-    lines = [f"**{phase.value}** · session {state.session} · {state.run_count} runs"]
+    """The agent at a glance, in markdown, for the Web UI's current details.
+
+    What needs an operator comes first (a freeze, approvals), then one status
+    line (phase, target, $/h now), then the last run's verdict and answer,
+    then what waits; spend and LLM cost close it.
+    """
+    now_dph = f" · ${state.spend.current_dph:.2f}/h now" if state.spend is not None else ""
+    lines = [
+        f"**{phase.value}** · target {state.config.target_proofs_per_hour:g} proofs/h{now_dph}"
+        f" · session {state.session} · {state.run_count} runs"
+    ]
+    if state.last_run is not None:
+        lines.append(last_run_line(state.last_run))
     if state.freeze is not None:
         # At the top: an operator looking at the Web UI must see it first.
         f = state.freeze
@@ -66,21 +77,46 @@ def agent_details(state: AgentState, phase: Phase, current_run: int | None, due:
         lines.append(
             "wakes: " + ", ".join(f"{w.id} {_hms(w.due_at)} ({w.reason[:40]})" for w in shown)
         )
-    if state.last_run is not None:
-        last = state.last_run
-        lines.append(
-            f"last run #{last.run}: {last.status.value}"
-            + (" (no-op)" if last.noop else "")
-            + (f" — {last.error[:80]}" if last.error else "")
-        )
     if state.rejected_total:
         latest = state.rejected[-1]
         lines.append(
             f"rejected inputs: {state.rejected_total} (latest {latest.signal}: {latest.error[:80]})"
         )
-    lines.append(f"target: {state.config.target_proofs_per_hour:g} proofs/h")
     if state.spend is not None:
         lines.append(state.spend.line(state.config.daily_budget_usd))
     if state.llm_cost is not None:
         lines.append(state.llm_cost.line())
+    return "\n\n".join(lines)
+
+
+def _verdict_words(acted: bool | None, noop: bool) -> str:
+    if noop:
+        return "no-op"
+    return "verdict unknown" if acted is None else "acted" if acted else "no action"
+
+
+def last_run_line(last: LastRun) -> str:
+    """`last run #41: ok, acted — answer: …` (the answer's preview, quoted)."""
+    acted = None if last.verdict is None else last.verdict.action
+    line = f"last run #{last.run}: {last.status.value}, {_verdict_words(acted, last.noop)}"
+    if last.error:
+        line += f" — {last.error[:80]}"
+    if last.answer:
+        line += f" — answer: “{last.answer}”"
+    return line
+
+
+def run_details(result: RunResult) -> str:
+    """A finished run for the Web UI's current details: outcome, then the
+    start of its answer (the full text is in the store: `fleet-agent show-run`)."""
+    acted = None if result.verdict is None else result.verdict.action or result.mutating_calls > 0
+    head = (
+        f"**{result.status.value}** · {_verdict_words(acted, result.noop)} · "
+        f"{result.rounds} round(s) · {result.tool_calls} tool call(s)"
+    )
+    lines = [head]
+    if result.error or result.verdict_error:
+        lines.append((result.error or result.verdict_error)[:160])
+    if result.answer:
+        lines.append(f"answer: “{result.answer}”")
     return "\n\n".join(lines)

@@ -20,7 +20,9 @@ from fleet_agent.llm_models import (
     model_info,
     model_table,
 )
+from fleet_agent.metrics_address import metrics_address
 from fleet_agent.prover import ProverSpec
+from fleet_agent.search_attributes import SearchAttributeMode, search_attribute_mode
 from fleet_agent.store.guard import NEW_STORE_ENV
 
 __all__ = ["DEFAULT_VAST_URL", "MODEL_ENV", "ProverSpec", "Settings"]
@@ -76,6 +78,10 @@ class Settings(BaseModel):
     vast_api_url: str = DEFAULT_VAST_URL
     vast_api_key: SecretStr | None = None
     prover: ProverSpec = ProverSpec()
+    # HOST:PORT of the worker's Prometheus endpoint (METRICS_PORT); None: off.
+    metrics_address: str | None = None
+    # FLEET_SEARCH_ATTRIBUTES: whether the workflows upsert search attributes.
+    search_attributes: SearchAttributeMode = "auto"
 
     @property
     def llm_model_info(self) -> ModelInfo:
@@ -114,4 +120,6 @@ class Settings(BaseModel):
             vast_api_url=(e.get("VAST_API_URL") or DEFAULT_VAST_URL).rstrip("/"),
             vast_api_key=SecretStr(vast_key) if vast_key else None,
             prover=_prover(e),
+            metrics_address=metrics_address(e),
+            search_attributes=search_attribute_mode(e),
         )

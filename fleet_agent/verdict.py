@@ -14,7 +14,20 @@ from collections.abc import Sequence
 
 from fleet_agent.models import RunResult, RunStatus, Trigger, TriggerKind, Verdict
 
-__all__ = ["VERDICT_INSTRUCTIONS", "judge", "parse_verdict", "strip_verdict"]
+__all__ = [
+    "ANSWER_PREVIEW_CHARS",
+    "VERDICT_INSTRUCTIONS",
+    "acted",
+    "answer_preview",
+    "judge",
+    "parse_verdict",
+    "strip_verdict",
+]
+
+# The most of a run's final answer that enters workflow history (its call_llm
+# result, the run's result, the agent's last_run): docs/DECISIONS.md, "The
+# answer in the Web UI".
+ANSWER_PREVIEW_CHARS = 200
 
 _TAG = re.compile(r"<verdict>(?P<body>.*?)</verdict>", re.DOTALL | re.IGNORECASE)
 _OPEN, _CLOSE = "<verdict>", "</verdict>"
@@ -86,3 +99,17 @@ def judge(result: RunResult, triggers: Sequence[Trigger]) -> None:
     )
     human = any(t.kind == TriggerKind.HUMAN_MESSAGE for t in triggers)
     result.in_prompt = not result.noop or human
+
+
+def acted(result: RunResult) -> bool:
+    """The run acted: its verdict says so, or it made a mutating tool call
+    (which counts as an action whatever the verdict says)."""
+    return result.mutating_calls > 0 or (result.verdict is not None and result.verdict.action)
+
+
+def answer_preview(text: str, limit: int = ANSWER_PREVIEW_CHARS) -> str:
+    """The start of a final answer for the Web UI: verdict tags removed,
+    whitespace collapsed to single spaces, at most `limit` characters (an
+    ellipsis marks a cut)."""
+    flat = " ".join(strip_verdict(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"

@@ -188,6 +188,7 @@ def _worker(args: argparse.Namespace) -> int:
     import worker
     from fleet_agent.settings import Settings
     from fleet_agent.store import SchemaError, StoreRefused
+    from starter.telemetry import MetricsUnavailable
 
     for env, value in (
         ("TEMPORAL_ADDRESS", args.address),
@@ -206,7 +207,7 @@ def _worker(args: argparse.Namespace) -> int:
     try:
         # Without the flag FLEET_NEW_STORE decides.
         asyncio.run(worker.main(new_store=True if args.new_store else None, settings=settings))
-    except (StoreRefused, SchemaError) as exc:
+    except (StoreRefused, SchemaError, MetricsUnavailable) as exc:
         raise CliError(str(exc)) from None
     except RuntimeError as exc:
         if not str(exc).startswith("Failed client connect"):

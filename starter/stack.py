@@ -28,6 +28,7 @@ from fleet_agent.store import SchemaError, StoreRefused, default_database_url, r
 from starter.agent_client import AgentClient, CliError, open_client
 from starter.devserver import ROOT, DevServerConfig, find_temporal_cli, load_dev_config
 from starter.render import last_run_text
+from starter.telemetry import MetricsUnavailable, install_stack_metrics
 from worker import build_worker, fleet_from_settings, open_worker_store
 
 __all__ = ["StackOptions", "up"]
@@ -294,6 +295,11 @@ async def up(opts: StackOptions) -> int:
         settings = Settings.from_env()
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    try:
+        # Before any client connects: the clients' runtime carries the telemetry.
+        _, metrics_line = install_stack_metrics(os.environ)
+    except MetricsUnavailable as exc:
+        raise CliError(str(exc)) from None
     stop = _stop_event()
     async with contextlib.AsyncExitStack() as stack:
         server = await stack.enter_async_context(_temporal_server(config))
@@ -341,6 +347,7 @@ async def up(opts: StackOptions) -> int:
             ),
             flush=True,
         )
+        print(metrics_line, flush=True)
         print(f"agent {'started' if started else 'was already running: attached'}", flush=True)
         waiters: set[asyncio.Task[Any]] = {worker_task, asyncio.create_task(stop.wait())}
         check = asyncio.create_task(_first_run(agent, opts.check_timeout)) if opts.check else None

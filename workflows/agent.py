@@ -24,7 +24,7 @@ import contextlib
 from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, FailureError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -46,7 +46,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_inputs import InputsMixin
     from workflows.agent_runs import RunsMixin
     from workflows.monitor import FleetMonitorWorkflow
-    from workflows.policies import STORE_RETRY, STORE_TIMEOUT
+    from workflows.policies import (
+        STORE_RETRY,
+        STORE_TIMEOUT,
+        VISIBILITY_RETRY,
+        VISIBILITY_TIMEOUT,
+    )
+    from workflows.search_attributes import PATCH as SEARCH_ATTRIBUTES_PATCH
 
 __all__ = ["FleetAgentWorkflow"]
 
@@ -88,11 +94,16 @@ class FleetAgentWorkflow(InputsMixin, FreezeMixin, ApprovalsMixin, RunsMixin):
         self._signals = 0
         self._lost = self._state.unrecorded_runs
         self._heartbeat_from = self._state.last_run_ended_at or workflow.now()
+        # Whether this execution upserts search attributes (asked at its start).
+        self._search_attributes = False
+        self._upserted_phase: str | None = None
 
     # ------------------------------------------------------------ main loop
 
     @workflow.run
     async def run(self, raw: Any = None) -> None:
+        if workflow.patched(SEARCH_ATTRIBUTES_PATCH):
+            await self._check_search_attributes()
         if self._fresh:
             await self._continue_numbering()
             self._buffer.add_internal(self._make_trigger(TriggerKind.AGENT_STARTED, "fresh start"))
@@ -121,6 +132,20 @@ class FleetAgentWorkflow(InputsMixin, FreezeMixin, ApprovalsMixin, RunsMixin):
         )
         self._state.run_count = max(self._state.run_count, counters.max_run)
         self._state.session = max(self._state.session, counters.max_session)
+
+    async def _check_search_attributes(self) -> None:
+        """Upsert search attributes in this execution only if the namespace has
+        them all: an unregistered one would fail every workflow task."""
+        try:
+            self._search_attributes = await workflow.execute_activity(
+                stubs.search_attributes_ready,
+                start_to_close_timeout=VISIBILITY_TIMEOUT,
+                retry_policy=VISIBILITY_RETRY,
+                summary="are our search attributes registered?",
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("search attributes not checked: %s", exc.cause or exc)
+        self._show()
 
     def _monitor_config(self) -> MonitorConfig:
         config = self._state.config

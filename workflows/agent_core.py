@@ -30,7 +30,10 @@ with workflow.unsafe.imports_passed_through():
         TriggerKind,
     )
     from fleet_agent.schedule import Due, next_due
+    from fleet_agent.search_attributes import search_phase
     from fleet_agent.triggers import Refusal, TriggerBuffer
+    from workflows.metrics import record_agent_state
+    from workflows.search_attributes import agent_updates
 
 __all__ = ["AgentCore"]
 
@@ -72,6 +75,8 @@ class AgentCore:
     _signals: int
     _lost: list[RunResult]
     _heartbeat_from: datetime
+    _search_attributes: bool
+    _upserted_phase: str | None
 
     # Implemented by FleetAgentWorkflow; declared here for the mixins.
 
@@ -192,3 +197,9 @@ class AgentCore:
         workflow.set_current_details(
             agent_details(self._state, self._phase, self._current_run, self._due)
         )
+        # The gauges follow what the Web UI shows (replay-safe, no command).
+        record_agent_state(self._agent_id, self._state, self._phase)
+        if self._search_attributes and search_phase(self._phase) != self._upserted_phase:
+            # Only when the phase moves: each upsert is an event in history.
+            self._upserted_phase = search_phase(self._phase)
+            workflow.upsert_search_attributes(agent_updates(self._agent_id, self._phase))

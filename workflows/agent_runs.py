@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.wakes import cancel_wake as remove_wake
     from workflows import stubs
     from workflows.agent_core import AgentCore
+    from workflows.metrics import record_run_finished, record_run_started
     from workflows.policies import (
         HANDOVER_HEARTBEAT_TIMEOUT,
         STORE_RETRY,
@@ -43,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         UNLIMITED_RETRY,
     )
     from workflows.run import AgentRunWorkflow
+    from workflows.search_attributes import run_start_attributes
 
 __all__ = ["RunsMixin"]
 
@@ -66,6 +68,7 @@ class RunsMixin(AgentCore):
         state.run_count += 1
         number = state.run_count
         self._current_run, self._phase, self._due = number, Phase.RUNNING, None
+        record_run_started(self._agent_id, triggers, now)
         self._show()
         run_input = RunInput(
             agent_id=self._agent_id,
@@ -75,6 +78,7 @@ class RunsMixin(AgentCore):
             config=state.config,
             wakes=state.wakes,
             next_heartbeat_at=now + timedelta(seconds=state.config.heartbeat_seconds),
+            search_attributes=self._search_attributes,
         )
         workflow_id = f"{self._agent_id}/run-{number}"
         try:
@@ -89,6 +93,10 @@ class RunsMixin(AgentCore):
                 # stop it; the next execution waits for it (RunInFlight).
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 static_summary=f"run #{number}: {trigger_summary(triggers)}",
+                # Set with the start: no event of their own.
+                search_attributes=run_start_attributes(self._agent_id, triggers)
+                if self._search_attributes
+                else None,
             )
         except WorkflowAlreadyStartedError as exc:
             # Another workflow holds this ID (the agent was reset in Temporal
@@ -169,6 +177,7 @@ class RunsMixin(AgentCore):
 
     def _apply_result(self, result: RunResult) -> None:
         state = self._state
+        record_run_finished(self._agent_id, result)
         for request in result.wake_requests:
             if request.op == "add" and request.wake is not None:
                 state.wakes = add_wake(state.wakes, request.wake)
@@ -187,6 +196,7 @@ class RunsMixin(AgentCore):
             ended_at=result.ended_at or ended,
             dph_added=result.dph_added,
             dph_removed=result.dph_removed,
+            answer=result.answer,
         )
         if result.spend is not None:
             # Spend is read by the run's load_context, not by the workflow.

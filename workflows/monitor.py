@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.fleet.snapshot import FleetSnapshot
     from fleet_agent.models import MonitorConfig, MonitorInput, PollRequest, StateChanged
     from workflows import stubs
+    from workflows.metrics import record_fleet
     from workflows.policies import FLEET_HEARTBEAT_TIMEOUT, STORE_TIMEOUT
 
 __all__ = ["FleetMonitorWorkflow", "diff_states"]
@@ -107,6 +108,7 @@ class FleetMonitorWorkflow:
                 workflow.logger.warning("fleet poll failed: %s", exc.cause or exc)
             else:
                 self._last = snap
+                record_fleet(inp.agent_id, snap)
                 if snap.duplicate_labels:
                     await self._reconcile(inp.agent_id, snap.duplicate_labels)
                 new = snap.states()

@@ -24,6 +24,8 @@ __all__ = [
     "STORE_TIMEOUT",
     "TASK_QUEUE",
     "UNLIMITED_RETRY",
+    "VISIBILITY_RETRY",
+    "VISIBILITY_TIMEOUT",
 ]
 
 TASK_QUEUE = "fleet-agent"
@@ -89,3 +91,9 @@ COMPACT_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=5,
 )
+
+# Are our search attributes registered? A few tries, then the execution goes
+# on without upserting them (an older worker in a rolling deploy may not
+# have the activity; the next execution asks again).
+VISIBILITY_TIMEOUT = timedelta(seconds=10)
+VISIBILITY_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))

@@ -5,7 +5,8 @@ carries IDs and decisions (tool calls with their inputs, stop reasons, usage,
 each fleet tool result's one-line status and figures) and the run's input
 (triggers with message previews, config, wakes); the prompt, the replies and
 the fleet tools' texts live in the store, written by activities. The wake
-tools' short answers and error results made here are the exceptions.
+tools' short answers, error results made here and the final answer's first
+200 characters (for the Web UI) are the exceptions.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure helpers; reloading them per
     # workflow run would only cost time and break isinstance checks.
 
+    from fleet_agent.details import run_details
     from fleet_agent.llm.timing import LLM_HEARTBEAT_TIMEOUT, llm_attempt_timeout
     from fleet_agent.models import (
         APPROVAL_DECIDED,
@@ -39,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from fleet_agent.verdict import judge
     from workflows import stubs
+    from workflows.metrics import record_tool_results
     from workflows.policies import (
         FLEET_HEARTBEAT_TIMEOUT,
         FLEET_READ_TIMEOUT,
@@ -61,6 +64,8 @@ with workflow.unsafe.imports_passed_through():
         tool_summary,
     )
     from workflows.run_wakes import WakeTools
+    from workflows.search_attributes import PATCH as SEARCH_ATTRIBUTES_PATCH
+    from workflows.search_attributes import run_result_updates
 
 __all__ = ["AgentRunWorkflow"]
 
@@ -124,6 +129,9 @@ class AgentRunWorkflow:
             result.error = describe(exc)
             workflow.logger.warning("run %s failed: %s", inp.run, result.error)
         judge(result, self._inp.triggers)
+        # Served by a query, never written to history (the answer's preview
+        # is in the result anyway).
+        workflow.set_current_details(run_details(result))
         result.wake_requests = self._wake_tools.requests
         result.ended_at = workflow.now()
         self._step = "recording"
@@ -145,6 +153,9 @@ class AgentRunWorkflow:
             retry_policy=STORE_RETRY,
             summary=f"record run {inp.run} ({result.status.value})",
         )
+        if inp.search_attributes and workflow.patched(SEARCH_ATTRIBUTES_PATCH):
+            # For the Web UI's list: `RunVerdictAction = true` finds runs that acted.
+            workflow.upsert_search_attributes(run_result_updates(result))
         return result
 
     async def _converse(self, result: RunResult) -> int | None:
@@ -205,6 +216,7 @@ class AgentRunWorkflow:
                 if complete:
                     result.status = RunStatus.OK
                     result.verdict, result.verdict_error = reply.verdict, reply.verdict_error
+                    result.answer = reply.answer
                     return rnd
                 await self._store_results(rnd, [], note=CUT_TEXT)
                 continue
@@ -213,6 +225,7 @@ class AgentRunWorkflow:
                 outcomes = [await self._tool(rnd, call, result) for call in reply.tool_calls]
             else:
                 outcomes = [not_run(call, stop) for call in reply.tool_calls]
+            record_tool_results(inp.agent_id, outcomes)
             result.tool_calls += sum(1 for o in outcomes if not o.not_run)
             result.mutating_calls += sum(1 for o in outcomes if o.mutating)
             result.dph_added += sum(o.dph_delta for o in outcomes if o.dph_delta > 0)

@@ -54,6 +54,7 @@ __all__ = [
     "poll_fleet",
     "reconcile_labels",
     "record_run",
+    "search_attributes_ready",
     "search_offers",
     "stop_fleet",
     "store_operator_messages",
@@ -174,6 +175,12 @@ async def wait_for_run(req: WaitForRun) -> RunResult:
 async def agent_is_open(agent_id: str) -> bool:
     """Whether the agent workflow is still running (for its monitor)."""
     _declared("agent_is_open")
+
+
+@activity.defn(name="search_attributes_ready")
+async def search_attributes_ready() -> bool:
+    """Implemented by `VisibilityActivities` (activities/visibility.py)."""
+    _declared("search_attributes_ready")
 
 
 @activity.defn(name="stop_fleet")

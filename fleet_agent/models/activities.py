@@ -76,7 +76,8 @@ class ToolCall(BaseModel):
 
 
 class LlmResult(BaseModel):
-    """The decision-relevant part of one LLM reply; its text stays in the store."""
+    """The decision-relevant part of one LLM reply (and a final answer's preview);
+    its text stays in the store."""
 
     stop_reason: str
     tool_calls: list[ToolCall] = Field(default_factory=list)
@@ -85,6 +86,9 @@ class LlmResult(BaseModel):
     verdict_error: str = ""
     seconds: float = 0.0
     replayed: bool = False
+    # A final reply's first ANSWER_PREVIEW_CHARS (fleet_agent/verdict.py), for
+    # the Web UI; the whole text stays in the store.
+    answer: str = ""
 
 
 class ToolResult(BaseModel):

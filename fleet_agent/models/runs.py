@@ -145,6 +145,8 @@ class LastRun(BaseModel):
     # $/hour the run's tool calls added (creates) and removed (destroys).
     dph_added: float = 0.0
     dph_removed: float = 0.0
+    # The start of the run's final answer (RunResult.answer).
+    answer: str = ""
 
 
 class RunInput(BaseModel):
@@ -157,6 +159,8 @@ class RunInput(BaseModel):
     config: AgentConfig
     wakes: list[Wake] = Field(default_factory=list)
     next_heartbeat_at: datetime | None = None
+    # The namespace has our search attributes: the run upserts its outcome.
+    search_attributes: bool = False
 
 
 class RunResult(BaseModel):
@@ -188,3 +192,6 @@ class RunResult(BaseModel):
     tool_seconds: float = 0.0
     # The LLM cost summary as load_context read it (None: not read).
     llm_cost: LlmCostSummary | None = None
+    # The first ANSWER_PREVIEW_CHARS of the final answer, so the Web UI shows
+    # it in the run's result; the whole text is in the store.
+    answer: str = ""
