@@ -31,7 +31,7 @@ STUCK_LOADING_MINUTES = 30.0
 NOT_PROVING = "not_proving"
 #: A rental's price counts this much more per hour it takes to load: a gap
 #: costs band time until the last machine proves (docs/DECISIONS.md).
-LOAD_WEIGHT = 0.15
+LOAD_WEIGHT = 0.4
 #: The load time assumed for an offer that lists no download speed.
 UNKNOWN_LOAD_MINUTES = 60.0
 
