@@ -13,6 +13,7 @@ from typing import Any
 from temporalio.exceptions import ApplicationError
 
 from fleet_agent.capacity import proofs_per_hour
+from fleet_agent.fleet.load_time import est_load_minutes
 from fleet_agent.models import ApprovalAsk, FleetToolRequest, ToolResult
 from fleet_agent.store import ToolCallRecord
 from fleet_agent.vast.errors import VastAuthError, VastError
@@ -113,6 +114,7 @@ def is_refusal(exc: VastError) -> bool:
 def offer_row(offer: Offer) -> dict[str, Any]:
     # The CPU bound counts: an 8-GPU host with few cores cannot feed its GPUs.
     rate = proofs_per_hour(offer.gpu_name, offer.num_gpus, offer.cpu_ram, offer.cpu_cores_effective)
+    load = est_load_minutes(offer.inet_down)
     return {
         "offer_id": offer.id,
         "gpu": offer.gpu_name,
@@ -123,6 +125,8 @@ def offer_row(offer: Offer) -> dict[str, Any]:
         "reliability": offer.reliability2,
         "est_proofs_per_hour": round(rate, 1),
         "usd_per_100_proofs": round(100 * offer.dph_total / rate, 3) if rate else None,
+        "inet_down_mbps": offer.inet_down,
+        "est_load_minutes": None if load is None else round(load),
         "where": offer.geolocation,
     }
 

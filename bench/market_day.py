@@ -161,8 +161,10 @@ async def _oracle(
     return {"target": config.target_proofs_per_hour, "oracle_dph": round(cover.cost, 4)}
 
 
-async def run_path(path: str, faults: str, hours: float, seed: int, step: int) -> dict[str, Any]:
-    prover = ProverSpec()
+async def run_path(
+    path: str, faults: str, hours: float, seed: int, step: int, min_inet_down: float | None = None
+) -> dict[str, Any]:
+    prover = ProverSpec() if min_inet_down is None else ProverSpec(min_inet_down_mbps=min_inet_down)
     day = Day()
     started = time.monotonic()
     with (
@@ -337,13 +339,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--faults", default="realistic", help="realistic, harsh, or both")
     parser.add_argument("--step", type=int, default=120, help="seconds per step")
+    parser.add_argument(
+        "--min-inet-down",
+        type=float,
+        default=None,
+        help="the prover's min_inet_down_mbps (default: ProverSpec's)",
+    )
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args(argv)
     results = []
     levels = list(FAULT_LEVELS) if args.faults == "both" else [args.faults]
     runs = [(p.strip(), f) for f in levels for p in args.paths.split(",")]
     for path, faults in runs:
-        result = asyncio.run(run_path(path, faults, args.hours, args.seed, args.step))
+        result = asyncio.run(
+            run_path(path, faults, args.hours, args.seed, args.step, args.min_inet_down)
+        )
         results.append(result)
         _common.print_table(
             f"market day — {result['path']}, {faults} faults",
