@@ -182,7 +182,8 @@ def _up(args: argparse.Namespace) -> int:
         TEMPORAL_UI_PORT_ENV,
         env_port,
     )
-    from starter.stack import StackOptions, up
+    from starter.stack_options import StackOptions, dev_config
+    from starter.stack_server import check_ports
 
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -212,6 +213,11 @@ def _up(args: argparse.Namespace) -> int:
         new_store=args.new_store,
         add_worker=args.add_worker,
     )
+    # A port held by another program fails now, before the worker's imports
+    # (seconds on a busy machine); `up` checks again as it starts the server.
+    asyncio.run(check_ports(dev_config(opts)[0]))
+    from starter.stack import up
+
     return asyncio.run(up(opts))
 
 

@@ -17,18 +17,18 @@ import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from fleet_agent.llm.factory import provider_from_settings
-from fleet_agent.local_stack import StackPaths, stack_paths
+from fleet_agent.local_stack import StackPaths
 from fleet_agent.models import ConfigPatch
 from fleet_agent.settings import Settings
 from fleet_agent.store import SchemaError, StoreRefused, redacted_url
 from starter.agent_client import AgentClient, CliError
-from starter.devserver import ROOT, DevServerConfig, load_dev_config
+from starter.devserver import DevServerConfig
 from starter.stack_attach import attach, check_summary, connect_retrying, first_run
 from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
+from starter.stack_options import StackOptions, dev_config
 from starter.stack_server import SERVER_START_TIMEOUT, Server, temporal_server
 from starter.stack_sim import shared_simulator, simulator
 from worker import build_worker, fleet_from_settings, open_worker_store
@@ -36,55 +36,6 @@ from worker import build_worker, fleet_from_settings, open_worker_store
 __all__ = ["StackOptions", "up"]
 
 log = logging.getLogger("fleet_agent.stack")
-
-
-@dataclass(frozen=True)
-class StackOptions:
-    agent_id: str
-    task_queue: str
-    port: int | None = None
-    ui_port: int | None = None
-    db_filename: str | None = None
-    check: bool = False
-    check_timeout: float = 60.0
-    sim_seed: int = 0
-    sim_speed: float = 1.0
-    sim_scenario: str = "realistic"
-    #: The simulator's state file (relative to the working directory), so a
-    #: restart finds the fleet it left; None: the stack's own
-    #: (fleet_agent/local_stack.py).
-    sim_state: str | None = None
-    #: Keep no simulator state at all.
-    sim_no_state: bool = False
-    sim_rate_limits: bool = True
-    new_store: bool = False
-    #: The web console's port, for the console (None: CONSOLE_PORT, else 8080).
-    console_port: int | None = None
-    #: With a stack already running on the port: add a worker to it (and
-    #: nothing else) instead of attaching.
-    add_worker: bool = False
-
-
-def _dev_config(opts: StackOptions) -> tuple[DevServerConfig, StackPaths]:
-    """The dev server's settings and the stack's files, options over temporal-dev.yaml."""
-    config = load_dev_config()
-    overrides: dict[str, Any] = {}
-    if opts.port is not None:
-        overrides["port"] = opts.port
-    if opts.ui_port is not None:
-        overrides["ui_port"] = opts.ui_port
-    port = overrides.get("port", config.port)
-    paths = stack_paths(
-        port,
-        db_filename=opts.db_filename,
-        default_port=config.port,
-        default_db=config.db_filename,
-        db_base=ROOT,
-    )
-    # Another port without a named database: the stack's own Temporal database,
-    # so it shares nothing with the default stack.
-    overrides["db_filename"] = None if paths.temporal_db is None else str(paths.temporal_db)
-    return config.model_copy(update=overrides), paths
 
 
 def _banner(
@@ -142,7 +93,7 @@ async def up(opts: StackOptions) -> int:
     When this checkout's stack already runs on the port, attach to it instead
     (starting nothing), or with `add_worker` add one worker to it.
     """
-    config, paths = _dev_config(opts)
+    config, paths = dev_config(opts)
     try:
         # Read once up front so a bad FLEET_LLM_PROVIDER (or an unknown
         # FLEET_LLM_MODEL) fails before anything starts.

@@ -20,7 +20,7 @@ from starter.agent_client import CliError
 from starter.devserver import ROOT, DevServerConfig, find_temporal_cli
 from starter.stack_guard import port_taken, probe_temporal
 
-__all__ = ["SERVER_START_TIMEOUT", "Server", "temporal_server"]
+__all__ = ["SERVER_START_TIMEOUT", "Server", "check_ports", "temporal_server"]
 
 SERVER_START_TIMEOUT = 30.0  # a cold dev server with a SQLite file needs a few seconds
 SERVER_STOP_TIMEOUT = 10.0
@@ -54,6 +54,27 @@ def _log_tail(path: Path, lines: int = 5) -> str:
     return ""
 
 
+async def check_ports(config: DevServerConfig) -> bool:
+    """Whether a Temporal server already listens on the configured port.
+
+    Raises `CliError`, naming the port and its variable, when the port is held
+    by anything else, or when no server runs and the Web UI's port is taken.
+    """
+    if port_taken(config.address, config.port):
+        client = await probe_temporal(
+            config.address, config.port, config.namespace, TEMPORAL_PORT_ENV
+        )
+        del client  # only the answer mattered; `up` connects on its own
+        return True
+    if port_taken(config.address, config.ui_port):
+        raise CliError(
+            f"port {config.ui_port} (the Temporal Web UI's) is in use by another program: "
+            f"stop it, or set {TEMPORAL_UI_PORT_ENV}, e.g. "
+            f"`make run {TEMPORAL_UI_PORT_ENV}={config.ui_port + 100}`"
+        )
+    return False
+
+
 @contextlib.asynccontextmanager
 async def temporal_server(config: DevServerConfig) -> AsyncIterator[Server]:
     """Reuse a Temporal server on the configured port, or run `temporal server start-dev`.
@@ -63,19 +84,9 @@ async def temporal_server(config: DevServerConfig) -> AsyncIterator[Server]:
     """
     address = f"{config.address}:{config.port}"
     ui_url = f"http://{config.address}:{config.ui_port}"
-    if port_taken(config.address, config.port):
-        client = await probe_temporal(
-            config.address, config.port, config.namespace, TEMPORAL_PORT_ENV
-        )
-        del client  # only the answer mattered; `up` connects on its own
+    if await check_ports(config):
         yield Server(address, ui_url, started=False, log_path=None)
         return
-    if port_taken(config.address, config.ui_port):
-        raise CliError(
-            f"port {config.ui_port} (the Temporal Web UI's) is in use by another program: "
-            f"stop it, or set {TEMPORAL_UI_PORT_ENV}, e.g. "
-            f"`make run {TEMPORAL_UI_PORT_ENV}={config.ui_port + 100}`"
-        )
     try:
         cli = find_temporal_cli()
     except FileNotFoundError as exc:

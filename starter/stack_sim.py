@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from starter.agent_client import CliError
 
 if TYPE_CHECKING:
-    from starter.stack import StackOptions
+    from starter.stack_options import StackOptions
 
 __all__ = ["shared_simulator", "simulator"]
 
