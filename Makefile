@@ -23,10 +23,11 @@ UP_ARGS ?=
 .PHONY: run test lint bench chaos clean
 
 # uv (from PyPI, into the venv) installs in seconds what pip takes a minute
-# for; if it cannot be installed or fails, pip does the job.
+# for; if it cannot be installed or fails, pip does the job (USE_UV=0: pip only).
+USE_UV ?= 1
 define install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	( $(BIN)/python -m pip install --quiet uv \
+	( [ "$(USE_UV)" = 1 ] && $(BIN)/python -m pip install --quiet uv \
 	  && $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[$(1)]' ) \
 	|| ( $(BIN)/python -m pip install --quiet --upgrade pip \
 	  && $(BIN)/python -m pip install --quiet -e '.[$(1)]' )
