@@ -12,8 +12,10 @@ and the simulator), and times:
   no client to start). If none comes on its own within `--trigger-after`
   seconds, one is asked for with `fleet-agent trigger`.
 
-Then it stops the stack with SIGINT, as Ctrl-C would, and checks that it
-exits 0. Caches: `--cold` sets PIP_NO_CACHE_DIR=1 and UV_NO_CACHE=1, so every
+Then it stops the stack with SIGINT to the whole process group, as Ctrl-C in
+a terminal would, and checks that it stopped cleanly: `up` said "stopping…",
+make ended (by the SIGINT, as make does, or 0) and nothing listens on the
+Temporal port any more. Caches: `--cold` sets PIP_NO_CACHE_DIR=1 and UV_NO_CACHE=1, so every
 package is downloaded; without it pip's and uv's caches are used as they are
 (the JSON says which, and whether the cache folders existed beforehand).
 
@@ -159,6 +161,8 @@ def run_once(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             os.killpg(proc.pid, signal.SIGKILL)
             code = proc.wait()
         t_stop = time.monotonic() - stop_start
+    with socket.socket() as s:
+        port_free = s.connect_ex(("127.0.0.1", port)) != 0
     installed = lines.when(UP_LINE)
     started = lines.when(STARTED)
     if t_first is None:
@@ -172,6 +176,9 @@ def run_once(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "first_run_asked_for": triggered,
         "stop_s": round(t_stop, 2),
         "exit_code": code,
+        "stopped_cleanly": code in (0, -signal.SIGINT)
+        and lines.when("stopping") is not None
+        and port_free,
         "installer": "uv" if (clone / ".venv" / "bin" / "uv").exists() else "pip",
         "installed_dev_tools": any(
             (clone / ".venv" / "bin" / tool).exists() for tool in ("mypy", "ruff", "pytest")
@@ -214,7 +221,7 @@ def main() -> int:
     }
     _common.print_table("make run on a fresh clone, to the first finished run", data)
     print(f"\nJSON: {_common.write_json('first_run', data, args.json_out)}")
-    ok = result["first_run_s"] is not None and result["exit_code"] == 0
+    ok = result["first_run_s"] is not None and result["stopped_cleanly"]
     return 0 if ok else 1
 
 

@@ -47,7 +47,9 @@ def _banner(
     db_url: str,
     provider: str,
 ) -> str:
-    env = "" if server.address == "127.0.0.1:7233" else f"TEMPORAL_ADDRESS={server.address} "
+    # TEMPORAL_PORT points the commands at this stack's server and run log alike.
+    port = server.address.rpartition(":")[2]
+    env = "" if server.address == "127.0.0.1:7233" else f"TEMPORAL_PORT={port} "
     agent = "" if opts.agent_id == "fleet-agent" else f" --agent-id {opts.agent_id}"
     if sim_url:
         vast = f"simulator at {sim_url} (VAST_API_URL exported)"
