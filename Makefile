@@ -63,4 +63,4 @@ chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py
 
 clean:
-	rm -rf $(VENV) var/*.db* var/sim-state.json* .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) var/*.db* var/sim-state.json* var/stack-* .pytest_cache .mypy_cache .ruff_cache

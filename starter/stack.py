@@ -19,7 +19,6 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.local_stack import StackPaths
 from fleet_agent.models import ConfigPatch
 from fleet_agent.settings import Settings
@@ -31,7 +30,6 @@ from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
 from starter.stack_options import StackOptions, dev_config
 from starter.stack_server import SERVER_START_TIMEOUT, Server, temporal_server
 from starter.stack_sim import shared_simulator, simulator
-from worker import build_worker, fleet_from_settings, open_worker_store
 
 __all__ = ["StackOptions", "up"]
 
@@ -156,6 +154,11 @@ async def _serve(
     owned: OwnedStack | None,
 ) -> int:
     """The stack (`owned`: this process runs it) or one worker added to `owner`'s."""
+    # Imported here: the worker and the LLM SDK take seconds to load on a busy
+    # machine, and a second `up` that only attaches never needs them.
+    from fleet_agent.llm.factory import provider_from_settings
+    from worker import build_worker, fleet_from_settings, open_worker_store
+
     async with contextlib.AsyncExitStack() as stack:
         if owner is None:
             server = await stack.enter_async_context(temporal_server(config))

@@ -66,6 +66,15 @@ def check_summary(st: AgentStatus) -> int:
     return 0 if last.status == RunStatus.OK else 1
 
 
+async def _newest_run(agent: AgentClient) -> int:
+    """The number of the agent's newest finished run (0: none yet, or no answer)."""
+    try:
+        last = (await agent.status()).last_run
+    except CliError:
+        return 0
+    return 0 if last is None else last.run
+
+
 def _owner_gone(stack_file: Path) -> bool:
     """Whether the `up` that owned the stack has ended (its lock is free)."""
     claim = claim_stack(stack_file)
@@ -105,8 +114,9 @@ async def attach(
     print(f"agent {'started' if started else 'was already running: attached'}", flush=True)
     if check_timeout is not None:
         return check_summary(await first_run(agent, check_timeout))
+    # The baseline comes first: a run that ends after the line below is news.
+    seen = await _newest_run(agent)
     print("following the agent's runs; Ctrl-C detaches (the stack keeps running)", flush=True)
-    seen: int | None = None  # the newest run number seen; older runs are not news
     while not stop.is_set():
         if _owner_gone(stack_file):
             print("the stack stopped", flush=True)
@@ -114,9 +124,9 @@ async def attach(
         # CliError: the agent may be between executions, or the server busy.
         with contextlib.suppress(CliError):
             last = (await agent.status()).last_run
-            if last is not None and seen is not None and last.run > seen:
+            if last is not None and last.run > seen:
                 print(f"run {last_run_text(last)}", flush=True)
-            seen = 0 if last is None else last.run
+                seen = last.run
         try:
             async with asyncio.timeout(FOLLOW_INTERVAL):
                 await stop.wait()

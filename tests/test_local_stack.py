@@ -6,6 +6,7 @@ tests/test_stack_ports.py.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -154,4 +155,21 @@ def test_one_owner_per_stack_file_and_a_dead_owner_frees_it(tmp_path: Path) -> N
     while not isinstance(claim := claim_stack(path), OwnedStack):
         assert time.monotonic() < deadline, "the lock outlived its killed holder"
         time.sleep(0.05)
+    claim.release()
+
+
+def test_add_worker_needs_a_running_stack(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["up", "--add-worker", "--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert "--add-worker adds a worker to a running stack" in err
+    assert f"none of this checkout runs on port {port}: run without it" in err
+    # The refused `up` let go of the stack file: the next one owns it.
+    claim = claim_stack(tmp_path / "var" / f"stack-{port}.json")
+    assert isinstance(claim, OwnedStack)
     claim.release()

@@ -4,8 +4,8 @@
   naming the port and the variable that moves it;
 - a second `up` of a running stack attaches and starts no worker or
   simulator; `--add-worker` adds exactly one worker;
-- a stack on another port keeps its own Temporal database, store and run
-  numbers.
+- a stack on another port keeps its own Temporal database, store and
+  simulator state.
 
 Each `up` runs as the console script does, in a scratch working directory
 (where the stack keeps `var/`), with the autopilot and the simulator.
@@ -25,7 +25,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -36,6 +35,7 @@ from temporalio.client import Client
 
 from fleet_agent.store import RunRecord, Store
 from starter.agent_client import CliError
+from starter.cli import main
 from starter.devserver import DevServerConfig
 from starter.stack_server import check_ports
 from tests.helpers import eventually, finished_runs
@@ -193,7 +193,7 @@ async def pollers(address: str) -> set[str]:
     return {p.identity for p in described.pollers}
 
 
-async def test_a_second_up_attaches_and_another_port_is_another_stack(tmp_path: Path) -> None:
+async def test_a_second_up_attaches_and_the_stack_keeps_its_own_files(tmp_path: Path) -> None:
     port, ui_port = free_port(), free_port()
     ports = ["--port", str(port), "--ui-port", str(ui_port)]
     first = await start_up(tmp_path, *ports)
@@ -202,14 +202,19 @@ async def test_a_second_up_attaches_and_another_port_is_another_stack(tmp_path: 
         assert "simulator at http://127.0.0.1:" in first.text
         address = f"127.0.0.1:{port}"
 
-        # A second `up` of the same stack: attaches, runs through the first's worker.
-        second = await start_up(tmp_path, *ports, "--check")
-        assert await second.finish(within=60) == 0, second.text
+        # A second `up` of the same stack attaches: no worker, no simulator; it
+        # follows the runs, which the first stack's worker does.
+        second = await start_up(tmp_path, *ports)
+        await second.until("following the agent's runs")
         assert "already running in this checkout" in second.text, second.text
         assert "starts no worker and no simulator" in second.text
-        attached_run = re.search(r"check: run #(\d+) ok", second.text)
-        assert attached_run, second.text
         assert "simulator at" not in second.text and "fleet-agent is up" not in second.text
+        assert await asyncio.to_thread(main, ["trigger", "--address", address]) == 0
+        await second.until(" ok · ")  # "run #N ok · …", printed as the run ends
+        attached_run = re.search(r"^run #(\d+) ok", second.text, re.MULTILINE)
+        assert attached_run, second.text
+        assert await second.finish(signal.SIGINT) == 0, second.text
+        assert "detached; the stack keeps running" in second.text
         assert len(await pollers(address)) == 1, "one worker: the first stack's"
 
         # Asked explicitly, a second `up` adds one worker, and nothing else.
@@ -224,33 +229,17 @@ async def test_a_second_up_attaches_and_another_port_is_another_stack(tmp_path: 
         assert await added.finish(signal.SIGINT) == 0, added.text
         assert "simulator at" not in added.text
 
-        # A stack on other ports, in the same checkout: its own database and store.
-        other_started = datetime.now(UTC)
-        other_port = free_port()
-        other = await start_up(
-            tmp_path, "--port", str(other_port), "--ui-port", str(free_port()), "--check"
-        )
-        assert await other.finish(within=60) == 0, other.text
-        assert "started here" in other.text, other.text
-        other_run = re.search(r"check: run #(\d+) ok", other.text)
-        assert other_run, other.text
         assert first.proc.returncode is None, "the first stack still runs"
     finally:
         code = await first.finish(signal.SIGINT)
     assert code == 0, first.text[-3000:]
-    var = tmp_path / "var"
-    first_runs = _runs(var / f"stack-{port}" / "fleet-agent.db")
-    other_runs = _runs(var / f"stack-{other_port}" / "fleet-agent.db")
-    assert int(attached_run.group(1)) in [r.run for r in first_runs]
-    assert int(other_run.group(1)) in [r.run for r in other_runs]
-    assert other_runs[0].run == 1, "the other stack counts its own runs"
-    # Nothing of the other stack's went into the first one's store, nor the reverse.
-    assert all(r.started_at.replace(tzinfo=UTC) >= other_started for r in other_runs)
-    assert any(r.started_at.replace(tzinfo=UTC) < other_started for r in first_runs)
-    for stack_port in (port, other_port):
-        assert (var / f"stack-{stack_port}" / "temporal-dev.db").exists()
-        assert (var / f"stack-{stack_port}" / "sim-state.json").exists()
-    assert not (var / "fleet-agent.db").exists(), "the default stack's store was not touched"
+    # A stack on another port keeps its own Temporal database, store and
+    # simulator state (their paths are disjoint: tests/test_local_stack.py).
+    own = tmp_path / "var" / f"stack-{port}"
+    runs = [r.run for r in _runs(own / "fleet-agent.db")]
+    assert int(attached_run.group(1)) in runs, runs
+    assert (own / "temporal-dev.db").exists() and (own / "sim-state.json").exists()
+    assert not (tmp_path / "var" / "fleet-agent.db").exists(), "the default stack's store"
 
 
 def _runs(path: Path) -> list[RunRecord]:
