@@ -23,13 +23,20 @@ UP_ARGS ?=
 .PHONY: run test lint bench chaos clean
 
 # uv (from PyPI, into the venv) installs in seconds what pip takes a minute
-# for; if it cannot be installed or fails, pip does the job (USE_UV=0: pip only).
+# for. The venv is made without pip (a second, where ensurepip takes ten) and
+# the system's pip puts uv in it; failing that, the venv's own pip does. If uv
+# cannot be had or fails, pip installs everything (USE_UV=0: pip only).
 USE_UV ?= 1
+VENV_PIP := ( $(BIN)/python -m pip --version >/dev/null 2>&1 \
+	  || $(BIN)/python -m ensurepip --default-pip >/dev/null )
+GET_UV := ( test -x $(BIN)/uv \
+	  || $(PYTHON) -m pip --python $(BIN)/python install --quiet uv \
+	  || ( $(VENV_PIP) && $(BIN)/python -m pip install --quiet uv ) )
 define install
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	( [ "$(USE_UV)" = 1 ] && $(BIN)/python -m pip install --quiet uv \
+	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
+	( [ "$(USE_UV)" = 1 ] && $(GET_UV) \
 	  && $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[$(1)]' ) \
-	|| ( $(BIN)/python -m pip install --quiet --upgrade pip \
+	|| ( $(VENV_PIP) && $(BIN)/python -m pip install --quiet --upgrade pip \
 	  && $(BIN)/python -m pip install --quiet -e '.[$(1)]' )
 endef
 
