@@ -175,50 +175,9 @@ def _sim(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from fleet_agent.local_stack import (
-        CONSOLE_PORT_ENV,
-        DEFAULT_CONSOLE_PORT,
-        TEMPORAL_PORT_ENV,
-        TEMPORAL_UI_PORT_ENV,
-        env_port,
-    )
-    from starter.stack_options import StackOptions, dev_config
-    from starter.stack_server import check_ports
+    from starter.stack_options import up_main
 
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
-    try:  # an option wins over its environment variable
-        port = args.port or env_port(TEMPORAL_PORT_ENV)
-        ui_port = args.ui_port or env_port(TEMPORAL_UI_PORT_ENV)
-        console_port = args.console_port or env_port(CONSOLE_PORT_ENV) or DEFAULT_CONSOLE_PORT
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
-    opts = StackOptions(
-        agent_id=args.agent_id,
-        task_queue=args.task_queue,
-        port=port,
-        ui_port=ui_port,
-        console_port=console_port,
-        db_filename=args.db_filename,
-        check=args.check,
-        check_timeout=args.check_timeout,
-        sim_seed=args.sim_seed,
-        sim_speed=args.sim_speed,
-        sim_scenario=args.sim_scenario,
-        sim_state=args.sim_state or None,
-        # `--sim-state ''` keeps nothing, as it always has.
-        sim_no_state=args.sim_state == "",
-        sim_rate_limits=not args.sim_no_rate_limits,
-        new_store=args.new_store,
-        add_worker=args.add_worker,
-    )
-    # A port held by another program fails now, before the worker's imports
-    # (seconds on a busy machine); `up` checks again as it starts the server.
-    asyncio.run(check_ports(dev_config(opts)[0]))
-    from starter.stack import up
-
-    return asyncio.run(up(opts))
+    return up_main(args)
 
 
 def _port(text: str) -> int:

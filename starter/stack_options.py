@@ -1,4 +1,5 @@
-"""The options of `fleet-agent up`, and the dev server settings and files they give.
+"""The options of `fleet-agent up`, the dev server settings and files they give,
+and the command's entry point.
 
 Light on imports on purpose: `up` checks its ports with these before it loads
 the worker (activities, LLM providers), which takes seconds on a busy machine.
@@ -6,13 +7,26 @@ the worker (activities, LLM providers), which takes seconds on a busy machine.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any
 
-from fleet_agent.local_stack import StackPaths, stack_paths
+from fleet_agent.local_stack import (
+    CONSOLE_PORT_ENV,
+    DEFAULT_CONSOLE_PORT,
+    TEMPORAL_PORT_ENV,
+    TEMPORAL_UI_PORT_ENV,
+    StackPaths,
+    env_port,
+    stack_paths,
+)
+from starter.agent_client import CliError
 from starter.devserver import ROOT, DevServerConfig, load_dev_config
+from starter.stack_server import check_ports
 
-__all__ = ["StackOptions", "dev_config"]
+__all__ = ["StackOptions", "dev_config", "up_main"]
 
 
 @dataclass(frozen=True)
@@ -62,3 +76,42 @@ def dev_config(opts: StackOptions) -> tuple[DevServerConfig, StackPaths]:
     # so it shares nothing with the default stack.
     overrides["db_filename"] = None if paths.temporal_db is None else str(paths.temporal_db)
     return config.model_copy(update=overrides), paths
+
+
+def up_main(args: argparse.Namespace) -> int:
+    """`fleet-agent up`: options (over their environment variables), the port
+    check, then the stack; returns the exit code. Raises `CliError`."""
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    try:  # an option wins over its environment variable
+        port = args.port or env_port(TEMPORAL_PORT_ENV)
+        ui_port = args.ui_port or env_port(TEMPORAL_UI_PORT_ENV)
+        console_port = args.console_port or env_port(CONSOLE_PORT_ENV) or DEFAULT_CONSOLE_PORT
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    opts = StackOptions(
+        agent_id=args.agent_id,
+        task_queue=args.task_queue,
+        port=port,
+        ui_port=ui_port,
+        console_port=console_port,
+        db_filename=args.db_filename,
+        check=args.check,
+        check_timeout=args.check_timeout,
+        sim_seed=args.sim_seed,
+        sim_speed=args.sim_speed,
+        sim_scenario=args.sim_scenario,
+        sim_state=args.sim_state or None,
+        # `--sim-state ''` keeps nothing, as it always has.
+        sim_no_state=args.sim_state == "",
+        sim_rate_limits=not args.sim_no_rate_limits,
+        new_store=args.new_store,
+        add_worker=args.add_worker,
+    )
+    # A port held by another program fails now, before the worker's imports
+    # (seconds on a busy machine); `up` checks again as it starts the server.
+    asyncio.run(check_ports(dev_config(opts)[0]))
+    from starter.stack import up
+
+    return asyncio.run(up(opts))
