@@ -124,8 +124,8 @@ def claim_stack(path: Path) -> OwnedStack | StackRecord | None:
     record yet (it is starting).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Opened by Python without O_CLOEXEC cleared: the dev server we start does
-    # not inherit the descriptor, so it never holds the lock after we are gone.
+    # Python opens files non-inheritable (PEP 446): the dev server we start
+    # does not get the descriptor, so it never holds the lock after we are gone.
     file = path.open("a+", encoding="utf-8")
     try:
         fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
