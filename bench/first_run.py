@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import signal
 import socket
 import sqlite3
@@ -121,6 +122,7 @@ def run_once(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         f"TEMPORAL_UI_PORT={ui_port}",
         f"USE_UV={0 if args.pip else 1}",
     ]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     proc = subprocess.Popen(
         make,
@@ -161,6 +163,10 @@ def run_once(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             os.killpg(proc.pid, signal.SIGKILL)
             code = proc.wait()
         t_stop = time.monotonic() - stop_start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU of make and everything under it (each process is waited for by its
+    # parent, so its time rolls up): a figure a busy machine does not inflate.
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     with socket.socket() as s:
         port_free = s.connect_ex(("127.0.0.1", port)) != 0
     installed = lines.when(UP_LINE)
@@ -175,6 +181,7 @@ def run_once(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "first_run_s": None if t_first is None else round(t_first, 2),
         "first_run_asked_for": triggered,
         "stop_s": round(t_stop, 2),
+        "cpu_s": round(cpu, 2),
         "exit_code": code,
         "stopped_cleanly": code in (0, -signal.SIGINT)
         and lines.when("stopping") is not None
