@@ -115,7 +115,7 @@ async def up(opts: StackOptions) -> int:
                 check_timeout=opts.check_timeout if opts.check else None,
                 connect_within=SERVER_START_TIMEOUT,
             )
-        if claim is None:
+        if claim is None or not claim.ready:  # its simulator's URL is not known yet
             raise CliError(
                 f"the stack on port {config.port} is still starting: add the worker once it is up"
             )
