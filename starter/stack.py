@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -154,16 +155,19 @@ async def _serve(
     owned: OwnedStack | None,
 ) -> int:
     """The stack (`owned`: this process runs it) or one worker added to `owner`'s."""
-    # Imported here: the worker and the LLM SDK take seconds to load on a busy
-    # machine, and a second `up` that only attaches never needs them.
-    from fleet_agent.llm.factory import provider_from_settings
-    from worker import build_worker, fleet_from_settings, open_worker_store
-
+    # The worker and the LLM SDK take seconds of CPU to import (more on a fresh
+    # clone, which compiles them): a thread loads them while the dev server
+    # boots on another core. A second `up` that only attaches never needs them.
+    loading = asyncio.create_task(asyncio.to_thread(_import_worker))
     async with contextlib.AsyncExitStack() as stack:
         if owner is None:
             server = await stack.enter_async_context(temporal_server(config))
         else:
             server = Server(owner.temporal_address, owner.ui_url, started=False, log_path=None)
+        await loading
+        from fleet_agent.llm.factory import provider_from_settings
+        from worker import build_worker, fleet_from_settings, open_worker_store
+
         client = await connect_retrying(server.address, config.namespace, SERVER_START_TIMEOUT)
         if owner is None:
             state = None if opts.sim_no_state else opts.sim_state or str(paths.sim_state)
@@ -243,6 +247,11 @@ async def _serve(
             return check_summary(check.result())
         print("stopping…", flush=True)
     return 0
+
+
+def _import_worker() -> None:
+    importlib.import_module("worker")
+    importlib.import_module("fleet_agent.llm.factory")
 
 
 def _stack_store(paths: StackPaths) -> str:
