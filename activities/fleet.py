@@ -15,8 +15,11 @@ its slot in the client's pacing, inside the heartbeat.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from temporalio import activity
 
@@ -37,7 +40,7 @@ from fleet_agent.models import (
     ToolResult,
 )
 from fleet_agent.prover import ProverSpec
-from fleet_agent.store import Store, ToolCallRecord
+from fleet_agent.store import FleetSnapshots, Store, ToolCallRecord
 from fleet_agent.tools import (
     CreateInstanceInput,
     SearchOffersInput,
@@ -62,6 +65,8 @@ from .shield import finish_despite_cancellation
 
 __all__ = ["FleetActivities", "ProverSpec"]
 
+_log = logging.getLogger(__name__)
+
 
 class FleetActivities:
     """Holds the vast.ai client (and its key, which stays in this process), the
@@ -78,6 +83,8 @@ class FleetActivities:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._vast = vast
+        self._clock = clock
+        self._snapshots = FleetSnapshots(store)
         self._prover = prover or ProverSpec()
         self._spend = SpendBook(store, clock)
         self._renter = Renter(vast, self._prover, self._spend)
@@ -111,11 +118,18 @@ class FleetActivities:
     async def poll_fleet(self, req: PollRequest) -> FleetSnapshot:
         """List this agent's instances on vast.ai (read only) and read each
         running machine's prover status (HTTP to the machine), for the monitor.
-        Updates the prover tracks, the failed hosts and the spend ledger (every
-        listed machine accrued up to now) in the store.
+        Updates the prover tracks, the failed hosts, the spend ledger (every
+        listed machine accrued up to now) and the agent's fleet snapshot (what
+        `fleet-agent fleet` shows) in the store.
         `duplicate_labels` names create labels that carry more than one machine."""
         async with heartbeating():
-            return await self._views.summary(req, observe=True)
+            snap = await self._views.summary(req, observe=True)
+            at = datetime.fromtimestamp(self._clock(), UTC)
+            try:
+                await asyncio.to_thread(self._snapshots.save, req.agent_id, snap, at)
+            except Exception as exc:  # only a view: the monitor's signals matter more
+                _log.warning("fleet snapshot of %s not stored: %s", req.agent_id, exc)
+            return snap
 
     @activity.defn
     async def get_fleet_status(self, req: FleetToolRequest) -> ToolResult:

@@ -43,7 +43,8 @@ def agent_details(state: AgentState, phase: Phase, current_run: int | None, due:
             0,
             f"**FROZEN** by {f.author} at {_hms(f.at)}"
             + (f": {f.reason[:120]}" if f.reason else "")
-            + " — no runs, no monitor, every fleet change refused; `fleet-agent unfreeze` resumes",
+            + " — no runs, no monitor, every fleet change refused; "
+            "`.venv/bin/fleet-agent unfreeze` resumes",
         )
     for pending in reversed(state.pending_approvals):
         # Also at the top: a run waits for exactly this, and nothing else moves.
@@ -51,8 +52,8 @@ def agent_details(state: AgentState, phase: Phase, current_run: int | None, due:
             1 if state.freeze is not None else 0,
             f"**APPROVAL NEEDED** {pending.id}: run #{pending.run} {pending.tool} "
             f"{_arguments(pending.arguments)} ({pending.dph:+.3f} $/h) — {pending.reason[:160]}; "
-            f"expires {_hms(pending.expires_at)} — `fleet-agent approve {pending.id}` "
-            f"or `fleet-agent deny {pending.id}`",
+            f"expires {_hms(pending.expires_at)} — `.venv/bin/fleet-agent approve {pending.id}` "
+            f"or `.venv/bin/fleet-agent deny {pending.id}`",
         )
     if current_run is not None:
         lines.append(f"running: run #{current_run}")

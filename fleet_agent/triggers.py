@@ -77,7 +77,15 @@ def message_key(seq: int, text: str) -> str:
 
 
 def _size(t: Trigger) -> int:
-    strings = (t.text, t.text_key, t.author, t.instance_id, t.old_state or "", t.new_state)
+    strings = (
+        t.text,
+        t.text_key,
+        t.author,
+        t.message_id,
+        t.instance_id,
+        t.old_state or "",
+        t.new_state,
+    )
     return _OVERHEAD_BYTES + sum(len(s) for s in strings) + len(t.detail) + len(t.reason)
 
 
@@ -158,8 +166,11 @@ class TriggerBuffer:
 
     # ------------------------------------------------------------ adding
 
-    def add_message(self, seq: int, at: datetime, text: str, author: str) -> Refusal | None:
-        """An operator message: kept whole until `mark_stored`, then as a preview."""
+    def add_message(
+        self, seq: int, at: datetime, text: str, author: str, message_id: str = ""
+    ) -> Refusal | None:
+        """An operator message: kept whole until `mark_stored`, then as a preview.
+        `message_id` (the sender's, optional) stays with the trigger into the run log."""
         size = json_chars(text)
         if self._unstored_bytes + size > MAX_UNSTORED_BYTES:
             return Refusal(
@@ -173,6 +184,7 @@ class TriggerBuffer:
             text=text,
             text_key=message_key(seq, text),
             author=author,
+            message_id=message_id,
         )
         kept_size = _size(trigger) - len(text) + len(preview(text))
         if self._bytes + kept_size > MAX_PENDING_BYTES:

@@ -39,6 +39,7 @@ from fleet_agent.models import (
     RejectedInput,
 )
 from starter.connect import connect, default_address
+from starter.hints import CLI
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_QUERY_TIMEOUT",
     "AgentClient",
     "CliError",
+    "UsageError",
     "connect_failure",
     "open_client",
     "resolved_address",
@@ -65,6 +67,15 @@ _OS_MESSAGE = re.compile(r'message: "([^"]+)"')
 
 class CliError(Exception):
     """An operator mistake or an unreachable service: one line, exit code 1, no traceback."""
+
+    exit_code = 1
+
+
+class UsageError(CliError):
+    """The command line itself is wrong (a malformed value, a blank message): exit code 2,
+    as for argparse's own usage errors."""
+
+    exit_code = 2
 
 
 def validation_message(exc: ValidationError) -> str:
@@ -170,7 +181,7 @@ class AgentClient:
             else f"its last execution is {status.name}"
         )
         raise CliError(
-            f"agent {self.agent_id!r} is not running ({detail}); start it with `fleet-agent start`"
+            f"agent {self.agent_id!r} is not running ({detail}); start it with `{CLI} start`"
         )
 
     async def start(self, config: ConfigPatch | None) -> bool:
@@ -245,7 +256,7 @@ class AgentClient:
                 raise CliError(
                     f"no answer to the config update within {self.query_timeout:g}s; "
                     f"is a worker running on task queue {self.task_queue!r}? "
-                    "(it may still be applied when one does: check `fleet-agent config`)"
+                    f"(it may still be applied when one does: check `{CLI} config`)"
                 ) from None
 
     async def freeze(self, request: dict[str, Any], *, wait: float) -> FreezeReport:
@@ -282,7 +293,7 @@ class AgentClient:
                 raise CliError(
                     f"no answer within {wait:g}s while trying to {what}; is a worker "
                     f"running on task queue {self.task_queue!r}? (it goes on when one "
-                    "does: check `fleet-agent status`)"
+                    f"does: check `{CLI} status`)"
                 ) from None
 
     async def refusal(

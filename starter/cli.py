@@ -2,20 +2,24 @@
 
 Agent commands talk to Temporal (TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / env
 config profiles, or --address/--namespace/--profile); `runs`, `show-run` and
-`session` read the run log (FLEET_DATABASE_URL); `worker`, `sim` and `up` run services.
-Operator mistakes end with one line on stderr and exit code 1; usage errors
-exit 2. See docs/OPERATIONS.md.
+`session` read the run log (FLEET_DATABASE_URL); `worker`, `sim`, `up` and
+`console` run services.
+Errors end with one line on stderr: exit code 2 for a wrong command line, 1
+for an operational failure, 124 when `ask` stops waiting, 141 when the reader
+of a pipe went away. See docs/OPERATIONS.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -26,12 +30,16 @@ from starter.agent_client import (
     DEFAULT_QUERY_TIMEOUT,
     AgentClient,
     CliError,
+    UsageError,
     connect_failure,
     open_client,
     resolved_address,
 )
 from starter.cost_view import totals_line
+from starter.fleet_render import fleet_text
+from starter.fleet_view import read_fleet_view
 from starter.runlog_view import (
+    open_store,
     read_run,
     read_runs,
     read_session_totals,
@@ -52,11 +60,25 @@ PROG = "fleet-agent"
 AGENT_ID_ENV = "FLEET_AGENT_ID"
 DEFAULT_AGENT_ID = "fleet-agent"
 
+# Exit codes (docs/OPERATIONS.md): 0 ok, 1 operational error, 2 usage error
+# (argparse's, and UsageError), ANSWER_TIMEOUT_EXIT, 130 interrupted, and this.
+EXIT_BROKEN_PIPE = 141
+# `ask` / `say --wait`: a run takes seconds to minutes (debounce, LLM rounds).
+DEFAULT_ANSWER_TIMEOUT = 300.0
+
 Handler = Callable[[argparse.Namespace], int]
 AgentCommand = Callable[[AgentClient, argparse.Namespace], Awaitable[int]]
 
 
 # ---------------------------------------------------------------- handlers
+
+
+async def _say(agent: AgentClient, args: argparse.Namespace) -> int:
+    if args.wait:
+        return await commands.ask(agent, args.text, args.author, args.timeout, args.json)
+    if args.json:
+        raise UsageError("--json prints the answer: use it with --wait (or `ask`)")
+    return await commands.say(agent, args.text, args.author)
 
 
 def _agent(command: AgentCommand) -> Handler:
@@ -68,8 +90,10 @@ def _agent(command: AgentCommand) -> Handler:
                 args.address, args.namespace, args.profile, connect_timeout=args.connect_timeout
             )
 
+        # `ask` waits minutes for an answer; its calls to Temporal keep the usual bound.
+        query_timeout = min(args.timeout, DEFAULT_QUERY_TIMEOUT) if args.waits else args.timeout
         agent = AgentClient(
-            connect, args.agent_id, task_queue=args.task_queue, query_timeout=args.timeout
+            connect, args.agent_id, task_queue=args.task_queue, query_timeout=query_timeout
         )
         return await command(agent, args)
 
@@ -85,6 +109,19 @@ def _runs(args: argparse.Namespace) -> int:
         if args.session is not None:
             totals = read_session_totals(args.agent_id, args.session)
             print(totals_line(f"session {args.session}", totals))
+    return 0
+
+
+def _fleet(args: argparse.Namespace) -> int:
+    store = open_store()
+    try:
+        view = read_fleet_view(store, args.agent_id)
+    finally:
+        store.dispose()
+    if args.json:
+        print(view.model_dump_json(indent=2))
+    else:
+        print(fleet_text(view, datetime.now(UTC)))
     return 0
 
 
@@ -114,6 +151,35 @@ def _session(args: argparse.Namespace) -> int:
     else:
         print(summaries_text(session, summaries))
     return 0
+
+
+def _console(args: argparse.Namespace) -> int:
+    """Serve the web console until interrupted (nothing connects before the first page)."""
+    # Imported here: only this command needs the web stack.
+    from starter.console import ConsoleSettings, serve
+
+    def connect() -> Awaitable[Client]:
+        return open_client(
+            args.address, args.namespace, args.profile, connect_timeout=args.connect_timeout
+        )
+
+    agent = AgentClient(
+        connect, args.agent_id, task_queue=args.task_queue, query_timeout=args.timeout
+    )
+    namespace = args.namespace or os.environ.get("TEMPORAL_NAMESPACE") or "default"
+    serve(agent, ConsoleSettings(ui_url=args.ui_url, namespace=namespace), args.host, args.port)
+    return 0
+
+
+def _port(text: str) -> int:
+    """A TCP port number (for --port and its environment default)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
+    return port
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -156,7 +222,7 @@ def _sim(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(f"the vast.ai simulator (fleet_agent.sim) is not available: {exc}") from None
     if args.scenario not in SCENARIOS:
-        raise CliError(f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}")
+        raise UsageError(f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}")
     try:
         serve(
             args.host,
@@ -180,24 +246,16 @@ def _up(args: argparse.Namespace) -> int:
     return up_main(args)
 
 
-def _port(text: str) -> int:
-    """An argparse type: a TCP port number."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = 0
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number (1-65535): {text!r}")
-    return port
-
-
 # ---------------------------------------------------------------- parser
 
 
 def _agent_options(parser: argparse.ArgumentParser, *, temporal: bool) -> None:
     """Options every agent command takes, after the subcommand name."""
     parser.add_argument(
+        "--agent",
         "--agent-id",
+        dest="agent_id",
+        metavar="ID",
         default=os.environ.get(AGENT_ID_ENV) or DEFAULT_AGENT_ID,
         help=f"workflow ID of the agent (env {AGENT_ID_ENV}; default %(default)s)",
     )
@@ -251,8 +309,15 @@ def build_parser() -> argparse.ArgumentParser:
     def agent_cmd(name: str, help: str, command: AgentCommand) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         _agent_options(p, temporal=True)
-        p.set_defaults(handler=_agent(command))
+        p.set_defaults(handler=_agent(command), waits=False)
         return p
+
+    def asking(p: argparse.ArgumentParser) -> None:
+        """`ask`, and `say --wait`: --timeout bounds the wait for the answer."""
+        p.add_argument("text")
+        p.add_argument("--author", help="who is talking (default: operator)")
+        p.set_defaults(timeout=DEFAULT_ANSWER_TIMEOUT)
+        _json_option(p)
 
     p = agent_cmd(
         "start",
@@ -265,11 +330,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = agent_cmd(
         "say",
-        "send the agent a message (starts it if it is not running)",
-        lambda a, ns: commands.say(a, ns.text, ns.author),
+        "send the agent a message (starts it if it is not running); "
+        "--wait: wait for its answer, as `ask` does",
+        _say,
     )
-    p.add_argument("text")
-    p.add_argument("--author", help="who is talking (default: operator)")
+    asking(p)
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait (up to --timeout seconds) for the run that handles the message, "
+        "and print its answer",
+    )
+    p.set_defaults(waits=True)
+
+    p = agent_cmd(
+        "ask",
+        "send the agent a message and print its answer (say --wait)",
+        lambda a, ns: commands.ask(a, ns.text, ns.author, ns.timeout, ns.json),
+    )
+    asking(p)
+    p.set_defaults(waits=True)
 
     p = agent_cmd(
         "trigger",
@@ -379,6 +459,17 @@ def build_parser() -> argparse.ArgumentParser:
     _json_option(p)
     p.set_defaults(handler=_runs)
 
+    p = sub.add_parser(
+        "fleet",
+        help="the fleet: machines, capacity against target, $/h and spend today",
+        description="Each machine with its GPU, state, measured and expected proofs/h, "
+        "$/h, age, host and flags, then the totals, as of the monitor's last poll (from the "
+        "store: no vast.ai call). The spend comes from the ledger.",
+    )
+    _agent_options(p, temporal=False)
+    _json_option(p)
+    p.set_defaults(handler=_fleet)
+
     p = sub.add_parser("show-run", help="one run in full: triggers, messages, record")
     _agent_options(p, temporal=False)
     p.add_argument("run", type=int, metavar="N")
@@ -403,6 +494,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _json_option(p)
     p.set_defaults(handler=_session)
+
+    p = sub.add_parser(
+        "console",
+        help="serve the web console",
+        description="A web console for the agent: run log, transcripts, chat, wakes, "
+        "approvals, the fleet and its last 24 h. Binds to 127.0.0.1 by default.",
+    )
+    _agent_options(p, temporal=True)
+    p.add_argument(
+        "--port",
+        type=_port,
+        # A string default goes through `type` too: a bad CONSOLE_PORT is a usage error.
+        default=os.environ.get("CONSOLE_PORT") or "8080",
+        help="port to serve on (env CONSOLE_PORT; default 8080)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    p.add_argument(
+        "--ui-url",
+        default=os.environ.get("TEMPORAL_UI_URL") or "http://localhost:8233",
+        help="the Temporal Web UI, for links to runs (env TEMPORAL_UI_URL; default %(default)s)",
+    )
+    p.set_defaults(handler=_console)
 
     p = sub.add_parser("worker", help="run a worker (same as python worker.py)")
     _temporal_options(p)
@@ -473,15 +586,32 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
     try:
-        return handler(args)
+        code = handler(args)
+        # A reader that went away shows when the output is flushed: here, not at exit.
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except CliError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     except RPCError as exc:  # a service error no command anticipated: still one line
         print(f"{PROG}: error: Temporal: {exc.message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _reader_gone() -> int:
+    """`fleet-agent runs | head`: the reader closed the pipe. Stop quietly, as
+    a program killed by SIGPIPE would look to the shell (128 + 13)."""
+    # Later flushes (the one at exit included) must not fail again: send the
+    # rest of stdout nowhere.
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -496,7 +626,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = run(argv)
     if argv is not None:
         return code
-    sys.stdout.flush()
+    with contextlib.suppress(BrokenPipeError):
+        sys.stdout.flush()
     sys.stderr.flush()
     logging.shutdown()
     os._exit(code)

@@ -1,29 +1,28 @@
-"""What each agent-facing CLI command does, given a connected `AgentClient`.
-
-Inputs are validated locally with the same models the workflow uses, because a
-signal the workflow cannot parse is only recorded in its `rejected` list — the
-operator would never see the mistake otherwise.
-"""
+"""What each agent-facing CLI command does, given a connected `AgentClient`:
+the requests themselves are in starter/actions.py and starter/answers.py
+(shared with the web console), printing the outcome is here."""
 
 from __future__ import annotations
 
 import json
+import sys
+import time
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-from fleet_agent.models import (
-    ApprovalDecisionRequest,
-    CancelWake,
-    FreezeRequest,
-    HumanMessage,
-    ResetSession,
-    TriggerNow,
-    UnfreezeRequest,
+from fleet_agent.models import FreezeRequest, UnfreezeRequest
+from starter import actions
+from starter.agent_client import AgentClient, UsageError
+from starter.answers import (
+    Answer,
+    AnswerTimeout,
+    checked_message,
+    new_message_id,
+    send_message,
+    wait_for_answer,
 )
-from starter.agent_client import AgentClient, CliError, validation_message
-from starter.config_args import parse_assignments, patch_from
+from starter.config_args import checked_changes, parse_assignments, patch_from
+from starter.hints import CLI
 from starter.render import (
     approvals_table,
     config_text,
@@ -32,8 +31,10 @@ from starter.render import (
     status_text,
     wakes_table,
 )
+from starter.runlog_view import open_store
 
 __all__ = [
+    "ask",
     "cancel_wake",
     "config",
     "reset",
@@ -43,16 +44,6 @@ __all__ = [
     "trigger",
     "wakes",
 ]
-
-
-def _payload(model: type[BaseModel], what: str, **fields: Any) -> dict[str, Any]:
-    """The signal argument, checked against the workflow's own model first."""
-    given = {k: v for k, v in fields.items() if v is not None}
-    try:
-        model.model_validate(given)
-    except ValidationError as exc:
-        raise CliError(f"invalid {what}: {validation_message(exc)}") from None
-    return given
 
 
 def _started_note(agent: AgentClient, started: bool) -> str:
@@ -78,31 +69,71 @@ async def start(agent: AgentClient, target: float | None, paused: bool, sets: li
         print(f"agent {agent.agent_id!r} is already running: attached to it")
         if changes:
             keys = " ".join(f"--set {k}=…" for k in changes)
-            print(f"config options were not applied; use `fleet-agent config {keys}`")
+            print(f"config options were not applied; use `{CLI} config {keys}`")
     return 0
 
 
 async def say(agent: AgentClient, text: str, author: str | None) -> int:
-    arg = _payload(HumanMessage, "message", text=text, author=author)
-    sent_at = datetime.now(UTC)
-    started = await agent.signal_with_start("human_message", arg)
-    refused = await agent.refusal("human_message", arg, sent_at)
-    if refused is not None:
-        raise CliError(f"agent {agent.agent_id!r} refused the message: {refused.error}")
-    print(f"{_started_note(agent, started)}; message sent (answered in the next run)")
+    started = await actions.send_plain_message(agent, text, author)
+    print(
+        f"{_started_note(agent, started)}; message sent (answered in the next run; "
+        f"`{CLI} ask` or `say --wait` waits for the answer)"
+    )
     return 0
 
 
+async def ask(
+    agent: AgentClient, text: str, author: str | None, within: float, as_json: bool
+) -> int:
+    """`ask` (= `say --wait`): send the message with an id, wait for the run
+    that took it in to end, print its answer. Exit 0 with the answer, 1 if
+    that run failed, ANSWER_TIMEOUT_EXIT when `within` seconds pass first."""
+    if within <= 0:
+        raise UsageError(f"--timeout must be more than 0 seconds, got {within:g}")
+    checked_message(text, author, new_message_id())  # a typo fails before the store is opened
+    began = time.monotonic()
+    store = open_store()  # before sending: the answer must be readable
+    try:
+        sent = await send_message(agent, text, author)
+        print(
+            f"{_started_note(agent, sent.started)}; message sent, waiting up to "
+            f"{within:g}s for the answer",
+            file=sys.stderr,
+        )
+        left = max(0.0, within - (time.monotonic() - began))
+        try:
+            answer = await wait_for_answer(store, sent, within=left)
+        except AnswerTimeout as exc:  # say how long the operator asked to wait
+            raise AnswerTimeout(sent, within, exc.last) from None
+    finally:
+        store.dispose()
+    if as_json:
+        _dump(answer.model_dump(mode="json") | {"finished": answer.finished})
+    else:
+        print(answer_text(answer))
+    return 0 if answer.ok else 1
+
+
+def answer_text(answer: Answer) -> str:
+    """The run's answer, headed by the run that gave it."""
+    head = f"run #{answer.run}" + (f" replay {answer.attempt}" if answer.attempt > 1 else "")
+    if answer.ok:
+        return f"{head} answered:\n{answer.text or '(no text)'}"
+    lines = [f"{head} ended {answer.status.value}: {answer.error or 'no error recorded'}"]
+    if answer.text:
+        lines.append(answer.text)
+    lines.append(f"details: `{CLI} show-run {answer.run} --agent {answer.agent_id}`")
+    return "\n".join(lines)
+
+
 async def trigger(agent: AgentClient, reason: str | None) -> int:
-    arg = _payload(TriggerNow, "trigger", reason=reason)
-    started = await agent.signal_with_start("trigger_now", arg)
+    started = await actions.request_trigger(agent, reason)
     print(f"{_started_note(agent, started)}; run requested")
     return 0
 
 
 async def reset(agent: AgentClient, reason: str | None) -> int:
-    arg = _payload(ResetSession, "reset", reason=reason)
-    await agent.signal("reset_session", arg)
+    await actions.request_reset(agent, reason)
     print(
         f"reset requested: agent {agent.agent_id!r} starts a new session after the current run "
         "(run numbers, wakes and pending triggers carry over)"
@@ -111,15 +142,7 @@ async def reset(agent: AgentClient, reason: str | None) -> int:
 
 
 async def cancel_wake(agent: AgentClient, wake_id: str) -> int:
-    arg = _payload(CancelWake, "wake id", wake_id=wake_id)
-    st = await agent.status()
-    ids = [w.id for w in st.wakes]
-    if wake_id not in ids:
-        pending = ", ".join(ids) if ids else "none"
-        raise CliError(
-            f"agent {agent.agent_id!r} has no pending wake {wake_id!r} (pending: {pending})"
-        )
-    await agent.signal("cancel_wake", arg)
+    await actions.cancel_wake(agent, wake_id)
     print(f"cancelled wake {wake_id}")
     return 0
 
@@ -145,7 +168,7 @@ async def status(agent: AgentClient, as_json: bool) -> int:
 async def config(agent: AgentClient, sets: list[str], as_json: bool) -> int:
     """Show the config, or change it (the workflow validates and answers the result)."""
     if sets:
-        result = await agent.update_config(parse_assignments(sets))
+        result = await agent.update_config(checked_changes(sets))
     else:
         result = (await agent.status()).config
     if as_json:
@@ -160,7 +183,7 @@ async def freeze(
 ) -> int:
     """The kill switch. Exit 0 once frozen (and, with --destroy-all, once vast.ai
     lists no machine of the agent); 1 if the fleet could not be read or destroyed."""
-    request = _payload(
+    request = actions.payload(
         FreezeRequest,
         "freeze",
         reason=reason or "",
@@ -187,21 +210,13 @@ async def decide(
 ) -> int:
     """`approve` / `deny`: exit 0 once the agent took the decision (and told the
     run); 1 if the run could not be told; a refused ID is a clear error."""
-    request = _payload(
-        ApprovalDecisionRequest,
-        "approve" if approve else "deny",
-        approval_id=approval_id,
-        approve=approve,
-        note=note or "",
-        **({"author": author} if author is not None else {}),
-    )
-    outcome = await agent.decide_approval(request)
+    outcome = await actions.decide_approval(agent, approval_id, approve, note, author)
     print(decision_text(outcome))
     return 1 if outcome.error else 0
 
 
 async def unfreeze(agent: AgentClient, reason: str | None, author: str | None) -> int:
-    request = _payload(
+    request = actions.payload(
         UnfreezeRequest,
         "unfreeze",
         reason=reason or "",

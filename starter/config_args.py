@@ -14,10 +14,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from fleet_agent.inputs import parse_config_patch
 from fleet_agent.models import AgentConfig, ConfigPatch
-from starter.agent_client import CliError, validation_message
+from starter.agent_client import UsageError, validation_message
 
-__all__ = ["LIST_FIELDS", "parse_assignments", "parse_value", "patch_from"]
+__all__ = ["LIST_FIELDS", "checked_changes", "parse_assignments", "parse_value", "patch_from"]
 
 # Fields whose value is a list; derived from the defaults so new ones need no edit here.
 LIST_FIELDS = frozenset(k for k, v in AgentConfig().model_dump().items() if isinstance(v, list))
@@ -41,7 +42,7 @@ def parse_assignments(items: Iterable[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         key = key.strip().replace("-", "_")
         if not sep or not key:
-            raise CliError(f"expected key=value, got {item!r}")
+            raise UsageError(f"expected key=value, got {item!r}")
         changes[key] = parse_value(key, raw)
     return changes
 
@@ -53,4 +54,16 @@ def patch_from(changes: dict[str, Any]) -> ConfigPatch | None:
     try:
         return ConfigPatch.model_validate(changes)
     except ValidationError as exc:
-        raise CliError(f"invalid config: {validation_message(exc)}") from None
+        raise UsageError(f"invalid config: {validation_message(exc)}") from None
+
+
+def checked_changes(items: Iterable[str]) -> dict[str, Any]:
+    """`--set` items for the `update_config` update, checked as its validator
+    checks them first (unknown keys, out-of-range values): a mistake in the
+    command line is a usage error, found without asking the agent. The
+    validator still judges the result against the running config."""
+    changes = parse_assignments(items)
+    error = parse_config_patch(changes).error
+    if error:
+        raise UsageError(f"invalid config: {error}")
+    return changes

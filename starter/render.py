@@ -20,6 +20,7 @@ from fleet_agent.models import (
     Verdict,
     Wake,
 )
+from starter.hints import CLI
 
 __all__ = [
     "approvals_table",
@@ -173,7 +174,7 @@ def status_text(st: AgentStatus, now: datetime) -> str:
                 (
                     "APPROVAL",
                     f"{p.id}: run #{p.run} {p.tool} ({p.dph:+.3f} $/h), expires "
-                    f"{fmt_when(p.expires_at, now)} — `fleet-agent approvals`",
+                    f"{fmt_when(p.expires_at, now)} — `{CLI} approvals`",
                 )
                 for p in st.pending_approvals
             ]
@@ -204,7 +205,7 @@ def _wakes_line(wakes: Sequence[Wake], now: datetime) -> str:
     if not wakes:
         return "none"
     first = min(wakes, key=lambda w: (w.due_at, w.id))
-    more = f" (+{len(wakes) - 1} more: `fleet-agent wakes`)" if len(wakes) > 1 else ""
+    more = f" (+{len(wakes) - 1} more: `{CLI} wakes`)" if len(wakes) > 1 else ""
     return f"{first.id} {fmt_when(first.due_at, now)} — {first.reason}{more}"
 
 
@@ -235,7 +236,7 @@ def approvals_table(pending: Sequence[PendingApproval]) -> str:
             f"  {p.dph:+.3f} $/h  asked {p.asked_at:%Y-%m-%d %H:%M:%S}Z, "
             f"expires {p.expires_at:%H:%M:%S}Z",
             f"  why: {p.reason}",
-            f"  fleet-agent approve {p.id} [--note TEXT]  |  fleet-agent deny {p.id} [--note TEXT]",
+            f"  {CLI} approve {p.id} [--note TEXT]  |  {CLI} deny {p.id} [--note TEXT]",
         ]
     return "\n".join(lines)
 

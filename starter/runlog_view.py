@@ -34,6 +34,8 @@ from starter.render import (
 )
 
 __all__ = [
+    "badges",
+    "message_text",
     "open_store",
     "read_run",
     "read_runs",
@@ -143,22 +145,28 @@ def _duration(run: RunRecord) -> str:
 _USUAL_STOPS = frozenset({"end_turn", "tool_use", "stop_sequence"})
 
 
-def _badges(run: RunRecord) -> str:
-    badges = []
+def badges(run: RunRecord) -> list[str]:
+    """The notes of a run in the log: no-op, skipped in prompt, fleet changes,
+    $/h changes, unusual stop reasons, error."""
+    notes: list[str] = []
     if run.noop:
-        badges.append("[no-op]")
+        notes.append("[no-op]")
     if not run.in_prompt:
-        badges.append("[skipped in prompt]")
+        notes.append("[skipped in prompt]")
     if run.mutating_calls:
-        badges.append(f"[{run.mutating_calls} fleet change(s)]")
+        notes.append(f"[{run.mutating_calls} fleet change(s)]")
     if run.dph_added or run.dph_removed:
-        badges.append(dph_change_text(run.dph_added, run.dph_removed))
+        notes.append(dph_change_text(run.dph_added, run.dph_removed))
     unusual = sorted(set(run.stop_reasons) - _USUAL_STOPS)
     if unusual:
-        badges.append(f"[{', '.join(unusual)}]")
+        notes.append(f"[{', '.join(unusual)}]")
     if run.error:
-        badges.append(f"error: {run.error.splitlines()[0][:80]}")
-    return " ".join(badges)
+        notes.append(f"error: {run.error.splitlines()[0][:80]}")
+    return notes
+
+
+def _badges(run: RunRecord) -> str:
+    return " ".join(badges(run))
 
 
 def _clip(text: str, width: int) -> str:
@@ -203,7 +211,7 @@ def _indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line if line else line for line in text.splitlines())
 
 
-def _message_text(m: MessageRecord) -> str:
+def message_text(m: MessageRecord) -> str:
     """A stored message as a human reads it; unparseable content is shown raw."""
     try:
         if m.kind == "assistant":
@@ -284,7 +292,7 @@ def run_detail(
         title = (
             f"── #{m.seq} round {m.round} · {m.role} · {m.kind}{flag} · {fmt_time(m.created_at)}"
         )
-        sections.append(title + "\n" + _indent(_message_text(m)))
+        sections.append(title + "\n" + _indent(message_text(m)))
     if not messages:
         sections.append("── no messages stored for this run")
     if run.actions_digest:

@@ -69,11 +69,12 @@ def _banner(
         f"  run log:    {redacted_url(db_url)}",
         f"  LLM:        {provider}",
         "try:",
-        f'  {env}fleet-agent say{agent} "how is the fleet?"',
-        f"  {env}fleet-agent status{agent}",
-        f"  {env}fleet-agent runs{agent}",
-        f"  temporal workflow query --address {server.address} --workflow-id {opts.agent_id} "
-        "--type status",
+        f'  {env}.venv/bin/fleet-agent ask{agent} "how is the fleet?"',
+        f"  {env}.venv/bin/fleet-agent fleet{agent}",
+        f"  {env}.venv/bin/fleet-agent status{agent}",
+        f"  {env}.venv/bin/fleet-agent runs{agent}",
+        f"  .venv/bin/temporal workflow query --address {server.address} "
+        f"--workflow-id {opts.agent_id} --type status",
     ]
     if not opts.check:
         lines.append("Ctrl-C stops everything.")

@@ -22,7 +22,7 @@ from fleet_agent.local_stack import (
     env_port,
     stack_paths,
 )
-from starter.agent_client import CliError
+from starter.agent_client import UsageError
 from starter.devserver import ROOT, DevServerConfig, load_dev_config
 from starter.stack_server import check_ports
 
@@ -80,7 +80,8 @@ def dev_config(opts: StackOptions) -> tuple[DevServerConfig, StackPaths]:
 
 def up_main(args: argparse.Namespace) -> int:
     """`fleet-agent up`: options (over their environment variables), the port
-    check, then the stack; returns the exit code. Raises `CliError`."""
+    check, then the stack; returns the exit code. Raises `CliError` (`UsageError`
+    for a port variable that is not a port)."""
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
@@ -88,8 +89,8 @@ def up_main(args: argparse.Namespace) -> int:
         port = args.port or env_port(TEMPORAL_PORT_ENV)
         ui_port = args.ui_port or env_port(TEMPORAL_UI_PORT_ENV)
         console_port = args.console_port or env_port(CONSOLE_PORT_ENV) or DEFAULT_CONSOLE_PORT
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
+    except ValueError as exc:  # a malformed setting, as a malformed option: exit 2
+        raise UsageError(str(exc)) from None
     opts = StackOptions(
         agent_id=args.agent_id,
         task_queue=args.task_queue,

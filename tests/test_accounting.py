@@ -21,8 +21,11 @@ from starter.runlog_view import run_detail, runs_table
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.helpers import eventually, finish_ok, running_worker, wait_runs
 from tests.helpers import status as status_of
+from tests.store_backends import Backend, backend
 from tests.test_prompt_caching_loop import reported, respond
 from workflows import FleetAgentWorkflow
+
+__all__ = ["backend"]  # the fixture, imported for pytest
 
 AGENT = "acct"
 USAGE = TokenUsage(
@@ -80,7 +83,10 @@ def _run(
     )
 
 
-def test_totals_per_day_24h_and_session_count_each_run_once(store: Store) -> None:
+def test_totals_per_day_24h_and_session_count_each_run_once(backend: Backend) -> None:
+    # Both databases: the sums are one SQL aggregate (fleet_agent/store/run_costs.py).
+    store = backend.store()
+    store.create_all()
     now = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
     _run(store, 1, now - timedelta(hours=30), cost=1.0)  # outside both windows
     _run(store, 2, now - timedelta(hours=12), cost=0.5)  # yesterday, in the 24 h

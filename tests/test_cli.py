@@ -130,8 +130,8 @@ async def agent_cli(capsys: pytest.CaptureFixture[str], stack: Stack, *argv: str
     )
 
 
-def assert_one_line_error(result: Result, *fragments: str) -> None:
-    assert result.code == 1, result
+def assert_one_line_error(result: Result, *fragments: str, code: int = 1) -> None:
+    assert result.code == code, result
     lines = result.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fleet-agent: error: "), result.err
     for fragment in fragments:
@@ -241,9 +241,14 @@ async def test_config_shows_server_validation_and_applies_good_values(
     bad = await agent_cli(
         capsys, env, "config", "--set", "heartbeat_seconds=5", "--agent-id", agent
     )
-    assert_one_line_error(bad, "invalid config", "heartbeat_seconds", "greater than or equal to 30")
+    # Checked as the workflow's validator checks it, before asking: a usage error.
+    assert_one_line_error(
+        bad, "invalid config", "heartbeat_seconds", "greater than or equal to 30", code=2
+    )
     unknown = await agent_cli(capsys, env, "config", "--set", "nonsense=1", "--agent-id", agent)
-    assert_one_line_error(unknown, "nonsense")
+    assert_one_line_error(unknown, "nonsense", code=2)
+    garbage = await agent_cli(capsys, env, "config", "--set", "garbage", "--agent-id", agent)
+    assert_one_line_error(garbage, "expected key=value, got 'garbage'", code=2)
 
     good = await agent_cli(
         capsys, env, "config", "--set", "target_proofs_per_hour=500", "--agent-id", agent
@@ -383,10 +388,11 @@ def test_usage_and_local_errors_exit_non_zero(
     assert usage.value.code == 2
     capsys.readouterr()
 
-    assert main(["say", "   ", "--address", "127.0.0.1:1"]) == 1
+    # Usage errors found by the CLI itself exit 2 as argparse's do, before any connection.
+    assert main(["say", "   ", "--address", "127.0.0.1:1"]) == 2
     assert "text must not be blank" in capsys.readouterr().err
 
-    assert main(["start", "--set", "paused", "--address", "127.0.0.1:1"]) == 1
+    assert main(["start", "--set", "paused", "--address", "127.0.0.1:1"]) == 2
     assert "expected key=value" in capsys.readouterr().err
 
     monkeypatch.setenv("FLEET_DATABASE_URL", f"sqlite:///{tmp_path / 'absent.db'}")
@@ -465,6 +471,9 @@ async def test_up_check_runs_the_stack_and_exits_zero(tmp_path: Path) -> None:
     assert "started here" in text and "LLM:        autopilot" in text
     assert "simulator at http://127.0.0.1:" in text
     assert "check: run #1 ok" in text
+    # Hints name commands that work as shown from the checkout (not on PATH).
+    assert '.venv/bin/fleet-agent ask "how is the fleet?"' in text
+    assert ".venv/bin/temporal workflow query --address" in text
     assert not listening(port), "the dev server outlived `up --check`"
     store = Store(env["FLEET_DATABASE_URL"])
     try:
@@ -584,7 +593,7 @@ async def test_freeze_and_unfreeze_from_the_cli(
     again = await agent_cli(capsys, env, "freeze", "--agent-id", agent)
     assert again.code == 0 and again.out.startswith("already frozen by ops")
     bad = await agent_cli(capsys, env, "freeze", "--author", "", "--agent-id", agent)
-    assert_one_line_error(bad, "invalid freeze", "author")
+    assert_one_line_error(bad, "invalid freeze", "author", code=2)
     thawed = await agent_cli(capsys, env, "unfreeze", "--reason", "fixed", "--agent-id", agent)
     assert thawed.code == 0 and thawed.out.startswith("unfrozen"), thawed
     as_json = json.loads(

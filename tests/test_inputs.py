@@ -108,8 +108,16 @@ async def test_bad_config_updates_are_refused_with_a_clear_message(
 @pytest.mark.parametrize(
     ("signal", "payload", "message"),
     [
-        ("human_message", [], "expected a JSON object or a string (text, author), got list"),
-        ("human_message", None, "expected a JSON object or a string (text, author), got null"),
+        (
+            "human_message",
+            [],
+            "expected a JSON object or a string (text, author, message_id), got list",
+        ),
+        (
+            "human_message",
+            None,
+            "expected a JSON object or a string (text, author, message_id), got null",
+        ),
         ("human_message", 42, "got int"),
         ("human_message", {"text": "hi", "author": 7}, "author: Input should be a valid string"),
         ("state_changed", "7 died", "expected a JSON object"),

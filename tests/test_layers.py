@@ -54,6 +54,12 @@ def test_the_cli_loads_no_worker_until_a_command_needs_one() -> None:
     assert not loaded & {"worker", "activities"}
 
 
+def test_the_console_loads_no_worker() -> None:
+    loaded = _loaded_after("import starter.console")
+    assert not loaded & {"worker", "activities"}
+    assert "starlette" in loaded, "the probe must see the console's own imports"
+
+
 def _imports(path: Path) -> set[str]:
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -69,6 +75,8 @@ def _imports(path: Path) -> set[str]:
     [
         ("fleet_agent", {"temporalio", "activities", "workflows", "worker", "starter"}),
         ("workflows", {"activities", "worker", "starter"}),
+        # The web console is CLI layer: it talks to agents through AgentClient only.
+        ("starter/console", {"activities", "worker"}),
     ],
 )
 def test_no_module_imports_against_the_layers(package: str, forbidden: set[str]) -> None:

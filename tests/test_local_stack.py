@@ -90,9 +90,9 @@ def test_port_variables_choose_the_stack_for_every_command(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["up", "--port", "0"], "argument --port: not a port number (1-65535): '0'"),
-        (["up", "--ui-port", "http"], "argument --ui-port: not a port number (1-65535): 'http'"),
-        (["up", "--console-port", "70000"], "argument --console-port: not a port number"),
+        (["up", "--port", "0"], "argument --port: '0' is not a port number (1-65535)"),
+        (["up", "--ui-port", "http"], "argument --ui-port: 'http' is not a port number (1-65535)"),
+        (["up", "--console-port", "70000"], "argument --console-port: '70000' is not a port"),
     ],
 )
 def test_bad_port_options_are_usage_errors(
@@ -110,7 +110,7 @@ def test_bad_port_variables_stop_up_before_anything_starts(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(name, "80a")
-    assert main(["up"]) == 1
+    assert main(["up"]) == 2, "a usage error, as for the option"
     assert f"{name} must be a port number (1-65535), not '80a'" in capsys.readouterr().err
     assert not (tmp_path / "var").exists(), "nothing was started or written"
 

@@ -138,9 +138,13 @@ async def scenario(
         assert runs[0].tool_calls == 1 and runs[0].rounds == 2, runs[0]
         wakes = (await status_after(handle, 1)).wakes
         assert len(wakes) == 1, wakes
-        await handle.signal(FleetAgentWorkflow.human_message, "rent one")
+        # With the sender's id (`ask`), which the run's trigger carries.
+        await handle.signal(
+            FleetAgentWorkflow.human_message, {"text": "rent one", "message_id": "m-replay"}
+        )
         runs = await wait_runs(store, AGENT_ID, 2)
         assert runs[1].mutating_calls == 1, runs[1]
+        assert [r.run for r in store.runs_with_message(AGENT_ID, "m-replay")] == [2]
         # The monitor sees the new machine at its next poll and signals it:
         # one more run (skip to that poll instead of waiting for it).
         await env.sleep(130)

@@ -294,7 +294,7 @@ def test_a_version_2_store_gains_the_1h_cache_column(
     assert store.condition().version == 2
 
     assert store.create_all() == 2
-    assert store.condition().version == SCHEMA_VERSION == 3
+    assert store.condition().version == SCHEMA_VERSION
     run = store.get_run("a", 1)
     assert run is not None
     assert run.usage == TokenUsage(
@@ -325,6 +325,26 @@ def test_a_version_2_store_gains_the_1h_cache_column(
     )
     second = store.get_run("a", 2)
     assert second is not None and second.usage.cache_creation_1h_input_tokens == 7
+
+
+def test_a_version_3_store_gains_the_started_at_index(backend: Backend) -> None:
+    # A version 3 store: today's, less the index version 4 adds.
+    store = backend.store()
+    store.create_all()
+    with store.engine.begin() as conn:
+        conn.execute(text("DROP INDEX ix_fa_runs_agent_started"))
+        conn.execute(text("UPDATE fa_meta SET value = '3'"))
+    store.begin_run("a", 1, 1, [], "b", T0)
+    _finish(store, 1)
+    store.dispose()
+    store = backend.store()
+    assert store.condition().version == 3
+
+    assert store.create_all() == 3
+    assert store.condition().version == SCHEMA_VERSION
+    indexes = {i["name"] for i in inspect(store.engine).get_indexes("fa_runs")}
+    assert "ix_fa_runs_agent_started" in indexes
+    assert store.llm_totals("a").runs == 1  # the record is still there
 
 
 def test_a_newer_store_is_refused_untouched(backend: Backend) -> None:

@@ -75,7 +75,8 @@ class InputsMixin(AgentCore):
     # ------------------------------------------------------------ signals
 
     @workflow.signal(
-        description='P0: a message from the operator, {"text": str, "author": str} or a bare string'
+        description='P0: a message from the operator, {"text": str, "author": str, '
+        '"message_id": str (optional, the sender\'s)} or a bare string'
     )
     def human_message(self, raw: Any) -> None:
         """P0: the operator talks to the agent. `{"text", "author"}` or a bare string."""
@@ -83,7 +84,7 @@ class InputsMixin(AgentCore):
         msg = self._valid(parse_payload(HumanMessage, raw, bare="text"), "human_message", raw)
         if msg is not None:
             refusal = self._buffer.add_message(
-                self._state.next_trigger_seq, workflow.now(), msg.text, msg.author
+                self._state.next_trigger_seq, workflow.now(), msg.text, msg.author, msg.message_id
             )
             self._accepted("human_message", refusal, raw)
 

@@ -8,7 +8,11 @@ from pydantic import Field, model_validator
 
 from .base import Strict
 
+# Letters, digits and `._:-`: safe inside the JSON the store searches.
+MESSAGE_ID_PATTERN = r"^[A-Za-z0-9._:-]*$"
+
 __all__ = [
+    "MESSAGE_ID_PATTERN",
     "CancelWake",
     "HumanMessage",
     "ResetSession",
@@ -22,6 +26,9 @@ class HumanMessage(Strict):
 
     text: Annotated[str, Field(min_length=1, max_length=20_000)]
     author: Annotated[str, Field(min_length=1, max_length=200)] = "operator"
+    # Chosen by the sender (starter/answers.py) and carried into the trigger
+    # the run records, so the sender can find the run that answered it.
+    message_id: Annotated[str, Field(max_length=64, pattern=MESSAGE_ID_PATTERN)] = ""
 
     @model_validator(mode="after")
     def _not_blank(self) -> HumanMessage:

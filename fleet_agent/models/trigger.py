@@ -68,6 +68,8 @@ class Trigger(BaseModel):
     # full text back before the run uses or stores its triggers.
     text_key: str = ""
     author: str = ""
+    # The sender's id of a human message (HumanMessage.message_id), if it gave one.
+    message_id: str = ""
     instance_id: str = ""
     old_state: str | None = None
     new_state: str = ""

@@ -4,6 +4,7 @@ Temporal-free and synchronous: activities call it from their thread pool.
 """
 
 from .engine import create_engine_for, default_database_url, redacted_url
+from .fleet_snapshots import FleetSnapshots, StoredSnapshot
 from .guard import NEW_STORE_ENV, NEW_STORE_FLAG, StoreRefused, store_refusal
 from .hosts import FailedHost, FailedHosts
 from .journal import ToolCallRecord, ToolCallStatus, ToolJournal
@@ -13,6 +14,7 @@ from .schema import SCHEMA_VERSION, SchemaError
 from .spend import SpendInstance, SpendLedger
 from .store import Store
 from .summaries import SummaryRecord, SummarySource
+from .trends import SpendHour, TrendReads
 
 __all__ = [
     "NEW_STORE_ENV",
@@ -20,22 +22,26 @@ __all__ = [
     "SCHEMA_VERSION",
     "FailedHost",
     "FailedHosts",
+    "FleetSnapshots",
     "HistoryEntry",
     "MessageRecord",
     "ProverTracks",
     "RunRecord",
     "SchemaError",
     "SessionRecord",
+    "SpendHour",
     "SpendInstance",
     "SpendLedger",
     "Store",
     "StoreCondition",
     "StoreRefused",
+    "StoredSnapshot",
     "SummaryRecord",
     "SummarySource",
     "ToolCallRecord",
     "ToolCallStatus",
     "ToolJournal",
+    "TrendReads",
     "create_engine_for",
     "default_database_url",
     "redacted_url",

@@ -9,9 +9,13 @@ seconds come from `fa_runs`, the cost and the tools' seconds from
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlalchemy import ColumnElement, Select, case
+from sqlalchemy.orm import aliased
+from sqlmodel import col, func, select
 
 from fleet_agent.models import LlmCostSummary, LlmTotals, RunStatus, TokenUsage
 
@@ -21,6 +25,9 @@ from .timestamps import require_aware
 
 __all__ = ["RunCosts"]
 
+_USAGE = tuple(TokenUsage.model_fields)
+"""The token counters, each a column of `fa_runs` of the same name."""
+
 
 class RunCosts(StoreBase):
     """LLM tokens, cost and seconds summed over an agent's runs."""
@@ -29,52 +36,83 @@ class RunCosts(StoreBase):
         self, agent_id: str, *, since: datetime | None = None, session: int | None = None
     ) -> LlmTotals:
         """The runs that started at or after `since` and/or belong to `session`."""
-        stmt = (
-            select(RunRow, RunCostRow)
-            .join(
-                RunCostRow,
-                (col(RunCostRow.agent_id) == col(RunRow.agent_id))
-                & (col(RunCostRow.run) == col(RunRow.run))
-                & (col(RunCostRow.attempt) == col(RunRow.attempt)),
-                isouter=True,
-            )
-            .where(
-                col(RunRow.agent_id) == agent_id,
-                col(RunRow.status) != RunStatus.RUNNING.value,
-            )
-        )
+        stmt = _latest_attempts(select(*_sums()), agent_id)
         if since is not None:
             stmt = stmt.where(col(RunRow.started_at) >= require_aware(since, "since"))
         if session is not None:
             stmt = stmt.where(col(RunRow.session) == session)
-        latest: dict[int, tuple[RunRow, RunCostRow | None]] = {}
-        with Session(self._engine) as db:
-            for row, found in db.exec(stmt).all():
-                kept = latest.get(row.run)
-                if kept is None or kept[0].attempt < row.attempt:
-                    latest[row.run] = (row, found)
-        totals = LlmTotals()
-        for row, cost in latest.values():
-            totals.runs += 1
-            totals.usage = totals.usage + TokenUsage(
-                input_tokens=row.input_tokens,
-                output_tokens=row.output_tokens,
-                cache_read_input_tokens=row.cache_read_input_tokens,
-                cache_creation_input_tokens=row.cache_creation_input_tokens,
-                cache_creation_1h_input_tokens=row.cache_creation_1h_input_tokens,
-            )
-            totals.llm_seconds += row.llm_seconds
-            if cost is not None:
-                totals.cost_usd += cost.cost_usd
-                totals.tool_seconds += cost.tool_seconds
-        return totals
+        with self._engine.connect() as conn:
+            return _totals(conn.execute(stmt).one())
 
     def llm_cost_summary(self, agent_id: str, now: datetime) -> LlmCostSummary:
-        """Today (since midnight UTC) and the last 24 h, as of `now`."""
+        """Today (since midnight UTC) and the last 24 h, as of `now`: one query
+        over the last 24 h, which always holds today."""
         now = require_aware(now, "now").astimezone(UTC)
         midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        return LlmCostSummary(
-            as_of=now,
-            today=self.llm_totals(agent_id, since=midnight),
-            last_24h=self.llm_totals(agent_id, since=now - timedelta(hours=24)),
+        today = col(RunRow.started_at) >= midnight
+        stmt = _latest_attempts(select(*_sums(), *_sums(today)), agent_id).where(
+            col(RunRow.started_at) >= now - timedelta(hours=24)
         )
+        with self._engine.connect() as conn:
+            row = tuple(conn.execute(stmt).one())
+        half = len(row) // 2
+        return LlmCostSummary(as_of=now, today=_totals(row[half:]), last_24h=_totals(row[:half]))
+
+
+def _sums(where: ColumnElement[bool] | None = None) -> list[Any]:
+    """The aggregates `_totals` reads, over the rows where `where` holds (all
+    rows when None): runs, the token counters, LLM seconds, cost, tool seconds."""
+
+    def only(value: Any) -> Any:
+        return value if where is None else case((where, value), else_=None)
+
+    return [
+        func.count(only(col(RunRow.run))),
+        *(func.coalesce(func.sum(only(getattr(RunRow, name))), 0) for name in _USAGE),
+        func.coalesce(func.sum(only(col(RunRow.llm_seconds))), 0.0),
+        func.coalesce(func.sum(only(col(RunCostRow.cost_usd))), 0.0),
+        func.coalesce(func.sum(only(col(RunCostRow.tool_seconds))), 0.0),
+    ]
+
+
+def _latest_attempts(stmt: Select[Any], agent_id: str) -> Select[Any]:
+    """`stmt` over the agent's runs, each by its latest finished attempt, with
+    that attempt's `fa_run_costs` row (if any). The database does the sums, so
+    the time does not grow with the runs summed (a day holds ~300 at the
+    default heartbeat; index `ix_fa_runs_agent_started` finds them)."""
+    other = aliased(RunRow)
+    latest_finished = (
+        select(func.max(col(other.attempt)))
+        .where(
+            col(other.agent_id) == col(RunRow.agent_id),
+            col(other.run) == col(RunRow.run),
+            col(other.status) != RunStatus.RUNNING.value,
+        )
+        .scalar_subquery()
+    )
+    return (
+        stmt.select_from(RunRow)
+        .join(
+            RunCostRow,
+            (col(RunCostRow.agent_id) == col(RunRow.agent_id))
+            & (col(RunCostRow.run) == col(RunRow.run))
+            & (col(RunCostRow.attempt) == col(RunRow.attempt)),
+            isouter=True,
+        )
+        .where(
+            col(RunRow.agent_id) == agent_id,
+            col(RunRow.status) != RunStatus.RUNNING.value,
+            col(RunRow.attempt) == latest_finished,
+        )
+    )
+
+
+def _totals(row: Sequence[Any]) -> LlmTotals:
+    runs, *usage, llm_seconds, cost_usd, tool_seconds = row
+    return LlmTotals(
+        runs=runs,
+        usage=TokenUsage(**dict(zip(_USAGE, map(int, usage), strict=True))),
+        cost_usd=float(cost_usd),
+        llm_seconds=float(llm_seconds),
+        tool_seconds=float(tool_seconds),
+    )

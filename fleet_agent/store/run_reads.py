@@ -83,6 +83,27 @@ class RunReads(StoreBase):
         with Session(self._engine) as db:
             return _with_spend(db, agent_id, [_run_record(row) for row in db.exec(stmt)])
 
+    def runs_with_message(self, agent_id: str, message_id: str) -> list[RunRecord]:
+        """The attempts whose triggers hold the human message the sender
+        called `message_id`, newest first (none until a run took it in)."""
+        if not message_id:
+            return []
+        # The JSON is compact (TRIGGERS.dump_json), and ids hold no quote or
+        # backslash (HumanMessage): a substring match finds exactly this id.
+        needle = f'"message_id":"{message_id}"'
+        stmt = (
+            select(RunRow)
+            .where(
+                col(RunRow.agent_id) == agent_id,
+                col(RunRow.triggers_json).contains(needle, autoescape=True),
+            )
+            .order_by(col(RunRow.run).desc(), col(RunRow.attempt).desc())
+        )
+        with Session(self._engine) as db:
+            found = [_run_record(row) for row in db.exec(stmt)]
+            found = [r for r in found if any(t.message_id == message_id for t in r.triggers)]
+            return _with_spend(db, agent_id, found)
+
     def count_runs(self, agent_id: str) -> int:
         """How many distinct runs the agent has (attempts of one run count once)."""
         with Session(self._engine) as db:

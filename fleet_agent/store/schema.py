@@ -8,6 +8,8 @@ Versions:
 3. `fa_runs` gains `cache_creation_1h_input_tokens` (default 0): the run's
    cache writes with the 1-hour TTL. Per round, usage is in the reply's JSON
    (`fa_messages`), which needed no change.
+4. `fa_runs` gains the index `ix_fa_runs_agent_started` (agent, started_at):
+   the LLM cost of today and of the last 24 h, read by every run.
 
 A table that is only added (no change to an existing one) needs no new
 version: `upgrade` creates every missing table of the current metadata.
@@ -25,7 +27,7 @@ from .tables import META_TABLE, RUNS_TABLE, MetaRow, RunRow, all_tables, table_o
 
 __all__ = ["SCHEMA_VERSION", "SchemaError", "read_version", "upgrade"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 VERSION_KEY = "schema_version"
 
 # Tables of version 1: a database with any of them and no fa_meta is version 1.
@@ -155,5 +157,15 @@ def _v2_to_v3(conn: Connection) -> None:
     )
 
 
+def _v3_to_v4(conn: Connection) -> None:
+    """fa_runs: index (agent_id, started_at), which the LLM cost of a window reads."""
+    if RUNS_TABLE not in inspect(conn).get_table_names():
+        return  # create_all makes it at the current version
+    # IF NOT EXISTS: SQLite's version 1 → 2 rebuilt the table with every index.
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_fa_runs_agent_started ON fa_runs (agent_id, started_at)"
+    )
+
+
 # _MIGRATIONS[n] takes a database from version n to n + 1.
-_MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}

@@ -28,6 +28,7 @@ from .schema import read_version, upgrade
 from .summaries import SessionSummaries
 from .tables import (
     FailedHostRow,
+    FleetSnapshotRow,
     InboxRow,
     MessageRow,
     RunCostRow,
@@ -161,8 +162,8 @@ class Store(RunWrites, RunReads, RunCosts, Inbox, SessionSummaries):
 
     def delete_agent(self, agent_id: str) -> None:
         """Delete every session, run, message, inbox text, journalled tool call,
-        remembered failed host, spend and cost record and session summary of
-        `agent_id` (tests and ops cleanup)."""
+        remembered failed host, spend and cost record, session summary and fleet
+        snapshot of `agent_id` (tests and ops cleanup)."""
         models = (
             ToolCallRow,
             MessageRow,
@@ -175,6 +176,7 @@ class Store(RunWrites, RunReads, RunCosts, Inbox, SessionSummaries):
             SpendInstanceRow,
             SpendHourRow,
             SummaryRow,
+            FleetSnapshotRow,
         )
         with self._engine.begin() as conn:
             for model in models:

@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlalchemy import Index, Table, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from .tables_fleet import FLEET_SNAPSHOTS_TABLE, FleetSnapshotRow
 from .tables_money import (
     RUN_COSTS_TABLE,
     RUN_SPEND_TABLE,
@@ -26,6 +27,7 @@ from .timestamps import UTCDateTime
 
 __all__ = [
     "FAILED_HOSTS_TABLE",
+    "FLEET_SNAPSHOTS_TABLE",
     "INBOX_TABLE",
     "MESSAGES_TABLE",
     "META_TABLE",
@@ -39,6 +41,7 @@ __all__ = [
     "SUMMARIES_TABLE",
     "TOOL_CALLS_TABLE",
     "FailedHostRow",
+    "FleetSnapshotRow",
     "InboxRow",
     "MessageRow",
     "MetaRow",
@@ -101,6 +104,8 @@ class RunRow(SQLModel, table=True):
         UniqueConstraint("agent_id", "run", "attempt", name="uq_fa_runs_agent_run_attempt"),
         # prompt_history and list_runs(session=...) filter on exactly this.
         Index("ix_fa_runs_agent_session_run", "agent_id", "session", "run"),
+        # The LLM cost of today and of the last 24 h (run_costs.py), read by every run.
+        Index("ix_fa_runs_agent_started", "agent_id", "started_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -286,4 +291,5 @@ def all_tables() -> list[Table]:
         table_of(RunSpendRow),
         table_of(RunCostRow),
         table_of(SummaryRow),
+        table_of(FleetSnapshotRow),
     ]

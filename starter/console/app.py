@@ -1,0 +1,252 @@
+"""The web console: a Starlette app over one agent, server-rendered with Jinja2,
+htmx (vendored under static/) for the live parts.
+
+It talks to the agent through the CLI's own `AgentClient` and actions
+(starter/actions.py) and reads the store through the CLI's read functions
+(starter/console/data.py): no second way to reach the agent. Pages:
+`/` (status, chat, trigger and reset, approvals, wakes, fleet, 24 h plot),
+`/runs` (the run log, with filters) and `/runs/N` (a run's transcript).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from fleet_agent.models import AgentStatus
+from starter import actions
+from starter.agent_client import AgentClient
+from starter.answers import send_message
+from starter.console.chart import trend_svg
+from starter.console.chat import answer_for
+from starter.console.data import (
+    FILTERS,
+    fleet_now,
+    fleet_seen,
+    read_trend,
+    recent_messages,
+    run_log,
+    run_view,
+)
+from starter.console.web import (
+    PACKAGE_DIR,
+    ConsoleError,
+    ConsoleSettings,
+    agent_call,
+    agent_of,
+    done,
+    fail,
+    form_text,
+    in_thread,
+    is_htmx,
+    page,
+    same_origin,
+)
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("fleet_agent.console")
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+
+
+async def _status(agent: AgentClient) -> tuple[AgentStatus | None, str]:
+    """The status query, or why it failed (a page still shows the store's parts)."""
+    try:
+        return await agent_call(agent.status()), ""
+    except ConsoleError as exc:
+        return None, exc.message
+
+
+async def _agent_part(request: Request, **context: Any) -> Response:
+    status, error = await _status(agent_of(request))
+    return page(request, "_agent.html", status=200, st=status, st_error=error, **context)
+
+
+async def dashboard(request: Request) -> Response:
+    status, error = await _status(agent_of(request))
+    try:
+        history = await in_thread(recent_messages, agent_of(request).agent_id)
+    except ConsoleError:  # the fleet part below says what is wrong with the store
+        history = []
+    return page(request, "index.html", st=status, st_error=error, history=history)
+
+
+async def agent_part(request: Request) -> Response:
+    return await _agent_part(request)
+
+
+async def fleet_part(request: Request) -> Response:
+    agent_id = agent_of(request).agent_id
+    try:
+        view = await in_thread(fleet_now, agent_id)
+        # Without a monitor poll (monitor off, or not yet polled): the newest run's view.
+        seen = None if view.as_of else await in_thread(fleet_seen, agent_id)
+        svg = trend_svg(await in_thread(read_trend, agent_id))
+    except ConsoleError as exc:
+        return page(request, "_fleet.html", view=None, seen=None, svg="", store_error=exc.message)
+    return page(request, "_fleet.html", view=view, seen=seen, svg=svg, store_error="")
+
+
+async def runs_page(request: Request) -> Response:
+    which = request.query_params.get("filter", "all")
+    if which not in FILTERS:
+        raise ConsoleError(f"unknown filter {which!r}; choose from {', '.join(FILTERS)}")
+    limit = _int_param(request, "limit", DEFAULT_LIMIT)
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ConsoleError(f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
+    runs = await in_thread(run_log, agent_of(request).agent_id, which, limit)
+    return page(request, "runs.html", runs=runs, which=which, filters=FILTERS, limit=limit)
+
+
+async def run_page(request: Request) -> Response:
+    run = int(request.path_params["run"])
+    attempt = request.query_params.get("attempt")
+    chosen = _int_param(request, "attempt", 0) if attempt is not None else None
+    view = await in_thread(run_view, agent_of(request).agent_id, run, chosen)
+    return page(request, "run.html", view=view, run=view.record)
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConsoleError(f"{name} must be a whole number, not {raw!r}") from None
+
+
+# ---------------------------------------------------------------- actions
+
+
+async def say(request: Request) -> Response:
+    form = await request.form()
+    text = form_text(form, "text", required=True)
+    assert text is not None
+    sent = await agent_call(send_message(agent_of(request), text, form_text(form, "author")), 400)
+    return done(request, "_chat.html", text=text, sent=sent, answer=None)
+
+
+async def answer_part(request: Request) -> Response:
+    message_id = request.query_params.get("id", "")
+    text = request.query_params.get("text", "")
+    answer = await in_thread(answer_for, agent_of(request).agent_id, message_id)
+    return page(request, "_chat.html", text=text, message_id=message_id, answer=answer, sent=None)
+
+
+async def trigger(request: Request) -> Response:
+    form = await request.form()
+    started = await agent_call(
+        actions.request_trigger(agent_of(request), form_text(form, "reason") or "web console"),
+        400,
+    )
+    note = "agent started; run requested" if started else "run requested"
+    return done(request, "_notice.html", message=note, error=False)
+
+
+async def reset(request: Request) -> Response:
+    form = await request.form()
+    await agent_call(
+        actions.request_reset(agent_of(request), form_text(form, "reason") or "web console"), 400
+    )
+    message = "reset requested: a new session starts after the current run"
+    return done(request, "_notice.html", message=message, error=False)
+
+
+async def cancel_wake(request: Request) -> Response:
+    wake_id = str(request.path_params["wake_id"])
+    await agent_call(actions.cancel_wake(agent_of(request), wake_id), 400)
+    return await _after_change(request, f"cancelled wake {wake_id}")
+
+
+async def decide(request: Request) -> Response:
+    approval_id = str(request.path_params["approval_id"])
+    form = await request.form()
+    verdict = form_text(form, "decision", required=True)
+    if verdict not in ("approve", "deny"):
+        raise ConsoleError(f"decision must be approve or deny, not {verdict!r}")
+    outcome = await agent_call(
+        actions.decide_approval(
+            agent_of(request),
+            approval_id,
+            verdict == "approve",
+            form_text(form, "note"),
+            form_text(form, "author"),
+        ),
+        400,
+    )
+    said = "approved" if outcome.decision.approve else "denied"
+    notice = f"{said} {approval_id}" + (f" (but: {outcome.error})" if outcome.error else "")
+    return await _after_change(request, notice)
+
+
+async def _after_change(request: Request, notice: str) -> Response:
+    """The agent part again (its wakes and approvals changed) for htmx; else
+    back to the dashboard."""
+    if not is_htmx(request):
+        return done(request, "_agent.html")
+    return await _agent_part(request, notice=notice)
+
+
+# ---------------------------------------------------------------- app
+
+
+async def _console_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ConsoleError)
+    return fail(request, exc)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return fail(request, ConsoleError(f"no page at {request.url.path}", 404))
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    # A bug, not an operator's mistake: the traceback goes to the log, the page says where.
+    log.error("console: %s %s failed", request.method, request.url.path, exc_info=exc)
+    message = f"internal error ({type(exc).__name__}); the console's log has the details"
+    return fail(request, ConsoleError(message, 500))
+
+
+def _guarded(endpoint: Any) -> Any:
+    """Refuse cross-site posts before the endpoint reads anything."""
+
+    async def guarded(request: Request) -> Response:
+        if not same_origin(request.headers):
+            return fail(request, ConsoleError("cross-site request refused", 403))
+        response: Response = await endpoint(request)
+        return response
+
+    return guarded
+
+
+def create_app(agent: AgentClient, settings: ConsoleSettings | None = None) -> Starlette:
+    """The console for `agent`; nothing connects until the first request."""
+    post = ["POST"]
+    app = Starlette(
+        routes=[
+            Route("/", dashboard),
+            Route("/runs", runs_page),
+            Route("/runs/{run:int}", run_page),
+            Route("/parts/agent", agent_part),
+            Route("/parts/fleet", fleet_part),
+            Route("/parts/answer", answer_part),
+            Route("/say", _guarded(say), methods=post),
+            Route("/trigger", _guarded(trigger), methods=post),
+            Route("/reset", _guarded(reset), methods=post),
+            Route("/wakes/{wake_id}/cancel", _guarded(cancel_wake), methods=post),
+            Route("/approvals/{approval_id}/decide", _guarded(decide), methods=post),
+            Mount("/static", StaticFiles(directory=PACKAGE_DIR / "static"), name="static"),
+        ],
+        exception_handlers={ConsoleError: _console_error, 404: _not_found, Exception: _internal},
+    )
+    app.state.agent = agent
+    app.state.settings = settings or ConsoleSettings()
+    return app

@@ -1,0 +1,174 @@
+"""What the console reads from the store: the run log with filters, one run's
+transcript, the fleet (the monitor's last poll, as `fleet-agent fleet` shows
+it; else as the newest run saw it), and the last 24 h for the plot.
+
+Synchronous reads (the app runs them in a thread), each through the same
+functions as the CLI's `runs`, `show-run` and `session` (starter/runlog_view.py,
+starter/session_view.py) or the store's read classes; `open_store` turns a
+missing or unreadable store into a `CliError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Literal, get_args
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from fleet_agent.fleet.snapshot import FleetInstance
+from fleet_agent.models import RunStatus, TriggerKind
+from fleet_agent.store import MessageRecord, RunRecord, SpendHour, SummaryRecord, TrendReads
+from fleet_agent.transcript import CONTEXT_SEQ
+from fleet_agent.trends import FleetPoint, fleet_point, fleet_rows
+from starter.agent_client import CliError
+from starter.fleet_view import FleetView, read_fleet_view
+from starter.runlog_view import open_store, read_run, read_runs
+from starter.session_view import read_summary_of_run
+
+__all__ = [
+    "FILTERS",
+    "FleetSeen",
+    "RunFilter",
+    "RunNotFound",
+    "RunView",
+    "Trend",
+    "fleet_now",
+    "fleet_seen",
+    "read_trend",
+    "recent_messages",
+    "run_log",
+    "run_view",
+]
+
+RunFilter = Literal["all", "acted", "errors", "human", "in-prompt", "skipped"]
+FILTERS: tuple[RunFilter, ...] = get_args(RunFilter)
+TREND_WINDOW = timedelta(hours=24)
+
+
+def _keeps(run: RunRecord, which: RunFilter) -> bool:
+    if which == "acted":
+        return run.verdict is not None and run.verdict.action
+    if which == "errors":
+        return bool(run.error or run.verdict_error) or run.status == RunStatus.FAILED
+    if which == "human":
+        return any(t.kind == TriggerKind.HUMAN_MESSAGE for t in run.triggers)
+    if which == "in-prompt":
+        return run.in_prompt
+    if which == "skipped":
+        return not run.in_prompt
+    return True
+
+
+def run_log(agent_id: str, which: RunFilter, limit: int) -> list[RunRecord]:
+    """The newest `limit` records (replays included) that pass the filter,
+    newest first. Filters apply to the newest `limit` records, as `runs --limit`."""
+    runs = read_runs(agent_id, limit, None)
+    return [r for r in reversed(runs) if _keeps(r, which)]
+
+
+def recent_messages(agent_id: str, count: int = 5) -> list[tuple[str, RunRecord]]:
+    """The operator's last `count` messages that a run took in, each with that
+    run (newest first): the chat's history when the page loads."""
+    found: list[tuple[str, RunRecord]] = []
+    for run in reversed(read_runs(agent_id, 50, None)):
+        texts = [t.text for t in run.triggers if t.kind == TriggerKind.HUMAN_MESSAGE]
+        found += [(text, run) for text in reversed(texts)]
+    return found[:count]
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One attempt of a run, every attempt, its messages, and its summary."""
+
+    record: RunRecord
+    attempts: list[RunRecord]
+    messages: list[MessageRecord]
+    summary: SummaryRecord | None
+
+
+class RunNotFound(CliError):
+    """The store has no such run, or no such attempt of it."""
+
+
+def run_view(agent_id: str, run: int, attempt: int | None) -> RunView:
+    """`show-run`'s reads; an unknown run or attempt is a `RunNotFound`, an
+    unreadable store a `CliError`."""
+    try:
+        record, attempts, messages = read_run(agent_id, run, attempt)
+    except CliError as exc:
+        # read_run's two "not there" messages; anything else is the store's trouble.
+        if str(exc).startswith((f"agent {agent_id!r} has no run", f"run {run} of agent")):
+            raise RunNotFound(str(exc)) from None
+        raise
+    return RunView(record, attempts, messages, read_summary_of_run(agent_id, run))
+
+
+@dataclass(frozen=True)
+class FleetSeen:
+    """The fleet in the context message of the newest run: its totals and rows."""
+
+    run: int
+    at: datetime
+    point: FleetPoint | None
+    instances: list[FleetInstance] | None
+
+
+def fleet_seen(agent_id: str) -> FleetSeen | None:
+    """The fleet as the newest run saw it at its start; None before any run."""
+    store = open_store()
+    try:
+        newest = store.list_runs(agent_id, limit=1)
+        if not newest:
+            return None
+        run = newest[0].run
+        message = store.get_message(agent_id, run, CONTEXT_SEQ)
+    except SQLAlchemyError as exc:
+        raise CliError(f"cannot read the run log ({store!r}): {str(exc).splitlines()[0]}") from None
+    finally:
+        store.dispose()
+    if message is None:
+        return FleetSeen(run, newest[0].started_at, None, None)
+    return FleetSeen(
+        run,
+        message.created_at,
+        fleet_point(message.content, message.created_at, run),
+        fleet_rows(message.content),
+    )
+
+
+def fleet_now(agent_id: str) -> FleetView:
+    """`fleet-agent fleet`'s view: the monitor's last poll and the spend ledger."""
+    store = open_store()
+    try:
+        return read_fleet_view(store, agent_id)
+    finally:
+        store.dispose()
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The last 24 h: the fleet at each run's start, and spend per hour."""
+
+    start: datetime
+    end: datetime
+    points: list[FleetPoint] = field(default_factory=list)
+    hours: list[SpendHour] = field(default_factory=list)
+
+
+def read_trend(agent_id: str, now: datetime | None = None) -> Trend:
+    """Capacity and target from each run's context message, $/h from the
+    spend ledger's hours, over the 24 h before `now`."""
+    end = now or datetime.now(UTC)
+    start = end - TREND_WINDOW
+    store = open_store()
+    try:
+        reads = TrendReads(store)
+        messages = reads.context_messages_since(agent_id, start)
+        hours = reads.spend_hours_since(agent_id, start)
+    except SQLAlchemyError as exc:
+        raise CliError(f"cannot read the run log ({store!r}): {str(exc).splitlines()[0]}") from None
+    finally:
+        store.dispose()
+    points = [p for m in messages if (p := fleet_point(m.content, m.created_at, m.run))]
+    return Trend(start, end, points, hours)

@@ -1,0 +1,197 @@
+"""The fleet as operators see it: `fleet-agent fleet` and the web console.
+
+Built from the store only, never from vast.ai: the monitor's last poll
+(`fa_fleet_snapshots`, written by the poll activity, with the prover
+measurements folded in) and the spend ledger. So it needs neither the
+worker's vast.ai key nor a running worker, and says how old it is.
+`build_fleet_view` is pure; `read_fleet_view` reads the store; rendering is
+in starter/fleet_render.py.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from pydantic import BaseModel, ConfigDict, computed_field
+from sqlalchemy.exc import SQLAlchemyError
+
+from fleet_agent.fleet.policy import NOT_PROVING, STUCK_LOADING_MINUTES
+from fleet_agent.fleet.snapshot import FleetInstance
+from fleet_agent.models import SpendSummary
+from fleet_agent.store import FleetSnapshots, Store, StoredSnapshot
+from fleet_agent.store.spend_reads import SpendReads
+from fleet_agent.vast.models import phase_of
+from starter.agent_client import CliError
+
+__all__ = [
+    "STALE_AFTER",
+    "Flag",
+    "FleetRow",
+    "FleetView",
+    "build_fleet_view",
+    "flags_of",
+    "read_fleet_view",
+]
+
+#: A snapshot older than this is flagged: the monitor has missed many polls
+#: (its default interval is 30 s), so the worker or the monitor is likely down.
+STALE_AFTER = timedelta(minutes=5)
+
+
+class Flag:
+    """What an operator should notice about a machine (`FleetRow.flags`)."""
+
+    FAILING = "failing"  # dead on vast.ai, or its prover errs / cannot be reached
+    STUCK = "stuck"  # booting for longer than the agent waits
+    LOADING = "loading"  # booting, or the prover starts up
+    FETCHING = "fetching params"  # the prover downloads its parameters
+    NOT_PROVING = "not proving"  # running, but no proofs for too long
+    STOPPED = "stopped"  # stopped or frozen: billed, no capacity
+    UNKNOWN = "unknown state"
+
+
+class FleetRow(BaseModel):
+    """One machine."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    gpu: str
+    num_gpus: int
+    state: str
+    # Counted now: measured where measured, else the capacity model's estimate.
+    proofs_per_hour: float
+    measured_proofs_per_hour: float | None
+    expected_proofs_per_hour: float
+    dph: float
+    age_minutes: float | None
+    machine_id: int | None
+    host_id: int | None
+    prover: str
+    flags: list[str]
+    note: str
+
+
+class FleetView(BaseModel):
+    """The fleet of one agent with its totals and spend, as of the monitor's last poll."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: str
+    # When the monitor took the snapshot (None: it has not polled yet).
+    as_of: datetime | None
+    age_seconds: float | None
+    stale: bool
+    # Why the monitor's last poll could not list the fleet ("" when it could).
+    error: str
+    rows: list[FleetRow]
+    target_proofs_per_hour: float
+    capacity_proofs_per_hour: float
+    expected_proofs_per_hour: float
+    measured_proofs_per_hour: float
+    fleet_dph: float
+    spend: SpendSummary | None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def gap_proofs_per_hour(self) -> float:
+        """Capacity still missing (negative: a surplus)."""
+        return round(self.target_proofs_per_hour - self.capacity_proofs_per_hour, 1)
+
+
+def flags_of(inst: FleetInstance) -> list[str]:
+    """The flags of one machine of a snapshot, most urgent first."""
+    if inst.state == NOT_PROVING:
+        return [Flag.NOT_PROVING]
+    phase = phase_of(inst.state)
+    if phase == "dead":
+        return [Flag.FAILING]
+    if phase == "idle":
+        return [Flag.STOPPED]
+    if phase == "unrecognized":
+        return [Flag.UNKNOWN]
+    if phase == "booting":
+        age = inst.age_minutes or 0.0
+        stuck = inst.state != "rebooting" and age > STUCK_LOADING_MINUTES
+        return [Flag.STUCK, Flag.LOADING] if stuck else [Flag.LOADING]
+    prover_phase = inst.prover.split(":", 1)[0].strip()
+    return {
+        "fetching_params": [Flag.FETCHING],
+        "starting": [Flag.LOADING],
+        "error": [Flag.FAILING],
+        "unreachable": [Flag.FAILING],
+    }.get(prover_phase, [])
+
+
+def _row(inst: FleetInstance) -> FleetRow:
+    return FleetRow(
+        id=inst.id,
+        gpu=inst.gpu,
+        num_gpus=inst.num_gpus,
+        state=inst.state,
+        proofs_per_hour=inst.proofs_per_hour,
+        measured_proofs_per_hour=inst.measured_proofs_per_hour,
+        expected_proofs_per_hour=inst.expected_proofs_per_hour,
+        dph=inst.dph,
+        age_minutes=inst.age_minutes,
+        machine_id=inst.machine_id,
+        host_id=inst.host_id,
+        prover=inst.prover,
+        flags=flags_of(inst),
+        note=inst.note,
+    )
+
+
+def build_fleet_view(
+    agent_id: str, stored: StoredSnapshot | None, spend: SpendSummary | None, now: datetime
+) -> FleetView:
+    """The view of `stored` (None: no poll yet) and the ledger's `spend` at `now`. Pure."""
+    if stored is None:
+        return FleetView(
+            agent_id=agent_id,
+            as_of=None,
+            age_seconds=None,
+            stale=False,
+            error="",
+            rows=[],
+            target_proofs_per_hour=0.0,
+            capacity_proofs_per_hour=0.0,
+            expected_proofs_per_hour=0.0,
+            measured_proofs_per_hour=0.0,
+            fleet_dph=0.0,
+            spend=spend,
+        )
+    snap = stored.snapshot
+    age = max(0.0, (now - stored.taken_at).total_seconds())
+    return FleetView(
+        agent_id=agent_id,
+        as_of=stored.taken_at,
+        age_seconds=round(age, 1),
+        stale=age > STALE_AFTER.total_seconds(),
+        error=snap.error,
+        rows=[_row(i) for i in snap.instances],
+        target_proofs_per_hour=snap.target_proofs_per_hour,
+        capacity_proofs_per_hour=snap.capacity_proofs_per_hour,
+        expected_proofs_per_hour=snap.expected_proofs_per_hour,
+        measured_proofs_per_hour=round(
+            sum(i.measured_proofs_per_hour or 0.0 for i in snap.instances), 1
+        ),
+        fleet_dph=snap.fleet_dph,
+        spend=spend,
+    )
+
+
+def read_fleet_view(store: Store, agent_id: str, now: datetime | None = None) -> FleetView:
+    """The view from the store: the latest snapshot and the spend ledger.
+    Reads only (synchronous). Raises `CliError` when the store cannot be read."""
+    now = now or datetime.now(UTC)
+    try:
+        stored = FleetSnapshots(store).latest(agent_id)
+        spend = SpendReads(store).summary(agent_id, now)
+    except SQLAlchemyError as exc:
+        first = str(exc).splitlines()[0]
+        raise CliError(
+            f"cannot read the fleet from the run log ({store!r}): {first} "
+            "(a worker of this version adds the fleet table when it starts)"
+        ) from None
+    return build_fleet_view(agent_id, stored, spend, now)

@@ -1,0 +1,69 @@
+"""A store seeded for the console's tests: three runs of one agent over the
+last hours, each with the fleet in its context message, and spend hours."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot
+from fleet_agent.models import Trigger, TriggerKind, Verdict
+from fleet_agent.store import Store
+from fleet_agent.store.tables import SpendHourRow, table_of
+from tests.helpers import finish_ok
+
+AGENT = "console-agent"
+UI = "http://ui.test:8233"
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+def snapshot(capacity: float, target: float) -> FleetSnapshot:
+    return FleetSnapshot(
+        instances=[
+            FleetInstance(
+                id=41,
+                label="fa-x",
+                state="running",
+                gpu="RTX 4090",
+                num_gpus=1,
+                dph=0.42,
+                proofs_per_hour=capacity,
+                expected_proofs_per_hour=capacity,
+                host_id=7,
+                age_minutes=90,
+            )
+        ],
+        target_proofs_per_hour=target,
+        capacity_proofs_per_hour=capacity,
+        expected_proofs_per_hour=capacity,
+        fleet_dph=0.42,
+    )
+
+
+def seed(store: Store) -> None:
+    """Three runs: one acted on a human message, one no-op skipped in the
+    prompt, one failed; each with a context message holding the fleet."""
+    specs: list[tuple[int, TriggerKind, dict[str, Any]]] = [
+        (1, TriggerKind.HUMAN_MESSAGE, {"verdict": Verdict(action=True, state_changed=True)}),
+        (2, TriggerKind.HEARTBEAT, {"noop": True, "in_prompt": False}),
+        (3, TriggerKind.TRIGGER_NOW, {"error": "model unreachable", "status": "failed"}),
+    ]
+    for run, kind, fields in specs:
+        at = NOW - timedelta(hours=4 - run)
+        trigger = Trigger(
+            seq=run, kind=kind, received_at=at, text="hello agent", message_id=f"m-seed-{run}"
+        )
+        store.ensure_session(AGENT, 1, "", at)
+        store.begin_run(AGENT, run, 1, [trigger], f"- {kind.value}", at, f"wfrun-{run}")
+        context = f"[run #{run}]\n## Fleet\n{snapshot(100.0 * run, 250).to_text()}\n"
+        store.add_message(AGENT, run, 0, 0, "user", "context", context, at)
+        ended = at + timedelta(seconds=30)
+        finish_ok(store, AGENT, run, ended, final_text=f"answer {run}", **fields)
+    hours = table_of(SpendHourRow)
+    with store.engine.begin() as conn:
+        for back in (3, 2, 1):
+            hour = (NOW - timedelta(hours=back)).replace(minute=0, second=0)
+            conn.execute(
+                hours.insert(),
+                {"agent_id": AGENT, "instance_id": 41, "hour": hour, "usd": 0.42, "seconds": 3600},
+            )

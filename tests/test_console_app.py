@@ -1,0 +1,197 @@
+"""The web console without a browser: Starlette's TestClient on a real store,
+with Temporal unreachable (a closed port), so every page that needs the agent
+shows why instead of failing. Bad input gets a clear error page; the store's
+parts still render. The browser test (tests/test_console_browser.py) covers
+the live agent.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from starlette.testclient import TestClient
+
+from fleet_agent.fleet.snapshot import FleetSnapshot
+from fleet_agent.store import FleetSnapshots, Store
+from fleet_agent.trends import fleet_point, fleet_rows
+from starter.agent_client import AgentClient, open_client
+from starter.console import ConsoleSettings, create_app
+from starter.console.chart import trend_svg
+from starter.console.data import read_trend
+from tests.console_seed import AGENT, NOW, seed, snapshot
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def console(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    seed(store)
+    monkeypatch.setenv("FLEET_DATABASE_URL", str(store.engine.url))
+    port = _closed_port()
+
+    def connect():  # type: ignore[no-untyped-def]
+        return open_client(f"127.0.0.1:{port}", None, connect_timeout=2)
+
+    settings = ConsoleSettings(ui_url="http://ui.test:8233", namespace="ns1")
+    app = create_app(AgentClient(connect, AGENT), settings)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+
+
+def test_the_run_log_shows_verdicts_badges_cost_and_filters(console: TestClient) -> None:
+    page = console.get("/runs")
+    assert page.status_code == 200
+    assert page.text.count('class="run ') == 3
+    assert "[skipped in prompt]" in page.text and "[no-op]" in page.text
+    assert "error: model unreachable" in page.text
+    acted = console.get("/runs?filter=acted").text
+    assert acted.count('class="run ') == 1 and 'href="/runs/1"' in acted
+    errors = console.get("/runs?filter=errors").text
+    assert errors.count('class="run ') == 1 and 'href="/runs/3"' in errors
+    human = console.get("/runs?filter=human").text
+    assert human.count('class="run ') == 1 and 'href="/runs/1"' in human
+
+
+def test_a_run_page_shows_its_transcript_and_links_to_the_web_ui(console: TestClient) -> None:
+    page = console.get("/runs/2")
+    assert page.status_code == 200
+    assert "no (skipped in prompt)" in page.text and "capacity 200 proofs/h" in page.text
+    assert (
+        'href="http://ui.test:8233/namespaces/ns1/workflows/console-agent%2Frun-2/wfrun-2/history"'
+        in page.text
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "message"),
+    [
+        ("/runs/99", 404, "agent &#39;console-agent&#39; has no run 99 in the run log"),
+        ("/runs/1?attempt=5", 404, "run 1 of agent &#39;console-agent&#39; has no attempt 5"),
+        ("/runs/1?attempt=two", 400, "attempt must be a whole number, not &#39;two&#39;"),
+        ("/runs?filter=bogus", 400, "unknown filter &#39;bogus&#39;; choose from all, acted"),
+        ("/runs?limit=0", 400, "limit must be between 1 and 1000, not 0"),
+        ("/nowhere", 404, "no page at /nowhere"),
+        ("/parts/answer?text=hi", 400, "not a message id: &#39;&#39;"),
+        ("/parts/answer?id=m%22x&text=hi", 400, "not a message id: &#39;m&#34;x&#39;"),
+    ],
+)
+def test_bad_requests_get_a_clear_error_page(
+    console: TestClient, path: str, status: int, message: str
+) -> None:
+    page = console.get(path)
+    assert page.status_code == status
+    assert message in page.text and 'role="alert"' in page.text
+
+
+def test_the_chat_polls_until_the_run_that_took_the_message_ended(console: TestClient) -> None:
+    answered = console.get("/parts/answer?id=m-seed-1&text=hello+agent")
+    assert answered.status_code == 200
+    assert "answer 1" in answered.text and 'href="/runs/1"' in answered.text
+    assert "hx-trigger" not in answered.text, "an answered message stops polling"
+    waiting = console.get("/parts/answer?id=m-not-yet&text=hello")
+    assert "waiting for a run to take it in" in waiting.text and "every 1s" in waiting.text
+
+
+def test_without_temporal_the_dashboard_says_why_and_actions_fail_clearly(
+    console: TestClient,
+) -> None:
+    page = console.get("/")
+    assert page.status_code == 200 and "cannot reach Temporal at 127.0.0.1:" in page.text
+    # The chat's history comes from the run log: the message run 1 answered.
+    assert "earlier messages" in page.text and "<pre>answer 1</pre>" in page.text
+    said = console.post("/say", data={"text": "hello"})
+    assert said.status_code == 400 and "cannot reach Temporal" in said.text
+    # htmx gets a fragment aimed at the page's notice area, with the same status.
+    htmx = console.post("/trigger", headers={"HX-Request": "true"})
+    assert htmx.status_code == 400 and htmx.headers["HX-Retarget"] == "#notice"
+    assert "cannot reach Temporal" in htmx.text and "<html" not in htmx.text
+    # The store's parts still render.
+    fleet = console.get("/parts/fleet")
+    assert fleet.status_code == 200 and "RTX 4090" in fleet.text and "<polyline" in fleet.text
+
+
+@pytest.mark.parametrize(
+    ("path", "data", "message"),
+    [
+        ("/say", {}, "missing form field &#39;text&#39;"),
+        ("/say", {"text": "   "}, "form field &#39;text&#39; is empty"),
+        ("/say", {"text": "x" * 10_001}, "longer than 10000 characters"),
+        ("/approvals/a1-1/decide", {"decision": "maybe"}, "decision must be approve or deny"),
+        ("/approvals/a1-1/decide", {}, "missing form field &#39;decision&#39;"),
+    ],
+)
+def test_bad_forms_are_refused_before_the_agent_is_asked(
+    console: TestClient, path: str, data: dict[str, str], message: str
+) -> None:
+    page = console.post(path, data=data)
+    assert page.status_code == 400 and message in page.text
+    assert "cannot reach Temporal" not in page.text
+
+
+def test_a_bug_is_an_error_page_and_a_logged_traceback(
+    console: TestClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args: object) -> None:
+        raise KeyError("boom")
+
+    monkeypatch.setattr("starter.console.app.run_view", broken)
+    page = console.get("/runs/1")
+    assert page.status_code == 500 and "internal error (KeyError)" in page.text
+    assert "boom" not in page.text and "KeyError: &#39;boom&#39;" not in page.text
+    assert any(r.exc_info and "GET /runs/1 failed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_cross_site_post_is_refused(console: TestClient) -> None:
+    for headers in ({"Origin": "http://evil.test"}, {"Sec-Fetch-Site": "cross-site"}):
+        page = console.post("/trigger", headers=headers)
+        assert page.status_code == 403 and "cross-site request refused" in page.text
+    assert console.post("/trigger", headers={"Origin": "http://testserver"}).status_code == 400
+
+
+def test_a_missing_store_is_a_clear_error(
+    console: TestClient, monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    monkeypatch.setenv("FLEET_DATABASE_URL", f"sqlite:///{tmp_path}/absent.db")
+    page = console.get("/runs")
+    assert page.status_code == 503 and "no run log at" in page.text
+    assert "no run log at" in console.get("/parts/fleet").text
+
+
+def test_the_fleet_is_the_monitors_last_poll_when_there_is_one(
+    console: TestClient, store: Store
+) -> None:
+    assert "no monitor poll stored: as run" in console.get("/parts/fleet").text
+    polled = snapshot(77.0, 250)
+    polled.instances[0].gpu = "RTX 5090"
+    FleetSnapshots(store).save(AGENT, polled, datetime.now(UTC))
+    fleet = console.get("/parts/fleet").text
+    assert "as of the monitor's last poll" in fleet and "stale" not in fleet
+    assert "RTX 5090" in fleet and "<strong>77</strong> proofs/h of target 250" in fleet
+
+
+def test_the_fleet_line_and_rows_read_back_as_written() -> None:
+    text = snapshot(123.0, 400).to_text()
+    point = fleet_point(text, NOW, 5)
+    assert point is not None
+    assert (point.capacity, point.expected, point.target, point.dph) == (123, 123, 400, 0.42)
+    rows = fleet_rows(text)
+    assert rows is not None and [r.id for r in rows] == [41]
+    unavailable = FleetSnapshot(error="vast.ai down").to_text()
+    assert fleet_point(unavailable, NOW, 5) is None and fleet_rows(unavailable) is None
+
+
+def test_the_plot_holds_each_run_and_hour_of_the_last_day(console: TestClient) -> None:
+    trend = read_trend(AGENT, NOW)
+    assert [p.capacity for p in trend.points] == [100, 200, 300]
+    assert [round(h.usd, 2) for h in trend.hours] == [0.42, 0.42, 0.42]
+    svg = trend_svg(trend)
+    assert svg.count("<polyline") == 3 and svg.count('<rect class="dph"') == 3
+    empty = trend_svg(read_trend("nobody", NOW))
+    assert "no run in the last 24 h" in empty and "no spend in the last 24 h" in empty

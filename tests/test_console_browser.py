@@ -1,0 +1,217 @@
+"""The web console in a real browser: Playwright drives Debian's chromium
+against a console served by uvicorn, over a real worker on the Temporal dev
+server, with the fake Anthropic Messages API as the model and the vast.ai
+simulator as the market.
+
+One agent, one story: its first run asks to rent a machine and waits for an
+approval, which the browser approves; a message sent from the chat box is
+answered on the page; the wake that answering run scheduled is cancelled from
+the page; trigger now and reset ask for a confirmation; the run log and the run's
+transcript load, with the link to the run's workflow in the Web UI. Wrong
+approval and wake IDs on the live agent get clear errors and lose nothing.
+
+Chromium comes from Debian's package (`make test` installs it); without it
+the test skips and says so. FLEET_CONSOLE_SCREENSHOTS=DIR saves screenshots.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from activities.fleet import FleetActivities
+from fleet_agent.models import PendingApproval
+from fleet_agent.sim import SimServer
+from fleet_agent.store import Store
+from starter.agent_client import AgentClient
+from starter.console import ConsoleSettings, running_console
+from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from tests.helpers import eventually, json_rows, running_worker, status
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+HELLO = "console-hello: how is the fleet?"
+ANSWER = "ANSWER-7d1e: the fleet is fine."
+VERDICT = '\n<verdict>{"action": false, "state_changed": false}</verdict>'
+ACTED = 'Rented.\n<verdict>{"action": true, "state_changed": true}</verdict>'
+UI = "http://ui.test:8233"
+
+pytestmark = [
+    pytest.mark.devserver,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason=f"no chromium at {CHROMIUM}: `apt-get install chromium` (make test does)",
+    ),
+]
+
+
+def _last_tool(req: Request) -> str:
+    """The tool the model called in the round these results answer."""
+    asked = req.messages[-2].get("content") if len(req.messages) >= 2 else None
+    names = [
+        str(b.get("name"))
+        for b in (asked if isinstance(asked, list) else [])
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
+    return names[-1] if names else ""
+
+
+def _script(req: Request) -> Reply:
+    """Run 1 rents the cheapest offer (which needs an approval); a run with the
+    console's message schedules a wake, then answers; any other run idles."""
+    results = req.tool_results()
+    if results:
+        tool = _last_tool(req)
+        if tool == "search_offers":
+            offer = json_rows(str(results[-1].get("content")))[0]["offer_id"]
+            return Reply(tool_calls=[("create_instance", {"offer_id": offer, "reason": "target"})])
+        return Reply(text=ANSWER + VERDICT if tool == "schedule_next_check" else ACTED)
+    text = req.last_user_text()
+    if HELLO in text:
+        wake = {"delay_seconds": 3600, "reason": "look again in an hour"}
+        return Reply(tool_calls=[("schedule_next_check", wake)])
+    if text.startswith("[run #1 "):
+        return Reply(tool_calls=[("search_offers", {"limit": 3})])
+    return Reply(text="Nothing to do." + VERDICT)
+
+
+async def _pending(agent: AgentClient) -> PendingApproval:
+    async def probe() -> PendingApproval | None:
+        pending = (await agent.status()).pending_approvals
+        return pending[0] if pending else None
+
+    found = await eventually(probe, timeout=30, what="run 1 to ask for an approval")
+    assert found is not None
+    return found
+
+
+async def test_the_console_in_a_browser(
+    dev_env: WorkflowEnvironment,
+    store: Store,
+    sim: SimServer,
+    fleet: FleetActivities,
+    fake_llm: FakeAnthropic,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from playwright.async_api import async_playwright, expect
+
+    fake_llm.set_responder(_script)
+    monkeypatch.setenv("FLEET_DATABASE_URL", str(store.engine.url))
+    shots = os.environ.get("FLEET_CONSOLE_SCREENSHOTS")
+    async with running_worker(dev_env.client, store, fleet=fleet) as h:
+        handle = await h.start_agent(
+            target_proofs_per_hour=50,
+            monitor_enabled=False,
+            approval_mode="threshold",
+            approval_above_dph=0.01,
+            # Short debounce windows: the first run (P1, agent_started) and
+            # the message's (P0) start at once.
+            p0_debounce_seconds=0.2,
+            p1_debounce_seconds=0.2,
+        )
+        agent = AgentClient(dev_env.client, handle.id, task_queue=h.task_queue)
+        pending = await _pending(agent)
+        async with (
+            running_console(agent, ConsoleSettings(ui_url=UI)) as base,
+            async_playwright() as pw,
+            httpx.AsyncClient(base_url=base) as http,
+        ):
+            # Wrong IDs on the live agent: the workflow's own refusal, shown plainly.
+            wrong = await http.post("/approvals/a9-9/decide", data={"decision": "approve"})
+            assert wrong.status_code == 400
+            refusal = f"no pending approval 'a9-9' (pending: {pending.id})"
+            assert refusal in html.unescape(wrong.text)
+            no_wake = await http.post("/wakes/w-nope/cancel")
+            assert no_wake.status_code == 400
+            assert "has no pending wake 'w-nope' (pending: none)" in html.unescape(no_wake.text)
+            assert [a.id for a in (await agent.status()).pending_approvals] == [pending.id]
+            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            page = await browser.new_page(viewport={"width": 1200, "height": 1400})
+            confirms: list[str] = []
+
+            async def accept(dialog: Any) -> None:
+                confirms.append(dialog.message)
+                await dialog.accept()
+
+            page.on("dialog", accept)
+
+            # Approve the waiting create: the run goes on and rents once.
+            await page.goto(base + "/")
+            row = page.locator(f"#approval-{pending.id}")
+            await expect(row).to_contain_text("create_instance")
+            if shots:
+                await page.screenshot(path=f"{shots}/console-approval.png", full_page=True)
+            await row.get_by_role("button", name="approve").click()
+            await expect(page.locator("#agent-live")).to_contain_text(f"approved {pending.id}")
+
+            async def rented() -> bool:
+                st = await status(handle)
+                return st.last_run is not None and st.last_run.run == 1
+
+            await eventually(rented, timeout=30, what="run 1 to end after the approval")
+            assert sim.market.state()["counters"]["creates"] == 1
+
+            # Say, then see the answer on the page.
+            await page.fill("#chat-text", HELLO)
+            await page.get_by_role("button", name="send").click()
+            await expect(page.locator("#chat-log")).to_contain_text(ANSWER, timeout=20_000)
+
+            # The answering run scheduled a wake: cancel it (after a confirmation).
+            wake = page.locator("#wakes tr[id^=wake-]")
+            await expect(wake).to_have_count(1, timeout=10_000)
+            await wake.get_by_role("button", name="cancel").click()
+            await expect(wake).to_have_count(0)
+            assert (await agent.status()).wakes == []
+            assert confirms[-1].startswith("Cancel wake ")
+
+            # Trigger now asks first, then says it was requested.
+            await page.locator("#trigger-now").click()
+            await expect(page.locator("#notice")).to_contain_text("run requested")
+            assert confirms[-1] == "Ask the agent for a run now?"
+            # Reset asks too; the agent starts session 2 after the current run.
+            await page.fill("#controls input[name=reason]", "from the console")
+            await page.locator("#reset-session").click()
+            await expect(page.locator("#notice")).to_contain_text("reset requested")
+            assert confirms[-1].startswith("Start a new conversation session")
+
+            async def new_session() -> bool:
+                return (await agent.status()).session == 2
+
+            await eventually(new_session, timeout=20, what="the reset to start session 2")
+            # The fleet as the newest run saw it: the machine run 1 rented.
+            await page.reload()
+            await expect(page.locator("#fleet table")).to_contain_text("RTX")
+            await expect(page.locator("#trend svg polyline")).to_have_count(3)
+            if shots:
+                await page.screenshot(path=f"{shots}/console.png", full_page=True)
+
+            # The run log, filtered to runs with a message, and that run's transcript.
+            await page.goto(base + "/runs?filter=human")
+            runs = page.locator("#runs tr.run")
+            await expect(runs).to_have_count(1)
+            if shots:
+                await page.goto(base + "/runs")
+                await page.screenshot(path=f"{shots}/console-runs.png", full_page=True)
+                await page.goto(base + "/runs?filter=human")
+            await runs.locator("a").first.click()
+            await expect(page.locator("main")).to_contain_text(HELLO)
+            await expect(page.locator("main")).to_contain_text("schedule_next_check")
+            link = await page.locator("#ui-link").get_attribute("href")
+            run = page.url.rsplit("/", 1)[1]
+            assert link is not None
+            assert link.startswith(f"{UI}/namespaces/default/workflows/{handle.id}%2Frun-{run}/")
+            await browser.close()

@@ -1,0 +1,157 @@
+"""`fleet-agent fleet`: the monitor's poll leaves a snapshot in the store, and
+the view (starter/fleet_view.py) shows it with flags, totals and spend,
+without calling vast.ai. The poll runs against the simulator (its provers
+answer over HTTP, as a rented machine's would); the CLI runs in-process.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.fleet import FleetActivities
+from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot
+from fleet_agent.models import PollRequest, SpendSummary, ToolResult
+from fleet_agent.sim.server import SimServer
+from fleet_agent.store import Store, StoredSnapshot
+from starter.cli import main
+from starter.fleet_render import fleet_text
+from starter.fleet_view import Flag, build_fleet_view, flags_of, read_fleet_view
+from tests.helpers import tool_request
+
+AGENT = "fleet-agent"
+T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def _inst(iid: int, state: str, **fields: object) -> FleetInstance:
+    base: dict[str, object] = {
+        "id": iid,
+        "label": f"{AGENT}/x",
+        "state": state,
+        "gpu": "RTX 4090",
+        "num_gpus": 1,
+        "dph": 0.5,
+        "proofs_per_hour": 0.0,
+    }
+    return FleetInstance.model_validate(base | fields)
+
+
+@pytest.mark.parametrize(
+    ("state", "fields", "flags"),
+    [
+        ("running", {"prover": "proving: 12 done"}, []),
+        ("running", {"prover": "fetching_params: 3 of 9 GB"}, [Flag.FETCHING]),
+        ("running", {"prover": "starting"}, [Flag.LOADING]),
+        ("running", {"prover": "unreachable: connection refused"}, [Flag.FAILING]),
+        ("running", {"prover": "error: CUDA"}, [Flag.FAILING]),
+        ("not_proving", {}, [Flag.NOT_PROVING]),
+        ("loading", {"age_minutes": 5.0}, [Flag.LOADING]),
+        ("loading", {"age_minutes": 45.0}, [Flag.STUCK, Flag.LOADING]),
+        ("rebooting", {"age_minutes": 45.0}, [Flag.LOADING]),
+        ("stopped", {}, [Flag.STOPPED]),
+        ("frozen", {}, [Flag.STOPPED]),
+        ("exited", {}, [Flag.FAILING]),
+        ("weird", {}, [Flag.UNKNOWN]),
+    ],
+)
+def test_flags_say_what_to_notice(state: str, fields: dict[str, object], flags: list[str]) -> None:
+    assert flags_of(_inst(1, state, **fields)) == flags
+
+
+def test_the_view_totals_and_marks_an_old_snapshot_stale() -> None:
+    snap = FleetSnapshot(
+        instances=[
+            _inst(1, "running", proofs_per_hour=40, measured_proofs_per_hour=40, machine_id=7),
+            _inst(2, "loading", expected_proofs_per_hour=30, age_minutes=3.0),
+        ],
+        target_proofs_per_hour=100,
+        capacity_proofs_per_hour=40,
+        expected_proofs_per_hour=70,
+        fleet_dph=1.0,
+    )
+    spend = SpendSummary(as_of=T0, today_usd=3.5, current_dph=1.0)
+    fresh = build_fleet_view(AGENT, StoredSnapshot(taken_at=T0, snapshot=snap), spend, T0)
+    assert (fresh.gap_proofs_per_hour, fresh.measured_proofs_per_hour) == (60, 40)
+    assert not fresh.stale and fresh.age_seconds == 0
+    text = fleet_text(fresh, T0)
+    assert "capacity 40 proofs/h (40 %) of target 100 (gap +60); 70 once loading" in text
+    assert "spend today $3.50" in text and "STALE" not in text
+    row = next(line for line in text.splitlines() if line.startswith("2 "))
+    assert row.split()[-1] == "loading"
+    assert json.loads(fresh.model_dump_json())["gap_proofs_per_hour"] == 60
+
+    later = T0 + timedelta(minutes=6)
+    stale = build_fleet_view(AGENT, StoredSnapshot(taken_at=T0, snapshot=snap), spend, later)
+    assert stale.stale and "STALE: the monitor has not polled since" in fleet_text(stale, later)
+
+    none = build_fleet_view(AGENT, None, spend, T0)
+    assert none.as_of is None and none.rows == []
+    assert "no fleet snapshot yet" in fleet_text(none, T0)
+
+
+async def _rent(tools: FleetActivities, n: int) -> None:
+    env = ActivityEnvironment()
+    found: ToolResult = await env.run(
+        tools.search_offers, tool_request(AGENT, "search_offers", {"limit": 20})
+    )
+    rows = json.loads(found.content.split("\n", 1)[1])
+    for row in rows[:n]:
+        made = await env.run(
+            tools.create_instance,
+            tool_request(AGENT, "create_instance", {"offer_id": row["offer_id"], "reason": "t"}),
+        )
+        assert made.mutating, made.content
+
+
+async def _poll(tools: FleetActivities, sim: SimServer, minutes: int, step: int = 60) -> None:
+    env = ActivityEnvironment()
+    for _ in range(max(1, minutes * 60 // step)):
+        sim.market.advance(step)
+        await env.run(tools.poll_fleet, PollRequest(agent_id=AGENT, target_proofs_per_hour=100))
+
+
+async def test_the_cli_shows_the_monitors_last_poll(
+    tools: FleetActivities,
+    sim: SimServer,
+    store: Store,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("FLEET_DATABASE_URL", str(store.engine.url))
+    assert main(["fleet", "--agent", AGENT]) == 0
+    assert "no fleet snapshot yet" in capsys.readouterr().out
+
+    await _rent(tools, 2)
+    await _poll(tools, sim, 1)
+    assert main(["fleet", "--agent", AGENT]) == 0
+    booting = capsys.readouterr().out
+    assert booting.count(Flag.LOADING) + booting.count(Flag.FETCHING) >= 2, booting
+
+    await _poll(tools, sim, 90, step=300)
+    victim = sorted(sim.market.instance_ids())[0]
+    assert sim.market.prover_fault(victim, "cuda_error")
+    await _poll(tools, sim, 1)
+
+    assert main(["fleet", "--agent", AGENT, "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    truth = {int(i["id"]): i for i in sim.market.state()["instances"]}
+    rows = {r["id"]: r for r in view["rows"]}
+    assert set(rows) == set(truth)
+    assert rows[victim]["flags"] == [Flag.NOT_PROVING]
+    (healthy,) = set(rows) - {victim}
+    assert rows[healthy]["flags"] == [] and rows[healthy]["measured_proofs_per_hour"] > 0
+    assert rows[healthy]["machine_id"] == truth[healthy]["machine_id"]
+    assert view["target_proofs_per_hour"] == 100
+    assert view["capacity_proofs_per_hour"] == rows[healthy]["measured_proofs_per_hour"]
+    assert view["spend"]["current_dph"] == pytest.approx(view["fleet_dph"], abs=1e-3)
+
+    assert main(["fleet", "--agent", AGENT]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"fleet of agent {AGENT!r} as of ")
+    assert text.splitlines()[1].split()[:3] == ["ID", "GPU", "STATE"] and Flag.NOT_PROVING in text
+    assert f"m{truth[healthy]['machine_id']}/h" in text
+    # The view is the store's: the same as reading it directly.
+    assert read_fleet_view(store, AGENT).rows[0].id == min(rows)
