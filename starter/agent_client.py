@@ -38,7 +38,7 @@ from fleet_agent.models import (
     FreezeReport,
     RejectedInput,
 )
-from starter.connect import DEFAULT_ADDRESS, connect
+from starter.connect import connect, default_address
 from starter.hints import CLI
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
@@ -93,7 +93,10 @@ def resolved_address(address: str | None, profile: str | None) -> str:
         config = ClientConfig.load_client_connect_config(profile=profile)
     except Exception as exc:  # a malformed profile file must not hide the real error
         raise CliError(f"cannot read the Temporal client configuration: {exc}") from None
-    return str(config.get("target_host") or DEFAULT_ADDRESS)
+    try:
+        return str(config.get("target_host") or default_address())
+    except ValueError as exc:  # a bad TEMPORAL_PORT
+        raise CliError(str(exc)) from None
 
 
 async def open_client(

@@ -242,27 +242,9 @@ def _sim(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from starter.stack import StackOptions, up
+    from starter.stack_options import up_main
 
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
-    opts = StackOptions(
-        agent_id=args.agent_id,
-        task_queue=args.task_queue,
-        port=args.port,
-        ui_port=args.ui_port,
-        db_filename=args.db_filename,
-        check=args.check,
-        check_timeout=args.check_timeout,
-        sim_seed=args.sim_seed,
-        sim_speed=args.sim_speed,
-        sim_scenario=args.sim_scenario,
-        sim_state=args.sim_state or None,
-        sim_rate_limits=not args.sim_no_rate_limits,
-        new_store=args.new_store,
-    )
-    return asyncio.run(up(opts))
+    return up_main(args)
 
 
 # ---------------------------------------------------------------- parser
@@ -568,16 +550,33 @@ def build_parser() -> argparse.ArgumentParser:
     _agent_options(p, temporal=False)
     p.add_argument("--check", action="store_true", help="exit after the first run (smoke test)")
     p.add_argument("--check-timeout", type=float, default=60.0, help=argparse.SUPPRESS)
-    p.add_argument("--port", type=int, help="dev server gRPC port (default from temporal-dev.yaml)")
-    p.add_argument("--ui-port", type=int, help="Web UI port (default from temporal-dev.yaml)")
+    p.add_argument(
+        "--port",
+        type=_port,
+        help="Temporal dev server gRPC port (env TEMPORAL_PORT; default from temporal-dev.yaml)",
+    )
+    p.add_argument(
+        "--ui-port",
+        type=_port,
+        help="Temporal Web UI port (env TEMPORAL_UI_PORT; default from temporal-dev.yaml)",
+    )
+    p.add_argument(
+        "--console-port", type=_port, help="web console port (env CONSOLE_PORT; default 8080)"
+    )
     p.add_argument(
         "--db-filename", help="dev server database file (default from temporal-dev.yaml)"
+    )
+    p.add_argument(
+        "--add-worker",
+        action="store_true",
+        help="with this stack already running: add a worker to it, and nothing else "
+        "(without the flag a second `up` only attaches)",
     )
     _new_store_option(p)
     p.add_argument("--sim-seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--sim-speed", type=float, default=1.0, help=argparse.SUPPRESS)
     p.add_argument("--sim-scenario", default="realistic", help=argparse.SUPPRESS)
-    p.add_argument("--sim-state", default="var/sim-state.json", help=argparse.SUPPRESS)
+    p.add_argument("--sim-state", help=argparse.SUPPRESS)
     p.add_argument("--sim-no-rate-limits", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(handler=_up)
     return parser

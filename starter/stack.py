@@ -4,231 +4,54 @@ Temporal dev server (a subprocess, or one already listening on the configured
 port) → vast.ai simulator (in-process, when no VAST_API_KEY is set) → worker
 (in-process) → the agent workflow. Everything is torn down in reverse order on
 Ctrl-C/SIGTERM, or after the first run with `--check` (a smoke test).
+
+One stack per port: a second `up` of a running stack attaches to it and starts
+nothing (starter/stack_attach.py), or adds just a worker with `--add-worker`.
+Each stack keeps its own files, its store among them (fleet_agent/local_stack.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import signal
-from asyncio.subprocess import Process
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from temporalio.client import Client
-
-from fleet_agent.llm.factory import provider_from_settings
-from fleet_agent.models import AgentStatus, ConfigPatch, RunStatus
+from fleet_agent.local_stack import StackPaths
+from fleet_agent.models import ConfigPatch
 from fleet_agent.settings import Settings
-from fleet_agent.store import SchemaError, StoreRefused, default_database_url, redacted_url
-from starter.agent_client import AgentClient, CliError, open_client
-from starter.devserver import ROOT, DevServerConfig, find_temporal_cli, load_dev_config
-from starter.render import last_run_text
+from fleet_agent.store import SchemaError, StoreRefused, redacted_url
+from starter.agent_client import AgentClient, CliError
+from starter.console import DEFAULT_CONSOLE_PORT, console_for_stack
+from starter.devserver import DevServerConfig
+from starter.stack_attach import attach, check_summary, connect_retrying, first_run
+from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
+from starter.stack_options import StackOptions, dev_config
+from starter.stack_server import SERVER_START_TIMEOUT, Server, temporal_server
+from starter.stack_sim import shared_simulator, simulator
 from starter.telemetry import MetricsUnavailable, install_stack_metrics
-from worker import build_worker, fleet_from_settings, open_worker_store
 
 __all__ = ["StackOptions", "up"]
 
 log = logging.getLogger("fleet_agent.stack")
 
-SERVER_START_TIMEOUT = 30.0  # a cold dev server with a SQLite file needs a few seconds
-SERVER_STOP_TIMEOUT = 10.0
-CHECK_POLL_INTERVAL = 0.5
-
-
-@dataclass(frozen=True)
-class StackOptions:
-    agent_id: str
-    task_queue: str
-    port: int | None = None
-    ui_port: int | None = None
-    db_filename: str | None = None
-    check: bool = False
-    check_timeout: float = 60.0
-    sim_seed: int = 0
-    sim_speed: float = 1.0
-    sim_scenario: str = "realistic"
-    #: The simulator's state file (relative to the working directory), so a
-    #: restart finds the fleet it left; None keeps nothing.
-    sim_state: str | None = "var/sim-state.json"
-    sim_rate_limits: bool = True
-    new_store: bool = False
-
-
-@dataclass(frozen=True)
-class _Server:
-    address: str
-    ui_url: str
-    started: bool
-    log_path: Path | None
-
-
-def _dev_config(opts: StackOptions) -> DevServerConfig:
-    config = load_dev_config()
-    overrides: dict[str, Any] = {}
-    if opts.port is not None:
-        overrides["port"] = opts.port
-    if opts.ui_port is not None:
-        overrides["ui_port"] = opts.ui_port
-    if opts.db_filename is not None:
-        overrides["db_filename"] = opts.db_filename
-    return config.model_copy(update=overrides)
-
-
-async def _listening(host: str, port: int) -> bool:
-    """Whether something accepts TCP connections on host:port."""
-    try:
-        async with asyncio.timeout(0.5):
-            _, writer = await asyncio.open_connection(host, port)
-    except (OSError, TimeoutError):
-        return False
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
-    return True
-
-
-def _log_tail(path: Path, lines: int = 5) -> str:
-    with contextlib.suppress(OSError):
-        tail = path.read_text(errors="replace").strip().splitlines()[-lines:]
-        return " | ".join(tail)
-    return ""
-
-
-@contextlib.asynccontextmanager
-async def _temporal_server(config: DevServerConfig) -> AsyncIterator[_Server]:
-    """Reuse a server on the configured port, or run `temporal server start-dev`."""
-    address = f"{config.address}:{config.port}"
-    ui_url = f"http://{config.address}:{config.ui_port}"
-    if await _listening(config.address, config.port):
-        yield _Server(address, ui_url, started=False, log_path=None)
-        return
-    try:
-        cli = find_temporal_cli()
-    except FileNotFoundError as exc:
-        raise CliError(str(exc)) from None
-    log_path = (
-        (ROOT / config.db_filename).with_suffix(".log")
-        if config.db_filename
-        else ROOT / "var" / "temporal-dev.log"
-    )
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log_file:
-        # Own session: Ctrl-C reaches only us, so the worker stops before the
-        # server it talks to; we terminate the server last.
-        proc = await asyncio.create_subprocess_exec(
-            cli,
-            *config.server_args(),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        await _wait_listening(proc, config, log_path)
-        yield _Server(address, ui_url, started=True, log_path=log_path)
-    finally:
-        await _stop_process(proc)
-
-
-async def _wait_listening(proc: Process, config: DevServerConfig, log: Path) -> None:
-    """Poll until the server accepts connections; fail fast if it exits."""
-    try:
-        async with asyncio.timeout(SERVER_START_TIMEOUT):
-            while not await _listening(config.address, config.port):
-                if proc.returncode is not None:
-                    raise CliError(
-                        f"the Temporal dev server exited with code {proc.returncode}: "
-                        f"{_log_tail(log)} (log: {log})"
-                    )
-                await asyncio.sleep(0.1)
-    except TimeoutError:
-        raise CliError(
-            f"the Temporal dev server did not listen on {config.address}:{config.port} "
-            f"within {SERVER_START_TIMEOUT:g}s (log: {log})"
-        ) from None
-
-
-async def _stop_process(proc: Process) -> None:
-    if proc.returncode is not None:
-        return
-    proc.terminate()
-    try:
-        async with asyncio.timeout(SERVER_STOP_TIMEOUT):
-            await proc.wait()
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-
-
-async def _connect(address: str, namespace: str) -> Client:
-    """Connect, retrying while a just-started server finishes booting."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + SERVER_START_TIMEOUT
-    while True:
-        try:
-            return await open_client(address, namespace, connect_timeout=5.0)
-        except CliError:
-            if loop.time() > deadline:
-                raise
-            await asyncio.sleep(0.2)
-
-
-@contextlib.contextmanager
-def _simulator(opts: StackOptions) -> Iterator[str | None]:
-    """Run the vast.ai simulator in-process unless a real key is configured.
-
-    Yields the simulator URL, or None when a real vast.ai account is used or
-    the simulator is not installed. VAST_API_URL/VAST_API_KEY are exported for
-    the worker's settings and restored afterwards.
-    """
-    if os.environ.get("VAST_API_KEY"):
-        yield None
-        return
-    try:
-        from fleet_agent.sim import DEFAULT_API_KEY, SimServer, StateError
-    except ImportError:
-        print("vast.ai simulator not available (fleet_agent.sim): running without a fleet")
-        yield None
-        return
-    saved = {k: os.environ.get(k) for k in ("VAST_API_URL", "VAST_API_KEY")}
-    try:
-        server = SimServer(
-            seed=opts.sim_seed,
-            speed=opts.sim_speed,
-            scenario=opts.sim_scenario,
-            rate_limits=opts.sim_rate_limits,
-            state_path=opts.sim_state,
-        )
-    except StateError as exc:
-        raise CliError(f"{exc}; remove the file to start a fresh simulated market") from None
-    with server as sim:
-        os.environ["VAST_API_URL"] = sim.url
-        os.environ["VAST_API_KEY"] = DEFAULT_API_KEY
-        try:
-            yield sim.url
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-
 
 def _banner(
     opts: StackOptions,
-    server: _Server,
+    server: Server,
     namespace: str,
     sim_url: str | None,
     settings: Settings,
     db_url: str,
     provider: str,
 ) -> str:
-    env = "" if server.address == "127.0.0.1:7233" else f"TEMPORAL_ADDRESS={server.address} "
+    # TEMPORAL_PORT points the commands at this stack's server and run log alike.
+    port = server.address.rpartition(":")[2]
+    env = "" if server.address == "127.0.0.1:7233" else f"TEMPORAL_PORT={port} "
     agent = "" if opts.agent_id == "fleet-agent" else f" --agent-id {opts.agent_id}"
     if sim_url:
         vast = f"simulator at {sim_url} (VAST_API_URL exported)"
@@ -261,23 +84,6 @@ def _banner(
     return "\n".join(lines)
 
 
-async def _first_run(agent: AgentClient, within: float) -> AgentStatus:
-    """Ask for a run now and wait until it has finished (the `--check` smoke test)."""
-    baseline = (await agent.status()).run_count
-    await agent.signal("trigger_now", {"reason": "fleet-agent up --check"})
-    st: AgentStatus | None = None
-    try:
-        async with asyncio.timeout(within):
-            while True:
-                st = await agent.status()
-                if st.last_run is not None and st.last_run.run > baseline:
-                    return st
-                await asyncio.sleep(CHECK_POLL_INTERVAL)
-    except TimeoutError:
-        phase = "unknown" if st is None else st.phase.value
-        raise CliError(f"no run finished within {within:g}s (phase: {phase})") from None
-
-
 def _stop_event() -> asyncio.Event:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -287,12 +93,16 @@ def _stop_event() -> asyncio.Event:
 
 
 async def up(opts: StackOptions) -> int:
-    """Run the local stack until stopped (or, with `check`, until the first run ends)."""
-    config = _dev_config(opts)
+    """Run the local stack until stopped (or, with `check`, until the first run ends).
+
+    When this checkout's stack already runs on the port, attach to it instead
+    (starting nothing), or with `add_worker` add one worker to it.
+    """
+    config, paths = dev_config(opts)
     try:
         # Read once up front so a bad FLEET_LLM_PROVIDER (or an unknown
         # FLEET_LLM_MODEL) fails before anything starts.
-        settings = Settings.from_env()
+        Settings.from_env()
     except ValueError as exc:
         raise CliError(str(exc)) from None
     try:
@@ -301,12 +111,86 @@ async def up(opts: StackOptions) -> int:
     except MetricsUnavailable as exc:
         raise CliError(str(exc)) from None
     stop = _stop_event()
+    claim = claim_stack(paths.stack_file)
+    if not isinstance(claim, OwnedStack):
+        if not opts.add_worker:
+            return await attach(
+                claim,
+                address=claim.temporal_address if claim else f"{config.address}:{config.port}",
+                namespace=config.namespace,
+                agent_id=opts.agent_id,
+                task_queue=(claim.task_queue if claim else "") or opts.task_queue,
+                stack_file=paths.stack_file,
+                stop=stop,
+                check_timeout=opts.check_timeout if opts.check else None,
+                connect_within=SERVER_START_TIMEOUT,
+            )
+        if claim is None or not claim.ready:  # its simulator's URL is not known yet
+            raise CliError(
+                f"the stack on port {config.port} is still starting: add the worker once it is up"
+            )
+        return await _serve(opts, config, paths, stop, metrics_line, owner=claim, owned=None)
+    try:
+        if opts.add_worker:
+            raise CliError(
+                f"--add-worker adds a worker to a running stack, and none of this checkout "
+                f"runs on port {config.port}: run without it"
+            )
+        claim.write(_record(opts, config))
+        return await _serve(opts, config, paths, stop, metrics_line, owner=None, owned=claim)
+    finally:
+        claim.release()
+
+
+def _record(opts: StackOptions, config: DevServerConfig, **more: Any) -> StackRecord:
+    return new_record(
+        f"{config.address}:{config.port}",
+        config.namespace,
+        ui_url=f"http://{config.address}:{config.ui_port}",
+        console_port=opts.console_port,
+        agent_id=opts.agent_id,
+        task_queue=opts.task_queue,
+        **more,
+    )
+
+
+async def _serve(
+    opts: StackOptions,
+    config: DevServerConfig,
+    paths: StackPaths,
+    stop: asyncio.Event,
+    metrics_line: str,
+    *,
+    owner: StackRecord | None,
+    owned: OwnedStack | None,
+) -> int:
+    """The stack (`owned`: this process runs it) or one worker added to `owner`'s."""
+    # The worker and the LLM SDK take seconds of CPU to import (more on a fresh
+    # clone, which compiles them): a thread loads them while the dev server
+    # boots on another core. A second `up` that only attaches never needs them.
+    loading = asyncio.create_task(asyncio.to_thread(_import_worker))
     async with contextlib.AsyncExitStack() as stack:
-        server = await stack.enter_async_context(_temporal_server(config))
-        client = await _connect(server.address, config.namespace)
-        sim_url = stack.enter_context(_simulator(opts))
+        if owner is None:
+            server = await stack.enter_async_context(temporal_server(config))
+        else:
+            server = Server(owner.temporal_address, owner.ui_url, started=False, log_path=None)
+        await loading
+        from fleet_agent.llm.factory import provider_from_settings
+        from worker import build_worker, fleet_from_settings, open_worker_store
+
+        client = await connect_retrying(server.address, config.namespace, SERVER_START_TIMEOUT)
+        if owner is None:
+            state = None if opts.sim_no_state else opts.sim_state or str(paths.sim_state)
+            sim_url = stack.enter_context(simulator(opts, state))
+        else:
+            sim_url = stack.enter_context(shared_simulator(owner.sim_url))
         settings = Settings.from_env()  # again: the simulator exported VAST_API_*
-        db_url = settings.database_url or default_database_url()
+        db_url = settings.database_url or _stack_store(paths)
+        if owner is not None and owner.store and owner.store != redacted_url(db_url):
+            raise CliError(
+                f"the running stack's store is {owner.store}, this worker's would be "
+                f"{redacted_url(db_url)}: set FLEET_DATABASE_URL as the stack has it"
+            )
         try:
             store = await open_worker_store(
                 client,
@@ -333,24 +217,45 @@ async def up(opts: StackOptions) -> int:
         worker_task = asyncio.create_task(worker.run())
         stack.push_async_callback(_stop_worker, worker_task, worker.shutdown)
         agent = AgentClient(client, opts.agent_id, task_queue=opts.task_queue)
-        # Without a fleet there is nothing to poll: a fresh agent starts without its monitor.
-        started = await agent.start(None if fleet else ConfigPatch(monitor_enabled=False))
-        print(
-            _banner(
-                opts,
-                server,
-                config.namespace,
-                sim_url,
-                settings,
-                db_url,
-                f"{provider.name}" + (f" ({model})" if model else ""),
-            ),
-            flush=True,
-        )
-        print(metrics_line, flush=True)
-        print(f"agent {'started' if started else 'was already running: attached'}", flush=True)
+        if owned is None:
+            assert owner is not None
+            print(
+                f"worker added to the running stack (pid {owner.pid}): Temporal "
+                f"{server.address}, task queue {opts.task_queue!r}, run log "
+                f"{redacted_url(db_url)}. Ctrl-C stops this worker only.",
+                flush=True,
+            )
+        else:
+            # Without a fleet there is nothing to poll: a fresh agent starts without its monitor.
+            started = await agent.start(None if fleet else ConfigPatch(monitor_enabled=False))
+            print(
+                _banner(
+                    opts,
+                    server,
+                    config.namespace,
+                    sim_url,
+                    settings,
+                    db_url,
+                    f"{provider.name}" + (f" ({model})" if model else ""),
+                ),
+                flush=True,
+            )
+            print(metrics_line, flush=True)
+            console_url = await console_for_stack(
+                stack,
+                agent,
+                ui_url=server.ui_url,
+                namespace=config.namespace,
+                port=opts.console_port or DEFAULT_CONSOLE_PORT,
+                store_url=db_url,
+            )
+            print(f"console: {console_url}", flush=True)
+            owned.write(
+                _record(opts, config, sim_url=sim_url, store=redacted_url(db_url), ready=True)
+            )
+            print(f"agent {'started' if started else 'was already running: attached'}", flush=True)
         waiters: set[asyncio.Task[Any]] = {worker_task, asyncio.create_task(stop.wait())}
-        check = asyncio.create_task(_first_run(agent, opts.check_timeout)) if opts.check else None
+        check = asyncio.create_task(first_run(agent, opts.check_timeout)) if opts.check else None
         if check is not None:
             waiters.add(check)
         done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -359,9 +264,20 @@ async def up(opts: StackOptions) -> int:
         if worker_task in done:
             raise CliError(f"the worker stopped: {worker_task.exception()!r}")
         if check is not None and check in done:
-            return _check_summary(check.result())
+            return check_summary(check.result())
         print("stopping…", flush=True)
     return 0
+
+
+def _import_worker() -> None:
+    importlib.import_module("worker")
+    importlib.import_module("fleet_agent.llm.factory")
+
+
+def _stack_store(paths: StackPaths) -> str:
+    """The stack's own SQLite store (its folder created)."""
+    paths.store.parent.mkdir(parents=True, exist_ok=True)
+    return paths.store_url
 
 
 async def _stop_worker(task: asyncio.Task[None], shutdown: Callable[[], Awaitable[None]]) -> None:
@@ -369,11 +285,3 @@ async def _stop_worker(task: asyncio.Task[None], shutdown: Callable[[], Awaitabl
         await shutdown()
     with contextlib.suppress(Exception, asyncio.CancelledError):
         await task
-
-
-def _check_summary(st: AgentStatus) -> int:
-    last = st.last_run
-    assert last is not None  # _first_run returns only once a run has finished
-    print(f"check: run {last_run_text(last)}", flush=True)
-    print(f"check: session {st.session}, {st.run_count} run(s), phase {st.phase.value}", flush=True)
-    return 0 if last.status == RunStatus.OK else 1

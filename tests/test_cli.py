@@ -427,6 +427,9 @@ def up_command(tmp_path: Path, *extra: str) -> tuple[list[str], dict[str, str], 
     env |= {
         "FLEET_DATABASE_URL": f"sqlite:///{tmp_path / 'fleet.db'}",
         "TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
+        # Tests run in parallel: the console on a port of its own, no metrics.
+        "CONSOLE_PORT": str(free_port()),
+        "METRICS_PORT": "off",
         # The code under test, whichever checkout the environment has installed.
         "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
     }

@@ -502,6 +502,7 @@ def test_unsupported_url_is_rejected_without_leaking_password() -> None:
 
 def test_default_database_url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TEMPORAL_PORT", raising=False)  # another port: another store
     monkeypatch.setenv("FLEET_DATABASE_URL", "postgresql+psycopg://x@h/db")
     assert default_database_url() == "postgresql+psycopg://x@h/db"
     assert not (tmp_path / "var").exists()

@@ -26,6 +26,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
+from fleet_agent.local_stack import DEFAULT_TEMPORAL_PORT, TEMPORAL_PORT_ENV, env_port, stack_paths
+
 __all__ = [
     "DATABASE_URL_ENV",
     "PG_CONNECT_TIMEOUT",
@@ -71,13 +73,19 @@ _FILE_ID = "fleet_agent_sqlite_file_id"
 
 
 def default_database_url() -> str:
-    """`$FLEET_DATABASE_URL`, else a SQLite file in `./var/` (the folder is created)."""
+    """`$FLEET_DATABASE_URL`, else the SQLite file of the local stack (folder created).
+
+    That is `./var/fleet-agent.db` for the default stack, and the stack's own
+    folder for one on another `$TEMPORAL_PORT` (fleet_agent/local_stack.py),
+    so `TEMPORAL_PORT=7300 fleet-agent runs` reads that stack's run log.
+    """
     url = os.environ.get(DATABASE_URL_ENV, "").strip()
     if url:
         return url
-    folder = Path.cwd() / "var"
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / 'fleet-agent.db'}"
+    port = env_port(TEMPORAL_PORT_ENV) or DEFAULT_TEMPORAL_PORT
+    store = stack_paths(port).store
+    store.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{store}"
 
 
 def redacted_url(url: str | URL) -> str:

@@ -1,0 +1,80 @@
+"""The vast.ai simulator of the local stack, run in-process (no VAST_API_KEY set).
+
+The worker finds it through VAST_API_URL/VAST_API_KEY, exported while the
+stack runs and restored afterwards. A worker added to a running stack
+(`up --add-worker`) uses that stack's simulator instead of starting one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from starter.agent_client import CliError
+
+if TYPE_CHECKING:
+    from starter.stack_options import StackOptions
+
+__all__ = ["shared_simulator", "simulator"]
+
+
+@contextlib.contextmanager
+def simulator(opts: StackOptions, state_path: str | None) -> Iterator[str | None]:
+    """Run the vast.ai simulator in-process unless a real key is configured.
+
+    Yields the simulator URL, or None when a real vast.ai account is used or
+    the simulator is not installed. VAST_API_URL/VAST_API_KEY are exported for
+    the worker's settings and restored afterwards. The market is kept in
+    `state_path` (None: nothing kept).
+    """
+    if os.environ.get("VAST_API_KEY"):
+        yield None
+        return
+    try:
+        from fleet_agent.sim import SimServer, StateError
+    except ImportError:
+        print("vast.ai simulator not available (fleet_agent.sim): running without a fleet")
+        yield None
+        return
+    try:
+        server = SimServer(
+            seed=opts.sim_seed,
+            speed=opts.sim_speed,
+            scenario=opts.sim_scenario,
+            rate_limits=opts.sim_rate_limits,
+            state_path=state_path,
+        )
+    except StateError as exc:
+        raise CliError(f"{exc}; remove the file to start a fresh simulated market") from None
+    with server as sim, _vast_env(sim.url):
+        yield sim.url
+
+
+@contextlib.contextmanager
+def shared_simulator(url: str | None) -> Iterator[str | None]:
+    """The running stack's simulator, for a worker added to it (`--add-worker`)."""
+    if url is None or os.environ.get("VAST_API_KEY"):
+        yield None
+        return
+    with _vast_env(url):
+        yield url
+
+
+@contextlib.contextmanager
+def _vast_env(url: str) -> Iterator[None]:
+    """Export the simulator's VAST_API_URL and (public, test-only) key, then restore."""
+    from fleet_agent.sim import DEFAULT_API_KEY
+
+    saved = {k: os.environ.get(k) for k in ("VAST_API_URL", "VAST_API_KEY")}
+    os.environ["VAST_API_URL"] = url
+    os.environ["VAST_API_KEY"] = DEFAULT_API_KEY
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
