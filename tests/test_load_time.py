@@ -1,13 +1,12 @@
-"""The load-time estimate of an offer, and the autopilot's cover weighing it."""
+"""The load-time estimate an offer row carries (fleet_agent/fleet/load_time.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from activities.fleet_results import offer_row
 from fleet_agent.fleet.load_time import BOOT_MINUTES, est_load_minutes
-from fleet_agent.fleet.policy import LOAD_WEIGHT, UNKNOWN_LOAD_MINUTES, choose_offers
+from fleet_agent.vast.models import Offer
 
 
 def test_the_estimate_is_the_parameters_over_the_link_plus_boot() -> None:
@@ -18,29 +17,9 @@ def test_the_estimate_is_the_parameters_over_the_link_plus_boot() -> None:
     assert est_load_minutes(0) is None
 
 
-def offer(offer_id: int, dph: float, rate: float, inet: float | None) -> dict[str, Any]:
-    return {
-        "offer_id": offer_id,
-        "dph": dph,
-        "est_proofs_per_hour": rate,
-        "est_load_minutes": est_load_minutes(inet),
-    }
-
-
-def test_at_nearly_the_same_price_the_fast_link_is_rented() -> None:
-    slow = offer(1, 1.00, 50, 150)  # ~49 min to load
-    fast = offer(2, 1.03, 50, 1_500)  # ~8.5 min
-    assert [o["offer_id"] for o in choose_offers([slow, fast], 40)] == [2]
-
-
-def test_a_much_cheaper_slow_offer_still_wins() -> None:
-    slow = offer(1, 1.00, 50, 150)
-    dear = offer(2, 1.40, 50, 1_500)
-    assert [o["offer_id"] for o in choose_offers([slow, dear], 40)] == [1]
-
-
-def test_an_offer_without_a_listed_link_counts_as_slow() -> None:
-    unknown = offer(1, 1.00, 50, None)
-    known = offer(2, 1.00, 50, 480)  # ~18 min
-    assert UNKNOWN_LOAD_MINUTES >= 60 and LOAD_WEIGHT > 0
-    assert [o["offer_id"] for o in choose_offers([unknown, known], 40)] == [2]
+def test_every_offer_row_shows_the_link_and_the_estimate() -> None:
+    base = {"id": 7, "gpu_name": "RTX 4090", "num_gpus": 1, "gpu_ram": 24_564.0}
+    fast = offer_row(Offer(**base, cpu_ram=128_000.0, dph_total=0.4, inet_down=1_000.0))
+    assert (fast["inet_down_mbps"], fast["est_load_minutes"]) == (1_000.0, 11)
+    silent = offer_row(Offer(**base, cpu_ram=128_000.0, dph_total=0.4))
+    assert (silent["inet_down_mbps"], silent["est_load_minutes"]) == (None, None)

@@ -4,9 +4,10 @@ After boot, a prover downloads its ~47 GiB of proof parameters
 (fleet_agent/capacity.py); on vast.ai's market the host's download speed
 (`inet_down`, Mb/s) spreads over two orders of magnitude, so it decides
 whether a new machine proves 10 minutes after the rental or an hour. The
-policy uses the estimate to prefer, at nearly the same price, the machines
-that close a gap sooner (fleet_agent/fleet/policy.py), and the model sees it
-in every offer row (`est_load_minutes`).
+model sees the estimate in every offer row (`est_load_minutes`, with
+`inet_down_mbps`). The autopilot does not weigh it: measured, a weighed
+cover moved the market day's time in band less than two runs of one seed
+differ, and raised its $/h (docs/DECISIONS.md, "Load time").
 """
 
 from __future__ import annotations

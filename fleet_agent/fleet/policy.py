@@ -29,11 +29,6 @@ __all__ = [
 STUCK_LOADING_MINUTES = 30.0
 #: The snapshot's state of a running machine whose prover makes no progress.
 NOT_PROVING = "not_proving"
-#: A rental's price counts this much more per hour it takes to load: a gap
-#: costs band time until the last machine proves (docs/DECISIONS.md).
-LOAD_WEIGHT = 0.4
-#: The load time assumed for an offer that lists no download speed.
-UNKNOWN_LOAD_MINUTES = 60.0
 
 
 @dataclass(frozen=True)
@@ -123,30 +118,18 @@ def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
     )
 
 
-def _weighed_cost(offer: dict[str, Any]) -> float:
-    """The offer's $/h plus `LOAD_WEIGHT` of it per hour it takes to load."""
-    minutes = offer.get("est_load_minutes")
-    if minutes is None:
-        minutes = UNKNOWN_LOAD_MINUTES
-    return float(offer["dph"]) * (1.0 + LOAD_WEIGHT * float(minutes) / 60.0)
-
-
 def choose_offers(offers: list[dict[str, Any]], gap: float) -> list[dict[str, Any]]:
-    """Offers (rows as search_offers gives them) that cover `gap` at the least $/h,
-    weighed by how soon they prove.
+    """Offers (rows as search_offers gives them) that cover `gap` at the least $/h.
 
     The exact cheapest cover of the offers shown (fleet_agent/fleet/oracle.py):
     a greedy choice by $ per proof overshoots a small gap with a big machine,
     or fills it with many small ones where one mid-sized machine is cheaper.
-    Each offer's price counts `LOAD_WEIGHT` more per hour of its estimated
-    load time (fleet_agent/fleet/load_time.py): between offers of nearly the
-    same price, the one on a fast link closes the gap half an hour sooner.
     """
     pool = [o for o in offers if float(o.get("est_proofs_per_hour") or 0.0) > 0]
     if gap <= 0 or not pool:
         return []
     items = [
-        Item(key=k, cost=_weighed_cost(o), rate=float(o["est_proofs_per_hour"]))
+        Item(key=k, cost=float(o["dph"]), rate=float(o["est_proofs_per_hour"]))
         for k, o in enumerate(pool)
     ]
     cover = cheapest_cover(items, gap, planning_unit(gap))
