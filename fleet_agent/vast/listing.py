@@ -1,0 +1,104 @@
+"""One instance listing of the account, shared by every caller of a process.
+
+``GET /api/v1/instances/`` lists the whole account (25 rows a page, pages 1 s
+apart), and vast.ai documents no filter on a label prefix: every agent's view
+of its own fleet costs a walk over every agent's machines. On one worker with
+many agents, monitors and runs asking each on their own queue up behind the
+endpoint's pacing (agents × pages every poll). `SharedListing` serves them
+all from one walk:
+
+* a listing is reused while it is younger than `ttl_s`, counted from when its
+  first request was sent (the rows cannot be older than that);
+* callers that arrive while a walk is under way wait for that walk
+  (single-flight) instead of starting their own;
+* a write (create, destroy, any other mutating request) through the same
+  client bumps a generation: a listing whose walk started before the write
+  is neither reused nor joined afterwards, so whoever made a change sees it
+  in the next listing it asks for.
+
+Pure asyncio and a clock; the walk itself is the caller's (the client's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from .models import Instance
+
+__all__ = ["DEFAULT_LIST_TTL_S", "SharedListing"]
+
+#: How long one listing serves everyone. Short: a monitor polls every 30 s and
+#: a run's own writes invalidate it, so a few seconds lose nothing; long
+#: enough that a walk of a few paced pages is not repeated back to back.
+DEFAULT_LIST_TTL_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Walk:
+    generation: int
+    started: float
+    task: asyncio.Task[list[Instance]]
+
+
+class SharedListing:
+    """Every row of the account (destroyed ones included), from `fetch`,
+    shared within `ttl_s` and across concurrent callers; `invalidate` after
+    every write. One event loop: a walk in flight on another loop is not
+    joined (it is simply not shared)."""
+
+    def __init__(
+        self,
+        fetch: Callable[[], Awaitable[list[Instance]]],
+        *,
+        ttl_s: float = DEFAULT_LIST_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if ttl_s < 0:
+            raise ValueError("a listing TTL must be >= 0")
+        self._fetch = fetch
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._generation = 0
+        self._last: _Walk | None = None  # the newest walk, done or under way
+        #: Walks sent, and listings served from another caller's walk.
+        self.walks = 0
+        self.shared = 0
+
+    def invalidate(self) -> None:
+        """A write happened: no listing begun before now is served again."""
+        self._generation += 1
+
+    async def get(self) -> list[Instance]:
+        """The account's rows: a fresh enough listing, the walk under way, or
+        a new walk. A failed walk is not kept: the next caller walks again."""
+        walk = self._last
+        now = self._clock()
+        if walk is not None and self._usable(walk, now):
+            self.shared += 1
+        else:
+            walk = _Walk(self._generation, now, asyncio.ensure_future(self._fetch()))
+            # Its failure is raised to every caller; this keeps asyncio from
+            # logging it as never retrieved when every caller was cancelled.
+            walk.task.add_done_callback(_retrieve)
+            self._last = walk
+            self.walks += 1
+        # Shielded: one caller's cancellation (its activity timed out) must
+        # not cancel the walk the others wait on.
+        rows = await asyncio.shield(walk.task)
+        return list(rows)
+
+    def _usable(self, walk: _Walk, now: float) -> bool:
+        if walk.generation != self._generation or now - walk.started >= self._ttl_s:
+            return False
+        if walk.task.get_loop() is not asyncio.get_running_loop():
+            return False
+        # A failed or cancelled walk is not served; one under way is joined.
+        return not walk.task.done() or (not walk.task.cancelled() and walk.task.exception() is None)
+
+
+def _retrieve(task: asyncio.Task[list[Instance]]) -> None:
+    if not task.cancelled():
+        task.exception()
