@@ -27,7 +27,7 @@ import httpx
 from pydantic import ValidationError
 
 from .errors import VastError, VastNotFound, VastProtocolError
-from .listing import DEFAULT_LIST_TTL_S, SharedListing
+from .listing import SharedListing
 from .models import Instance, Offer
 from .pacing import DOCUMENTED, Pacer, Pacing
 from .query import Filters, OrderSpec, normalize_order, validate_filters
@@ -79,7 +79,8 @@ class VastClient:
     `pacing` is the set of limits to keep (default: the documented ones);
     `pacer` shares another client's slots (same key) instead. `list_ttl_s`
     is how long one walk of the account's instances serves every
-    `list_instances(shared=True)` (`fleet_agent.vast.listing`).
+    `list_instances(shared=True)` (`fleet_agent.vast.listing`): 0, the
+    default, shares nothing; the worker sets `DEFAULT_LIST_TTL_S`.
     """
 
     def __init__(
@@ -93,7 +94,7 @@ class VastClient:
         pacing: Pacing = DOCUMENTED,
         pacer: Pacer | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
-        list_ttl_s: float = DEFAULT_LIST_TTL_S,
+        list_ttl_s: float = 0.0,
     ) -> None:
         key = (api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")).strip()
         if not key:
