@@ -126,6 +126,18 @@ class WorkerProc:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
+    def runqueue_seconds(self) -> float:
+        """Time the worker's threads spent runnable but waiting for a CPU
+        (/proc/PID/task/*/schedstat, second field): CPU starvation by other
+        processes, which a low CPU figure alone does not show."""
+        total = 0
+        for stat in Path(f"/proc/{self.proc.pid}/task").glob("*/schedstat"):
+            try:
+                total += int(stat.read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # the thread ended meanwhile
+        return total / 1e9
+
     def rss_mb(self) -> float:
         pages = int(Path(f"/proc/{self.proc.pid}/statm").read_text().split()[1])
         return pages * _PAGE / 1e6

@@ -174,9 +174,10 @@ async def one(n: int, args: argparse.Namespace) -> dict[str, Any]:
                 )
             await asyncio.sleep(args.warmup)  # start-up runs and first polls pass
             since = datetime.now(UTC)
-            t0, cpu0 = time.monotonic(), worker.cpu_seconds()
+            t0, cpu0, rq0 = time.monotonic(), worker.cpu_seconds(), worker.runqueue_seconds()
             sent, errors = await send_messages(client, agents, args.seconds)
             t1, cpu1, rss = time.monotonic(), worker.cpu_seconds(), worker.rss_mb()
+            rq1 = worker.runqueue_seconds()
             store = Store(db)
             try:
                 await wait_answered(store, agents, sent)
@@ -206,6 +207,7 @@ async def one(n: int, args: argparse.Namespace) -> dict[str, Any]:
         "wf_task_schedule_to_start_p99_s": pct(waits, 99),
         "wf_tasks_measured": len(waits),
         "worker_cpu_pct_of_one_core": 100 * (cpu1 - cpu0) / (t1 - t0),
+        "worker_waiting_for_cpu_pct": 100 * (rq1 - rq0) / (t1 - t0),
         "worker_rss_mb": rss,
         "vast_list_pages_per_min": lists.between(t0, t1) / minutes,
         "worker_survived": alive,
