@@ -68,7 +68,7 @@ async def test_concurrent_callers_share_one_walk() -> None:
     assert (listing.walks, listing.shared) == (1, 19)
 
 
-async def test_ttl_counts_from_the_walks_start() -> None:
+async def test_ttl_counts_from_the_walks_end() -> None:
     fetch, clock = SlowFetch(), Clock()
     fetch.release.set()
     listing = SharedListing(fetch, ttl_s=5, clock=clock)
@@ -78,6 +78,22 @@ async def test_ttl_counts_from_the_walks_start() -> None:
     clock.now += 0.1
     assert [i.id for i in await listing.get()] == [2]
     assert fetch.calls == 2
+
+
+async def test_a_long_walk_is_joined_not_repeated() -> None:
+    """A walk that outlasts the TTL (many pages behind the pacing) is still
+    joined: a second walk would queue behind it and the two would pile up."""
+    fetch, clock = SlowFetch(), Clock()
+    listing = SharedListing(fetch, ttl_s=5, clock=clock)
+    first = asyncio.create_task(listing.get())
+    await _until(lambda: fetch.calls == 1, "the walk")
+    clock.now += 30
+    late = asyncio.create_task(listing.get())
+    await asyncio.sleep(0)
+    fetch.release.set()
+    assert [i.id for i in await first] == [1]
+    assert [i.id for i in await late] == [1]
+    assert fetch.calls == 1
 
 
 async def test_a_write_during_a_walk_is_not_hidden_by_it() -> None:

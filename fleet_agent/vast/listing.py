@@ -7,10 +7,13 @@ many agents, monitors and runs asking each on their own queue up behind the
 endpoint's pacing (agents × pages every poll). `SharedListing` serves them
 all from one walk:
 
-* a listing is reused while it is younger than `ttl_s`, counted from when its
-  first request was sent (the rows cannot be older than that);
+* a listing is reused for `ttl_s` after its walk ended (its rows are at
+  most the walk's duration older: a few paced pages);
 * callers that arrive while a walk is under way wait for that walk
-  (single-flight) instead of starting their own;
+  (single-flight) instead of starting their own, however long it takes:
+  a second walk would queue behind the first's pages in the pacing, and
+  with walks longer than the TTL they would pile up (measured at 150
+  agents, 6 pages a walk: every caller timed out);
 * a write (create, destroy, any other mutating request) through the same
   client bumps a generation: a listing whose walk started before the write
   is neither reused nor joined afterwards, so whoever made a change sees it
@@ -36,11 +39,11 @@ __all__ = ["DEFAULT_LIST_TTL_S", "SharedListing"]
 DEFAULT_LIST_TTL_S = 5.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Walk:
     generation: int
-    started: float
     task: asyncio.Task[list[Instance]]
+    finished: float | None = None  # set when the walk ends (clock time)
 
 
 class SharedListing:
@@ -75,14 +78,11 @@ class SharedListing:
         """The account's rows: a fresh enough listing, the walk under way, or
         a new walk. A failed walk is not kept: the next caller walks again."""
         walk = self._last
-        now = self._clock()
-        if walk is not None and self._usable(walk, now):
+        if walk is not None and self._usable(walk):
             self.shared += 1
         else:
-            walk = _Walk(self._generation, now, asyncio.ensure_future(self._fetch()))
-            # Its failure is raised to every caller; this keeps asyncio from
-            # logging it as never retrieved when every caller was cancelled.
-            walk.task.add_done_callback(_retrieve)
+            walk = _Walk(self._generation, asyncio.ensure_future(self._fetch()))
+            walk.task.add_done_callback(self._ended(walk))
             self._last = walk
             self.walks += 1
         # Shielded: one caller's cancellation (its activity timed out) must
@@ -90,15 +90,24 @@ class SharedListing:
         rows = await asyncio.shield(walk.task)
         return list(rows)
 
-    def _usable(self, walk: _Walk, now: float) -> bool:
-        if walk.generation != self._generation or now - walk.started >= self._ttl_s:
+    def _usable(self, walk: _Walk) -> bool:
+        if self._ttl_s == 0 or walk.generation != self._generation:
             return False
         if walk.task.get_loop() is not asyncio.get_running_loop():
             return False
-        # A failed or cancelled walk is not served; one under way is joined.
-        return not walk.task.done() or (not walk.task.cancelled() and walk.task.exception() is None)
+        if not walk.task.done():
+            return True  # under way: join it
+        # A failed or cancelled walk is not served; a good one for `ttl_s`.
+        if walk.task.cancelled() or walk.task.exception() is not None:
+            return False
+        return walk.finished is not None and self._clock() - walk.finished < self._ttl_s
 
+    def _ended(self, walk: _Walk) -> Callable[[asyncio.Task[list[Instance]]], None]:
+        def done(task: asyncio.Task[list[Instance]]) -> None:
+            walk.finished = self._clock()
+            # Its failure is raised to every caller; this keeps asyncio from
+            # logging it as never retrieved when every caller was cancelled.
+            if not task.cancelled():
+                task.exception()
 
-def _retrieve(task: asyncio.Task[list[Instance]]) -> None:
-    if not task.cancelled():
-        task.exception()
+        return done
