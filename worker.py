@@ -114,9 +114,8 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        # Set deliberately rather than left to the SDK's defaults, which
-        # made one worker fall off a cliff between 50 and 100 agents
-        # (docs/DECISIONS.md, "Many fleets on one worker").
+        # Set deliberately rather than left to the SDK's defaults, for many
+        # agents on one worker (docs/DECISIONS.md, "Many fleets on one worker").
         max_concurrent_activities=tuning.max_concurrent_activities,
         max_concurrent_workflow_tasks=tuning.max_concurrent_workflow_tasks,
         max_cached_workflows=tuning.max_cached_workflows,

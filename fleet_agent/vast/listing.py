@@ -33,9 +33,10 @@ from .models import Instance
 
 __all__ = ["DEFAULT_LIST_TTL_S", "SharedListing"]
 
-#: How long one listing serves everyone. Short: a monitor polls every 30 s and
-#: a run's own writes invalidate it, so a few seconds lose nothing; long
-#: enough that a walk of a few paced pages is not repeated back to back.
+#: How long one listing serves everyone after its walk ended. Short: a monitor
+#: polls every 30 s and a worker's own writes invalidate it, so a few seconds
+#: lose nothing; long enough that the list endpoint (a page a second) keeps
+#: room for the label look-ups of creates.
 DEFAULT_LIST_TTL_S = 5.0
 
 
