@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy.exc import OperationalError
 from temporalio.client import Client
 from temporalio.service import RPCError
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from activities.compact import CompactActivities
 from activities.fleet import FleetActivities
@@ -39,6 +39,7 @@ from fleet_agent.search_attributes import SearchAttributeMode
 from fleet_agent.settings import Settings
 from fleet_agent.store import NEW_STORE_FLAG, SchemaError, Store, StoreRefused, store_refusal
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
+from fleet_agent.tuning import WorkerTuning
 from fleet_agent.vast.client import VastClient
 from starter.connect import connect
 from starter.telemetry import MetricsUnavailable, install_metrics
@@ -111,11 +112,23 @@ def build_worker(
     task_queue: str = TASK_QUEUE,
     prices: Mapping[str, ModelInfo] = KNOWN_MODELS,
     search_attributes: SearchAttributeMode = "auto",
+    tuning: WorkerTuning | None = None,
 ) -> Worker:
-    """A worker with every workflow and activity of fleet-agent on `task_queue`."""
+    """A worker with every workflow and activity of fleet-agent on `task_queue`,
+    its slots, pollers and cache set by `tuning` (default: the FLEET_WORKER_*
+    variables over the defaults; the reasons for each figure are in
+    fleet_agent/tuning.py)."""
+    tuning = tuning or WorkerTuning.from_env()
     return Worker(
         client,
         task_queue=task_queue,
+        # Set deliberately rather than left to the SDK's defaults, for many
+        # agents on one worker (docs/DECISIONS.md, "Many fleets on one worker").
+        max_concurrent_activities=tuning.max_concurrent_activities,
+        max_concurrent_workflow_tasks=tuning.max_concurrent_workflow_tasks,
+        max_cached_workflows=tuning.max_cached_workflows,
+        workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.workflow_task_pollers),
+        activity_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.activity_task_pollers),
         # Heartbeats reach the server at least this often: a worker killed
         # right after an LLM reply arrived loses at most this much of it
         # (the reply rides in the heartbeat details; see activities/llm.py).
@@ -125,15 +138,23 @@ def build_worker(
     )
 
 
-def fleet_from_settings(settings: Settings, store: Store) -> FleetActivities | None:
+def fleet_from_settings(
+    settings: Settings, store: Store, list_ttl_s: float | None = None
+) -> FleetActivities | None:
     """vast.ai (or the simulator at VAST_API_URL) when a key is configured.
 
     The fleet tools journal their calls in `store` and read each agent's live
     config from its workflow (the `live_config` query, via the activity's client).
+    One client, so one shared instance listing (`list_ttl_s`, default
+    FLEET_VAST_LIST_TTL_S or 5 s), for every agent of the worker.
     """
     if settings.vast_api_key is None:
         return None
-    vast = VastClient(settings.vast_api_key.get_secret_value(), settings.vast_api_url)
+    vast = VastClient(
+        settings.vast_api_key.get_secret_value(),
+        settings.vast_api_url,
+        list_ttl_s=WorkerTuning.from_env().vast_list_ttl_s if list_ttl_s is None else list_ttl_s,
+    )
     return FleetActivities(vast, settings.prover, store=store)
 
 
@@ -204,6 +225,7 @@ async def main(*, new_store: bool | None = None, settings: Settings | None = Non
     if settings.metrics_address is not None:
         # Before the client connects: the client's runtime carries the telemetry.
         log.info("Prometheus metrics on %s", install_metrics(settings.metrics_address))
+    tuning = WorkerTuning.from_env()
     provider = provider_from_settings(settings)
     client = await connect()
     store = await open_worker_store(
@@ -211,7 +233,7 @@ async def main(*, new_store: bool | None = None, settings: Settings | None = Non
         settings.database_url,
         new_store=settings.new_store if new_store is None else new_store,
     )
-    fleet = fleet_from_settings(settings, store)
+    fleet = fleet_from_settings(settings, store, tuning.vast_list_ttl_s)
     log.info(
         "worker on task queue %s (LLM: %s, store: %s, vast.ai: %s)",
         TASK_QUEUE,
@@ -229,6 +251,7 @@ async def main(*, new_store: bool | None = None, settings: Settings | None = Non
             fleet=fleet,
             prices=settings.llm_models,
             search_attributes=settings.search_attributes,
+            tuning=tuning,
         ).run()
     finally:
         store.dispose()
@@ -247,6 +270,7 @@ def _cli(argv: Sequence[str] | None = None) -> int:
         # Read first: a bad setting (an unknown FLEET_LLM_MODEL, say) stops
         # the worker with one line before it connects to anything.
         settings = Settings.from_env()
+        WorkerTuning.from_env()
         asyncio.run(main(new_store=args.new_store, settings=settings))
     except (StoreRefused, SchemaError, ValueError, MetricsUnavailable) as exc:
         print(f"worker: error: {exc}", file=sys.stderr)

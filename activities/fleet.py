@@ -205,7 +205,9 @@ class FleetActivities:
                 return tool_result(
                     req, f"Refused: {failed}. Nothing was rented; pick another offer.", error=True
                 )
-            fleet = await self._views.ours(req.agent_id)
+            # Fresh: the caps must count a machine another worker rented
+            # a moment ago, which this worker's shared listing may not show.
+            fleet = await self._views.ours(req.agent_id, fresh=True)
         except VastError as exc:
             raise vast_failure(exc) from None
         refusal = rent_refusal(offer, fleet, config, self._prover)

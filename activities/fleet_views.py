@@ -38,10 +38,15 @@ class FleetViews:
         self._spend = spend
         self._clock = clock
 
-    async def ours(self, agent_id: str) -> list[Instance]:
+    async def ours(self, agent_id: str, *, fresh: bool = False) -> list[Instance]:
         """This agent's machines: labels parsed exactly (agent `a` never owns
-        `a/b`'s), destroyed rows left out."""
-        listed = await self._vast.list_instances(label_prefix=label_prefix(agent_id))
+        `a/b`'s), destroyed rows left out. From the worker's shared listing
+        (a few seconds old at most, begun after this worker's last write), or
+        `fresh`: a walk of its own, for a decision that must also see another
+        worker's writes (a rental's guardrails)."""
+        listed = await self._vast.list_instances(
+            label_prefix=label_prefix(agent_id), shared=not fresh
+        )
         return [i for i in listed if is_ours(i.label, agent_id)]
 
     async def summary(self, req: PollRequest, *, observe: bool = False) -> FleetSnapshot:

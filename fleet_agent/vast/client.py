@@ -27,6 +27,7 @@ import httpx
 from pydantic import ValidationError
 
 from .errors import VastError, VastNotFound, VastProtocolError
+from .listing import SharedListing
 from .models import Instance, Offer
 from .pacing import DOCUMENTED, Pacer, Pacing
 from .query import Filters, OrderSpec, normalize_order, validate_filters
@@ -76,7 +77,10 @@ class VastClient:
     """Async vast.ai client. Use as ``async with VastClient() as vast: ...``.
 
     `pacing` is the set of limits to keep (default: the documented ones);
-    `pacer` shares another client's slots (same key) instead.
+    `pacer` shares another client's slots (same key) instead. `list_ttl_s`
+    is how long one walk of the account's instances serves every
+    `list_instances(shared=True)` (`fleet_agent.vast.listing`): 0, the
+    default, shares nothing; the worker sets `DEFAULT_LIST_TTL_S`.
     """
 
     def __init__(
@@ -90,6 +94,7 @@ class VastClient:
         pacing: Pacing = DOCUMENTED,
         pacer: Pacer | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        list_ttl_s: float = 0.0,
     ) -> None:
         key = (api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")).strip()
         if not key:
@@ -110,6 +115,11 @@ class VastClient:
             transport=transport,
         )
         self._catalogue: tuple[float, list[str]] | None = None
+        # One walk of the account's instances serves every view of this
+        # process's agents for a few seconds (fleet_agent/vast/listing.py).
+        self.listing = SharedListing(
+            lambda: self._walk_instances(None, LIST_PAGE_SIZE), ttl_s=list_ttl_s
+        )
 
     def __repr__(self) -> str:
         return f"VastClient(base_url={self.base_url!r}, api_key=<redacted>)"
@@ -272,7 +282,11 @@ class VastClient:
             body["args"] = [str(a) for a in args]
         if price is not None:
             body["price"] = float(price)
-        data = await self._t.request("PUT", path, json_body=body)
+        try:
+            data = await self._t.request("PUT", path, json_body=body)
+        finally:
+            # Even a failed create may have rented (an ambiguous failure).
+            self.listing.invalidate()
         new_id = data.get("new_contract") if isinstance(data, dict) else None
         if not isinstance(new_id, int) or isinstance(new_id, bool):
             # The service said yes but not what it rented: the machine may exist.
@@ -292,6 +306,7 @@ class VastClient:
         label_prefix: str | None = None,
         page_size: int = LIST_PAGE_SIZE,
         include_gone: bool = False,
+        shared: bool = False,
     ) -> list[Instance]:
         """Every instance of the account: ``GET /api/v1/instances/``, all pages.
 
@@ -300,8 +315,23 @@ class VastClient:
         operator. Rows of destroyed machines (`Instance.is_gone`) are left out
         unless `include_gone`. A body with ``success: false`` or without an
         ``instances`` list raises `VastProtocolError`: it is never taken for an
-        empty fleet.
+        empty fleet. `shared` (without `label`) serves the listing from
+        `self.listing`: a walk at most `list_ttl_s` old, begun after this
+        client's last write, or the walk another caller has under way.
         """
+        if shared and label is None:
+            rows = await self.listing.get()
+        else:
+            rows = await self._walk_instances(label, page_size)
+        result = [i for i in rows if include_gone or not i.is_gone]
+        if label is not None:
+            result = [i for i in result if i.label == label]
+        if label_prefix is not None:
+            result = [i for i in result if i.label is not None and i.label.startswith(label_prefix)]
+        return result
+
+    async def _walk_instances(self, label: str | None, page_size: int) -> list[Instance]:
+        """Every page of the instance list (`label` as a service-side filter)."""
         path = "/api/v1/instances/"
         select: dict[str, Any] = {}
         if label is not None:
@@ -325,7 +355,7 @@ class VastClient:
                 found[inst.id] = inst
             token = data.get("next_token")
             if token in (None, ""):
-                break
+                return list(found.values())
             if not isinstance(token, str) or token in seen_tokens:
                 raise VastProtocolError(
                     "instance list pagination repeats or is malformed",
@@ -335,16 +365,9 @@ class VastClient:
                 )
             seen_tokens.add(token)
             params["after_token"] = token
-        else:
-            raise VastProtocolError(
-                f"instance list did not end within {_MAX_PAGES} pages", method="GET", path=path
-            )
-        result = [i for i in found.values() if include_gone or not i.is_gone]
-        if label is not None:
-            result = [i for i in result if i.label == label]
-        if label_prefix is not None:
-            result = [i for i in result if i.label is not None and i.label.startswith(label_prefix)]
-        return result
+        raise VastProtocolError(
+            f"instance list did not end within {_MAX_PAGES} pages", method="GET", path=path
+        )
 
     async def show_instance(self, instance_id: int) -> Instance | None:
         """One instance: ``GET /api/v0/instances/{id}/``; None if it no longer exists.
@@ -402,6 +425,8 @@ class VastClient:
             # Only a JSON 404 is the service speaking; a bare one may be a proxy.
             if not (missing_ok and (exc.error or exc.msg)):
                 raise
+        finally:
+            self.listing.invalidate()
 
     async def raw_request(
         self,
@@ -419,7 +444,12 @@ class VastClient:
         """
         if not path.startswith("/") or path.startswith("//") or "://" in path:
             raise ValueError(f"raw_request takes a path like /api/v0/..., got {path!r}")
-        return await self._t.request(method.upper(), path, params=params, json_body=json_body)
+        method = method.upper()
+        try:
+            return await self._t.request(method, path, params=params, json_body=json_body)
+        finally:
+            if method not in ("GET", "HEAD", "OPTIONS"):
+                self.listing.invalidate()
 
 
 def _parse(model: type[_M], row: Any, method: str, path: str) -> _M:

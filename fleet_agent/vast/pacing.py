@@ -51,6 +51,11 @@ Endpoint = Literal["search", "create", "list", "show", "destroy", "catalogue", "
 # Added to every penalty: the service's clock starts when it refuses, ours when
 # the answer arrives, and requests take time to travel.
 _PENALTY_MARGIN_S = 0.5
+# Added to every minimum interval, for the same reason: the service measures
+# from when it admits a request, and one sent on time behind a request that
+# was slow on its way arrives too soon. Without it, walking the instance list
+# page by page drew a 429 every few seconds under load (bench/many_fleets.py).
+_INTERVAL_MARGIN_S = 0.1
 _ID = re.compile(r"/\d+(?=/|$)")
 
 
@@ -76,7 +81,8 @@ class Pace:
 class Pacing:
     """The limits a client keeps, per endpoint (`other`: any request not listed).
 
-    `penalty_margin_s` is added to every penalty (see `Pacer.refused`)."""
+    `penalty_margin_s` is added to every penalty (see `Pacer.refused`),
+    `interval_margin_s` to every minimum interval."""
 
     search: Pace
     create: Pace
@@ -86,6 +92,7 @@ class Pacing:
     catalogue: Pace
     other: Pace
     penalty_margin_s: float = _PENALTY_MARGIN_S
+    interval_margin_s: float = _INTERVAL_MARGIN_S
 
     def pace(self, endpoint: Endpoint) -> Pace:
         result: Pace = getattr(self, endpoint)
@@ -104,6 +111,7 @@ class Pacing:
             catalogue=self.catalogue.scaled(factor),
             other=self.other.scaled(factor),
             penalty_margin_s=self.penalty_margin_s * factor,
+            interval_margin_s=self.interval_margin_s * factor,
         )
 
 
@@ -193,7 +201,7 @@ class Pacer:
         waited = 0.0
         while True:
             now = self._clock()
-            slot = self._reserve(key, pace, now)
+            slot = self._reserve(key, pace, now, self.pacing.interval_margin_s)
             if slot > now:
                 await self._sleep(slot - now)
                 waited += slot - now
@@ -221,7 +229,7 @@ class Pacer:
             lane.next_free = max(lane.next_free, until)
         return delay
 
-    def _reserve(self, key: str, pace: Pace, now: float) -> float:
+    def _reserve(self, key: str, pace: Pace, now: float, margin: float) -> float:
         with self._lock:
             lane = self._lanes.setdefault(key, _Lane())
             slot = max(now, lane.next_free, lane.blocked_until)
@@ -232,5 +240,5 @@ class Pacer:
                     # The oldest slot still in the window must leave it first.
                     slot = max(slot, lane.recent[-pace.per_window] + pace.window_s)
                 lane.recent.append(slot)
-            lane.next_free = slot + pace.interval_s
+            lane.next_free = slot + pace.interval_s + (margin if pace.interval_s > 0 else 0.0)
             return slot

@@ -1,0 +1,157 @@
+"""The stack of bench/many_fleets.py: the vast.ai simulator with a counter on
+its instance list, a seeded fleet per agent, and a worker in its own process
+(so its CPU and memory are its own, read from /proc).
+
+Nothing here is downloaded: the simulator and the fake Messages API run in
+this process, the worker is `python worker.py` with the stack's environment.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import _common
+import httpx
+
+from fleet_agent.fleet.labels import create_label
+from fleet_agent.sim import SimServer
+
+__all__ = ["ListCounter", "WorkerProc", "count_lists", "seed_fleets"]
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_INSTANCE_LIST = "/api/v1/instances"
+
+# A host the prover runs on (as the fleet's own search asks), rented as the
+# fleet rents: the image's ENTRYPOINT and the status port mapped.
+_HOST_FILTERS: dict[str, Any] = {
+    "rentable": {"eq": True},
+    "rented": {"eq": False},
+    "verified": {"eq": True},
+    "external": {"eq": False},
+    "gpu_ram": {"gte": 11_000},
+    "disk_space": {"gte": 100},
+    "direct_port_count": {"gte": 2},
+}
+_CREATE: dict[str, Any] = {
+    "image": "ghcr.io/fleet-agent/snark-prover:latest",
+    "disk": 80,
+    "runtype": "args",
+    "env": {"-p 9100:9100": "1", "PROVER_STATUS_PORT": "9100"},
+}
+
+
+class ListCounter:
+    """Times of the simulator's instance-list requests (every page counts)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self._lock = threading.Lock()
+
+    def add(self) -> None:
+        with self._lock:
+            self.times.append(time.monotonic())
+
+    def between(self, start: float, end: float) -> int:
+        with self._lock:
+            return sum(1 for t in self.times if start <= t < end)
+
+
+def count_lists(sim: SimServer) -> ListCounter:
+    """Count every ``GET /api/v1/instances/`` the simulator answers, by
+    wrapping its request handler (a bench-only hook on a private attribute)."""
+    counter = ListCounter()
+    api = sim._api
+    inner = api.handle
+
+    def handle(method: str, target: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "GET" and target.startswith(_INSTANCE_LIST):
+            counter.add()
+        return inner(method, target, *args, **kwargs)
+
+    api.handle = handle  # type: ignore[method-assign]
+    return counter
+
+
+def seed_fleets(sim: SimServer, agents: list[str], per_agent: int) -> int:
+    """Rent `per_agent` machines for every agent, labelled as its own creates
+    are, with the simulator's rate limits off for the set-up (switched back on
+    by the caller). Returns the machines rented."""
+    if per_agent <= 0:
+        return 0
+    headers = {"Authorization": f"Bearer {sim.api_key}"}
+    with httpx.Client(base_url=sim.url, headers=headers, timeout=30) as c:
+        wanted = len(agents) * per_agent
+        body = {**_HOST_FILTERS, "order": [["dph_total", "asc"]], "limit": wanted * 2}
+        resp = c.post("/api/v0/bundles/", json=body)
+        resp.raise_for_status()
+        offers = [int(o["id"]) for o in resp.json()["offers"]]
+        rented = 0
+        for agent in agents:
+            for i in range(per_agent):
+                while offers:
+                    label = create_label(agent, 0, f"bench-seed-{i}")
+                    r = c.put(f"/api/v0/asks/{offers.pop(0)}/", json={**_CREATE, "label": label})
+                    if r.status_code == 200:
+                        rented += 1
+                        break
+        if rented < wanted:
+            raise RuntimeError(f"rented {rented} of {wanted} machines: too few offers")
+        return rented
+
+
+class WorkerProc:
+    """`python worker.py` in its own process group; CPU ticks and RSS from /proc."""
+
+    def __init__(self, log: Path, env: dict[str, str]) -> None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self._log: IO[bytes] = log.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(_common.ROOT / "worker.py")],
+            cwd=_common.ROOT,
+            env={**os.environ, **env},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the worker so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+    def runqueue_seconds(self) -> float:
+        """Time the worker's threads spent runnable but waiting for a CPU
+        (/proc/PID/task/*/schedstat, second field): CPU starvation by other
+        processes, which a low CPU figure alone does not show."""
+        total = 0
+        for stat in Path(f"/proc/{self.proc.pid}/task").glob("*/schedstat"):
+            try:
+                total += int(stat.read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # the thread ended meanwhile
+        return total / 1e9
+
+    def rss_mb(self) -> float:
+        pages = int(Path(f"/proc/{self.proc.pid}/statm").read_text().split()[1])
+        return pages * _PAGE / 1e6
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        """SIGTERM, then SIGKILL after 10 s."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()

@@ -1,0 +1,74 @@
+"""How many tasks one worker takes on at once: read from the environment.
+
+Plain numbers, no Temporal: worker.py turns them into the `Worker`'s options.
+Each default is chosen for fleet-agent's load, not left to the SDK (the
+reasons are in docs/DECISIONS.md, "Many fleets on one worker"):
+
+* Activities wait far more than they compute (vast.ai behind its pacing, the
+  LLM, the store in a thread), so a slot costs a coroutine; with the SDK's
+  100, a hundred monitors' polls queued behind the list endpoint's pacing
+  can hold every slot while a run's `load_context` or `call_llm` waits.
+* Workflow tasks are short and CPU-bound under one GIL: the SDK's 100 slots
+  stay (more would only add threads contending for it), written out so a
+  change is a decision. Twice the SDK's pollers, so a task does not wait for
+  a poll to come back while the worker has a free slot.
+* Every agent keeps two long-lived workflows (itself, its monitor) plus a
+  run now and then: 2,000 cached (the SDK keeps 1,000) holds three per agent
+  for over 600 agents, so none is evicted and replayed from its whole
+  history on its next task.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from fleet_agent.vast.listing import DEFAULT_LIST_TTL_S
+
+__all__ = ["ENV_NAMES", "WorkerTuning"]
+
+#: The variable behind each field.
+ENV_NAMES: dict[str, str] = {
+    "max_concurrent_activities": "FLEET_WORKER_ACTIVITIES",
+    "max_concurrent_workflow_tasks": "FLEET_WORKER_WORKFLOW_TASKS",
+    "max_cached_workflows": "FLEET_WORKER_CACHED_WORKFLOWS",
+    "workflow_task_pollers": "FLEET_WORKER_WORKFLOW_POLLERS",
+    "activity_task_pollers": "FLEET_WORKER_ACTIVITY_POLLERS",
+    "vast_list_ttl_s": "FLEET_VAST_LIST_TTL_S",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerTuning:
+    """A worker's task slots, pollers and workflow cache, and how long one
+    listing of the vast.ai account serves every agent on it."""
+
+    max_concurrent_activities: int = 500
+    max_concurrent_workflow_tasks: int = 100
+    max_cached_workflows: int = 2000
+    workflow_task_pollers: int = 10
+    activity_task_pollers: int = 10
+    vast_list_ttl_s: float = DEFAULT_LIST_TTL_S
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerTuning:
+        """The defaults, with any variable of ENV_NAMES that is set; raises
+        `ValueError` naming the variable when one is not a positive number
+        (the TTL may be 0: no sharing)."""
+        e = os.environ if env is None else env
+        values: dict[str, int | float] = {}
+        for f in fields(cls):
+            name = ENV_NAMES[f.name]
+            raw = e.get(name, "").strip()
+            if not raw:
+                continue
+            is_float = f.name == "vast_list_ttl_s"
+            try:
+                value: int | float = float(raw) if is_float else int(raw)
+            except ValueError:
+                raise ValueError(f"{name} must be a number, got {raw!r}") from None
+            if value < 0 or (value == 0 and not is_float):
+                raise ValueError(f"{name} must be {'>= 0' if is_float else '>= 1'}, got {raw!r}")
+            values[f.name] = value
+        return cls(**values)  # type: ignore[arg-type]

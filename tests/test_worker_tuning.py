@@ -1,0 +1,45 @@
+"""Worker tuning from the environment (fleet_agent/tuning.py) and its use by
+build_worker."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import MagicMock
+
+import pytest
+from temporalio.worker import PollerBehaviorSimpleMaximum
+
+from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.tuning import WorkerTuning
+
+
+def test_tuning_from_env_names_the_bad_variable() -> None:
+    assert WorkerTuning.from_env({}) == WorkerTuning()
+    tuned = WorkerTuning.from_env({"FLEET_WORKER_ACTIVITIES": "80", "FLEET_VAST_LIST_TTL_S": "0"})
+    assert (tuned.max_concurrent_activities, tuned.vast_list_ttl_s) == (80, 0.0)
+    with pytest.raises(ValueError, match="FLEET_WORKER_WORKFLOW_TASKS"):
+        WorkerTuning.from_env({"FLEET_WORKER_WORKFLOW_TASKS": "0"})
+    with pytest.raises(ValueError, match="FLEET_VAST_LIST_TTL_S"):
+        WorkerTuning.from_env({"FLEET_VAST_LIST_TTL_S": "soon"})
+
+
+def test_build_worker_applies_the_tuning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Worker is built with the figures, not the SDK's defaults (the
+    Worker class is replaced by a recorder: no server needed)."""
+    import worker
+
+    built: dict[str, Any] = {}
+    monkeypatch.setattr(worker, "Worker", lambda client, **kw: built.update(kw))
+    tuning = WorkerTuning(
+        max_concurrent_activities=321,
+        max_concurrent_workflow_tasks=42,
+        max_cached_workflows=777,
+        workflow_task_pollers=7,
+        activity_task_pollers=9,
+    )
+    worker.build_worker(MagicMock(), store=MagicMock(), provider=AutopilotProvider(), tuning=tuning)
+    assert built["max_concurrent_activities"] == 321
+    assert built["max_concurrent_workflow_tasks"] == 42
+    assert built["max_cached_workflows"] == 777
+    assert built["workflow_task_poller_behavior"] == PollerBehaviorSimpleMaximum(7)
+    assert built["activity_task_poller_behavior"] == PollerBehaviorSimpleMaximum(9)
