@@ -26,6 +26,7 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.envconfig import ClientConfig
 from temporalio.exceptions import ApplicationError
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from fleet_agent.inputs import payload_preview
@@ -105,12 +106,13 @@ async def open_client(
     profile: str | None = None,
     *,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    runtime: Runtime | None = None,
 ) -> Client:
     """Connect like `starter.connect.connect`, failing with one line within the timeout."""
     where = resolved_address(address, profile)
     try:
         async with asyncio.timeout(connect_timeout):
-            return await connect(address, namespace, profile)
+            return await connect(address, namespace, profile, runtime)
     except TimeoutError:
         raise CliError(
             f"cannot reach Temporal at {where}: no answer within {connect_timeout:g}s"

@@ -13,6 +13,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
 
 from fleet_agent.local_stack import DEFAULT_TEMPORAL_PORT, TEMPORAL_PORT_ENV, env_port
 
@@ -31,9 +32,16 @@ def default_address() -> str:
 
 
 async def connect(
-    address: str | None = None, namespace: str | None = None, profile: str | None = None
+    address: str | None = None,
+    namespace: str | None = None,
+    profile: str | None = None,
+    runtime: Runtime | None = None,
 ) -> Client:
+    """A client as the environment configures it; `runtime` (default: the
+    process's default) lets a probe leave that default to the metrics."""
     config: dict[str, Any] = dict(ClientConfig.load_client_connect_config(profile=profile))
+    if runtime is not None:
+        config["runtime"] = runtime
     config.setdefault("target_host", default_address())
     if address:
         config["target_host"] = address

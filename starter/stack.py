@@ -105,11 +105,6 @@ async def up(opts: StackOptions) -> int:
         Settings.from_env()
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    try:
-        # Before any client connects: the clients' runtime carries the telemetry.
-        _, metrics_line = install_stack_metrics(os.environ)
-    except MetricsUnavailable as exc:
-        raise CliError(str(exc)) from None
     stop = _stop_event()
     claim = claim_stack(paths.stack_file)
     if not isinstance(claim, OwnedStack):
@@ -129,7 +124,7 @@ async def up(opts: StackOptions) -> int:
             raise CliError(
                 f"the stack on port {config.port} is still starting: add the worker once it is up"
             )
-        return await _serve(opts, config, paths, stop, metrics_line, owner=claim, owned=None)
+        return await _serve(opts, config, paths, stop, owner=claim, owned=None)
     try:
         if opts.add_worker:
             raise CliError(
@@ -137,7 +132,7 @@ async def up(opts: StackOptions) -> int:
                 f"runs on port {config.port}: run without it"
             )
         claim.write(_record(opts, config))
-        return await _serve(opts, config, paths, stop, metrics_line, owner=None, owned=claim)
+        return await _serve(opts, config, paths, stop, owner=None, owned=claim)
     finally:
         claim.release()
 
@@ -159,12 +154,18 @@ async def _serve(
     config: DevServerConfig,
     paths: StackPaths,
     stop: asyncio.Event,
-    metrics_line: str,
     *,
     owner: StackRecord | None,
     owned: OwnedStack | None,
 ) -> int:
     """The stack (`owned`: this process runs it) or one worker added to `owner`'s."""
+    try:
+        # Only a process that runs a worker serves metrics (one that attaches
+        # does not), and before its first client: that client's runtime
+        # carries them.
+        _, metrics_line = install_stack_metrics(os.environ)
+    except MetricsUnavailable as exc:
+        raise CliError(str(exc)) from None
     # The worker and the LLM SDK take seconds of CPU to import (more on a fresh
     # clone, which compiles them): a thread loads them while the dev server
     # boots on another core. A second `up` that only attaches never needs them.

@@ -26,6 +26,7 @@ from typing import IO
 
 from pydantic import BaseModel, ValidationError
 from temporalio.client import Client
+from temporalio.runtime import Runtime, TelemetryConfig
 
 from starter.agent_client import CliError, open_client
 
@@ -60,7 +61,14 @@ async def probe_temporal(host: str, port: int, namespace: str, variable: str) ->
     it) when what listens there is not a Temporal frontend.
     """
     try:
-        return await open_client(f"{host}:{port}", namespace, connect_timeout=PROBE_TIMEOUT)
+        # A runtime of its own: the process's default is the metrics' to set
+        # (starter/telemetry.py), and it can only be set before first use.
+        return await open_client(
+            f"{host}:{port}",
+            namespace,
+            connect_timeout=PROBE_TIMEOUT,
+            runtime=Runtime(telemetry=TelemetryConfig()),
+        )
     except CliError as exc:
         raise CliError(
             f"port {port} is in use by a program that is not a Temporal server ({exc}). "

@@ -66,10 +66,16 @@ def install_metrics(address: str) -> str:
 
     Every client connected afterwards without a runtime of its own (the
     worker's, the CLI's) records into it. Returns the scrape URL. Raises
-    `MetricsUnavailable` when the address cannot be bound, and `RuntimeError`
-    when a default runtime is already in use (it must come first).
+    `MetricsUnavailable` when the address cannot be bound, or when a default
+    runtime is already in use (it must come first).
     """
-    Runtime.set_default(metrics_runtime(address), error_if_already_set=True)
+    runtime = metrics_runtime(address)
+    try:
+        Runtime.set_default(runtime, error_if_already_set=True)
+    except RuntimeError:
+        raise MetricsUnavailable(
+            "this process already uses a Temporal runtime, so metrics cannot be installed"
+        ) from None
     return f"http://{address}/metrics"
 
 

@@ -70,7 +70,8 @@ async def test_over_budget_compaction_keeps_the_request_under_budget(
     monkeypatch.setattr(activities.compact, "SUMMARY_TIMEOUT_SECONDS", 0.5)
     fake_llm.set_responder(responder(mode))
     async with running_worker(ts_env.client, store) as h:
-        handle = await h.start_agent(history_token_budget=BUDGET)
+        # The P0 window in real time: wait_runs polls the store, which skips no time.
+        handle = await h.start_agent(history_token_budget=BUDGET, p0_debounce_seconds=0.1)
         await ts_env.sleep(11)
         await wait_runs(store, handle.id, 1)
         for n in range(1, MESSAGES + 1):

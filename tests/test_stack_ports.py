@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -203,15 +204,24 @@ async def pollers(address: str) -> set[str]:
 async def test_a_second_up_attaches_and_the_stack_keeps_its_own_files(tmp_path: Path) -> None:
     port, ui_port = free_port(), free_port()
     ports = ["--port", str(port), "--ui-port", str(ui_port)]
-    first = await start_up(tmp_path, *ports)
+    # Metrics on, explicitly, in every `up`: the ones that find a server
+    # already listening probe it first, and must leave the process's Temporal
+    # runtime to the metrics (it can be set only once).
+    metrics = free_port()
+    first = await start_up(tmp_path, *ports, env=up_env(METRICS_PORT=str(metrics)))
     try:
         await first.until("agent started")
         assert "simulator at http://127.0.0.1:" in first.text
+        assert f"metrics:    http://127.0.0.1:{metrics}/metrics" in first.text, first.text
+        scraped = await asyncio.to_thread(
+            httpx.get, f"http://127.0.0.1:{metrics}/metrics", timeout=10
+        )
+        assert scraped.status_code == 200 and "temporal_" in scraped.text
         address = f"127.0.0.1:{port}"
 
         # A second `up` of the same stack attaches: no worker, no simulator; it
         # follows the runs, which the first stack's worker does.
-        second = await start_up(tmp_path, *ports)
+        second = await start_up(tmp_path, *ports, env=up_env(METRICS_PORT=str(free_port())))
         await second.until("following the agent's runs")
         assert "already running in this checkout" in second.text, second.text
         assert "starts no worker and no simulator" in second.text
@@ -225,7 +235,9 @@ async def test_a_second_up_attaches_and_the_stack_keeps_its_own_files(tmp_path: 
         assert len(await pollers(address)) == 1, "one worker: the first stack's"
 
         # Asked explicitly, a second `up` adds one worker, and nothing else.
-        added = await start_up(tmp_path, *ports, "--add-worker")
+        added = await start_up(
+            tmp_path, *ports, "--add-worker", env=up_env(METRICS_PORT=str(free_port()))
+        )
         await added.until("worker added to the running stack")
         await eventually(
             lambda: _has_pollers(address, 2),
