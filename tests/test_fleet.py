@@ -266,17 +266,17 @@ async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
         assert "destroy_instance" in acting.actions_digest
 
 
-async def test_eight_hours_of_market_hold_500_proofs_per_hour(
+async def test_five_hours_of_market_hold_500_proofs_per_hour(
     ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
 ) -> None:
     """A scripted LLM (the autopilot policy behind the Messages API), realistic
-    faults with machines dying every few hours, eight simulated hours in
+    faults with machines dying every few hours, five simulated hours in
     2-minute steps of workflow time and market time. The whole day, with
     target changes and the oracle, is bench/market_day.py."""
     fake_llm.set_responder(autopilot_reply)
     # The real market's size and mix; pacing is not what this test is about.
     with SimServer(seed=5, speed=0, scenario="realistic", rate_limits=False) as sim:
-        sim.market.set_faults(death_rate_per_hour=0.05)
+        sim.market.set_faults(death_rate_per_hour=0.08)  # ~4 deaths in the five hours
         async with VastClient(
             sim.api_key, sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
         ) as vast:
@@ -289,7 +289,7 @@ async def test_eight_hours_of_market_hold_500_proofs_per_hour(
                     monitor_poll_seconds=60,
                 )
                 step, samples = 120, []
-                for i in range(8 * 3600 // step):
+                for i in range(5 * 3600 // step):
                     sim.market.advance(step)
                     await ts_env.sleep(step)
                     if i * step >= 3600:  # the first hour loads the fleet
