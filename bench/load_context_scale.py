@@ -49,6 +49,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.compact import CompactActivities
 from activities.runlog import RunLogActivities
 from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.llm_models import DEFAULT_MODEL
 from fleet_agent.models import (
     AgentConfig,
     CompactRequest,
@@ -132,7 +133,7 @@ async def one_run(
         content=[{"type": "text", "text": _answer(kind, run)}],
         stop_reason="end_turn",
         usage=usage,
-        model="claude-sonnet-4-5",
+        model=DEFAULT_MODEL,
         seconds=1.5,
     )
     store.add_message(

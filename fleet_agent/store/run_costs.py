@@ -14,12 +14,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, case
-from sqlalchemy.orm import aliased
 from sqlmodel import col, func, select
 
 from fleet_agent.models import LlmCostSummary, LlmTotals, RunStatus, TokenUsage
 
 from .base import StoreBase
+from .run_reads import latest_finished_attempt
 from .tables import RunCostRow, RunRow
 from .timestamps import require_aware
 
@@ -80,16 +80,6 @@ def _latest_attempts(stmt: Select[Any], agent_id: str) -> Select[Any]:
     that attempt's `fa_run_costs` row (if any). The database does the sums, so
     the time does not grow with the runs summed (a day holds ~300 at the
     default heartbeat; index `ix_fa_runs_agent_started` finds them)."""
-    other = aliased(RunRow)
-    latest_finished = (
-        select(func.max(col(other.attempt)))
-        .where(
-            col(other.agent_id) == col(RunRow.agent_id),
-            col(other.run) == col(RunRow.run),
-            col(other.status) != RunStatus.RUNNING.value,
-        )
-        .scalar_subquery()
-    )
     return (
         stmt.select_from(RunRow)
         .join(
@@ -102,7 +92,7 @@ def _latest_attempts(stmt: Select[Any], agent_id: str) -> Select[Any]:
         .where(
             col(RunRow.agent_id) == agent_id,
             col(RunRow.status) != RunStatus.RUNNING.value,
-            col(RunRow.attempt) == latest_finished,
+            col(RunRow.attempt) == latest_finished_attempt(),
         )
     )
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func
+from typing import Any
+
+from sqlalchemy import ScalarSelect, func
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
@@ -13,7 +15,23 @@ from .records import HistoryEntry, RunRecord
 from .run_writes import TRIGGERS, target_attempt
 from .tables import RunCostRow, RunRow, RunSpendRow, SessionRow
 
-__all__ = ["RunReads"]
+__all__ = ["RunReads", "latest_finished_attempt"]
+
+
+def latest_finished_attempt() -> ScalarSelect[Any]:
+    """The highest attempt of the outer `fa_runs` row's run that is no longer
+    running: compare `RunRow.attempt` with it to keep each run once, by the
+    attempt whose record counts (a correlated subquery)."""
+    other = aliased(RunRow)
+    return (
+        select(func.max(col(other.attempt)))
+        .where(
+            col(other.agent_id) == col(RunRow.agent_id),
+            col(other.run) == col(RunRow.run),
+            col(other.status) != RunStatus.RUNNING.value,
+        )
+        .scalar_subquery()
+    )
 
 
 class RunReads(StoreBase):
@@ -122,16 +140,7 @@ class RunReads(StoreBase):
         One entry per run: its latest finished attempt, which is left out if
         that attempt is not in the prompt.
         """
-        other = aliased(RunRow)
-        latest_finished = (
-            select(func.max(col(other.attempt)))
-            .where(
-                col(other.agent_id) == col(RunRow.agent_id),
-                col(other.run) == col(RunRow.run),
-                col(other.status) != RunStatus.RUNNING.value,
-            )
-            .scalar_subquery()
-        )
+        latest_finished = latest_finished_attempt()
         stmt = (
             select(RunRow)
             .where(
