@@ -248,7 +248,8 @@ async def test_a_flood_during_a_run_hands_the_run_over(
 ) -> None:
     """Enough signals during one slow run to force a continue-as-new mid-run:
     the run goes on, the next execution takes in its result, nothing overlaps."""
-    fake_llm.set_responder(lambda req: Reply(text=ACTED, delay=8.0))
+    # Run 1 lasts 15 s: the flood and the hand-over must fit in it, on a busy machine too.
+    fake_llm.set_responder(lambda req: Reply(text=ACTED, delay=15.0))
     async with running_worker(plain_dev_env.client, store) as h:
         handle = await h.start_agent(p0_debounce_seconds=0.2)
         await handle.signal(FleetAgentWorkflow.human_message, "first")
