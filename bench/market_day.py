@@ -85,6 +85,8 @@ class Life:
 
     created: float
     failed_at: float | None = None  # prover error/stuck or dead status first seen
+    failure: str = ""  # what failed: the status, "prover error" or "prover stuck"
+    proving_at: float | None = None  # its prover first seen proving
     destroyed_at: float | None = None
     healthy_at_destroy: bool = True
     last: str = ""  # the last state seen before it went
@@ -102,12 +104,19 @@ def _target_at(hour: float) -> float:
 
 
 def _failed(row: dict[str, Any]) -> bool:
+    return bool(_failure(row))
+
+
+def _failure(row: dict[str, Any]) -> str:
+    """What the simulator's truth says failed on this machine, or ""."""
     status = row.get("actual_status")
-    return bool(
-        row.get("prover_stuck")
-        or row.get("prover_error")
-        or status in ("exited", "offline", "unknown")
-    )
+    if status in ("exited", "offline", "unknown"):
+        return str(status)
+    if row.get("prover_error"):
+        return "prover error"
+    if row.get("prover_stuck"):
+        return "prover stuck"
+    return ""
 
 
 def _observe(day: Day, state: dict[str, Any], t: float) -> None:
@@ -125,8 +134,11 @@ def _observe(day: Day, state: dict[str, Any], t: float) -> None:
                 f"{row.get('actual_status')}/{row.get('prover_phase')} "
                 f"start_date={row.get('start_date')} {str(row.get('status_msg') or '')[:60]}"
             )
+            if life.proving_at is None and row.get("prover_phase") == "proving":
+                life.proving_at = t
             if life.failed_at is None and _failed(row):
                 life.failed_at = t
+                life.failure = _failure(row)
     for iid, life in day.lives.items():
         if iid not in seen and life.destroyed_at is None:
             life.destroyed_at = t
@@ -292,6 +304,7 @@ def _report(
         for life in failed
         if life.destroyed_at is not None and life.failed_at is not None
     ]
+    replacements = _replacements(day)
     thrashed = [
         {"id": iid, "created": life.created, "destroyed": life.destroyed_at, "last": life.last}
         for iid, life in day.lives.items()
@@ -321,11 +334,57 @@ def _report(
         "failed_destroyed": len(replaced),
         "failure_to_destroy_p50_min": _minutes(_common.percentile(replaced, 50)),
         "failure_to_destroy_max_min": _minutes(max(replaced) if replaced else None),
+        # Each failure, the first machine rented after it (its replacement, or
+        # one rented for a target change at the same time) and when it proved.
+        "replacements": replacements,
+        "failure_to_replacement_max_min": _minutes(
+            max(
+                (r["rented_after_s"] for r in replacements if r["rented_after_s"] is not None),
+                default=None,
+            )
+        ),
         "thrash": thrash,
         "thrashed": thrashed,
+        "lives": [
+            {"id": iid, **{k: getattr(life, k) for k in Life.__dataclass_fields__}}
+            for iid, life in sorted(day.lives.items())
+        ],
         # (seconds, target, proofs/h, $/h) every step: the figures above come from these.
         "samples": [[round(x, 3) for x in sample] for sample in day.samples],
     }
+
+
+def _replacements(day: Day) -> list[dict[str, Any]]:
+    """Pairs each failure with the first machine rented after it was seen."""
+    fresh = sorted(day.lives.values(), key=lambda life: life.created)
+    used: set[int] = set()
+    out = []
+    failed = [life for life in day.lives.values() if life.failed_at is not None]
+    for life in sorted(failed, key=lambda life: life.failed_at or 0.0):
+        assert life.failed_at is not None
+        new = next(
+            (k for k, n in enumerate(fresh) if k not in used and n.created >= life.failed_at),
+            None,
+        )
+        if new is not None:
+            used.add(new)
+        repl = fresh[new] if new is not None else None
+        out.append(
+            {
+                "failure": life.failure,
+                "at_s": life.failed_at,
+                "destroyed_after_s": (
+                    life.destroyed_at - life.failed_at if life.destroyed_at is not None else None
+                ),
+                "rented_after_s": repl.created - life.failed_at if repl else None,
+                "replacement_load_s": (
+                    repl.proving_at - repl.created
+                    if repl is not None and repl.proving_at is not None
+                    else None
+                ),
+            }
+        )
+    return out
 
 
 def _minutes(seconds: float | None) -> float | None:
@@ -360,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
             {
                 k: v
                 for k, v in result.items()
-                if k not in ("path", "faults", "periods", "thrashed", "samples")
+                if k
+                not in ("path", "faults", "periods", "thrashed", "samples", "replacements", "lives")
             },
         )
         for p in result["periods"]:
