@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from fleet_agent.env_settings import SettingsError, export_env_file
 from starter import commands
 from starter.agent_client import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -584,6 +585,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit code (argv defaults to sys.argv[1:])."""
+    try:
+        # Before the parser: its defaults (FLEET_AGENT_ID, CONSOLE_PORT …) and
+        # every command's reads then see the .env file, the environment winning.
+        export_env_file()
+    except SettingsError as exc:  # a bad FLEET_ENV_FILE: a setting, as CliError's 1
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
     try:
