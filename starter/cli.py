@@ -189,6 +189,7 @@ def _worker(args: argparse.Namespace) -> int:
     import worker
     from fleet_agent.settings import Settings
     from fleet_agent.store import SchemaError, StoreRefused
+    from fleet_agent.tuning import WorkerTuning
     from starter.telemetry import MetricsUnavailable
 
     for env, value in (
@@ -200,8 +201,10 @@ def _worker(args: argparse.Namespace) -> int:
             os.environ[env] = value
     try:
         # A bad FLEET_LLM_PROVIDER, or a FLEET_LLM_MODEL with no known price,
-        # is a mistake to report at start, not a crash (or a failed first run).
+        # is a mistake to report at start, not a crash (or a failed first run);
+        # so is a bad FLEET_WORKER_* (worker.main reads the tuning again).
         settings = Settings.from_env()
+        WorkerTuning.from_env()
     except ValueError as exc:
         raise CliError(str(exc)) from None
     where = resolved_address(None, args.profile)

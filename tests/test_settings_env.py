@@ -221,3 +221,27 @@ async def test_the_worker_stops_on_a_bad_value_in_its_env_file(tmp_path: Path) -
     _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     assert proc.returncode == 1
     assert err.decode() == "worker: error: FLEET_PROVER_DISK_GB must be a number, not 'abc'\n"
+
+
+@pytest.mark.parametrize("command", [["worker", "--address", "127.0.0.1:9"], ["up", "--check"]])
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("FLEET_WORKER_ACTIVITIES", "0", "FLEET_WORKER_ACTIVITIES must be >= 1, not '0'"),
+        ("FLEET_PROVER_DISK_GB", "abc", "FLEET_PROVER_DISK_GB must be a number, not 'abc'"),
+    ],
+)
+def test_the_worker_and_the_stack_stop_with_one_line(
+    command: list[str],
+    name: str,
+    value: str,
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`fleet-agent worker` and `fleet-agent up` (= `make run`): before
+    anything starts or connects (nothing listens on port 9)."""
+    monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TEMPORAL_PORT", "9")
+    assert cli_main(command) == 1
+    assert capsys.readouterr().err == f"fleet-agent: error: {message}\n"
