@@ -32,7 +32,7 @@ from activities.links import LinkActivities
 from activities.llm import LlmActivities
 from activities.runlog import RunLogActivities
 from activities.visibility import VisibilityActivities
-from fleet_agent.env_settings import export_env_file
+from fleet_agent.env_file import export_env_file
 from fleet_agent.llm.base import LlmProvider
 from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.llm_models import KNOWN_MODELS, ModelInfo

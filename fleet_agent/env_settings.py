@@ -1,78 +1,25 @@
-"""Reading settings from the environment and an optional `.env` file.
+"""Settings models read from the environment and the optional `.env` file.
 
-The file is `FLEET_ENV_FILE` when that is set (it must then exist), else
-`.env` in the working directory when there is one. The process environment
-wins over the file, variable by variable. Each settings model is a
-pydantic-settings `EnvModel` whose fields are named by their variables; a bad
-value is a `SettingsError`: one line that names the variable and says what is
-allowed, never pydantic's multi-line report (the worker and `fleet-agent`
-print it as their one error line).
-
-The entry points also export the file's variables to their own environment
-(`export_env_file`, the environment still winning): variables read outside
-the models (the Temporal SDK's TEMPORAL_*, the CLI's defaults) then agree
-with the models.
+Each settings model is a pydantic-settings `EnvModel` whose fields are named
+by their variables; the file is fleet_agent/env_file.py's, and the
+environment wins over it. A bad value is a `SettingsError`: one line that
+names the variable and says what is allowed, never pydantic's multi-line
+report (the worker and `fleet-agent` print it as their one error line).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from dotenv import dotenv_values
 from pydantic import ValidationError, model_validator
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = [
-    "DEFAULT_ENV_FILE",
-    "ENV_FILE_ENV",
-    "EnvModel",
-    "SettingsError",
-    "env_file_path",
-    "export_env_file",
-    "one_line",
-]
+from fleet_agent.env_file import SettingsError, env_file_path
 
-ENV_FILE_ENV = "FLEET_ENV_FILE"
-DEFAULT_ENV_FILE = ".env"
-
-
-class SettingsError(ValueError):
-    """A bad setting, in one line that names its variable."""
-
-
-def env_file_path(environ: Mapping[str, str] | None = None) -> Path | None:
-    """The `.env` file to read, or None when there is none.
-
-    FLEET_ENV_FILE names it (a missing file is an error: a typo must not
-    silently drop every setting in it); unset or empty, `.env` in the working
-    directory is read when it exists.
-    """
-    named = (os.environ if environ is None else environ).get(ENV_FILE_ENV, "").strip()
-    if named:
-        path = Path(named).expanduser()
-        # exists(), not is_file(): /dev/null is a fine "no settings" file.
-        if not path.exists():
-            raise SettingsError(f"{ENV_FILE_ENV} must name an existing file, not {named!r}")
-        return path
-    default = Path(DEFAULT_ENV_FILE)
-    return default if default.is_file() else None
-
-
-def export_env_file(environ: MutableMapping[str, str] | None = None) -> Path | None:
-    """Copy the `.env` file's variables into the environment, except those
-    already set there (the environment wins); returns the file read."""
-    target: MutableMapping[str, str] = os.environ if environ is None else environ
-    path = env_file_path(target)
-    if path is None:
-        return None
-    for name, value in dotenv_values(path).items():
-        if value is not None and name not in target:
-            target[name] = value
-    return path
+__all__ = ["EnvModel", "SettingsError", "one_line"]
 
 
 def _num(value: object) -> str:

@@ -168,7 +168,7 @@ class Settings(BaseModel):
         cls, env: Mapping[str, str] | None = None, *, env_file: Path | None = None
     ) -> Settings:
         """The settings from `env`, or else from the environment over the
-        `.env` file (`env_file`, default: fleet_agent/env_settings.py's).
+        `.env` file (`env_file`, default: fleet_agent/env_file.py's).
 
         FLEET_LLM_PROVIDER defaults to anthropic when a key is set, else autopilot.
         Raises `ValueError` (one line naming the variable) for a bad setting,

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from fleet_agent.env_settings import SettingsError, export_env_file
+from fleet_agent.env_file import SettingsError, export_env_file
 from starter import commands
 from starter.agent_client import (
     DEFAULT_CONNECT_TIMEOUT,

@@ -20,7 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
-from fleet_agent.env_settings import ENV_FILE_ENV
+from fleet_agent.env_file import ENV_FILE_ENV
 from fleet_agent.settings import ProverSpec
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store

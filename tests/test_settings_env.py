@@ -1,17 +1,18 @@
-"""Settings from the environment and a .env file (fleet_agent/env_settings.py):
-every bad value is one line naming its variable, the file is read, and the
-environment wins over it."""
+"""Settings from the environment and a .env file (fleet_agent/env_file.py,
+fleet_agent/env_settings.py): every bad value is one line naming its variable,
+the file is read, and the environment wins over it."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from fleet_agent.env_settings import ENV_FILE_ENV, SettingsError, env_file_path, export_env_file
+from fleet_agent.env_file import ENV_FILE_ENV, SettingsError, env_file_path, export_env_file
 from fleet_agent.settings import Settings
 from fleet_agent.tuning import WorkerTuning
 from starter.cli import main as cli_main
@@ -245,3 +246,12 @@ def test_the_worker_and_the_stack_stop_with_one_line(
     monkeypatch.setenv("TEMPORAL_PORT", "9")
     assert cli_main(command) == 1
     assert capsys.readouterr().err == f"fleet-agent: error: {message}\n"
+
+
+def test_the_cli_loads_pydantic_settings_only_for_a_command_that_reads_settings() -> None:
+    """Reading commands (`runs`, `status` …) only export the file: python-dotenv."""
+    code = "import sys, starter.cli; print('pydantic_settings' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"
