@@ -32,6 +32,7 @@ from activities.links import LinkActivities
 from activities.llm import LlmActivities
 from activities.runlog import RunLogActivities
 from activities.visibility import VisibilityActivities
+from fleet_agent.env_file import export_env_file
 from fleet_agent.llm.base import LlmProvider
 from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.llm_models import KNOWN_MODELS, ModelInfo
@@ -267,6 +268,9 @@ def _cli(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
+        # The .env file's variables join the environment first (it wins), so
+        # the SDK's TEMPORAL_* see them as the settings do.
+        export_env_file()
         # Read first: a bad setting (an unknown FLEET_LLM_MODEL, say) stops
         # the worker with one line before it connects to anything.
         settings = Settings.from_env()

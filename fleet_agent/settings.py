@@ -1,17 +1,21 @@
-"""Settings read from the worker's environment. Secrets never leave it.
+"""Settings read from the worker's environment (and a `.env` file). Secrets never leave it.
 
 Keys are `SecretStr`, so a settings object printed in a log shows `**********`;
-nothing here is ever put in workflow history or the store.
+nothing here is ever put in workflow history or the store. `SettingsEnv` reads
+the variables (pydantic-settings, fleet_agent/env_settings.py); `Settings` is
+what the worker uses, derived from them.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
-from typing import Literal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 
+from fleet_agent.env_settings import EnvModel, SettingsError, one_line
 from fleet_agent.llm_models import (
     DEFAULT_MODEL,
     KNOWN_MODELS,
@@ -20,12 +24,16 @@ from fleet_agent.llm_models import (
     model_info,
     model_table,
 )
-from fleet_agent.metrics_address import metrics_address
+from fleet_agent.metrics_address import METRICS_ENV, METRICS_ENV_ALIAS, metrics_address
 from fleet_agent.prover import ProverSpec
-from fleet_agent.search_attributes import SearchAttributeMode, search_attribute_mode
+from fleet_agent.search_attributes import (
+    SEARCH_ATTRIBUTES_ENV,
+    SearchAttributeMode,
+    search_attribute_mode,
+)
 from fleet_agent.store.guard import NEW_STORE_ENV
 
-__all__ = ["DEFAULT_VAST_URL", "MODEL_ENV", "ProverSpec", "Settings"]
+__all__ = ["DEFAULT_VAST_URL", "MODEL_ENV", "ProverSpec", "Settings", "SettingsEnv"]
 
 MODEL_ENV = "FLEET_LLM_MODEL"
 
@@ -33,36 +41,103 @@ DEFAULT_VAST_URL = "https://console.vast.ai"
 
 
 _TRUE = frozenset({"1", "true", "yes"})
-_FALSE = frozenset({"", "0", "false", "no"})
+_FALSE = frozenset({"0", "false", "no"})
+
+# ProverSpec's fields set by a variable, for naming the variable in its errors;
+# an error of the whole spec (a runtype without the onstart it needs) is the
+# runtype's.
+_PROVER_VARS = {
+    "image": "FLEET_PROVER_IMAGE",
+    "disk_gb": "FLEET_PROVER_DISK_GB",
+    "runtype": "FLEET_PROVER_RUNTYPE",
+    "args": "FLEET_PROVER_ARGS",
+    "onstart": "FLEET_PROVER_ONSTART",
+    "status_port": "FLEET_PROVER_STATUS_PORT",
+    "": "FLEET_PROVER_RUNTYPE",
+}
 
 
-def _prover(env: dict[str, str]) -> ProverSpec:
-    """FLEET_PROVER_IMAGE, _DISK_GB, _RUNTYPE, _ARGS (split like a shell line),
-    _ONSTART and _STATUS_PORT (``none`` for no port); unset means the default."""
-    changes: dict[str, object] = {}
-    if env.get("FLEET_PROVER_IMAGE"):
-        changes["image"] = env["FLEET_PROVER_IMAGE"]
-    if env.get("FLEET_PROVER_DISK_GB"):
-        changes["disk_gb"] = float(env["FLEET_PROVER_DISK_GB"])
-    if env.get("FLEET_PROVER_RUNTYPE"):
-        changes["runtype"] = env["FLEET_PROVER_RUNTYPE"].strip()
-    if env.get("FLEET_PROVER_ARGS"):
-        changes["args"] = shlex.split(env["FLEET_PROVER_ARGS"])
-    if env.get("FLEET_PROVER_ONSTART"):
-        changes["onstart"] = env["FLEET_PROVER_ONSTART"]
-    port = env.get("FLEET_PROVER_STATUS_PORT", "").strip().lower()
-    if port:
-        changes["status_port"] = None if port == "none" else int(port)
-    return ProverSpec.model_validate(changes)
+class SettingsEnv(EnvModel):
+    """The worker's variables as read, one field each: unset is None (or the
+    default), and a value of the wrong kind is an error naming the variable."""
 
+    # A start command is a script: its spaces are kept.
+    KEEP_SPACES = frozenset({"FLEET_PROVER_ONSTART"})
 
-def _flag(env: dict[str, str], name: str) -> bool:
-    value = env.get(name, "").strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ValueError(f"{name} must be 1 or 0 (or true/false, yes/no), not {env[name]!r}")
+    anthropic_api_key: SecretStr | None = Field(None, alias="ANTHROPIC_API_KEY")
+    # None: anthropic when a key is set, else autopilot.
+    llm_provider: Literal["anthropic", "autopilot"] | None = Field(None, alias="FLEET_LLM_PROVIDER")
+    llm_model: str = Field(DEFAULT_MODEL, alias=MODEL_ENV)
+    # JSON, parsed by model_table (its errors name the variable already).
+    llm_prices: str | None = Field(None, alias=PRICES_ENV)
+    database_url: str | None = Field(None, alias="FLEET_DATABASE_URL")
+    new_store: bool = Field(False, alias=NEW_STORE_ENV)
+    vast_api_url: str = Field(DEFAULT_VAST_URL, alias="VAST_API_URL")
+    vast_api_key: SecretStr | None = Field(None, alias="VAST_API_KEY")
+    # FLEET_PROVER_*: None keeps ProverSpec's default.
+    prover_image: str | None = Field(None, alias="FLEET_PROVER_IMAGE")
+    prover_disk_gb: float | None = Field(None, alias="FLEET_PROVER_DISK_GB", allow_inf_nan=False)
+    prover_runtype: str | None = Field(None, alias="FLEET_PROVER_RUNTYPE")
+    # Split like a shell line.
+    prover_args: str | None = Field(None, alias="FLEET_PROVER_ARGS")
+    prover_onstart: str | None = Field(None, alias="FLEET_PROVER_ONSTART")
+    # `none`: no status port.
+    prover_status_port: int | None = Field(
+        ProverSpec().status_port, alias="FLEET_PROVER_STATUS_PORT"
+    )
+    # Checked together by metrics_address (METRICS_PORT first).
+    metrics_port: str | None = Field(None, alias=METRICS_ENV)
+    fleet_metrics_port: str | None = Field(None, alias=METRICS_ENV_ALIAS)
+    search_attributes: SearchAttributeMode = Field("auto", alias=SEARCH_ATTRIBUTES_ENV)
+
+    @field_validator("new_store", mode="before")
+    @classmethod
+    def _flag(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        if value.lower() in _TRUE:
+            return True
+        if value.lower() in _FALSE:
+            return False
+        raise ValueError(f"{NEW_STORE_ENV} must be 1 or 0 (or true/false, yes/no), not {value!r}")
+
+    @field_validator("prover_status_port", mode="before")
+    @classmethod
+    def _port_or_none(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        if value.lower() == "none":
+            return None
+        if not value.isdigit() or not 1 <= int(value) <= 65535:
+            raise ValueError(
+                f"FLEET_PROVER_STATUS_PORT must be a port (1-65535) or none, not {value!r}"
+            )
+        return int(value)
+
+    @field_validator("search_attributes", mode="before")
+    @classmethod
+    def _mode(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return search_attribute_mode({SEARCH_ATTRIBUTES_ENV: value})
+        return value
+
+    def prover(self) -> ProverSpec:
+        """ProverSpec's defaults with the FLEET_PROVER_* variables that are set."""
+        changes: dict[str, object] = {"status_port": self.prover_status_port}
+        if self.prover_image is not None:
+            changes["image"] = self.prover_image
+        if self.prover_disk_gb is not None:
+            changes["disk_gb"] = self.prover_disk_gb
+        if self.prover_runtype is not None:
+            changes["runtype"] = self.prover_runtype
+        if self.prover_args is not None:
+            changes["args"] = shlex.split(self.prover_args)
+        if self.prover_onstart is not None:
+            changes["onstart"] = self.prover_onstart
+        try:
+            return ProverSpec.model_validate(changes)
+        except ValidationError as exc:
+            raise SettingsError(one_line(exc, _PROVER_VARS)) from None
 
 
 class Settings(BaseModel):
@@ -89,37 +164,37 @@ class Settings(BaseModel):
         return model_info(self.llm_model, self.llm_models)
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
-        """FLEET_LLM_PROVIDER defaults to anthropic when a key is set, else autopilot.
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, *, env_file: Path | None = None
+    ) -> Settings:
+        """The settings from `env`, or else from the environment over the
+        `.env` file (`env_file`, default: fleet_agent/env_file.py's).
 
-        Raises `ValueError` (one line) for a bad setting, among them a
-        FLEET_LLM_MODEL the anthropic provider would run on that is not a known
-        model (fleet_agent/llm_models.py, FLEET_LLM_PRICES): workers read the
-        settings when they start, so that is an error at start, not at the
-        first run. The autopilot never uses the model and does not check it.
+        FLEET_LLM_PROVIDER defaults to anthropic when a key is set, else autopilot.
+        Raises `ValueError` (one line naming the variable) for a bad setting,
+        among them a FLEET_LLM_MODEL the anthropic provider would run on that
+        is not a known model (fleet_agent/llm_models.py, FLEET_LLM_PRICES):
+        workers read the settings when they start, so that is an error at
+        start, not at the first run. The autopilot never uses the model and
+        does not check it.
         """
-        e = dict(os.environ) if env is None else env
-        key = e.get("ANTHROPIC_API_KEY") or None
-        provider = e.get("FLEET_LLM_PROVIDER") or ("anthropic" if key else "autopilot")
-        if provider not in ("anthropic", "autopilot"):
-            raise ValueError(
-                f"FLEET_LLM_PROVIDER must be 'anthropic' or 'autopilot', not {provider!r}"
-            )
-        models = model_table(e.get(PRICES_ENV))
-        model = e.get(MODEL_ENV, "").strip() or DEFAULT_MODEL
+        e = SettingsEnv.read(env, env_file=env_file)
+        key = e.anthropic_api_key
+        provider = e.llm_provider or ("anthropic" if key else "autopilot")
+        models = model_table(e.llm_prices)
         if provider == "anthropic":
-            model_info(model, models)
-        vast_key = e.get("VAST_API_KEY") or None
+            model_info(e.llm_model, models)
+        ports = {METRICS_ENV: e.metrics_port or "", METRICS_ENV_ALIAS: e.fleet_metrics_port or ""}
         return cls(
-            database_url=e.get("FLEET_DATABASE_URL") or None,
-            new_store=_flag(e, NEW_STORE_ENV),
+            database_url=e.database_url,
+            new_store=e.new_store,
             llm_provider=provider,
-            llm_model=model,
+            llm_model=e.llm_model,
             llm_models=models,
-            anthropic_api_key=SecretStr(key) if key else None,
-            vast_api_url=(e.get("VAST_API_URL") or DEFAULT_VAST_URL).rstrip("/"),
-            vast_api_key=SecretStr(vast_key) if vast_key else None,
-            prover=_prover(e),
-            metrics_address=metrics_address(e),
-            search_attributes=search_attribute_mode(e),
+            anthropic_api_key=key,
+            vast_api_url=e.vast_api_url.rstrip("/"),
+            vast_api_key=e.vast_api_key,
+            prover=e.prover(),
+            metrics_address=metrics_address(ports),
+            search_attributes=e.search_attributes,
         )

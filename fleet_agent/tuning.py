@@ -20,13 +20,16 @@ reasons are in docs/DECISIONS.md, "Many fleets on one worker"):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from pathlib import Path
 
+from pydantic import Field
+
+from fleet_agent.env_settings import EnvModel
 from fleet_agent.vast.listing import DEFAULT_LIST_TTL_S
 
-__all__ = ["ENV_NAMES", "WorkerTuning"]
+__all__ = ["ENV_NAMES", "TuningEnv", "WorkerTuning"]
 
 #: The variable behind each field.
 ENV_NAMES: dict[str, str] = {
@@ -52,23 +55,41 @@ class WorkerTuning:
     vast_list_ttl_s: float = DEFAULT_LIST_TTL_S
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerTuning:
-        """The defaults, with any variable of ENV_NAMES that is set; raises
-        `ValueError` naming the variable when one is not a positive number
-        (the TTL may be 0: no sharing)."""
-        e = os.environ if env is None else env
-        values: dict[str, int | float] = {}
-        for f in fields(cls):
-            name = ENV_NAMES[f.name]
-            raw = e.get(name, "").strip()
-            if not raw:
-                continue
-            is_float = f.name == "vast_list_ttl_s"
-            try:
-                value: int | float = float(raw) if is_float else int(raw)
-            except ValueError:
-                raise ValueError(f"{name} must be a number, got {raw!r}") from None
-            if value < 0 or (value == 0 and not is_float):
-                raise ValueError(f"{name} must be {'>= 0' if is_float else '>= 1'}, got {raw!r}")
-            values[f.name] = value
-        return cls(**values)  # type: ignore[arg-type]
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, *, env_file: Path | None = None
+    ) -> WorkerTuning:
+        """The defaults, with any variable of ENV_NAMES that is set (in `env`,
+        or else the environment over the `.env` file); raises `ValueError`
+        naming the variable when one is not a positive number (the TTL may
+        be 0: no sharing)."""
+        read = TuningEnv.read(env, env_file=env_file)
+        return cls(**read.model_dump())
+
+
+_DEFAULTS = WorkerTuning()
+
+
+class TuningEnv(EnvModel):
+    """The FLEET_WORKER_* variables and FLEET_VAST_LIST_TTL_S, as read."""
+
+    max_concurrent_activities: int = Field(
+        _DEFAULTS.max_concurrent_activities, ge=1, alias=ENV_NAMES["max_concurrent_activities"]
+    )
+    max_concurrent_workflow_tasks: int = Field(
+        _DEFAULTS.max_concurrent_workflow_tasks,
+        ge=1,
+        alias=ENV_NAMES["max_concurrent_workflow_tasks"],
+    )
+    max_cached_workflows: int = Field(
+        _DEFAULTS.max_cached_workflows, ge=1, alias=ENV_NAMES["max_cached_workflows"]
+    )
+    workflow_task_pollers: int = Field(
+        _DEFAULTS.workflow_task_pollers, ge=1, alias=ENV_NAMES["workflow_task_pollers"]
+    )
+    activity_task_pollers: int = Field(
+        _DEFAULTS.activity_task_pollers, ge=1, alias=ENV_NAMES["activity_task_pollers"]
+    )
+    # 0 is allowed: list for every view (no sharing).
+    vast_list_ttl_s: float = Field(
+        _DEFAULTS.vast_list_ttl_s, ge=0, allow_inf_nan=False, alias=ENV_NAMES["vast_list_ttl_s"]
+    )

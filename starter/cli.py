@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from fleet_agent.env_file import SettingsError, export_env_file
 from starter import commands
 from starter.agent_client import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -188,6 +189,7 @@ def _worker(args: argparse.Namespace) -> int:
     import worker
     from fleet_agent.settings import Settings
     from fleet_agent.store import SchemaError, StoreRefused
+    from fleet_agent.tuning import WorkerTuning
     from starter.telemetry import MetricsUnavailable
 
     for env, value in (
@@ -199,8 +201,10 @@ def _worker(args: argparse.Namespace) -> int:
             os.environ[env] = value
     try:
         # A bad FLEET_LLM_PROVIDER, or a FLEET_LLM_MODEL with no known price,
-        # is a mistake to report at start, not a crash (or a failed first run).
+        # is a mistake to report at start, not a crash (or a failed first run);
+        # so is a bad FLEET_WORKER_* (worker.main reads the tuning again).
         settings = Settings.from_env()
+        WorkerTuning.from_env()
     except ValueError as exc:
         raise CliError(str(exc)) from None
     where = resolved_address(None, args.profile)
@@ -584,6 +588,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit code (argv defaults to sys.argv[1:])."""
+    try:
+        # Before the parser: its defaults (FLEET_AGENT_ID, CONSOLE_PORT …) and
+        # every command's reads then see the .env file, the environment winning.
+        export_env_file()
+    except SettingsError as exc:  # a bad FLEET_ENV_FILE: a setting, as CliError's 1
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
     try:

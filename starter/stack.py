@@ -25,6 +25,7 @@ from fleet_agent.local_stack import StackPaths
 from fleet_agent.models import ConfigPatch
 from fleet_agent.settings import Settings
 from fleet_agent.store import SchemaError, StoreRefused, redacted_url
+from fleet_agent.tuning import WorkerTuning
 from starter.agent_client import AgentClient, CliError
 from starter.console import DEFAULT_CONSOLE_PORT, console_for_stack
 from starter.devserver import DevServerConfig
@@ -101,8 +102,9 @@ async def up(opts: StackOptions) -> int:
     config, paths = dev_config(opts)
     try:
         # Read once up front so a bad FLEET_LLM_PROVIDER (or an unknown
-        # FLEET_LLM_MODEL) fails before anything starts.
+        # FLEET_LLM_MODEL, or a bad FLEET_WORKER_*) fails before anything starts.
         Settings.from_env()
+        WorkerTuning.from_env()
     except ValueError as exc:
         raise CliError(str(exc)) from None
     stop = _stop_event()

@@ -20,6 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
+from fleet_agent.env_file import ENV_FILE_ENV
 from fleet_agent.settings import ProverSpec
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
@@ -28,6 +29,10 @@ from fleet_agent.vast.pacing import NO_PACING
 from starter.devserver import find_temporal_cli, find_test_server, load_dev_config
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.configs import StaticConfigs
+
+# A developer's .env in the checkout must not change what the tests see: the
+# settings, and the CLI and worker processes the tests start, read none.
+os.environ.setdefault(ENV_FILE_ENV, os.devnull)
 
 # Low enough that the e2e tests see the server suggest continue-as-new after a
 # handful of runs; see tests/test_e2e_devserver.py.
