@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from fleet_agent.fleet.policy import STUCK_LOADING_MINUTES
+from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB, stuck_loading_minutes
 from fleet_agent.fleet.prover_status import read_statuses
 from fleet_agent.fleet.provers import ProverTrack, advance, not_proving_reason
 from fleet_agent.models import PollRequest
@@ -31,13 +31,21 @@ FORGET_EVERY_S = 3600.0
 
 
 def failure_of(
-    inst: Instance, track: ProverTrack | None, now: float, not_proving_minutes: float
+    inst: Instance,
+    track: ProverTrack | None,
+    now: float,
+    not_proving_minutes: float,
+    image_gb: float = DEFAULT_IMAGE_GB,
 ) -> tuple[str, str] | None:
     """(kind, reason) when this machine's failure says something about its host."""
     if inst.phase == "dead":
         return "dead", f"instance {inst.id} went {inst.state}: {(inst.status_msg or '')[:200]}"
     age_min = (now - inst.start_date) / 60 if inst.start_date else 0.0
-    if inst.is_booting and inst.state != "rebooting" and age_min > STUCK_LOADING_MINUTES:
+    if (
+        inst.is_booting
+        and inst.state != "rebooting"
+        and age_min > stuck_loading_minutes(inst.inet_down, image_gb)
+    ):
         return "stuck", f"instance {inst.id} still {inst.state} after {age_min:.0f} min"
     if inst.phase == "running" and track is not None:
         reason = not_proving_reason(track, now, not_proving_minutes)
@@ -53,6 +61,7 @@ class ProverWatch:
         self._tracks = ProverTracks(store)
         self._hosts = FailedHosts(store)
         self._port = prover.status_port
+        self.image_gb = prover.image_gb
         self._clock = clock
         self._forgot_at: float | None = None
 
@@ -95,7 +104,7 @@ class ProverWatch:
         self, req: PollRequest, inst: Instance, track: ProverTrack, now: float
     ) -> ProverTrack:
         read_track = track if self._port is not None and track.phase else None
-        failure = failure_of(inst, read_track, now, req.not_proving_minutes)
+        failure = failure_of(inst, read_track, now, req.not_proving_minutes, self.image_gb)
         if failure is None or inst.machine_id is None or req.failed_host_ttl_hours <= 0:
             return track
         kind, reason = failure

@@ -70,6 +70,7 @@ class FleetViews:
             tracks=tracks,
             not_proving_minutes=req.not_proving_minutes,
             min_release_age_minutes=req.min_release_age_minutes,
+            image_gb=self._watch.image_gb,
         )
 
     async def snapshot(
@@ -92,6 +93,7 @@ class FleetViews:
             tracks=tracks,
             not_proving_minutes=rules.not_proving_minutes,
             min_release_age_minutes=rules.min_release_age_minutes,
+            image_gb=self._watch.image_gb,
         ).instances[0]
 
     @staticmethod

@@ -19,6 +19,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB
+
 __all__ = ["ENTRYPOINT_RUNTYPES", "RUNTYPES", "STATUS_PORT_ENV", "ProverSpec"]
 
 #: The runtypes vast.ai documents for a create (``create_instance.yaml``).
@@ -47,6 +49,9 @@ class ProverSpec(BaseModel):
     image: str = "ghcr.io/fleet-agent/snark-prover:latest"
     #: Disk rented with the machine, GB; priced into ``dph_total`` (vast.ai's minimum is 8).
     disk_gb: Annotated[float, Field(ge=8)] = 64.0
+    #: The image's size as pulled, GB: how long a boot may load before the
+    #: machine counts as stuck (fleet_agent/fleet/load_time.py).
+    image_gb: Annotated[float, Field(gt=0, le=1_000)] = DEFAULT_IMAGE_GB
     runtype: str = "args"
     #: ``args`` runtype: the arguments that replace the image's CMD (None: its own CMD).
     args: list[str] | None = None

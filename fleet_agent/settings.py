@@ -49,6 +49,7 @@ _FALSE = frozenset({"0", "false", "no"})
 _PROVER_VARS = {
     "image": "FLEET_PROVER_IMAGE",
     "disk_gb": "FLEET_PROVER_DISK_GB",
+    "image_gb": "FLEET_PROVER_IMAGE_GB",
     "runtype": "FLEET_PROVER_RUNTYPE",
     "args": "FLEET_PROVER_ARGS",
     "onstart": "FLEET_PROVER_ONSTART",
@@ -77,6 +78,7 @@ class SettingsEnv(EnvModel):
     # FLEET_PROVER_*: None keeps ProverSpec's default.
     prover_image: str | None = Field(None, alias="FLEET_PROVER_IMAGE")
     prover_disk_gb: float | None = Field(None, alias="FLEET_PROVER_DISK_GB", allow_inf_nan=False)
+    prover_image_gb: float | None = Field(None, alias="FLEET_PROVER_IMAGE_GB", allow_inf_nan=False)
     prover_runtype: str | None = Field(None, alias="FLEET_PROVER_RUNTYPE")
     # Split like a shell line.
     prover_args: str | None = Field(None, alias="FLEET_PROVER_ARGS")
@@ -128,6 +130,8 @@ class SettingsEnv(EnvModel):
             changes["image"] = self.prover_image
         if self.prover_disk_gb is not None:
             changes["disk_gb"] = self.prover_disk_gb
+        if self.prover_image_gb is not None:
+            changes["image_gb"] = self.prover_image_gb
         if self.prover_runtype is not None:
             changes["runtype"] = self.prover_runtype
         if self.prover_args is not None:

@@ -112,7 +112,9 @@ def flags_of(inst: FleetInstance) -> list[str]:
         return [Flag.UNKNOWN]
     if phase == "booting":
         age = inst.age_minutes or 0.0
-        stuck = inst.state != "rebooting" and age > STUCK_LOADING_MINUTES
+        # The snapshot's own limit (the host's link); older snapshots lack it.
+        limit = inst.loading_limit_minutes or STUCK_LOADING_MINUTES
+        stuck = inst.state != "rebooting" and age > limit
         return [Flag.STUCK, Flag.LOADING] if stuck else [Flag.LOADING]
     prover_phase = inst.prover.split(":", 1)[0].strip()
     return {

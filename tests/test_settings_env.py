@@ -27,6 +27,8 @@ ANTHROPIC = {"ANTHROPIC_API_KEY": "sk-test"}
         ({"FLEET_PROVER_DISK_GB": "abc"}, "FLEET_PROVER_DISK_GB must be a number, not 'abc'"),
         ({"FLEET_PROVER_DISK_GB": "4"}, "FLEET_PROVER_DISK_GB must be >= 8, not 4.0"),
         ({"FLEET_PROVER_DISK_GB": "inf"}, "FLEET_PROVER_DISK_GB must be a number, not 'inf'"),
+        ({"FLEET_PROVER_IMAGE_GB": "big"}, "FLEET_PROVER_IMAGE_GB must be a number, not 'big'"),
+        ({"FLEET_PROVER_IMAGE_GB": "0"}, "FLEET_PROVER_IMAGE_GB must be > 0, not 0.0"),
         ({"FLEET_PROVER_STATUS_PORT": "x"}, "FLEET_PROVER_STATUS_PORT must be a port (1-65535)"),
         ({"FLEET_PROVER_STATUS_PORT": "0"}, "FLEET_PROVER_STATUS_PORT must be a port (1-65535)"),
         ({"FLEET_PROVER_STATUS_PORT": "70000"}, "FLEET_PROVER_STATUS_PORT must be a port"),
@@ -122,6 +124,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 DOTENV = """\
 # the worker's settings
 FLEET_PROVER_DISK_GB=100
+FLEET_PROVER_IMAGE_GB=20.5
 VAST_API_KEY='vast-secret'
 FLEET_WORKER_ACTIVITIES=80
 export FLEET_SEARCH_ATTRIBUTES=off
@@ -136,6 +139,7 @@ def test_the_env_file_is_read_and_the_environment_wins(
     path.write_text(DOTENV)
     settings = Settings.from_env(env_file=path)
     assert settings.prover.disk_gb == 100 and settings.search_attributes == "off"
+    assert settings.prover.image_gb == 20.5
     assert settings.vast_api_key is not None
     assert settings.vast_api_key.get_secret_value() == "vast-secret"
     assert "vast-secret" not in repr(settings) and "vast-secret" not in str(settings)
@@ -181,6 +185,7 @@ def test_export_env_file_keeps_what_the_environment_has(clean_env: Path) -> None
     assert environ == {
         "FLEET_PROVER_DISK_GB": "200",
         "FLEET_WORKER_ACTIVITIES": "",
+        "FLEET_PROVER_IMAGE_GB": "20.5",
         "VAST_API_KEY": "vast-secret",
         "FLEET_SEARCH_ATTRIBUTES": "off",
         # Every variable of the file: the SDK's TEMPORAL_* read the environment.

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fleet_agent.fleet.load_time import STUCK_LOADING_MAX_MINUTES
 from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 from fleet_agent.vast.models import phase_of
 
@@ -23,10 +24,12 @@ __all__ = [
     "plan_fleet",
 ]
 
-# A machine still not running after this long is replaced (vast.ai hosts
-# sometimes never finish pulling the image). Age counts from the rental, so a
-# reboot (transient, and possibly hours after the rental) is exempt.
-STUCK_LOADING_MINUTES = 30.0
+# A machine still not running after its row's `loading_limit_minutes` (its
+# link and the image's size, fleet_agent/fleet/load_time.py), or this long
+# when the row does not say, is replaced: vast.ai hosts sometimes never finish
+# pulling the image. Age counts from the rental, so a reboot (transient, and
+# possibly hours after the rental) is exempt.
+STUCK_LOADING_MINUTES = STUCK_LOADING_MAX_MINUTES
 #: The snapshot's state of a running machine whose prover makes no progress.
 NOT_PROVING = "not_proving"
 
@@ -87,7 +90,7 @@ def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
             phase == "booting"
             and state != "rebooting"
             and age is not None
-            and float(age) > STUCK_LOADING_MINUTES
+            and float(age) > float(row.get("loading_limit_minutes") or STUCK_LOADING_MINUTES)
         ):
             destroy.append((int(row["id"]), f"stuck {state} for {float(age):.0f} min"))
         else:

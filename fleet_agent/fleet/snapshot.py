@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from fleet_agent.capacity import proofs_per_hour
-from fleet_agent.fleet.policy import NOT_PROVING, STUCK_LOADING_MINUTES
+from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB, stuck_loading_minutes
+from fleet_agent.fleet.policy import NOT_PROVING
 from fleet_agent.fleet.provers import ProverTrack, not_proving_reason
 from fleet_agent.fleet.reconcile import duplicate_labels
 from fleet_agent.vast.models import Instance, phase_of
@@ -50,6 +51,9 @@ class FleetInstance(BaseModel):
     prover: str = ""  # the prover's phase and detail, as its status says
     status_msg: str = ""
     age_minutes: float | None = None
+    # While it boots: how long it may load before it counts as stuck and is
+    # replaced (fleet_agent/fleet/load_time.py: its link and the image's size).
+    loading_limit_minutes: float | None = None
     # False for a healthy machine younger than min_release_age_minutes.
     releasable: bool = True
     machine_id: int | None = None
@@ -172,11 +176,14 @@ def summarize(
     tracks: dict[int, ProverTrack] | None = None,
     not_proving_minutes: float = 20.0,
     min_release_age_minutes: float = 0.0,
+    image_gb: float = DEFAULT_IMAGE_GB,
 ) -> FleetSnapshot:
     """The snapshot of `instances`. `tracks` are the monitor's prover reads (None:
     statuses are not read, capacity is the estimate); a running machine whose
     prover made no progress for `not_proving_minutes` is in state "not_proving".
-    A healthy machine younger than `min_release_age_minutes` is not releasable."""
+    A healthy machine younger than `min_release_age_minutes` is not releasable;
+    one still loading after its `loading_limit_minutes` (its link and the
+    image's `image_gb`) is stuck."""
     rows: list[FleetInstance] = []
     capacity = expected = dph = 0.0
     members = [i for i in instances if not i.is_gone]
@@ -191,12 +198,12 @@ def summarize(
         if cap.not_proving:
             state = NOT_PROVING
             note = f"running but not proving ({cap.not_proving}); still billed: replace it"
-        stuck = (
-            phase == "booting"
-            and state != "rebooting"
-            and age is not None
-            and age > STUCK_LOADING_MINUTES
+        limit = (
+            stuck_loading_minutes(inst.inet_down, image_gb)
+            if phase == "booting" and state != "rebooting"
+            else None
         )
+        stuck = limit is not None and age is not None and age > limit
         healthy = phase in ("running", "booting") and not cap.not_proving and not stuck
         young = age is not None and age < min_release_age_minutes
         rows.append(
@@ -218,6 +225,7 @@ def summarize(
                 prover=cap.prover,
                 status_msg=(inst.status_msg or "")[:120],
                 age_minutes=age,
+                loading_limit_minutes=round(limit, 1) if limit is not None else None,
                 releasable=not (healthy and young),
                 machine_id=inst.machine_id,
                 host_id=inst.host_id,

@@ -139,6 +139,8 @@ class Instance(_VastRecord):
     storage_total_cost: float | None = None
     #: $/GB of traffic, and the traffic so far (cumulative, KB; see
     #: fleet_agent/fleet/billing.py for the units we read them in).
+    # The host's listed download speed, Mb/s (as in its offer).
+    inet_down: float | None = None
     inet_down_cost: float | None = None
     inet_up_cost: float | None = None
     inet_down_billed: float | None = None
