@@ -260,10 +260,27 @@ def test_a_release_leaves_the_fleet_at_or_above_target() -> None:
     fleet = [_instance(i, start=0.0) for i in (1, 2, 3)]
     snap = summarize(fleet, target=0, now_epoch=now)
     each = snap.instances[0].expected_proofs_per_hour
-    rows = [r.model_dump() for r in snap.instances]
+    rows = [r.model_dump() | {"measured_proofs_per_hour": each} for r in snap.instances]
     # Over target by less than one machine: nothing goes.
     assert plan_fleet(rows, 2 * each + 1).destroy == []
     # Over by exactly one machine: one goes.
+    assert len(plan_fleet(rows, 2 * each).destroy) == 1
+
+
+def test_a_release_is_judged_on_what_is_measured_not_on_estimates() -> None:
+    """Three machines, two measured at their estimate and one not measured yet,
+    the target two machines' worth: the unmeasured one counts at 90 % of its
+    estimate, so releasing a measured one would leave 1.9 machines' worth
+    surely proving, and nothing goes until the third is measured."""
+    now = 10_000.0
+    snap = summarize([_instance(i, start=0.0) for i in (1, 2, 3)], target=0, now_epoch=now)
+    each = snap.instances[0].expected_proofs_per_hour
+    rows = [r.model_dump() for r in snap.instances]
+    rows[0]["measured_proofs_per_hour"] = rows[1]["measured_proofs_per_hour"] = each
+    assert plan_fleet(rows, 2 * each).destroy == [(3, "not needed for the target")]
+    rows[2]["dph"] = 0.4  # the unmeasured one is the cheapest: it stays, nothing goes
+    assert plan_fleet(rows, 2 * each).destroy == []
+    rows[2]["measured_proofs_per_hour"] = each
     assert len(plan_fleet(rows, 2 * each).destroy) == 1
 
 
@@ -278,7 +295,7 @@ def test_a_release_keeps_the_cheapest_subset_that_meets_the_target() -> None:
         {"id": 4, "state": "running", "dph": 0.50, "expected_proofs_per_hour": 25.0},
     ]
     for r in rows:
-        r["proofs_per_hour"] = r["expected_proofs_per_hour"]
+        r["proofs_per_hour"] = r["measured_proofs_per_hour"] = r["expected_proofs_per_hour"]
     plan = plan_fleet(rows, 70)
     assert sorted(iid for iid, _ in plan.destroy) == [3, 4]
     assert plan.expected_after == 75.0
