@@ -87,6 +87,7 @@ class Life:
     failed_at: float | None = None  # prover error/stuck or dead status first seen
     failure: str = ""  # what failed: the status, "prover error" or "prover stuck"
     proving_at: float | None = None  # its prover first seen proving
+    boot: str = "run"  # the simulator's draw: run, stuck (hangs loading) or boot_fail
     destroyed_at: float | None = None
     healthy_at_destroy: bool = True
     last: str = ""  # the last state seen before it went
@@ -134,6 +135,7 @@ def _observe(day: Day, state: dict[str, Any], t: float) -> None:
                 f"{row.get('actual_status')}/{row.get('prover_phase')} "
                 f"start_date={row.get('start_date')} {str(row.get('status_msg') or '')[:60]}"
             )
+            life.boot = str(row.get("boot_outcome") or "run")
             if life.proving_at is None and row.get("prover_phase") == "proving":
                 life.proving_at = t
             if life.failed_at is None and _failed(row):
@@ -305,11 +307,18 @@ def _report(
         if life.destroyed_at is not None and life.failed_at is not None
     ]
     replacements = _replacements(day)
+    # Boots that hang or fail: how long each held its place in the fleet.
+    bad_boots = [
+        life.destroyed_at - life.created
+        for life in day.lives.values()
+        if life.boot != "run" and life.destroyed_at is not None
+    ]
     thrashed = [
         {"id": iid, "created": life.created, "destroyed": life.destroyed_at, "last": life.last}
         for iid, life in day.lives.items()
         if life.destroyed_at is not None
         and life.healthy_at_destroy
+        and life.boot == "run"  # a boot that hangs or fails is not healthy
         and life.destroyed_at - life.created <= THRASH_MINUTES * 60
     ]
     thrash = len(thrashed)
@@ -343,6 +352,8 @@ def _report(
                 default=None,
             )
         ),
+        "bad_boots": len(bad_boots),
+        "bad_boot_to_destroy_max_min": _minutes(max(bad_boots) if bad_boots else None),
         "thrash": thrash,
         "thrashed": thrashed,
         "lives": [

@@ -277,6 +277,9 @@ class SimInstance:
             "proofs_completed": math.floor(m.proofs),
             "prover_phase": m.phase if m.status == "running" and m.starts_prover else "off",
             "prover_stuck": m.stuck,
+            # How its boot was drawn at rent time: run, stuck (never leaves
+            # loading) or boot_fail: a benchmark's judge of a destroy.
+            "boot_outcome": m.fate.outcome,
             "prover_error": m.error if m.phase == "error" else None,
             "expected_proofs_per_hour": round(offer_proof_rate(self.offer) * m.fate.rate_jitter, 3),
             "prover_blocker": prover_blocker(self.offer),
