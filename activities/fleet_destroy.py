@@ -101,7 +101,9 @@ class Destroyer:
         await self._spend.close(req.agent_id, inst.id, inst)
         result = tool_result(
             req,
-            f"Destroyed instance {inst.id} ({inst.gpu_name}, was {inst.actual_status}).",
+            # The reason given rides along, so the run log says why it went.
+            f"Destroyed instance {inst.id} ({inst.gpu_name}, was {inst.actual_status}). "
+            f"Reason given: {args.reason[:200]}",
             mutating=True,
         )
         return result.model_copy(update={"dph_delta": -round(billed_dph(inst), 6)})

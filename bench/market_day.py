@@ -87,6 +87,7 @@ class Life:
     failed_at: float | None = None  # prover error/stuck or dead status first seen
     failure: str = ""  # what failed: the status, "prover error" or "prover stuck"
     proving_at: float | None = None  # its prover first seen proving
+    why: str = ""  # the reason the destroy gave
     boot: str = "run"  # the simulator's draw: run, stuck (hangs loading) or boot_fail
     destroyed_at: float | None = None
     healthy_at_destroy: bool = True
@@ -254,15 +255,19 @@ async def _drive(
     return str(handle.id)
 
 
-_DESTROYED = re.compile(r"Destroyed instance (\d+) \(.*?, was (\w+)\)")
+_DESTROYED = re.compile(
+    r"Destroyed instance (\d+) \(.*?, was (\w+)\)\. Reason given: ([^\n|]{0,80})"
+)
 
 
 def _destroyed_as(day: Day, store: Store, agent_id: str) -> None:
     """A machine that died between two samples looks healthy in them: the
     destroy tool's result says what vast.ai listed it as when it went."""
     for run in store.list_runs(agent_id, limit=100_000):
-        for iid, was in _DESTROYED.findall(run.actions_digest or ""):
+        for iid, was, why in _DESTROYED.findall(run.actions_digest or ""):
             life = day.lives.get(int(iid))
+            if life is not None:
+                life.why = why
             if life is not None and was in ("exited", "offline", "unknown"):
                 life.healthy_at_destroy = False
                 life.failed_at = life.failed_at if life.failed_at is not None else life.destroyed_at
