@@ -14,7 +14,7 @@ from fleet_agent.fleet.load_time import (
     est_load_minutes,
     stuck_loading_minutes,
 )
-from fleet_agent.fleet.policy import choose_offers, plan_fleet
+from fleet_agent.fleet.policy import plan_fleet
 from fleet_agent.fleet.snapshot import summarize
 from fleet_agent.vast.models import Instance, Offer
 
@@ -82,28 +82,3 @@ def test_a_hung_boot_on_a_fast_link_is_replaced_long_before_one_on_a_slow_link()
     # Rebooting is exempt, however long it takes.
     rebooting = _loading(3, 1_000, 60, now).model_copy(update={"actual_status": "rebooting"})
     assert failure_of(rebooting, None, now, 20.0) is None
-
-
-def _offer(oid: int, dph: float, rate: float, load: float | None) -> dict[str, object]:
-    return {"offer_id": oid, "dph": dph, "est_proofs_per_hour": rate, "est_load_minutes": load}
-
-
-def test_a_gap_is_covered_sooner_for_at_most_three_percent_more() -> None:
-    slow = _offer(1, 1.00, 100.0, 45.0)
-    assert choose_offers([slow, _offer(2, 1.02, 100.0, 12.0)], 90) == [_offer(2, 1.02, 100.0, 12.0)]
-    # 10 % dearer to prove 33 minutes sooner: the cheapest still.
-    assert choose_offers([slow, _offer(2, 1.10, 100.0, 12.0)], 90) == [slow]
-    # Ceilings are tried shortest first: 14 min at +3 % before 19 min at +1 %.
-    picks = choose_offers([slow, _offer(2, 1.01, 100.0, 19.0), _offer(3, 1.03, 100.0, 14.0)], 90)
-    assert [o["offer_id"] for o in picks] == [3]
-    # An offer that does not say how fast it loads only comes in as the cheapest.
-    assert choose_offers([_offer(4, 0.9, 100.0, None), slow], 90) == [_offer(4, 0.9, 100.0, None)]
-    assert choose_offers([slow, _offer(4, 1.01, 100.0, None)], 90) == [slow]
-    # Already fast enough: nothing changes; no premium: always the cheapest.
-    assert (
-        choose_offers([_offer(5, 1.0, 100.0, 14.0), _offer(6, 1.01, 100.0, 12.0)], 90)[0][
-            "offer_id"
-        ]
-        == 5
-    )
-    assert choose_offers([slow, _offer(2, 1.02, 100.0, 12.0)], 90, premium=0.0) == [slow]

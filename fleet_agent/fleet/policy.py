@@ -17,8 +17,6 @@ from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 from fleet_agent.vast.models import phase_of
 
 __all__ = [
-    "LOAD_CEILINGS",
-    "LOAD_PREMIUM",
     "NOT_PROVING",
     "STUCK_LOADING_MINUTES",
     "FleetPlan",
@@ -38,11 +36,6 @@ STUCK_LOADING_MINUTES = STUCK_LOADING_MAX_MINUTES
 #: rental and its 10-60 min load (the market day: a machine released at
 #: 7.7 h, its replacement loading for 14 min, the fleet 7 % short meanwhile).
 UNMEASURED_SHARE = 0.9
-#: A gap's cover may cost this much more than the cheapest when its slowest
-#: machine is estimated to prove sooner (`choose_offers`), and the load-time
-#: ceilings tried, minutes, shortest first.
-LOAD_PREMIUM = 0.03
-LOAD_CEILINGS = (15.0, 20.0, 25.0, 30.0, 40.0, 50.0)
 #: The snapshot's state of a running machine whose prover makes no progress.
 NOT_PROVING = "not_proving"
 
@@ -146,46 +139,19 @@ def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
     )
 
 
-def _cover(pool: list[dict[str, Any]], gap: float) -> tuple[list[dict[str, Any]], float, bool]:
+def choose_offers(offers: list[dict[str, Any]], gap: float) -> list[dict[str, Any]]:
+    """Offers (rows as search_offers gives them) that cover `gap` at the least $/h.
+
+    The exact cheapest cover of the offers shown (fleet_agent/fleet/oracle.py):
+    a greedy choice by $ per proof overshoots a small gap with a big machine,
+    or fills it with many small ones where one mid-sized machine is cheaper.
+    """
+    pool = [o for o in offers if float(o.get("est_proofs_per_hour") or 0.0) > 0]
+    if gap <= 0 or not pool:
+        return []
     items = [
         Item(key=k, cost=float(o["dph"]), rate=float(o["est_proofs_per_hour"]))
         for k, o in enumerate(pool)
     ]
     cover = cheapest_cover(items, gap, planning_unit(gap))
-    return [pool[k] for k in cover.keys], cover.cost, cover.met
-
-
-def _load(offer: dict[str, Any]) -> float:
-    minutes = offer.get("est_load_minutes")
-    return float(minutes) if minutes is not None else float("inf")
-
-
-def choose_offers(
-    offers: list[dict[str, Any]], gap: float, premium: float = LOAD_PREMIUM
-) -> list[dict[str, Any]]:
-    """Offers (rows as search_offers gives them) that cover `gap` at the least
-    $/h, or up to `premium` dearer where that cover proves sooner.
-
-    The exact cheapest cover of the offers shown (fleet_agent/fleet/oracle.py):
-    a greedy choice by $ per proof overshoots a small gap with a big machine,
-    or fills it with many small ones where one mid-sized machine is cheaper.
-    Then the offers are limited to an estimated load time (`est_load_minutes`)
-    of 15, 20, ... minutes in turn, and the first such cover that costs at
-    most `premium` more is taken: the fleet is short until the slowest of its
-    new machines proves (docs/DECISIONS.md, "Load time").
-    """
-    pool = [o for o in offers if float(o.get("est_proofs_per_hour") or 0.0) > 0]
-    if gap <= 0 or not pool:
-        return []
-    cheapest, cost, met = _cover(pool, gap)
-    if not met or not cheapest:
-        return cheapest
-    slowest = max(_load(o) for o in cheapest)
-    for ceiling in LOAD_CEILINGS:
-        if ceiling >= slowest:
-            break
-        fast = [o for o in pool if _load(o) <= ceiling]
-        picks, fast_cost, fast_met = _cover(fast, gap)
-        if fast_met and fast_cost <= cost * (1 + premium) + 1e-9:
-            return picks
-    return cheapest
+    return [pool[k] for k in cover.keys]
