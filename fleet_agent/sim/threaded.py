@@ -5,6 +5,10 @@ environment's loop) and in the foreground of ``fleet-agent sim``; in both the
 caller's thread stays free, so the server gets a thread and a loop of its own.
 uvicorn only installs signal handlers from the main thread, so this thread
 leaves the process's Ctrl-C handling alone.
+
+A server made without a port listens on nothing of its own and serves the
+connections it is handed (`adopt`): the prover gateway accepts on its many
+per-instance ports itself and passes each connection on.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ class _Server(uvicorn.Server):
         self.wake: asyncio.Event | None = None
         #: Set once the sockets are served (or the thread ended without).
         self.ready = threading.Event()
+        # The loop keeps only weak references to tasks.
+        self.adopting: set[asyncio.Task[Any]] = set()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -58,11 +64,14 @@ class _Server(uvicorn.Server):
 
 
 class ThreadedServer:
-    """`app` served on host:port (0: a free port) from a daemon thread."""
+    """`app` served on host:port (0: a free port; None: no listener) from a
+    daemon thread."""
 
-    def __init__(self, app: ASGIApp, host: str, port: int, *, name: str, server_header: str):
+    def __init__(
+        self, app: ASGIApp, host: str, port: int | None, *, name: str, server_header: str
+    ) -> None:
         self._app = app
-        self._address = (host, port)
+        self._address: tuple[str, int | None] = (host, port)
         self._name = name
         self._server_header = server_header
         self._sock: socket.socket | None = None
@@ -82,28 +91,59 @@ class ThreadedServer:
     def running(self) -> bool:
         return self._server is not None
 
-    def call_soon(self, callback: Callable[..., Any], *args: Any) -> None:
-        """Run `callback(*args)` on the server's loop (from any thread)."""
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(callback, *args)
+    def call_soon(self, callback: Callable[..., Any], *args: Any) -> bool:
+        """Run `callback(*args)` on the server's loop (from any thread);
+        False if the server is not running."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return False
+        try:
+            loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # the loop closed meanwhile
+            return False
+        return True
+
+    def adopt(
+        self, conn: socket.socket, wrap: Callable[[asyncio.Protocol], asyncio.Protocol]
+    ) -> None:
+        """Serve an accepted connection (from any thread); `wrap` gets uvicorn's
+        protocol for it and returns the protocol to run. Closed if not running."""
+        server = self._server
+        if server is None or not self.call_soon(self._adopt, server, conn, wrap):
+            conn.close()
+
+    @staticmethod
+    def _adopt(
+        server: _Server, conn: socket.socket, wrap: Callable[[asyncio.Protocol], asyncio.Protocol]
+    ) -> None:
+        config = server.config
+
+        def protocol() -> asyncio.Protocol:
+            # What uvicorn's own startup builds for each connection it accepts.
+            inner: asyncio.Protocol = config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=server.server_state, app_state=server.lifespan.state
+            )
+            return wrap(inner)
+
+        if server.should_exit:
+            conn.close()
+            return
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(loop.connect_accepted_socket(protocol, conn))
+        server.adopting.add(task)
+
+        def failed(done: asyncio.Task[Any]) -> None:
+            server.adopting.discard(done)
+            if not done.cancelled() and done.exception() is not None:
+                conn.close()  # e.g. the client reset it before the loop got to it
+
+        task.add_done_callback(failed)
 
     def start(self) -> None:
         """Bind, serve, and return once the port accepts connections."""
         if self._server is not None:
             return
-        # Bound here so a port-0 server knows its port before uvicorn starts,
-        # and a taken port fails in the caller (uvicorn would log and exit).
-        # IPPROTO_TCP named: asyncio sets TCP_NODELAY on accepted sockets only
-        # when the protocol says TCP, and uvicorn writes headers and body
-        # apart; with Nagle on, every answer would wait ~40 ms for an ACK.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(self._address)
-            sock.listen(_BACKLOG)
-        except OSError:
-            sock.close()
-            raise
+        sock = self._bind() if self._address[1] is not None else None
         config = uvicorn.Config(
             self._app,
             # httptools (a C parser) when installed, as the project declares;
@@ -128,7 +168,7 @@ class ThreadedServer:
             loop = asyncio.new_event_loop()
             self._loop = loop
             try:
-                loop.run_until_complete(server.serve(sockets=[sock]))
+                loop.run_until_complete(server.serve(sockets=[sock] if sock else []))
             except BaseException as exc:  # reported to start(), or logged by the thread
                 failure.append(exc)
                 raise
@@ -142,6 +182,22 @@ class ThreadedServer:
         if not server.ready.wait(_START_TIMEOUT_S) or failure or not server.started:
             self.stop()
             raise RuntimeError(f"{self._name} did not start") from (failure[0] if failure else None)
+
+    def _bind(self) -> socket.socket:
+        # Bound here so a port-0 server knows its port before uvicorn starts,
+        # and a taken port fails in the caller (uvicorn would log and exit).
+        # IPPROTO_TCP named: asyncio sets TCP_NODELAY on accepted sockets only
+        # when the protocol says TCP, and uvicorn writes headers and body
+        # apart; with Nagle on, every answer would wait ~40 ms for an ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self._address[0], self._address[1] or 0))
+            sock.listen(_BACKLOG)
+        except OSError:
+            sock.close()
+            raise
+        return sock
 
     def stop(self) -> None:
         """Stop serving, close the listening socket, and join the thread."""
