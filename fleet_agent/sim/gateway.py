@@ -98,6 +98,8 @@ class ProverGateway:
         """Stop serving and close every listener."""
         # Set first: frozen machines' requests waiting in pool threads end now.
         self.stopping.set()
+        if self._http is not None:
+            self._http.begin_stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None

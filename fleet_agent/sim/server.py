@@ -152,20 +152,21 @@ class SimServer:
         return self
 
     def stop(self) -> None:
-        """Stop serving and release the port; hanging answers are dropped."""
+        """Stop serving and release the port; a pending hang answers 503."""
         http, executor = self._http, self._executor
         if http is None:
             return
         # Set first: create delays and hangs waiting in pool threads return at
         # once, so uvicorn's graceful shutdown has no request left to wait for.
         self._stopping.set()
+        http.begin_stop()
+        self.gateway.stop()  # meanwhile
         http.stop()
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
         if self._saver is not None:
             self._saver.join(timeout=5)
             self._saver = None
-        self.gateway.stop()
         self._http = self._executor = None
         self.save()
 
