@@ -87,10 +87,6 @@ class ThreadedServer:
         host, port = self._sock.getsockname()[:2]
         return str(host), int(port)
 
-    @property
-    def running(self) -> bool:
-        return self._server is not None
-
     def call_soon(self, callback: Callable[..., Any], *args: Any) -> bool:
         """Run `callback(*args)` on the server's loop (from any thread);
         False if the server is not running."""
