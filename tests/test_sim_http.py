@@ -86,6 +86,18 @@ def test_an_oversized_body_is_refused_and_the_connection_closed(sim: SimServer) 
     assert b"connection: close" in reply.lower()
 
 
+def test_a_chunked_body_is_read_and_capped(sim: SimServer) -> None:
+    def chunks(body: bytes) -> Iterator[bytes]:
+        yield body[:5]
+        yield body[5:]
+
+    with httpx.Client(base_url=sim.url, headers=AUTH) as client:
+        found = client.post("/api/v0/bundles/", content=chunks(json.dumps({"limit": 2}).encode()))
+        assert found.status_code == 200 and len(found.json()["offers"]) == 2
+        huge = client.post("/api/v0/bundles/", content=chunks(b" " * (2 << 20)))
+        assert huge.status_code == 413
+
+
 def test_a_garbled_request_line_gets_a_400_not_a_crash(sim: SimServer) -> None:
     assert _raw(sim, b"NOT HTTP AT ALL\r\n\r\n").startswith(b"HTTP/1.1 400 ")
     assert httpx.get(f"{sim.url}/api/v0/gpu_types/").status_code == 200
