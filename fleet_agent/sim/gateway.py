@@ -2,86 +2,34 @@
 
 On vast.ai a container port is reached at the instance's ``public_ipaddr`` and
 the host port its ``ports`` mapping names. The simulator does the same with
-one real listening socket per instance (on the simulator's host), all served
-by one selector thread; a connection gets its own thread. What a connection
-gets depends on the machine at that moment (`Market.prover_endpoint`):
-
-* running: ``GET /status`` answers the prover's JSON status (other paths 404);
-* frozen: the connection is accepted and never answered (a paused container);
-* anything else (loading, stopped, rebooting, dead): closed without an answer,
-  as when nothing listens behind the port.
+one real listening socket per instance (on the simulator's host), opened and
+closed as machines come and go, all accepted by one selector thread: uvicorn
+serves a fixed set of sockets, so the accepting stays here. Each accepted
+connection goes to uvicorn, on a loop of its own (`ThreadedServer` without a
+listener), serving the Starlette app of `fleet_agent.sim.prover_http`, which
+says what a running, frozen or dead machine answers.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import selectors
 import socket
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
 
 from .control import ProverAnswer
-from .prover import PROVER_STATUS_PATH
+from .prover_http import Connections, create_status_app
+from .threaded import ThreadedServer
 
 __all__ = ["ProverGateway"]
 
 _log = logging.getLogger(__name__)
-_HANG_S = 30.0
-
-
-class _Conn:
-    """What a handler needs to know about its listener (stands in for a server)."""
-
-    def __init__(self, gateway: ProverGateway, instance_id: int) -> None:
-        self.gateway = gateway
-        self.instance_id = instance_id
-
-
-class _StatusHandler(BaseHTTPRequestHandler):
-    server: _Conn  # type: ignore[assignment]
-    protocol_version = "HTTP/1.1"
-    server_version = "snark-prover-sim/1"
-    disable_nagle_algorithm = True
-    timeout = 60  # an idle keep-alive connection does not hold its thread forever
-
-    def handle_one_request(self) -> None:
-        kind, _ = self.server.gateway.answer(self.server.instance_id)
-        if kind == "closed":
-            self.close_connection = True
-            return
-        if kind == "hang":
-            self.server.gateway.stopping.wait(_HANG_S)
-            self.close_connection = True
-            return
-        super().handle_one_request()
-
-    def do_GET(self) -> None:
-        kind, body = self.server.gateway.answer(self.server.instance_id)
-        if kind != "ok" or body is None:
-            self.close_connection = True
-            return
-        if self.path.split("?")[0].rstrip("/") != PROVER_STATUS_PATH:
-            self._send(404, {"error": "not found"})
-            return
-        self._send(200, body)
-
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        payload = json.dumps(body).encode()
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
-
-    def log_message(self, format: str, *args: Any) -> None:
-        _log.debug("prover %s: " + format, self.server.instance_id, *args)
+# Threads reading the market for status requests, and holding frozen
+# machines' requests (30 s each); they start on demand.
+_THREADS = 64
 
 
 class ProverGateway:
@@ -95,6 +43,9 @@ class ProverGateway:
         self._sockets: dict[int, socket.socket] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._http: ThreadedServer | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._connections = Connections()
 
     def open(self, instance_id: int, preferred: int | None = None) -> int:
         """Listen for `instance_id` (on `preferred` if it is free); returns the port."""
@@ -133,15 +84,31 @@ class ProverGateway:
         if self._thread is not None:
             return
         self.stopping.clear()
+        executor = ThreadPoolExecutor(_THREADS, thread_name_prefix="vast-sim-prover")
+        app = create_status_app(self.answer, self._connections, self.stopping, executor)
+        http = ThreadedServer(
+            app, self.host, None, name="vast-sim-provers-http", server_header="snark-prover-sim/1"
+        )
+        http.start()
+        self._http, self._executor = http, executor
         self._thread = threading.Thread(target=self._serve, name="vast-sim-provers", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """Stop serving and close every listener."""
+        # Set first: frozen machines' requests waiting in pool threads end now.
         self.stopping.set()
+        if self._http is not None:
+            self._http.begin_stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        if self._http is not None:
+            self._http.stop()
+            self._http = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
         for instance_id in list(self._sockets):
             self.close(instance_id)
 
@@ -161,19 +128,14 @@ class ProverGateway:
                 if not isinstance(listener, socket.socket):
                     continue
                 try:
-                    conn, addr = listener.accept()
+                    conn, _ = listener.accept()
                 except (BlockingIOError, OSError):
                     continue
-                conn.setblocking(True)
-                threading.Thread(
-                    target=self._handle, args=(conn, addr, int(key.data)), daemon=True
-                ).start()
-
-    def _handle(self, conn: socket.socket, addr: Any, instance_id: int) -> None:
-        try:
-            _StatusHandler(conn, addr, _Conn(self, instance_id))  # type: ignore[arg-type]
-        except OSError:
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                conn.close()
+                # Headers and body go out in two writes; with Nagle on, the
+                # client would wait for a delayed ACK (~40 ms) on every answer.
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                http = self._http
+                if http is None:
+                    conn.close()
+                    continue
+                http.adopt(conn, self._connections.wrapper(int(key.data)))

@@ -1,10 +1,12 @@
 """The simulator as an HTTP service: `SimServer` for tests, `serve` for the CLI.
 
-Built on the stdlib ``ThreadingHTTPServer``: one thread per connection, all of
-them calling into the one `Market` behind its lock. Responses always carry a
-Content-Length, so HTTP/1.1 keep-alive works for httpx and requests alike, and
-JSON is sent as exactly ``application/json`` (the vastai CLI compares the header
-verbatim).
+Served by uvicorn and Starlette (the console's stack) in a background thread
+with its own event loop (`ThreadedServer`); the Starlette app
+(`fleet_agent.sim.http_app`) hands each request to `SimApi` on a thread pool,
+every request calling into the one `Market` behind its lock. Responses always
+carry a Content-Length, so HTTP/1.1 keep-alive works for httpx and requests
+alike, and JSON is sent as exactly ``application/json`` (the vastai CLI
+compares the header verbatim).
 
 Next to the API, a `ProverGateway` listens on one port per rented instance for
 its prover's status (the instance row maps it), and with a `state_path` the
@@ -14,18 +16,19 @@ saved when the server stops.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from .api import Reply, SimApi
+from .api import SimApi
 from .gateway import ProverGateway
+from .http_app import create_app
 from .market import DEFAULT_OFFERS, Market
 from .persist import load_state, save_state
+from .threaded import ThreadedServer
 
 __all__ = ["DEFAULT_API_KEY", "DEFAULT_STATE_PATH", "SimServer", "serve"]
 
@@ -37,82 +40,10 @@ DEFAULT_API_KEY = "sim-api-key"
 DEFAULT_STATE_PATH = Path("var/sim-state.json")
 #: Real seconds between two saves of a changing market.
 _SAVE_EVERY_S = 2.0
-
-_MAX_BODY = 1 << 20
-
-
-class _HttpServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    # The stdlib default backlog of 5 drops connects when a fleet manager fans
-    # out; dropped SYNs are retried after 1 s, 3 s, ... and look like timeouts.
-    request_queue_size = 1024
-
-    def __init__(self, address: tuple[str, int], api: SimApi, stopping: threading.Event) -> None:
-        super().__init__(address, _Handler)
-        self.api = api
-        self.stopping = stopping
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _HttpServer
-    protocol_version = "HTTP/1.1"
-    server_version = "vast-sim/1"
-    # Headers and body go out in two writes; with Nagle on, keep-alive clients
-    # would wait for a delayed ACK (~40 ms) on every request.
-    disable_nagle_algorithm = True
-
-    def do_GET(self) -> None:
-        self._serve("GET")
-
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def do_PUT(self) -> None:
-        self._serve("PUT")
-
-    def do_DELETE(self) -> None:
-        self._serve("DELETE")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        _log.debug("%s " + format, self.address_string(), *args)
-
-    def _serve(self, method: str) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > _MAX_BODY:
-            self._send(Reply(413, text="Request Entity Too Large"))
-            return
-        raw = self.rfile.read(length) if length > 0 else b""
-        try:
-            reply = self.server.api.handle(
-                method, self.path, self.headers, raw, self.client_address[0]
-            )
-        except Exception:
-            _log.exception("simulator failed on %s %s", method, self.path.split("?")[0])
-            reply = Reply(500, text="Internal Server Error")
-        # The "hang" fault: the work is done, the answer comes late (or, if the
-        # server stops first, never).
-        if reply.delay_s > 0 and self.server.stopping.wait(reply.delay_s):
-            self.close_connection = True
-            return
-        self._send(reply)
-
-    def _send(self, reply: Reply) -> None:
-        if reply.text is not None or reply.body is None:
-            payload = (reply.text or "").encode()
-            content_type = "text/plain; charset=utf-8"
-        else:
-            payload = json.dumps(reply.body).encode()
-            content_type = "application/json"
-        try:
-            self.send_response(reply.status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            # The client gave up (e.g. timed out on a hang); nothing to tell it.
-            self.close_connection = True
+# Threads for the API's synchronous calls. The stdlib server had one per
+# connection, unbounded; hangs and create delays each hold one for seconds
+# while a fleet keeps polling, so the pool is wide (threads start on demand).
+_API_THREADS = 256
 
 
 class SimServer:
@@ -162,9 +93,9 @@ class SimServer:
             self.restored = load_state(self.market, self.state_path)
         self._stopping = threading.Event()
         self._api = SimApi(self.market, api_key, wait=self._stopping.wait)
-        self._address = (host, port)
-        self._httpd: _HttpServer | None = None
-        self._thread: threading.Thread | None = None
+        self._host, self._port = host, port
+        self._http: ThreadedServer | None = None
+        self._executor: ThreadPoolExecutor | None = None
         self._saver: threading.Thread | None = None
 
     def _prover_answer(self, instance_id: int) -> Any:
@@ -187,24 +118,30 @@ class SimServer:
     @property
     def url(self) -> str:
         """The origin, e.g. ``http://127.0.0.1:41234`` (what ``--url`` takes)."""
-        if self._httpd is None:
+        if self._http is None:
             raise RuntimeError("the simulator is not started")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        host, port = self._http.address
+        return f"http://{host}:{port}"
 
     def start(self) -> Self:
         """Bind and serve in a background thread."""
-        if self._httpd is not None:
+        if self._http is not None:
             return self
         self._stopping.clear()
-        self._httpd = _HttpServer(self._address, self._api, self._stopping)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.1},
+        executor = ThreadPoolExecutor(_API_THREADS, thread_name_prefix="vast-sim-api")
+        http = ThreadedServer(
+            create_app(self._api, self._stopping, executor),
+            self._host,
+            self._port,
             name="vast-sim",
-            daemon=True,
+            server_header="vast-sim/1",
         )
-        self._thread.start()
+        try:
+            http.start()
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        self._http, self._executor = http, executor
         self.gateway.start()
         if self.state_path is not None:
             self._saver = threading.Thread(
@@ -215,20 +152,22 @@ class SimServer:
         return self
 
     def stop(self) -> None:
-        """Stop serving and release the port; hanging answers are dropped."""
-        httpd, thread = self._httpd, self._thread
-        if httpd is None:
+        """Stop serving and release the port; a pending hang answers 503."""
+        http, executor = self._http, self._executor
+        if http is None:
             return
+        # Set first: create delays and hangs waiting in pool threads return at
+        # once, so uvicorn's graceful shutdown has no request left to wait for.
         self._stopping.set()
-        httpd.shutdown()
-        httpd.server_close()
-        if thread is not None:
-            thread.join(timeout=5)
+        http.begin_stop()
+        self.gateway.stop()  # meanwhile
+        http.stop()
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
         if self._saver is not None:
             self._saver.join(timeout=5)
             self._saver = None
-        self.gateway.stop()
-        self._httpd = self._thread = None
+        self._http = self._executor = None
         self.save()
 
     def serve_forever(self) -> None:

@@ -1,0 +1,121 @@
+"""A rented machine's prover status over HTTP: a Starlette app, and the one
+thing HTTP frameworks do not do, dropping a connection without an answer.
+
+What a request gets depends on the machine at that moment
+(`Market.prover_endpoint`, read on a thread pool: it takes the market's lock):
+
+* running: ``GET /status`` answers the prover's JSON status (other paths 404);
+* frozen: the request is read and never answered (a paused container);
+* anything else (loading, stopped, rebooting, dead): the connection is closed
+  without an answer, as when nothing listens behind the port.
+
+An ASGI app can only answer, so each connection runs inside `_Tracked`, which
+files it by the client's address; the app looks it up and closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor
+from functools import partial
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .control import ProverAnswer
+from .prover import PROVER_STATUS_PATH
+
+__all__ = ["Connections", "create_status_app"]
+
+_HANG_S = 30.0
+_JSON = "application/json"
+
+
+class _Tracked(asyncio.Protocol):
+    """uvicorn's protocol for one connection, filed under its peer address."""
+
+    def __init__(self, inner: asyncio.Protocol, instance_id: int, filed: Connections) -> None:
+        self.inner = inner
+        self.instance_id = instance_id
+        self.transport: asyncio.BaseTransport | None = None
+        self.lost = asyncio.Event()
+        self._filed = filed
+        self._peer: Any = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self._peer = transport.get_extra_info("peername")
+        self._filed.by_peer[self._peer] = self
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._filed.by_peer.pop(self._peer, None)
+        self.inner.connection_lost(exc)
+        self.lost.set()
+
+
+class Connections:
+    """The live prover connections of one gateway (touched on its loop only)."""
+
+    def __init__(self) -> None:
+        self.by_peer: dict[Any, _Tracked] = {}
+
+    def wrapper(self, instance_id: int) -> Callable[[asyncio.Protocol], asyncio.Protocol]:
+        """What `ThreadedServer.adopt` takes for a connection to `instance_id`'s port."""
+        return partial(_Tracked, instance_id=instance_id, filed=self)
+
+
+def _json(status: int, body: dict[str, Any]) -> Response:
+    response = Response(json.dumps(body).encode(), status_code=status)
+    response.headers["content-type"] = _JSON
+    return response
+
+
+def create_status_app(
+    answer: Callable[[int], ProverAnswer],
+    connections: Connections,
+    stopping: threading.Event,
+    executor: Executor,
+) -> Starlette:
+    """The provers' app: `answer(instance_id)` says what the machine does."""
+
+    async def in_pool(call: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(executor, call)
+
+    async def status(request: Request) -> Response:
+        conn = connections.by_peer.get(tuple(request.client) if request.client else None)
+        if conn is None:  # pragma: no cover - every connection is adopted through a wrapper
+            return _json(500, {"error": "unknown connection"})
+        kind, body = await in_pool(partial(answer, conn.instance_id))
+        if kind == "ok" and body is not None:
+            if request.url.path.rstrip("/") != PROVER_STATUS_PATH:
+                return _json(404, {"error": "not found"})
+            return _json(200, body)
+        if kind == "hang":
+            await in_pool(partial(stopping.wait, _HANG_S))
+        # No answer: close the connection and return once uvicorn has seen it
+        # go, so it neither logs a missing response nor sends its own 500.
+        if conn.transport is not None:
+            conn.transport.close()
+        await conn.lost.wait()
+        return Response(status_code=204)  # never sent: the connection is gone
+
+    return Starlette(routes=[Route("/{path:path}", status, methods=["GET"])])
