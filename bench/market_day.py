@@ -271,6 +271,7 @@ def _destroyed_as(day: Day, store: Store, agent_id: str) -> None:
             if life is not None and was in ("exited", "offline", "unknown"):
                 life.healthy_at_destroy = False
                 life.failed_at = life.failed_at if life.failed_at is not None else life.destroyed_at
+                life.failure = life.failure or f"went {was} between samples"
 
 
 def _report(
