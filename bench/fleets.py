@@ -33,6 +33,7 @@ from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
 from _fleets_stack import Profiler, WorkerProc, count_lists, seed_fleets
+from sqlalchemy.exc import OperationalError
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -152,9 +153,14 @@ async def wait_started(store: Store, agents: list[str], limit: float) -> int:
     deadline = time.monotonic() + limit
 
     def done() -> int:
-        return sum(
-            1 for a in agents if any(r.ended_at is not None for r in store.list_runs(a, limit=5))
-        )
+        try:
+            return sum(
+                1
+                for a in agents
+                if any(r.ended_at is not None for r in store.list_runs(a, limit=5))
+            )
+        except OperationalError:  # the worker has not created the store yet
+            return 0
 
     while True:
         ready = await asyncio.to_thread(done)
