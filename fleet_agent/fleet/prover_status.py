@@ -11,6 +11,8 @@ short timeout: a frozen machine accepts the connection and never answers.
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 from collections.abc import Iterable
 from typing import Any
 
@@ -90,6 +92,16 @@ async def read_statuses(instances: Iterable[Instance], port: int) -> dict[int, P
     gate = asyncio.Semaphore(READ_CONCURRENCY)
     timeout = httpx.Timeout(READ_TIMEOUT_S)
     # No proxy from the environment: these are direct connections to hosts.
-    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as http:
+    async with httpx.AsyncClient(timeout=timeout, trust_env=False, verify=_tls_context()) as http:
         reads = await asyncio.gather(*(_read(http, i, port, gate) for i in todo))
     return {inst.id: read for inst, read in zip(todo, reads, strict=True)}
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The TLS settings a client gets by default (`trust_env=False`), built
+    once per process: a client builds them afresh otherwise, loading the CA
+    bundle: 4-5 % of the worker's busy samples at 100 agents (a client per
+    poll; docs/DECISIONS.md, "Many fleets on one worker"). The status URLs
+    are plain HTTP; the context is there for the client, not used."""
+    return httpx.create_ssl_context(trust_env=False)

@@ -1,6 +1,7 @@
-"""The stack of bench/many_fleets.py: the vast.ai simulator with a counter on
+"""The stack of bench/fleets.py: the vast.ai simulator with a counter on
 its instance list, a seeded fleet per agent, and a worker in its own process
-(so its CPU and memory are its own, read from /proc).
+(so its CPU and memory are its own, read from /proc), optionally sampled by
+py-spy.
 
 Nothing here is downloaded: the simulator and the fake Messages API run in
 this process, the worker is `python worker.py` with the stack's environment.
@@ -9,6 +10,7 @@ this process, the worker is `python worker.py` with the stack's environment.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -22,7 +24,7 @@ import httpx
 from fleet_agent.fleet.labels import create_label
 from fleet_agent.sim import SimServer
 
-__all__ = ["ListCounter", "WorkerProc", "count_lists", "seed_fleets"]
+__all__ = ["ListCounter", "Profiler", "WorkerProc", "count_lists", "seed_fleets"]
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -139,8 +141,17 @@ class WorkerProc:
         return total / 1e9
 
     def rss_mb(self) -> float:
+        """Resident memory now."""
         pages = int(Path(f"/proc/{self.proc.pid}/statm").read_text().split()[1])
         return pages * _PAGE / 1e6
+
+    def peak_rss_mb(self) -> float:
+        """The kernel's high-water mark of resident memory since the start
+        (VmHWM in /proc/PID/status): no peak between two samples is missed."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / 1e6
+        raise RuntimeError("no VmHWM in /proc/PID/status")
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -155,3 +166,33 @@ class WorkerProc:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         self._log.close()
+
+
+class Profiler:
+    """`py-spy record` on a running process, its samples written as folded
+    stacks (one line a stack, its count last) for `bench/fleets.py
+    --py-spy`. py-spy is not a dependency of the project: the caller gives
+    its path. Every thread is sampled (workflow tasks run in a thread pool,
+    activities on the event loop); idle threads are left out."""
+
+    def __init__(self, py_spy: Path, pid: int, out: Path, rate: int = 50) -> None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        self.out = out
+        self.proc = subprocess.Popen(
+            [
+                *(str(py_spy), "record", "--pid", str(pid), "--rate", str(rate)),
+                *("--format", "raw", "--output", str(out), "--nonblocking"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    def stop(self) -> None:
+        """SIGINT (py-spy writes its file then), SIGKILL after 30 s."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)

