@@ -25,7 +25,6 @@ from sqlalchemy.exc import OperationalError
 from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.compact import CompactActivities
 from activities.fleet import FleetActivities
@@ -48,14 +47,7 @@ from starter.telemetry import MetricsUnavailable, install_metrics
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import TASK_QUEUE
 
-__all__ = [
-    "WORKFLOW_RUNNER",
-    "build_worker",
-    "main",
-    "open_worker_store",
-    "running_agents",
-    "worker_activities",
-]
+__all__ = ["build_worker", "main", "open_worker_store", "running_agents", "worker_activities"]
 
 log = logging.getLogger("fleet_agent.worker")
 
@@ -63,24 +55,6 @@ HEARTBEAT_SEND_INTERVAL = timedelta(seconds=5)
 # The agents a worker serves: running agent workflows on its task queue.
 RUNNING_AGENTS_QUERY = 'WorkflowType="FleetAgentWorkflow" AND ExecutionStatus="Running"'
 _MAX_LISTED_AGENTS = 1000
-
-# The sandbox re-imports, for every new workflow execution (every run is
-# one), each module of the workflow's file that is not passed through. Ours
-# pass everything through already (`imports_passed_through`: pydantic models,
-# pure helpers, the agent's mixins) except the `workflows` package itself:
-# its __init__, agent.py, monitor.py and run.py were executed again, with
-# their `@workflow.defn` checks, at the start of every run (9 % of the
-# worker's busy samples at 100 agents; docs/DECISIONS.md, "Many fleets on one
-# worker"). They hold no mutable module or class state (constants, classes,
-# functions), so sharing them between executions changes no behaviour. What
-# passing through gives up: the sandbox's checks on module members
-# (`datetime.now`, `random`, ...) no longer cover code in these four files,
-# as they already did not cover the mixins; its checks on builtins still
-# apply, and determinism is held by the replay tests (tests/test_replay.py
-# replays with this runner).
-WORKFLOW_RUNNER = SandboxedWorkflowRunner(
-    restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows")
-)
 
 
 def worker_activities(
@@ -161,7 +135,6 @@ def build_worker(
         # (the reply rides in the heartbeat details; see activities/llm.py).
         max_heartbeat_throttle_interval=HEARTBEAT_SEND_INTERVAL,
         workflows=[FleetAgentWorkflow, AgentRunWorkflow, FleetMonitorWorkflow],
-        workflow_runner=WORKFLOW_RUNNER,
         activities=worker_activities(store, provider, fleet, prices, search_attributes),
     )
 

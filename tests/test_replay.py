@@ -54,7 +54,6 @@ from tests.helpers import (
     status_after,
     wait_runs,
 )
-from worker import WORKFLOW_RUNNER
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import STORE_TIMEOUT
 
@@ -93,11 +92,9 @@ def _respond(req: Request) -> Reply:
 
 
 def replayer() -> Replayer:
-    """A replayer with the worker's workflow runner (its sandbox settings)."""
     return Replayer(
         workflows=[FleetAgentWorkflow, AgentRunWorkflow, FleetMonitorWorkflow],
         data_converter=pydantic_data_converter,
-        workflow_runner=WORKFLOW_RUNNER,
     )
 
 

@@ -8,7 +8,6 @@ from unittest.mock import MagicMock
 
 import pytest
 from temporalio.worker import PollerBehaviorSimpleMaximum
-from temporalio.worker.workflow_sandbox import SandboxRestrictions
 
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.tuning import WorkerTuning
@@ -44,18 +43,3 @@ def test_build_worker_applies_the_tuning(monkeypatch: pytest.MonkeyPatch) -> Non
     assert built["max_cached_workflows"] == 777
     assert built["workflow_task_poller_behavior"] == PollerBehaviorSimpleMaximum(7)
     assert built["activity_task_poller_behavior"] == PollerBehaviorSimpleMaximum(9)
-    assert built["workflow_runner"] is worker.WORKFLOW_RUNNER
-
-
-def test_the_workflow_modules_are_passed_through() -> None:
-    """The sandbox does not re-import the `workflows` package at every run's
-    start (worker.WORKFLOW_RUNNER); it still re-imports anything else not
-    passed through, and keeps its default restrictions."""
-    import worker
-
-    restrictions = worker.WORKFLOW_RUNNER.restrictions
-    assert "workflows" in restrictions.passthrough_modules
-    assert not restrictions.passthrough_all_modules
-    default = SandboxRestrictions.default
-    assert restrictions.invalid_module_members == default.invalid_module_members
-    assert restrictions.passthrough_modules == default.passthrough_modules | {"workflows"}
