@@ -408,11 +408,34 @@ def _minutes(seconds: float | None) -> float | None:
     return round(seconds / 60, 1) if seconds is not None else None
 
 
+def _summary(results: list[dict[str, Any]]) -> None:
+    """One line per path and fault level across seeds: a single day's figure
+    moves by a point or two with the market's path, so judge a change here."""
+    print("\nacross seeds (mean, worst): within ±5 % after hour 1 | worst $/h ÷ oracle | thrash")
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((r["path"], r["faults"]), []).append(r)
+    for (path, faults), rs in groups.items():
+        band = [float(r["within_5pct_after_first_hour"] or 0.0) for r in rs]
+        ratio = [float(r["worst_dph_vs_oracle"] or 0.0) for r in rs]
+        print(
+            f"  {path:<9} {faults:<9} seeds {','.join(str(r['seed']) for r in rs)}: "
+            f"{100 * sum(band) / len(band):.1f} %, {100 * min(band):.1f} % | "
+            f"{sum(ratio) / len(ratio):.3f}, {max(ratio):.3f} | "
+            f"{sum(int(r['thrash']) for r in rs)}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--paths", default="autopilot,llm")
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument(
+        "--seeds",
+        default=None,
+        help="several market seeds, e.g. 2,3,5 (instead of --seed), summed up at the end",
+    )
     parser.add_argument("--faults", default="realistic", help="realistic, harsh, or both")
     parser.add_argument("--step", type=int, default=120, help="seconds per step")
     parser.add_argument(
@@ -425,19 +448,30 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = []
     levels = list(FAULT_LEVELS) if args.faults == "both" else [args.faults]
-    runs = [(p.strip(), f) for f in levels for p in args.paths.split(",")]
-    for path, faults in runs:
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
+    runs = [(p.strip(), f, s) for s in seeds for f in levels for p in args.paths.split(",")]
+    for path, faults, seed in runs:
         result = asyncio.run(
-            run_path(path, faults, args.hours, args.seed, args.step, args.min_inet_down)
+            run_path(path, faults, args.hours, seed, args.step, args.min_inet_down)
         )
+        result["seed"] = seed
         results.append(result)
         _common.print_table(
-            f"market day — {result['path']}, {faults} faults",
+            f"market day — {result['path']}, {faults} faults, seed {seed}",
             {
                 k: v
                 for k, v in result.items()
                 if k
-                not in ("path", "faults", "periods", "thrashed", "samples", "replacements", "lives")
+                not in (
+                    "path",
+                    "faults",
+                    "seed",
+                    "periods",
+                    "thrashed",
+                    "samples",
+                    "replacements",
+                    "lives",
+                )
             },
         )
         for p in result["periods"]:
@@ -445,6 +479,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"  from hour {p['hour']:>4.1f}: target {p['target']:.0f}, fleet "
                 f"${p['fleet_dph']}/h, oracle ${p['oracle_dph']}/h, ratio {p['ratio']}"
             )
+    if len(seeds) > 1:
+        _summary(results)
     out = _common.write_json("market_day", {"runs": results}, args.json_out)
     print(f"\nwrote {out}")
     return 0
