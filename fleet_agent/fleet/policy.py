@@ -33,8 +33,7 @@ STUCK_LOADING_MINUTES = STUCK_LOADING_MAX_MINUTES
 #: A release is judged with each machine not yet measured at this share of
 #: its estimate: the capacity model can be a few per cent high on a host, and
 #: a release on a belief the first measurement then takes back costs a
-#: rental and its 10-60 min load (the market day: a machine released at
-#: 7.7 h, its replacement loading for 14 min, the fleet 7 % short meanwhile).
+#: rental and its 10-60 min load, short of target meanwhile.
 UNMEASURED_SHARE = 0.9
 #: The snapshot's state of a running machine whose prover makes no progress.
 NOT_PROVING = "not_proving"
