@@ -23,30 +23,13 @@ import httpx
 
 from fleet_agent.fleet.labels import create_label
 from fleet_agent.sim import SimServer
+from tests.sim_helpers import PROVER_CREATE, PROVER_HOST
 
 __all__ = ["ListCounter", "Profiler", "WorkerProc", "count_lists", "seed_fleets"]
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _INSTANCE_LIST = "/api/v1/instances"
-
-# A host the prover runs on (as the fleet's own search asks), rented as the
-# fleet rents: the image's ENTRYPOINT and the status port mapped.
-_HOST_FILTERS: dict[str, Any] = {
-    "rentable": {"eq": True},
-    "rented": {"eq": False},
-    "verified": {"eq": True},
-    "external": {"eq": False},
-    "gpu_ram": {"gte": 11_000},
-    "disk_space": {"gte": 100},
-    "direct_port_count": {"gte": 2},
-}
-_CREATE: dict[str, Any] = {
-    "image": "ghcr.io/fleet-agent/snark-prover:latest",
-    "disk": 80,
-    "runtype": "args",
-    "env": {"-p 9100:9100": "1", "PROVER_STATUS_PORT": "9100"},
-}
 
 
 class ListCounter:
@@ -90,7 +73,7 @@ def seed_fleets(sim: SimServer, agents: list[str], per_agent: int) -> int:
     headers = {"Authorization": f"Bearer {sim.api_key}"}
     with httpx.Client(base_url=sim.url, headers=headers, timeout=30) as c:
         wanted = len(agents) * per_agent
-        body = {**_HOST_FILTERS, "order": [["dph_total", "asc"]], "limit": wanted * 2}
+        body = {**PROVER_HOST, "order": [["dph_total", "asc"]], "limit": wanted * 2}
         resp = c.post("/api/v0/bundles/", json=body)
         resp.raise_for_status()
         offers = [int(o["id"]) for o in resp.json()["offers"]]
@@ -99,7 +82,8 @@ def seed_fleets(sim: SimServer, agents: list[str], per_agent: int) -> int:
             for i in range(per_agent):
                 while offers:
                     label = create_label(agent, 0, f"bench-seed-{i}")
-                    r = c.put(f"/api/v0/asks/{offers.pop(0)}/", json={**_CREATE, "label": label})
+                    body = {**PROVER_CREATE, "label": label}
+                    r = c.put(f"/api/v0/asks/{offers.pop(0)}/", json=body)
                     if r.status_code == 200:
                         rented += 1
                         break
