@@ -40,6 +40,7 @@ from activities.fleet_results import offer_row
 from fleet_agent.fleet.guardrails import offer_refusal
 from fleet_agent.fleet.offer_query import allowed_gpu_names, offer_filters
 from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
+from fleet_agent.fleet.provers import MIN_STALL_S, STALL_INTERVALS
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig
 from fleet_agent.prover import ProverSpec
@@ -92,6 +93,7 @@ class Life:
     destroyed_at: float | None = None
     healthy_at_destroy: bool = True
     last: str = ""  # the last state seen before it went
+    rate: float = 0.0  # the last proofs/h the simulator gave it while it proved
 
 
 @dataclass
@@ -137,6 +139,8 @@ def _observe(day: Day, state: dict[str, Any], t: float) -> None:
                 f"start_date={row.get('start_date')} {str(row.get('status_msg') or '')[:60]}"
             )
             life.boot = str(row.get("boot_outcome") or "run")
+            if float(row.get("proofs_per_hour") or 0.0) > 0:
+                life.rate = float(row["proofs_per_hour"])
             if life.proving_at is None and row.get("prover_phase") == "proving":
                 life.proving_at = t
             if life.failed_at is None and _failed(row):
@@ -358,6 +362,17 @@ def _report(
                 default=None,
             )
         ),
+        # The same, counted from when the failure could be told (a stall's window).
+        "detectable_to_replacement_max_min": _minutes(
+            max(
+                (
+                    r["rented_after_s"] - r["detection_s"]
+                    for r in replacements
+                    if r["rented_after_s"] is not None
+                ),
+                default=None,
+            )
+        ),
         "bad_boots": len(bad_boots),
         "bad_boot_to_destroy_max_min": _minutes(max(bad_boots) if bad_boots else None),
         "thrash": thrash,
@@ -394,6 +409,8 @@ def _replacements(day: Day) -> list[dict[str, Any]]:
                     life.destroyed_at - life.failed_at if life.destroyed_at is not None else None
                 ),
                 "rented_after_s": repl.created - life.failed_at if repl else None,
+                # The time the rule needs to tell this failure from a slow proof.
+                "detection_s": _detection_s(life),
                 "replacement_load_s": (
                     repl.proving_at - repl.created
                     if repl is not None and repl.proving_at is not None
@@ -402,6 +419,19 @@ def _replacements(day: Day) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _detection_s(life: Life) -> float:
+    """How long the stall rule must wait before a stalled prover is one: no
+    proof for `STALL_INTERVALS` of its proof intervals (at least
+    `MIN_STALL_S`), at most the agent's `not_proving_minutes` (the issue's
+    "has not proved for a configurable time"). Any other failure shows at once."""
+    if life.failure != "prover stuck":
+        return 0.0
+    limit = AgentConfig(target_proofs_per_hour=1.0, **CONFIG).not_proving_minutes * 60
+    if life.rate <= 0:
+        return limit
+    return min(limit, max(MIN_STALL_S, STALL_INTERVALS * 3600.0 / life.rate))
 
 
 def _minutes(seconds: float | None) -> float | None:
