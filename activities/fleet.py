@@ -60,6 +60,7 @@ from .fleet_spend import SpendBook
 from .fleet_stop import FleetStopper
 from .fleet_views import FleetViews, rules_of
 from .heartbeat import heartbeating
+from .links import agent_open_or_unknown
 from .live_config import ConfigSource, WorkflowConfigSource
 from .shield import finish_despite_cancellation
 
@@ -121,9 +122,17 @@ class FleetActivities:
         Updates the prover tracks, the failed hosts, the spend ledger (every
         listed machine accrued up to now) and the agent's fleet snapshot (what
         `fleet-agent fleet` shows) in the store.
-        `duplicate_labels` names create labels that carry more than one machine."""
+        `duplicate_labels` names create labels that carry more than one machine.
+        Meanwhile it describes the agent workflow (Temporal, as `agent_is_open`
+        does) for `agent_open`, so the monitor needs no activity of its own
+        for that; None when Temporal could not say, never a failed poll."""
         async with heartbeating():
-            snap = await self._views.summary(req, observe=True)
+            open_check = asyncio.ensure_future(agent_open_or_unknown(req.agent_id))
+            try:
+                snap = await self._views.summary(req, observe=True)
+                snap.agent_open = await open_check
+            finally:
+                open_check.cancel()  # the listing failed (or was cancelled): no one waits
             at = datetime.fromtimestamp(self._clock(), UTC)
             try:
                 await asyncio.to_thread(self._snapshots.save, req.agent_id, snap, at)

@@ -8,6 +8,8 @@ activities do it for them, with `activity.client()`.
 from __future__ import annotations
 
 import asyncio
+import logging
+from datetime import timedelta
 
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
@@ -17,10 +19,39 @@ from activities.heartbeat import heartbeating
 from fleet_agent.models import InboxItem, RunResult, RunStatus, StoreMessagesRequest, WaitForRun
 from fleet_agent.store import Store
 
-__all__ = ["UNSTORED_MESSAGES_QUERY", "LinkActivities"]
+__all__ = ["UNSTORED_MESSAGES_QUERY", "LinkActivities", "agent_open_or_unknown", "agent_running"]
 
 # The agent workflow's query that hands out message texts not yet stored.
 UNSTORED_MESSAGES_QUERY = "unstored_messages"
+
+# The poll's own look at the agent: short, the poll does not wait for it.
+_DESCRIBE_TIMEOUT = timedelta(seconds=5)
+
+_log = logging.getLogger(__name__)
+
+
+async def agent_running(agent_id: str, *, rpc_timeout: timedelta | None = None) -> bool:
+    """Whether the agent workflow (its newest execution) is still running, as
+    the running activity's client (`activity.client()`) describes it; an agent
+    Temporal does not know is not. Other failures raise."""
+    try:
+        handle = activity.client().get_workflow_handle(agent_id)
+        described = await handle.describe(rpc_timeout=rpc_timeout)
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return described.status == WorkflowExecutionStatus.RUNNING
+
+
+async def agent_open_or_unknown(agent_id: str) -> bool | None:
+    """`agent_running`, or None when Temporal could not say (no client, an
+    RPC failure, a timeout): for a caller that must not fail because of it."""
+    try:
+        return await agent_running(agent_id, rpc_timeout=_DESCRIBE_TIMEOUT)
+    except Exception as exc:
+        _log.warning("could not describe agent %s: %s: %s", agent_id, type(exc).__name__, exc)
+        return None
 
 
 class LinkActivities:
@@ -65,11 +96,7 @@ class LinkActivities:
 
     @activity.defn
     async def agent_is_open(self, agent_id: str) -> bool:
-        """Whether the agent workflow (its newest execution) is still running."""
-        try:
-            described = await activity.client().get_workflow_handle(agent_id).describe()
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return False
-            raise
-        return described.status == WorkflowExecutionStatus.RUNNING
+        """Whether the agent workflow (its newest execution) is still running.
+        New monitors get this answer from `poll_fleet` (`FleetSnapshot.agent_open`)
+        and call this only after a failed poll or a failed signal."""
+        return await agent_running(agent_id)

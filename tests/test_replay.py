@@ -222,7 +222,10 @@ async def test_live_histories_replay(
     }
     run_activities = set().union(*(v for k, v in events.items() if "__run-" in k))
     assert {"create_instance", "destroy_instance", "search_offers"} <= run_activities
-    assert {"poll_fleet", "agent_is_open"} <= events["replay-agent__monitor"]
+    # The poll says whether the agent runs (workflows/monitor.py, OPEN_IN_POLL_PATCH);
+    # the recorded monitor history, older, still checks before every poll.
+    assert "poll_fleet" in events["replay-agent__monitor"]
+    assert "agent_is_open" not in events["replay-agent__monitor"]
     await replay_all(histories.values())
     if os.environ.get(RECORD_ENV) == "1":
         save(histories)
@@ -237,6 +240,19 @@ def test_recorded_histories_are_small_and_complete() -> None:
     }
     assert sum("__run-" in p.stem for p in paths) >= 6
     assert sum(p.stat().st_size for p in paths) < 600_000
+
+
+def test_the_recorded_monitor_replays_the_check_before_every_poll() -> None:
+    """Recorded before OPEN_IN_POLL_PATCH: its replay covers the old branch,
+    `agent_is_open` before each poll. Keep such a history when re-recording."""
+    monitor = next(h for h in load_recorded() if h.workflow_id.endswith("/monitor"))
+    types = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in monitor.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    polls = [i for i, name in enumerate(types) if name == "poll_fleet"]
+    assert polls and all(i > 0 and types[i - 1] == "agent_is_open" for i in polls), types
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.metrics import record_fleet
     from workflows.policies import FLEET_HEARTBEAT_TIMEOUT, STORE_TIMEOUT
 
-__all__ = ["FleetMonitorWorkflow", "diff_states"]
+__all__ = ["OPEN_IN_POLL_PATCH", "FleetMonitorWorkflow", "diff_states"]
 
 _POLL_TIMEOUT = timedelta(seconds=60)
 # A failed poll is simply tried again at the next interval: no long retries
@@ -33,6 +33,10 @@ _POLL_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds
 _CHECK_RETRY = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(seconds=1))
 _POLLS_PER_EXECUTION = 500
 GONE = "destroyed"
+# Monitors that record this marker learn whether their agent runs from the
+# poll (`FleetSnapshot.agent_open`) instead of an `agent_is_open` activity
+# before every poll; histories without it replay the old sequence.
+OPEN_IN_POLL_PATCH = "monitor-open-in-poll"
 
 
 def diff_states(old: dict[int, str], new: dict[int, str]) -> list[tuple[int, str | None, str]]:
@@ -57,10 +61,13 @@ def _keep_old(new: dict[int, str], old: dict[int, str], iid: int) -> None:
 class FleetMonitorWorkflow:
     """Polls the fleet (activity poll_fleet → vast.ai, read only) and signals
     `state_changed` to the agent workflow; destroys duplicate rentals of one
-    create (activity reconcile_labels → vast.ai). Checks at every poll that its agent
-    still runs (activity agent_is_open → Temporal) and ends within one poll
-    interval once it does not, or when the agent disables it; a `configure`
-    signal takes effect at once. Continues as new to keep its history short."""
+    create (activity reconcile_labels → vast.ai). Every poll also says whether
+    its agent still runs (`agent_open`: poll_fleet describes it through
+    Temporal), and the monitor ends at the first poll after its agent closed,
+    or when the agent disables it; a `configure` signal takes effect at once.
+    The activity agent_is_open (→ Temporal) is asked only after a failed poll
+    or a failed signal, and before every poll by monitors started before
+    `OPEN_IN_POLL_PATCH`. Continues as new to keep its history short."""
 
     @workflow.init
     def __init__(self, inp: MonitorInput) -> None:
@@ -86,7 +93,8 @@ class FleetMonitorWorkflow:
         agent = workflow.get_external_workflow_handle(inp.agent_id)
         polls = inp.polls
         while self._config.enabled:
-            if not await self._agent_is_open(inp.agent_id):
+            open_in_poll = workflow.patched(OPEN_IN_POLL_PATCH)
+            if not open_in_poll and not await self._agent_is_open(inp.agent_id):
                 workflow.logger.info("agent %s is closed or gone; monitor ends", inp.agent_id)
                 return
             try:
@@ -106,7 +114,16 @@ class FleetMonitorWorkflow:
                 )
             except ActivityError as exc:
                 workflow.logger.warning("fleet poll failed: %s", exc.cause or exc)
+                # No answer from the poll: ask on its own, or a monitor whose
+                # polls all fail would outlive its agent.
+                if open_in_poll and not await self._agent_is_open(inp.agent_id):
+                    workflow.logger.info("agent %s is closed or gone; monitor ends", inp.agent_id)
+                    return
             else:
+                # None (Temporal could not say, or an older worker's poll): assume it runs.
+                if open_in_poll and snap.agent_open is False:
+                    workflow.logger.info("agent %s is closed or gone; monitor ends", inp.agent_id)
+                    return
                 self._last = snap
                 record_fleet(inp.agent_id, snap)
                 if snap.duplicate_labels:

@@ -81,6 +81,10 @@ class FleetSnapshot(BaseModel):
     # the `reconcile_labels` activity.
     duplicate_labels: dict[str, list[int]] = Field(default_factory=dict)
     error: str = ""
+    # Set by the monitor's poll only: whether the agent workflow still runs
+    # (a describe through Temporal), None when Temporal could not say (and
+    # in every other view, and in payloads older than the field).
+    agent_open: bool | None = None
 
     def states(self) -> dict[int, str]:
         return {i.id: i.state for i in self.instances}
