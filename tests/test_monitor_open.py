@@ -55,11 +55,11 @@ async def test_a_new_monitor_polls_without_agent_is_open_and_ends_with_its_agent
         handle = await h.start_agent(target_proofs_per_hour=0, monitor_poll_seconds=POLL_SECONDS)
         monitor_id = f"{handle.id}/monitor"
 
-        async def three_polls() -> Counter[str]:
+        async def two_polls() -> Counter[str]:
             scheduled = await _scheduled(client, monitor_id)
-            return scheduled if scheduled["poll_fleet"] >= 3 else Counter()
+            return scheduled if scheduled["poll_fleet"] >= 2 else Counter()
 
-        scheduled = await eventually(three_polls, timeout=60, what="three polls")
+        scheduled = await eventually(two_polls, timeout=60, what="two polls")
         assert scheduled["agent_is_open"] == 0, scheduled
         history = await client.get_workflow_handle(monitor_id).fetch_history()
         markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
