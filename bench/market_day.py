@@ -94,6 +94,8 @@ class Life:
     healthy_at_destroy: bool = True
     last: str = ""  # the last state seen before it went
     rate: float = 0.0  # the last proofs/h the simulator gave it while it proved
+    dph: float = 0.0  # its price, $/h (dph_total)
+    true_rate: float = 0.0  # what it proves while healthy (the simulator's truth)
 
 
 @dataclass
@@ -139,6 +141,8 @@ def _observe(day: Day, state: dict[str, Any], t: float) -> None:
                 f"start_date={row.get('start_date')} {str(row.get('status_msg') or '')[:60]}"
             )
             life.boot = str(row.get("boot_outcome") or "run")
+            life.dph = float(row.get("dph_total") or 0.0)
+            life.true_rate = float(row.get("expected_proofs_per_hour") or 0.0)
             if float(row.get("proofs_per_hour") or 0.0) > 0:
                 life.rate = float(row["proofs_per_hour"])
             if life.proving_at is None and row.get("prover_phase") == "proving":
@@ -155,7 +159,11 @@ def _observe(day: Day, state: dict[str, Any], t: float) -> None:
 async def _oracle(
     vast: VastClient, prover: ProverSpec, config: AgentConfig, state: dict[str, Any]
 ) -> dict[str, Any]:
-    """The cheapest fleet meeting the target: allowed offers plus our machines."""
+    """The cheapest fleet meeting the target: allowed offers plus our machines.
+    Also the cheapest that keeps what the fleet has (`no_rebuild_dph`): all
+    our machines plus the cheapest offers for the rest after an increase, the
+    cheapest subset of ours after a decrease. The gap between the two is what
+    only a rebuild could take (docs/DECISIONS.md, "Load time")."""
     names = allowed_gpu_names(config.allowed_gpus, await vast.gpu_names())
     found = await vast.search_offers_paged(
         offer_filters(config, prover, names),
@@ -177,7 +185,17 @@ async def _oracle(
     ]
     target = config.target_proofs_per_hour
     cover = cheapest_cover(items + ours, target, planning_unit(target))
-    return {"target": config.target_proofs_per_hour, "oracle_dph": round(cover.cost, 4)}
+    own = sum(i.rate for i in ours)
+    if own >= target:
+        kept = cheapest_cover(ours, target, planning_unit(target)).cost
+    else:
+        rest = target - own
+        kept = sum(i.cost for i in ours) + cheapest_cover(items, rest, planning_unit(rest)).cost
+    return {
+        "target": config.target_proofs_per_hour,
+        "oracle_dph": round(cover.cost, 4),
+        "no_rebuild_dph": round(kept, 4),
+    }
 
 
 async def run_path(
@@ -308,6 +326,9 @@ def _report(
                 "ratio": round(mean / entry["oracle_dph"], 3)
                 if mean and entry["oracle_dph"]
                 else None,
+                "ratio_no_rebuild": round(mean / entry["no_rebuild_dph"], 3)
+                if mean and entry.get("no_rebuild_dph")
+                else None,
             }
         )
     failed = [life for life in day.lives.values() if life.failed_at is not None]
@@ -343,6 +364,10 @@ def _report(
             sum(s[2] for s in after_first) / max(1, len(after_first)), 1
         ),
         "worst_dph_vs_oracle": max(ratios) if ratios else None,
+        "worst_dph_vs_no_rebuild": max(
+            (p["ratio_no_rebuild"] for p in periods if p["ratio_no_rebuild"] is not None),
+            default=None,
+        ),
         "periods": periods,
         "usd_per_proof": round(spend / proofs, 4) if proofs else None,
         "proofs": round(proofs),
@@ -441,17 +466,27 @@ def _minutes(seconds: float | None) -> float | None:
 def _summary(results: list[dict[str, Any]]) -> None:
     """One line per path and fault level across seeds: a single day's figure
     moves by a point or two with the market's path, so judge a change here."""
-    print("\nacross seeds (mean, worst): within ±5 % after hour 1 | worst $/h ÷ oracle | thrash")
+    print(
+        "\nacross seeds (mean, worst): within ±5 % after hour 1 | the same, an hour after "
+        "each change | worst $/h ÷ oracle | ÷ keeping the fleet | thrash"
+    )
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:
         groups.setdefault((r["path"], r["faults"]), []).append(r)
+
+    def low(rs: list[dict[str, Any]], key: str) -> str:
+        xs = [float(r[key] or 0.0) for r in rs]
+        return f"{100 * sum(xs) / len(xs):.1f} %, {100 * min(xs):.1f} %"
+
+    def high(rs: list[dict[str, Any]], key: str) -> str:
+        xs = [float(r[key] or 0.0) for r in rs]
+        return f"{sum(xs) / len(xs):.3f}, {max(xs):.3f}"
+
     for (path, faults), rs in groups.items():
-        band = [float(r["within_5pct_after_first_hour"] or 0.0) for r in rs]
-        ratio = [float(r["worst_dph_vs_oracle"] or 0.0) for r in rs]
         print(
             f"  {path:<9} {faults:<9} seeds {','.join(str(r['seed']) for r in rs)}: "
-            f"{100 * sum(band) / len(band):.1f} %, {100 * min(band):.1f} % | "
-            f"{sum(ratio) / len(ratio):.3f}, {max(ratio):.3f} | "
+            f"{low(rs, 'within_5pct_after_first_hour')} | {low(rs, 'within_5pct_settled')} | "
+            f"{high(rs, 'worst_dph_vs_oracle')} | {high(rs, 'worst_dph_vs_no_rebuild')} | "
             f"{sum(int(r['thrash']) for r in rs)}"
         )
 
@@ -507,7 +542,8 @@ def main(argv: list[str] | None = None) -> int:
         for p in result["periods"]:
             print(
                 f"  from hour {p['hour']:>4.1f}: target {p['target']:.0f}, fleet "
-                f"${p['fleet_dph']}/h, oracle ${p['oracle_dph']}/h, ratio {p['ratio']}"
+                f"${p['fleet_dph']}/h, oracle ${p['oracle_dph']}/h, ratio {p['ratio']}; "
+                f"keeping the fleet ${p['no_rebuild_dph']}/h, ratio {p['ratio_no_rebuild']}"
             )
     if len(seeds) > 1:
         _summary(results)
