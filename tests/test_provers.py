@@ -61,6 +61,32 @@ def test_the_measured_rate_is_the_provers_own_whatever_the_poll_phase(rate: floa
         assert track.measured_proofs_per_hour == pytest.approx(rate, rel=1e-6), minutes
 
 
+@pytest.mark.parametrize("late_s", [1.0, 59.0])
+def test_a_prover_that_began_between_two_polls_is_measured_at_its_own_pace(
+    late_s: float,
+) -> None:
+    """The first read comes `late_s` into the first proof: counting from the
+    read's time would credit the prover with time it did not spend (11 % fast
+    at 25 proofs/h read 59 s late, until the anchor moved half an hour on)."""
+    rate, interval = 25.0, 144.0
+    track: ProverTrack | None = None
+    for k in range(30):
+        now = late_s + k * 60.0
+        count = int(now // interval)
+        read = ProverRead(
+            ok=True,
+            phase="proving",
+            proofs_completed=count,
+            last_proof_at=count * interval if count else None,
+            started_at=0.0,
+            time=now,
+        )
+        track = advance(track, read, 7, now, LIMIT)
+        if track.measured_proofs_per_hour is not None:
+            assert track.measured_proofs_per_hour == pytest.approx(rate, rel=1e-6), now
+    assert track is not None and track.measured_proofs_per_hour == pytest.approx(rate)
+
+
 def test_no_rate_until_enough_proofs_then_a_recent_one() -> None:
     early = _follow(12.0, int((MIN_PROOFS_MEASURED - 1) * 5))
     assert early.measured_proofs_per_hour is None

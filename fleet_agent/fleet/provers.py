@@ -8,7 +8,13 @@ read, and when progress was last seen.
 
 * **Measured rate.** Proofs between two anchors over the time between their
   last finished proofs (``last_proof_at``): counted between completion
-  instants, the figure has no rounding error of a whole proof. The older
+  instants, the figure has no rounding error of a whole proof. The first
+  anchor is the first read after this process finished a proof, never the
+  read's own time: a prover that began proving between two polls would
+  otherwise be credited a whole interval it did not spend (a machine at
+  25 proofs/h read 60 s into its first proof measured 11 % fast until the
+  anchor moved, half an hour later, and the fleet released a machine on
+  it, then rented one back). The older
   anchor moves up every half window, so the rate covers the last half to
   whole `WINDOW_S`. A process restart (a new ``started_at``) or a phase other
   than ``proving`` drops the anchors: its counter began again at 0.
@@ -92,9 +98,16 @@ class ProverTrack(BaseModel):
     failure_recorded: str = ""
 
 
-def _anchor(read: ProverRead) -> _Anchor:
-    at = read.last_proof_at if read.last_proof_at is not None else (read.time or 0.0)
-    return _Anchor(count=read.proofs_completed, at=at)
+def _anchor(read: ProverRead) -> _Anchor | None:
+    """A completion instant of this process to count from: None before its
+    first proof. A prover that does not give ``last_proof_at`` (the status
+    contract asks for it) is anchored at the read's time, late by up to a
+    poll."""
+    if read.proofs_completed < 1:
+        return None
+    if read.last_proof_at is None:
+        return _Anchor(count=read.proofs_completed, at=read.time or 0.0)
+    return _Anchor(count=read.proofs_completed, at=read.last_proof_at)
 
 
 def _rate(base: _Anchor | None, now: _Anchor) -> float | None:
@@ -141,6 +154,8 @@ def advance(
         update.update(base=anchor, mid=anchor, measured_proofs_per_hour=None)
         return track.model_copy(update=update)
     here = _anchor(read)
+    if here is None:  # a count back at 0 with the same started_at: a broken status
+        return track.model_copy(update=update)
     base, mid = track.base, track.mid
     if mid is not None and (read.time or here.at) - mid.at >= WINDOW_S / 2:
         base, mid = mid, here
