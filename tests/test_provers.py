@@ -34,12 +34,15 @@ def _read(count: int, t: float, *, phase: str = "proving", started: float = 0.0)
     )
 
 
-def _follow(rate_per_hour: float, minutes: int, poll_s: float = 60.0) -> ProverTrack:
-    """A prover finishing proofs at `rate_per_hour`, read every `poll_s`."""
+def _follow(
+    rate_per_hour: float, minutes: int, poll_s: float = 60.0, first_read_s: float = 0.0
+) -> ProverTrack:
+    """A prover finishing proofs at `rate_per_hour` from time 0, read every
+    `poll_s` from `first_read_s`."""
     track: ProverTrack | None = None
     interval = 3600.0 / rate_per_hour
     for k in range(int(minutes * 60 / poll_s) + 1):
-        now = k * poll_s
+        now = first_read_s + k * poll_s
         count = int(now // interval)
         read = ProverRead(
             ok=True,
@@ -68,23 +71,10 @@ def test_a_prover_that_began_between_two_polls_is_measured_at_its_own_pace(
     """The first read comes `late_s` into the first proof: counting from the
     read's time would credit the prover with time it did not spend (11 % fast
     at 25 proofs/h read 59 s late, until the anchor moved half an hour on)."""
-    rate, interval = 25.0, 144.0
-    track: ProverTrack | None = None
-    for k in range(30):
-        now = late_s + k * 60.0
-        count = int(now // interval)
-        read = ProverRead(
-            ok=True,
-            phase="proving",
-            proofs_completed=count,
-            last_proof_at=count * interval if count else None,
-            started_at=0.0,
-            time=now,
-        )
-        track = advance(track, read, 7, now, LIMIT)
-        if track.measured_proofs_per_hour is not None:
-            assert track.measured_proofs_per_hour == pytest.approx(rate, rel=1e-6), now
-    assert track is not None and track.measured_proofs_per_hour == pytest.approx(rate)
+    for minutes in range(1, 30):
+        rate = _follow(25.0, minutes, first_read_s=late_s).measured_proofs_per_hour
+        assert rate is None or rate == pytest.approx(25.0, rel=1e-6), minutes
+    assert _follow(25.0, 30, first_read_s=late_s).measured_proofs_per_hour == pytest.approx(25.0)
 
 
 def test_no_rate_until_enough_proofs_then_a_recent_one() -> None:
