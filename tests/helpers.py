@@ -128,6 +128,17 @@ async def status(handle: WorkflowHandle[FleetAgentWorkflow, None]) -> AgentStatu
     raise AssertionError("the status query kept timing out")
 
 
+async def status_or_none(handle: WorkflowHandle[FleetAgentWorkflow, None]) -> AgentStatus | None:
+    """Status, or None while nobody answers queries: a worker started as a
+    separate process (or restarted) answers only once it polls, and on a
+    loaded machine its start-up outlasts `status`'s 15 s. For use inside
+    `eventually`, whose deadline then bounds the wait."""
+    try:
+        return await status(handle)
+    except AssertionError:
+        return None
+
+
 async def status_after(handle: WorkflowHandle[FleetAgentWorkflow, None], run: int) -> AgentStatus:
     """Status once the agent has taken in the result of `run`: the run closes
     its store record a moment before the parent workflow hears it finished."""

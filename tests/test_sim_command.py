@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -22,8 +23,19 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _banner(proc: subprocess.Popen[str], deadline: float) -> str:
+    """The first line the simulator prints. It prints it just after it starts
+    to answer: Ctrl-C sent between the two would stop it before the banner."""
+    assert proc.stdout is not None
+    while not select.select([proc.stdout], [], [], 0.1)[0]:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the simulator printed nothing"
+    return proc.stdout.readline()
+
+
 def _run_sim(cwd: Path, port: int) -> tuple[str, dict[str, Any]]:
-    """Start `fleet-agent sim`, read its state once it answers, stop it with Ctrl-C."""
+    """Start `fleet-agent sim`, read its banner and its state once it answers,
+    stop it with Ctrl-C."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -43,6 +55,7 @@ def _run_sim(cwd: Path, port: int) -> tuple[str, dict[str, Any]]:
     )
     try:
         deadline = time.monotonic() + 30
+        banner = _banner(proc, deadline)
         while True:
             try:
                 state = httpx.get(f"http://127.0.0.1:{port}/_sim/state", timeout=2).json()
@@ -55,7 +68,7 @@ def _run_sim(cwd: Path, port: int) -> tuple[str, dict[str, Any]]:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
-    return out, state
+    return banner + out, state
 
 
 def test_fleet_agent_sim_limits_requests_and_keeps_its_market(tmp_path: Path) -> None:
