@@ -128,6 +128,24 @@ async def status(handle: WorkflowHandle[FleetAgentWorkflow, None]) -> AgentStatu
     raise AssertionError("the status query kept timing out")
 
 
+async def message_after_a_reset(
+    handle: WorkflowHandle[FleetAgentWorkflow, None], text: str
+) -> None:
+    """Send a human message just after a signal that continues the agent as
+    new. The time-skipping test server's continue-as-new is not atomic
+    (temporalio/sdk-java#1538): a signal sent while it happens can be refused
+    as NOT_FOUND "Completed workflow", undelivered; it is sent again. The dev
+    server and a real one deliver it to the new execution."""
+    for attempt in range(50):
+        try:
+            await handle.signal(FleetAgentWorkflow.human_message, text)
+            return
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND or attempt == 49:
+                raise
+            await asyncio.sleep(0.1)
+
+
 async def status_or_none(handle: WorkflowHandle[FleetAgentWorkflow, None]) -> AgentStatus | None:
     """Status, or None while nobody answers queries: a worker started as a
     separate process (or restarted) answers only once it polls, and on a

@@ -23,6 +23,7 @@ from tests.fakes.anthropic_server import ErrorReply, FakeAnthropic, Reply, Reque
 from tests.helpers import (
     assert_sequential,
     finished_runs,
+    message_after_a_reset,
     running_worker,
     status,
     status_after,
@@ -226,7 +227,7 @@ async def test_reset_keeps_run_counter_and_agent_answers_after_it(
         await handle.signal(FleetAgentWorkflow.reset_session, {"reason": "context too long"})
         # No query while the continue-as-new is in flight: the time-skipping
         # test server can leave such a query hanging and lock its clock.
-        await handle.signal(FleetAgentWorkflow.human_message, "three")
+        await message_after_a_reset(handle, "three")
         runs = await wait_runs(store, handle.id, 3)
         third = runs[2]
         assert third.run == 3 and third.session == 2

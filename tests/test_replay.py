@@ -49,6 +49,7 @@ from tests.helpers import (
     eventually,
     finished_runs,
     json_rows,
+    message_after_a_reset,
     running_worker,
     status,
     status_after,
@@ -158,7 +159,7 @@ async def scenario(
         )
         await handle.signal(FleetAgentWorkflow.reset_session, {"reason": "replay test"})
         # No query while the continue-as-new is in flight (see test_agent_loop).
-        await handle.signal(FleetAgentWorkflow.human_message, "hello after the reset")
+        await message_after_a_reset(handle, "hello after the reset")
         runs = await _wait_for(store, lambda rs: rs[-1].session == 2)
         assert runs[-1].status == RunStatus.OK
 
