@@ -53,10 +53,12 @@ run: $(RUN_STAMP)
 	  $(if $(TEMPORAL_UI_PORT),--ui-port $(TEMPORAL_UI_PORT)) \
 	  $(if $(CONSOLE_PORT),--console-port $(CONSOLE_PORT)) $(UP_ARGS)
 
-# Two workers, a test module each at a time (module fixtures stay in one
-# process); every test brings its own servers, ports and databases.
+# Three workers, a test module each at a time (module fixtures stay in one
+# process); every test brings its own servers, ports and databases. Most
+# tests wait on servers and timers, so a third worker pays on two cores.
+TEST_WORKERS ?= 3
 test: $(STAMP) /usr/bin/chromium lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -278,7 +278,12 @@ async def test_a_flood_during_a_run_hands_the_run_over(
         st = await wait_status(
             lambda: _executions_at_least(handle, 2), timeout=60, what="a continue-as-new"
         )
-        assert st.current_run == 1, "continued as new in the middle of run 1"
+        assert st.current_run == 1, (
+            "continued as new in the middle of run 1",
+            st.last_run,
+            len(fake_llm.requests),
+            store.list_runs(handle.id, limit=10),
+        )
         assert st.last_run is None, "run 1 had not ended"
         handed_over.set()
         runs = await wait_runs(store, handle.id, 2, timeout=90)

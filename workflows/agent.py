@@ -54,7 +54,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.search_attributes import PATCH as SEARCH_ATTRIBUTES_PATCH
 
-__all__ = ["FleetAgentWorkflow"]
+__all__ = ["HANDOVER_STATUS_PATCH", "FleetAgentWorkflow"]
+
+#: An execution handed a run in flight says so from its first task (before
+#: that, status showed it idle until its monitor check and search-attribute
+#: check were done: under load, seconds).
+HANDOVER_STATUS_PATCH = "handover-status-at-start"
 
 
 @workflow.defn
@@ -102,6 +107,9 @@ class FleetAgentWorkflow(InputsMixin, FreezeMixin, ApprovalsMixin, RunsMixin):
 
     @workflow.run
     async def run(self, raw: Any = None) -> None:
+        flight = self._state.run_in_flight
+        if flight is not None and workflow.patched(HANDOVER_STATUS_PATCH):
+            self._current_run, self._phase = flight.run, Phase.RUNNING
         if workflow.patched(SEARCH_ATTRIBUTES_PATCH):
             await self._check_search_attributes()
         if self._fresh:
@@ -111,8 +119,8 @@ class FleetAgentWorkflow(InputsMixin, FreezeMixin, ApprovalsMixin, RunsMixin):
         # message texts and lost-run records to the store as they come.
         self._store_task = asyncio.create_task(self._store_loop())
         await self._ensure_monitor()
-        if self._state.run_in_flight is not None:
-            await self._finish_handed_over_run(self._state.run_in_flight)
+        if flight is not None:
+            await self._finish_handed_over_run(flight)
         while True:
             await self._wait_until_due()
             if self._state.reset_reason is not None:
