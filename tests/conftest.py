@@ -29,10 +29,19 @@ from fleet_agent.vast.pacing import NO_PACING
 from starter.devserver import find_temporal_cli, find_test_server, load_dev_config
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.configs import StaticConfigs
+from tests.hang_dump import tasks_dumped_before
 
 # A developer's .env in the checkout must not change what the tests see: the
 # settings, and the CLI and worker processes the tests start, read none.
 os.environ.setdefault(ENV_FILE_ENV, os.devnull)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test near pytest-timeout's limit prints its pending asyncio tasks."""
+    with tasks_dumped_before(item.config, item.nodeid):
+        yield
+
 
 # Low enough that the e2e tests see the server suggest continue-as-new after a
 # handful of runs; see tests/test_e2e_devserver.py.
