@@ -107,8 +107,10 @@ Rules:
 their prover finished nothing for the not-proving time in ## Limits), and replace them.
 - Capacity is measured from each prover's finished proofs (measured_proofs_per_hour); an \
 estimate counts only while a machine loads or fetches its parameters.
-- Keep the expected capacity (running + loading) at or just above the target; release\
- machines the target does not need, most expensive per proof first, only when the fleet \
+- Keep the expected capacity (running + loading) at or just above the target, at most 5 % \
+over it: a rental that takes the fleet further over can rarely be released again, so prefer \
+offers that fit, and leave a gap of under 2 % of the target open when none does. Release \
+machines the target does not need, most expensive per proof first, only when the fleet \
 stays at or above the target without them, and never a healthy machine younger than the \
 minimum release age in ## Limits (releasable: false). Release a machine only when the \
 machines proving now still meet the target without it.

@@ -8,14 +8,15 @@ import random
 
 import pytest
 
-from fleet_agent.fleet.oracle import Item, cheapest_cover
+from fleet_agent.fleet.oracle import Item, cheapest_cover, cheapest_cover_between
 
 
-def brute_force(items: list[Item], target: float) -> float:
+def brute_force(items: list[Item], target: float, high: float = math.inf) -> float:
     best = math.inf
     for n in range(len(items) + 1):
         for combo in itertools.combinations(items, n):
-            if sum(math.floor(i.rate) for i in combo) >= math.ceil(target):
+            units = sum(math.floor(i.rate) for i in combo)
+            if math.ceil(target) <= units <= high:
                 best = min(best, sum(i.cost for i in combo))
     return best
 
@@ -49,3 +50,30 @@ def test_nothing_is_needed_for_no_target_and_all_when_too_little() -> None:
     assert cheapest_cover(items, 0).keys == []
     short = cheapest_cover(items, 100)
     assert not short.met and short.keys == [1]  # a machine under 1 proof/h counts for nothing
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_cover_inside_a_band_is_as_cheap_as_brute_force(seed: int) -> None:
+    rng = random.Random(seed)
+    items = [
+        Item(key=k, cost=round(rng.uniform(0.1, 3.0), 3), rate=round(rng.uniform(1, 60), 1))
+        for k in range(rng.randint(1, 11))
+    ]
+    low = rng.uniform(1, sum(i.rate for i in items) * 0.8)
+    high = low + rng.uniform(0, 30)
+    cover = cheapest_cover_between(items, low, high)
+    expected = brute_force(items, low, math.floor(high))
+    assert (cover is not None) == (expected < math.inf)
+    if cover is not None:
+        assert cover.cost == pytest.approx(expected)
+        chosen = [i for i in items if i.key in cover.keys]
+        assert len(chosen) == len(cover.keys) == len(set(cover.keys))
+        # Met surely; past `high` by less than a unit per machine at most.
+        assert low <= sum(i.rate for i in chosen) < high + len(chosen)
+
+
+def test_a_band_that_no_set_lands_in_has_no_cover() -> None:
+    items = [Item(1, cost=0.2, rate=25), Item(2, cost=0.3, rate=25)]
+    assert cheapest_cover_between(items, 10, 20) is None
+    assert cheapest_cover_between(items, 10, 30) == cheapest_cover_between(items[:1], 10, 30)
+    assert cheapest_cover_between(items, 0, 5) is not None

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Cover", "Item", "cheapest_cover", "planning_unit"]
+__all__ = ["Cover", "Item", "cheapest_cover", "cheapest_cover_between", "planning_unit"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,54 @@ def cheapest_cover(items: Sequence[Item], target: float, unit: float = 1.0) -> C
         if c > 0 and row[c]:
             chosen.append(item)
             c = max(0, c - steps[item.key])
+    chosen.reverse()
+    return Cover(
+        [i.key for i in chosen],
+        sum(i.cost for i in chosen),
+        sum(i.rate for i in chosen),
+        True,
+    )
+
+
+def cheapest_cover_between(
+    items: Sequence[Item], low: float, high: float, unit: float = 1.0
+) -> Cover | None:
+    """The minimum-cost subset of `items` whose rates sum to at least `low`
+    and at most `high`, or None if no subset lands in between.
+
+    The same knapsack as `cheapest_cover`, on exact sums of whole `unit`s
+    (rates rounded down): the set surely meets `low`, and may pass `high` by
+    less than one unit per machine chosen (at `planning_unit`'s 4,000 steps,
+    a fraction of a per cent). O(items × high / unit).
+    """
+    need = math.ceil(low / unit - 1e-9)
+    if need <= 0:
+        return Cover([], 0.0, 0.0, True)
+    top = math.floor(high / unit + 1e-9)
+    steps = {i.key: math.floor(i.rate / unit + 1e-9) for i in items}
+    usable = [i for i in items if steps[i.key] > 0 and i.cost >= 0]
+    if top < need or not usable:
+        return None
+    # best[c]: the least cost of a subset summing to exactly c units.
+    best = [0.0] + [math.inf] * top
+    took: list[bytearray] = []
+    for item in usable:
+        rate = steps[item.key]
+        row = bytearray(top + 1)
+        for c in range(top, rate - 1, -1):
+            candidate = best[c - rate] + item.cost
+            if candidate < best[c]:
+                best[c] = candidate
+                row[c] = 1
+        took.append(row)
+    c = min(range(need, top + 1), key=lambda e: best[e])
+    if best[c] == math.inf:
+        return None
+    chosen: list[Item] = []
+    for item, row in zip(reversed(usable), reversed(took), strict=True):
+        if c > 0 and row[c]:
+            chosen.append(item)
+            c -= steps[item.key]
     chosen.reverse()
     return Cover(
         [i.key for i in chosen],

@@ -1,10 +1,11 @@
 """The autopilot's fleet policy: what a careful operator would do, as pure functions.
 
 Replace dead, stuck and not-proving machines, rent the cheapest set of offers
-that covers a gap, release the most expensive machines per proof the target
-does not need, but never a healthy machine younger than the agent's
-`min_release_age_minutes` (the snapshot marks it not `releasable`). Works on
-the same snapshot rows and search results the model sees.
+that covers a gap without leaving the ±5 % band, release the most expensive
+machines per proof the target does not need, but never a healthy machine
+younger than the agent's `min_release_age_minutes` (the snapshot marks it
+not `releasable`). Works on the same snapshot rows and search results the
+model sees.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet_agent.fleet.load_time import STUCK_LOADING_MAX_MINUTES
-from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
+from fleet_agent.fleet.oracle import Item, cheapest_cover, cheapest_cover_between, planning_unit
 from fleet_agent.vast.models import phase_of
 
 __all__ = [
+    "BAND",
+    "INSIDE_BAND_PREMIUM",
     "NOT_PROVING",
+    "SMALL_GAP",
     "STUCK_LOADING_MINUTES",
     "FleetPlan",
     "choose_offers",
@@ -37,6 +41,15 @@ STUCK_LOADING_MINUTES = STUCK_LOADING_MAX_MINUTES
 UNMEASURED_SHARE = 0.9
 #: The snapshot's state of a running machine whose prover makes no progress.
 NOT_PROVING = "not_proving"
+#: The band the fleet is held in, a share of the target either side (issue 7).
+BAND = 0.05
+#: How much dearer ($/h) a cover that ends inside the band may be than the
+#: cheapest cover, which would end over it.
+INSIDE_BAND_PREMIUM = 0.25
+#: A gap this small (a share of the target) is left open rather than covered
+#: past the band: the fleet is inside the band, and the estimates it is
+#: measured on run about 1.5 % above what the machines prove.
+SMALL_GAP = 0.02
 
 
 @dataclass(frozen=True)
@@ -138,12 +151,19 @@ def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
     )
 
 
-def choose_offers(offers: list[dict[str, Any]], gap: float) -> list[dict[str, Any]]:
-    """Offers (rows as search_offers gives them) that cover `gap` at the least $/h.
+def choose_offers(offers: list[dict[str, Any]], gap: float, target: float) -> list[dict[str, Any]]:
+    """Offers (rows as search_offers gives them) that cover `gap` at the least
+    $/h without taking the fleet past the band (`target` + BAND).
 
     The exact cheapest cover of the offers shown (fleet_agent/fleet/oracle.py):
     a greedy choice by $ per proof overshoots a small gap with a big machine,
     or fills it with many small ones where one mid-sized machine is cheaper.
+    A cover that would end over the band is not released again (no machine
+    is small enough to go without), so the fleet would stay out of band for
+    hours: the cheapest cover that ends inside it is taken instead, if it
+    costs at most INSIDE_BAND_PREMIUM more. If none does, a gap of at most
+    SMALL_GAP of the target is left open (the fleet is inside the band,
+    just under), and a larger one is covered past the band.
     """
     pool = [o for o in offers if float(o.get("est_proofs_per_hour") or 0.0) > 0]
     if gap <= 0 or not pool:
@@ -152,5 +172,12 @@ def choose_offers(offers: list[dict[str, Any]], gap: float) -> list[dict[str, An
         Item(key=k, cost=float(o["dph"]), rate=float(o["est_proofs_per_hour"]))
         for k, o in enumerate(pool)
     ]
-    cover = cheapest_cover(items, gap, planning_unit(gap))
-    return [pool[k] for k in cover.keys]
+    cheapest = cheapest_cover(items, gap, planning_unit(gap))
+    ceiling = gap + BAND * target
+    if cheapest.rate > ceiling:
+        inside = cheapest_cover_between(items, gap, ceiling, planning_unit(ceiling))
+        if inside is not None and inside.cost <= (1 + INSIDE_BAND_PREMIUM) * cheapest.cost:
+            return [pool[k] for k in inside.keys]
+        if gap <= SMALL_GAP * target:
+            return []
+    return [pool[k] for k in cheapest.keys]

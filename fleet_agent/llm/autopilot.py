@@ -135,7 +135,7 @@ class AutopilotProvider:
                 plan = plan_fleet(rows, run.target())
                 found = _RESULT_JSON.search(searched[-1])
                 offers = json.loads(found.group(1)) if found else []
-                picks = choose_offers(offers, plan.gap)
+                picks = choose_offers(offers, plan.gap, run.target())
                 why = f"cover a {plan.gap:.0f} proofs/h gap"
                 if picks:
                     return [
