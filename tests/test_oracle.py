@@ -21,13 +21,17 @@ def brute_force(items: list[Item], target: float, high: float = math.inf) -> flo
     return best
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_the_cover_is_as_cheap_as_brute_force_and_meets_the_target(seed: int) -> None:
-    rng = random.Random(seed)
-    items = [
+def random_market(rng: random.Random) -> list[Item]:
+    return [
         Item(key=k, cost=round(rng.uniform(0.1, 3.0), 3), rate=round(rng.uniform(1, 60), 1))
         for k in range(rng.randint(1, 11))
     ]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_cover_is_as_cheap_as_brute_force_and_meets_the_target(seed: int) -> None:
+    rng = random.Random(seed)
+    items = random_market(rng)
     target = rng.uniform(1, sum(i.rate for i in items) * 0.8)
     cover = cheapest_cover(items, target)
     expected = brute_force(items, target)
@@ -55,10 +59,7 @@ def test_nothing_is_needed_for_no_target_and_all_when_too_little() -> None:
 @pytest.mark.parametrize("seed", range(40))
 def test_the_cover_inside_a_band_is_as_cheap_as_brute_force(seed: int) -> None:
     rng = random.Random(seed)
-    items = [
-        Item(key=k, cost=round(rng.uniform(0.1, 3.0), 3), rate=round(rng.uniform(1, 60), 1))
-        for k in range(rng.randint(1, 11))
-    ]
+    items = random_market(rng)
     low = rng.uniform(1, sum(i.rate for i in items) * 0.8)
     high = low + rng.uniform(0, 30)
     cover = cheapest_cover_between(items, low, high)

@@ -70,19 +70,7 @@ def cheapest_cover(items: Sequence[Item], target: float, unit: float = 1.0) -> C
                 best[c] = candidate
                 row[c] = 1
         took.append(row)
-    chosen: list[Item] = []
-    c = need
-    for item, row in zip(reversed(usable), reversed(took), strict=True):
-        if c > 0 and row[c]:
-            chosen.append(item)
-            c = max(0, c - steps[item.key])
-    chosen.reverse()
-    return Cover(
-        [i.key for i in chosen],
-        sum(i.cost for i in chosen),
-        sum(i.rate for i in chosen),
-        True,
-    )
+    return _walk_back(usable, took, steps, need)
 
 
 def cheapest_cover_between(
@@ -119,11 +107,18 @@ def cheapest_cover_between(
     c = min(range(need, top + 1), key=lambda e: best[e])
     if best[c] == math.inf:
         return None
+    return _walk_back(usable, took, steps, c)
+
+
+def _walk_back(
+    usable: Sequence[Item], took: Sequence[bytearray], steps: dict[int, int], c: int
+) -> Cover:
+    """The items whose choice bits lead to the table's cell `c`, last item first."""
     chosen: list[Item] = []
     for item, row in zip(reversed(usable), reversed(took), strict=True):
         if c > 0 and row[c]:
             chosen.append(item)
-            c -= steps[item.key]
+            c = max(0, c - steps[item.key])
     chosen.reverse()
     return Cover(
         [i.key for i in chosen],
