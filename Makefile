@@ -58,7 +58,8 @@ run: $(RUN_STAMP)
 # tests wait on servers and timers, so a third worker pays on two cores.
 TEST_WORKERS ?= 3
 test: $(STAMP) /usr/bin/chromium lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	  --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
