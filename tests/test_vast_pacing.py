@@ -149,8 +149,11 @@ async def test_backoff_grows_but_never_under_the_penalty() -> None:
 
 # ------------------------------------------------------- over real HTTP
 
-# Creates 0.3 s apart, a 0.8 s penalty after a 429, lists 1/15 s apart.
-SCALE = 1 / 15
+# Creates 0.9 s apart, a 2.4 s penalty after a 429, lists 0.2 s apart: wide
+# enough that one request held up 0.3 s in transit on a loaded machine does
+# not bring two arrivals under 0.6 of the interval (at 1/15 it did, under
+# three pytest workers).
+SCALE = 1 / 5
 CREATE = DOCUMENTED.create.interval_s * SCALE
 PENALTY = DOCUMENTED.create.penalty_s * SCALE
 
