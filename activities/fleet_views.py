@@ -71,6 +71,7 @@ class FleetViews:
             not_proving_minutes=req.not_proving_minutes,
             min_release_age_minutes=req.min_release_age_minutes,
             image_gb=self._watch.image_gb,
+            spare=req.spare_one_machine,
         )
 
     async def snapshot(
@@ -118,4 +119,5 @@ def rules_of(agent_id: str, config: AgentConfig, target: float | None = None) ->
         not_proving_minutes=config.not_proving_minutes,
         min_release_age_minutes=config.min_release_age_minutes,
         failed_host_ttl_hours=config.failed_host_ttl_hours,
+        spare_one_machine=config.spare_one_machine,
     )

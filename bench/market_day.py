@@ -199,7 +199,13 @@ async def _oracle(
 
 
 async def run_path(
-    path: str, faults: str, hours: float, seed: int, step: int, min_inet_down: float | None = None
+    path: str,
+    faults: str,
+    hours: float,
+    seed: int,
+    step: int,
+    min_inet_down: float | None = None,
+    spare: bool = True,
 ) -> dict[str, Any]:
     prover = ProverSpec() if min_inet_down is None else ProverSpec(min_inet_down_mbps=min_inet_down)
     day = Day()
@@ -229,14 +235,14 @@ async def run_path(
                     async with running_worker(
                         env.client, store, provider=provider, fleet=fleet
                     ) as h:
-                        agent_id = await _drive(day, env, h, sim, vast, prover, hours, step)
+                        agent_id = await _drive(day, env, h, sim, vast, prover, hours, step, spare)
                     _destroyed_as(day, store, agent_id)
                     counters = sim.market.state()["counters"]
         finally:
             await env.shutdown()
             store.dispose()
     report = _report(path, day, counters, hours, time.monotonic() - started)
-    return {"faults": faults, **report}
+    return {"faults": faults, "spare_one_machine": spare, **report}
 
 
 async def _drive(
@@ -248,11 +254,13 @@ async def _drive(
     prover: ProverSpec,
     hours: float,
     step: int,
+    spare: bool,
 ) -> str:
     target = _target_at(0)
-    handle = await h.start_agent(target_proofs_per_hour=target, **CONFIG)
+    settings = {**CONFIG, "spare_one_machine": spare}
+    handle = await h.start_agent(target_proofs_per_hour=target, **settings)
     t0 = sim.market.now()
-    config = AgentConfig(target_proofs_per_hour=target, **CONFIG)
+    config = AgentConfig(target_proofs_per_hour=target, **settings)
     for i in range(int(hours * 3600 // step)):
         hour = i * step / 3600
         wanted = _target_at(hour)
@@ -509,6 +517,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the prover's min_inet_down_mbps (default: ProverSpec's)",
     )
+    parser.add_argument(
+        "--spare",
+        choices=("on", "off"),
+        default="on",
+        help="the agent's spare_one_machine (default: on, as AgentConfig's)",
+    )
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args(argv)
     results = []
@@ -517,12 +531,14 @@ def main(argv: list[str] | None = None) -> int:
     runs = [(p.strip(), f, s) for s in seeds for f in levels for p in args.paths.split(",")]
     for path, faults, seed in runs:
         result = asyncio.run(
-            run_path(path, faults, args.hours, seed, args.step, args.min_inet_down)
+            run_path(
+                path, faults, args.hours, seed, args.step, args.min_inet_down, args.spare == "on"
+            )
         )
         result["seed"] = seed
         results.append(result)
         _common.print_table(
-            f"market day — {result['path']}, {faults} faults, seed {seed}",
+            f"market day — {result['path']}, {faults} faults, seed {seed}, spare {args.spare}",
             {
                 k: v
                 for k, v in result.items()
@@ -531,6 +547,7 @@ def main(argv: list[str] | None = None) -> int:
                     "path",
                     "faults",
                     "seed",
+                    "spare_one_machine",
                     "periods",
                     "thrashed",
                     "samples",

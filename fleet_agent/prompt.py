@@ -107,13 +107,15 @@ Rules:
 their prover finished nothing for the not-proving time in ## Limits), and replace them.
 - Capacity is measured from each prover's finished proofs (measured_proofs_per_hour); an \
 estimate counts only while a machine loads or fetches its parameters.
-- Keep the expected capacity (running + loading) at or just above the target, at most 5 % \
-over it: a rental that takes the fleet further over can rarely be released again, so prefer \
-offers that fit, and leave a gap of under 2 % of the target open when none does. Release \
-machines the target does not need, most expensive per proof first, only when the fleet \
-stays at or above the target without them, and never a healthy machine younger than the \
-minimum release age in ## Limits (releasable: false). Release a machine only when the \
-machines proving now still meet the target without it.
+- Keep the expected capacity (running + loading) at or just above the level to hold — the \
+target, or the "hold" figure of the fleet line when it gives one (a spare, so that one failure \
+leaves the fleet within 5 % under the target while its replacement loads) — and at most 5 % \
+over the target: a rental that takes the fleet further over can rarely be released again, so \
+prefer offers that fit, and leave a gap open when none does and the fleet is within 2 % under \
+the target. Release machines the level does not need, most expensive per proof first, only \
+when the fleet stays at or above that level without them, and never a healthy machine \
+younger than the minimum release age in ## Limits (releasable: false). Release a machine \
+only when the machines proving now still hold the level without it.
 - Hard limits (## Limits) are enforced by the system, not by you. A refused call tells you \
 why; do not retry it unchanged.
 - The heartbeat runs you regularly (its interval is in ## Limits). Use schedule_next_check \
@@ -139,8 +141,15 @@ def limits_text(config: AgentConfig) -> str:
         f"{_approvals_text(config)}"
         f"- not proving after {config.not_proving_minutes:g} min without progress; "
         f"minimum release age {config.min_release_age_minutes:g} min\n"
+        f"{_SPARE_LINE if config.spare_one_machine else ''}"
         f"- heartbeat every {config.heartbeat_seconds}s{dry_run}"
     )
+
+
+#: The Limits line that turns the spare on; the autopilot reads it too.
+_SPARE_LINE = (
+    "- spare for one failure: on (hold the level the fleet line gives, when it gives one)\n"
+)
 
 
 def _approvals_text(config: AgentConfig) -> str:

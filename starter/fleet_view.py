@@ -86,6 +86,8 @@ class FleetView(BaseModel):
     error: str
     rows: list[FleetRow]
     target_proofs_per_hour: float
+    # The level the agent holds (a spare for one failure); None: the target.
+    hold_proofs_per_hour: float | None = None
     capacity_proofs_per_hour: float
     expected_proofs_per_hour: float
     measured_proofs_per_hour: float
@@ -173,6 +175,7 @@ def build_fleet_view(
         error=snap.error,
         rows=[_row(i) for i in snap.instances],
         target_proofs_per_hour=snap.target_proofs_per_hour,
+        hold_proofs_per_hour=snap.hold_proofs_per_hour,
         capacity_proofs_per_hour=snap.capacity_proofs_per_hour,
         expected_proofs_per_hour=snap.expected_proofs_per_hour,
         measured_proofs_per_hour=round(

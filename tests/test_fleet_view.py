@@ -82,6 +82,10 @@ def test_the_view_totals_and_marks_an_old_snapshot_stale() -> None:
     row = next(line for line in text.splitlines() if line.startswith("2 "))
     assert row.split()[-1] == "loading"
     assert json.loads(fresh.model_dump_json())["gap_proofs_per_hour"] == 60
+    assert "holding" not in text
+    spared = snap.model_copy(update={"hold_proofs_per_hour": 103.0})
+    held = build_fleet_view(AGENT, StoredSnapshot(taken_at=T0, snapshot=spared), spend, T0)
+    assert "; holding 103 (a spare for one failure)" in fleet_text(held, T0)
 
     later = T0 + timedelta(minutes=6)
     stale = build_fleet_view(AGENT, StoredSnapshot(taken_at=T0, snapshot=snap), spend, later)
@@ -155,3 +159,22 @@ async def test_the_cli_shows_the_monitors_last_poll(
     assert f"m{truth[healthy]['machine_id']}/h" in text
     # The view is the store's: the same as reading it directly.
     assert read_fleet_view(store, AGENT).rows[0].id == min(rows)
+
+
+async def test_the_poll_gives_the_level_held_with_a_spare(
+    tools: FleetActivities, sim: SimServer, store: Store
+) -> None:
+    """Two machines at a target of 400: each is well under 8.5 % of it, so
+    the level held is 95 % of the target plus the larger one's rate, and
+    `fleet` says so; without the spare it is the target."""
+    await _rent(tools, 2)
+    env = ActivityEnvironment()
+    spared = PollRequest(agent_id=AGENT, target_proofs_per_hour=400, spare_one_machine=True)
+    snap: FleetSnapshot = await env.run(tools.poll_fleet, spared)
+    biggest = max(i.expected_proofs_per_hour for i in snap.instances)
+    assert 0 < biggest <= 34
+    assert snap.hold_proofs_per_hour == pytest.approx(380 + biggest, abs=0.1)
+    assert f"hold {snap.hold_proofs_per_hour:.0f} proofs/h" in snap.to_text()
+    assert "(a spare for one failure)" in fleet_text(read_fleet_view(store, AGENT), T0)
+    plain = spared.model_copy(update={"spare_one_machine": False})
+    assert (await env.run(tools.poll_fleet, plain)).hold_proofs_per_hour == 400

@@ -165,6 +165,7 @@ class FleetAgentWorkflow(InputsMixin, FreezeMixin, ApprovalsMixin, RunsMixin):
             not_proving_minutes=config.not_proving_minutes,
             min_release_age_minutes=config.min_release_age_minutes,
             failed_host_ttl_hours=config.failed_host_ttl_hours,
+            spare_one_machine=config.spare_one_machine,
         )
 
     async def _ensure_monitor(self) -> None:

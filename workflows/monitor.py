@@ -106,6 +106,7 @@ class FleetMonitorWorkflow:
                         not_proving_minutes=self._config.not_proving_minutes,
                         min_release_age_minutes=self._config.min_release_age_minutes,
                         failed_host_ttl_hours=self._config.failed_host_ttl_hours,
+                        spare_one_machine=self._config.spare_one_machine,
                     ),
                     start_to_close_timeout=_POLL_TIMEOUT,
                     heartbeat_timeout=FLEET_HEARTBEAT_TIMEOUT,

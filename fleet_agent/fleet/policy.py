@@ -1,8 +1,9 @@
 """The autopilot's fleet policy: what a careful operator would do, as pure functions.
 
 Replace dead, stuck and not-proving machines, rent the cheapest set of offers
-that covers a gap without leaving the ±5 % band, release the most expensive
-machines per proof the target does not need, but never a healthy machine
+that covers a gap without leaving the ±5 % band, hold a spare for one failure
+where it fits in the band (fleet_agent/fleet/spare.py), release the most
+expensive machines per proof the level held does not need, but never a healthy machine
 younger than the agent's `min_release_age_minutes` (the snapshot marks it
 not `releasable`). Works on the same snapshot rows and search results the
 model sees.
@@ -15,6 +16,7 @@ from typing import Any
 
 from fleet_agent.fleet.load_time import STUCK_LOADING_MAX_MINUTES
 from fleet_agent.fleet.oracle import Item, cheapest_cover, cheapest_cover_between, planning_unit
+from fleet_agent.fleet.spare import BAND, hold_level
 from fleet_agent.vast.models import phase_of
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "STUCK_LOADING_MINUTES",
     "FleetPlan",
     "choose_offers",
+    "hold_of",
     "plan_fleet",
 ]
 
@@ -41,8 +44,6 @@ STUCK_LOADING_MINUTES = STUCK_LOADING_MAX_MINUTES
 UNMEASURED_SHARE = 0.9
 #: The snapshot's state of a running machine whose prover makes no progress.
 NOT_PROVING = "not_proving"
-#: The band the fleet is held in, a share of the target either side (issue 7).
-BAND = 0.05
 #: How much dearer ($/h) a cover that ends inside the band may be than the
 #: cheapest cover, which would end over it.
 INSIDE_BAND_PREMIUM = 0.25
@@ -56,7 +57,8 @@ SMALL_GAP = 0.02
 class FleetPlan:
     destroy: list[tuple[int, str]]  # (instance id, reason)
     expected_after: float  # capacity once loading machines run, after the destroys
-    gap: float  # target − expected_after (> 0: rent)
+    gap: float  # hold − expected_after (> 0: rent)
+    hold: float  # the level held: the target, or more with a spare (spare.py)
 
 
 def _per_proof(row: dict[str, Any]) -> float:
@@ -72,15 +74,23 @@ def _sure(row: dict[str, Any]) -> float:
     return UNMEASURED_SHARE * float(row.get("expected_proofs_per_hour") or 0.0)
 
 
-def _cheapest_kept(alive: list[dict[str, Any]], target: float) -> set[int]:
-    """ids (Python's) of the rows to keep: every machine that may not be
-    released yet (hysteresis), plus the cheapest subset of the others that
-    meets the rest of the target (fleet_agent/fleet/oracle.py). With machines
-    of different sizes this keeps the fleet nearer the target than releasing
-    the dearest per proof one by one."""
+def _cheapest_kept(
+    alive: list[dict[str, Any]], target: float, hold: float
+) -> tuple[set[int], float]:
+    """ids (Python's) of the rows to keep, and the level they keep: every
+    machine that may not be released yet (hysteresis), plus the cheapest
+    subset of the others that holds `hold` (fleet_agent/fleet/oracle.py).
+    With machines of different sizes this keeps the fleet nearer the level
+    than releasing the dearest per proof one by one.
+
+    As with a cover (`choose_offers`), a subset that ends inside the band is
+    kept instead of a cheaper one past it when it costs at most
+    INSIDE_BAND_PREMIUM more: one holding `hold`, else one holding the
+    target alone (a spare is never held past the band; the level is then
+    the target)."""
     fixed = [r for r in alive if not r.get("releasable", True)]
     free = [r for r in alive if r.get("releasable", True)]
-    rest = target - sum(float(r.get("expected_proofs_per_hour") or 0.0) for r in fixed)
+    held = sum(float(r.get("expected_proofs_per_hour") or 0.0) for r in fixed)
     items = [
         Item(
             key=k,
@@ -89,11 +99,28 @@ def _cheapest_kept(alive: list[dict[str, Any]], target: float) -> set[int]:
         )
         for k, r in enumerate(free)
     ]
-    cover = cheapest_cover(items, max(0.0, rest), planning_unit(max(1.0, rest)))
-    return {id(r) for r in fixed} | {id(free[k]) for k in cover.keys}
+    rest = max(0.0, hold - held)
+    cover = cheapest_cover(items, rest, planning_unit(max(1.0, rest)))
+    level = hold
+    room = (1 + BAND) * target - held
+    if cover.rate > room:
+        for low in dict.fromkeys((hold, target)):
+            inside = cheapest_cover_between(
+                items, max(0.0, low - held), room, planning_unit(max(1.0, room))
+            )
+            if inside is not None and inside.cost <= (1 + INSIDE_BAND_PREMIUM) * cover.cost:
+                cover, level = inside, low
+                break
+        else:
+            if hold > target:
+                rest = max(0.0, target - held)
+                cover, level = cheapest_cover(items, rest, planning_unit(max(1.0, rest))), target
+    return {id(r) for r in fixed} | {id(free[k]) for k in cover.keys}, level
 
 
-def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
+def _triage(rows: list[dict[str, Any]]) -> tuple[list[tuple[int, str]], list[dict[str, Any]]]:
+    """The machines to destroy (id, reason) — dead, stopped, stuck, not
+    proving — and the rest that are or will be capacity."""
     destroy: list[tuple[int, str]] = []
     alive: list[dict[str, Any]] = []
     for row in rows:
@@ -121,12 +148,30 @@ def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
             destroy.append((int(row["id"]), f"stuck {state} for {float(age):.0f} min"))
         else:
             alive.append(row)
-    keep = _cheapest_kept(alive, target)
+    return destroy, alive
+
+
+def _hold(alive: list[dict[str, Any]], target: float, spare: bool) -> float:
+    rates = (float(r.get("expected_proofs_per_hour") or 0.0) for r in alive)
+    return hold_level(target, rates, spare=spare)
+
+
+def hold_of(rows: list[dict[str, Any]], target: float, *, spare: bool) -> float:
+    """The level `plan_fleet` holds for these snapshot rows (spare.py)."""
+    return _hold(_triage(rows)[1], target, spare)
+
+
+def plan_fleet(rows: list[dict[str, Any]], target: float, *, spare: bool = False) -> FleetPlan:
+    """What to destroy, and the gap left to rent, to hold `target` (plus a
+    spare for one failure when `spare` and it fits in the band)."""
+    destroy, alive = _triage(rows)
+    hold = _hold(alive, target, spare)
+    keep, level = _cheapest_kept(alive, target, hold)
     expected = sum(float(r.get("expected_proofs_per_hour") or 0.0) for r in alive)
     proving = sum(float(r.get("proofs_per_hour") or 0.0) for r in alive)
     sure = sum(_sure(r) for r in alive)
-    # Release what the cheapest subset meeting the target leaves out, most
-    # expensive per proof first, while the target stays met without it by the
+    # Release what the kept subset leaves out, most expensive per proof
+    # first, while the level it keeps stays held without it by the
     # capacity expected, by the capacity proving now (a machine is not
     # released for one still fetching its parameters) and by what is sure
     # (measured, or a share of the estimate).
@@ -136,9 +181,9 @@ def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
         if (
             rate
             and id(row) not in keep
-            and expected - rate >= target - 1e-6
-            and proving - now >= target - 1e-6
-            and sure - _sure(row) >= target - 1e-6
+            and expected - rate >= level - 1e-6
+            and proving - now >= level - 1e-6
+            and sure - _sure(row) >= level - 1e-6
         ):
             destroy.append((int(row["id"]), "not needed for the target"))
             expected -= rate
@@ -147,13 +192,18 @@ def plan_fleet(rows: list[dict[str, Any]], target: float) -> FleetPlan:
     return FleetPlan(
         destroy=destroy,
         expected_after=expected,
-        gap=target - expected,
+        gap=hold - expected,
+        hold=hold,
     )
 
 
-def choose_offers(offers: list[dict[str, Any]], gap: float, target: float) -> list[dict[str, Any]]:
+def choose_offers(
+    offers: list[dict[str, Any]], gap: float, target: float, *, hold: float | None = None
+) -> list[dict[str, Any]]:
     """Offers (rows as search_offers gives them) that cover `gap` at the least
-    $/h without taking the fleet past the band (`target` + BAND).
+    $/h without taking the fleet past the band (`target` + BAND). `gap` is
+    counted up to `hold` (the level held, FleetPlan.hold; the target when
+    None), so the fleet ends at most (1 + BAND) × target − hold past it.
 
     The exact cheapest cover of the offers shown (fleet_agent/fleet/oracle.py):
     a greedy choice by $ per proof overshoots a small gap with a big machine,
@@ -161,23 +211,30 @@ def choose_offers(offers: list[dict[str, Any]], gap: float, target: float) -> li
     A cover that would end over the band is not released again (no machine
     is small enough to go without), so the fleet would stay out of band for
     hours: the cheapest cover that ends inside it is taken instead, if it
-    costs at most INSIDE_BAND_PREMIUM more. If none does, a gap of at most
-    SMALL_GAP of the target is left open (the fleet is inside the band,
-    just under), and a larger one is covered past the band.
+    costs at most INSIDE_BAND_PREMIUM more (up to the level, or else up to
+    the target: a spare is never bought past the band). If none does, a gap that leaves
+    the fleet at most SMALL_GAP of the target under it is left open (the
+    fleet is inside the band; a spare is never bought past it), and a larger
+    one is covered past the band.
     """
     pool = [o for o in offers if float(o.get("est_proofs_per_hour") or 0.0) > 0]
     if gap <= 0 or not pool:
         return []
+    above = (hold if hold is not None else target) - target  # the spare's share of the gap
     items = [
         Item(key=k, cost=float(o["dph"]), rate=float(o["est_proofs_per_hour"]))
         for k, o in enumerate(pool)
     ]
     cheapest = cheapest_cover(items, gap, planning_unit(gap))
-    ceiling = gap + BAND * target
+    ceiling = gap - above + BAND * target
     if cheapest.rate > ceiling:
-        inside = cheapest_cover_between(items, gap, ceiling, planning_unit(ceiling))
-        if inside is not None and inside.cost <= (1 + INSIDE_BAND_PREMIUM) * cheapest.cost:
-            return [pool[k] for k in inside.keys]
-        if gap <= SMALL_GAP * target:
+        # The level, then the target alone: a spare is not worth a cover past the band.
+        for low in (gap, gap - above) if above > 0 else (gap,):
+            if low <= 0 or low > ceiling:
+                continue
+            inside = cheapest_cover_between(items, low, ceiling, planning_unit(ceiling))
+            if inside is not None and inside.cost <= (1 + INSIDE_BAND_PREMIUM) * cheapest.cost:
+                return [pool[k] for k in inside.keys]
+        if gap - above <= SMALL_GAP * target:
             return []
     return [pool[k] for k in cheapest.keys]

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from fleet_agent.capacity import proofs_per_hour
 from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB, stuck_loading_minutes
-from fleet_agent.fleet.policy import NOT_PROVING
+from fleet_agent.fleet.policy import NOT_PROVING, hold_of
 from fleet_agent.fleet.provers import ProverTrack, not_proving_reason
 from fleet_agent.fleet.reconcile import duplicate_labels
 from fleet_agent.vast.models import Instance, phase_of
@@ -75,6 +75,9 @@ class FleetSnapshot(BaseModel):
     target_proofs_per_hour: float = 0.0
     capacity_proofs_per_hour: float = 0.0
     expected_proofs_per_hour: float = 0.0  # running + loading: capacity once loaded
+    # The level to hold: the target, or more with a spare for one failure
+    # (fleet_agent/fleet/spare.py). None in payloads older than the field.
+    hold_proofs_per_hour: float | None = None
     fleet_dph: float = 0.0
     # Create labels carried by more than one machine (label → ids, oldest
     # first): a create attempt that landed twice. The monitor settles them with
@@ -103,6 +106,13 @@ class FleetSnapshot(BaseModel):
             f"{self.expected_proofs_per_hour:.0f} once loading ones are up; target "
             f"{self.target_proofs_per_hour:.0f} (gap {gap:+.0f}); spend ${self.fleet_dph:.2f}/h"
         )
+        hold = self.hold_proofs_per_hour
+        if hold is not None and hold > self.target_proofs_per_hour + 0.05:
+            head += (
+                f"; hold {hold:.0f} proofs/h (the target plus a spare: losing any one "
+                "machine of up to 10 % of the target then leaves the fleet within 5 % "
+                "under it)"
+            )
         idle = sum(
             1
             for i in self.instances
@@ -181,13 +191,15 @@ def summarize(
     not_proving_minutes: float = 20.0,
     min_release_age_minutes: float = 0.0,
     image_gb: float = DEFAULT_IMAGE_GB,
+    spare: bool = False,
 ) -> FleetSnapshot:
     """The snapshot of `instances`. `tracks` are the monitor's prover reads (None:
     statuses are not read, capacity is the estimate); a running machine whose
     prover made no progress for `not_proving_minutes` is in state "not_proving".
     A healthy machine younger than `min_release_age_minutes` is not releasable;
     one still loading after its `loading_limit_minutes` (its link and the
-    image's `image_gb`) is stuck."""
+    image's `image_gb`) is stuck. `hold_proofs_per_hour` is the level the
+    fleet holds, with a spare for one failure if `spare` (spare.py)."""
     rows: list[FleetInstance] = []
     capacity = expected = dph = 0.0
     members = [i for i in instances if not i.is_gone]
@@ -240,9 +252,11 @@ def summarize(
         expected += cap.expected
         # Dead, stopped and frozen machines bill until destroyed, so they count.
         dph += inst.dph_total or 0.0
+    hold = hold_of([r.model_dump() for r in rows], target, spare=spare)
     return FleetSnapshot(
         instances=rows,
         target_proofs_per_hour=target,
+        hold_proofs_per_hour=round(hold, 1),
         capacity_proofs_per_hour=round(capacity, 1),
         expected_proofs_per_hour=round(expected, 1),
         fleet_dph=round(dph, 4),

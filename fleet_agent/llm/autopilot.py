@@ -23,6 +23,8 @@ __all__ = ["AutopilotProvider"]
 # The first line of each operator message in the trigger block (see prompt.py).
 _MESSAGE = re.compile(r"^Message from (?P<author>.+?) at \S+ \S+Z:\n(?P<text>.*)$", re.M)
 _TARGET = re.compile(r"^## Target\n(?P<target>[\d.]+) proofs/hour", re.M)
+# The Limits line of `spare_one_machine` (prompt.py).
+_SPARE = re.compile(r"^- spare for one failure: on\b", re.M)
 _FLEET_JSON = re.compile(r"## Fleet\n[^\n]*\n```json\n(?P<rows>.*?)\n```", re.S)
 _RESULT_JSON = re.compile(r"(\[.*\])", re.S)
 
@@ -76,6 +78,9 @@ class _Run:
         found = _TARGET.search(self.context)
         return float(found.group("target")) if found else 0.0
 
+    def spare(self) -> bool:
+        return _SPARE.search(self.context) is not None
+
     def fleet_rows(self) -> list[dict[str, Any]] | None:
         found = _FLEET_JSON.search(self.context)
         if found is None:
@@ -119,7 +124,7 @@ class AutopilotProvider:
         rows = run.fleet_rows()
         fleet = rows is not None and {"search_offers", "create_instance"} <= offered
         if fleet and rows is not None and not run.results:
-            plan = plan_fleet(rows, run.target())
+            plan = plan_fleet(rows, run.target(), spare=run.spare())
             calls = [
                 _tool_use("destroy_instance", {"instance_id": iid, "reason": why})
                 for iid, why in plan.destroy
@@ -132,11 +137,13 @@ class AutopilotProvider:
             searched = [c for n, c, err in run.results if n == "search_offers" and not err]
             created = any(n == "create_instance" for n, _, _ in run.results)
             if searched and not created:
-                plan = plan_fleet(rows, run.target())
+                plan = plan_fleet(rows, run.target(), spare=run.spare())
                 found = _RESULT_JSON.search(searched[-1])
                 offers = json.loads(found.group(1)) if found else []
-                picks = choose_offers(offers, plan.gap, run.target())
+                picks = choose_offers(offers, plan.gap, run.target(), hold=plan.hold)
                 why = f"cover a {plan.gap:.0f} proofs/h gap"
+                if plan.hold > run.target():
+                    why += f", holding {plan.hold:.0f} (a spare for one failure)"
                 if picks:
                     return [
                         _tool_use(

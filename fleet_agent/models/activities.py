@@ -184,6 +184,7 @@ class MonitorConfig(BaseModel):
     not_proving_minutes: float = 20.0
     min_release_age_minutes: float = 45.0
     failed_host_ttl_hours: float = 24.0
+    spare_one_machine: bool = False
 
 
 class PollRequest(BaseModel):
@@ -195,6 +196,8 @@ class PollRequest(BaseModel):
     not_proving_minutes: float = 20.0
     min_release_age_minutes: float = 45.0
     failed_host_ttl_hours: float = 24.0
+    # The snapshot's `hold_proofs_per_hour` with a spare for one failure.
+    spare_one_machine: bool = False
 
 
 class MonitorInput(BaseModel):

@@ -53,6 +53,9 @@ class AgentConfig(BaseModel):
     # Hysteresis: a healthy machine younger than this is never released, and a
     # release must leave the fleet at or above target.
     min_release_age_minutes: Annotated[float, Field(ge=0, le=10_080)] = 45.0
+    # Hold enough that losing any one machine of up to 10 % of the target
+    # leaves the fleet within 5 % under it (fleet_agent/fleet/spare.py).
+    spare_one_machine: bool = True
     # A host that failed (dead, stuck loading, not proving) is not rented
     # again for this long; 0 forgets at once.
     failed_host_ttl_hours: Annotated[float, Field(ge=0, le=720)] = 24.0
@@ -107,6 +110,7 @@ class ConfigPatch(Strict):
     monitor_poll_seconds: Annotated[int, Field(ge=5, le=3_600)] | None = None
     not_proving_minutes: Annotated[float, Field(ge=5, le=1_440)] | None = None
     min_release_age_minutes: Annotated[float, Field(ge=0, le=10_080)] | None = None
+    spare_one_machine: bool | None = None
     failed_host_ttl_hours: Annotated[float, Field(ge=0, le=720)] | None = None
     max_creates_per_hour: Annotated[int, Field(ge=0, le=1_000)] | None = None
     max_destroys_per_hour: Annotated[int, Field(ge=0, le=1_000)] | None = None

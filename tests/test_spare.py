@@ -1,0 +1,159 @@
+"""A spare for one failure: the fleet holds enough that losing any one of its
+machines leaves it inside the ±5 % band, for every machine small enough for
+that to fit in the band."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from fleet_agent.fleet.policy import choose_offers, hold_of, plan_fleet
+from fleet_agent.fleet.snapshot import FleetSnapshot
+from fleet_agent.fleet.spare import BAND, SPARE_MAX, hold_level
+from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.models import AgentConfig
+from fleet_agent.prompt import context_message, limits_text
+
+
+def machine(iid: int, rate: float, dph: float = 0.4, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": iid,
+        "state": "running",
+        "dph": dph,
+        "expected_proofs_per_hour": rate,
+        "proofs_per_hour": rate,
+        "measured_proofs_per_hour": rate,
+        "age_minutes": 600.0,
+        **extra,
+    }
+
+
+def offer(offer_id: int, rate: float, dph: float) -> dict[str, Any]:
+    return {"offer_id": offer_id, "est_proofs_per_hour": rate, "dph": dph}
+
+
+def test_the_level_leaves_the_fleet_in_band_after_losing_one_machine() -> None:
+    # 25 proofs/h is 8.3 % of 300: hold 310, and 310 − 25 = 285 = 300 × 0.95.
+    assert hold_level(300, [25, 25, 10]) == pytest.approx(310)
+    assert hold_level(300, [25, 25, 10]) - 25 == pytest.approx((1 - BAND) * 300)
+    # A machine of at most 5 % of the target needs no spare.
+    assert hold_level(500, [25, 20]) == 500
+    # One of more than 8.5 % (BAND + SPARE_MAX) is not spared: it does not
+    # count, and the level is set by the largest machine that is.
+    assert hold_level(300, [97, 49, 25.8, 25.2, 24]) == pytest.approx(310.2)
+    assert hold_level(300, [97, 49, 25.8]) == 300
+    assert hold_level(300, [25.5]) <= (1 + SPARE_MAX) * 300
+    # Off, no machines, no target: the target.
+    assert hold_level(300, [25], spare=False) == 300
+    assert hold_level(300, []) == 300
+    assert hold_level(0, [25]) == 0
+
+
+def test_the_plan_rents_the_spare_and_releases_down_to_the_level_not_the_target() -> None:
+    fleet = [machine(i, 25.0) for i in range(1, 13)]  # 300 proofs/h
+    plan = plan_fleet(fleet, 300, spare=True)
+    assert plan.hold == pytest.approx(310) and plan.gap == pytest.approx(10)
+    assert plan.destroy == []
+    # Without the spare the fleet is on target.
+    assert plan_fleet(fleet, 300).gap == 0
+    # Twelve 25s and two 10s (320) at target 298, holding 308.1: one 10 goes
+    # with the spare (310 left), both without it (300 left; the knapsack
+    # rounds rates down, so an exact fit of 300 would be off by a hair).
+    bigger = [machine(i, 25.0) for i in range(1, 13)] + [
+        machine(13, 10.0, dph=0.2),
+        machine(14, 10.0, dph=0.2),
+    ]
+    assert len(plan_fleet(bigger, 298).destroy) == 2
+    kept = plan_fleet(bigger, 298, spare=True)
+    assert len(kept.destroy) == 1 and kept.expected_after == pytest.approx(310)
+
+
+def test_a_spare_is_not_held_past_the_band() -> None:
+    """The market day's seed 2 after the drop to 300: machines of 230, 46, 25.3
+    and 24. Holding 310.3 needs all four (325.6, past 315); the target alone
+    needs three (300.3): the 25.3 goes, as it would without the spare."""
+    rows = [
+        machine(1, 230.0, dph=2.14),
+        machine(2, 46.0, dph=0.34),
+        machine(3, 25.3, dph=0.22),
+        machine(4, 24.3, dph=0.21),
+    ]
+    plan = plan_fleet(rows, 300, spare=True)
+    assert plan.hold == pytest.approx(310.3)
+    assert plan.destroy == [(3, "not needed for the target")]
+    assert plan.expected_after == pytest.approx(300.3)
+
+
+def test_failed_machines_do_not_count_towards_the_level() -> None:
+    # A not-proving 28-proof machine would raise the level to 313; it is
+    # going, so the level is set by the healthy 25-proof ones.
+    rows = [machine(i, 25.0) for i in range(1, 12)]
+    rows.append(machine(99, 28.0, state="not_proving", note="stuck prover"))
+    assert hold_of(rows, 300, spare=True) == pytest.approx(310)
+    plan = plan_fleet(rows, 300, spare=True)
+    assert [iid for iid, _ in plan.destroy] == [99]
+    assert plan.gap == pytest.approx(310 - 275)
+
+
+def test_the_spare_is_bought_only_inside_the_band() -> None:
+    # Fleet at 300 holding 310: a 10-proof machine fits (ends 310, +3.3 %).
+    offers = [offer(1, 49.7, 0.30), offer(2, 10.0, 0.12)]
+    assert [o["offer_id"] for o in choose_offers(offers, 10, 300, hold=310)] == [2]
+    # Only a 24.8 machine: 324.8 is past 315, and the fleet is on target, so
+    # the spare's gap is left open rather than bought past the band.
+    assert choose_offers([offer(3, 24.8, 0.2)], 10, 300, hold=310) == []
+    # 5 under the target (15 under the level) with an 8-proof offer too: the
+    # level cannot be met inside the band, the target can: the 8 is rented.
+    picks = choose_offers([offer(3, 24.8, 0.2), offer(4, 8.0, 0.09)], 15, 300, hold=310)
+    assert [o["offer_id"] for o in picks] == [4]
+    # 40 short of the level (30 of the target): covered, past it if it must be.
+    assert [o["offer_id"] for o in choose_offers([offer(3, 49.7, 0.4)], 40, 300, hold=310)] == [3]
+
+
+def test_the_model_and_the_autopilot_are_told_the_level() -> None:
+    on, off = AgentConfig(target_proofs_per_hour=300), AgentConfig(spare_one_machine=False)
+    assert "spare for one failure: on" in limits_text(on)
+    assert "spare for one failure" not in limits_text(off)
+    snap = FleetSnapshot(
+        target_proofs_per_hour=300, expected_proofs_per_hour=300, hold_proofs_per_hour=310
+    )
+    assert "hold 310 proofs/h" in snap.to_text()
+    level = snap.model_copy(update={"hold_proofs_per_hour": 300.0})
+    assert "hold" not in level.to_text()
+
+
+async def test_the_autopilot_searches_for_the_spare_when_it_is_on() -> None:
+    """The autopilot reads the Limits line: on target with the spare on, it
+    searches (a 10 proofs/h gap); with it off, it does nothing."""
+    snap = FleetSnapshot(
+        instances=[],
+        target_proofs_per_hour=300,
+        expected_proofs_per_hour=300,
+    )
+    rows = [machine(i, 25.0) for i in range(1, 13)]
+    fleet_text = snap.to_text().split("\n")[0] + "\n```json\n" + json.dumps(rows) + "\n```"
+    tools = [{"name": n} for n in ("search_offers", "create_instance", "destroy_instance")]
+    on = AgentConfig(target_proofs_per_hour=300)
+    off = on.model_copy(update={"spare_one_machine": False})
+    for config, searches in ((on, True), (off, False)):
+        text = context_message(
+            run=1,
+            session=1,
+            now=datetime(2026, 11, 30, tzinfo=UTC),
+            trigger_block="Trigger: heartbeat (nothing else happened).",
+            fleet_text=fleet_text,
+            config=config,
+            wakes=[],
+            next_heartbeat_at=None,
+        )
+        reply = await AutopilotProvider().complete(
+            system="s", messages=[{"role": "user", "content": text}], tools=tools, max_tokens=100
+        )
+        names = [b["name"] for b in reply.content if b["type"] == "tool_use"]
+        assert names == (["search_offers"] if searches else []), config.spare_one_machine
+        if not searches:
+            assert re.search(r"no action needed", reply.content[0]["text"])
