@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB, stuck_loading_minutes
 from fleet_agent.fleet.prover_status import read_statuses
 from fleet_agent.fleet.provers import ProverTrack, advance, not_proving_reason
+from fleet_agent.fleet.snapshot import estimate
 from fleet_agent.models import PollRequest
 from fleet_agent.prover import ProverSpec
 from fleet_agent.store import FailedHosts, ProverTracks, Store
@@ -48,7 +49,7 @@ def failure_of(
     ):
         return "stuck", f"instance {inst.id} still {inst.state} after {age_min:.0f} min"
     if inst.phase == "running" and track is not None:
-        reason = not_proving_reason(track, now, not_proving_minutes)
+        reason = not_proving_reason(track, now, not_proving_minutes, estimate(inst))
         if reason is not None:
             return "not_proving", f"instance {inst.id} running but not proving: {reason}"
     return None

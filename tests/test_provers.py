@@ -138,6 +138,27 @@ def test_a_stuck_prover_is_not_proving_once_it_misses_its_proofs_and_says_why() 
     assert not_proving_reason(stalled, 240 * 60.0 + LIMIT * 60, LIMIT) is not None
 
 
+def test_a_prover_that_hangs_before_it_is_measured_is_judged_at_its_estimate() -> None:
+    """The harsh market day's seed 3: a 23-proof machine hung 8 minutes into
+    proving, after 3 proofs (a rate needs 4 between anchors), and waited
+    the whole 20 minutes. With the estimate (30 proofs/h) it is flagged
+    after 5 missed intervals, 10 min; before its first proof, never sooner
+    than the limit (a first proof may take longer than the rest)."""
+    track = _follow(30.0, 7)
+    assert track.measured_proofs_per_hour is None and track.proofs_completed == 3
+    t0 = track.progress_at
+    assert not_proving_reason(track, t0 + 10 * 60 - 1, LIMIT, 30.0) is None
+    reason = not_proving_reason(track, t0 + 10 * 60, LIMIT, 30.0)
+    assert reason is not None and "finished no proof for 10 min" in reason
+    # Without the estimate, or before any proof: the whole limit.
+    assert not_proving_reason(track, t0 + 10 * 60, LIMIT) is None
+    warming = _follow(30.0, 1)
+    assert warming.proofs_completed == 0
+    w0 = warming.progress_at
+    assert not_proving_reason(warming, w0 + LIMIT * 60 - 1, LIMIT, 30.0) is None
+    assert not_proving_reason(warming, w0 + LIMIT * 60, LIMIT, 30.0) is not None
+
+
 def test_an_error_is_not_proving_at_once_and_an_unreachable_status_after_the_limit() -> None:
     track = advance(None, _read(0, 0.0, phase="fetching_params"), 7, 0.0, LIMIT)
     error = ProverRead(ok=True, phase="error", detail="CUDA error 2: out of memory", started_at=0.0)

@@ -21,7 +21,10 @@ read, and when progress was last seen.
 * **Progress.** A proof finished, a parameter byte fetched, or a new prover
   process. A running machine with no progress for the configured time, or
   whose prover reports ``error``, is not proving (`not_proving_reason`); a
-  measured prover sooner, once it misses `STALL_INTERVALS` of its proofs.
+  measured prover sooner, once it misses `STALL_INTERVALS` of its proofs,
+  and so does one that has finished a proof but is not measured yet, at
+  the capacity model's estimate of its rate (a machine that hangs between
+  its first proof and its fifth waited the whole configured time).
   Time nobody watched (a worker down for an hour) is not counted against a
   machine: a gap between reads moves `progress_at` on by the gap.
 
@@ -168,23 +171,32 @@ def advance(
     return track.model_copy(update=update)
 
 
-def _limit_s(track: ProverTrack, limit_minutes: float) -> float:
+def _limit_s(track: ProverTrack, limit_minutes: float, expected: float | None) -> float:
     """How long without progress is too long: `limit_minutes`, or sooner for a
-    measured prover, which should finish a proof every 3600/rate seconds
-    (`STALL_INTERVALS` of them, never under `MIN_STALL_S`)."""
+    proving prover whose rate is known, which should finish a proof every
+    3600/rate seconds (`STALL_INTERVALS` of them, never under `MIN_STALL_S`).
+    The rate is the measured one, or `expected` (the capacity model's
+    estimate) once the process has finished a proof: the first proof after a
+    start may take longer than the rest, and five intervals leave a machine
+    proving at a fifth of its estimate its time."""
     limit = limit_minutes * 60
     rate = track.measured_proofs_per_hour
+    if rate is None and track.proofs_completed >= 1:
+        rate = expected
     if track.phase != "proving" or not rate:
         return limit
     return min(limit, max(MIN_STALL_S, STALL_INTERVALS * 3600.0 / rate))
 
 
-def not_proving_reason(track: ProverTrack, now: float, limit_minutes: float) -> str | None:
-    """Why this running machine counts as not proving, or None while it is fine."""
+def not_proving_reason(
+    track: ProverTrack, now: float, limit_minutes: float, expected: float | None = None
+) -> str | None:
+    """Why this running machine counts as not proving, or None while it is fine.
+    `expected`: the capacity model's proofs/h for the machine (`_limit_s`)."""
     if track.phase == "error":
         return f"prover error: {track.detail or 'no detail'}"
     idle = now - track.progress_at
-    if idle < _limit_s(track, limit_minutes):
+    if idle < _limit_s(track, limit_minutes, expected):
         return None
     what = {
         "unreachable": f"prover status unreachable ({track.detail})",

@@ -171,7 +171,7 @@ def _capacity(
         # Status not read (disabled, or not yet polled): the model's estimate.
         return _Capacity(guess, guess)
     prover = f"{track.phase}: {track.detail}" if track.detail else track.phase
-    reason = not_proving_reason(track, now, limit)
+    reason = not_proving_reason(track, now, limit, guess)
     if reason is not None:
         return _Capacity(0.0, 0.0, track.measured_proofs_per_hour, prover[:120], reason)
     measured = track.measured_proofs_per_hour
