@@ -292,16 +292,26 @@ _DESTROYED = re.compile(
 
 def _destroyed_as(day: Day, store: Store, agent_id: str) -> None:
     """A machine that died between two samples looks healthy in them: the
-    destroy tool's result says what vast.ai listed it as when it went."""
+    destroy tool's result says what vast.ai listed it as when it went, and
+    the reason given says when its prover reported an error."""
     for run in store.list_runs(agent_id, limit=100_000):
         for iid, was, why in _DESTROYED.findall(run.actions_digest or ""):
             life = day.lives.get(int(iid))
             if life is not None:
                 life.why = why
-            if life is not None and was in ("exited", "offline", "unknown"):
+            # ... and a prover that reported an error between two samples
+            # (its own status, read by the monitor) is gone by the next one.
+            failed = (
+                f"went {was} between samples"
+                if was in ("exited", "offline", "unknown")
+                else "prover error between samples"
+                if "(prover error:" in why
+                else ""
+            )
+            if life is not None and failed:
                 life.healthy_at_destroy = False
                 life.failed_at = life.failed_at if life.failed_at is not None else life.destroyed_at
-                life.failure = life.failure or f"went {was} between samples"
+                life.failure = life.failure or failed
 
 
 def _report(
