@@ -110,7 +110,7 @@ class FleetSnapshot(BaseModel):
         if hold is not None and hold > self.target_proofs_per_hour + 0.05:
             head += (
                 f"; hold {hold:.0f} proofs/h (the target plus a spare: losing any one "
-                "machine of up to 10 % of the target then leaves the fleet within 5 % "
+                "machine of up to 8.5 % of the target then leaves the fleet within 5 % "
                 "under it)"
             )
         idle = sum(

@@ -53,7 +53,7 @@ class AgentConfig(BaseModel):
     # Hysteresis: a healthy machine younger than this is never released, and a
     # release must leave the fleet at or above target.
     min_release_age_minutes: Annotated[float, Field(ge=0, le=10_080)] = 45.0
-    # Hold enough that losing any one machine of up to 10 % of the target
+    # Hold enough that losing any one machine of up to 8.5 % of the target
     # leaves the fleet within 5 % under it (fleet_agent/fleet/spare.py).
     spare_one_machine: bool = True
     # A host that failed (dead, stuck loading, not proving) is not rented
