@@ -42,9 +42,8 @@ def _totals(view: FleetView) -> list[str]:
         f"(gap {view.gap_proofs_per_hour:+g}); {view.expected_proofs_per_hour:g} once "
         f"loading ones are up; measured {view.measured_proofs_per_hour:g}",
     ]
-    hold = view.hold_proofs_per_hour
-    if hold is not None and hold > target + 0.05:
-        lines[0] += f"; holding {hold:g} (a spare for one failure)"
+    if view.holding is not None:
+        lines[0] += f"; holding {view.holding:g} (a spare for one failure)"
     money = f"fleet ${view.fleet_dph:.3f}/h at the poll"
     if view.spend is not None:
         s = view.spend

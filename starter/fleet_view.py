@@ -17,6 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from fleet_agent.fleet.policy import NOT_PROVING, STUCK_LOADING_MINUTES
 from fleet_agent.fleet.snapshot import FleetInstance
+from fleet_agent.fleet.spare import spare_shown
 from fleet_agent.models import SpendSummary
 from fleet_agent.store import FleetSnapshots, Store, StoredSnapshot
 from fleet_agent.store.spend_reads import SpendReads
@@ -93,6 +94,11 @@ class FleetView(BaseModel):
     measured_proofs_per_hour: float
     fleet_dph: float
     spend: SpendSummary | None
+
+    @property
+    def holding(self) -> float | None:
+        """The level held when a spare raises it above the target, else None."""
+        return spare_shown(self.hold_proofs_per_hour, self.target_proofs_per_hour)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

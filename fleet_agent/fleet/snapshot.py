@@ -22,6 +22,7 @@ from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB, stuck_loading_minutes
 from fleet_agent.fleet.policy import NOT_PROVING, hold_of
 from fleet_agent.fleet.provers import ProverTrack, not_proving_reason
 from fleet_agent.fleet.reconcile import duplicate_labels
+from fleet_agent.fleet.spare import spare_shown
 from fleet_agent.vast.models import Instance, phase_of
 
 __all__ = [
@@ -106,8 +107,8 @@ class FleetSnapshot(BaseModel):
             f"{self.expected_proofs_per_hour:.0f} once loading ones are up; target "
             f"{self.target_proofs_per_hour:.0f} (gap {gap:+.0f}); spend ${self.fleet_dph:.2f}/h"
         )
-        hold = self.hold_proofs_per_hour
-        if hold is not None and hold > self.target_proofs_per_hour + 0.05:
+        hold = spare_shown(self.hold_proofs_per_hour, self.target_proofs_per_hour)
+        if hold is not None:
             head += (
                 f"; hold {hold:.0f} proofs/h (the target plus a spare: losing any one "
                 "machine of up to 8.5 % of the target then leaves the fleet within 5 % "

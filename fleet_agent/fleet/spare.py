@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["BAND", "SPARE_MAX", "hold_level"]
+__all__ = ["BAND", "SPARE_MAX", "hold_level", "spare_shown"]
 
 #: The band the fleet is held in, a share of the target either side (issue 7).
 BAND = 0.05
@@ -43,3 +43,9 @@ def hold_level(target: float, rates: Iterable[float], *, spare: bool = True) -> 
     widest = (BAND + SPARE_MAX) * target
     spared = max((r for r in rates if 0 < r <= widest), default=0.0)
     return max(target, (1 - BAND) * target + spared)
+
+
+def spare_shown(hold: float | None, target: float) -> float | None:
+    """The level to show beside `target` (the fleet line, `fleet`, the
+    console): `hold` when a spare raises it, else None."""
+    return hold if hold is not None and hold > target + 0.05 else None
