@@ -3,10 +3,10 @@
 Replace dead, stuck and not-proving machines, rent the cheapest set of offers
 that covers a gap without leaving the ±5 % band, hold a spare for one failure
 where it fits in the band (fleet_agent/fleet/spare.py), release the most
-expensive machines per proof the level held does not need, but never a healthy machine
-younger than the agent's `min_release_age_minutes` (the snapshot marks it
-not `releasable`). Works on the same snapshot rows and search results the
-model sees.
+expensive machines per proof the level held does not need, but never a
+healthy machine younger than the agent's `min_release_age_minutes` (the
+snapshot marks it not `releasable`). Works on the same snapshot rows and
+search results the model sees.
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet_agent.fleet.load_time import STUCK_LOADING_MAX_MINUTES
-from fleet_agent.fleet.oracle import Item, cheapest_cover, cheapest_cover_between, planning_unit
+from fleet_agent.fleet.oracle import (
+    Cover,
+    Item,
+    cheapest_cover,
+    cheapest_cover_between,
+    planning_unit,
+)
 from fleet_agent.fleet.spare import BAND, hold_level
 from fleet_agent.vast.models import phase_of
 
@@ -74,6 +80,21 @@ def _sure(row: dict[str, Any]) -> float:
     return UNMEASURED_SHARE * float(row.get("expected_proofs_per_hour") or 0.0)
 
 
+def _inside_band(
+    items: list[Item], lows: tuple[float, ...], high: float, cheapest: Cover
+) -> tuple[Cover, float] | None:
+    """The cheapest set that lands between a low of `lows` (tried in order:
+    the level, then the target) and `high`, with the low it holds, if it
+    costs at most INSIDE_BAND_PREMIUM more than `cheapest` (which ends past
+    `high`). Shared by rentals (`choose_offers`) and releases
+    (`_cheapest_kept`): a fleet past the band is rarely brought back."""
+    for low in dict.fromkeys(lows):
+        inside = cheapest_cover_between(items, max(0.0, low), high, planning_unit(max(1.0, high)))
+        if inside is not None and inside.cost <= (1 + INSIDE_BAND_PREMIUM) * cheapest.cost:
+            return inside, low
+    return None
+
+
 def _cheapest_kept(
     alive: list[dict[str, Any]], target: float, hold: float
 ) -> tuple[set[int], float]:
@@ -104,17 +125,12 @@ def _cheapest_kept(
     level = hold
     room = (1 + BAND) * target - held
     if cover.rate > room:
-        for low in dict.fromkeys((hold, target)):
-            inside = cheapest_cover_between(
-                items, max(0.0, low - held), room, planning_unit(max(1.0, room))
-            )
-            if inside is not None and inside.cost <= (1 + INSIDE_BAND_PREMIUM) * cover.cost:
-                cover, level = inside, low
-                break
-        else:
-            if hold > target:
-                rest = max(0.0, target - held)
-                cover, level = cheapest_cover(items, rest, planning_unit(max(1.0, rest))), target
+        inside = _inside_band(items, (hold - held, target - held), room, cover)
+        if inside is not None:
+            cover, level = inside[0], inside[1] + held
+        elif hold > target:
+            rest = max(0.0, target - held)
+            cover, level = cheapest_cover(items, rest, planning_unit(max(1.0, rest))), target
     return {id(r) for r in fixed} | {id(free[k]) for k in cover.keys}, level
 
 
@@ -211,11 +227,11 @@ def choose_offers(
     A cover that would end over the band is not released again (no machine
     is small enough to go without), so the fleet would stay out of band for
     hours: the cheapest cover that ends inside it is taken instead, if it
-    costs at most INSIDE_BAND_PREMIUM more (up to the level, or else up to
-    the target: a spare is never bought past the band). If none does, a gap that leaves
-    the fleet at most SMALL_GAP of the target under it is left open (the
-    fleet is inside the band; a spare is never bought past it), and a larger
-    one is covered past the band.
+    costs at most INSIDE_BAND_PREMIUM more: one up to the level, else one up
+    to the target (a spare is never bought past the band). If none does, a
+    gap that leaves the fleet at most SMALL_GAP of the target under it is
+    left open (the fleet is inside the band), and a larger one is covered
+    past the band.
     """
     pool = [o for o in offers if float(o.get("est_proofs_per_hour") or 0.0) > 0]
     if gap <= 0 or not pool:
@@ -228,13 +244,9 @@ def choose_offers(
     cheapest = cheapest_cover(items, gap, planning_unit(gap))
     ceiling = gap - above + BAND * target
     if cheapest.rate > ceiling:
-        # The level, then the target alone: a spare is not worth a cover past the band.
-        for low in (gap, gap - above) if above > 0 else (gap,):
-            if low <= 0 or low > ceiling:
-                continue
-            inside = cheapest_cover_between(items, low, ceiling, planning_unit(ceiling))
-            if inside is not None and inside.cost <= (1 + INSIDE_BAND_PREMIUM) * cheapest.cost:
-                return [pool[k] for k in inside.keys]
+        inside = _inside_band(items, (gap, gap - above), ceiling, cheapest)
+        if inside is not None:
+            return [pool[k] for k in inside[0].keys]
         if gap - above <= SMALL_GAP * target:
             return []
     return [pool[k] for k in cheapest.keys]
