@@ -1,7 +1,33 @@
-"""Temporal workflows of fleet-agent: the agent loop, one run, the fleet monitor."""
+"""Temporal workflows of fleet-agent: the agent loop, one run, the fleet monitor.
 
-from workflows.agent import FleetAgentWorkflow
-from workflows.monitor import FleetMonitorWorkflow
-from workflows.run import AgentRunWorkflow
+The three classes are imported on first use (PEP 562), not here: the
+workflow sandbox executes this package's `__init__` afresh for every new
+workflow, so an eager import of all three made each run (a new workflow per
+message) re-execute the agent's and the monitor's modules too: 5 % of the
+worker's CPU at 100 agents (docs/DECISIONS.md, "Many fleets on one worker").
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workflows.agent import FleetAgentWorkflow
+    from workflows.monitor import FleetMonitorWorkflow
+    from workflows.run import AgentRunWorkflow
 
 __all__ = ["AgentRunWorkflow", "FleetAgentWorkflow", "FleetMonitorWorkflow"]
+
+_HOMES = {
+    "AgentRunWorkflow": "workflows.run",
+    "FleetAgentWorkflow": "workflows.agent",
+    "FleetMonitorWorkflow": "workflows.monitor",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'workflows' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

@@ -140,21 +140,32 @@ class RunReads(StoreBase):
         One entry per run: its latest finished attempt, which is left out if
         that attempt is not in the prompt.
         """
-        latest_finished = latest_finished_attempt()
+        # The eight columns a history entry needs, as plain rows: the ORM's
+        # whole objects (every column, the identity map) cost twice the time,
+        # and this runs twice a run (load_context, call_llm).
         stmt = (
-            select(RunRow)
+            select(
+                col(RunRow.run),
+                col(RunRow.started_at),
+                col(RunRow.ended_at),
+                col(RunRow.status),
+                col(RunRow.trigger_block),
+                col(RunRow.final_text),
+                col(RunRow.actions_digest),
+                col(RunRow.noop),
+            )
             .where(
                 col(RunRow.agent_id) == agent_id,
                 col(RunRow.session) == session,
                 col(RunRow.run) < before_run,
                 col(RunRow.run) > after_run,
                 col(RunRow.status) != RunStatus.RUNNING.value,
-                col(RunRow.attempt) == latest_finished,
+                col(RunRow.attempt) == latest_finished_attempt(),
                 col(RunRow.in_prompt).is_(True),
             )
             .order_by(col(RunRow.run))
         )
-        with Session(self._engine) as db:
+        with self._engine.connect() as conn:
             return [
                 HistoryEntry(
                     run=row.run,
@@ -166,7 +177,7 @@ class RunReads(StoreBase):
                     actions_digest=row.actions_digest,
                     noop=row.noop,
                 )
-                for row in db.exec(stmt)
+                for row in conn.execute(stmt)
             ]
 
 
