@@ -8,9 +8,10 @@ rounds of tool calls and results) get a share as large (`run_share`). Then:
    condensed to one line each (the newest round's results stay whole: the
    model is reading them now);
 2. the whole request (system, tools, summary, history, this run) is counted
-   (fleet_agent/token_count.py); over the model's window less the reply's
-   `max_tokens`, every tool result of the run is condensed, then the oldest
-   history runs are left out, a pair of messages at a time;
+   when its estimate nears the window (fleet_agent/token_count.py); over
+   the model's window less the reply's `max_tokens`, every tool result of
+   the run is condensed, then the oldest history runs are left out, a pair
+   of messages at a time;
 3. a request still over the window is never sent (`RequestTooLarge`).
 
 Condensing and leaving runs out change only this request, never the store:
@@ -117,14 +118,14 @@ async def fit_request(
     if tokens.estimate([], [], current) > run_share:
         current, condensed = condense_tool_results(current, keep_last=True)
     fitted = replace(request, messages=history + current)
-    count = await tokens.count(fitted.system, fitted.tools, fitted.messages)
+    count = await tokens.measure(fitted.system, fitted.tools, fitted.messages, window=window)
     if count.tokens > window:
         current, more = condense_tool_results(current, keep_last=False)
         condensed += more
     dropped = 0
     while count.tokens > window:
         fitted = replace(request, messages=history[dropped:] + current)
-        count = await tokens.count(fitted.system, fitted.tools, fitted.messages)
+        count = await tokens.measure(fitted.system, fitted.tools, fitted.messages, window=window)
         if count.tokens <= window or dropped >= len(history):
             break
         dropped += 2  # a user message and its answer: roles keep alternating
@@ -134,7 +135,7 @@ async def fit_request(
         # 10 % below the proportional length: the estimate may be off.
         current = _cut_context(current, window / count.tokens * 0.9)
         fitted = replace(request, messages=current)
-        count = await tokens.count(fitted.system, fitted.tools, fitted.messages)
+        count = await tokens.measure(fitted.system, fitted.tools, fitted.messages, window=window)
     if count.tokens > window:
         raise RequestTooLarge(
             f"the request has {count.tokens} tokens with every tool result condensed, "

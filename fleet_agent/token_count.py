@@ -4,6 +4,10 @@ The Messages API's `count_tokens` endpoint counts a request as the model's
 tokenizer does; the local estimate (`estimate_tokens`, characters / 3.5 of the
 request's JSON) only approximates it. `RequestTokens`:
 
+- counts with the provider only when the calibrated estimate puts the
+  request past `COUNT_FROM_SHARE` of the model's window (`measure`): far
+  below it no error of the estimate can make it overflow, and a count is an
+  HTTP round trip before every round, on its own rate limit;
 - counts with the provider when it can (`TokenCounter`), with a timeout, and
   keeps the counts in an in-process LRU keyed by a hash of the request's
   content, so a retried round (or a second look at the same request) costs no
@@ -35,7 +39,13 @@ from typing import Any
 from fleet_agent.llm.base import LlmError, SystemPrompt, TokenCounter
 from fleet_agent.prompt import estimate_tokens
 
-__all__ = ["COUNT_TIMEOUT_SECONDS", "Count", "RequestTokens", "request_text"]
+__all__ = [
+    "COUNT_FROM_SHARE",
+    "COUNT_TIMEOUT_SECONDS",
+    "Count",
+    "RequestTokens",
+    "request_text",
+]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +53,10 @@ COUNT_TIMEOUT_SECONDS = 5.0
 _CACHE_SIZE = 512
 _SMOOTHING = 0.3  # weight of the newest count in the ratio
 _RATIO_BOUNDS = (0.25, 2.0)
+#: A request is counted only past this share of the window by the calibrated
+#: estimate: below it, the request would have to hold twice the tokens the
+#: estimate says (the ratio's upper bound) to overflow.
+COUNT_FROM_SHARE = 1 / _RATIO_BOUNDS[1]
 
 
 def request_text(
@@ -86,6 +100,21 @@ class RequestTokens:
     ) -> int:
         """The calibrated estimate of a request (or of a part: pass empty others)."""
         return math.ceil(estimate_tokens(request_text(system, tools, messages)) * self.ratio)
+
+    async def measure(
+        self,
+        system: SystemPrompt,
+        tools: Sequence[dict[str, Any]],
+        messages: Sequence[dict[str, Any]],
+        *,
+        window: int,
+    ) -> Count:
+        """`count` when the request may come near `window`, else the
+        calibrated estimate (no HTTP call)."""
+        estimate = self.estimate(system, tools, messages)
+        if estimate <= window * COUNT_FROM_SHARE:
+            return Count(estimate, counted=False)
+        return await self.count(system, tools, messages)
 
     async def count(
         self,

@@ -11,7 +11,7 @@ import pytest
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.prompt_cache import cached_request
 from fleet_agent.request_fit import RequestTooLarge, condense_tool_results, fit_request
-from fleet_agent.token_count import RequestTokens
+from fleet_agent.token_count import COUNT_FROM_SHARE, RequestTokens
 from tests.fakes.anthropic_cache import prompt_tokens
 from tests.fakes.anthropic_server import ErrorReply, FakeAnthropic
 
@@ -61,6 +61,23 @@ async def test_when_the_api_is_unreachable_the_estimate_is_used(fake_llm: FakeAn
     async with AnthropicProvider() as provider:
         count = await RequestTokens(provider).count(SYSTEM, TOOLS, [user("hello")])
     assert not count.counted and count.tokens > 0
+
+
+async def test_a_request_far_below_the_window_is_not_counted(fake_llm: FakeAnthropic) -> None:
+    """A count is an HTTP round trip before the model's call: made only when
+    the calibrated estimate passes half the window (COUNT_FROM_SHARE)."""
+    messages = [user("How is the fleet? " * 200)]
+    async with AnthropicProvider() as provider:
+        tokens = RequestTokens(provider)
+        estimate = tokens.estimate(SYSTEM, TOOLS, messages)
+        far = await tokens.measure(SYSTEM, TOOLS, messages, window=2 * estimate)
+        assert not far.counted and far.tokens == estimate
+        assert fake_llm.count_tokens_requests == []
+        near = await tokens.measure(SYSTEM, TOOLS, messages, window=2 * estimate - 1)
+    assert near.counted and len(fake_llm.count_tokens_requests) == 1
+    body = {"model": provider.model, "system": SYSTEM, "messages": messages, "max_tokens": 1}
+    assert near.tokens == prompt_tokens(body)
+    assert COUNT_FROM_SHARE == 0.5
 
 
 def run_messages(rounds: int, result_chars: int) -> list[dict[str, Any]]:
