@@ -135,7 +135,8 @@ class LlmActivities:
         self._store = store
         self._provider = provider
         self._tools = tools
-        # Counts requests with count_tokens when the provider can (token_count.py).
+        # Counts requests near the window with count_tokens when the provider
+        # can (token_count.py).
         self._tokens = RequestTokens(provider if isinstance(provider, TokenCounter) else None)
         self._window = context_window(getattr(provider, "model", None))
 
@@ -143,12 +144,12 @@ class LlmActivities:
     async def call_llm(self, req: LlmRequest) -> LlmResult:
         """Read the prompt of (run, round) from the store, call the LLM provider
         (network, streamed, heartbeating) with prompt-cache breakpoints on the
-        prompt's stable parts, after counting it (count_tokens, when the provider
-        has it) and condensing this run's older tool results if it is too long,
-        store its reply with its usage (cache writes and reads included); returns
-        tool calls, stop reason and usage. Reuses a reply found in the store or
-        in an earlier attempt's heartbeat details instead of asking the model
-        again."""
+        prompt's stable parts, after measuring it (count_tokens near the
+        window, when the provider has it) and condensing this run's older tool
+        results if it is too long, store its reply with its usage (cache
+        writes and reads included); returns tool calls, stop reason and usage.
+        Reuses a reply found in the store or in an earlier attempt's heartbeat
+        details instead of asking the model again."""
         beats = _Beats()
         async with heartbeating(details=beats.details):
             seq = assistant_seq(req.round)
