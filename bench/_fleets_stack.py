@@ -15,17 +15,28 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 import _common
 import httpx
+from sqlalchemy import create_engine, make_url
 
 from fleet_agent.fleet.labels import create_label
 from fleet_agent.sim import SimServer
 from tests.sim_helpers import PROVER_CREATE, PROVER_HOST
 
-__all__ = ["ListCounter", "Profiler", "WorkerProc", "count_lists", "seed_fleets"]
+__all__ = [
+    "ListCounter",
+    "Profiler",
+    "WorkerProc",
+    "count_lists",
+    "fresh_store",
+    "seed_fleets",
+]
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -180,3 +191,28 @@ class Profiler:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+
+
+@contextmanager
+def fresh_store(folder: Path, postgres: str | None) -> Iterator[str]:
+    """The URL of an empty store for one measurement: a SQLite file in
+    `folder`, or a new database on the PostgreSQL server of `postgres` (its
+    database part is only where to connect to create it), dropped after."""
+    if postgres is None:
+        yield f"sqlite:///{folder / 'fleet.db'}"
+        return
+    server = make_url(postgres)
+    if server.drivername == "postgresql":
+        server = server.set(drivername="postgresql+psycopg")
+    name = f"fleets_bench_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        try:
+            yield server.set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as conn:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        admin.dispose()

