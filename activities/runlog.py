@@ -254,16 +254,15 @@ class RunLogActivities:
     def _record_run(self, req: RecordRunRequest) -> float:
         """Close the record; returns the run's LLM cost in USD."""
         store, result = self._store, req.result
+        final_seq = None if req.final_round is None else assistant_seq(req.final_round)
         final_text = ""
-        if req.final_round is not None:
-            message = store.get_message(req.agent_id, result.run, assistant_seq(req.final_round))
-            if message is not None:
-                final_text = reply_text(StoredReply.model_validate_json(message.content).content)
         digest: list[str] = []
         replies: list[StoredReply] = []
         for message in store.run_messages(req.agent_id, result.run):
             if message.kind == "assistant":
                 replies.append(StoredReply.model_validate_json(message.content))
+                if message.seq == final_seq:
+                    final_text = reply_text(replies[-1].content)
             if message.kind != "tool_results":
                 continue
             for r in StoredToolResults.model_validate_json(message.content).results:
