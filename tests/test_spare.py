@@ -4,16 +4,20 @@ that to fit in the band."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
+import random
 import re
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from fleet_agent.fleet.oracle import Item, cheapest_cover
 from fleet_agent.fleet.policy import choose_offers, hold_of, plan_fleet
 from fleet_agent.fleet.snapshot import FleetSnapshot
-from fleet_agent.fleet.spare import BAND, SPARE_MAX, hold_level
+from fleet_agent.fleet.spare import BAND, SPARE_MAX, cheapest_spared_cover, hold_level
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig
 from fleet_agent.prompt import context_message, limits_text
@@ -157,3 +161,43 @@ async def test_the_autopilot_searches_for_the_spare_when_it_is_on() -> None:
         assert names == (["search_offers"] if searches else []), config.spare_one_machine
         if not searches:
             assert re.search(r"no action needed", reply.content[0]["text"])
+
+
+def _spared_brute_force(items: list[Item], target: float) -> float:
+    """The cheapest subset holding its own level, by enumeration."""
+    best = math.inf
+    for n in range(len(items) + 1):
+        for combo in itertools.combinations(items, n):
+            rates = [i.rate for i in combo]
+            if sum(rates) >= hold_level(target, rates):
+                best = min(best, sum(i.cost for i in combo))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_spared_oracle_is_as_cheap_as_brute_force_and_holds_its_level(seed: int) -> None:
+    rng = random.Random(seed)
+    target = float(rng.choice([100, 200, 300]))
+    # Whole proofs/h (the knapsack's unit), many of them small enough to spare.
+    items = [
+        Item(key=k, cost=round(rng.uniform(0.1, 3.0), 3), rate=float(rng.randint(4, 60)))
+        for k in range(rng.randint(1, 11))
+    ]
+    cover = cheapest_spared_cover(items, target, unit=1.0)
+    expected = _spared_brute_force(items, target)
+    assert cover.met == (expected < math.inf)
+    if cover.met:
+        assert cover.cost == pytest.approx(expected)
+        rates = [i.rate for i in items if i.key in cover.keys]
+        assert sum(rates) >= hold_level(target, rates)
+        # Never cheaper than the cover of the target alone.
+        assert cover.cost >= cheapest_cover(items, target, 1.0).cost - 1e-9
+
+
+def test_the_spared_oracle_pays_for_the_spare() -> None:
+    # Target 300: fifteen 20-proof machines meet it, but losing one leaves
+    # 280 (6.7 % under); a 5-proof machine more holds 305 = 0.95 × 300 + 20.
+    items = [Item(k, cost=1.0, rate=20) for k in range(16)] + [Item(99, cost=0.3, rate=5)]
+    assert cheapest_cover(items, 300, 1.0).cost == pytest.approx(15.0)
+    spared = cheapest_spared_cover(items, 300, 1.0)
+    assert spared.cost == pytest.approx(15.3) and 99 in spared.keys
