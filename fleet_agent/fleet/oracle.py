@@ -15,7 +15,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Cover", "Item", "cheapest_cover", "cheapest_cover_between", "planning_unit"]
+__all__ = [
+    "Cover",
+    "Item",
+    "cheapest_cover",
+    "cheapest_cover_between",
+    "cheapest_cover_with_spare",
+    "planning_unit",
+]
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,59 @@ def cheapest_cover_between(
     if best[c] == math.inf:
         return None
     return _walk_back(usable, took, steps, c)
+
+
+def cheapest_cover_with_spare(
+    items: Sequence[Item], target: float, *, floor: float, widest: float, unit: float = 1.0
+) -> Cover:
+    """The minimum-cost subset of `items` whose rates sum to at least
+    max(`target`, `floor` + r), r being the largest rate in the subset that
+    is at most `widest` (0 when none is): a fleet that still has `floor`
+    after losing any one of its machines of up to `widest`.
+
+    One pass of `cheapest_cover`'s knapsack: the machines that are never
+    spared first, then the spared ones by rising rate; the cheapest subset
+    whose largest spared machine is the k-th is that machine plus the
+    cheapest subset of those before it reaching the rest of its level,
+    read off the table before the k-th is added (its cells mean "at least",
+    so no search). `met` False when no subset reaches its level.
+    """
+    steps = {i.key: math.floor(i.rate / unit + 1e-9) for i in items}
+    usable = [i for i in items if steps[i.key] > 0 and i.cost >= 0]
+    spared = sorted((i for i in usable if i.rate <= widest), key=lambda i: i.rate)
+    order = [i for i in usable if i.rate > widest] + spared
+
+    def need(r: float) -> int:
+        return max(0, math.ceil(max(target, floor + r) / unit - 1e-9))
+
+    top = max([need(0.0)] + [need(i.rate) for i in spared])
+    best = [0.0] + [math.inf] * top
+    took: list[bytearray] = []
+    # (cost, items before it in `order`, the cell to walk back from, the item or None)
+    found: tuple[float, int, int, Item | None] = (math.inf, 0, 0, None)
+    for n, item in enumerate(order):
+        rate = steps[item.key]
+        if n == len(order) - len(spared):  # every never-spared machine is in
+            found = min(found, (best[need(0.0)], n, need(0.0), None), key=lambda f: f[0])
+        if item.rate <= widest:
+            rest = max(0, need(item.rate) - rate)
+            found = min(found, (best[rest] + item.cost, n, rest, item), key=lambda f: f[0])
+        row = bytearray(top + 1)
+        for c in range(top, 0, -1):
+            candidate = best[max(0, c - rate)] + item.cost
+            if candidate < best[c]:
+                best[c] = candidate
+                row[c] = 1
+        took.append(row)
+    if not spared:
+        found = min(found, (best[need(0.0)], len(order), need(0.0), None), key=lambda f: f[0])
+    cost, before, cell, last = found
+    if cost == math.inf:
+        return Cover([], 0.0, 0.0, False)
+    cover = _walk_back(order[:before], took[:before], steps, cell)
+    if last is None:
+        return cover
+    return Cover([*cover.keys, last.key], cover.cost + last.cost, cover.rate + last.rate, True)
 
 
 def _walk_back(

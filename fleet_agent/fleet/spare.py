@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .oracle import Cover, Item, cheapest_cover, planning_unit
+from .oracle import Cover, Item, cheapest_cover_with_spare, planning_unit
 
 __all__ = ["BAND", "SPARE_MAX", "cheapest_spared_cover", "hold_level", "spare_shown"]
 
@@ -58,26 +58,9 @@ def cheapest_spared_cover(items: Sequence[Item], target: float, unit: float | No
     the target, and enough more that losing any one of its machines of up to
     (BAND + SPARE_MAX) × target leaves (1 − BAND) × target. The yardstick of
     a fleet that holds a spare (bench/market_day.py), as `cheapest_cover` is
-    of one that holds the target.
-
-    Exact: for each rate r a chosen set's largest spared machine can have,
-    the cheapest cover of max(target, (1 − BAND) × target + r) by the
-    machines that are not spared or not larger than r; the cheapest of those
-    (and of the cover without spared machines) is the answer. One knapsack per
-    distinct spared rate. `met` False when nothing holds its level.
+    of one that holds the target. `met` False when nothing holds its level.
     """
-    widest = (BAND + SPARE_MAX) * target
-
-    def spared(item: Item) -> bool:
-        return 0 < item.rate <= widest
-
-    def cover(pool: list[Item], level: float) -> Cover:
-        return cheapest_cover(pool, level, unit if unit is not None else planning_unit(level))
-
-    best = cover([i for i in items if not spared(i)], target)
-    for r in sorted({i.rate for i in items if spared(i)}):
-        pool = [i for i in items if not spared(i) or i.rate <= r]
-        found = cover(pool, max(target, (1 - BAND) * target + r))
-        if found.met and (not best.met or found.cost < best.cost):
-            best = found
-    return best
+    floor, widest = (1 - BAND) * target, (BAND + SPARE_MAX) * target
+    if unit is None:
+        unit = planning_unit(max(target, floor + widest))
+    return cheapest_cover_with_spare(items, target, floor=floor, widest=widest, unit=unit)
