@@ -32,6 +32,7 @@ from tests.sim_helpers import PROVER_CREATE, PROVER_HOST
 __all__ = [
     "ListCounter",
     "Profiler",
+    "WorkerGroup",
     "WorkerProc",
     "count_lists",
     "fresh_store",
@@ -41,6 +42,8 @@ __all__ = [
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _INSTANCE_LIST = "/api/v1/instances"
+#: What worker.py logs once it polls its task queue (its store created).
+_READY = "worker on task queue"
 
 
 class ListCounter:
@@ -191,6 +194,43 @@ class Profiler:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+
+
+class WorkerGroup:
+    """K workers on one task queue, read as one: CPU, run-queue time and
+    memory summed over the processes (the peak RSS is the sum of each
+    one's peak, an upper bound); `proc` is the first one's (for py-spy)."""
+
+    def __init__(self, logs: list[Path], env: dict[str, str]) -> None:
+        # The first creates the store; the others start once it serves.
+        first = WorkerProc(logs[0], env)
+        deadline = time.monotonic() + 60
+        while len(logs) > 1 and _READY not in logs[0].read_text(errors="replace"):
+            if time.monotonic() > deadline or not first.alive():
+                first.close()
+                raise RuntimeError(f"the first worker did not start: see {logs[0]}")
+            time.sleep(0.2)
+        self.workers = [first, *(WorkerProc(log, env) for log in logs[1:])]
+        self.proc = first.proc
+
+    def cpu_seconds(self) -> float:
+        return sum(w.cpu_seconds() for w in self.workers)
+
+    def runqueue_seconds(self) -> float:
+        return sum(w.runqueue_seconds() for w in self.workers)
+
+    def rss_mb(self) -> float:
+        return sum(w.rss_mb() for w in self.workers)
+
+    def peak_rss_mb(self) -> float:
+        return sum(w.peak_rss_mb() for w in self.workers)
+
+    def alive(self) -> bool:
+        return all(w.alive() for w in self.workers)
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.close()
 
 
 @contextmanager

