@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
+from _fleets_p0 import p0_parts, summarize
 from _fleets_stack import Profiler, WorkerGroup, count_lists, fresh_store, seed_fleets
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, ProgrammingError
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -160,7 +161,7 @@ async def wait_started(store: Store, agents: list[str], limit: float) -> int:
                 for a in agents
                 if any(r.ended_at is not None for r in store.list_runs(a, limit=5))
             )
-        except OperationalError:  # the worker has not created the store yet
+        except (OperationalError, ProgrammingError):  # no store yet (SQLite; PostgreSQL)
             return 0
 
     while True:
@@ -325,6 +326,7 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
             rss_peak = worker.peak_rss_mb()
             ids = agents + [f"{a}/monitor" for a in agents] + runs
             times = await task_times(client, ids, since, until)
+            parts = await p0_parts(client, found, sent)
             alive = worker.alive()
         finally:
             if profiler is not None:
@@ -358,6 +360,10 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
         "p0_to_run_start_s": _seconds(to_start + never),
         "p0_in_workflow_s": _seconds(in_workflow + never),
         "p0_to_answer_s": _seconds(to_answer + unanswered),
+        # Where the P0 latency goes (bench/_fleets_p0.py).
+        "p0_parts_s": summarize(
+            parts, {u: (h.started_at - sent[u]).total_seconds() for u, h in found.items()}
+        ),
         "worker_rss_peak_mb": rss_peak,
         "worker_rss_end_mb": rss_end,
         "worker_cpu_pct_of_one_core": 100 * (cpu1 - cpu0) / window,

@@ -1,0 +1,217 @@
+"""The market day's figures from its truth (bench/market_day.py): the band,
+$/h against the oracles, replacements, thrash; and the line across seeds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import _common
+from _market_day_truth import BAND, CONFIG, SETTLE_S, TARGETS, THRASH_MINUTES, Day, Life
+
+from fleet_agent.fleet.provers import MIN_STALL_S, STALL_INTERVALS
+from fleet_agent.models import AgentConfig
+
+__all__ = ["day_report", "minutes", "seeds_summary"]
+
+
+def day_report(
+    path: str, day: Day, counters: dict[str, Any], hours: float, wall: float
+) -> dict[str, Any]:
+    changes = [h * 3600 for h, _ in TARGETS if h < hours]
+    steady = [s for s in day.samples if all(not (c <= s[0] - 0 < c + SETTLE_S) for c in changes)]
+    after_first = [s for s in day.samples if s[0] > SETTLE_S]
+
+    def share(samples: list[tuple[float, float, float, float]]) -> float | None:
+        if not samples:
+            return None
+        inside = sum(1 for _, target, cap, _ in samples if abs(cap - target) <= BAND * target)
+        return round(inside / len(samples), 4)
+
+    step = day.samples[1][0] - day.samples[0][0] if len(day.samples) > 1 else 0.0
+    proofs = sum(cap for _, _, cap, _ in day.samples) * step / 3600
+    spend = sum(dph for *_, dph in day.samples) * step / 3600
+    # The fleet's $/h once settled in each target period, against the oracle's.
+    periods = []
+    for k, entry in enumerate(day.oracle):
+        start = entry["hour"] * 3600 + SETTLE_S
+        end = day.oracle[k + 1]["hour"] * 3600 if k + 1 < len(day.oracle) else hours * 3600
+        dphs = [dph for t, _, _, dph in day.samples if start < t <= end]
+        mean = sum(dphs) / len(dphs) if dphs else None
+        periods.append(
+            {
+                **entry,
+                "fleet_dph": round(mean, 4) if mean is not None else None,
+                "ratio": round(mean / entry["oracle_dph"], 3)
+                if mean and entry["oracle_dph"]
+                else None,
+                "ratio_no_rebuild": round(mean / entry["no_rebuild_dph"], 3)
+                if mean and entry.get("no_rebuild_dph")
+                else None,
+                "ratio_spared": round(mean / entry["spared_dph"], 3)
+                if mean and entry.get("spared_dph")
+                else None,
+            }
+        )
+    failed = [life for life in day.lives.values() if life.failed_at is not None]
+    replaced = [
+        (life.destroyed_at - life.failed_at)
+        for life in failed
+        if life.destroyed_at is not None and life.failed_at is not None
+    ]
+    replacements = _replacements(day)
+    # Boots that hang or fail: how long each held its place in the fleet.
+    bad_boots = [
+        life.destroyed_at - life.created
+        for life in day.lives.values()
+        if life.boot != "run" and life.destroyed_at is not None
+    ]
+    thrashed = [
+        {"id": iid, "created": life.created, "destroyed": life.destroyed_at, "last": life.last}
+        for iid, life in day.lives.items()
+        if life.destroyed_at is not None
+        and life.healthy_at_destroy
+        and life.boot == "run"  # a boot that hangs or fails is not healthy
+        and life.destroyed_at - life.created <= THRASH_MINUTES * 60
+    ]
+    thrash = len(thrashed)
+    ratios = [p["ratio"] for p in periods if p["ratio"] is not None]
+    return {
+        "path": path,
+        "hours": hours,
+        "wall_seconds": round(wall, 1),
+        "within_5pct_after_first_hour": share(after_first),
+        "within_5pct_settled": share(steady),
+        "mean_capacity_after_first_hour": round(
+            sum(s[2] for s in after_first) / max(1, len(after_first)), 1
+        ),
+        "worst_dph_vs_oracle": max(ratios) if ratios else None,
+        "worst_dph_vs_no_rebuild": max(
+            (p["ratio_no_rebuild"] for p in periods if p["ratio_no_rebuild"] is not None),
+            default=None,
+        ),
+        # Against the cheapest fleet holding a spare too (None with the spare off).
+        "worst_dph_vs_spared_oracle": max(
+            (p["ratio_spared"] for p in periods if p["ratio_spared"] is not None),
+            default=None,
+        ),
+        "periods": periods,
+        "usd_per_proof": round(spend / proofs, 4) if proofs else None,
+        "proofs": round(proofs),
+        "spend_usd": round(spend, 2),
+        "creates": counters.get("creates"),
+        "destroys": counters.get("destroys"),
+        "machines_failed": len(failed),
+        "failed_destroyed": len(replaced),
+        "failure_to_destroy_p50_min": minutes(_common.percentile(replaced, 50)),
+        "failure_to_destroy_max_min": minutes(max(replaced) if replaced else None),
+        # Each failure, the first machine rented after it (its replacement, or
+        # one rented for a target change at the same time) and when it proved.
+        "replacements": replacements,
+        "failure_to_replacement_max_min": minutes(
+            max(
+                (r["rented_after_s"] for r in replacements if r["rented_after_s"] is not None),
+                default=None,
+            )
+        ),
+        # The same, counted from when the failure could be told (a stall's window).
+        "detectable_to_replacement_max_min": minutes(
+            max(
+                (
+                    r["rented_after_s"] - r["detection_s"]
+                    for r in replacements
+                    if r["rented_after_s"] is not None
+                ),
+                default=None,
+            )
+        ),
+        "bad_boots": len(bad_boots),
+        "bad_boot_to_destroy_max_min": minutes(max(bad_boots) if bad_boots else None),
+        "thrash": thrash,
+        "thrashed": thrashed,
+        "lives": [
+            {"id": iid, **{k: getattr(life, k) for k in Life.__dataclass_fields__}}
+            for iid, life in sorted(day.lives.items())
+        ],
+        # (seconds, target, proofs/h, $/h) every step: the figures above come from these.
+        "samples": [[round(x, 3) for x in sample] for sample in day.samples],
+    }
+
+
+def _replacements(day: Day) -> list[dict[str, Any]]:
+    """Pairs each failure with the first machine rented after it was seen."""
+    fresh = sorted(day.lives.values(), key=lambda life: life.created)
+    used: set[int] = set()
+    out = []
+    failed = [life for life in day.lives.values() if life.failed_at is not None]
+    for life in sorted(failed, key=lambda life: life.failed_at or 0.0):
+        assert life.failed_at is not None
+        new = next(
+            (k for k, n in enumerate(fresh) if k not in used and n.created >= life.failed_at),
+            None,
+        )
+        if new is not None:
+            used.add(new)
+        repl = fresh[new] if new is not None else None
+        out.append(
+            {
+                "failure": life.failure,
+                "at_s": life.failed_at,
+                "destroyed_after_s": (
+                    life.destroyed_at - life.failed_at if life.destroyed_at is not None else None
+                ),
+                "rented_after_s": repl.created - life.failed_at if repl else None,
+                # The time the rule needs to tell this failure from a slow proof.
+                "detection_s": _detection_s(life),
+                "replacement_load_s": (
+                    repl.proving_at - repl.created
+                    if repl is not None and repl.proving_at is not None
+                    else None
+                ),
+            }
+        )
+    return out
+
+
+def _detection_s(life: Life) -> float:
+    """How long the stall rule must wait before a stalled prover is one: no
+    proof for `STALL_INTERVALS` of its proof intervals (at least
+    `MIN_STALL_S`), at most the agent's `not_proving_minutes` (the issue's
+    "has not proved for a configurable time"). Any other failure shows at once."""
+    if life.failure != "prover stuck":
+        return 0.0
+    limit = AgentConfig(target_proofs_per_hour=1.0, **CONFIG).not_proving_minutes * 60
+    if life.rate <= 0:
+        return limit
+    return min(limit, max(MIN_STALL_S, STALL_INTERVALS * 3600.0 / life.rate))
+
+
+def minutes(seconds: float | None) -> float | None:
+    return round(seconds / 60, 1) if seconds is not None else None
+
+
+def seeds_summary(results: list[dict[str, Any]]) -> None:
+    """One line per path and fault level across seeds: a single day's figure
+    moves by a point or two with the market's path, so judge a change here."""
+    print(
+        "\nacross seeds (mean, worst): within ±5 % after hour 1 | the same, an hour after "
+        "each change | worst $/h ÷ oracle | ÷ keeping the fleet | ÷ the spared oracle | thrash"
+    )
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((r["path"], r["faults"]), []).append(r)
+
+    def low(rs: list[dict[str, Any]], key: str) -> str:
+        xs = [float(r[key] or 0.0) for r in rs]
+        return f"{100 * sum(xs) / len(xs):.1f} %, {100 * min(xs):.1f} %"
+
+    def high(rs: list[dict[str, Any]], key: str) -> str:
+        xs = [float(r[key] or 0.0) for r in rs]
+        return f"{sum(xs) / len(xs):.3f}, {max(xs):.3f}"
+
+    for (path, faults), rs in groups.items():
+        print(
+            f"  {path:<9} {faults:<9} seeds {','.join(str(r['seed']) for r in rs)}: "
+            f"{low(rs, 'within_5pct_after_first_hour')} | {low(rs, 'within_5pct_settled')} | "
+            f"{high(rs, 'worst_dph_vs_oracle')} | {high(rs, 'worst_dph_vs_no_rebuild')} | "
+            f"{high(rs, 'worst_dph_vs_spared_oracle')} | {sum(int(r['thrash']) for r in rs)}"
+        )

@@ -1,0 +1,144 @@
+"""The market day's truth: its schedule and the agent's config, each machine's
+life as the simulator saw it, step by step, and why each machine went
+(bench/market_day.py). No Temporal, no vast.ai client: plain records.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet_agent.store import Store
+
+__all__ = [
+    "BAND",
+    "CONFIG",
+    "SETTLE_S",
+    "TARGETS",
+    "THRASH_MINUTES",
+    "Day",
+    "Life",
+    "destroyed_as",
+    "failed",
+    "observe",
+    "target_at",
+]
+
+#: (hour, target proofs/h): the operator's changes during the day.
+TARGETS = ((0, 500.0), (6, 800.0), (12, 300.0), (18, 500.0))
+CONFIG = {
+    "max_instances": 60,
+    "max_fleet_dph": 60.0,
+    "max_instance_dph": 3.0,
+    "monitor_poll_seconds": 60,
+    "heartbeat_seconds": 300,
+}
+BAND = 0.05  # ±5 % of target
+SETTLE_S = 3600.0  # after a start or a target change
+THRASH_MINUTES = 20.0
+
+
+@dataclass
+class Life:
+    """One machine as the simulator saw it."""
+
+    created: float
+    failed_at: float | None = None  # prover error/stuck or dead status first seen
+    failure: str = ""  # what failed: the status, "prover error" or "prover stuck"
+    proving_at: float | None = None  # its prover first seen proving
+    why: str = ""  # the reason the destroy gave
+    boot: str = "run"  # the simulator's draw: run, stuck (hangs loading) or boot_fail
+    destroyed_at: float | None = None
+    healthy_at_destroy: bool = True
+    last: str = ""  # the last state seen before it went
+    rate: float = 0.0  # the last proofs/h the simulator gave it while it proved
+    dph: float = 0.0  # its price, $/h (dph_total)
+    true_rate: float = 0.0  # what it proves while healthy (the simulator's truth)
+
+
+@dataclass
+class Day:
+    samples: list[tuple[float, float, float, float]] = field(default_factory=list)
+    lives: dict[int, Life] = field(default_factory=dict)
+    oracle: list[dict[str, Any]] = field(default_factory=list)
+
+
+def target_at(hour: float) -> float:
+    return [t for h, t in TARGETS if h <= hour][-1]
+
+
+def failed(row: dict[str, Any]) -> bool:
+    return bool(failure_of(row))
+
+
+def failure_of(row: dict[str, Any]) -> str:
+    """What the simulator's truth says failed on this machine, or ""."""
+    status = row.get("actual_status")
+    if status in ("exited", "offline", "unknown"):
+        return str(status)
+    if row.get("prover_error"):
+        return "prover error"
+    if row.get("prover_stuck"):
+        return "prover stuck"
+    return ""
+
+
+def observe(day: Day, state: dict[str, Any], t: float) -> None:
+    seen = set()
+    for row in state["instances"]:
+        iid = int(row["id"])
+        seen.add(iid)
+        life = day.lives.setdefault(iid, Life(created=t))
+        if row.get("destroyed_at") is not None or row.get("cur_state") == "unloaded":
+            if life.destroyed_at is None:
+                life.destroyed_at = t
+                life.healthy_at_destroy = life.failed_at is None
+        else:
+            life.last = (
+                f"{row.get('actual_status')}/{row.get('prover_phase')} "
+                f"start_date={row.get('start_date')} {str(row.get('status_msg') or '')[:60]}"
+            )
+            life.boot = str(row.get("boot_outcome") or "run")
+            life.dph = float(row.get("dph_total") or 0.0)
+            life.true_rate = float(row.get("expected_proofs_per_hour") or 0.0)
+            if float(row.get("proofs_per_hour") or 0.0) > 0:
+                life.rate = float(row["proofs_per_hour"])
+            if life.proving_at is None and row.get("prover_phase") == "proving":
+                life.proving_at = t
+            if life.failed_at is None and failed(row):
+                life.failed_at = t
+                life.failure = failure_of(row)
+    for iid, life in day.lives.items():
+        if iid not in seen and life.destroyed_at is None:
+            life.destroyed_at = t
+            life.healthy_at_destroy = life.failed_at is None
+
+
+_DESTROYED = re.compile(
+    r"Destroyed instance (\d+) \(.*?, was (\w+)\)\. Reason given: ([^\n|]{0,80})"
+)
+
+
+def destroyed_as(day: Day, store: Store, agent_id: str) -> None:
+    """A machine that died between two samples looks healthy in them: the
+    destroy tool's result says what vast.ai listed it as when it went, and
+    the reason given says when its prover reported an error."""
+    for run in store.list_runs(agent_id, limit=100_000):
+        for iid, was, why in _DESTROYED.findall(run.actions_digest or ""):
+            life = day.lives.get(int(iid))
+            if life is not None:
+                life.why = why
+            # ... and a prover that reported an error between two samples
+            # (its own status, read by the monitor) is gone by the next one.
+            gone_as = (
+                f"went {was} between samples"
+                if was in ("exited", "offline", "unknown")
+                else "prover error between samples"
+                if "(prover error:" in why
+                else ""
+            )
+            if life is not None and gone_as:
+                life.healthy_at_destroy = False
+                life.failed_at = life.failed_at if life.failed_at is not None else life.destroyed_at
+                life.failure = life.failure or gone_as
