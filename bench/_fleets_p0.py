@@ -12,6 +12,7 @@ the P0 latency of `p0_to_run_start_s`.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -37,7 +38,7 @@ class _Start:
     """The agent's workflow task that started a run."""
 
     cause_at: datetime  # what scheduled the task: a timer firing, a child's end, ...
-    timer: bool  # that cause was a timer (the P0 window, or a heartbeat)
+    cause: str  # that event's type, e.g. TIMER_FIRED, ACTIVITY_TASK_COMPLETED
     scheduled: datetime
     started: datetime
     completed: datetime
@@ -75,7 +76,9 @@ async def _run_starts(client: Client, agent: str, gate: asyncio.Semaphore) -> di
             wid = ev.start_child_workflow_execution_initiated_event_attributes.workflow_id
             out[wid] = _Start(
                 cause_at=cause_at,
-                timer=cause == EventType.EVENT_TYPE_TIMER_FIRED,
+                cause=EventType.Name(EventType.ValueType(cause)).removeprefix("EVENT_TYPE_")
+                if cause
+                else "?",
                 scheduled=sched_at,
                 started=began,
                 completed=done_at,
@@ -93,7 +96,7 @@ async def p0_parts(
     found: Mapping[str, _Handled],
     sent: Mapping[str, datetime],
     fetches: int = 16,
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     """Message ID → seconds of each part (PARTS), for every message a run
     took whose start is in its agent's history. A run started right after
     the one before (no timer) has as its `window` its wait for that run."""
@@ -102,7 +105,7 @@ async def p0_parts(
     starts: dict[str, _Start] = {}
     for part in await asyncio.gather(*(_run_starts(client, a, gate) for a in agents)):
         starts.update(part)
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for uid, handled in found.items():
         start = starts.get(handled.run_id)
         if start is None:
@@ -118,10 +121,11 @@ async def p0_parts(
     return out
 
 
-def summarize(parts: Mapping[str, Mapping[str, float]], p0: Mapping[str, float]) -> dict[str, Any]:
+def summarize(parts: Mapping[str, Mapping[str, Any]], p0: Mapping[str, float]) -> dict[str, Any]:
     """Each part's p50 and p95 over all messages, and its mean over the
     messages whose P0 (`p0`, by message ID) is at or above the p95: where
-    the tail's time goes."""
+    the tail's time goes; and what ended the window (`cause`: the event that
+    scheduled the task that started the run), over all and over that tail."""
     if not parts:
         return {}
     ordered = sorted(p0[u] for u in parts)
@@ -135,4 +139,6 @@ def summarize(parts: Mapping[str, Mapping[str, float]], p0: Mapping[str, float])
             "p95": values[min(len(values) - 1, int(0.95 * len(values)))],
             "tail_mean": sum(parts[u][name] for u in tail) / len(tail),
         }
+    out["cause"] = dict(Counter(v["cause"] for v in parts.values()).most_common())
+    out["cause_in_tail"] = dict(Counter(parts[u]["cause"] for u in tail).most_common())
     return out
