@@ -117,7 +117,10 @@ async def p0_parts(
             start.completed - start.started,
             handled.started_at - start.completed,
         )
-        out[uid] = {name: value.total_seconds() for name, value in zip(PARTS, values, strict=True)}
+        out[uid] = {
+            **{name: value.total_seconds() for name, value in zip(PARTS, values, strict=True)},
+            "cause": start.cause,
+        }
     return out
 
 
