@@ -142,6 +142,14 @@ def summarize(parts: Mapping[str, Mapping[str, Any]], p0: Mapping[str, float]) -
             "p95": values[min(len(values) - 1, int(0.95 * len(values)))],
             "tail_mean": sum(parts[u][name] for u in tail) / len(tail),
         }
+    # The P0 latency of the messages whose window ended on its own timer:
+    # the others waited for a run already in flight (one run at a time).
+    timed = sorted(p0[u] for u, v in parts.items() if v["cause"] == "TIMER_FIRED")
+    out["p0_window_timer_only"] = {
+        "messages": len(timed),
+        "p50": timed[len(timed) // 2] if timed else None,
+        "p95": timed[min(len(timed) - 1, int(0.95 * len(timed)))] if timed else None,
+    }
     out["cause"] = dict(Counter(v["cause"] for v in parts.values()).most_common())
     out["cause_in_tail"] = dict(Counter(parts[u]["cause"] for u in tail).most_common())
     return out
