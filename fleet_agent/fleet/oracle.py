@@ -67,17 +67,20 @@ def cheapest_cover(items: Sequence[Item], target: float, unit: float = 1.0) -> C
     inf = math.inf
     # best[c]: the least cost reaching at least c units with the items seen so far.
     best = [0.0] + [inf] * need
-    took: list[bytearray] = []
-    for item in usable:
-        rate = steps[item.key]
-        row = bytearray(need + 1)
-        for c in range(need, 0, -1):
-            candidate = best[max(0, c - rate)] + item.cost
-            if candidate < best[c]:
-                best[c] = candidate
-                row[c] = 1
-        took.append(row)
+    took = [_add(best, steps[item.key], item.cost) for item in usable]
     return _walk_back(usable, took, steps, need)
+
+
+def _add(best: list[float], rate: int, cost: float) -> bytearray:
+    """Add one item of `rate` units and `cost` to an "at least c units"
+    table in place; returns the cells where taking it was cheaper."""
+    row = bytearray(len(best))
+    for c in range(len(best) - 1, 0, -1):
+        candidate = best[max(0, c - rate)] + cost
+        if candidate < best[c]:
+            best[c] = candidate
+            row[c] = 1
+    return row
 
 
 def cheapest_cover_between(
@@ -152,13 +155,7 @@ def cheapest_cover_with_spare(
         if item.rate <= widest:
             rest = max(0, need(item.rate) - rate)
             found = min(found, (best[rest] + item.cost, n, rest, item), key=lambda f: f[0])
-        row = bytearray(top + 1)
-        for c in range(top, 0, -1):
-            candidate = best[max(0, c - rate)] + item.cost
-            if candidate < best[c]:
-                best[c] = candidate
-                row[c] = 1
-        took.append(row)
+        took.append(_add(best, rate, item.cost))
     if not spared:
         found = min(found, (best[need(0.0)], len(order), need(0.0), None), key=lambda f: f[0])
     cost, before, cell, last = found
