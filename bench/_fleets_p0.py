@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from _common import percentile
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
@@ -131,24 +132,24 @@ def summarize(parts: Mapping[str, Mapping[str, Any]], p0: Mapping[str, float]) -
     scheduled the task that started the run), over all and over that tail."""
     if not parts:
         return {}
-    ordered = sorted(p0[u] for u in parts)
-    p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
-    tail = [u for u in parts if p0[u] >= p95]
+    # Nearest rank, as every other percentile of the benchmark (_common).
+    p95 = percentile([p0[u] for u in parts], 95)
+    tail = [u for u in parts if p95 is not None and p0[u] >= p95]
     out: dict[str, Any] = {}
     for name in PARTS:
-        values = sorted(v[name] for v in parts.values())
+        values = [v[name] for v in parts.values()]
         out[name] = {
-            "p50": values[len(values) // 2],
-            "p95": values[min(len(values) - 1, int(0.95 * len(values)))],
+            "p50": percentile(values, 50),
+            "p95": percentile(values, 95),
             "tail_mean": sum(parts[u][name] for u in tail) / len(tail),
         }
     # The P0 latency of the messages whose window ended on its own timer:
     # the others waited for a run already in flight (one run at a time).
-    timed = sorted(p0[u] for u, v in parts.items() if v["cause"] == "TIMER_FIRED")
+    timed = [p0[u] for u, v in parts.items() if v["cause"] == "TIMER_FIRED"]
     out["p0_window_timer_only"] = {
         "messages": len(timed),
-        "p50": timed[len(timed) // 2] if timed else None,
-        "p95": timed[min(len(timed) - 1, int(0.95 * len(timed)))] if timed else None,
+        "p50": percentile(timed, 50),
+        "p95": percentile(timed, 95),
     }
     out["cause"] = dict(Counter(v["cause"] for v in parts.values()).most_common())
     out["cause_in_tail"] = dict(Counter(parts[u]["cause"] for u in tail).most_common())
