@@ -114,15 +114,26 @@ class FleetSeen:
     instances: list[FleetInstance] | None
 
 
+#: Runs looked at, newest first, for one whose context is written.
+_SEEN_RUNS = 3
+
+
 def fleet_seen(agent_id: str) -> FleetSeen | None:
-    """The fleet as the newest run saw it at its start; None before any run."""
+    """The fleet as the newest run that has read it saw it at its start; None
+    before any run. A run that has just begun has not written its context
+    yet: the one before it stands in (else the page showed no fleet at the
+    start of every run)."""
     store = open_store()
     try:
-        newest = store.list_runs(agent_id, limit=1)
+        newest = store.list_runs(agent_id, limit=_SEEN_RUNS)
         if not newest:
             return None
-        run = newest[0].run
-        message = store.get_message(agent_id, run, CONTEXT_SEQ)
+        run, message = newest[0].run, None
+        for record in newest:
+            message = store.get_message(agent_id, record.run, CONTEXT_SEQ)
+            if message is not None:
+                run = record.run
+                break
     except SQLAlchemyError as exc:
         raise CliError(f"cannot read the run log ({store!r}): {str(exc).splitlines()[0]}") from None
     finally:
