@@ -33,9 +33,17 @@ def _banner(proc: subprocess.Popen[str], deadline: float) -> str:
     return proc.stdout.readline()
 
 
-def _run_sim(cwd: Path, port: int) -> tuple[str, dict[str, Any]]:
+def _as_background_job() -> None:
+    # What a shell does to a job it starts with `&`: SIGINT ignored. Python
+    # then installs no KeyboardInterrupt handler of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_sim(
+    cwd: Path, port: int, stop: signal.Signals = signal.SIGINT, *, background: bool = False
+) -> tuple[str, dict[str, Any]]:
     """Start `fleet-agent sim`, read its banner and its state once it answers,
-    stop it with Ctrl-C."""
+    stop it with `stop` (Ctrl-C by default)."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -52,6 +60,7 @@ def _run_sim(cwd: Path, port: int) -> tuple[str, dict[str, Any]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_as_background_job if background else None,
     )
     try:
         deadline = time.monotonic() + 30
@@ -65,8 +74,12 @@ def _run_sim(cwd: Path, port: int) -> tuple[str, dict[str, Any]]:
                 assert time.monotonic() < deadline, "the simulator never answered"
                 time.sleep(0.1)
     finally:
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        proc.send_signal(stop)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError(f"the simulator did not stop on {stop.name}") from None
     assert proc.returncode == 0, err
     return banner + out, state
 
@@ -80,3 +93,16 @@ def test_fleet_agent_sim_limits_requests_and_keeps_its_market(tmp_path: Path) ->
     again, restored = _run_sim(tmp_path, _free_port())
     assert "restored from var/sim-state.json" in again
     assert restored["now"] >= state["now"]  # it went on; it did not start over
+
+
+def test_sigterm_and_a_background_ctrl_c_stop_it_and_keep_its_market(tmp_path: Path) -> None:
+    """Started as a background job (SIGINT ignored, inherited), Ctrl-C still
+    stops it; so does SIGTERM, and each saves the market first."""
+    out, state = _run_sim(tmp_path, _free_port(), background=True)
+    assert "kept in var/sim-state.json" in out
+    again, restored = _run_sim(tmp_path, _free_port(), signal.SIGTERM)
+    assert "restored from var/sim-state.json" in again
+    assert restored["now"] >= state["now"]
+    third, last = _run_sim(tmp_path, _free_port())
+    assert "restored from var/sim-state.json" in third
+    assert last["now"] >= restored["now"]  # SIGTERM saved it too

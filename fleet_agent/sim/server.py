@@ -17,6 +17,7 @@ saved when the server stops.
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,6 +39,8 @@ _log = logging.getLogger(__name__)
 DEFAULT_API_KEY = "sim-api-key"
 #: Where `fleet-agent sim` and `fleet-agent up` keep the market between runs.
 DEFAULT_STATE_PATH = Path("var/sim-state.json")
+#: What stops `serve` (each raises KeyboardInterrupt in the main thread).
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Real seconds between two saves of a changing market.
 _SAVE_EVERY_S = 2.0
 # Threads for the API's synchronous calls. The stdlib server had one per
@@ -202,7 +205,7 @@ def serve(
     rate_limits: bool = True,
     state_path: str | Path | None = DEFAULT_STATE_PATH,
 ) -> None:
-    """Run a simulator until Ctrl-C (for ``fleet-agent sim --port PORT``)."""
+    """Run a simulator until Ctrl-C or SIGTERM (for ``fleet-agent sim --port PORT``)."""
     sim = SimServer(
         seed=seed,
         speed=speed,
@@ -214,8 +217,13 @@ def serve(
         rate_limits=rate_limits,
         state_path=state_path,
     )
-    # Ctrl-C at any moment once the server answers (even before serve_forever
-    # is reached) stops it cleanly, saving its state.
+    # Ctrl-C or SIGTERM at any moment once the server answers (even before
+    # serve_forever is reached) stops it cleanly, saving its state. Installed
+    # here, not inherited: a shell starts a background job with SIGINT
+    # ignored, and Python then leaves it so, which made the simulator deaf
+    # to Ctrl-C sent by a supervisor or a test that was itself in the
+    # background; and a plain SIGTERM would end it without the last save.
+    previous = {sig: signal.signal(sig, signal.default_int_handler) for sig in _STOP_SIGNALS}
     try:
         sim.start()
         # The default key is a public constant, not a secret; a chosen one is not echoed.
@@ -237,3 +245,5 @@ def serve(
         pass
     finally:
         sim.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
