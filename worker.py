@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +44,7 @@ from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.tuning import WorkerTuning
 from fleet_agent.vast.client import VastClient
 from starter.connect import connect
+from starter.stopping import stop_event
 from starter.telemetry import MetricsUnavailable, install_metrics
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import TASK_QUEUE
@@ -130,6 +132,7 @@ def build_worker(
         max_cached_workflows=tuning.max_cached_workflows,
         workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.workflow_task_pollers),
         activity_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.activity_task_pollers),
+        graceful_shutdown_timeout=timedelta(seconds=tuning.shutdown_grace_s),
         # Heartbeats reach the server at least this often: a worker killed
         # right after an LLM reply arrived loses at most this much of it
         # (the reply rides in the heartbeat details; see activities/llm.py).
@@ -216,17 +219,44 @@ async def open_worker_store(
 
 
 async def main(*, new_store: bool | None = None, settings: Settings | None = None) -> None:
-    """Run the worker until interrupted; `new_store` None reads FLEET_NEW_STORE.
+    """Run the worker until Ctrl-C or SIGTERM, then shut it down (activities
+    under way get FLEET_WORKER_SHUTDOWN_GRACE_S); `new_store` None reads
+    FLEET_NEW_STORE.
 
     Without `settings` they are read from the environment here (a bad one,
     e.g. an unknown FLEET_LLM_MODEL, raises `ValueError` before anything starts).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = settings or Settings.from_env()
+    tuning = WorkerTuning.from_env()
+    # First: a signal while the worker connects or opens its store stops it too.
+    stop = stop_event()
+    built: list[Worker] = []
+    serving = asyncio.create_task(_serve(settings, tuning, new_store, built))
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not serving.done():
+        if built:
+            # Polling ends at once; what runs gets the grace, then is
+            # cancelled and retried on another worker.
+            log.info("stopping: activities under way get %.0f s", tuning.shutdown_grace_s)
+            await built[0].shutdown()
+        else:
+            serving.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await serving
+    log.info("worker stopped")
+
+
+async def _serve(
+    settings: Settings, tuning: WorkerTuning, new_store: bool | None, built: list[Worker]
+) -> None:
+    """Connect, open the store, and run the worker (appended to `built` once
+    it exists) until it is shut down."""
     if settings.metrics_address is not None:
         # Before the client connects: the client's runtime carries the telemetry.
         log.info("Prometheus metrics on %s", install_metrics(settings.metrics_address))
-    tuning = WorkerTuning.from_env()
     provider = provider_from_settings(settings)
     client = await connect()
     store = await open_worker_store(
@@ -234,18 +264,18 @@ async def main(*, new_store: bool | None = None, settings: Settings | None = Non
         settings.database_url,
         new_store=settings.new_store if new_store is None else new_store,
     )
-    fleet = fleet_from_settings(settings, store, tuning.vast_list_ttl_s)
-    log.info(
-        "worker on task queue %s (LLM: %s, store: %s, vast.ai: %s)",
-        TASK_QUEUE,
-        f"{provider.name} {settings.llm_model}"
-        if settings.llm_provider == "anthropic"
-        else provider.name,
-        store,
-        settings.vast_api_url if fleet else "not configured (set VAST_API_KEY)",
-    )
     try:
-        await build_worker(
+        fleet = fleet_from_settings(settings, store, tuning.vast_list_ttl_s)
+        log.info(
+            "worker on task queue %s (LLM: %s, store: %s, vast.ai: %s)",
+            TASK_QUEUE,
+            f"{provider.name} {settings.llm_model}"
+            if settings.llm_provider == "anthropic"
+            else provider.name,
+            store,
+            settings.vast_api_url if fleet else "not configured (set VAST_API_KEY)",
+        )
+        worker = build_worker(
             client,
             store=store,
             provider=provider,
@@ -253,7 +283,9 @@ async def main(*, new_store: bool | None = None, settings: Settings | None = Non
             prices=settings.llm_models,
             search_attributes=settings.search_attributes,
             tuning=tuning,
-        ).run()
+        )
+        built.append(worker)
+        await worker.run()
     finally:
         store.dispose()
 

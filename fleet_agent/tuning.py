@@ -39,6 +39,7 @@ ENV_NAMES: dict[str, str] = {
     "workflow_task_pollers": "FLEET_WORKER_WORKFLOW_POLLERS",
     "activity_task_pollers": "FLEET_WORKER_ACTIVITY_POLLERS",
     "vast_list_ttl_s": "FLEET_VAST_LIST_TTL_S",
+    "shutdown_grace_s": "FLEET_WORKER_SHUTDOWN_GRACE_S",
 }
 
 
@@ -53,6 +54,11 @@ class WorkerTuning:
     workflow_task_pollers: int = 10
     activity_task_pollers: int = 10
     vast_list_ttl_s: float = DEFAULT_LIST_TTL_S
+    #: On SIGTERM or Ctrl-C, how long activities under way may finish before
+    #: they are cancelled (and retried on another worker). Long enough for a
+    #: vast.ai call behind its pacing or a model's answer; short of a
+    #: container's usual 30 s grace before it is killed.
+    shutdown_grace_s: float = 10.0
 
     @classmethod
     def from_env(
@@ -60,8 +66,8 @@ class WorkerTuning:
     ) -> WorkerTuning:
         """The defaults, with any variable of ENV_NAMES that is set (in `env`,
         or else the environment over the `.env` file); raises `ValueError`
-        naming the variable when one is not a positive number (the TTL may
-        be 0: no sharing)."""
+        naming the variable when one is not a positive number (the TTL and
+        the shutdown grace may be 0: no sharing, no grace)."""
         read = TuningEnv.read(env, env_file=env_file)
         return cls(**read.model_dump())
 
@@ -92,4 +98,8 @@ class TuningEnv(EnvModel):
     # 0 is allowed: list for every view (no sharing).
     vast_list_ttl_s: float = Field(
         _DEFAULTS.vast_list_ttl_s, ge=0, allow_inf_nan=False, alias=ENV_NAMES["vast_list_ttl_s"]
+    )
+    # 0 is allowed: cancel what runs at once.
+    shutdown_grace_s: float = Field(
+        _DEFAULTS.shutdown_grace_s, ge=0, allow_inf_nan=False, alias=ENV_NAMES["shutdown_grace_s"]
     )

@@ -17,7 +17,6 @@ import contextlib
 import importlib
 import logging
 import os
-import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,6 +33,7 @@ from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
 from starter.stack_options import StackOptions, dev_config
 from starter.stack_server import SERVER_START_TIMEOUT, Server, temporal_server
 from starter.stack_sim import shared_simulator, simulator
+from starter.stopping import stop_event
 from starter.telemetry import MetricsUnavailable, install_stack_metrics
 
 __all__ = ["StackOptions", "up"]
@@ -85,14 +85,6 @@ def _banner(
     return "\n".join(lines)
 
 
-def _stop_event() -> asyncio.Event:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    return stop
-
-
 async def up(opts: StackOptions) -> int:
     """Run the local stack until stopped (or, with `check`, until the first run ends).
 
@@ -107,7 +99,7 @@ async def up(opts: StackOptions) -> int:
         WorkerTuning.from_env()
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    stop = _stop_event()
+    stop = stop_event()
     claim = claim_stack(paths.stack_file)
     if not isinstance(claim, OwnedStack):
         if not opts.add_worker:

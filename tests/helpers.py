@@ -9,6 +9,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ from fleet_agent.models import (
     TokenUsage,
 )
 from fleet_agent.store import RunRecord, Store
+from fleet_agent.tuning import WorkerTuning
 from worker import build_worker
 from workflows import FleetAgentWorkflow
 
@@ -108,6 +110,9 @@ async def running_worker(
         provider=provider or AnthropicProvider(),
         fleet=fleet,
         task_queue=harness.task_queue,
+        # A test's worker stops at once: what still runs then belongs to
+        # workflows the test has ended.
+        tuning=replace(WorkerTuning.from_env(), shutdown_grace_s=0.0),
     )
     async with worker:
         try:

@@ -3,6 +3,7 @@ build_worker."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 from unittest.mock import MagicMock
 
@@ -21,6 +22,9 @@ def test_tuning_from_env_names_the_bad_variable() -> None:
         WorkerTuning.from_env({"FLEET_WORKER_WORKFLOW_TASKS": "0"})
     with pytest.raises(ValueError, match="FLEET_VAST_LIST_TTL_S"):
         WorkerTuning.from_env({"FLEET_VAST_LIST_TTL_S": "soon"})
+    assert WorkerTuning.from_env({"FLEET_WORKER_SHUTDOWN_GRACE_S": "0"}).shutdown_grace_s == 0.0
+    with pytest.raises(ValueError, match="FLEET_WORKER_SHUTDOWN_GRACE_S"):
+        WorkerTuning.from_env({"FLEET_WORKER_SHUTDOWN_GRACE_S": "-1"})
 
 
 def test_build_worker_applies_the_tuning(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,6 +40,7 @@ def test_build_worker_applies_the_tuning(monkeypatch: pytest.MonkeyPatch) -> Non
         max_cached_workflows=777,
         workflow_task_pollers=7,
         activity_task_pollers=9,
+        shutdown_grace_s=7.5,
     )
     worker.build_worker(MagicMock(), store=MagicMock(), provider=AutopilotProvider(), tuning=tuning)
     assert built["max_concurrent_activities"] == 321
@@ -43,3 +48,4 @@ def test_build_worker_applies_the_tuning(monkeypatch: pytest.MonkeyPatch) -> Non
     assert built["max_cached_workflows"] == 777
     assert built["workflow_task_poller_behavior"] == PollerBehaviorSimpleMaximum(7)
     assert built["activity_task_poller_behavior"] == PollerBehaviorSimpleMaximum(9)
+    assert built["graceful_shutdown_timeout"] == timedelta(seconds=7.5)
