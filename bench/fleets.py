@@ -25,23 +25,27 @@ import os
 import tempfile
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
 from _fleets_p0 import p0_parts, summarize
+from _fleets_reads import (
+    handled_messages,
+    runs_since,
+    task_times,
+    wait_answered,
+    wait_started,
+)
 from _fleets_stack import Profiler, WorkerGroup, count_lists, fresh_store, seed_fleets
-from sqlalchemy.exc import OperationalError, ProgrammingError
-from temporalio.api.enums.v1 import EventType
+from _fleets_table import flat, print_rows
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from fleet_agent.models import AgentInput, ConfigPatch, TriggerKind
+from fleet_agent.models import AgentInput, ConfigPatch
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from starter.devserver import find_temporal_cli, load_dev_config
@@ -51,9 +55,7 @@ from workflows.policies import TASK_QUEUE
 
 MESSAGE_EVERY_S = 30.0
 HEARTBEAT_S = 60
-POLL_S = 1.0
 STARTUP_S = 600.0  # at most, for every agent's start-up run to end
-HISTORY_FETCHES = 16  # histories read at once after the window
 pct = _common.percentile
 
 
@@ -92,139 +94,6 @@ async def send_messages(
         tasks.append(asyncio.create_task(send(f"msg-{n:06d}", agent)))
     await asyncio.gather(*tasks)
     return sent, errors
-
-
-@dataclass
-class Handled:
-    """Where the store says a message went: the run that took it."""
-
-    run_id: str  # the run's workflow ID, <agent>/run-<n>
-    started_at: datetime  # the run workflow's own start (workflow.now())
-    ended_at: datetime | None
-    received_at: datetime  # when the agent workflow took the signal
-
-
-def handled_messages(
-    store: Store, agents: list[str], sent: dict[str, datetime]
-) -> dict[str, Handled]:
-    """Every sent message found in a run's triggers (by its message_id), with
-    the first run that took it (a run retried in the store has several
-    attempts, the same triggers)."""
-    found: dict[str, Handled] = {}
-    for agent in agents:
-        for run in store.list_runs(agent, limit=100_000):
-            for t in run.triggers:
-                if t.kind != TriggerKind.HUMAN_MESSAGE or t.message_id not in sent:
-                    continue
-                old = found.get(t.message_id)
-                if old is None or run.started_at < old.started_at:
-                    found[t.message_id] = Handled(
-                        f"{agent}/run-{run.run}", run.started_at, run.ended_at, t.received_at
-                    )
-    return found
-
-
-def runs_since(store: Store, agents: list[str], since: datetime) -> list[str]:
-    """Workflow IDs of the runs that started at or after `since`."""
-    return sorted(
-        {
-            f"{agent}/run-{run.run}"
-            for agent in agents
-            for run in store.list_runs(agent, limit=100_000)
-            if run.started_at >= since
-        }
-    )
-
-
-async def wait_answered(
-    store: Store, agents: list[str], sent: dict[str, datetime], settle: float
-) -> None:
-    """Poll the store until every message's run has ended, or `settle` s pass."""
-    deadline = time.monotonic() + settle
-    while time.monotonic() < deadline:
-        found = await asyncio.to_thread(handled_messages, store, agents, sent)
-        if sum(1 for h in found.values() if h.ended_at is not None) >= len(sent):
-            return
-        await asyncio.sleep(POLL_S)
-
-
-async def wait_started(store: Store, agents: list[str], limit: float) -> int:
-    """Poll the store until every agent's start-up run has ended (the worker
-    and the agents are up), or `limit` s pass; returns the agents whose
-    first run ended."""
-    deadline = time.monotonic() + limit
-
-    def done() -> int:
-        try:
-            return sum(
-                1
-                for a in agents
-                if any(r.ended_at is not None for r in store.list_runs(a, limit=5))
-            )
-        except (OperationalError, ProgrammingError):  # no store yet (SQLite; PostgreSQL)
-            return 0
-
-    while True:
-        ready = await asyncio.to_thread(done)
-        if ready == len(agents) or time.monotonic() > deadline:
-            return ready
-        await asyncio.sleep(POLL_S)
-
-
-@dataclass
-class TaskTimes:
-    """Workflow tasks and activities in the histories, scheduled in a window."""
-
-    schedule_to_start: list[float] = field(default_factory=list)
-    start_to_complete: list[float] = field(default_factory=list)
-    tasks: Counter[str] = field(default_factory=Counter)  # by kind: agent, run, monitor
-    activities: Counter[str] = field(default_factory=Counter)  # by activity type
-
-
-def _kind(workflow_id: str) -> str:
-    tail = workflow_id.rsplit("/", 1)[-1]
-    return "monitor" if tail == "monitor" else "run" if tail.startswith("run-") else "agent"
-
-
-async def task_times(
-    client: Client, ids: Iterable[str], since: datetime, until: datetime
-) -> TaskTimes:
-    """Workflow task schedule-to-start (WorkflowTaskScheduled → Started) and
-    start-to-complete (Started → Completed: the worker's time on the task,
-    waiting for the GIL included) of the tasks scheduled in [since, until),
-    and the activities scheduled then, from the workflows' histories."""
-    out = TaskTimes()
-    gate = asyncio.Semaphore(HISTORY_FETCHES)
-
-    async def one(wid: str) -> None:
-        async with gate:
-            history = await client.get_workflow_handle(wid).fetch_history()
-        scheduled: dict[int, datetime] = {}
-        started: dict[int, datetime] = {}
-        for ev in history.events:
-            at = ev.event_time.ToDatetime(tzinfo=UTC)
-            if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
-                if since <= at < until:
-                    scheduled[ev.event_id] = at
-            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-                sched = scheduled.get(ev.workflow_task_started_event_attributes.scheduled_event_id)
-                if sched is not None:
-                    started[ev.event_id] = at
-                    out.schedule_to_start.append((at - sched).total_seconds())
-            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-                begun = started.get(ev.workflow_task_completed_event_attributes.started_event_id)
-                if begun is not None:
-                    out.start_to_complete.append((at - begun).total_seconds())
-                    out.tasks[_kind(wid)] += 1
-            elif (
-                ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-                and since <= at < until
-            ):
-                name = ev.activity_task_scheduled_event_attributes.activity_type.name
-                out.activities[name] += 1
-
-    await asyncio.gather(*(one(wid) for wid in ids))
-    return out
 
 
 def _seconds(values: Iterable[float]) -> dict[str, float | None]:
@@ -389,53 +258,6 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
     }
 
 
-COLUMNS: list[tuple[str, str]] = [
-    ("agents", "fleets"),
-    ("s", "seconds"),
-    ("load", "load_1min_end"),
-    ("answered", "answered"),
-    ("RSS peak MB", "worker_rss_peak_mb"),
-    ("RSS end MB", "worker_rss_end_mb"),
-    ("CPU %", "worker_cpu_pct_of_one_core"),
-    ("wait CPU %", "worker_waiting_for_cpu_pct"),
-    ("P0 p50", "p0_to_run_start_s.p50"),
-    ("P0 p95", "p0_to_run_start_s.p95"),
-    ("P0 max", "p0_to_run_start_s.max"),
-    ("Δp95 vs 1", "p0_p95_vs_one_agent_s"),
-    ("answer p50", "p0_to_answer_s.p50"),
-    ("answer p95", "p0_to_answer_s.p95"),
-    ("answer max", "p0_to_answer_s.max"),
-    ("wft wait p50", "wf_task_schedule_to_start_s.p50"),
-    ("wft wait p95", "wf_task_schedule_to_start_s.p95"),
-    ("wft run p50", "wf_task_start_to_complete_s.p50"),
-    ("tasks/s", "wf_tasks_per_s"),
-    ("CPU ms/task", "worker_cpu_ms_per_wf_task"),
-]
-
-
-def _cell(row: dict[str, Any], key: str) -> str:
-    if key == "answered":
-        return f"{row['messages_answered']}/{row['messages_sent']}"
-    value: Any = row
-    for part in key.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.2f}" if abs(value) < 100 else f"{value:.0f}"
-    return str(value)
-
-
-def print_rows(rows: list[dict[str, Any]]) -> None:
-    """One line per N, as a Markdown table."""
-    cells = [[_cell(r, key) for _, key in COLUMNS] for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (h, _) in enumerate(COLUMNS)]
-    print("\n| " + " | ".join(h.ljust(w) for (h, _), w in zip(COLUMNS, widths, strict=True)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for line in cells:
-        print("| " + " | ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) + " |")
-
-
 def _per_fleets(text: str, fleets: list[int], what: str) -> list[float]:
     values = [float(x) for x in text.split(",") if x.strip()]
     if len(values) == 1:
@@ -489,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     for n, s in zip(fleets, seconds, strict=True):
         row = asyncio.run(one(n, s, args))
         rows.append(row)
-        _common.print_table(f"fleets: {n} agents, {s:g}s", _flat(row))
+        _common.print_table(f"fleets: {n} agents, {s:g}s", flat(row))
     single = next((r for r in rows if r["fleets"] == 1), None)
     base = None if single is None else single["p0_to_run_start_s"]["p95"]
     for row in rows:
@@ -500,17 +322,6 @@ def main(argv: list[str] | None = None) -> int:
     path = _common.write_json("fleets", result, args.json_out)
     print(f"\nJSON: {path}")
     return 0 if all(r["worker_survived"] for r in rows) else 1
-
-
-def _flat(row: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested figures as `key.sub` lines, for the per-N printout."""
-    out: dict[str, Any] = {}
-    for key, value in row.items():
-        if isinstance(value, dict):
-            out |= _flat(value, f"{prefix}{key}.")
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 if __name__ == "__main__":
