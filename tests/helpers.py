@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import signal
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -245,3 +246,9 @@ def finish_ok(store: Store, agent_id: str, run: int, ended_at: datetime, **field
         "llm_seconds": 0.0,
     }
     store.finish_run(agent_id, run, ended_at=ended_at, **(defaults | fields))
+
+
+def as_background_job() -> None:
+    """A child's `preexec_fn`: what a shell does to a job it starts with `&`,
+    SIGINT ignored (Python then installs no KeyboardInterrupt handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 
+from tests.helpers import as_background_job
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -31,12 +33,6 @@ def _banner(proc: subprocess.Popen[str], deadline: float) -> str:
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the simulator printed nothing"
     return proc.stdout.readline()
-
-
-def _as_background_job() -> None:
-    # What a shell does to a job it starts with `&`: SIGINT ignored. Python
-    # then installs no KeyboardInterrupt handler of its own.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _run_sim(
@@ -60,7 +56,7 @@ def _run_sim(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_as_background_job if background else None,
+        preexec_fn=as_background_job if background else None,
     )
     try:
         deadline = time.monotonic() + 30

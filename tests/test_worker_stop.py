@@ -21,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 from fleet_agent.models import AgentInput, ConfigPatch
 from tests.fakes import FakeAnthropic, Reply
 from tests.fakes.anthropic_payloads import DEFAULT_TEXT
-from tests.helpers import eventually, status_or_none
+from tests.helpers import as_background_job, eventually, status_or_none
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 
@@ -31,12 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 #: How long the fake Messages API takes to answer: long enough to signal the
 #: worker while the call is under way, well inside the grace.
 REPLY_S = 3.0
-
-
-def _as_background_job() -> None:
-    # What a shell does to a job it starts with `&`: SIGINT ignored. Python
-    # then installs no KeyboardInterrupt handler of its own.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class _Worker:
@@ -160,7 +154,7 @@ async def test_ctrl_c_stops_a_worker_started_in_the_background(
 ) -> None:
     """A shell's background job inherits SIGINT ignored; the worker still
     stops on it."""
-    worker = await _Worker.start(_env(dev_env, tmp_path, fake_llm), _as_background_job)
+    worker = await _Worker.start(_env(dev_env, tmp_path, fake_llm), as_background_job)
     try:
         assert await worker.stop(signal.SIGINT) == 0, worker.err[-2000:]
         assert "worker stopped" in worker.err
