@@ -62,16 +62,21 @@ def handled_messages(
     return found
 
 
-def runs_since(store: Store, agents: list[str], since: datetime) -> list[str]:
-    """Workflow IDs of the runs that started at or after `since`."""
-    return sorted(
-        {
-            f"{agent}/run-{run.run}"
-            for agent in agents
-            for run in store.list_runs(agent, limit=100_000)
-            if run.started_at >= since
-        }
-    )
+def runs_since(store: Store, agents: list[str], since: datetime) -> tuple[list[str], Counter[str]]:
+    """Workflow IDs of the runs that started at or after `since`, and those
+    runs counted by the kinds of trigger they took (a run with a message and
+    a state change counts under "human_message+state_changed"): a run that
+    no message caused is one a message may have to wait for."""
+    ids: set[str] = set()
+    kinds: Counter[str] = Counter()
+    for agent in agents:
+        for run in store.list_runs(agent, limit=100_000):
+            wid = f"{agent}/run-{run.run}"
+            if run.started_at < since or wid in ids:
+                continue
+            ids.add(wid)
+            kinds["+".join(sorted({t.kind.value for t in run.triggers})) or "none"] += 1
+    return sorted(ids), kinds
 
 
 async def wait_answered(

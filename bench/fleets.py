@@ -189,7 +189,7 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
             try:
                 await wait_answered(store, agents, sent, settle)
                 found = await asyncio.to_thread(handled_messages, store, agents, sent)
-                runs = await asyncio.to_thread(runs_since, store, agents, since)
+                runs, run_kinds = await asyncio.to_thread(runs_since, store, agents, since)
             finally:
                 store.dispose()
             rss_peak = worker.peak_rss_mb()
@@ -250,6 +250,7 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
         "wf_tasks": dict(times.tasks),
         "wf_tasks_per_s": tasks / window,
         "runs_started": runs_in_window,
+        "runs_by_trigger": dict(run_kinds.most_common()),
         "run_wf_tasks_per_run": times.tasks["run"] / runs_in_window if runs_in_window else None,
         "worker_cpu_ms_per_wf_task": 1000 * (cpu1 - cpu0) / tasks if tasks else None,
         "activities": dict(times.activities.most_common()),
