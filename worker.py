@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import inspect
 import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.exc import OperationalError
@@ -33,6 +35,7 @@ from activities.links import LinkActivities
 from activities.llm import LlmActivities
 from activities.runlog import RunLogActivities
 from activities.visibility import VisibilityActivities
+from fleet_agent.bytecode import bytecode_warning
 from fleet_agent.env_file import export_env_file
 from fleet_agent.llm.base import LlmProvider
 from fleet_agent.llm.factory import provider_from_settings
@@ -52,6 +55,8 @@ from workflows.policies import TASK_QUEUE
 __all__ = ["build_worker", "main", "open_worker_store", "running_agents", "worker_activities"]
 
 log = logging.getLogger("fleet_agent.worker")
+#: The workflow modules, which the sandbox imports afresh for every workflow.
+WORKFLOWS_DIR = Path(inspect.getfile(FleetAgentWorkflow)).parent
 
 HEARTBEAT_SEND_INTERVAL = timedelta(seconds=5)
 # The agents a worker serves: running agent workflows on its task queue.
@@ -229,6 +234,9 @@ async def main(*, new_store: bool | None = None, settings: Settings | None = Non
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = settings or Settings.from_env()
     tuning = WorkerTuning.from_env()
+    warning = bytecode_warning(WORKFLOWS_DIR, writing_off=sys.dont_write_bytecode)
+    if warning is not None:
+        log.warning("%s", warning)
     # First: a signal while the worker connects or opens its store stops it too.
     stop = stop_event()
     built: list[Worker] = []
