@@ -120,6 +120,8 @@ async def test_sigterm_lets_the_model_call_under_way_finish_and_exits_zero(
             id=agent_id,
             task_queue=TASK_QUEUE,
         )
+        # P0: the first run starts after 2 s, not the start-up trigger's 10 s.
+        await handle.signal(FleetAgentWorkflow.trigger_now, {"reason": "test"})
 
         async def calling() -> bool:
             return fake_llm.in_flight > 0
