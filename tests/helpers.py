@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import os
 import signal
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
@@ -252,3 +254,20 @@ def as_background_job() -> None:
     """A child's `preexec_fn`: what a shell does to a job it starts with `&`,
     SIGINT ignored (Python then installs no KeyboardInterrupt handler)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def worker_process_env(dev_env: WorkflowEnvironment, db_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a `python worker.py` (or `fleet-agent worker`)
+    child: this one without our own variables, pointed at `dev_env` and the
+    store at `db_url`, the autopilot deciding unless `extra` says otherwise."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ANTHROPIC_", "VAST_", "FLEET_", "TEMPORAL_"))
+    }
+    return env | {
+        "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
+        "FLEET_DATABASE_URL": db_url,
+        "FLEET_LLM_PROVIDER": "autopilot",
+        **extra,
+    }

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 import uuid
@@ -21,7 +20,12 @@ from temporalio.testing import WorkflowEnvironment
 from fleet_agent.models import AgentInput, ConfigPatch
 from tests.fakes import FakeAnthropic, Reply
 from tests.fakes.anthropic_payloads import DEFAULT_TEXT
-from tests.helpers import as_background_job, eventually, status_or_none
+from tests.helpers import (
+    as_background_job,
+    eventually,
+    status_or_none,
+    worker_process_env,
+)
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 
@@ -87,19 +91,14 @@ class _Worker:
 
 
 def _env(dev_env: WorkflowEnvironment, tmp_path: Path, fake: FakeAnthropic) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ANTHROPIC_", "VAST_", "FLEET_", "TEMPORAL_"))
-    }
-    return env | {
-        "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
-        "FLEET_DATABASE_URL": f"sqlite:///{tmp_path / 'fleet.db'}",
+    return worker_process_env(
+        dev_env,
+        f"sqlite:///{tmp_path / 'fleet.db'}",
         # Other tests' agents may run on this task queue of the shared server.
-        "FLEET_NEW_STORE": "1",
-        "FLEET_LLM_PROVIDER": "anthropic",
+        FLEET_NEW_STORE="1",
+        FLEET_LLM_PROVIDER="anthropic",
         **fake.env(),
-    }
+    )
 
 
 async def test_sigterm_lets_the_model_call_under_way_finish_and_exits_zero(

@@ -9,7 +9,6 @@ without a worker (paused, no monitor), so it simply stays Running.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 import sys
@@ -28,7 +27,7 @@ from fleet_agent.models import AgentInput, ConfigPatch
 from fleet_agent.store import SCHEMA_VERSION, Store, create_engine_for
 from starter.cli import main
 from tests.conftest import postgres_url
-from tests.helpers import eventually
+from tests.helpers import eventually, worker_process_env
 from tests.store_backends import require_postgres
 from worker import running_agents
 from workflows import FleetAgentWorkflow
@@ -64,20 +63,6 @@ async def agent(dev_env: WorkflowEnvironment) -> AsyncIterator[str]:
         await client.get_workflow_handle(agent_id).terminate("test finished")
 
 
-def _env(dev_env: WorkflowEnvironment, db_url: str, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ANTHROPIC_", "VAST_", "FLEET_", "TEMPORAL_"))
-    }
-    return env | {
-        "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
-        "FLEET_DATABASE_URL": db_url,
-        "FLEET_LLM_PROVIDER": "autopilot",
-        **extra,
-    }
-
-
 async def _run_to_exit(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         *argv,
@@ -99,7 +84,7 @@ async def test_python_worker_refuses_a_missing_sqlite_store(
     dev_env: WorkflowEnvironment, agent: str, tmp_path: Path
 ) -> None:
     db = tmp_path / "fleet.db"
-    code, err = await _run_to_exit(WORKER, _env(dev_env, f"sqlite:///{db}"))
+    code, err = await _run_to_exit(WORKER, worker_process_env(dev_env, f"sqlite:///{db}"))
     assert code == 1, err
     assert err.startswith("worker: error: the store at "), err
     assert str(db) in err and "does not exist" in err
@@ -123,7 +108,7 @@ async def test_python_worker_refuses_an_empty_postgres_store_without_showing_its
             .set(password="s3cret-pw", query={"options": f"-csearch_path={schema}"})
             .render_as_string(hide_password=False)
         )
-        code, err = await _run_to_exit(WORKER, _env(dev_env, url))
+        code, err = await _run_to_exit(WORKER, worker_process_env(dev_env, url))
         assert code == 1, err
         assert "has no fleet-agent tables" in err and repr(agent) in err
         assert "***" in err and "s3cret-pw" not in err
@@ -148,7 +133,7 @@ async def test_fleet_agent_worker_refuses_in_one_line(
 ) -> None:
     db = tmp_path / "fleet.db"
     address = dev_env.client.service_client.config.target_host
-    for key, value in _env(dev_env, f"sqlite:///{db}").items():
+    for key, value in worker_process_env(dev_env, f"sqlite:///{db}").items():
         monkeypatch.setenv(key, value)  # restored after the test: `worker` exports some
     monkeypatch.delenv("FLEET_NEW_STORE", raising=False)
 
@@ -177,7 +162,7 @@ async def test_the_new_store_switch_creates_an_empty_store(
     db = tmp_path / "fleet.db"
     proc = await asyncio.create_subprocess_exec(
         *argv,
-        env=_env(dev_env, f"sqlite:///{db}", **extra_env),
+        env=worker_process_env(dev_env, f"sqlite:///{db}", **extra_env),
         cwd=ROOT,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
@@ -210,7 +195,7 @@ async def test_an_unreachable_store_stops_the_worker_with_one_line(
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = make_url(postgres_url()).set(host="127.0.0.1", port=port, password="s3cret-pw")
-    code, err = await _run_to_exit(WORKER, _env(dev_env, url.render_as_string(False)))
+    code, err = await _run_to_exit(WORKER, worker_process_env(dev_env, url.render_as_string(False)))
     assert code == 1, err
     assert err.startswith("worker: error: cannot open the store at postgresql+psycopg://"), err
     assert f"127.0.0.1:{port}" in err and "s3cret-pw" not in err
