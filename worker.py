@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import inspect
 import logging
 import sys
@@ -252,8 +251,11 @@ async def main(*, new_store: bool | None = None, settings: Settings | None = Non
             await built[0].shutdown()
         else:
             serving.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
+    try:
         await serving
+    except asyncio.CancelledError:
+        if not serving.cancelled():  # main() itself is cancelled: not ours to swallow
+            raise
     log.info("worker stopped")
 
 

@@ -3,7 +3,7 @@
 Temporal's workflow sandbox imports the workflow modules afresh for every
 workflow it starts (each agent run is one), through Python's ordinary
 loaders. Where a module has no valid bytecode in its `__pycache__`, that
-import compiles the source again, every time: measured at about 8 % of a
+import compiles the source again, every time: measured at about 7 % of a
 worker's CPU at 100 agents (docs/DECISIONS.md, "Bytecode for the sandbox").
 Python writes the bytecode on the first import unless told not to
 (PYTHONDONTWRITEBYTECODE, common in container images) or unable to (a
@@ -60,6 +60,6 @@ def bytecode_warning(package_dir: Path, *, writing_off: bool) -> str | None:
     return (
         f"{len(missing)} workflow module(s) have no compiled bytecode ({names}; {why}): "
         "the workflow sandbox compiles them from source for every workflow it starts, "
-        "about 8 % more worker CPU at 100 agents. Compile them where the code is installed: "
+        "about 7 % more worker CPU at 100 agents. Compile them where the code is installed: "
         f"python -m compileall {package_dir}"
     )

@@ -223,7 +223,13 @@ def serve(
     # ignored, and Python then leaves it so, which made the simulator deaf
     # to Ctrl-C sent by a supervisor or a test that was itself in the
     # background; and a plain SIGTERM would end it without the last save.
-    previous = {sig: signal.signal(sig, signal.default_int_handler) for sig in _STOP_SIGNALS}
+    # Only the main thread may set handlers; a caller that runs us in another
+    # thread stops us itself.
+    previous = (
+        {sig: signal.signal(sig, signal.default_int_handler) for sig in _STOP_SIGNALS}
+        if threading.current_thread() is threading.main_thread()
+        else {}
+    )
     try:
         sim.start()
         # The default key is a public constant, not a secret; a chosen one is not echoed.
