@@ -24,7 +24,7 @@ from fleet_agent.models import AgentInput, ApprovalOutcome, ConfigPatch, Pending
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
 from tests.fakes import FakeAnthropic
-from tests.helpers import eventually, status_or_none
+from tests.helpers import eventually, status_or_none, worker_process_env
 from tests.test_approvals import _create_result, _renter
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
@@ -69,20 +69,16 @@ async def test_an_approval_survives_a_killed_worker_and_rents_once(
 ) -> None:
     fake_llm.set_responder(_renter)
     db_url = f"sqlite:///{tmp_path / 'fleet.db'}"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ANTHROPIC_", "VAST_", "FLEET_", "TEMPORAL_"))
-    } | {
-        "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
-        "FLEET_DATABASE_URL": db_url,
+    env = worker_process_env(
+        dev_env,
+        db_url,
         # Other tests' agents may run on this task queue of the shared server.
-        "FLEET_NEW_STORE": "1",
-        "FLEET_LLM_PROVIDER": "anthropic",
-        "VAST_API_KEY": sim.api_key,
-        "VAST_API_URL": sim.url,
+        FLEET_NEW_STORE="1",
+        FLEET_LLM_PROVIDER="anthropic",
+        VAST_API_KEY=sim.api_key,
+        VAST_API_URL=sim.url,
         **fake_llm.env(),
-    }
+    )
     agent_id = f"approval-restart-{uuid.uuid4().hex[:6]}"
     workers: list[_Worker] = []
     with (tmp_path / "workers.log").open("ab") as log:
