@@ -147,21 +147,24 @@ def build_worker(
 
 
 def fleet_from_settings(
-    settings: Settings, store: Store, list_ttl_s: float | None = None
+    settings: Settings, store: Store, tuning: WorkerTuning | None = None
 ) -> FleetActivities | None:
     """vast.ai (or the simulator at VAST_API_URL) when a key is configured.
 
     The fleet tools journal their calls in `store` and read each agent's live
     config from its workflow (the `live_config` query, via the activity's client).
-    One client, so one shared instance listing (`list_ttl_s`, default
-    FLEET_VAST_LIST_TTL_S or 5 s), for every agent of the worker.
+    One client, so one shared instance listing for every agent of the
+    worker (`tuning`, default from the environment: FLEET_VAST_LIST_TTL_S,
+    5 s, and FLEET_VAST_LIST_STALE_S, 30 s).
     """
     if settings.vast_api_key is None:
         return None
+    tuning = tuning or WorkerTuning.from_env()
     vast = VastClient(
         settings.vast_api_key.get_secret_value(),
         settings.vast_api_url,
-        list_ttl_s=WorkerTuning.from_env().vast_list_ttl_s if list_ttl_s is None else list_ttl_s,
+        list_ttl_s=tuning.vast_list_ttl_s,
+        list_stale_s=tuning.vast_list_stale_s,
     )
     return FleetActivities(vast, settings.prover, store=store)
 
@@ -275,7 +278,7 @@ async def _serve(
         new_store=settings.new_store if new_store is None else new_store,
     )
     try:
-        fleet = fleet_from_settings(settings, store, tuning.vast_list_ttl_s)
+        fleet = fleet_from_settings(settings, store, tuning)
         log.info(
             "worker on task queue %s (LLM: %s, store: %s, vast.ai: %s)",
             TASK_QUEUE,

@@ -40,7 +40,7 @@ from fleet_agent.models import (
     ToolResult,
 )
 from fleet_agent.prover import ProverSpec
-from fleet_agent.store import FleetSnapshots, Store, ToolCallRecord
+from fleet_agent.store import FleetSnapshots, Store, ToolCallRecord, ToolJournal
 from fleet_agent.tools import (
     CreateInstanceInput,
     SearchOffersInput,
@@ -94,7 +94,9 @@ class FleetActivities:
         self._stopper = FleetStopper(
             vast, lambda agent_id: self._views.ours(agent_id), self._spend.close
         )
-        self._views = FleetViews(vast, ProverWatch(store, self._prover, clock), self._spend, clock)
+        self._views = FleetViews(
+            vast, ProverWatch(store, self._prover, clock), self._spend, clock, ToolJournal(store)
+        )
         self._destroyer = Destroyer(vast, self._views, self._calls, self._spend)
 
     # ------------------------------------------------------------ reads
@@ -106,8 +108,9 @@ class FleetActivities:
         return await self._views.snapshot(agent_id, target, config)
 
     async def snapshot_text(self, agent_id: str, config: AgentConfig) -> str:
-        """The fleet view of a run's context (see activities.runlog.FleetView);
-        the listed fleet is accrued in the spend ledger."""
+        """The fleet view of a run's context (see activities.runlog.FleetView),
+        from a recent listing when one is at hand (activities/fleet_views.py);
+        a fresh one is accrued in the spend ledger."""
         snap = await self._views.snapshot(agent_id, config.target_proofs_per_hour, config)
         return snap.to_text()
 
@@ -143,14 +146,14 @@ class FleetActivities:
     @activity.defn
     async def get_fleet_status(self, req: FleetToolRequest) -> ToolResult:
         """Tool: this agent's instances, capacity against target and spend (vast.ai,
-        read only; the agent's live config for the target and the budget;
-        journalled in the store, where the listed fleet is also accrued in the
-        spend ledger)."""
+        read only, from a recent listing when one is at hand; the agent's live
+        config for the target and the budget; journalled in the store, where
+        a freshly listed fleet is also accrued in the spend ledger)."""
         return await self._calls.journaled(req, self._status)
 
     async def _status(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
         config = await self._calls.config(req, mutating=False)
-        snap = await self._views.summary(rules_of(req.agent_id, config))
+        snap = await self._views.summary(rules_of(req.agent_id, config), recent=True)
         spend = await self._spend.summary(req.agent_id)
         return tool_result(req, f"{snap.to_text()}\n{spend.line(config.daily_budget_usd)}")
 

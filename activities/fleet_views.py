@@ -3,19 +3,29 @@
 This agent's machines from vast.ai (labels parsed exactly), judged by the
 agent's rules: the prover tracks the monitor's last poll left in the store
 (activities/fleet_provers.py), not proving after `not_proving_minutes`, and
-the hysteresis of `min_release_age_minutes`. Every summary accrues the fleet
-it listed in the spend ledger (activities/fleet_spend.py).
+the hysteresis of `min_release_age_minutes`. Every summary made from a
+fresh listing accrues the fleet it listed in the spend ledger
+(activities/fleet_spend.py).
+
+A run's context and the model's `get_fleet_status` take the worker's newest
+listing at once, up to FLEET_VAST_LIST_STALE_S old, rather than wait behind
+the list endpoint's pacing for a walk of the whole account (4.4 s at 100
+agents), unless the store's tool-call journal says this agent's fleet
+changed after that listing began (a write by any worker counts).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from temporalio.exceptions import ApplicationError
 
 from fleet_agent.fleet.labels import is_ours, label_prefix
 from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot, summarize
 from fleet_agent.models import AgentConfig, PollRequest
+from fleet_agent.store import ToolJournal
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError
 from fleet_agent.vast.models import Instance
@@ -24,19 +34,29 @@ from .fleet_provers import ProverWatch
 from .fleet_results import vast_failure
 from .fleet_spend import SpendBook
 
-__all__ = ["FleetViews", "rules_of"]
+__all__ = ["FLEET_WRITES", "FleetViews", "rules_of"]
+
+#: The tools whose calls change an agent's fleet: a view that may be a little
+#: old is never older than the last of them.
+FLEET_WRITES = ("create_instance", "destroy_instance")
 
 
 class FleetViews:
-    """Reads the fleet (vast.ai) and the prover tracks (the store)."""
+    """Reads the fleet (vast.ai) and the prover tracks and journal (the store)."""
 
     def __init__(
-        self, vast: VastClient, watch: ProverWatch, spend: SpendBook, clock: Callable[[], float]
+        self,
+        vast: VastClient,
+        watch: ProverWatch,
+        spend: SpendBook,
+        clock: Callable[[], float],
+        journal: ToolJournal,
     ) -> None:
         self._vast = vast
         self._watch = watch
         self._spend = spend
         self._clock = clock
+        self._journal = journal
 
     async def ours(self, agent_id: str, *, fresh: bool = False) -> list[Instance]:
         """This agent's machines: labels parsed exactly (agent `a` never owns
@@ -49,16 +69,36 @@ class FleetViews:
         )
         return [i for i in listed if is_ours(i.label, agent_id)]
 
-    async def summary(self, req: PollRequest, *, observe: bool = False) -> FleetSnapshot:
+    async def _recent(self, agent_id: str) -> tuple[list[Instance], bool]:
+        """This agent's machines for a view that may be a little old, and
+        whether the listing was served stale: never one begun before the
+        journal's last fleet change of this agent."""
+        now = self._clock()
+        last = await asyncio.to_thread(
+            self._journal.last_change, agent_id, FLEET_WRITES, datetime.fromtimestamp(now, UTC)
+        )
+        changed_ago_s = None if last is None else now - last.timestamp()
+        rows, stale = await self._vast.listing.view(stale_ok=True, changed_ago_s=changed_ago_s)
+        return [i for i in rows if not i.is_gone and is_ours(i.label, agent_id)], stale
+
+    async def summary(
+        self, req: PollRequest, *, observe: bool = False, recent: bool = False
+    ) -> FleetSnapshot:
         """The fleet against `req`'s rules: the provers read now (`observe`, the
-        monitor's poll) or as the last poll left them (every other view). The
-        listed fleet is accrued in the spend ledger either way."""
+        monitor's poll) or as the last poll left them (every other view).
+        `recent`: from a listing up to the worker's staleness limit old when
+        one is at hand (`_recent`). The listed fleet is accrued in the spend
+        ledger unless it was served stale (the monitor's next poll, fresh,
+        accrues it up to its own time)."""
         try:
-            instances = await self.ours(req.agent_id)
+            if recent and not observe:
+                members, stale = await self._recent(req.agent_id)
+            else:
+                members, stale = [i for i in await self.ours(req.agent_id) if not i.is_gone], False
         except VastError as exc:
             raise vast_failure(exc) from None
-        members = [i for i in instances if not i.is_gone]
-        await self._spend.accrue(req.agent_id, members)
+        if not stale:
+            await self._spend.accrue(req.agent_id, members)
         if observe:
             tracks = await self._watch.observe(req, members)
         else:
@@ -77,9 +117,12 @@ class FleetViews:
     async def snapshot(
         self, agent_id: str, target: float, config: AgentConfig | None = None
     ) -> FleetSnapshot:
-        """The fleet, or a snapshot that says why it could not be read."""
+        """The fleet, or a snapshot that says why it could not be read (for a
+        run's context: a recent listing serves)."""
         try:
-            return await self.summary(rules_of(agent_id, config or AgentConfig(), target))
+            return await self.summary(
+                rules_of(agent_id, config or AgentConfig(), target), recent=True
+            )
         except ApplicationError as exc:
             return FleetSnapshot(target_proofs_per_hour=target, error=exc.message)
 

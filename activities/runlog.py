@@ -107,8 +107,9 @@ class RunLogActivities:
     async def load_context(self, req: LoadContextRequest) -> ContextInfo:
         """Open the run (an attempt of it) in the store and write its first message
         (triggers, target, fleet snapshot and spend, wakes). Reads message texts
-        from the store's inbox, the fleet (vast.ai) through the fleet view (which
-        accrues it in the store's spend ledger) and the ledger's summary, which
+        from the store's inbox, the fleet (vast.ai, a recent listing when one is
+        at hand) through the fleet view (which accrues a fresh one in the
+        store's spend ledger) and the ledger's summary, which
         it returns for the agent's status, with the LLM cost today and over 24 h
         (run records); heartbeats while it waits on them."""
         async with heartbeating():

@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import Field
 
 from fleet_agent.env_settings import EnvModel
-from fleet_agent.vast.listing import DEFAULT_LIST_TTL_S
+from fleet_agent.vast.listing import DEFAULT_LIST_STALE_S, DEFAULT_LIST_TTL_S
 
 __all__ = ["ENV_NAMES", "TuningEnv", "WorkerTuning"]
 
@@ -39,6 +39,7 @@ ENV_NAMES: dict[str, str] = {
     "workflow_task_pollers": "FLEET_WORKER_WORKFLOW_POLLERS",
     "activity_task_pollers": "FLEET_WORKER_ACTIVITY_POLLERS",
     "vast_list_ttl_s": "FLEET_VAST_LIST_TTL_S",
+    "vast_list_stale_s": "FLEET_VAST_LIST_STALE_S",
     "shutdown_grace_s": "FLEET_WORKER_SHUTDOWN_GRACE_S",
 }
 
@@ -46,7 +47,8 @@ ENV_NAMES: dict[str, str] = {
 @dataclass(frozen=True, slots=True)
 class WorkerTuning:
     """A worker's task slots, pollers and workflow cache, and how long one
-    listing of the vast.ai account serves every agent on it."""
+    listing of the vast.ai account serves every agent on it (and how old a
+    run's view of the fleet may be, rather than wait for a walk)."""
 
     max_concurrent_activities: int = 500
     max_concurrent_workflow_tasks: int = 100
@@ -54,6 +56,7 @@ class WorkerTuning:
     workflow_task_pollers: int = 10
     activity_task_pollers: int = 10
     vast_list_ttl_s: float = DEFAULT_LIST_TTL_S
+    vast_list_stale_s: float = DEFAULT_LIST_STALE_S
     #: On SIGTERM or Ctrl-C, how long activities under way may finish before
     #: they are cancelled (and retried on another worker). Long enough for a
     #: vast.ai call behind its pacing or a model's answer; short of a
@@ -76,7 +79,7 @@ _DEFAULTS = WorkerTuning()
 
 
 class TuningEnv(EnvModel):
-    """The FLEET_WORKER_* variables and FLEET_VAST_LIST_TTL_S, as read."""
+    """The FLEET_WORKER_* variables and FLEET_VAST_LIST_*, as read."""
 
     max_concurrent_activities: int = Field(
         _DEFAULTS.max_concurrent_activities, ge=1, alias=ENV_NAMES["max_concurrent_activities"]
@@ -98,6 +101,13 @@ class TuningEnv(EnvModel):
     # 0 is allowed: list for every view (no sharing).
     vast_list_ttl_s: float = Field(
         _DEFAULTS.vast_list_ttl_s, ge=0, allow_inf_nan=False, alias=ENV_NAMES["vast_list_ttl_s"]
+    )
+    # 0 is allowed: a run's view waits for a walk as every other caller does.
+    vast_list_stale_s: float = Field(
+        _DEFAULTS.vast_list_stale_s,
+        ge=0,
+        allow_inf_nan=False,
+        alias=ENV_NAMES["vast_list_stale_s"],
     )
     # 0 is allowed: cancel what runs at once.
     shutdown_grace_s: float = Field(

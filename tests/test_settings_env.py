@@ -65,6 +65,8 @@ def test_a_bad_setting_is_one_line_naming_the_variable(env: dict[str, str], mess
         ({"FLEET_VAST_LIST_TTL_S": "soon"}, "FLEET_VAST_LIST_TTL_S must be a number, not 'soon'"),
         ({"FLEET_VAST_LIST_TTL_S": "-1"}, "FLEET_VAST_LIST_TTL_S must be >= 0, not '-1'"),
         ({"FLEET_VAST_LIST_TTL_S": "nan"}, "FLEET_VAST_LIST_TTL_S must be a number"),
+        ({"FLEET_VAST_LIST_STALE_S": "old"}, "FLEET_VAST_LIST_STALE_S must be a number"),
+        ({"FLEET_VAST_LIST_STALE_S": "-3"}, "FLEET_VAST_LIST_STALE_S must be >= 0, not '-3'"),
     ],
 )
 def test_a_bad_tuning_is_one_line_naming_the_variable(env: dict[str, str], message: str) -> None:

@@ -117,3 +117,36 @@ def test_create_all_adds_the_table_to_an_existing_database(store: Store) -> None
     assert "fa_tool_calls" in inspect(store.engine).get_table_names()
     assert store.get_run(AGENT, 1) is not None
     assert ToolJournal(store).finish(_call(), _result("x"), T0).status == "done"
+
+
+WRITES = ("create_instance", "destroy_instance")
+
+
+def test_last_change_is_the_latest_end_of_a_fleet_write(journal: ToolJournal) -> None:
+    now = T0 + timedelta(minutes=10)
+    assert journal.last_change(AGENT, WRITES, now) is None
+    journal.finish(_call("toolu_r", name="get_fleet_status"), _result("3 machines"), T0)
+    assert journal.last_change(AGENT, WRITES, now) is None  # a read changes nothing
+    create, destroy = _call("toolu_c"), _call("toolu_d", name="destroy_instance")
+    journal.start(create, T0)
+    journal.finish(create, _result("Rented", create), T0 + timedelta(seconds=5))
+    journal.start(destroy, T0 + timedelta(seconds=20))
+    journal.finish(destroy, _result("Destroyed", destroy), T0 + timedelta(seconds=21))
+    assert journal.last_change(AGENT, WRITES, now) == T0 + timedelta(seconds=21)
+    assert journal.last_change(AGENT, ("create_instance",), now) == T0 + timedelta(seconds=5)
+    assert journal.last_change("another-agent", WRITES, now) is None
+
+
+def test_a_write_in_flight_is_a_change_now_until_it_is_taken_for_dead(
+    journal: ToolJournal,
+) -> None:
+    done = _call("toolu_done")
+    journal.start(done, T0)
+    journal.finish(done, _result("Rented", done), T0 + timedelta(seconds=3))
+    journal.start(_call("toolu_open"), T0 + timedelta(seconds=10))
+    # Its outcome is unknown yet: no listing from before now may hide it.
+    soon = T0 + timedelta(seconds=40)
+    assert journal.last_change(AGENT, WRITES, soon) == soon
+    # A call started over an hour ago with no result: its worker died.
+    late = T0 + timedelta(hours=2)
+    assert journal.last_change(AGENT, WRITES, late) == T0 + timedelta(seconds=3)

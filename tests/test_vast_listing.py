@@ -136,6 +136,116 @@ async def test_a_cancelled_caller_leaves_the_walk_to_the_others() -> None:
         await first
 
 
+# ------------------------------------------------- callers that take an older view
+
+
+async def _walked(listing: SharedListing, fetch: SlowFetch) -> None:
+    """One walk, done: the listing has a good result."""
+    fetch.release.set()
+    await listing.get()
+    fetch.release.clear()
+
+
+async def test_a_stale_ok_caller_is_served_at_once_and_a_newer_walk_starts() -> None:
+    fetch, clock = SlowFetch(), Clock()
+    listing = SharedListing(fetch, ttl_s=5, stale_s=30, clock=clock)
+    await _walked(listing, fetch)
+    clock.now += 12  # past the TTL, inside the staleness limit
+    rows, stale = await listing.view(stale_ok=True)
+    assert ([i.id for i in rows], stale) == ([1], True)
+    await _until(lambda: fetch.calls == 2, "a walk started in the background")
+    # While it is under way, the next stale caller is served at once too, and
+    # no third walk is sent; a caller that needs fresh rows joins the walk.
+    rows, stale = await listing.view(stale_ok=True)
+    assert ([i.id for i in rows], stale, fetch.calls) == ([1], True, 2)
+    fresh = asyncio.create_task(listing.get())
+    await asyncio.sleep(0)
+    assert not fresh.done()
+    fetch.release.set()
+    assert [i.id for i in await fresh] == [2]
+    rows, stale = await listing.view(stale_ok=True)
+    assert ([i.id for i in rows], stale, fetch.calls) == ([2], False, 2)
+    assert (listing.walks, listing.stale) == (2, 2)
+
+
+async def test_past_the_staleness_limit_a_stale_ok_caller_waits_for_a_walk() -> None:
+    fetch, clock = SlowFetch(), Clock()
+    listing = SharedListing(fetch, ttl_s=5, stale_s=30, clock=clock)
+    await _walked(listing, fetch)
+    clock.now += 30
+    view = asyncio.create_task(listing.view(stale_ok=True))
+    await _until(lambda: fetch.calls == 2, "a new walk")
+    assert not view.done()
+    fetch.release.set()
+    rows, stale = await view
+    assert ([i.id for i in rows], stale) == ([2], False)
+
+
+async def test_a_change_after_the_walk_began_is_never_hidden_by_it() -> None:
+    """`changed_ago_s` (the journal's last write of the caller's agent, maybe
+    made by another worker): a listing begun before it is not served."""
+    fetch, clock = SlowFetch(), Clock()
+    listing = SharedListing(fetch, ttl_s=5, stale_s=30, clock=clock)
+    await _walked(listing, fetch)  # began at 100
+    clock.now += 10
+    # Changed 4 s ago (at 106): the listing from 100 may miss it.
+    view = asyncio.create_task(listing.view(stale_ok=True, changed_ago_s=4))
+    await _until(lambda: fetch.calls == 2, "a walk after the change")
+    fetch.release.set()
+    rows, stale = await view
+    assert ([i.id for i in rows], stale) == ([2], False)
+    # Changed before the walk that is now the newest began: served from it.
+    clock.now += 10
+    rows, stale = await listing.view(stale_ok=True, changed_ago_s=15)
+    assert ([i.id for i in rows], stale) == ([2], True)
+    await _until(lambda: fetch.calls == 3, "a newer walk in the background")
+
+
+async def test_this_workers_own_write_is_never_hidden_from_a_stale_ok_caller() -> None:
+    fetch, clock = SlowFetch(), Clock()
+    listing = SharedListing(fetch, ttl_s=5, stale_s=30, clock=clock)
+    await _walked(listing, fetch)
+    listing.invalidate()
+    view = asyncio.create_task(listing.view(stale_ok=True))
+    await _until(lambda: fetch.calls == 2, "a walk after the write")
+    fetch.release.set()
+    rows, _ = await view
+    assert [i.id for i in rows] == [2]
+
+
+async def test_a_failed_background_walk_leaves_the_good_listing_served() -> None:
+    fetch, clock = SlowFetch(), Clock()
+    listing = SharedListing(fetch, ttl_s=5, stale_s=30, clock=clock)
+    await _walked(listing, fetch)
+    clock.now += 10
+    fetch.fail_next = True
+    fetch.release.set()
+    rows, stale = await listing.view(stale_ok=True)
+    assert ([i.id for i in rows], stale) == ([1], True)
+    await _until(
+        lambda: fetch.calls == 2 and listing._last is not None and listing._last.task.done(),
+        "the failed walk",
+    )
+    # The failure is nobody's (no caller waited on it); the good rows still serve,
+    # and the next stale caller starts another walk.
+    rows, stale = await listing.view(stale_ok=True)
+    assert ([i.id for i in rows], stale) == ([1], True)
+    await _until(lambda: fetch.calls == 3, "another background walk")
+
+
+async def test_without_a_staleness_limit_or_sharing_nothing_is_served_stale() -> None:
+    for ttl_s, stale_s in ((5.0, 0.0), (0.0, 30.0)):
+        fetch, clock = SlowFetch(), Clock()
+        listing = SharedListing(fetch, ttl_s=ttl_s, stale_s=stale_s, clock=clock)
+        await _walked(listing, fetch)
+        clock.now += 6
+        view = asyncio.create_task(listing.view(stale_ok=True))
+        await _until(lambda: fetch.calls == 2, "a walk")  # noqa: B023
+        fetch.release.set()
+        rows, stale = await view
+        assert ([i.id for i in rows], stale) == ([2], False)
+
+
 # ------------------------------------------------- the client, over HTTP
 
 

@@ -23,6 +23,8 @@ def test_tuning_from_env_names_the_bad_variable() -> None:
     with pytest.raises(ValueError, match="FLEET_VAST_LIST_TTL_S"):
         WorkerTuning.from_env({"FLEET_VAST_LIST_TTL_S": "soon"})
     assert WorkerTuning.from_env({"FLEET_WORKER_SHUTDOWN_GRACE_S": "0"}).shutdown_grace_s == 0.0
+    assert WorkerTuning().vast_list_stale_s == 30.0
+    assert WorkerTuning.from_env({"FLEET_VAST_LIST_STALE_S": "0"}).vast_list_stale_s == 0.0
     with pytest.raises(ValueError, match="FLEET_WORKER_SHUTDOWN_GRACE_S"):
         WorkerTuning.from_env({"FLEET_WORKER_SHUTDOWN_GRACE_S": "-1"})
 

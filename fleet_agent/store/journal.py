@@ -14,11 +14,12 @@ the first row, and the first result recorded wins.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from collections.abc import Collection
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, case, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import col
 
@@ -31,6 +32,10 @@ from .timestamps import require_aware
 __all__ = ["ToolCallRecord", "ToolCallStatus", "ToolJournal"]
 
 ToolCallStatus = Literal["started", "done"]
+
+#: A call started this long ago with no result is taken as dead (its worker
+#: crashed), not in flight: far longer than any fleet activity's timeout.
+IN_FLIGHT_MAX = timedelta(hours=1)
 
 
 class ToolCallRecord(BaseModel):
@@ -118,6 +123,24 @@ class ToolJournal:
             or (row.result_json and ToolResult.model_validate_json(row.result_json).mutating)
         ]
 
+    def last_change(self, agent_id: str, names: Collection[str], now: datetime) -> datetime | None:
+        """When this agent's fleet may last have changed through its calls of
+        the tools `names`: the latest a call of them ended, or `now` while
+        one that started less than IN_FLIGHT_MAX ago has no result yet.
+        None when there was no such call. One aggregate over the agent's
+        rows (the unique index leads with agent_id)."""
+        now = require_aware(now, "now")
+        table = table_of(ToolCallRow)
+        stmt = select(
+            func.max(table.c.finished_at),
+            func.max(case((table.c.status == "started", table.c.started_at))),
+        ).where(table.c.agent_id == agent_id, table.c.name.in_(list(names)))
+        with self._engine.connect() as conn:
+            ended, open_since = conn.execute(stmt).one()
+        if open_since is not None and now - _aware(open_since) < IN_FLIGHT_MAX:
+            return now
+        return None if ended is None else _aware(ended)
+
     # ------------------------------------------------------------ helpers
 
     def _insert_row(
@@ -181,3 +204,8 @@ class ToolJournal:
             started_at=row["started_at"],
             finished_at=row["finished_at"],
         )
+
+
+def _aware(value: datetime) -> datetime:
+    """An aggregate's timestamp as aware UTC (SQLite's come back naive, in UTC)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -55,6 +55,8 @@ class VastClient(OfferCalls, InstanceCalls):
     is how long one walk of the account's instances serves every
     `list_instances(shared=True)` (`fleet_agent.vast.listing`): 0, the
     default, shares nothing; the worker sets `DEFAULT_LIST_TTL_S`.
+    `list_stale_s`: how old a listing may be for a caller that takes one
+    at once (`stale_ok`); 0, the default, serves none.
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class VastClient(OfferCalls, InstanceCalls):
         pacer: Pacer | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         list_ttl_s: float = 0.0,
+        list_stale_s: float = 0.0,
     ) -> None:
         key = (api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")).strip()
         if not key:
@@ -92,7 +95,9 @@ class VastClient(OfferCalls, InstanceCalls):
         # One walk of the account's instances serves every view of this
         # process's agents for a few seconds (fleet_agent/vast/listing.py).
         self.listing = SharedListing(
-            lambda: self._walk_instances(None, LIST_PAGE_SIZE), ttl_s=list_ttl_s
+            lambda: self._walk_instances(None, LIST_PAGE_SIZE),
+            ttl_s=list_ttl_s,
+            stale_s=list_stale_s,
         )
 
     def __repr__(self) -> str:

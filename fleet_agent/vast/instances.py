@@ -108,7 +108,8 @@ class InstanceCalls:
         ``instances`` list raises `VastProtocolError`: it is never taken for an
         empty fleet. `shared` (without `label`) serves the listing from
         `self.listing`: a walk at most `list_ttl_s` old, begun after this
-        client's last write, or the walk another caller has under way.
+        client's last write, or the walk another caller has under way (an
+        older one at once: `self.listing.view`).
         """
         if shared and label is None:
             rows = await self.listing.get()

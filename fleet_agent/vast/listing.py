@@ -17,7 +17,17 @@ all from one walk:
 * a write (create, destroy, any other mutating request) through the same
   client bumps a generation: a listing whose walk started before the write
   is neither reused nor joined afterwards, so whoever made a change sees it
-  in the next listing it asks for.
+  in the next listing it asks for;
+* a caller that can take an older view (`stale_ok`: a run's context, the
+  model's `get_fleet_status`) is served the newest good listing at once
+  while it ended under `stale_s` ago, and a newer walk is started in the
+  background once it is past `ttl_s`: at 100 agents a walk is 4 paced
+  pages (4.4 s), and a run that joined it waited that long before its
+  model call, holding up the messages that came meanwhile
+  (docs/DECISIONS.md, "A run's view does not wait for a walk"). Such a
+  caller says how long ago its agent last changed its fleet
+  (`changed_ago_s`, from the store, so a write by another worker counts):
+  a listing whose walk began before then is not served to it.
 
 Pure asyncio and a clock; the walk itself is the caller's (the client's).
 """
@@ -31,19 +41,24 @@ from dataclasses import dataclass
 
 from .models import Instance
 
-__all__ = ["DEFAULT_LIST_TTL_S", "SharedListing"]
+__all__ = ["DEFAULT_LIST_STALE_S", "DEFAULT_LIST_TTL_S", "SharedListing"]
 
 #: How long one listing serves everyone after its walk ended. Short: a monitor
 #: polls every 30 s and a worker's own writes invalidate it, so a few seconds
 #: lose nothing; long enough that the list endpoint (a page a second) keeps
 #: room for the label look-ups of creates.
 DEFAULT_LIST_TTL_S = 5.0
+#: How old (since its walk ended) a listing may be for a `stale_ok` caller.
+#: The monitor's poll interval (30 s by default): the provers' figures in
+#: the same view are as old as the last poll already.
+DEFAULT_LIST_STALE_S = 30.0
 
 
 @dataclass(slots=True)
 class _Walk:
     generation: int
     task: asyncio.Task[list[Instance]]
+    began: float  # clock time when the walk was sent
     finished: float | None = None  # set when the walk ends (clock time)
 
 
@@ -51,25 +66,30 @@ class SharedListing:
     """Every row of the account (destroyed ones included), from `fetch`,
     shared within `ttl_s` and across concurrent callers; `invalidate` after
     every write. One event loop: a walk in flight on another loop is not
-    joined (it is simply not shared)."""
+    joined (it is simply not shared). `stale_s` 0 serves nothing stale."""
 
     def __init__(
         self,
         fetch: Callable[[], Awaitable[list[Instance]]],
         *,
         ttl_s: float = DEFAULT_LIST_TTL_S,
+        stale_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if ttl_s < 0:
-            raise ValueError("a listing TTL must be >= 0")
+        if ttl_s < 0 or stale_s < 0:
+            raise ValueError("a listing TTL and staleness must be >= 0")
         self._fetch = fetch
         self._ttl_s = ttl_s
+        self._stale_s = stale_s
         self._clock = clock
         self._generation = 0
         self._last: _Walk | None = None  # the newest walk, done or under way
-        #: Walks sent, and listings served from another caller's walk.
+        self._good: _Walk | None = None  # the newest walk that ended well
+        #: Walks sent, listings served from another caller's walk, and those
+        #: served stale (at once, from a walk that ended over `ttl_s` ago).
         self.walks = 0
         self.shared = 0
+        self.stale = 0
 
     def invalidate(self) -> None:
         """A write happened: no listing begun before now is served again."""
@@ -78,21 +98,71 @@ class SharedListing:
     async def get(self) -> list[Instance]:
         """The account's rows: a fresh enough listing, the walk under way, or
         a new walk. A failed walk is not kept: the next caller walks again."""
+        rows, _ = await self.view()
+        return rows
+
+    async def view(
+        self, *, stale_ok: bool = False, changed_ago_s: float | None = None
+    ) -> tuple[list[Instance], bool]:
+        """The account's rows as `get` serves them, and whether they were
+        served stale (from a walk that ended over `ttl_s` ago).
+
+        `stale_ok`: the newest good listing, at once, while it ended under
+        `stale_s` ago (a newer walk starts in the background past `ttl_s`).
+        `changed_ago_s`: the caller's fleet changed that long ago, so no walk
+        sent before then is served to it."""
+        not_before = None if changed_ago_s is None else self._clock() - max(0.0, changed_ago_s)
+        if stale_ok:
+            served = self._stale(not_before)
+            if served is not None:
+                return served
         walk = self._last
-        if walk is not None and self._usable(walk):
+        if walk is not None and self._usable(walk, not_before):
             self.shared += 1
         else:
-            walk = _Walk(self._generation, asyncio.ensure_future(self._fetch()))
-            walk.task.add_done_callback(self._ended(walk))
-            self._last = walk
-            self.walks += 1
+            walk = self._start()
         # Shielded: one caller's cancellation (its activity timed out) must
         # not cancel the walk the others wait on.
         rows = await asyncio.shield(walk.task)
-        return list(rows)
+        return list(rows), False
 
-    def _usable(self, walk: _Walk) -> bool:
+    def _start(self) -> _Walk:
+        walk = _Walk(self._generation, asyncio.ensure_future(self._fetch()), self._clock())
+        walk.task.add_done_callback(self._ended(walk))
+        self._last = walk
+        self.walks += 1
+        return walk
+
+    def _stale(self, not_before: float | None) -> tuple[list[Instance], bool] | None:
+        """The newest good listing for a `stale_ok` caller, or None (then it
+        is served as any other caller)."""
+        good = self._good
+        if (
+            good is None
+            or self._ttl_s == 0
+            or good.generation != self._generation
+            or good.finished is None
+            or good.task.get_loop() is not asyncio.get_running_loop()
+            or (not_before is not None and good.began < not_before)
+        ):
+            return None
+        age = self._clock() - good.finished
+        if age >= max(self._stale_s, self._ttl_s):
+            return None
+        stale = age >= self._ttl_s
+        if stale:
+            last = self._last
+            if last is None or last.task.done() or last.generation != self._generation:
+                self._start()  # a newer walk for whoever comes next; not awaited
+            self.stale += 1
+        else:
+            self.shared += 1
+        return list(good.task.result()), stale
+
+    def _usable(self, walk: _Walk, not_before: float | None = None) -> bool:
         if self._ttl_s == 0 or walk.generation != self._generation:
+            return False
+        if not_before is not None and walk.began < not_before:
             return False
         if walk.task.get_loop() is not asyncio.get_running_loop():
             return False
@@ -107,8 +177,12 @@ class SharedListing:
         def done(task: asyncio.Task[list[Instance]]) -> None:
             walk.finished = self._clock()
             # Its failure is raised to every caller; this keeps asyncio from
-            # logging it as never retrieved when every caller was cancelled.
-            if not task.cancelled():
-                task.exception()
+            # logging it as never retrieved when every caller was cancelled
+            # (or when nobody waits: a background walk for stale callers).
+            if task.cancelled() or task.exception() is not None:
+                return
+            good = self._good
+            if good is None or good.began <= walk.began:
+                self._good = walk
 
         return done
