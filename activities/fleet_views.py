@@ -72,13 +72,17 @@ class FleetViews:
     async def _recent(self, agent_id: str) -> tuple[list[Instance], bool]:
         """This agent's machines for a view that may be a little old, and
         whether the listing was served stale: never one begun before the
-        journal's last fleet change of this agent."""
+        journal's last fleet change of this agent (not read when the worker
+        serves nothing stale)."""
+        listing = self._vast.listing
+        if not listing.serves_stale:
+            return [i for i in await self.ours(agent_id) if not i.is_gone], False
         now = self._clock()
         last = await asyncio.to_thread(
             self._journal.last_change, agent_id, FLEET_WRITES, datetime.fromtimestamp(now, UTC)
         )
         changed_ago_s = None if last is None else now - last.timestamp()
-        rows, stale = await self._vast.listing.view(stale_ok=True, changed_ago_s=changed_ago_s)
+        rows, stale = await listing.view(stale_ok=True, changed_ago_s=changed_ago_s)
         return [i for i in rows if not i.is_gone and is_ours(i.label, agent_id)], stale
 
     async def summary(

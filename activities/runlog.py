@@ -23,6 +23,7 @@ from fleet_agent.models import (
     AgentConfig,
     AgentCounters,
     ContextInfo,
+    InboxItem,
     LoadContextRequest,
     RecordRunRequest,
     RunInput,
@@ -49,6 +50,7 @@ from fleet_agent.transcript import (
     reply_text,
     tool_results_seq,
 )
+from fleet_agent.triggers import message_key
 
 __all__ = ["FleetView", "NoFleet", "RunLogActivities"]
 
@@ -107,11 +109,12 @@ class RunLogActivities:
     async def load_context(self, req: LoadContextRequest) -> ContextInfo:
         """Open the run (an attempt of it) in the store and write its first message
         (triggers, target, fleet snapshot and spend, wakes). Reads message texts
-        from the store's inbox, the fleet (vast.ai, a recent listing when one is
-        at hand) through the fleet view (which accrues a fresh one in the
-        store's spend ledger) and the ledger's summary, which
-        it returns for the agent's status, with the LLM cost today and over 24 h
-        (run records); heartbeats while it waits on them."""
+        from the store's inbox (storing first those the run brought whole), the
+        fleet (vast.ai, a recent listing when one is at hand) through the fleet
+        view (which accrues a fresh one in the store's spend ledger) and the
+        ledger's summary, which it returns for the agent's status, with the LLM
+        cost today and over 24 h (run records); heartbeats while it waits on
+        them."""
         async with heartbeating():
             return await self._load_context(req)
 
@@ -186,11 +189,27 @@ class RunLogActivities:
         return info
 
     def _full_texts(self, agent_id: str, triggers: list[Trigger]) -> list[Trigger]:
-        """`triggers` with each inbox text (`text_key`) in place of its preview."""
+        """`triggers` with each inbox text (`text_key`) in place of its preview.
+
+        A text the store does not have yet came whole with the run (the agent
+        did not wait for its store loop, workflows/agent_runs.py): it is
+        stored here under its key, which hashes the whole text, so a preview
+        is never taken for it. The store loop's write of the same key after
+        or before this one is a no-op."""
         keys = [t.text_key for t in triggers if t.text_key]
         if not keys:
             return triggers
         found = self._store.inbox_texts(agent_id, keys)
+        carried = [
+            InboxItem(
+                key=t.text_key, seq=t.seq, author=t.author, text=t.text, received_at=t.received_at
+            )
+            for t in triggers
+            if t.text_key and t.text_key not in found and message_key(t.seq, t.text) == t.text_key
+        ]
+        if carried:
+            self._store.stash_messages(agent_id, carried)
+            found = {**found, **self._store.inbox_texts(agent_id, [i.key for i in carried])}
         missing = [k for k in keys if k not in found]
         if missing:
             # Retryable: the workflow's stash of these texts may still be in flight.

@@ -33,6 +33,7 @@ __all__ = [
     "MAX_UNSTORED_BYTES",
     "PREVIEW_CHARS",
     "QUERY_TEXT_CHARS",
+    "RUN_CARRIES_UNSTORED_BYTES",
     "Refusal",
     "TriggerBuffer",
     "json_chars",
@@ -49,6 +50,11 @@ MAX_PENDING_BYTES = 160_000
 # With MAX_PENDING_BYTES, a continue-as-new input that must carry them (the
 # store away for long) stays under the server's 512 KB payload limit.
 MAX_UNSTORED_BYTES = 300_000
+# Message texts a run may take while the store does not have them yet (JSON
+# bytes): it stores them itself (load_context), rather than wait for the
+# agent's store loop. More (the store away for long) and the run waits, so
+# its input stays far under the server's payload limit.
+RUN_CARRIES_UNSTORED_BYTES = 32_000
 PREVIEW_CHARS = 100
 # Characters of message text per answer of the `unstored_messages` query
 # (a query's answer is a payload too: under the server's blob size limit).
@@ -147,6 +153,11 @@ class TriggerBuffer:
     def unstored_keys(self) -> list[str]:
         """Messages whose text is only in the workflow state so far."""
         return list(self._unstored)
+
+    @property
+    def unstored_bytes(self) -> int:
+        """Their texts' size, in JSON bytes."""
+        return self._unstored_bytes
 
     def unstored_items(self, max_chars: int = QUERY_TEXT_CHARS) -> list[InboxItem]:
         """Texts still to store, oldest first, as many as fit in `max_chars`
@@ -280,10 +291,12 @@ class TriggerBuffer:
     # ------------------------------------------------------------ taking
 
     def take(self) -> list[Trigger]:
-        """Everything pending, for a run; leaves the buffer empty.
+        """Everything pending, for a run; leaves nothing pending.
 
-        Texts still unstored stay in the triggers taken; callers wait for the
-        store first (the run reads texts from it).
+        Texts still unstored stay whole in the triggers taken (the run's
+        load_context stores them) and stay unstored here until `mark_stored`:
+        the store loop still writes them, so no text is ever only in a run's
+        input, and a continue-as-new still waits for them.
         """
         taken = list(self.pending)
         self.pending.clear()
@@ -292,8 +305,6 @@ class TriggerBuffer:
         self._config = None
         self._first.clear()
         self._bytes = 0
-        self._unstored.clear()
-        self._unstored_bytes = 0
         return taken
 
     # ------------------------------------------------------------ internals

@@ -121,6 +121,33 @@ async def test_a_text_not_yet_stashed_is_a_retryable_error_naming_the_key(
     assert [t.text for t in record.triggers] == ["stashed", "the stash is still in flight"]
 
 
+async def test_a_text_the_run_brought_whole_is_stored_by_load_context(
+    env: ActivityEnvironment, store: Store
+) -> None:
+    """The agent started the run before its store loop stored the message
+    (workflows/agent_runs.py): the trigger has the whole text and its key."""
+    runlog = RunLogActivities(store)
+    text = "Scale down to 300 proofs/h tonight. " + "why " * 500
+    _, item = _message(4, text)
+    whole = Trigger(
+        seq=4,
+        kind=TriggerKind.HUMAN_MESSAGE,
+        received_at=NOW,
+        text=text,
+        author="alice",
+        text_key=item.key,
+    )
+    await env.run(runlog.load_context, _request(1, [whole]))
+
+    assert store.inbox_texts(AGENT, [item.key]) == {item.key: item}
+    record = store.get_run(AGENT, 1)
+    assert record is not None and [t.text for t in record.triggers] == [text]
+    context = store.get_message(AGENT, 1, CONTEXT_SEQ)
+    assert context is not None and "Scale down to 300" in context.content
+    # The store loop's own write of the same key comes later: a no-op.
+    assert store.stash_messages(AGENT, [item]) == 0
+
+
 async def test_a_text_of_another_agent_does_not_count(
     env: ActivityEnvironment, store: Store
 ) -> None:

@@ -6,7 +6,10 @@ of a run, the agent continues as new and the next execution waits for that
 run by ID (`wait_for_run`). A run whose workflow ended without closing its
 record (timeout, terminate) is closed as failed by the store loop, which also
 moves operator message texts to the store, retrying for as long as the store
-is away.
+is away. A run does not wait for that: a message whose text is not stored yet
+goes into the run whole (up to RUN_CARRIES_UNSTORED_BYTES of them), and the
+run's `load_context` stores it (the same key: whichever write comes second
+is a no-op).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         TriggerKind,
         WaitForRun,
     )
+    from fleet_agent.triggers import RUN_CARRIES_UNSTORED_BYTES
     from fleet_agent.wakes import add_wake, due_wakes
     from fleet_agent.wakes import cancel_wake as remove_wake
     from workflows import stubs
@@ -51,13 +55,25 @@ __all__ = ["RunsMixin"]
 _MAX_UNRECORDED = 20
 
 
+#: The run stores the message texts it carries (`_run_once`).
+RUN_CARRIES_TEXTS_PATCH = "run-carries-unstored-texts"
+
+
 class RunsMixin(AgentCore):
     """Starting, awaiting and recording runs; the background store loop."""
 
     async def _run_once(self) -> None:
         state = self._state
-        # The run reads message texts from the store: let them get there first.
-        await self._until_stored()
+        # The run reads message texts from the store. A few not there yet go
+        # into the run whole and its load_context stores them: under load the
+        # store loop's activity can outlast the P0 window (docs/DECISIONS.md,
+        # "A run does not wait for the store"). Histories from before replay
+        # the wait.
+        if not (
+            self._buffer.unstored_bytes <= RUN_CARRIES_UNSTORED_BYTES
+            and workflow.patched(RUN_CARRIES_TEXTS_PATCH)
+        ):
+            await self._until_stored()
         now = workflow.now()
         fired, state.wakes = due_wakes(state.wakes, now)
         for wake in fired:

@@ -17,14 +17,23 @@ __all__ = [
     "FAULT_MESSAGES",
     "FINAL_STATUSES",
     "IMAGE_GB",
+    "MEAN_RATE_JITTER",
     "PARAMS_BYTES",
     "PARAMS_SOURCE_MBPS",
     "PROVER_CUDA",
     "PROVER_FAULTS",
+    "RATE_JITTER",
     "Fate",
     "MachineEnv",
     "draw_fate",
 ]
+
+#: What a machine really proves, as a share of the capacity model's figure
+#: for its offer, drawn per rental (hosts differ: clocks, cooling, the
+#: neighbours on a shared box), and the mean of that draw: an unrented offer
+#: is expected to prove its estimate times MEAN_RATE_JITTER.
+RATE_JITTER = (0.93, 1.04)
+MEAN_RATE_JITTER = sum(RATE_JITTER) / 2
 
 #: Container statuses from which nothing comes back.
 FINAL_STATUSES = frozenset({"exited", "offline", "unknown", "created"})
@@ -119,7 +128,7 @@ def draw_fate(
         fail_msg=fail_msg,
         death_status=death_status,
         death_msg=death_msg,
-        rate_jitter=rng.uniform(0.93, 1.04),
+        rate_jitter=rng.uniform(*RATE_JITTER),
         fetch_bytes_per_s=mbps * 1e6 / 8.0,
         srs_load_s=rng.uniform(30.0, 90.0),
         die_after_s=die_after_s,

@@ -91,6 +91,11 @@ class SharedListing:
         self.shared = 0
         self.stale = 0
 
+    @property
+    def serves_stale(self) -> bool:
+        """Whether a `stale_ok` caller can ever be served an older listing."""
+        return self._ttl_s > 0 and self._stale_s > 0
+
     def invalidate(self) -> None:
         """A write happened: no listing begun before now is served again."""
         self._generation += 1
