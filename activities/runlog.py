@@ -208,8 +208,10 @@ class RunLogActivities:
             if t.text_key and t.text_key not in found and message_key(t.seq, t.text) == t.text_key
         ]
         if carried:
+            # A key hashes its text: a row written first by the store loop
+            # holds the same text, so no read-back is needed.
             self._store.stash_messages(agent_id, carried)
-            found = {**found, **self._store.inbox_texts(agent_id, [i.key for i in carried])}
+            found = {**found, **{i.key: i for i in carried}}
         missing = [k for k in keys if k not in found]
         if missing:
             # Retryable: the workflow's stash of these texts may still be in flight.

@@ -142,14 +142,7 @@ class SharedListing:
         """The newest good listing for a `stale_ok` caller, or None (then it
         is served as any other caller)."""
         good = self._good
-        if (
-            good is None
-            or self._ttl_s == 0
-            or good.generation != self._generation
-            or good.finished is None
-            or good.task.get_loop() is not asyncio.get_running_loop()
-            or (not_before is not None and good.began < not_before)
-        ):
+        if good is None or good.finished is None or not self._current(good, not_before):
             return None
         age = self._clock() - good.finished
         if age >= max(self._stale_s, self._ttl_s):
@@ -164,12 +157,18 @@ class SharedListing:
             self.shared += 1
         return list(good.task.result()), stale
 
+    def _current(self, walk: _Walk, not_before: float | None) -> bool:
+        """Sharing is on, no write came after `walk` began (this client's, or
+        the caller's `not_before`), and it runs on this event loop."""
+        return (
+            self._ttl_s > 0
+            and walk.generation == self._generation
+            and (not_before is None or walk.began >= not_before)
+            and walk.task.get_loop() is asyncio.get_running_loop()
+        )
+
     def _usable(self, walk: _Walk, not_before: float | None = None) -> bool:
-        if self._ttl_s == 0 or walk.generation != self._generation:
-            return False
-        if not_before is not None and walk.began < not_before:
-            return False
-        if walk.task.get_loop() is not asyncio.get_running_loop():
+        if not self._current(walk, not_before):
             return False
         if not walk.task.done():
             return True  # under way: join it
