@@ -138,6 +138,11 @@ class TriggerBuffer:
         """When the oldest pending trigger of `priority` arrived."""
         return self._first.get(priority)
 
+    def folds_change_of(self, instance_id: str) -> bool:
+        """A state change of this instance would fold into a pending one (so
+        no debounce window opens or moves)."""
+        return instance_id in self._by_instance
+
     @property
     def firsts(self) -> dict[Priority, datetime]:
         return dict(self._first)
@@ -227,13 +232,15 @@ class TriggerBuffer:
         detail = detail[:MAX_DETAIL_CHARS]
         existing = self._by_instance.get(instance_id)
         if existing is not None:
-            before = _size(existing)
+            # Only these two strings change: their difference is the size's
+            # (a flood folds thousands of changes; no re-summing per signal).
+            self._bytes += len(new_state) - len(existing.new_state)
+            self._bytes += len(detail) - len(existing.detail)
             existing.new_state = new_state
             existing.detail = detail
             existing.count += 1
             existing.last_seq = seq
             existing.last_received_at = at
-            self._bytes += _size(existing) - before
             return None
         trigger = Trigger(
             seq=seq,

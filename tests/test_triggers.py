@@ -53,6 +53,17 @@ def test_state_changes_coalesce_per_instance_and_count() -> None:
     assert len(seqs) == 10_000 and seqs == list(range(1, 10_001))
     assert run_input_bytes(buf) < 256_000
     assert buf.first_at(Priority.P1) == T0
+    # The size kept by folding (a difference per change) is the size counted afresh.
+    assert buf.bytes == TriggerBuffer(list(buf.pending), []).bytes
+
+
+def test_a_change_folds_only_into_its_own_instance() -> None:
+    buf = TriggerBuffer([], [])
+    assert not buf.folds_change_of("1")
+    buf.add_state_change(1, at(0), instance_id="1", old_state=None, new_state="running", detail="")
+    assert buf.folds_change_of("1") and not buf.folds_change_of("10")
+    buf.take()
+    assert not buf.folds_change_of("1")
 
 
 def test_500_long_messages_fit_once_their_texts_are_stored() -> None:

@@ -140,13 +140,17 @@ class AgentCore:
         self._state.next_trigger_seq += 1
         return trigger
 
-    def _accepted(self, signal: str, refusal: Refusal | None, raw: Any) -> None:
-        """Count a trigger the buffer kept (its seq is used), or show the refusal."""
+    def _accepted(
+        self, signal: str, refusal: Refusal | None, raw: Any, *, notify: bool = True
+    ) -> None:
+        """Count a trigger the buffer kept (its seq is used), or show the refusal.
+        `notify=False`: the trigger cannot have moved the due time."""
         if refusal is not None:
             self._reject(signal, refusal.reason, raw)
             return
         self._state.next_trigger_seq += 1
-        self._notify()
+        if notify:
+            self._notify()
 
     def _compute_due(self) -> Due | None:
         return next_due(

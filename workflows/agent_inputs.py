@@ -96,6 +96,7 @@ class InputsMixin(AgentCore):
         self._signals += 1
         change = self._valid(parse_payload(StateChanged, raw), "state_changed", raw)
         if change is not None:
+            folded = self._buffer.folds_change_of(change.instance_id)
             refusal = self._buffer.add_state_change(
                 self._state.next_trigger_seq,
                 workflow.now(),
@@ -104,7 +105,9 @@ class InputsMixin(AgentCore):
                 new_state=change.new_state,
                 detail=change.detail,
             )
-            self._accepted("state_changed", refusal, raw)
+            # A folded change moves no debounce window: the due time stands,
+            # and a flood skips recomputing it for every signal.
+            self._accepted("state_changed", refusal, raw, notify=not folded)
 
     @workflow.signal(
         description='P0: run as soon as the 2 s window allows; {"reason": str} optional'
