@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
+from fleet_agent.fleet.policy import SMALL_GAP
 from fleet_agent.models import AgentConfig, Trigger, TriggerKind, Wake
 from fleet_agent.verdict import VERDICT_INSTRUCTIONS
 
@@ -84,6 +85,10 @@ def render_trigger_block(triggers: Sequence[Trigger]) -> str:
     return "\n".join(lines)
 
 
+# The autopilot's tolerance under the target (policy.py), as the model reads it.
+_SMALL_GAP_PCT = f"{100 * SMALL_GAP:g}"
+
+
 def system_prompt(agent_id: str) -> str:
     """The fixed instructions: the same bytes on every run of an agent.
 
@@ -111,9 +116,11 @@ estimate counts only while a machine loads or fetches its parameters.
 target, or the "hold" figure of the fleet line when it gives one (a spare, so that one failure \
 leaves the fleet within 5 % under the target while its replacement loads) — and at most 5 % \
 over the target: a rental that takes the fleet further over can rarely be released again, so \
-prefer offers that fit, and leave a gap open when none does and the fleet is within 2 % under \
-the target. Release machines the level does not need, most expensive per proof first, only \
-when the fleet stays at or above that level without them, and never a healthy machine \
+prefer offers that fit, and leave a gap open when none does and the fleet is within \
+{_SMALL_GAP_PCT} % under the target. Release machines the level does not need, most expensive \
+per proof first, only when the fleet stays at or above that level without them (or, when it \
+is more than 5 % over and no release keeps the target, within {_SMALL_GAP_PCT} % under the \
+target), and never a healthy machine \
 younger than the minimum release age in ## Limits (releasable: false). Release a machine \
 only when the machines proving now still hold the level without it.
 - Hard limits (## Limits) are enforced by the system, not by you. A refused call tells you \

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet_agent.fleet.policy import choose_offers
+import pytest
+
+from fleet_agent.fleet.policy import SMALL_GAP, choose_offers, plan_fleet
 
 
 def offer(offer_id: int, rate: float, dph: float) -> dict[str, Any]:
@@ -41,3 +43,50 @@ def test_a_cover_that_ends_inside_the_band_is_the_cheapest_one() -> None:
     assert ids(choose_offers(offers, 20, 300)) == [1]
     assert sorted(ids(choose_offers(offers, 140, 500))) == [1, 2, 3]
     assert choose_offers(offers, 0, 300) == []
+
+
+def machine(iid: int, rate: float, dph: float) -> dict[str, Any]:
+    return {
+        "id": iid,
+        "state": "running",
+        "dph": dph,
+        "expected_proofs_per_hour": rate,
+        "proofs_per_hour": rate,
+        "measured_proofs_per_hour": rate,
+        "age_minutes": 600.0,
+    }
+
+
+def test_a_fleet_just_past_the_band_comes_back_under_the_target_and_stays() -> None:
+    """Seed 2's market day (target 300): a cover landed at 317 in truth, 0.6 %
+    past the band's top. No release keeps the target (the smallest machine
+    takes it to 293), so the fleet comes back to 293 (2.3 % under, inside
+    SMALL_GAP), and the rental rule leaves that gap open: no cycle."""
+    fleet = [
+        machine(1, 97.0, 0.80),
+        machine(2, 98.0, 0.81),
+        machine(3, 98.0, 0.82),
+        machine(4, 24.0, 0.21),
+    ]
+    plan = plan_fleet(fleet, 300)
+    assert plan.destroy == [(4, "not needed for the target")]
+    assert plan.expected_after == pytest.approx(293)
+    assert 0 < plan.gap <= SMALL_GAP * 300
+    # The next plan, on what is left, keeps it all and rents nothing past the band.
+    again = plan_fleet(fleet[:3], 300)
+    assert again.destroy == [] and again.gap == pytest.approx(7)
+    assert choose_offers([offer(1, 24.8, 0.20)], again.gap, 300) == []
+    # A machine small enough to end inside the band is rented: a swap.
+    assert ids(choose_offers([offer(1, 24.8, 0.20), offer(2, 10.0, 0.09)], 7, 300)) == [2]
+
+
+def test_a_fleet_past_the_band_that_can_keep_the_target_does() -> None:
+    # 330 of machines of 10 and 100: dropping a 10 keeps 320 (past), two keep
+    # 310: the target is kept, never the tolerance under it.
+    fleet = [machine(1, 100.0, 0.8), machine(2, 100.0, 0.8), machine(3, 100.0, 0.8)]
+    fleet += [machine(10 + i, 10.0, 0.1) for i in range(3)]
+    plan = plan_fleet(fleet, 300)
+    assert len(plan.destroy) >= 2 and 300 <= plan.expected_after <= 315
+    # Past the band with nothing small enough to release: it stays.
+    big = [machine(i, 106.0, 0.8) for i in range(1, 4)]  # 318
+    assert plan_fleet(big, 300).destroy == []

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fleet_agent.fleet.policy import plan_fleet
+from fleet_agent.fleet.policy import SMALL_GAP, plan_fleet
 from fleet_agent.fleet.prover_status import parse_status
 from fleet_agent.fleet.provers import (
     MIN_PROOFS_MEASURED,
@@ -18,6 +18,7 @@ from fleet_agent.fleet.provers import (
     not_proving_reason,
 )
 from fleet_agent.fleet.snapshot import estimate, summarize
+from fleet_agent.fleet.spare import BAND
 from fleet_agent.vast.models import Instance
 
 LIMIT = 20.0  # not_proving_minutes
@@ -292,16 +293,20 @@ def test_young_healthy_machines_are_not_released_and_old_ones_are() -> None:
     assert stuck.instances[0].releasable
 
 
-def test_a_release_leaves_the_fleet_at_or_above_target() -> None:
+def test_a_release_leaves_the_fleet_at_target_or_within_small_gap_under_it() -> None:
     now = 10_000.0
     fleet = [_instance(i, start=0.0) for i in (1, 2, 3)]
     snap = summarize(fleet, target=0, now_epoch=now)
     each = snap.instances[0].expected_proofs_per_hour
     rows = [r.model_dump() | {"measured_proofs_per_hour": each} for r in snap.instances]
-    # Over target by less than one machine: nothing goes.
-    assert plan_fleet(rows, 2 * each + 1).destroy == []
     # Over by exactly one machine: one goes.
     assert len(plan_fleet(rows, 2 * each).destroy) == 1
+    # Over by less than one machine, inside the band: nothing goes.
+    assert plan_fleet(rows, 3 * each / (1 + BAND / 2)).destroy == []
+    # Past the band, where no release keeps the target: one goes only if
+    # that leaves the fleet at most SMALL_GAP under it (policy.py).
+    assert len(plan_fleet(rows, 2 * each * (1 + SMALL_GAP / 2)).destroy) == 1
+    assert plan_fleet(rows, 2 * each * (1 + 2 * SMALL_GAP)).destroy == []
 
 
 def test_a_release_is_judged_on_what_is_measured_not_on_estimates() -> None:

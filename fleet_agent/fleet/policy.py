@@ -53,10 +53,14 @@ NOT_PROVING = "not_proving"
 #: How much dearer ($/h) a cover that ends inside the band may be than the
 #: cheapest cover, which would end over it.
 INSIDE_BAND_PREMIUM = 0.25
-#: A gap this small (a share of the target) is left open rather than covered
-#: past the band: the fleet is inside the band, and the estimates it is
-#: measured on run about 1.5 % above what the machines prove.
-SMALL_GAP = 0.02
+#: The one tolerance under the target both rules share (a share of it). A
+#: gap this small is left open rather than covered past the band, and a
+#: fleet past the band that no release brings into [target, band top] may be
+#: released down to this far under the target: the fleet is inside the band
+#: either way. One value for both, or a release would open a gap the rental
+#: covers past the band again (a rent-and-release cycle). 3 %: the fleet of
+#: seed 2's market day (target 300) could only come back from 317 to 293.
+SMALL_GAP = 0.03
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,8 @@ def _inside_band(
     items: list[Item], lows: tuple[float, ...], high: float, cheapest: Cover
 ) -> tuple[Cover, float] | None:
     """The cheapest set that lands between a low of `lows` (tried in order:
-    the level, then the target) and `high`, with the low it holds, if it
+    the level, the target, then for a release the target less SMALL_GAP)
+    and `high`, with the low it holds, if it
     costs at most INSIDE_BAND_PREMIUM more than `cheapest` (which ends past
     `high`). Shared by rentals (`choose_offers`) and releases
     (`_cheapest_kept`): a fleet past the band is rarely brought back."""
@@ -108,7 +113,9 @@ def _cheapest_kept(
     kept instead of a cheaper one past it when it costs at most
     INSIDE_BAND_PREMIUM more: one holding `hold`, else one holding the
     target alone (a spare is never held past the band; the level is then
-    the target)."""
+    the target), else one holding the target less SMALL_GAP (no machine is
+    small enough to leave the fleet between the target and the band's top;
+    the gap it leaves is one `choose_offers` leaves open)."""
     fixed = [r for r in alive if not r.get("releasable", True)]
     free = [r for r in alive if r.get("releasable", True)]
     held = sum(float(r.get("expected_proofs_per_hour") or 0.0) for r in fixed)
@@ -125,7 +132,8 @@ def _cheapest_kept(
     level = hold
     room = (1 + BAND) * target - held
     if cover.rate > room:
-        inside = _inside_band(items, (hold - held, target - held), room, cover)
+        lows = (hold - held, target - held, (1 - SMALL_GAP) * target - held)
+        inside = _inside_band(items, lows, room, cover)
         if inside is not None:
             cover, level = inside[0], inside[1] + held
         elif hold > target:
