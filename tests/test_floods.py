@@ -204,7 +204,7 @@ async def test_state_change_storm_in_one_window_is_coalesced(
         )
         assert len(st.pending_triggers) <= 201  # 200 instances + the start trigger
         assert st.rejected_total == 0
-        # An execution takes at most 5,000 signals: more accepted means it
+        # An execution takes at most SIGNALS_PER_EXECUTION: more accepted means it
         # handed on; past 1,000 it does so once the flood lets it.
         st = await wait_status(
             lambda: _executions_at_least(handle, max(2, -(-accepted // SIGNALS_PER_EXECUTION))),
