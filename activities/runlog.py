@@ -290,19 +290,32 @@ class RunLogActivities:
             for r in StoredToolResults.model_validate_json(message.content).results:
                 if r.name in MUTATING_TOOLS and not r.is_error:
                     digest.append(f"- {r.name}: {r.content.splitlines()[0][:200]}")
-        if store.get_attempt_of(req.agent_id, result.run, req.workflow_run_id) is None:
+        cost = replies_cost(replies, self._prices)
+        try:
+            self._finish(req, final_text, digest, replies, cost)
+        except KeyError:
             # This execution of the run never got as far as load_context (e.g.
-            # its workflow could not start): nothing to close.
+            # its workflow could not start): nothing to close, nothing written.
             raise ApplicationError(
                 f"run {result.run} was never opened in the store"
                 + (f" by workflow run {req.workflow_run_id}" if req.workflow_run_id else ""),
                 type="RunNotOpened",
                 non_retryable=True,
-            )
-        if req.context is not None:
-            store.set_run_context(req.agent_id, result.run, req.context, req.workflow_run_id)
-        cost = replies_cost(replies, self._prices)
-        store.finish_run(
+            ) from None
+        return cost
+
+    def _finish(
+        self,
+        req: RecordRunRequest,
+        final_text: str,
+        digest: list[str],
+        replies: list[StoredReply],
+        cost: float,
+    ) -> None:
+        """The record's one write (the context with it); `KeyError` if the
+        attempt was never opened."""
+        result = req.result
+        self._store.finish_run(
             req.agent_id,
             result.run,
             status=result.status,
@@ -326,5 +339,5 @@ class RunLogActivities:
             model=replies[-1].model if replies else "",
             ended_at=result.ended_at or activity.info().started_time,
             workflow_run_id=req.workflow_run_id,
+            context=req.context,
         )
-        return cost

@@ -45,6 +45,7 @@ def _finish(
     text: str = "",
     in_prompt: bool = True,
     status: RunStatus = RunStatus.OK,
+    context: ContextInfo | None = None,
 ) -> None:
     store.finish_run(
         AGENT,
@@ -64,6 +65,7 @@ def _finish(
         llm_seconds=0.1,
         ended_at=T0 + timedelta(minutes=run, seconds=30),
         workflow_run_id=workflow_run_id,
+        context=context,
     )
 
 
@@ -141,6 +143,27 @@ def test_writes_target_the_attempt_of_their_workflow_run(store: Store) -> None:
         "late original",
         "unknown writer",
     ]
+
+
+def test_the_context_written_with_the_outcome_lands_on_the_same_attempt(store: Store) -> None:
+    """record_run writes the prompt's bookkeeping in finish_run's transaction:
+    the same columns set_run_context writes, on the attempt of its workflow
+    run; with no such attempt neither is written."""
+    _begin(store, 6, W1)
+    _begin(store, 6, W2)
+    full = ContextInfo(
+        history_runs_included=4, history_runs_dropped=2, estimated_prompt_tokens=1234
+    )
+    _finish(store, 6, W1, text="original", context=full)
+    original, replay = store.run_attempts(AGENT, 6)
+    assert (original.final_text, original.history_runs_included) == ("original", 4)
+    assert original.history_runs_dropped == 2 and original.estimated_prompt_tokens == 1234
+    assert replay.history_runs_included == 0
+    _finish(store, 6, W2)  # no context: the columns stay as they were
+    assert store.run_attempts(AGENT, 6)[1].history_runs_included == 0
+    with pytest.raises(KeyError):
+        _finish(store, 6, W3, context=_context(9))
+    assert [r.history_runs_included for r in store.run_attempts(AGENT, 6)] == [4, 0]
 
 
 def test_an_attempt_without_a_workflow_run_id_is_closed_by_its_named_writer(store: Store) -> None:

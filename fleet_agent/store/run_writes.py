@@ -110,15 +110,7 @@ class RunWrites(StoreBase):
     ) -> None:
         """Record how the attempt's prompt was built. Raises `KeyError` if there is none."""
         with self._engine.begin() as conn:
-            self._update_attempt(
-                conn,
-                agent_id,
-                run,
-                workflow_run_id,
-                history_runs_included=info.history_runs_included,
-                history_runs_dropped=info.history_runs_dropped,
-                estimated_prompt_tokens=info.estimated_prompt_tokens,
-            )
+            self._update_attempt(conn, agent_id, run, workflow_run_id, **_context_values(info))
 
     def finish_run(
         self,
@@ -146,8 +138,11 @@ class RunWrites(StoreBase):
         cost_usd: float = 0.0,
         tool_seconds: float = 0.0,
         model: str = "",
+        context: ContextInfo | None = None,
     ) -> None:
-        """Record the attempt's outcome and which of the run's messages stay in the prompt.
+        """Record the attempt's outcome and which of the run's messages stay in the prompt
+        (and, given `context`, how its prompt was built, as `set_run_context`
+        does: one transaction for both).
 
         The attempt is the one `workflow_run_id` opened ("": the latest). Only
         the run's last assistant message (its final text) can stay in later
@@ -184,6 +179,7 @@ class RunWrites(StoreBase):
                 cache_creation_1h_input_tokens=usage.cache_creation_1h_input_tokens,
                 llm_seconds=llm_seconds,
                 ended_at=require_aware(ended_at, "ended_at"),
+                **({} if context is None else _context_values(context)),
             )
             insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert
             costs = {"cost_usd": cost_usd, "tool_seconds": tool_seconds, "model": model}
@@ -235,6 +231,15 @@ class RunWrites(StoreBase):
         )
         conn.execute(stmt)
         return attempt
+
+
+def _context_values(info: ContextInfo) -> dict[str, Any]:
+    """The run row's columns of its prompt bookkeeping."""
+    return {
+        "history_runs_included": info.history_runs_included,
+        "history_runs_dropped": info.history_runs_dropped,
+        "estimated_prompt_tokens": info.estimated_prompt_tokens,
+    }
 
 
 def _attempts(conn: Connection, agent_id: str, run: int) -> Sequence[Row[int, str]]:
