@@ -7,10 +7,7 @@ from typing import Any
 import pytest
 
 from fleet_agent.fleet.policy import SMALL_GAP, choose_offers, plan_fleet
-
-
-def offer(offer_id: int, rate: float, dph: float) -> dict[str, Any]:
-    return {"offer_id": offer_id, "est_proofs_per_hour": rate, "dph": dph}
+from tests.policy_rows import machine, offer
 
 
 def ids(picks: list[dict[str, Any]]) -> list[int]:
@@ -43,18 +40,6 @@ def test_a_cover_that_ends_inside_the_band_is_the_cheapest_one() -> None:
     assert ids(choose_offers(offers, 20, 300)) == [1]
     assert sorted(ids(choose_offers(offers, 140, 500))) == [1, 2, 3]
     assert choose_offers(offers, 0, 300) == []
-
-
-def machine(iid: int, rate: float, dph: float) -> dict[str, Any]:
-    return {
-        "id": iid,
-        "state": "running",
-        "dph": dph,
-        "expected_proofs_per_hour": rate,
-        "proofs_per_hour": rate,
-        "measured_proofs_per_hour": rate,
-        "age_minutes": 600.0,
-    }
 
 
 def test_a_fleet_just_past_the_band_comes_back_under_the_target_and_stays() -> None:

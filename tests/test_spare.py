@@ -10,7 +10,6 @@ import math
 import random
 import re
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
@@ -21,23 +20,7 @@ from fleet_agent.fleet.spare import BAND, SPARE_MAX, cheapest_spared_cover, hold
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig
 from fleet_agent.prompt import context_message, limits_text
-
-
-def machine(iid: int, rate: float, dph: float = 0.4, **extra: Any) -> dict[str, Any]:
-    return {
-        "id": iid,
-        "state": "running",
-        "dph": dph,
-        "expected_proofs_per_hour": rate,
-        "proofs_per_hour": rate,
-        "measured_proofs_per_hour": rate,
-        "age_minutes": 600.0,
-        **extra,
-    }
-
-
-def offer(offer_id: int, rate: float, dph: float) -> dict[str, Any]:
-    return {"offer_id": offer_id, "est_proofs_per_hour": rate, "dph": dph}
+from tests.policy_rows import machine, offer
 
 
 def test_the_level_leaves_the_fleet_in_band_after_losing_one_machine() -> None:
