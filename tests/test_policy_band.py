@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from fleet_agent.fleet.policy import SMALL_GAP, choose_offers, plan_fleet
+from fleet_agent.prompt import system_prompt
 from tests.policy_rows import machine, offer
 
 
@@ -75,3 +76,8 @@ def test_a_fleet_past_the_band_that_can_keep_the_target_does() -> None:
     # Past the band with nothing small enough to release: it stays.
     big = [machine(i, 106.0, 0.8) for i in range(1, 4)]  # 318
     assert plan_fleet(big, 300).destroy == []
+
+
+def test_the_model_is_told_the_autopilot_s_tolerance_under_the_target() -> None:
+    text = " ".join(system_prompt("a").split())
+    assert text.count(f"within {100 * SMALL_GAP:g} % under the target") == 2
