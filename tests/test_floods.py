@@ -205,8 +205,9 @@ async def test_state_change_storm_in_one_window_is_coalesced(
     signal count, and the run that follows accounts for every change accepted.
 
     The 12,000 come in bursts of 100 with 50 ms between them (about 1,000 a
-    second), from a process of their own (tests/flood_sender.py). Whether the agent's continue-as-new lands inside one of those
-    gaps depends on the machine's speed: the server refuses it while signals
+    second), from a process of their own (tests/flood_sender.py). Whether
+    the agent's continue-as-new lands inside one of those gaps depends on
+    the machine's speed: the server refuses it while signals
     arrive, and each refusal costs the worker a replay of the execution. While
     it is starved, the server refuses signals past its per-execution limit
     (temporal-dev.yaml) to the sender, so no workflow task holds
