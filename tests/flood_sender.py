@@ -13,14 +13,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-__all__ = ["main"]
+__all__ = ["flood", "main"]
 
 
-async def flood(args: argparse.Namespace) -> dict[str, object]:
+async def flood(
+    n: int, send: Callable[[int], Awaitable[None]], *, batch: int = 100, pause: float = 0.0
+) -> None:
+    """`n` signals, `batch` at a time, with `pause` seconds between batches."""
+    for start in range(0, n, batch):
+        await asyncio.gather(*(send(i) for i in range(start, min(n, start + batch))))
+        if pause:
+            await asyncio.sleep(pause)
+
+
+async def _state_changes(args: argparse.Namespace) -> dict[str, object]:
     client = await Client.connect(args.address, namespace=args.namespace)
     handle = client.get_workflow_handle(args.workflow_id)
     refused: list[str] = []
@@ -38,10 +49,7 @@ async def flood(args: argparse.Namespace) -> dict[str, object]:
         except RPCError as exc:
             refused.append(str(exc))
 
-    for start in range(0, args.n, args.batch):
-        await asyncio.gather(*(send(i) for i in range(start, min(args.n, start + args.batch))))
-        if args.pause:
-            await asyncio.sleep(args.pause)
+    await flood(args.n, send, batch=args.batch, pause=args.pause)
     return {"sent": args.n, "refused_count": len(refused), "refused": refused[:5]}
 
 
@@ -54,7 +62,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--pause", type=float, default=0.0)
     parser.add_argument("--instances", type=int, default=200)
-    print(json.dumps(asyncio.run(flood(parser.parse_args()))), flush=True)
+    print(json.dumps(asyncio.run(_state_changes(parser.parse_args()))), flush=True)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from fleet_agent.models import AgentStatus, RunStatus, TriggerKind
 from fleet_agent.store import Store
 from starter.devserver import load_dev_config
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from tests.flood_sender import flood
 from tests.helpers import eventually, running_worker, wait_runs
 from workflows import FleetAgentWorkflow
 
@@ -39,7 +40,7 @@ SMALL = 256_000  # bytes: what RunInput, continue-as-new input and status must s
 QUERY_ATTEMPT = timedelta(seconds=2)
 
 Agent = WorkflowHandle[FleetAgentWorkflow, None]
-REPO_ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 
 
 async def settled_status(handle: Agent) -> AgentStatus | None:
@@ -77,16 +78,6 @@ def status_bytes(st: AgentStatus) -> int:
     return len(st.model_dump_json())
 
 
-async def flood(
-    n: int, send: Callable[[int], Awaitable[None]], *, batch: int = 100, pause: float = 0.0
-) -> None:
-    """`n` signals, `batch` at a time, with `pause` seconds between batches."""
-    for start in range(0, n, batch):
-        await asyncio.gather(*(send(i) for i in range(start, min(n, start + batch))))
-        if pause:
-            await asyncio.sleep(pause)
-
-
 async def flood_from_another_process(
     client: Client, workflow_id: str, n: int, pause: float
 ) -> dict[str, Any]:
@@ -107,7 +98,7 @@ async def flood_from_another_process(
         str(n),
         "--pause",
         str(pause),
-        cwd=REPO_ROOT,
+        cwd=ROOT,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
