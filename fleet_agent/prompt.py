@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from fleet_agent.fleet.policy import SMALL_GAP
+from fleet_agent.fleet.policy import BAND, SMALL_GAP, TOP_MARGIN
 from fleet_agent.models import AgentConfig, Trigger, TriggerKind, Wake
 from fleet_agent.verdict import VERDICT_INSTRUCTIONS
 
@@ -87,6 +87,7 @@ def render_trigger_block(triggers: Sequence[Trigger]) -> str:
 
 # The autopilot's tolerance under the target (policy.py), as the model reads it.
 _SMALL_GAP_PCT = f"{100 * SMALL_GAP:g}"
+_PLAN_TOP_PCT = f"{100 * (BAND - TOP_MARGIN):g}"
 
 
 def system_prompt(agent_id: str) -> str:
@@ -112,17 +113,19 @@ Rules:
 their prover finished nothing for the not-proving time in ## Limits), and replace them.
 - Capacity is measured from each prover's finished proofs (measured_proofs_per_hour); an \
 estimate counts only while a machine loads or fetches its parameters.
-- Keep the expected capacity (running + loading) at or just above the level to hold — the \
-target, or the "hold" figure of the fleet line when it gives one (a spare, so that one failure \
-leaves the fleet within 5 % under the target while its replacement loads) — and at most 5 % \
-over the target: a rental that takes the fleet further over can rarely be released again, so \
-prefer offers that fit, and leave a gap open when none does and the fleet is within \
-{_SMALL_GAP_PCT} % under the target. Release machines the level does not need, most expensive \
-per proof first, only when the fleet stays at or above that level without them (or, when it \
-is more than 5 % over and no release keeps the target, within {_SMALL_GAP_PCT} % under the \
-target), and never a healthy machine \
-younger than the minimum release age in ## Limits (releasable: false). Release a machine \
-only when the machines proving now still hold the level without it.
+- Keep the expected capacity (running + loading) at or just above the level to hold — the target, \
+or the "hold" figure of the fleet line when it gives one (a spare, so that one failure leaves the \
+fleet within 5 % under the target while its replacement loads: 95 % of the target plus the \
+largest machine of up to 8.5 % of it, so choose a set of rentals that holds the level it makes, \
+in one go) — and at most 5 % over the target (plan for {_PLAN_TOP_PCT} %: a machine's figure is \
+an estimate, or a measurement a few per cent either way): a rental that takes the fleet further \
+over can rarely be released again, so prefer offers that fit, and leave a gap open when none does \
+and the fleet is within {_SMALL_GAP_PCT} % under the target. Release machines the level does not \
+need, most expensive per proof first, only when the fleet stays at or above that level without \
+them (or, when it is more than 5 % over and no release keeps the target, within {_SMALL_GAP_PCT} \
+% under the target), and never a healthy machine younger than the minimum release age in ## \
+Limits (releasable: false). Release a machine only when the machines proving now still hold the \
+level without it.
 - Hard limits (## Limits) are enforced by the system, not by you. A refused call tells you \
 why; do not retry it unchanged.
 - The heartbeat runs you regularly (its interval is in ## Limits). Use schedule_next_check \

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fleet_agent.fleet.policy import SMALL_GAP, choose_offers, plan_fleet
+from fleet_agent.fleet.policy import BAND, SMALL_GAP, TOP_MARGIN, choose_offers, plan_fleet
 from fleet_agent.prompt import system_prompt
 from tests.policy_rows import machine, offer
 
@@ -81,3 +81,18 @@ def test_a_fleet_past_the_band_that_can_keep_the_target_does() -> None:
 def test_the_model_is_told_the_autopilot_s_tolerance_under_the_target() -> None:
     text = " ".join(system_prompt("a").split())
     assert text.count(f"within {100 * SMALL_GAP:g} % under the target") == 2
+
+
+def test_the_model_is_told_the_planning_margin_and_the_joint_level() -> None:
+    text = " ".join(system_prompt("a").split())
+    assert f"plan for {100 * (BAND - TOP_MARGIN):g} %" in text
+    assert "holds the level it makes, in one go" in text
+
+
+def test_a_cover_ends_top_margin_under_the_band_s_top() -> None:
+    # 290 at target 300: a 24 ends at 314, inside the band but past the
+    # planning top of 312; a 20 ends at 310.
+    fleet = [machine(i, 29.0, 0.3) for i in range(1, 11)]
+    offers = [offer(1, 24.0, 0.20), offer(2, 20.0, 0.22)]
+    plan = plan_fleet(fleet, 300)
+    assert [o["offer_id"] for o in choose_offers(offers, plan.gap, 300, hold=plan.hold)] == [2]

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import pytest
 
 from fleet_agent.fleet.oracle import Item, cheapest_cover
-from fleet_agent.fleet.policy import choose_offers, hold_of, plan_fleet
+from fleet_agent.fleet.policy import TOP_MARGIN, choose_offers, hold_of, plan_fleet
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.fleet.spare import BAND, SPARE_MAX, cheapest_spared_cover, hold_level
 from fleet_agent.llm.autopilot import AutopilotProvider
@@ -184,3 +184,116 @@ def test_the_spared_oracle_pays_for_the_spare() -> None:
     assert cheapest_cover(items, 300, 1.0).cost == pytest.approx(15.0)
     spared = cheapest_spared_cover(items, 300, 1.0)
     assert spared.cost == pytest.approx(15.3) and 99 in spared.keys
+
+
+def _brute_force_joint(items: list[Item], target: float, held: list[float]) -> float:
+    """The cheapest subset whose fleet with `held` holds its own level."""
+    best = math.inf
+    for n in range(len(items) + 1):
+        for combo in itertools.combinations(items, n):
+            rates = held + [i.rate for i in combo]
+            if sum(rates) >= hold_level(target, rates):
+                best = min(best, sum(i.cost for i in combo))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_joint_spared_cover_is_as_cheap_as_brute_force(seed: int) -> None:
+    rng = random.Random(1000 + seed)
+    target = float(rng.choice([100, 200, 300]))
+    held = [float(rng.randint(4, 60)) for _ in range(rng.randint(0, 5))]
+    items = [
+        Item(key=k, cost=round(rng.uniform(0.1, 3.0), 3), rate=float(rng.randint(4, 60)))
+        for k in range(rng.randint(1, 10))
+    ]
+    cover = cheapest_spared_cover(items, target, unit=1.0, held=held)
+    expected = _brute_force_joint(items, target, held)
+    assert cover.met == (expected < math.inf)
+    if cover.met:
+        assert cover.cost == pytest.approx(expected)
+        rates = held + [i.rate for i in items if i.key in cover.keys]
+        assert sum(rates) >= hold_level(target, rates)
+
+
+def test_one_cover_rents_the_target_and_its_spare_together() -> None:
+    """The market day's seed 3 at hour 0, in small: from an empty fleet the
+    cover of the target alone (twelve 25.1s, 301.2) needs a second rental for the
+    spare, and the cheapest machine for that small gap is a dear one; the
+    joint cover takes a 10 at once. The next plan then has no gap."""
+    offers = [offer(k, 25.1, 0.25) for k in range(1, 13)]
+    offers += [offer(20, 10.0, 0.30), offer(21, 30.0, 0.90)]
+    empty = plan_fleet([], 300, spare=True)
+    assert empty.hold == 300 and empty.held == ()
+    # Without the fleet's rates the first cover is the target's alone ...
+    alone = choose_offers(offers, empty.gap, 300, hold=empty.hold)
+    assert sorted(o["offer_id"] for o in alone) == list(range(1, 13))
+    after = plan_fleet([machine(o["offer_id"], 25.1, dph=0.25) for o in alone], 300, spare=True)
+    assert after.gap == pytest.approx(8.9)  # ... and the spare is a second rental.
+    # With them, one cover holds the level of the fleet it makes.
+    joint = choose_offers(offers, empty.gap, 300, hold=empty.hold, held=empty.held)
+    assert sorted(o["offer_id"] for o in joint) == [*range(1, 13), 20]
+    rows = [machine(o["offer_id"], o["est_proofs_per_hour"], dph=o["dph"]) for o in joint]
+    assert plan_fleet(rows, 300, spare=True).gap <= 0
+
+
+def test_a_cover_that_brings_a_larger_spared_machine_covers_its_spare_too() -> None:
+    """A fleet of 280 in 14 machines of 20 holds 305 (0.95 × 300 + 20): a
+    gap of 25. A single 25 would meet the gap and raise the level to 310,
+    5 short again; the joint cover takes what holds the level it makes."""
+    fleet = [machine(i, 20.0, dph=0.2) for i in range(1, 15)]
+    plan = plan_fleet(fleet, 300, spare=True)
+    assert plan.hold == pytest.approx(305) and plan.gap == pytest.approx(25)
+    offers = [offer(1, 25.0, 0.20), offer(2, 20.0, 0.21), offer(3, 5.1, 0.07)]
+    assert [o["offer_id"] for o in choose_offers(offers, plan.gap, 300, hold=plan.hold)] == [1]
+    joint = choose_offers(offers, plan.gap, 300, hold=plan.hold, held=plan.held)
+    rows = fleet + [machine(100 + o["offer_id"], o["est_proofs_per_hour"]) for o in joint]
+    assert plan_fleet(rows, 300, spare=True).gap <= 0
+    # The 25 and the 5.1 (310.1, holding 310) are cheaper than the 20 and the 5.1.
+    assert sorted(o["offer_id"] for o in joint) == [1, 3]
+
+
+def test_a_release_keeps_the_cheapest_fleet_that_holds_its_own_level() -> None:
+    """Target 300, fifteen machines (453 proofs/h). With every machine held
+    the level is 309 (0.95 × 300 + a 24), and the cheapest subset holding 309
+    costs $2.43/h. A subset with no 24 (or 20) to spare needs only its own
+    level, 300: the 45s, 30s and 10s that hold it cost $2.38/h."""
+    sizes = [
+        (24.0, 0.29), (20.0, 0.25), (10.0, 0.23), (24.0, 0.30), (30.0, 0.27),
+        (30.0, 0.25), (45.0, 0.28), (45.0, 0.21), (45.0, 0.20), (30.0, 0.29),
+        (10.0, 0.20), (10.0, 0.19), (10.0, 0.26), (30.0, 0.25), (30.0, 0.24),
+    ]  # fmt: skip
+    rows = [machine(i, rate, dph=dph) for i, (rate, dph) in enumerate(sizes, 1)]
+    plan = plan_fleet(rows, 300, spare=True)
+    assert plan.hold == pytest.approx(309)
+    gone = {iid for iid, _ in plan.destroy}
+    kept = [r for r in rows if r["id"] not in gone]
+    assert sum(r["dph"] for r in kept) == pytest.approx(2.38)
+    rates = [r["expected_proofs_per_hour"] for r in kept]
+    assert hold_level(300, rates) == 300 and sum(rates) >= 300
+    after = plan_fleet(kept, 300, spare=True)
+    assert after.gap <= 1e-9 and after.destroy == []
+
+
+def test_seed_5s_drop_to_300_keeps_a_fleet_inside_the_band() -> None:
+    """The market day's seed 5 (2026-12-01) at the drop from 800 to 300:
+    seventeen machines. Kept as the cheapest subset holding the whole fleet's
+    level (310.4), eight machines of 315.3 proofs/h ($2.80/h) stayed at the
+    band's top, and over it in truth, for eight hours. The cheapest subset
+    holding its own level, planned TOP_MARGIN under the top: four large
+    machines, 303.2 ($2.77/h), which need no spare (none is small enough)."""
+    sizes = [
+        (88.445, 0.697), (182.917, 1.932), (62.578, 0.72), (25.406, 0.207),
+        (23.792, 0.241), (25.111, 0.243), (24.85, 0.251), (24.818, 0.268),
+        (23.413, 0.24), (24.246, 0.274), (80.63, 0.72), (24.004, 0.228),
+        (24.529, 0.228), (25.208, 0.229), (38.119, 0.312), (96.053, 1.039),
+        (39.411, 0.538),
+    ]  # fmt: skip
+    rows = [machine(i, rate, dph=dph) for i, (rate, dph) in enumerate(sizes, 1)]
+    plan = plan_fleet(rows, 300, spare=True)
+    gone = {iid for iid, _ in plan.destroy}
+    kept = [r for r in rows if r["id"] not in gone]
+    rates = [r["expected_proofs_per_hour"] for r in kept]
+    assert 300 <= plan.expected_after <= (1 + BAND - TOP_MARGIN) * 300
+    assert sum(rates) >= hold_level(300, rates)
+    assert sum(r["dph"] for r in kept) == pytest.approx(2.768)
+    assert plan_fleet(kept, 300, spare=True).destroy == []

@@ -121,12 +121,24 @@ def cheapest_cover_between(
 
 
 def cheapest_cover_with_spare(
-    items: Sequence[Item], target: float, *, floor: float, widest: float, unit: float = 1.0
+    items: Sequence[Item],
+    target: float,
+    *,
+    floor: float,
+    widest: float,
+    unit: float = 1.0,
+    base: float = 0.0,
+    base_spared: float = 0.0,
 ) -> Cover:
     """The minimum-cost subset of `items` whose rates sum to at least
     max(`target`, `floor` + r), r being the largest rate in the subset that
     is at most `widest` (0 when none is): a fleet that still has `floor`
     after losing any one of its machines of up to `widest`.
+
+    With `base`, the subset joins machines already held: `base` proofs/h of
+    them, the largest of them at most `widest` being `base_spared` (0 when
+    none is). The subset then brings the rest of the joint fleet's level:
+    max(`target`, `floor` + max(r, `base_spared`)) − `base`.
 
     One pass of `cheapest_cover`'s knapsack: the machines that are never
     spared first, then the spared ones by rising rate; the cheapest subset
@@ -141,7 +153,8 @@ def cheapest_cover_with_spare(
     order = [i for i in usable if i.rate > widest] + spared
 
     def need(r: float) -> int:
-        return max(0, math.ceil(max(target, floor + r) / unit - 1e-9))
+        level = max(target, floor + max(r, base_spared))
+        return max(0, math.ceil((level - base) / unit - 1e-9))
 
     top = max([need(0.0)] + [need(i.rate) for i in spared])
     best = [0.0] + [math.inf] * top

@@ -53,14 +53,35 @@ def spare_shown(hold: float | None, target: float) -> float | None:
     return hold if hold is not None and hold > target + 0.05 else None
 
 
-def cheapest_spared_cover(items: Sequence[Item], target: float, unit: float | None = None) -> Cover:
+def cheapest_spared_cover(
+    items: Sequence[Item],
+    target: float,
+    unit: float | None = None,
+    *,
+    held: Sequence[float] = (),
+) -> Cover:
     """The minimum-cost subset of `items` that holds its own `hold_level`:
     the target, and enough more that losing any one of its machines of up to
     (BAND + SPARE_MAX) × target leaves (1 − BAND) × target. The yardstick of
     a fleet that holds a spare (bench/market_day.py), as `cheapest_cover` is
     of one that holds the target. `met` False when nothing holds its level.
+
+    `held`: the rates of machines the fleet has already (kept whatever is
+    chosen); the subset is then the cheapest whose joint fleet holds the
+    joint fleet's level. The autopilot rents so (fleet_agent/fleet/policy.py):
+    a cover of the target first and the spare after it took two rentals,
+    the second often a dear one for a small gap.
     """
     floor, widest = (1 - BAND) * target, (BAND + SPARE_MAX) * target
+    base = sum(held)
     if unit is None:
-        unit = planning_unit(max(target, floor + widest))
-    return cheapest_cover_with_spare(items, target, floor=floor, widest=widest, unit=unit)
+        unit = planning_unit(max(1.0, max(target, floor + widest) - base))
+    return cheapest_cover_with_spare(
+        items,
+        target,
+        floor=floor,
+        widest=widest,
+        unit=unit,
+        base=base,
+        base_spared=max((r for r in held if 0 < r <= widest), default=0.0),
+    )

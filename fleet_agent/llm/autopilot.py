@@ -140,7 +140,9 @@ class AutopilotProvider:
                 plan = plan_fleet(rows, run.target(), spare=run.spare())
                 found = _RESULT_JSON.search(searched[-1])
                 offers = json.loads(found.group(1)) if found else []
-                picks = choose_offers(offers, plan.gap, run.target(), hold=plan.hold)
+                picks = choose_offers(
+                    offers, plan.gap, run.target(), hold=plan.hold, held=plan.held
+                )
                 why = f"cover a {plan.gap:.0f} proofs/h gap"
                 if plan.hold > run.target():
                     why += f", holding {plan.hold:.0f} (a spare for one failure)"
