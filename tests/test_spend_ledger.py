@@ -148,9 +148,9 @@ def test_a_lost_compare_and_set_reads_again_and_counts_once(store: Store) -> Non
     interfered: list[bool] = []
 
     def rows_then_interfere(
-        self: SpendLedger, conn: Connection, agent_id: str, ids: Any
+        self: SpendLedger, conn: Connection, agent_id: str, ids: Any, **kw: Any
     ) -> dict[int, Row[Any]]:
-        found = ledger_rows(self, conn, agent_id, ids)
+        found = ledger_rows(self, conn, agent_id, ids, **kw)
         if self is first and not interfered:
             interfered.append(True)
             second.accrue(AGENT, fleet, now)  # commits on its own connection

@@ -18,11 +18,11 @@ is left. A table only added needs no schema version (schema.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, select, update
+from sqlalchemy import ColumnElement, Connection, Row, or_, select, update
 
 from fleet_agent.fleet.billing import billed_dph, hour_slices, traffic_usd
 from fleet_agent.vast.models import Instance
@@ -56,8 +56,26 @@ class SpendLedger(SpendReads):
         at the time they were last seen."""
         require_aware(now, "now")
         listed = {i.id: i for i in instances if not i.is_gone}
-        self._bring_up(agent_id, listed, now)
-        self._close_vanished(agent_id, set(listed))
+        # One transaction for the listed and the vanished (the monitor accrues
+        # at every poll: two transactions each cost a checkout and a commit);
+        # one order over both, so two accruals never wait on each other's
+        # rows. What a concurrent writer moved first is read again after.
+        lost: dict[int, Instance] = {}
+        with self._engine.begin() as conn:
+            rows = self._rows(conn, agent_id, listed, open_too=True)
+            for iid in sorted(set(listed) | set(rows)):
+                inst, row = listed.get(iid), rows.get(iid)
+                if inst is None:
+                    if row is not None and row.ended_at is None:
+                        # Lost to a concurrent accrual: that writer saw it listed.
+                        self._move(
+                            conn, agent_id, row, ended_at=row.accrued_until, closed_by="vanished"
+                        )
+                    continue
+                row = row or self._opened(conn, agent_id, inst, now)
+                if row is None or not self._advance(conn, agent_id, inst, row, now):
+                    lost[iid] = inst
+        self._bring_up(agent_id, lost, now)
 
     def open(self, agent_id: str, instance: Instance, now: datetime) -> None:
         """Accrue one machine (e.g. just rented) up to `now`, from its start if
@@ -97,9 +115,15 @@ class SpendLedger(SpendReads):
 
     # ------------------------------------------------------------ internals
 
-    def _rows(self, conn: Connection, agent_id: str, ids: Iterable[int]) -> dict[int, Row[Any]]:
+    def _rows(
+        self, conn: Connection, agent_id: str, ids: Iterable[int], *, open_too: bool = False
+    ) -> dict[int, Row[Any]]:
+        """The agent's rows of `ids`, and with `open_too` every open one too."""
         m = self._machines
-        stmt = select(m).where(m.c.agent_id == agent_id, m.c.instance_id.in_(list(ids)))
+        mine: ColumnElement[bool] = m.c.instance_id.in_(list(ids))
+        if open_too:
+            mine = or_(mine, m.c.ended_at.is_(None))
+        stmt = select(m).where(m.c.agent_id == agent_id, mine)
         return {int(row.instance_id): row for row in conn.execute(stmt)}
 
     def _bring_up(self, agent_id: str, listed: Mapping[int, Instance], now: datetime) -> None:
@@ -241,23 +265,3 @@ class SpendLedger(SpendReads):
             },
         )
         conn.execute(stmt)
-
-    def _close_vanished(self, agent_id: str, listed: set[int]) -> None:
-        """Close the open machines the listing lacks, when they were last seen."""
-        m = self._machines
-        with self._engine.begin() as conn:
-            rows: Sequence[Row[Any]] = conn.execute(
-                select(m)
-                .where(m.c.agent_id == agent_id, m.c.ended_at.is_(None))
-                .order_by(m.c.instance_id)
-            ).all()
-            for row in rows:
-                if row.instance_id not in listed:
-                    # Lost to a concurrent accrual: that writer saw it listed.
-                    self._move(
-                        conn,
-                        agent_id,
-                        row,
-                        ended_at=row.accrued_until,
-                        closed_by="vanished",
-                    )
