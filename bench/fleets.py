@@ -261,6 +261,8 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
         "runs_by_trigger": dict(run_kinds.most_common()),
         "run_wf_tasks_per_run": times.tasks["run"] / runs_in_window if runs_in_window else None,
         "worker_cpu_ms_per_wf_task": 1000 * (cpu1 - cpu0) / tasks if tasks else None,
+        # Per message: comparable across changes to the tasks a message costs.
+        "worker_cpu_ms_per_message": 1000 * (cpu1 - cpu0) / delivered if delivered else None,
         "activities": dict(times.activities.most_common()),
         "vast_list_pages_per_min": lists.between(t0, t1) / (window / 60),
         "worker_survived": alive,

@@ -8,15 +8,12 @@ import itertools
 import json
 import os
 import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
@@ -39,9 +36,6 @@ from fleet_agent.store import RunRecord, Store
 from fleet_agent.tuning import WorkerTuning
 from worker import build_worker
 from workflows import FleetAgentWorkflow
-
-#: The repository (worker.py's directory).
-ROOT = Path(__file__).resolve().parent.parent
 
 T = TypeVar("T")
 
@@ -277,24 +271,3 @@ def worker_process_env(dev_env: WorkflowEnvironment, db_url: str, **extra: str) 
         "FLEET_LLM_PROVIDER": "autopilot",
         **extra,
     }
-
-
-class WorkerProcess:
-    """`python worker.py` in its own process group."""
-
-    def __init__(self, env: dict[str, str], log: IO[bytes]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "worker.py")],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def kill(self) -> None:
-        """SIGKILL: gone in the middle of whatever it does, with no goodbye."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)

@@ -7,9 +7,14 @@ driven by the real anthropic client."""
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 from temporalio.client import WorkflowHandle
@@ -19,7 +24,7 @@ from fleet_agent.models import AgentInput, ApprovalOutcome, ConfigPatch, Pending
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
 from tests.fakes import FakeAnthropic
-from tests.helpers import WorkerProcess, eventually, status_or_none, worker_process_env
+from tests.helpers import eventually, status_or_none, worker_process_env
 from tests.test_approvals import _create_result, _renter
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
@@ -27,6 +32,27 @@ from workflows.policies import TASK_QUEUE
 pytestmark = pytest.mark.devserver
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Worker:
+    """`python worker.py` in its own process group."""
+
+    def __init__(self, env: dict[str, str], log: IO[bytes]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "worker.py")],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self) -> None:
+        """SIGKILL: gone in the middle of whatever it does, with no goodbye."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -54,10 +80,10 @@ async def test_an_approval_survives_a_killed_worker_and_rents_once(
         **fake_llm.env(),
     )
     agent_id = f"approval-restart-{uuid.uuid4().hex[:6]}"
-    workers: list[WorkerProcess] = []
+    workers: list[_Worker] = []
     with (tmp_path / "workers.log").open("ab") as log:
         try:
-            workers.append(WorkerProcess(env, log))
+            workers.append(_Worker(env, log))
             handle: WorkflowHandle[FleetAgentWorkflow, None] = await dev_env.client.start_workflow(
                 FleetAgentWorkflow.run,
                 AgentInput(
@@ -79,7 +105,7 @@ async def test_an_approval_survives_a_killed_worker_and_rents_once(
             pending = await eventually(asked, timeout=60, what="the approval to be asked")
             assert pending is not None
             workers[0].kill()
-            workers.append(WorkerProcess(env, log))
+            workers.append(_Worker(env, log))
             outcome: ApprovalOutcome = await handle.execute_update(
                 FleetAgentWorkflow.decide_approval,
                 {"approval_id": pending.id, "approve": True, "author": "dana"},

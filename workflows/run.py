@@ -1,6 +1,6 @@
 """AgentRunWorkflow: one run of the agent, as a child of FleetAgentWorkflow.
 
-load_context → call_llm ⇄ tools → record_run (a local activity). The history of this workflow
+load_context → call_llm ⇄ tools → record_run. The history of this workflow
 carries IDs and decisions (tool calls with their inputs, stop reasons, usage,
 each fleet tool result's one-line status and figures) and the run's input
 (triggers with message previews, config, wakes); the prompt, the replies and
@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         FleetToolRequest,
         LlmRequest,
         LoadContextRequest,
+        RecordRunRequest,
         RunInput,
         RunResult,
         RunStatus,
@@ -52,7 +53,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.run_approvals import ApprovalWaiter
     from workflows.run_compact import compact_if_due
-    from workflows.run_record import record
     from workflows.run_texts import (
         COMPLETE,
         CUT_TEXT,
@@ -135,7 +135,24 @@ class AgentRunWorkflow:
         result.wake_requests = self._wake_tools.requests
         result.ended_at = workflow.now()
         self._step = "recording"
-        await record(inp, result, context, final_round)
+        await workflow.execute_activity(
+            stubs.record_run,
+            RecordRunRequest(
+                agent_id=inp.agent_id,
+                session=inp.session,
+                # The spend and LLM cost summaries ride back to the agent only:
+                # record_run reads neither, so history need not carry them twice.
+                result=result.model_copy(update={"spend": None, "llm_cost": None}),
+                final_round=final_round,
+                context=None
+                if context is None
+                else context.model_copy(update={"spend": None, "llm_cost": None}),
+                workflow_run_id=workflow.info().run_id,
+            ),
+            start_to_close_timeout=STORE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+            summary=f"record run {inp.run} ({result.status.value})",
+        )
         if inp.search_attributes and workflow.patched(SEARCH_ATTRIBUTES_PATCH):
             # For the Web UI's list: `RunVerdictAction = true` finds runs that acted.
             workflow.upsert_search_attributes(run_result_updates(result))
