@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import sys
 from collections.abc import Awaitable, Callable
 
 from temporalio.client import Client
@@ -63,6 +65,12 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.0)
     parser.add_argument("--instances", type=int, default=200)
     print(json.dumps(asyncio.run(_state_changes(parser.parse_args()))), flush=True)
+    sys.stderr.flush()
+    # As the CLI does (starter/cli.py, `main`): the SDK's native threads can
+    # abort a short-lived client process while the interpreter finalizes
+    # (temporalio/sdk-python#300: "PyGILState_Release: thread state ... must
+    # be current", SIGABRT), which failed a storm whose flood had all gone.
+    os._exit(0)
 
 
 if __name__ == "__main__":

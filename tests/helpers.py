@@ -107,21 +107,31 @@ async def running_worker(
     harness = Harness(
         client, f"fleet-agent-test-{uuid.uuid4().hex[:8]}", has_fleet=fleet is not None
     )
+    # Ours to close: an anthropic client left to the garbage collector closes
+    # itself on whatever loop runs then, which may be a workflow's (the
+    # sandbox refuses it, and logs "Task exception was never retrieved").
+    own: AnthropicProvider | None = None
+    if provider is None:
+        provider = own = AnthropicProvider()
     worker = build_worker(
         client,
         store=store,
-        provider=provider or AnthropicProvider(),
+        provider=provider,
         fleet=fleet,
         task_queue=harness.task_queue,
         # A test's worker stops at once: what still runs then belongs to
         # workflows the test has ended.
         tuning=replace(WorkerTuning.from_env(), shutdown_grace_s=0.0),
     )
-    async with worker:
-        try:
-            yield harness
-        finally:
-            await harness.terminate_all()
+    try:
+        async with worker:
+            try:
+                yield harness
+            finally:
+                await harness.terminate_all()
+    finally:
+        if own is not None:
+            await own.aclose()
 
 
 async def status(handle: WorkflowHandle[FleetAgentWorkflow, None]) -> AgentStatus:
