@@ -1,8 +1,8 @@
 """The autopilot's fleet policy: what a careful operator would do, as pure functions.
 
 Replace dead, stuck and not-proving machines, rent the cheapest set of offers
-that covers a gap without leaving the ±5 % band, hold a spare for one failure
-where it fits in the band (fleet_agent/fleet/spare.py), release the most
+that covers a gap without leaving the ±5 % band (its rules: band.py), hold a
+spare for one failure where it fits in the band (spare.py), release the most
 expensive machines per proof the level held does not need, but never a
 healthy machine younger than the agent's `min_release_age_minutes` (the
 snapshot marks it not `releasable`). Works on the same snapshot rows and
@@ -15,14 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet_agent.fleet.load_time import STUCK_LOADING_MAX_MINUTES
-from fleet_agent.fleet.oracle import (
-    Cover,
-    Item,
-    cheapest_cover,
-    cheapest_cover_between,
-    planning_unit,
+from fleet_agent.fleet.band import (
+    INSIDE_BAND_PREMIUM,
+    SMALL_GAP,
+    TOP_MARGIN,
+    cheapest_kept,
+    inside_band,
 )
+from fleet_agent.fleet.load_time import STUCK_LOADING_MAX_MINUTES
+from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 from fleet_agent.fleet.spare import BAND, cheapest_spared_cover, hold_level
 from fleet_agent.vast.models import phase_of
 
@@ -52,25 +53,6 @@ STUCK_LOADING_MINUTES = STUCK_LOADING_MAX_MINUTES
 UNMEASURED_SHARE = 0.9
 #: The snapshot's state of a running machine whose prover makes no progress.
 NOT_PROVING = "not_proving"
-#: How much dearer ($/h) a cover that ends inside the band may be than the
-#: cheapest cover, which would end over it.
-INSIDE_BAND_PREMIUM = 0.25
-#: The one tolerance under the target both rules share (a share of it). A
-#: gap this small is left open rather than covered past the band, and a
-#: fleet past the band that no release brings into [target, band top] may be
-#: released down to this far under the target: the fleet is inside the band
-#: either way. One value for both, or a release would open a gap the rental
-#: covers past the band again (a rent-and-release cycle). 3 %: the fleet of
-#: seed 2's market day (target 300) could only come back from 317 to 293.
-SMALL_GAP = 0.03
-#: Plans end this far (a share of the target) under the band's top, not at
-#: it. A machine's figure is an estimate until measured and a measurement
-#: after that (finished proofs over a window: a 25-proof machine's is a few
-#: per cent either way), so a fleet planned to the top's last proof is over
-#: it in truth half the time, and stays there: the rules see it inside. The
-#: market day's seed 5 kept 315.2 proofs/h in truth at target 300 for eight
-#: hours so. The band's lower side has the spare.
-TOP_MARGIN = 0.01
 
 
 @dataclass(frozen=True)
@@ -95,75 +77,6 @@ def _sure(row: dict[str, Any]) -> float:
     if measured is not None:
         return float(measured)
     return UNMEASURED_SHARE * float(row.get("expected_proofs_per_hour") or 0.0)
-
-
-def _inside_band(
-    items: list[Item], lows: tuple[float, ...], high: float, cheapest: Cover
-) -> tuple[Cover, float] | None:
-    """The cheapest set that lands between a low of `lows` (tried in order:
-    the level, the target, then for a release the target less SMALL_GAP)
-    and `high`, with the low it holds, if it
-    costs at most INSIDE_BAND_PREMIUM more than `cheapest` (which ends past
-    `high`). Shared by rentals (`choose_offers`) and releases
-    (`_cheapest_kept`): a fleet past the band is rarely brought back."""
-    for low in dict.fromkeys(lows):
-        inside = cheapest_cover_between(items, max(0.0, low), high, planning_unit(max(1.0, high)))
-        if inside is not None and inside.cost <= (1 + INSIDE_BAND_PREMIUM) * cheapest.cost:
-            return inside, low
-    return None
-
-
-def _cheapest_kept(
-    alive: list[dict[str, Any]], target: float, hold: float, *, spare: bool = False
-) -> tuple[set[int], float]:
-    """ids (Python's) of the rows to keep, and the level they keep: every
-    machine that may not be released yet (hysteresis), plus the cheapest
-    subset of the others that holds `hold` (fleet_agent/fleet/oracle.py).
-    With machines of different sizes this keeps the fleet nearer the level
-    than releasing the dearest per proof one by one. With `spare`, the
-    cheapest subset whose joint fleet holds its own level, which is below
-    `hold` when the machine that set `hold` is not kept (spare.py,
-    `cheapest_spared_cover`); whatever else stays beside it, the fleet
-    still holds its level (each machine adds at least what it can raise
-    the level by).
-
-    As with a cover (`choose_offers`), a subset that ends inside the band is
-    kept instead of a cheaper one past it when it costs at most
-    INSIDE_BAND_PREMIUM more: one holding `hold`, else one holding the
-    target alone (a spare is never held past the band; the level is then
-    the target), else one holding the target less SMALL_GAP (no machine is
-    small enough to leave the fleet between the target and the band's top;
-    the gap it leaves is one `choose_offers` leaves open)."""
-    fixed = [r for r in alive if not r.get("releasable", True)]
-    free = [r for r in alive if r.get("releasable", True)]
-    held = sum(float(r.get("expected_proofs_per_hour") or 0.0) for r in fixed)
-    items = [
-        Item(
-            key=k,
-            cost=float(r.get("dph") or 0.0),
-            rate=float(r.get("expected_proofs_per_hour") or 0.0),
-        )
-        for k, r in enumerate(free)
-    ]
-    rest = max(0.0, hold - held)
-    cover = cheapest_cover(items, rest, planning_unit(max(1.0, rest)))
-    level = hold
-    if spare:
-        fixed_rates = [float(r.get("expected_proofs_per_hour") or 0.0) for r in fixed]
-        joint = cheapest_spared_cover(items, target, held=fixed_rates)
-        if joint.met:
-            cover = joint
-            level = hold_level(target, fixed_rates + [items[k].rate for k in joint.keys])
-    room = (1 + BAND - TOP_MARGIN) * target - held
-    if cover.rate > room:
-        lows = (hold - held, target - held, (1 - SMALL_GAP) * target - held)
-        inside = _inside_band(items, lows, room, cover)
-        if inside is not None:
-            cover, level = inside[0], inside[1] + held
-        elif hold > target:
-            rest = max(0.0, target - held)
-            cover, level = cheapest_cover(items, rest, planning_unit(max(1.0, rest))), target
-    return {id(r) for r in fixed} | {id(free[k]) for k in cover.keys}, level
 
 
 def _triage(rows: list[dict[str, Any]]) -> tuple[list[tuple[int, str]], list[dict[str, Any]]]:
@@ -215,7 +128,7 @@ def plan_fleet(rows: list[dict[str, Any]], target: float, *, spare: bool = False
     destroy, alive = _triage(rows)
     hold = _hold(alive, target, spare)
     released: set[int] = set()
-    keep, level = _cheapest_kept(alive, target, hold, spare=spare)
+    keep, level = cheapest_kept(alive, target, hold, spare=spare)
     expected = sum(float(r.get("expected_proofs_per_hour") or 0.0) for r in alive)
     proving = sum(float(r.get("proofs_per_hour") or 0.0) for r in alive)
     sure = sum(_sure(r) for r in alive)
@@ -264,7 +177,8 @@ def choose_offers(
     held: Sequence[float] | None = None,
 ) -> list[dict[str, Any]]:
     """Offers (rows as search_offers gives them) that cover `gap` at the least
-    $/h without taking the fleet past the band (`target` + BAND). `gap` is
+    $/h without taking the fleet past the band (`target` + BAND; planned
+    TOP_MARGIN under that top, band.py). `gap` is
     counted up to `hold` (the level held, FleetPlan.hold; the target when
     None), so the fleet ends at most (1 + BAND) × target − hold past it.
 
@@ -302,7 +216,7 @@ def choose_offers(
             cheapest = joint
     ceiling = gap - above + (BAND - TOP_MARGIN) * target
     if cheapest.rate > ceiling:
-        inside = _inside_band(items, (gap, gap - above), ceiling, cheapest)
+        inside = inside_band(items, (gap, gap - above), ceiling, cheapest)
         if inside is not None:
             return [pool[k] for k in inside[0].keys]
         if gap - above <= SMALL_GAP * target:
