@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,3 +57,24 @@ def write_json(name: str, data: Mapping[str, Any], path: Path | None = None) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=str) + "\n")
     return path
+
+
+def per_item_ms(loop: Callable[[], None], items: int, unit: str) -> dict[str, float]:
+    """This thread's CPU and the wall time of `loop`, in ms per one of its
+    `items` (keys `cpu_ms_per_<unit>`, `wall_ms_per_<unit>`)."""
+    cpu, wall = time.thread_time(), time.perf_counter()
+    loop()
+    return {
+        f"cpu_ms_per_{unit}": 1000 * (time.thread_time() - cpu) / items,
+        f"wall_ms_per_{unit}": 1000 * (time.perf_counter() - wall) / items,
+    }
+
+
+def better_of(results: Mapping[str, Sequence[Mapping[str, float]]], what: str) -> dict[str, Any]:
+    """Each variant's best figures over its measurements, printed; for
+    benchmarks that interleave the variants so neither gets the warm cache."""
+    summary: dict[str, Any] = {}
+    for name, runs in results.items():
+        summary[name] = best = {k: min(r[k] for r in runs) for k in runs[0]}
+        print_table(f"{name}, {what} (the better of {len(runs)})", best)
+    return summary

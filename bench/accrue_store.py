@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -75,13 +74,11 @@ def measure(
     polls: int,
     accrue: Callable[[SpendLedger, Sequence[Instance], datetime], None],
 ) -> dict[str, float]:
-    cpu, wall = time.thread_time(), time.perf_counter()
-    for k in range(polls):
-        accrue(ledger, fleet, start + timedelta(seconds=30 * (k + 1)))
-    return {
-        "cpu_ms_per_poll": 1000 * (time.thread_time() - cpu) / polls,
-        "wall_ms_per_poll": 1000 * (time.perf_counter() - wall) / polls,
-    }
+    def loop() -> None:
+        for k in range(polls):
+            accrue(ledger, fleet, start + timedelta(seconds=30 * (k + 1)))
+
+    return _common.per_item_ms(loop, polls, "poll")
 
 
 def main() -> None:
@@ -110,9 +107,7 @@ def main() -> None:
         store.delete_agent(AGENT)
         store.dispose()
     summary: dict[str, Any] = {"polls": args.polls, "machines": args.machines}
-    for name, runs in results.items():
-        summary[name] = best = {k: min(r[k] for r in runs) for k in runs[0]}
-        _common.print_table(f"{name}, {args.polls} polls (the better of two)", best)
+    summary |= _common.better_of(results, f"{args.polls} polls")
     out = _common.write_json("accrue_store", summary, args.json_out)
     print(f"\nJSON: {out}")
 

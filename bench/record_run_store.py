@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -80,13 +79,12 @@ def measure(
     store: Store, first: int, runs: int, close: Callable[[Store, int, str], None]
 ) -> dict[str, float]:
     opened = [(run, _open(store, run)) for run in range(first, first + runs)]
-    cpu, wall = time.thread_time(), time.perf_counter()
-    for run, wf in opened:
-        close(store, run, wf)
-    return {
-        "cpu_ms_per_run": 1000 * (time.thread_time() - cpu) / runs,
-        "wall_ms_per_run": 1000 * (time.perf_counter() - wall) / runs,
-    }
+
+    def loop() -> None:
+        for run, wf in opened:
+            close(store, run, wf)
+
+    return _common.per_item_ms(loop, runs, "run")
 
 
 def main() -> None:
@@ -107,10 +105,7 @@ def main() -> None:
                 results[name].append(measure(store, first, args.runs, close))
                 first += args.runs
         store.delete_agent(AGENT)
-    summary: dict[str, dict[str, float]] = {}
-    for name, runs in results.items():
-        summary[name] = best = {k: min(r[k] for r in runs) for k in runs[0]}
-        _common.print_table(f"{name}, {args.runs} runs (the better of two)", best)
+    summary = _common.better_of(results, f"{args.runs} runs")
     out = _common.write_json("record_run_store", {"runs": args.runs, **summary}, args.json_out)
     print(f"\nJSON: {out}")
 
