@@ -39,6 +39,7 @@ from fleet_agent.env_file import export_env_file
 from fleet_agent.llm.base import LlmProvider
 from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.llm_models import KNOWN_MODELS, ModelInfo
+from fleet_agent.process_exit import end_process
 from fleet_agent.search_attributes import SearchAttributeMode
 from fleet_agent.settings import Settings
 from fleet_agent.store import NEW_STORE_FLAG, SchemaError, Store, StoreRefused, store_refusal
@@ -328,4 +329,6 @@ def _cli(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_cli())
+    # Not through the interpreter's finalization, which the SDK's threads can
+    # abort (a refusal's exit 1 became -6): fleet_agent/process_exit.py.
+    end_process(_cli())

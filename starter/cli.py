@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -24,6 +23,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from fleet_agent.env_file import SettingsError, export_env_file
+from fleet_agent.process_exit import end_process
 from starter import commands
 from starter.agent_client import (
     DEFAULT_QUERY_TIMEOUT,
@@ -279,13 +279,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     the command is done: the Temporal SDK's native threads can abort a
     short-lived client process while the interpreter finalizes
     (temporalio/sdk-python#300), which would turn a clean exit into SIGABRT.
-    Everything the command owns is closed by then; only output is flushed.
+    Everything the command owns is closed by then; only output is flushed
+    (fleet_agent/process_exit.py).
     """
     code = run(argv)
     if argv is not None:
         return code
-    with contextlib.suppress(BrokenPipeError):
-        sys.stdout.flush()
-    sys.stderr.flush()
-    logging.shutdown()
-    os._exit(code)
+    end_process(code)

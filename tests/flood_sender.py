@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import sys
 from collections.abc import Awaitable, Callable
 
 from temporalio.client import Client
 from temporalio.service import RPCError
+
+from fleet_agent.process_exit import end_process
 
 __all__ = ["flood", "main"]
 
@@ -64,13 +64,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--pause", type=float, default=0.0)
     parser.add_argument("--instances", type=int, default=200)
-    print(json.dumps(asyncio.run(_state_changes(parser.parse_args()))), flush=True)
-    sys.stderr.flush()
-    # As the CLI does (starter/cli.py, `main`): the SDK's native threads can
-    # abort a short-lived client process while the interpreter finalizes
-    # (temporalio/sdk-python#300: "PyGILState_Release: thread state ... must
-    # be current", SIGABRT), which failed a storm whose flood had all gone.
-    os._exit(0)
+    print(json.dumps(asyncio.run(_state_changes(parser.parse_args()))))
+    # As the CLI and the worker do: an abort at finalization once failed a
+    # storm whose flood had all gone (fleet_agent/process_exit.py).
+    end_process(0)
 
 
 if __name__ == "__main__":
