@@ -19,7 +19,6 @@ from typing import Any
 import _common  # noqa: F401  (puts the repository root on sys.path)
 from temporalio import activity
 from temporalio.client import WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
@@ -31,8 +30,8 @@ from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
-from starter.devserver import find_test_server
 from tests.fakes import FAKE_API_KEY, FakeAnthropic, Responder
+from tests.servers import start_time_skipping_env
 from worker import build_worker
 from workflows import FleetAgentWorkflow
 
@@ -103,9 +102,7 @@ async def agent_stack(
         fake.set_responder(respond)
         store = Store(f"sqlite:///{Path(tmp) / 'fleet.db'}")
         store.create_all()
-        env = await WorkflowEnvironment.start_time_skipping(
-            data_converter=pydantic_data_converter, test_server_existing_path=find_test_server()
-        )
+        env = await start_time_skipping_env()
         try:
             async with VastClient(
                 sim.api_key, sim.url, timeout=5, backoff_base=0.01, pacing=NO_PACING

@@ -42,14 +42,13 @@ from _fleets_reads import (
 from _fleets_stack import Profiler, WorkerGroup, count_lists, fresh_store, seed_fleets
 from _fleets_table import flat, print_rows
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.models import AgentInput, ConfigPatch
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
-from starter.devserver import find_temporal_cli, load_dev_config
+from starter.devserver import load_dev_config
 from tests.fakes import DEFAULT_TEXT, FAKE_API_KEY, FakeAnthropic, Reply
+from tests.servers import start_dev_env
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 
@@ -136,12 +135,7 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
         if not args.boot_in_window:
             sim.market.advance(BOOTED_S)
         sim.market.set_rate_limits(True)
-        env = await WorkflowEnvironment.start_local(
-            data_converter=pydantic_data_converter,
-            dev_server_existing_path=find_temporal_cli(),
-            dev_server_log_level="error",
-            dev_server_extra_args=load_dev_config().dynamic_config_args(),
-        )
+        env = await start_dev_env(load_dev_config().dynamic_config_args())
         logs = [
             _common.RESULTS / f"fleets-worker-{n}{'' if k == 0 else f'-{k}'}.log"
             for k in range(args.workers)

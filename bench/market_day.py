@@ -32,7 +32,6 @@ from typing import Any
 import _common  # puts the repository root on sys.path (for tests.fakes)
 from _market_day_report import day_report, seeds_summary
 from _market_day_truth import CONFIG, Day, destroyed_as, failed, observe, target_at
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
@@ -49,10 +48,10 @@ from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
-from starter.devserver import find_test_server
 from tests.fakes import FakeAnthropic
 from tests.fakes.autopilot_llm import autopilot_reply
 from tests.helpers import running_worker
+from tests.servers import start_time_skipping_env
 from workflows import FleetAgentWorkflow
 
 #: Fault levels on top of the simulator's "realistic" scenario (its own rates:
@@ -147,9 +146,7 @@ async def run_path(
             os.environ.pop("ANTHROPIC_API_KEY", None)
         store = Store(f"sqlite:///{Path(tmp) / 'fleet.db'}")
         store.create_all()
-        env = await WorkflowEnvironment.start_time_skipping(
-            data_converter=pydantic_data_converter, test_server_existing_path=find_test_server()
-        )
+        env = await start_time_skipping_env()
         try:
             with SimServer(seed=seed, speed=0, scenario="realistic", rate_limits=False) as sim:
                 sim.market.set_faults(None, **FAULT_LEVELS[faults])

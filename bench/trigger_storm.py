@@ -30,14 +30,13 @@ from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.models import AgentInput, AgentStatus, ConfigPatch, Phase, TriggerKind
 from fleet_agent.store import RunRecord, Store
-from starter.devserver import find_temporal_cli, load_dev_config
+from starter.devserver import load_dev_config
 from tests.fakes import DEFAULT_TEXT, FAKE_API_KEY, FakeAnthropic, Reply
+from tests.servers import start_dev_env
 from worker import build_worker
 from workflows import FleetAgentWorkflow
 
@@ -218,12 +217,7 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         fake.set_responder(lambda req: Reply(text=DEFAULT_TEXT, delay=args.llm_latency))
         store = Store(f"sqlite:///{Path(tmp) / 'fleet.db'}")
         store.create_all()
-        env = await WorkflowEnvironment.start_local(
-            data_converter=pydantic_data_converter,
-            dev_server_existing_path=find_temporal_cli(),
-            dev_server_log_level="error",
-            dev_server_extra_args=load_dev_config().dynamic_config_args(overrides),
-        )
+        env = await start_dev_env(load_dev_config().dynamic_config_args(overrides))
         server_ready = time.monotonic()
         try:
             client: Client = env.client

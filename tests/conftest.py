@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
@@ -26,10 +25,11 @@ from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
-from starter.devserver import find_temporal_cli, find_test_server, load_dev_config
+from starter.devserver import load_dev_config
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.configs import StaticConfigs
 from tests.hang_dump import tasks_dumped_before
+from tests.servers import start_dev_env, start_time_skipping_env
 
 # A developer's .env in the checkout must not change what the tests see: the
 # settings, and the CLI and worker processes the tests start, read none.
@@ -80,10 +80,7 @@ async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
     # One test server per test: its clock is global, and anything one test
     # leaves behind (a timer, a hung query) would hold up time skipping for the
     # next. Starting one takes well under a second.
-    env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
-        test_server_existing_path=find_test_server(),
-    )
+    env = await start_time_skipping_env()
     yield env
     await env.shutdown()
 
@@ -91,13 +88,10 @@ async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
 @pytest_asyncio.fixture(scope="session")
 async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
     config = load_dev_config()
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=find_temporal_cli(),
-        dev_server_log_level="error",
-        dev_server_extra_args=config.dynamic_config_args(
+    env = await start_dev_env(
+        config.dynamic_config_args(
             {"limit.historyCount.suggestContinueAsNew": E2E_SUGGEST_CAN_EVENTS}
-        ),
+        )
     )
     yield env
     await env.shutdown()
@@ -108,12 +102,7 @@ async def plain_dev_env() -> AsyncIterator[WorkflowEnvironment]:
     """A dev server with temporal-dev.yaml's settings only, as `make run` has
     them: the agent continues as new by its own thresholds, not every few runs."""
     config = load_dev_config()
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=find_temporal_cli(),
-        dev_server_log_level="error",
-        dev_server_extra_args=config.dynamic_config_args(),
-    )
+    env = await start_dev_env(config.dynamic_config_args())
     yield env
     await env.shutdown()
 

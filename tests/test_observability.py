@@ -52,7 +52,7 @@ from fleet_agent.settings import Settings
 from fleet_agent.store import Store
 from fleet_agent.verdict import ANSWER_PREVIEW_CHARS, answer_preview
 from starter.cli import main as cli_main
-from starter.devserver import find_temporal_cli, load_dev_config
+from starter.devserver import load_dev_config
 from starter.telemetry import (
     STACK_METRICS_ADDRESS,
     MetricsUnavailable,
@@ -61,6 +61,7 @@ from starter.telemetry import (
 )
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, running_worker, status_after
+from tests.servers import start_dev_env
 from worker import worker_activities
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, metrics
 
@@ -108,12 +109,7 @@ async def sa_env() -> AsyncIterator[WorkflowEnvironment]:
     extra: list[str] = []
     for name, kind in config.search_attributes.items():
         extra += ["--search-attribute", f"{name}={kind}"]
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=find_temporal_cli(),
-        dev_server_log_level="error",
-        dev_server_extra_args=extra + config.dynamic_config_args(),
-    )
+    env = await start_dev_env(extra + config.dynamic_config_args())
     yield env
     await env.shutdown()
 

@@ -43,7 +43,6 @@ from fleet_agent.sim import SimServer
 from fleet_agent.store import RunRecord, Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
-from starter.devserver import find_test_server
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import (
     eventually,
@@ -55,6 +54,7 @@ from tests.helpers import (
     status_after,
     wait_runs,
 )
+from tests.servers import start_time_skipping_env
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import STORE_TIMEOUT
 
@@ -294,9 +294,7 @@ async def test_a_nondeterministic_change_fails_replay() -> None:
 
 async def record(directory: Path = HISTORIES) -> dict[str, WorkflowHistory]:
     """Run the scenario on a fresh time-skipping server and save its histories."""
-    env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter, test_server_existing_path=find_test_server()
-    )
+    env = await start_time_skipping_env()
     try:
         with (
             tempfile.TemporaryDirectory() as tmp,
