@@ -36,6 +36,11 @@ async def test_freeze_with_destroy_all_on_a_fleet_of_20_leaves_nothing_and_rents
             max_instances=20,
             max_fleet_dph=200,
             max_instance_dph=20,
+            # The default $500 a day refuses the 20th machine when the test
+            # runs just after midnight UTC: 19 machines at ~$1.1/h for the
+            # ~24 h left in the day are the whole budget (fleet/budget.py).
+            # The sim's clock is the wall clock; the budget is not this test's.
+            daily_budget_usd=100_000,
             monitor_poll_seconds=30,
         )
 
