@@ -81,7 +81,10 @@ class FleetViews:
         last = await asyncio.to_thread(
             self._journal.last_change, agent_id, FLEET_WRITES, datetime.fromtimestamp(now, UTC)
         )
-        changed_ago_s = None if last is None else now - last.timestamp()
+        # Its age as the listing is asked, not as of before the read: a slow
+        # read would date the change later than it was, and hide from this
+        # agent the walks that began after it (each view would walk again).
+        changed_ago_s = None if last is None else self._clock() - last.timestamp()
         rows, stale = await listing.view(stale_ok=True, changed_ago_s=changed_ago_s)
         return [i for i in rows if not i.is_gone and is_ours(i.label, agent_id)], stale
 

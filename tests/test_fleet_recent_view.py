@@ -7,6 +7,7 @@ store, against the simulator over HTTP."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 from functools import partial
 
@@ -97,6 +98,32 @@ async def test_another_workers_rental_is_in_the_next_view_however_recent_ours_is
     before = a_vast.listing.stale
     assert rented in _ids(await a.snapshot_text(AGENT, CONFIG))
     assert a_vast.listing.stale == before + 1
+
+
+async def test_a_slow_journal_read_does_not_date_the_change_later(
+    workers: tuple[FleetActivities, FleetActivities, VastClient],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The change's age is taken when the listing is asked, not before the
+    # journal's read: a read that took longer than the walk after the change
+    # was slow to start made that walk look older than the change, and every
+    # later view walked the account again (seen under load in make test).
+    a, b, a_vast = workers
+    await a.snapshot_text(AGENT, CONFIG)
+    rented = await _rent_one(b)
+    assert rented in _ids(await a.snapshot_text(AGENT, CONFIG))  # walks after the change
+    journal = a._views._journal
+    read = journal.last_change
+
+    def slow(*args: object) -> object:
+        time.sleep(0.5)
+        return read(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(journal, "last_change", slow)
+    before, walks = a_vast.listing.stale, a_vast.listing.walks
+    assert rented in _ids(await a.snapshot_text(AGENT, CONFIG))
+    assert a_vast.listing.stale == before + 1
+    assert a_vast.listing.walks == walks + 1  # the one started for whoever comes next
 
 
 async def test_a_view_served_stale_is_not_accrued_and_the_monitors_poll_is(
