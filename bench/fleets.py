@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
+from _cpu import CpuWindow, descendants_named
 from _fleets_p0 import p0_parts, summarize
 from _fleets_reads import (
     handled_messages,
@@ -179,9 +180,17 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
                 )
             since = datetime.now(UTC)
             load0 = os.getloadavg()[0]
+            cpu = CpuWindow(
+                {
+                    "worker": [w.proc.pid for w in worker.workers],
+                    "temporal_dev_server": descendants_named("temporal"),
+                    "bench_and_simulator": [os.getpid()],
+                }
+            )
             t0, cpu0, rq0 = time.monotonic(), worker.cpu_seconds(), worker.runqueue_seconds()
             sent, errors = await send_messages(client, agents, seconds)
             t1, cpu1, rq1 = time.monotonic(), worker.cpu_seconds(), worker.runqueue_seconds()
+            machine_cpu = cpu.stop()
             until, load1 = datetime.now(UTC), os.getloadavg()[0]
             rss_end = worker.rss_mb()
             if profiler is not None:
@@ -239,6 +248,8 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
         "worker_rss_end_mb": rss_end,
         "worker_cpu_pct_of_one_core": 100 * (cpu1 - cpu0) / window,
         "worker_waiting_for_cpu_pct": 100 * (rq1 - rq0) / window,
+        # The whole machine over the window (bench/_cpu.py).
+        "machine_cpu": machine_cpu,
         "wf_task_schedule_to_start_s": {
             "p50": pct(times.schedule_to_start, 50),
             "p95": pct(times.schedule_to_start, 95),
