@@ -176,6 +176,16 @@ async def test_monitor_ends_when_its_agent_is_gone(
             return sim.market.instance_ids()
 
         ids = await eventually(rented, timeout=30, what="a rented machine")
+        # The monitor's tasks wait behind the agent's and its runs' when the
+        # worker falls behind (workflows/policies.py, MONITOR_PRIORITY).
+        described = (await monitor.describe()).raw_description.workflow_execution_info
+        assert described.priority.priority_key == 4
+        agent = (await handle.describe()).raw_description.workflow_execution_info
+        assert agent.priority.priority_key == 0  # the server's default, 3
+        run = dev_env.client.get_workflow_handle(f"{handle.id}/run-1")
+        assert (
+            await run.describe()
+        ).raw_description.workflow_execution_info.priority.priority_key == 0
         await handle.terminate("agent retired")
         sim.market.kill(ids[0], "exited")  # a change the monitor must report
 

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_runs import RunsMixin
     from workflows.monitor import FleetMonitorWorkflow
     from workflows.policies import (
+        MONITOR_PRIORITY,
         STORE_RETRY,
         STORE_TIMEOUT,
         VISIBILITY_RETRY,
@@ -181,6 +182,7 @@ class FleetAgentWorkflow(InputsMixin, FreezeMixin, ApprovalsMixin, RunsMixin):
                 # Abandon: a continue-as-new of the agent must not stop the monitor.
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 static_summary="fleet monitor",
+                priority=MONITOR_PRIORITY,
             )
             # Nobody awaits the monitor's end; read its outcome so a terminated
             # monitor is not reported as an exception never retrieved.
