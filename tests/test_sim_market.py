@@ -83,6 +83,36 @@ def test_a_market_is_a_function_of_its_seed() -> None:
     assert run(4) != run(5)
 
 
+
+def test_a_rentals_fate_does_not_hang_on_the_requests_before_it() -> None:
+    # Every request rolls the market's rate-limit fault; a rental's faults
+    # roll on a stream of its own, so one listing more before it (a poll
+    # that raced a benchmark's step) leaves what the machine does unchanged.
+    def rent_five(extra_requests: int) -> list[tuple[str, float, bool]]:
+        m = Market(seed=7, speed=0, offer_count=300, start_epoch=1.8e9)
+        m.set_faults(
+            None,
+            rate_limit_rate=0.3,
+            offer_taken_rate=0.2,
+            stuck_loading_rate=0.2,
+            boot_fail_rate=0.3,
+            create_error_rate=0.2,
+        )
+        for _ in range(extra_requests):
+            m.admit("GET instances", "key")
+        out = []
+        for offer in sorted(_listed(m), key=lambda o: o["id"])[:5]:
+            try:
+                made = m.rent(offer["id"], {"image": "img", "disk": 8})
+            except ApiError as exc:
+                out.append((exc.error, 0.0, False))
+                continue
+            row = next(r for r in m.state()["instances"] if r["id"] == made.instance_id)
+            out.append((row["boot_outcome"], row["expected_proofs_per_hour"], made.answer == "ok"))
+        return out
+
+    assert rent_five(0) == rent_five(1) == rent_five(7)
+
 def test_offers_arrive_and_leave_and_the_size_holds() -> None:
     m = Market(seed=2, speed=0, offer_count=400, start_epoch=1.8e9)
     before = set(m.offer_ids())

@@ -6,6 +6,7 @@ A mixin of `fleet_agent.sim.market.Market`. ``*_next``/``*_rate`` fault rolls
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
 
@@ -32,15 +33,16 @@ class MarketAdmission(MarketState):
     _limiter: RateLimiter
     _last_call: dict[tuple[str, str], float]
 
-    def _fault(self, name: str) -> bool:
-        """Spend one ``<name>_next`` or roll ``<name>_rate``. Caller holds the lock."""
+    def _fault(self, name: str, rolls: random.Random | None = None) -> bool:
+        """Spend one ``<name>_next`` or roll ``<name>_rate``, on `rolls` when
+        given (a rental's own stream) or the market's. Caller holds the lock."""
         counter = f"{name}_next"
         left = getattr(self.faults, counter, 0)
         if left > 0:
             setattr(self.faults, counter, left - 1)
             return True
         rate = float(getattr(self.faults, f"{name}_rate", 0.0))
-        return rate > 0 and self._fault_rng.random() < rate
+        return rate > 0 and (rolls or self._fault_rng).random() < rate
 
     def admit(self, route: str, identity: str) -> bool:
         """Whether an API request gets through the fault limiter (False = 429).

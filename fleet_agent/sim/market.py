@@ -242,7 +242,13 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
             self.counters["creates"] += 1
             offer = self._offers.get(offer_id)
             offer = offer if offer is not None and _rentable(offer.fields) else None
-            if offer is not None and self._fault("offer_taken"):
+            # A rental's faults are rolled on a stream of its own, keyed by the
+            # offer (rented once at most): on the market's stream, which every
+            # request's rate-limit roll draws from, one listing more or less
+            # anywhere changed the fate of every later rental, and two runs of
+            # one seed's market day parted at the first poll that raced a step.
+            rolls = random.Random(f"{self.seed}:rent:{offer_id}")
+            if offer is not None and self._fault("offer_taken", rolls):
                 # Someone else rented it between our search and this request.
                 del self._offers[offer_id]
                 self.counters["offers_taken"] += 1
@@ -269,14 +275,14 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
             rng = random.Random(f"{self.seed}:instance:{instance_id}")
             reliability = float(fields["reliability2"])
             flaky = (1.0 - reliability) if self.faults.reliability_failures else 0.0
-            stuck = self._fault("stuck_loading")
-            boot_fail = not stuck and (self._fault("boot_fail") or rng.random() < flaky)
-            die_after = self.faults.die_after_s if self._fault("die") else None
+            stuck = self._fault("stuck_loading", rolls)
+            boot_fail = not stuck and (self._fault("boot_fail", rolls) or rng.random() < flaky)
+            die_after = self.faults.die_after_s if self._fault("die", rolls) else None
             outbid_after = None
-            if price is not None and self._fault("outbid"):
+            if price is not None and self._fault("outbid", rolls):
                 outbid_after = self.faults.outbid_after_s
             prover_fault = next(
-                (k for k in ("cuda_error", "oom", "prover_stuck") if self._fault(k)), None
+                (k for k in ("cuda_error", "oom", "prover_stuck") if self._fault(k, rolls)), None
             )
             fate = draw_fate(
                 rng,
@@ -312,10 +318,10 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
             del self._offers[offer_id]
             self._rentals.append((instance_id, request["label"] or ""))
             answer: Literal["ok", "server_error", "hang"] = "ok"
-            if self._fault("create_error"):
+            if self._fault("create_error", rolls):
                 answer = "server_error"
                 self.counters["create_errors"] += 1
-            elif self._fault("create_hang"):
+            elif self._fault("create_hang", rolls):
                 answer = "hang"
                 self.counters["create_hangs"] += 1
             return RentResult(instance_id, answer)
