@@ -83,7 +83,6 @@ def test_a_market_is_a_function_of_its_seed() -> None:
     assert run(4) != run(5)
 
 
-
 def test_a_rentals_fate_does_not_hang_on_the_requests_before_it() -> None:
     # Every request rolls the market's rate-limit fault; a rental's faults
     # roll on a stream of its own, so one listing more before it (a poll
@@ -112,6 +111,7 @@ def test_a_rentals_fate_does_not_hang_on_the_requests_before_it() -> None:
         return out
 
     assert rent_five(0) == rent_five(1) == rent_five(7)
+
 
 def test_offers_arrive_and_leave_and_the_size_holds() -> None:
     m = Market(seed=2, speed=0, offer_count=400, start_epoch=1.8e9)
