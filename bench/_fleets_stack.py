@@ -23,6 +23,7 @@ from typing import IO, Any
 
 import _common
 import httpx
+from _cpu import process_cpu_s
 from sqlalchemy import create_engine, make_url
 
 from fleet_agent.fleet.labels import create_label
@@ -39,7 +40,6 @@ __all__ = [
     "seed_fleets",
 ]
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _INSTANCE_LIST = "/api/v1/instances"
 #: What worker.py logs once it polls its task queue (its store created).
@@ -123,8 +123,7 @@ class WorkerProc:
 
     def cpu_seconds(self) -> float:
         """User + system CPU time of the worker so far."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+        return process_cpu_s(self.proc.pid)
 
     def runqueue_seconds(self) -> float:
         """Time the worker's threads spent runnable but waiting for a CPU
