@@ -26,7 +26,8 @@ from typing import Any
 from sqlalchemy.exc import OperationalError
 from temporalio.client import Client
 from temporalio.service import RPCError
-from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.compact import CompactActivities
 from activities.fleet import FleetActivities
@@ -143,6 +144,13 @@ def build_worker(
         # (the reply rides in the heartbeat details; see activities/llm.py).
         max_heartbeat_throttle_interval=HEARTBEAT_SEND_INTERVAL,
         workflows=[FleetAgentWorkflow, AgentRunWorkflow, FleetMonitorWorkflow],
+        # The SDK's sandbox unless turned off: it re-imports the workflow
+        # modules for every run and crosses into the sandbox for every
+        # payload: about a tenth of the worker's CPU at 300 agents
+        # (docs/DECISIONS.md, "The sandbox's price, and a worker without it").
+        workflow_runner=SandboxedWorkflowRunner()
+        if tuning.workflow_sandbox
+        else UnsandboxedWorkflowRunner(),
         activities=worker_activities(store, provider, fleet, prices, search_attributes),
     )
 
@@ -237,9 +245,16 @@ async def main(*, new_store: bool | None = None, settings: Settings | None = Non
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = settings or Settings.from_env()
     tuning = WorkerTuning.from_env()
-    warning = bytecode_warning(WORKFLOWS_DIR, writing_off=sys.dont_write_bytecode)
-    if warning is not None:
-        log.warning("%s", warning)
+    if tuning.workflow_sandbox:
+        # Only the sandbox imports the workflow modules again for each run.
+        warning = bytecode_warning(WORKFLOWS_DIR, writing_off=sys.dont_write_bytecode)
+        if warning is not None:
+            log.warning("%s", warning)
+    else:
+        log.warning(
+            "FLEET_WORKFLOW_SANDBOX=off: workflow code runs outside the SDK's sandbox, "
+            "so a clock, random number or I/O call in it is not caught at run time"
+        )
     # First: a signal while the worker connects or opens its store stops it too.
     stop = stop_event()
     built: list[Worker] = []

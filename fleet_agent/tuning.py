@@ -16,6 +16,12 @@ reasons are in docs/DECISIONS.md, "Many fleets on one worker"):
   run now and then: 2,000 cached (the SDK keeps 1,000) holds three per agent
   for over 600 agents, so none is evicted and replayed from its whole
   history on its next task.
+* The workflow sandbox stays on by default: it is what turns "no clocks,
+  randomness or I/O in workflow code" into a check at run time. A worker
+  carrying hundreds of agents may turn it off (FLEET_WORKFLOW_SANDBOX=off)
+  for about a tenth less CPU and memory; every test and the replay tests
+  still run the workflows inside it (docs/DECISIONS.md, "The sandbox's
+  price, and a worker without it").
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -41,6 +48,7 @@ ENV_NAMES: dict[str, str] = {
     "vast_list_ttl_s": "FLEET_VAST_LIST_TTL_S",
     "vast_list_stale_s": "FLEET_VAST_LIST_STALE_S",
     "shutdown_grace_s": "FLEET_WORKER_SHUTDOWN_GRACE_S",
+    "workflow_sandbox": "FLEET_WORKFLOW_SANDBOX",
 }
 
 
@@ -48,7 +56,8 @@ ENV_NAMES: dict[str, str] = {
 class WorkerTuning:
     """A worker's task slots, pollers and workflow cache, and how long one
     listing of the vast.ai account serves every agent on it (and how old a
-    run's view of the fleet may be, rather than wait for a walk)."""
+    run's view of the fleet may be, rather than wait for a walk), and
+    whether workflows run in the SDK's sandbox."""
 
     max_concurrent_activities: int = 500
     max_concurrent_workflow_tasks: int = 100
@@ -62,6 +71,8 @@ class WorkerTuning:
     #: vast.ai call behind its pacing or a model's answer; short of a
     #: container's usual 30 s grace before it is killed.
     shutdown_grace_s: float = 10.0
+    #: Workflows run in the SDK's sandbox (True), or as plain code (False).
+    workflow_sandbox: bool = True
 
     @classmethod
     def from_env(
@@ -70,16 +81,19 @@ class WorkerTuning:
         """The defaults, with any variable of ENV_NAMES that is set (in `env`,
         or else the environment over the `.env` file); raises `ValueError`
         naming the variable when one is not a positive number (the TTL and
-        the shutdown grace may be 0: no sharing, no grace)."""
-        read = TuningEnv.read(env, env_file=env_file)
-        return cls(**read.model_dump())
+        the shutdown grace may be 0: no sharing, no grace) or the sandbox's
+        is neither `on` nor `off`."""
+        read = TuningEnv.read(env, env_file=env_file).model_dump()
+        read["workflow_sandbox"] = read["workflow_sandbox"] == "on"
+        return cls(**read)
 
 
 _DEFAULTS = WorkerTuning()
 
 
 class TuningEnv(EnvModel):
-    """The FLEET_WORKER_* variables and FLEET_VAST_LIST_*, as read."""
+    """The FLEET_WORKER_* variables, FLEET_VAST_LIST_* and
+    FLEET_WORKFLOW_SANDBOX, as read."""
 
     max_concurrent_activities: int = Field(
         _DEFAULTS.max_concurrent_activities, ge=1, alias=ENV_NAMES["max_concurrent_activities"]
@@ -113,3 +127,4 @@ class TuningEnv(EnvModel):
     shutdown_grace_s: float = Field(
         _DEFAULTS.shutdown_grace_s, ge=0, allow_inf_nan=False, alias=ENV_NAMES["shutdown_grace_s"]
     )
+    workflow_sandbox: Literal["on", "off"] = Field("on", alias=ENV_NAMES["workflow_sandbox"])

@@ -102,8 +102,11 @@ async def running_worker(
     *,
     provider: LlmProvider | None = None,
     fleet: FleetActivities | None = None,
+    sandbox: bool = True,
 ) -> AsyncIterator[Harness]:
-    """A full fleet-agent worker on a fresh task queue."""
+    """A full fleet-agent worker on a fresh task queue; its workflows in the
+    SDK's sandbox unless `sandbox` is False (whatever FLEET_WORKFLOW_SANDBOX
+    says: the tests are where the sandbox checks our workflow code)."""
     harness = Harness(
         client, f"fleet-agent-test-{uuid.uuid4().hex[:8]}", has_fleet=fleet is not None
     )
@@ -121,7 +124,7 @@ async def running_worker(
         task_queue=harness.task_queue,
         # A test's worker stops at once: what still runs then belongs to
         # workflows the test has ended.
-        tuning=replace(WorkerTuning.from_env(), shutdown_grace_s=0.0),
+        tuning=replace(WorkerTuning.from_env(), shutdown_grace_s=0.0, workflow_sandbox=sandbox),
     )
     try:
         async with worker:

@@ -221,10 +221,19 @@ async def test_destroy_only_touches_this_agents_machines(
     assert [i["id"] for i in _instances(sim)] == [foreign]
 
 
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandboxed", "unsandboxed"])
 async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
-    ts_env: WorkflowEnvironment, store: Store, sim: SimServer, fleet: FleetActivities
+    ts_env: WorkflowEnvironment,
+    store: Store,
+    sim: SimServer,
+    fleet: FleetActivities,
+    sandbox: bool,
 ) -> None:
-    async with running_worker(ts_env.client, store, provider=AutopilotProvider(), fleet=fleet) as h:
+    """The agent, its monitor and a run with fleet tools, in the sandbox and
+    out of it (FLEET_WORKFLOW_SANDBOX=off)."""
+    async with running_worker(
+        ts_env.client, store, provider=AutopilotProvider(), fleet=fleet, sandbox=sandbox
+    ) as h:
         # A long heartbeat: after the kill only the monitor may notice it first.
         handle = await h.start_agent(
             target_proofs_per_hour=40, monitor_poll_seconds=30, heartbeat_seconds=3600

@@ -8,7 +8,8 @@ from typing import Any
 from unittest.mock import MagicMock
 
 import pytest
-from temporalio.worker import PollerBehaviorSimpleMaximum
+from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.tuning import WorkerTuning
@@ -51,3 +52,26 @@ def test_build_worker_applies_the_tuning(monkeypatch: pytest.MonkeyPatch) -> Non
     assert built["workflow_task_poller_behavior"] == PollerBehaviorSimpleMaximum(7)
     assert built["activity_task_poller_behavior"] == PollerBehaviorSimpleMaximum(9)
     assert built["graceful_shutdown_timeout"] == timedelta(seconds=7.5)
+
+
+def test_the_sandbox_is_on_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FLEET_WORKFLOW_SANDBOX: `on` (the default) or `off`; anything else is
+    refused with the variable's name; build_worker picks the runner by it."""
+    import worker
+
+    assert WorkerTuning.from_env({}).workflow_sandbox is True
+    assert WorkerTuning.from_env({"FLEET_WORKFLOW_SANDBOX": "on"}).workflow_sandbox is True
+    assert WorkerTuning.from_env({"FLEET_WORKFLOW_SANDBOX": "off"}).workflow_sandbox is False
+    for bad in ("no", "false", "0", "OFF"):
+        with pytest.raises(ValueError, match="FLEET_WORKFLOW_SANDBOX must be 'on' or 'off'"):
+            WorkerTuning.from_env({"FLEET_WORKFLOW_SANDBOX": bad})
+    built: dict[str, Any] = {}
+    monkeypatch.setattr(worker, "Worker", lambda client, **kw: built.update(kw))
+    for sandbox, runner in ((True, SandboxedWorkflowRunner), (False, UnsandboxedWorkflowRunner)):
+        worker.build_worker(
+            MagicMock(),
+            store=MagicMock(),
+            provider=AutopilotProvider(),
+            tuning=WorkerTuning(workflow_sandbox=sandbox),
+        )
+        assert type(built["workflow_runner"]) is runner
