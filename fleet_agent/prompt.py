@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from fleet_agent.fleet.policy import BAND, SMALL_GAP, TOP_MARGIN
+from fleet_agent.fleet.policy import BAND, SMALL_GAP, SPARE_PREMIUM, TOP_MARGIN
 from fleet_agent.models import AgentConfig, Trigger, TriggerKind, Wake
 from fleet_agent.verdict import VERDICT_INSTRUCTIONS
 
@@ -88,6 +88,7 @@ def render_trigger_block(triggers: Sequence[Trigger]) -> str:
 # The autopilot's tolerance under the target (policy.py), as the model reads it.
 _SMALL_GAP_PCT = f"{100 * SMALL_GAP:g}"
 _PLAN_TOP_PCT = f"{100 * (BAND - TOP_MARGIN):g}"
+_SPARE_PREMIUM_PCT = f"{100 * SPARE_PREMIUM:g}"
 
 
 def system_prompt(agent_id: str) -> str:
@@ -117,7 +118,9 @@ estimate counts only while a machine loads or fetches its parameters.
 or the "hold" figure of the fleet line when it gives one (a spare, so that one failure leaves the \
 fleet within 5 % under the target while its replacement loads: 95 % of the target plus the \
 largest machine of up to 8.5 % of it, so choose a set of rentals that holds the level it makes, \
-in one go) — and at most 5 % over the target (plan for {_PLAN_TOP_PCT} %: a machine's figure is \
+in one go; hold the target alone when a fleet inside the band that holds the level costs more \
+than {_SPARE_PREMIUM_PCT} % more per hour than one that holds the target) — and at most 5 % \
+over the target (plan for {_PLAN_TOP_PCT} %: a machine's figure is \
 an estimate, or a measurement a few per cent either way): a rental that takes the fleet further \
 over can rarely be released again, so prefer offers that fit, and leave a gap open when none does \
 and the fleet is within {_SMALL_GAP_PCT} % under the target. Release machines the level does not \

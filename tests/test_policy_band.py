@@ -6,7 +6,10 @@ from typing import Any
 
 import pytest
 
+from fleet_agent.fleet.band import SPARE_PREMIUM, inside_band
+from fleet_agent.fleet.oracle import Cover, Item
 from fleet_agent.fleet.policy import BAND, SMALL_GAP, TOP_MARGIN, choose_offers, plan_fleet
+from fleet_agent.fleet.spare import SPARE_MAX
 from fleet_agent.prompt import system_prompt
 from tests.policy_rows import machine, offer
 
@@ -96,3 +99,88 @@ def test_a_cover_ends_top_margin_under_the_band_s_top() -> None:
     offers = [offer(1, 24.0, 0.20), offer(2, 20.0, 0.22)]
     plan = plan_fleet(fleet, 300)
     assert [o["offer_id"] for o in choose_offers(offers, plan.gap, 300, hold=plan.hold)] == [2]
+
+
+# Seed 3's market day at hour 12 (target 800 → 300, spare on): its 24
+# machines, measured. The cheapest subset holding 300 inside the band costs
+# $2.40/h; holding the spare's level (310.3) inside the band's top (312) took
+# ten machines at $2.70/h, 12.7 % more, kept for six hours.
+SEED_3_AT_HOUR_12 = [
+    machine(297, 95.7, 0.815),
+    machine(335, 48.8, 0.555),
+    machine(355, 78.7, 0.884),
+    machine(376, 23.3, 0.181),
+    machine(394, 24.1, 0.211),
+    machine(500, 25.0, 0.251),
+    machine(501, 25.3, 0.278),
+    machine(550, 23.6, 0.258),
+    machine(597, 24.4, 0.277),
+    machine(613, 23.5, 0.286),
+    machine(618, 23.7, 0.233),
+    machine(676, 24.3, 0.209),
+    machine(685, 23.6, 0.227),
+    machine(745, 24.3, 0.185),
+    machine(755, 23.4, 0.204),
+    machine(784, 106.8, 0.784),
+    machine(825, 24.9, 0.204),
+    machine(998, 25.8, 0.230),
+    machine(19, 23.9, 0.235),
+    machine(66, 23.6, 0.237),
+    machine(103, 25.7, 0.238),
+    machine(105, 26.3, 0.272),
+    machine(122, 24.1, 0.275),
+    machine(154, 23.4, 0.270),
+]
+
+
+def _kept(rows: list[dict[str, Any]], destroy: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    gone = {iid for iid, _ in destroy}
+    return [r for r in rows if r["id"] not in gone]
+
+
+def test_a_spare_is_not_held_for_much_more_than_the_target_costs() -> None:
+    plan = plan_fleet(SEED_3_AT_HOUR_12, 300, spare=True)
+    kept = _kept(SEED_3_AT_HOUR_12, plan.destroy)
+    rate = sum(r["expected_proofs_per_hour"] for r in kept)
+    dph = sum(r["dph"] for r in kept)
+    assert 300 <= rate <= (1 + BAND - TOP_MARGIN) * 300
+    assert dph == pytest.approx(2.399, abs=0.001)  # not the spare's 2.704
+    assert plan.held_dph == pytest.approx(dph)
+    # The spare's level is not held, and no offer can add it inside the band:
+    # the gap stays open, nothing is rented past the band's top.
+    assert 0 < plan.gap < SPARE_MAX * 300
+    offers = [offer(1, 23.5, 0.16), offer(2, 48.0, 0.30)]
+    picks = choose_offers(
+        offers, plan.gap, 300, hold=plan.hold, held=plan.held, held_dph=plan.held_dph
+    )
+    assert picks == []
+
+
+def test_the_model_is_told_what_a_spare_may_cost() -> None:
+    assert "costs more than 5 % more per hour than one that holds the target" in " ".join(
+        system_prompt("a").split()
+    )
+
+
+def test_a_spare_that_costs_little_more_is_still_held() -> None:
+    """`inside_band` with the level 310 (a spare) and the target 300, the
+    band's top at 312, and a cheapest cover past it: the level's set is kept
+    while the fleet with it costs at most SPARE_PREMIUM more."""
+    past = Item(key=0, cost=0.90, rate=330.0)
+    target_set = Item(key=1, cost=1.00, rate=301.0)
+
+    def chosen(level_cost: float, base: float = 0.0) -> float:
+        items = [past, target_set, Item(key=2, cost=level_cost, rate=311.0)]
+        cheapest = Cover([0], past.cost, past.rate, True)
+        found = inside_band(
+            items, (310.0, 300.0), 312.0, cheapest, target_low=300.0, base_cost=base
+        )
+        assert found is not None
+        return found[1]
+
+    assert SPARE_PREMIUM == 0.05
+    assert chosen(1.04) == 310.0  # 4 % more: the spare is held
+    assert chosen(1.10) == 300.0  # 10 % more: the target alone
+    # The premium is on the whole fleet's $/h: beside $10/h of machines kept,
+    # $0.10/h more is 0.9 %.
+    assert chosen(1.10, base=10.0) == 310.0

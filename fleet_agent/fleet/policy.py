@@ -2,7 +2,8 @@
 
 Replace dead, stuck and not-proving machines, rent the cheapest set of offers
 that covers a gap without leaving the ±5 % band (its rules: band.py), hold a
-spare for one failure where it fits in the band (spare.py), release the most
+spare for one failure where it fits in the band and costs at most
+SPARE_PREMIUM more (spare.py, band.py), release the most
 expensive machines per proof the level held does not need, but never a
 healthy machine younger than the agent's `min_release_age_minutes` (the
 snapshot marks it not `releasable`). Works on the same snapshot rows and
@@ -18,6 +19,7 @@ from typing import Any
 from fleet_agent.fleet.band import (
     INSIDE_BAND_PREMIUM,
     SMALL_GAP,
+    SPARE_PREMIUM,
     TOP_MARGIN,
     cheapest_kept,
     inside_band,
@@ -32,6 +34,7 @@ __all__ = [
     "INSIDE_BAND_PREMIUM",
     "NOT_PROVING",
     "SMALL_GAP",
+    "SPARE_PREMIUM",
     "STUCK_LOADING_MINUTES",
     "TOP_MARGIN",
     "FleetPlan",
@@ -64,6 +67,8 @@ class FleetPlan:
     # With a spare: the expected proofs/h of each machine kept, so a cover
     # can hold the level of the fleet it joins (`choose_offers`). None without.
     held: tuple[float, ...] | None = None
+    # The $/h of the machines kept (those of `held`, or all kept without a spare).
+    held_dph: float = 0.0
 
 
 def _per_proof(row: dict[str, Any]) -> float:
@@ -165,6 +170,7 @@ def plan_fleet(rows: list[dict[str, Any]], target: float, *, spare: bool = False
         gap=hold - expected,
         hold=hold,
         held=held,
+        held_dph=sum(float(r.get("dph") or 0.0) for r in alive if id(r) not in released),
     )
 
 
@@ -175,6 +181,7 @@ def choose_offers(
     *,
     hold: float | None = None,
     held: Sequence[float] | None = None,
+    held_dph: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Offers (rows as search_offers gives them) that cover `gap` at the least
     $/h without taking the fleet past the band (`target` + BAND; planned
@@ -196,7 +203,10 @@ def choose_offers(
     is small enough to go without), so the fleet would stay out of band for
     hours: the cheapest cover that ends inside it is taken instead, if it
     costs at most INSIDE_BAND_PREMIUM more: one up to the level, else one up
-    to the target (a spare is never bought past the band). If none does, a
+    to the target (a spare is never bought past the band, nor inside it
+    when the fleet with the level's set costs more than SPARE_PREMIUM over
+    the fleet with the target's; `held_dph` is the fleet's $/h besides the
+    cover). If none does, a
     gap that leaves the fleet at most SMALL_GAP of the target under it is
     left open (the fleet is inside the band), and a larger one is covered
     past the band.
@@ -216,7 +226,14 @@ def choose_offers(
             cheapest = joint
     ceiling = gap - above + (BAND - TOP_MARGIN) * target
     if cheapest.rate > ceiling:
-        inside = inside_band(items, (gap, gap - above), ceiling, cheapest)
+        inside = inside_band(
+            items,
+            (gap, gap - above),
+            ceiling,
+            cheapest,
+            target_low=gap - above,
+            base_cost=held_dph,
+        )
         if inside is not None:
             return [pool[k] for k in inside[0].keys]
         if gap - above <= SMALL_GAP * target:

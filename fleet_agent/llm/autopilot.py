@@ -141,7 +141,12 @@ class AutopilotProvider:
                 found = _RESULT_JSON.search(searched[-1])
                 offers = json.loads(found.group(1)) if found else []
                 picks = choose_offers(
-                    offers, plan.gap, run.target(), hold=plan.hold, held=plan.held
+                    offers,
+                    plan.gap,
+                    run.target(),
+                    hold=plan.hold,
+                    held=plan.held,
+                    held_dph=plan.held_dph,
                 )
                 why = f"cover a {plan.gap:.0f} proofs/h gap"
                 if plan.hold > run.target():
