@@ -86,16 +86,13 @@ def inside_band(
             break
     if not found:
         return None
-    best = found[0]
-    last = found[-1]
-    if (
-        target_low is not None
-        and best[1] > target_low + 1e-9
-        and abs(last[1] - target_low) <= 1e-9
-        and base_cost + best[0].cost > (1 + SPARE_PREMIUM) * (base_cost + last[0].cost)
-    ):
+    # Two sets only when the first holds a level above the target: the second
+    # is then the target's (a set inside [level, high] is inside [target,
+    # high] too, and costs at least the cheapest there).
+    first, last = found[0], found[-1]
+    if base_cost + first[0].cost > (1 + SPARE_PREMIUM) * (base_cost + last[0].cost):
         return last
-    return best
+    return first
 
 
 def cheapest_kept(
