@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlalchemy.exc import OperationalError
 from temporalio.client import Client
+from temporalio.envconfig import ClientConfig
 from temporalio.service import RPCError
 from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
@@ -47,7 +48,7 @@ from fleet_agent.store import NEW_STORE_FLAG, SchemaError, Store, StoreRefused, 
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.tuning import WorkerTuning
 from fleet_agent.vast.client import VastClient
-from starter.connect import connect
+from starter.connect import connect, connect_failure, is_connect_failure, target_address
 from starter.stopping import stop_event
 from starter.telemetry import MetricsUnavailable, install_metrics
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
@@ -339,6 +340,17 @@ def _cli(argv: Sequence[str] | None = None) -> int:
         asyncio.run(main(new_store=args.new_store, settings=settings))
     except (StoreRefused, SchemaError, ValueError, MetricsUnavailable) as exc:
         print(f"worker: error: {exc}", file=sys.stderr)
+        return 1
+    except RuntimeError as exc:
+        if not is_connect_failure(exc):
+            raise
+        # One line, as `fleet-agent worker` says it: a wrong TEMPORAL_ADDRESS
+        # or a server not up yet is an operator's matter, not a traceback.
+        where = target_address(ClientConfig.load_client_connect_config())
+        print(
+            f"worker: error: cannot reach Temporal at {where}: {connect_failure(exc)}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -8,7 +8,6 @@ a `CliError` with a one-line message; anything else is a bug and propagates.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -39,7 +38,7 @@ from fleet_agent.models import (
     FreezeReport,
     RejectedInput,
 )
-from starter.connect import connect, default_address
+from starter.connect import connect, connect_failure, target_address
 from starter.hints import CLI
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
@@ -50,7 +49,6 @@ __all__ = [
     "AgentClient",
     "CliError",
     "UsageError",
-    "connect_failure",
     "open_client",
     "resolved_address",
     "validation_message",
@@ -63,7 +61,6 @@ DEFAULT_QUERY_TIMEOUT = 10.0
 
 # Between this machine's clock and the workflow's (the server's) time.
 _CLOCK_SLACK = timedelta(seconds=5)
-_OS_MESSAGE = re.compile(r'message: "([^"]+)"')
 
 
 class CliError(Exception):
@@ -95,7 +92,7 @@ def resolved_address(address: str | None, profile: str | None) -> str:
     except Exception as exc:  # a malformed profile file must not hide the real error
         raise CliError(f"cannot read the Temporal client configuration: {exc}") from None
     try:
-        return str(config.get("target_host") or default_address())
+        return target_address(config)
     except ValueError as exc:  # a bad TEMPORAL_PORT
         raise CliError(str(exc)) from None
 
@@ -119,13 +116,6 @@ async def open_client(
         ) from None
     except RuntimeError as exc:
         raise CliError(f"cannot reach Temporal at {where}: {connect_failure(exc)}") from None
-
-
-def connect_failure(exc: RuntimeError) -> str:
-    """The readable part of a failed connect: the core SDK reports a Rust error
-    chain, in which the OS message ("Connection refused") is the useful bit."""
-    found = _OS_MESSAGE.search(str(exc))
-    return found.group(1) if found else str(exc).removeprefix("Failed client connect: ")
 
 
 class AgentClient:

@@ -16,11 +16,11 @@ from starter.agent_client import (
     AgentClient,
     CliError,
     UsageError,
-    connect_failure,
     open_client,
     resolved_address,
 )
 from starter.cli_options import agent_options, new_store_option, port_number, temporal_options
+from starter.connect import connect_failure, is_connect_failure
 
 __all__ = ["add_service_commands"]
 
@@ -74,7 +74,7 @@ def _worker(args: argparse.Namespace) -> int:
     except (StoreRefused, SchemaError, MetricsUnavailable) as exc:
         raise CliError(str(exc)) from None
     except RuntimeError as exc:
-        if not str(exc).startswith("Failed client connect"):
+        if not is_connect_failure(exc):
             raise
         raise CliError(f"cannot reach Temporal at {where}: {connect_failure(exc)}") from None
     return 0

@@ -8,6 +8,8 @@ temporal CLI; explicit arguments win. With none of them, the local stack:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from temporalio.client import Client
@@ -17,9 +19,17 @@ from temporalio.runtime import Runtime
 
 from fleet_agent.local_stack import DEFAULT_TEMPORAL_PORT, TEMPORAL_PORT_ENV, env_port
 
-__all__ = ["DEFAULT_ADDRESS", "connect", "default_address"]
+__all__ = [
+    "DEFAULT_ADDRESS",
+    "connect",
+    "connect_failure",
+    "default_address",
+    "is_connect_failure",
+    "target_address",
+]
 
 DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_TEMPORAL_PORT}"
+_OS_MESSAGE = re.compile(r'message: "([^"]+)"')
 
 
 def default_address() -> str:
@@ -29,6 +39,26 @@ def default_address() -> str:
     """
     port = env_port(TEMPORAL_PORT_ENV)
     return DEFAULT_ADDRESS if port is None else f"127.0.0.1:{port}"
+
+
+def target_address(config: Mapping[str, Any], address: str | None = None) -> str:
+    """The address `connect()` uses with `config` (the environment's client
+    configuration, loaded): `address`, else the configuration's (the
+    TEMPORAL_ADDRESS or a profile's), else the local stack's. Raises
+    `ValueError` naming TEMPORAL_PORT when it is not a port number."""
+    return address or str(config.get("target_host") or default_address())
+
+
+def is_connect_failure(exc: BaseException) -> bool:
+    """Whether `exc` is the SDK's failure to reach the server at all."""
+    return isinstance(exc, RuntimeError) and str(exc).startswith("Failed client connect")
+
+
+def connect_failure(exc: RuntimeError) -> str:
+    """The readable part of a failed connect: the core SDK reports a Rust error
+    chain, in which the OS message ("Connection refused") is the useful bit."""
+    found = _OS_MESSAGE.search(str(exc))
+    return found.group(1) if found else str(exc).removeprefix("Failed client connect: ")
 
 
 async def connect(
@@ -42,9 +72,7 @@ async def connect(
     config: dict[str, Any] = dict(ClientConfig.load_client_connect_config(profile=profile))
     if runtime is not None:
         config["runtime"] = runtime
-    config.setdefault("target_host", default_address())
-    if address:
-        config["target_host"] = address
+    config["target_host"] = target_address(config, address)
     if namespace:
         config["namespace"] = namespace
     return await Client.connect(data_converter=pydantic_data_converter, **config)

@@ -231,6 +231,36 @@ async def test_the_worker_stops_on_a_bad_value_in_its_env_file(tmp_path: Path) -
     assert err.decode() == "worker: error: FLEET_PROVER_DISK_GB must be a number, not 'abc'\n"
 
 
+async def test_the_worker_says_in_one_line_that_temporal_is_unreachable(tmp_path: Path) -> None:
+    """`python worker.py` with nothing at TEMPORAL_ADDRESS: one line naming the
+    address and the OS's reason, exit 1, no traceback (`fleet-agent worker`
+    says the same)."""
+    env = {
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("FLEET_", "ANTHROPIC_", "VAST_", "METRICS_", "TEMPORAL_"))
+        },
+        "PYTHONPATH": str(ROOT),
+        "FLEET_DATABASE_URL": f"sqlite:///{tmp_path / 'store.db'}",
+        "TEMPORAL_ADDRESS": "127.0.0.1:9",  # discard: nothing listens
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(ROOT / "worker.py"),
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode == 1
+    assert (
+        err.decode() == "worker: error: cannot reach Temporal at 127.0.0.1:9: Connection refused\n"
+    )
+    assert not (tmp_path / "store.db").exists(), "no store is opened before Temporal answers"
+
+
 @pytest.mark.parametrize("command", [["worker", "--address", "127.0.0.1:9"], ["up", "--check"]])
 @pytest.mark.parametrize(
     ("name", "value", "message"),
