@@ -206,35 +206,9 @@ def test_fleet_agent_names_a_missing_env_file(
     assert err == f"fleet-agent: error: {ENV_FILE_ENV} must name an existing file, not {where!r}\n"
 
 
-async def test_the_worker_stops_on_a_bad_value_in_its_env_file(tmp_path: Path) -> None:
-    (tmp_path / ".env").write_text("FLEET_PROVER_DISK_GB=abc\n")
-    env = {
-        **{
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("FLEET_", "ANTHROPIC_", "VAST_", "METRICS_"))
-        },
-        "PYTHONPATH": str(ROOT),
-        # Nothing listens here: the worker must stop before it tries.
-        "TEMPORAL_ADDRESS": "127.0.0.1:9",
-    }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(ROOT / "worker.py"),
-        cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
-    assert proc.returncode == 1
-    assert err.decode() == "worker: error: FLEET_PROVER_DISK_GB must be a number, not 'abc'\n"
-
-
-async def test_the_worker_says_in_one_line_that_temporal_is_unreachable(tmp_path: Path) -> None:
-    """`python worker.py` with nothing at TEMPORAL_ADDRESS: one line naming the
-    address and the OS's reason, exit 1, no traceback (`fleet-agent worker`
-    says the same)."""
+async def _worker_stops(tmp_path: Path, **extra: str) -> tuple[int | None, str]:
+    """`python worker.py` in `tmp_path`, without our variables but `extra`,
+    Temporal at a port where nothing listens: its exit code and stderr."""
     env = {
         **{
             k: v
@@ -242,8 +216,8 @@ async def test_the_worker_says_in_one_line_that_temporal_is_unreachable(tmp_path
             if not k.startswith(("FLEET_", "ANTHROPIC_", "VAST_", "METRICS_", "TEMPORAL_"))
         },
         "PYTHONPATH": str(ROOT),
-        "FLEET_DATABASE_URL": f"sqlite:///{tmp_path / 'store.db'}",
         "TEMPORAL_ADDRESS": "127.0.0.1:9",  # discard: nothing listens
+        **extra,
     }
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -254,10 +228,26 @@ async def test_the_worker_says_in_one_line_that_temporal_is_unreachable(tmp_path
         stderr=asyncio.subprocess.PIPE,
     )
     _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
-    assert proc.returncode == 1
-    assert (
-        err.decode() == "worker: error: cannot reach Temporal at 127.0.0.1:9: Connection refused\n"
+    return proc.returncode, err.decode()
+
+
+async def test_the_worker_stops_on_a_bad_value_in_its_env_file(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("FLEET_PROVER_DISK_GB=abc\n")
+    # It stops before it tries Temporal.
+    code, err = await _worker_stops(tmp_path)
+    assert code == 1
+    assert err == "worker: error: FLEET_PROVER_DISK_GB must be a number, not 'abc'\n"
+
+
+async def test_the_worker_says_in_one_line_that_temporal_is_unreachable(tmp_path: Path) -> None:
+    """`python worker.py` with nothing at TEMPORAL_ADDRESS: one line naming the
+    address and the OS's reason, exit 1, no traceback (`fleet-agent worker`
+    says the same)."""
+    code, err = await _worker_stops(
+        tmp_path, FLEET_DATABASE_URL=f"sqlite:///{tmp_path / 'store.db'}"
     )
+    assert code == 1
+    assert err == "worker: error: cannot reach Temporal at 127.0.0.1:9: Connection refused\n"
     assert not (tmp_path / "store.db").exists(), "no store is opened before Temporal answers"
 
 
