@@ -48,7 +48,7 @@ from fleet_agent.store import NEW_STORE_FLAG, SchemaError, Store, StoreRefused, 
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.tuning import WorkerTuning
 from fleet_agent.vast.client import VastClient
-from starter.connect import connect, connect_failure, is_connect_failure, target_address
+from starter.connect import connect, is_connect_failure, target_address, unreachable
 from starter.stopping import stop_event
 from starter.telemetry import MetricsUnavailable, install_metrics
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
@@ -347,10 +347,7 @@ def _cli(argv: Sequence[str] | None = None) -> int:
         # One line, as `fleet-agent worker` says it: a wrong TEMPORAL_ADDRESS
         # or a server not up yet is an operator's matter, not a traceback.
         where = target_address(ClientConfig.load_client_connect_config())
-        print(
-            f"worker: error: cannot reach Temporal at {where}: {connect_failure(exc)}",
-            file=sys.stderr,
-        )
+        print(f"worker: error: {unreachable(where, exc)}", file=sys.stderr)
         return 1
     return 0
 

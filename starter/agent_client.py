@@ -38,7 +38,7 @@ from fleet_agent.models import (
     FreezeReport,
     RejectedInput,
 )
-from starter.connect import connect, connect_failure, target_address
+from starter.connect import connect, target_address, unreachable
 from starter.hints import CLI
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
@@ -115,7 +115,7 @@ async def open_client(
             f"cannot reach Temporal at {where}: no answer within {connect_timeout:g}s"
         ) from None
     except RuntimeError as exc:
-        raise CliError(f"cannot reach Temporal at {where}: {connect_failure(exc)}") from None
+        raise CliError(unreachable(where, exc)) from None
 
 
 class AgentClient:

@@ -20,7 +20,7 @@ from starter.agent_client import (
     resolved_address,
 )
 from starter.cli_options import agent_options, new_store_option, port_number, temporal_options
-from starter.connect import connect_failure, is_connect_failure
+from starter.connect import is_connect_failure, unreachable
 
 __all__ = ["add_service_commands"]
 
@@ -76,7 +76,7 @@ def _worker(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         if not is_connect_failure(exc):
             raise
-        raise CliError(f"cannot reach Temporal at {where}: {connect_failure(exc)}") from None
+        raise CliError(unreachable(where, exc)) from None
     return 0
 
 

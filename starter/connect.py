@@ -26,6 +26,7 @@ __all__ = [
     "default_address",
     "is_connect_failure",
     "target_address",
+    "unreachable",
 ]
 
 DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_TEMPORAL_PORT}"
@@ -59,6 +60,11 @@ def connect_failure(exc: RuntimeError) -> str:
     chain, in which the OS message ("Connection refused") is the useful bit."""
     found = _OS_MESSAGE.search(str(exc))
     return found.group(1) if found else str(exc).removeprefix("Failed client connect: ")
+
+
+def unreachable(where: str, exc: RuntimeError) -> str:
+    """The one line the CLI and the worker give for a failed connect to `where`."""
+    return f"cannot reach Temporal at {where}: {connect_failure(exc)}"
 
 
 async def connect(
