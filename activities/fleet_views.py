@@ -22,8 +22,9 @@ from datetime import UTC, datetime
 
 from temporalio.exceptions import ApplicationError
 
-from fleet_agent.fleet.labels import is_ours, label_prefix
+from fleet_agent.fleet.labels import is_ours, label_prefix, parse_label
 from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot, summarize
+from fleet_agent.fleet.temporary import temporary_labels, temporary_min_age
 from fleet_agent.models import AgentConfig, PollRequest
 from fleet_agent.store import ToolJournal
 from fleet_agent.vast.client import VastClient
@@ -69,6 +70,15 @@ class FleetViews:
         )
         return [i for i in listed if is_ours(i.label, agent_id)]
 
+    async def _temporary(self, agent_id: str, members: list[Instance]) -> set[str]:
+        """The labels among `members` whose create call asked for a temporary
+        machine, from the journal (fleet_agent/fleet/temporary.py)."""
+        runs = {p.run for p in (parse_label(i.label) for i in members) if p is not None}
+        if not runs:
+            return set()
+        calls = await asyncio.to_thread(self._journal.temporary_creates, agent_id, runs)
+        return temporary_labels(agent_id, calls)
+
     async def _recent(self, agent_id: str) -> tuple[list[Instance], bool]:
         """This agent's machines for a view that may be a little old, and
         whether the listing was served stale: never one begun before the
@@ -112,6 +122,7 @@ class FleetViews:
             tracks = await self._watch.tracks(req.agent_id)
         return summarize(
             members,
+            temporary=await self._temporary(req.agent_id, members),
             target=req.target_proofs_per_hour,
             now_epoch=self._clock(),
             tracks=tracks,
@@ -139,6 +150,7 @@ class FleetViews:
         rules = rules_of(agent_id, config)
         return summarize(
             [inst],
+            temporary=await self._temporary(agent_id, [inst]),
             target=config.target_proofs_per_hour,
             now_epoch=self._clock(),
             tracks=tracks,
@@ -153,9 +165,15 @@ class FleetViews:
         A dead, idle, stuck or not-proving machine may always go."""
         if row.releasable:
             return None
+        kept = (
+            f"temporary machines are kept at least "
+            f"{temporary_min_age(config.min_release_age_minutes):g} min, others "
+            if row.temporary
+            else "machines are kept at least "
+        )
         return (
             f"Refused: instance {inst.id} is healthy and only {row.age_minutes:.0f} min old; "
-            f"machines are kept at least {config.min_release_age_minutes:g} min "
+            f"{kept}{config.min_release_age_minutes:g} min "
             "(min_release_age_minutes) so that a target change or a passing surplus "
             "does not rent and release the same capacity. Nothing was destroyed."
         )

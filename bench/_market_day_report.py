@@ -132,6 +132,9 @@ def day_report(
                 default=None,
             )
         ),
+        # Bridges rented beside a large gap's cover, and those that failed.
+        "temporary_rented": sum(life.temporary for life in day.lives.values()),
+        "temporary_failed": sum(life.temporary for life in failed),
         "bad_boots": len(bad_boots),
         "bad_boot_to_destroy_max_min": minutes(max(bad_boots) if bad_boots else None),
         "thrash": thrash,
@@ -146,11 +149,19 @@ def day_report(
 
 
 def _replacements(day: Day) -> list[dict[str, Any]]:
-    """Pairs each failure with the first machine rented after it was seen."""
-    fresh = sorted(day.lives.values(), key=lambda life: life.created)
+    """Pairs each failure with the first machine rented after it was seen.
+    A temporary bridge (fleet_agent/fleet/bridges.py) is neither: it is no
+    cover for the target, so its failure calls for no replacement (the cover
+    it bridged is replaced when it fails), and a bridge rented after a
+    failure does not replace it."""
+    fresh = sorted(
+        (life for life in day.lives.values() if not life.temporary), key=lambda life: life.created
+    )
     used: set[int] = set()
     out = []
-    failed = [life for life in day.lives.values() if life.failed_at is not None]
+    failed = [
+        life for life in day.lives.values() if life.failed_at is not None and not life.temporary
+    ]
     for life in sorted(failed, key=lambda life: life.failed_at or 0.0):
         assert life.failed_at is not None
         new = next(

@@ -9,7 +9,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet_agent.store import Store
+from fleet_agent.fleet.labels import parse_label
+from fleet_agent.fleet.temporary import temporary_labels
+from fleet_agent.store import Store, ToolJournal
 
 __all__ = [
     "BAND",
@@ -21,6 +23,7 @@ __all__ = [
     "Life",
     "destroyed_as",
     "failed",
+    "mark_temporary",
     "observe",
     "target_at",
 ]
@@ -55,6 +58,8 @@ class Life:
     rate: float = 0.0  # the last proofs/h the simulator gave it while it proved
     dph: float = 0.0  # its price, $/h (dph_total)
     true_rate: float = 0.0  # what it proves while healthy (the simulator's truth)
+    label: str = ""  # its vast.ai label
+    temporary: bool = False  # rented as a bridge (the agent's journal says so)
 
 
 @dataclass
@@ -100,6 +105,7 @@ def observe(day: Day, state: dict[str, Any], t: float) -> None:
                 f"start_date={row.get('start_date')} {str(row.get('status_msg') or '')[:60]}"
             )
             life.boot = str(row.get("boot_outcome") or "run")
+            life.label = str(row.get("label") or "")
             life.dph = float(row.get("dph_total") or 0.0)
             life.true_rate = float(row.get("expected_proofs_per_hour") or 0.0)
             if float(row.get("proofs_per_hour") or 0.0) > 0:
@@ -142,3 +148,13 @@ def destroyed_as(day: Day, store: Store, agent_id: str) -> None:
                 life.healthy_at_destroy = False
                 life.failed_at = life.failed_at if life.failed_at is not None else life.destroyed_at
                 life.failure = life.failure or gone_as
+
+
+def mark_temporary(day: Day, store: Store, agent_id: str) -> None:
+    """Which machines the agent rented as temporary bridges, as its tool
+    journal records them (fleet_agent/fleet/temporary.py)."""
+    runs = {p.run for p in (parse_label(life.label) for life in day.lives.values()) if p}
+    calls = ToolJournal(store).temporary_creates(agent_id, runs)
+    labels = temporary_labels(agent_id, calls)
+    for life in day.lives.values():
+        life.temporary = bool(life.label) and life.label in labels

@@ -31,7 +31,15 @@ from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
 from _market_day_report import day_report, seeds_summary
-from _market_day_truth import CONFIG, Day, destroyed_as, failed, observe, target_at
+from _market_day_truth import (
+    CONFIG,
+    Day,
+    destroyed_as,
+    failed,
+    mark_temporary,
+    observe,
+    target_at,
+)
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
@@ -160,6 +168,7 @@ async def run_path(
                     ) as h:
                         agent_id = await _drive(day, env, h, sim, vast, prover, hours, step, spare)
                     destroyed_as(day, store, agent_id)
+                    mark_temporary(day, store, agent_id)
                     counters = sim.market.state()["counters"]
         finally:
             await env.shutdown()

@@ -14,7 +14,15 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
+from fleet_agent.fleet.bridges import (
+    BRIDGE_FAST_MINUTES,
+    BRIDGE_MAX_MACHINES,
+    BRIDGE_MAX_SIZE,
+    BRIDGE_MIN_GAP,
+    BRIDGE_SHARE,
+)
 from fleet_agent.fleet.policy import BAND, SMALL_GAP, SPARE_PREMIUM, TOP_MARGIN
+from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.models import AgentConfig, Trigger, TriggerKind, Wake
 from fleet_agent.verdict import VERDICT_INSTRUCTIONS
 
@@ -89,6 +97,9 @@ def render_trigger_block(triggers: Sequence[Trigger]) -> str:
 _SMALL_GAP_PCT = f"{100 * SMALL_GAP:g}"
 _PLAN_TOP_PCT = f"{100 * (BAND - TOP_MARGIN):g}"
 _SPARE_PREMIUM_PCT = f"{100 * SPARE_PREMIUM:g}"
+_BRIDGE_GAP_PCT = f"{100 * BRIDGE_MIN_GAP:g}"
+_BRIDGE_SHARE_PCT = f"{100 * BRIDGE_SHARE:g}"
+_BRIDGE_SIZE_PCT = f"{100 * BRIDGE_MAX_SIZE:g}"
 
 
 def system_prompt(agent_id: str) -> str:
@@ -129,6 +140,13 @@ them (or, when it is more than 5 % over and no release keeps the target, within 
 % under the target), and never a healthy machine younger than the minimum release age in ## \
 Limits (releasable: false). Release a machine only when the machines proving now still hold the \
 level without it.
+- For a gap of {_BRIDGE_GAP_PCT} % of the target or more, rent beside its cover, with \
+`temporary: true`, the cheapest offers with est_load_minutes ≤ {BRIDGE_FAST_MINUTES:g} for about \
+{_BRIDGE_SHARE_PCT} % of what the cover's slower machines bring (each at most \
+{_BRIDGE_SIZE_PCT} % of the target, at most {BRIDGE_MAX_MACHINES}): they prove while the cover \
+loads. A temporary machine is no cover for the target: replace a failed machine as if it were \
+not there, and release it as soon as the other machines prove the target without it (from \
+{TEMPORARY_MIN_AGE_MINUTES:g} min of age).
 - Hard limits (## Limits) are enforced by the system, not by you. A refused call tells you \
 why; do not retry it unchanged.
 - The heartbeat runs you regularly (its interval is in ## Limits). Use schedule_next_check \

@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleet_agent.errors import describe_validation_error
+from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.models import ToolResult
 
 __all__ = [
@@ -68,7 +69,18 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         ),
         "input_schema": {
             "type": "object",
-            "properties": {"offer_id": {"type": "integer"}, "reason": _REASON},
+            "properties": {
+                "offer_id": {"type": "integer"},
+                "reason": _REASON,
+                "temporary": {
+                    "type": "boolean",
+                    "description": (
+                        "A bridge that proves while slower rentals load: not counted as "
+                        "cover for the target, releasable from "
+                        f"{TEMPORARY_MIN_AGE_MINUTES:g} min once the rest proves it."
+                    ),
+                },
+            },
             "required": ["offer_id", "reason"],
             "additionalProperties": False,
         },
@@ -137,6 +149,7 @@ class SearchOffersInput(_ToolInput):
 class CreateInstanceInput(_ToolInput):
     offer_id: int
     reason: Annotated[str, Field(min_length=1, max_length=1000)]
+    temporary: bool = False
 
 
 class DestroyInstanceInput(_ToolInput):

@@ -49,6 +49,7 @@ class Flag:
     NOT_PROVING = "not proving"  # running, but no proofs for too long
     STOPPED = "stopped"  # stopped or frozen: billed, no capacity
     UNKNOWN = "unknown state"
+    TEMPORARY = "temporary"  # a bridge while slower rentals load; not cover for the target
 
 
 class FleetRow(BaseModel):
@@ -108,7 +109,13 @@ class FleetView(BaseModel):
 
 
 def flags_of(inst: FleetInstance) -> list[str]:
-    """The flags of one machine of a snapshot, most urgent first."""
+    """The flags of one machine of a snapshot, most urgent first; a temporary
+    machine's mark last."""
+    flags = _health_flags(inst)
+    return [*flags, Flag.TEMPORARY] if inst.temporary else flags
+
+
+def _health_flags(inst: FleetInstance) -> list[str]:
     if inst.state == NOT_PROVING:
         return [Flag.NOT_PROVING]
     phase = phase_of(inst.state)

@@ -214,3 +214,45 @@ async def test_the_poll_drops_failed_hosts_whose_time_is_up(
     await _poll_for(tools, sim, 1)
     assert hosts.forget_expired(now) == 0, "the poll already dropped the expired entry"
     assert [h.machine_id for h in hosts.active(AGENT, now)] == [2]
+
+
+async def test_a_temporary_machine_is_marked_and_may_go_from_21_minutes(
+    tools: FleetActivities, sim: SimServer, configs: StaticConfigs
+) -> None:
+    """The create's `temporary` reaches the snapshot through the journal, and
+    the destroy guardrail lets such a machine go from 21 minutes where an
+    ordinary one of the same age is kept; a bad value rents nothing."""
+    configs.config = AgentConfig(min_release_age_minutes=45)
+    env = ActivityEnvironment()
+    found: ToolResult = await env.run(tools.search_offers, _req("search_offers", {"limit": 5}))
+    listed = json.loads(found.content.split("\n", 1)[1])
+    first, second = listed[0]["offer_id"], listed[1]["offer_id"]
+    bad = await env.run(
+        tools.create_instance,
+        _req("create_instance", {"offer_id": first, "reason": "t", "temporary": "soon"}),
+    )
+    assert bad.is_error and "temporary" in bad.content and not sim.market.instance_ids()
+    made = await env.run(
+        tools.create_instance,
+        _req("create_instance", {"offer_id": first, "reason": "bridge", "temporary": True}),
+    )
+    plain = await env.run(
+        tools.create_instance, _req("create_instance", {"offer_id": second, "reason": "cover"})
+    )
+    assert made.mutating and plain.mutating, (made.content, plain.content)
+    status = await env.run(tools.get_fleet_status, _req("get_fleet_status", {}))
+    rows = json.loads(status.content.split("```json\n", 1)[1].split("\n```", 1)[0])
+    marked = {row["id"]: row.get("temporary", False) for row in rows}
+    assert sorted(marked.values()) == [False, True], rows
+    (bridge,) = [iid for iid, temp in marked.items() if temp]
+    (cover,) = [iid for iid, temp in marked.items() if not temp]
+    sim.market.advance(22 * 60)
+    kept = await env.run(
+        tools.destroy_instance, _req("destroy_instance", {"instance_id": cover, "reason": "x"})
+    )
+    assert kept.is_error and "min_release_age_minutes" in kept.content
+    gone = await env.run(
+        tools.destroy_instance, _req("destroy_instance", {"instance_id": bridge, "reason": "x"})
+    )
+    assert gone.mutating, gone.content
+    assert sorted(sim.market.instance_ids()) == [cover]

@@ -55,6 +55,8 @@ def _inst(iid: int, state: str, **fields: object) -> FleetInstance:
         ("frozen", {}, [Flag.STOPPED]),
         ("exited", {}, [Flag.FAILING]),
         ("weird", {}, [Flag.UNKNOWN]),
+        ("running", {"prover": "proving: 3 done", "temporary": True}, [Flag.TEMPORARY]),
+        ("loading", {"age_minutes": 5.0, "temporary": True}, [Flag.LOADING, Flag.TEMPORARY]),
     ],
 )
 def test_flags_say_what_to_notice(state: str, fields: dict[str, object], flags: list[str]) -> None:

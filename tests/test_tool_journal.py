@@ -150,3 +150,30 @@ def test_a_write_in_flight_is_a_change_now_until_it_is_taken_for_dead(
     # A call started over an hour ago with no result: its worker died.
     late = T0 + timedelta(hours=2)
     assert journal.last_change(AGENT, WRITES, late) == T0 + timedelta(seconds=3)
+
+
+def test_temporary_creates_are_read_by_run_and_by_the_parsed_input(journal: ToolJournal) -> None:
+    """Only create calls of the runs asked for whose input says temporary:
+    a reason that merely mentions it, another agent's or another run's call,
+    and another tool are left out."""
+    calls = [
+        (3, "toolu_a", "create_instance", {"offer_id": 1, "reason": "r", "temporary": True}),
+        (3, "toolu_b", "create_instance", {"offer_id": 2, "reason": '"temporary": true'}),
+        (3, "toolu_c", "create_instance", {"offer_id": 3, "reason": "r", "temporary": False}),
+        (4, "toolu_d", "create_instance", {"offer_id": 4, "reason": "r", "temporary": True}),
+        (3, "toolu_e", "destroy_instance", {"instance_id": 5, "reason": "r", "temporary": True}),
+    ]
+    for run, use_id, name, args in calls:
+        journal.start(_call(use_id, name).model_copy(update={"run": run, "input": args}), T0)
+    other = _call("toolu_f").model_copy(
+        update={"agent_id": "agent-k", "input": {"offer_id": 6, "reason": "r", "temporary": True}}
+    )
+    journal.start(other, T0)
+    assert journal.temporary_creates(AGENT, [3]) == [
+        (3, "toolu_a", {"offer_id": 1, "reason": "r", "temporary": True})
+    ]
+    assert sorted(u for _, u, _ in journal.temporary_creates(AGENT, [3, 4, 9])) == [
+        "toolu_a",
+        "toolu_d",
+    ]
+    assert journal.temporary_creates(AGENT, []) == []

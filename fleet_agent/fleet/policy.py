@@ -6,8 +6,11 @@ spare for one failure where it fits in the band and costs at most
 SPARE_PREMIUM more (spare.py, band.py), release the most
 expensive machines per proof the level held does not need, but never a
 healthy machine younger than the agent's `min_release_age_minutes` (the
-snapshot marks it not `releasable`). Works on the same snapshot rows and
-search results the model sees.
+snapshot marks it not `releasable`). A temporary machine (a bridge while a
+large gap's cover loads: bridges.py, temporary.py) is no cover: the gap and
+the subset kept are the other machines' own, and it goes as soon as they
+prove the target without it. Works on the same snapshot rows and search
+results the model sees.
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ NOT_PROVING = "not_proving"
 @dataclass(frozen=True)
 class FleetPlan:
     destroy: list[tuple[int, str]]  # (instance id, reason)
-    expected_after: float  # capacity once loading machines run, after the destroys
+    # Capacity once loading machines run, after the destroys; temporary ones not counted.
+    expected_after: float
     gap: float  # hold − expected_after (> 0: rent)
     hold: float  # the level held: the target, or more with a spare (spare.py)
     # With a spare: the expected proofs/h of each machine kept, so a cover
@@ -129,20 +133,45 @@ def hold_of(rows: list[dict[str, Any]], target: float, *, spare: bool) -> float:
 
 def plan_fleet(rows: list[dict[str, Any]], target: float, *, spare: bool = False) -> FleetPlan:
     """What to destroy, and the gap left to rent, to hold `target` (plus a
-    spare for one failure when `spare` and it fits in the band)."""
+    spare for one failure when `spare` and it fits in the band).
+
+    A temporary machine (temporary.py) is no cover: the level, the gap and
+    the subset kept are the other machines' own, so a failure among them is
+    replaced as if the bridges were not there. A bridge goes, once
+    releasable, as soon as the rest proves the target without it."""
     destroy, alive = _triage(rows)
-    hold = _hold(alive, target, spare)
+    core = [r for r in alive if not r.get("temporary")]
+    hold = _hold(core, target, spare)
     released: set[int] = set()
-    keep, level = cheapest_kept(alive, target, hold, spare=spare)
-    expected = sum(float(r.get("expected_proofs_per_hour") or 0.0) for r in alive)
+    keep, level = cheapest_kept(core, target, hold, spare=spare)
     proving = sum(float(r.get("proofs_per_hour") or 0.0) for r in alive)
     sure = sum(_sure(r) for r in alive)
+    # A bridge goes once the others prove the target without it, not the
+    # spare's level: it is one small machine (bridges.py), so the fleet stays
+    # inside the band while the cover's slow machines arrive, and the cover
+    # still loading brings the level.
+    floor = min(level, target)
+    for row in sorted((r for r in alive if r.get("temporary")), key=_per_proof, reverse=True):
+        now = float(row.get("proofs_per_hour") or 0.0)
+        if (
+            row.get("releasable", True)
+            and proving - now >= floor - 1e-6
+            and sure - _sure(row) >= floor - 1e-6
+        ):
+            destroy.append((int(row["id"]), "a temporary machine the rest no longer needs"))
+            released.add(id(row))
+            proving -= now
+            sure -= _sure(row)
+    # The other machines hold the level by themselves from here on.
+    expected = sum(float(r.get("expected_proofs_per_hour") or 0.0) for r in core)
+    proving = sum(float(r.get("proofs_per_hour") or 0.0) for r in core)
+    sure = sum(_sure(r) for r in core)
     # Release what the kept subset leaves out, most expensive per proof
     # first, while the level it keeps stays held without it by the
     # capacity expected, by the capacity proving now (a machine is not
     # released for one still fetching its parameters) and by what is sure
     # (measured, or a share of the estimate).
-    for row in sorted(alive, key=_per_proof, reverse=True):
+    for row in sorted(core, key=_per_proof, reverse=True):
         rate = float(row.get("expected_proofs_per_hour") or 0.0)
         now = float(row.get("proofs_per_hour") or 0.0)
         if (
@@ -159,7 +188,7 @@ def plan_fleet(rows: list[dict[str, Any]], target: float, *, spare: bool = False
             sure -= _sure(row)
     held = (
         tuple(
-            float(r.get("expected_proofs_per_hour") or 0.0) for r in alive if id(r) not in released
+            float(r.get("expected_proofs_per_hour") or 0.0) for r in core if id(r) not in released
         )
         if spare
         else None
@@ -170,7 +199,7 @@ def plan_fleet(rows: list[dict[str, Any]], target: float, *, spare: bool = False
         gap=hold - expected,
         hold=hold,
         held=held,
-        held_dph=sum(float(r.get("dph") or 0.0) for r in alive if id(r) not in released),
+        held_dph=sum(float(r.get("dph") or 0.0) for r in core if id(r) not in released),
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
@@ -23,6 +24,7 @@ from fleet_agent.fleet.policy import NOT_PROVING, hold_of
 from fleet_agent.fleet.provers import ProverTrack, not_proving_reason
 from fleet_agent.fleet.reconcile import duplicate_labels
 from fleet_agent.fleet.spare import spare_shown
+from fleet_agent.fleet.temporary import temporary_min_age
 from fleet_agent.vast.models import Instance, phase_of
 
 __all__ = [
@@ -55,8 +57,12 @@ class FleetInstance(BaseModel):
     # While it boots: how long it may load before it counts as stuck and is
     # replaced (fleet_agent/fleet/load_time.py: its link and the image's size).
     loading_limit_minutes: float | None = None
-    # False for a healthy machine younger than min_release_age_minutes.
+    # False for a healthy machine younger than min_release_age_minutes
+    # (a temporary one: than temporary.TEMPORARY_MIN_AGE_MINUTES).
     releasable: bool = True
+    # Rented as a bridge while slower rentals load (create_instance's
+    # `temporary`, read from the agent's journal): not cover for the target.
+    temporary: bool = False
     machine_id: int | None = None
     host_id: int | None = None
     # Set for a machine that is not capacity: stopped, frozen, dead, or in a
@@ -193,6 +199,7 @@ def summarize(
     min_release_age_minutes: float = 0.0,
     image_gb: float = DEFAULT_IMAGE_GB,
     spare: bool = False,
+    temporary: Collection[str] = (),
 ) -> FleetSnapshot:
     """The snapshot of `instances`. `tracks` are the monitor's prover reads (None:
     statuses are not read, capacity is the estimate); a running machine whose
@@ -200,7 +207,9 @@ def summarize(
     A healthy machine younger than `min_release_age_minutes` is not releasable;
     one still loading after its `loading_limit_minutes` (its link and the
     image's `image_gb`) is stuck. `hold_proofs_per_hour` is the level the
-    fleet holds, with a spare for one failure if `spare` (spare.py)."""
+    fleet holds, with a spare for one failure if `spare` (spare.py).
+    `temporary`: the labels of the machines rented as temporary (temporary.py);
+    such a machine is releasable from `temporary_min_age`."""
     rows: list[FleetInstance] = []
     capacity = expected = dph = 0.0
     members = [i for i in instances if not i.is_gone]
@@ -222,7 +231,11 @@ def summarize(
         )
         stuck = limit is not None and age is not None and age > limit
         healthy = phase in ("running", "booting") and not cap.not_proving and not stuck
-        young = age is not None and age < min_release_age_minutes
+        is_temporary = bool(inst.label) and inst.label in temporary
+        min_age = (
+            temporary_min_age(min_release_age_minutes) if is_temporary else min_release_age_minutes
+        )
+        young = age is not None and age < min_age
         rows.append(
             FleetInstance(
                 id=inst.id,
@@ -244,6 +257,7 @@ def summarize(
                 age_minutes=age,
                 loading_limit_minutes=round(limit, 1) if limit is not None else None,
                 releasable=not (healthy and young),
+                temporary=is_temporary,
                 machine_id=inst.machine_id,
                 host_id=inst.host_id,
                 note=note,

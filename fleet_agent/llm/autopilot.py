@@ -14,6 +14,12 @@ import re
 import uuid
 from typing import Any
 
+from fleet_agent.fleet.bridges import (
+    BRIDGE_SEARCH_LIMIT,
+    bridge_room,
+    bridges,
+    wants_bridges,
+)
 from fleet_agent.fleet.policy import choose_offers, plan_fleet
 from fleet_agent.llm.base import LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import TokenUsage
@@ -25,8 +31,12 @@ _MESSAGE = re.compile(r"^Message from (?P<author>.+?) at \S+ \S+Z:\n(?P<text>.*)
 _TARGET = re.compile(r"^## Target\n(?P<target>[\d.]+) proofs/hour", re.M)
 # The Limits line of `spare_one_machine` (prompt.py).
 _SPARE = re.compile(r"^- spare for one failure: on\b", re.M)
+# The Limits line of max_creates_per_hour (prompt.py).
+_CREATES = re.compile(r"^- at most (?P<n>\d+) machines rented and", re.M)
+_INSTANCES = re.compile(r"^- at most (?P<n>\d+) instances, ", re.M)
 _FLEET_JSON = re.compile(r"## Fleet\n[^\n]*\n```json\n(?P<rows>.*?)\n```", re.S)
 _RESULT_JSON = re.compile(r"(\[.*\])", re.S)
+_BRIDGE = "a temporary bridge that loads fast and proves while the cover loads"
 
 
 def _text_of(content: Any) -> str:
@@ -81,12 +91,25 @@ class _Run:
     def spare(self) -> bool:
         return _SPARE.search(self.context) is not None
 
+    def limit(self, line: re.Pattern[str]) -> int:
+        """A count of the Limits section (0 when it is not there)."""
+        found = line.search(self.context)
+        return int(found.group("n")) if found else 0
+
     def fleet_rows(self) -> list[dict[str, Any]] | None:
         found = _FLEET_JSON.search(self.context)
         if found is None:
             return None
         rows: list[dict[str, Any]] = json.loads(found.group("rows"))
         return rows
+
+
+def _room(run: _Run, rows: list[dict[str, Any]], picks: list[dict[str, Any]]) -> int:
+    """Bridges that fit under the hour's create limit (the fleet's machines
+    younger than an hour stand for the hour's rentals) and the instance cap."""
+    recent = sum(1 for r in rows if r.get("age_minutes") is not None and r["age_minutes"] < 60)
+    creates = bridge_room(run.limit(_CREATES), recent, len(picks))
+    return min(creates, run.limit(_INSTANCES) - len(rows) - len(picks))
 
 
 class AutopilotProvider:
@@ -130,7 +153,8 @@ class AutopilotProvider:
                 for iid, why in plan.destroy
             ]
             if plan.gap > 0:
-                calls.append(_tool_use("search_offers", {"limit": 30}))
+                limit = BRIDGE_SEARCH_LIMIT if wants_bridges(plan.gap, run.target()) else 30
+                calls.append(_tool_use("search_offers", {"limit": limit}))
             if calls:
                 return calls
         if fleet and rows is not None:
@@ -152,15 +176,18 @@ class AutopilotProvider:
                 if plan.hold > run.target():
                     why += f", holding {plan.hold:.0f} (a spare for one failure)"
                 if picks:
-                    return [
+                    creates = [
+                        _tool_use("create_instance", {"offer_id": o["offer_id"], "reason": why})
+                        for o in picks
+                    ]
+                    return creates + [
                         _tool_use(
                             "create_instance",
-                            {
-                                "offer_id": o["offer_id"],
-                                "reason": why,
-                            },
+                            {"offer_id": o["offer_id"], "reason": _BRIDGE, "temporary": True},
                         )
-                        for o in picks
+                        for o in bridges(
+                            offers, picks, plan.gap, run.target(), room=_room(run, rows, picks)
+                        )
                     ]
         return [{"type": "text", "text": self._final(run)}]
 

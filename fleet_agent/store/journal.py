@@ -141,6 +141,27 @@ class ToolJournal:
             return now
         return None if ended is None else _aware(ended)
 
+    def temporary_creates(
+        self, agent_id: str, runs: Collection[int]
+    ) -> list[tuple[int, str, dict[str, Any]]]:
+        """(run, tool_use_id, input) of this agent's create_instance calls in
+        `runs` that asked for a temporary machine (fleet_agent/fleet/temporary.py).
+        The input is stored as `json.dumps(sort_keys=True)`, so the text filter
+        narrows the rows and the parsed input decides."""
+        if not runs:
+            return []
+        table = table_of(ToolCallRow)
+        stmt = select(table.c.run, table.c.tool_use_id, table.c.input_json).where(
+            table.c.agent_id == agent_id,
+            table.c.name == "create_instance",
+            table.c.run.in_(sorted(set(runs))),
+            table.c.input_json.like('%"temporary": true%'),
+        )
+        with self._engine.connect() as conn:
+            rows = conn.execute(stmt).all()
+        found = ((r.run, r.tool_use_id, json.loads(r.input_json or "{}")) for r in rows)
+        return [(run, use_id, args) for run, use_id, args in found if args.get("temporary") is True]
+
     # ------------------------------------------------------------ helpers
 
     def _insert_row(

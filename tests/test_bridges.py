@@ -1,0 +1,193 @@
+"""Bridges: fast temporary machines beside a large gap's cover, and how the
+policy treats a temporary machine (fleet_agent/fleet/bridges.py, policy.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from fleet_agent.fleet.bridges import (
+    BRIDGE_MAX_MACHINES,
+    BRIDGE_RESERVE,
+    BRIDGE_SEARCH_LIMIT,
+    BRIDGE_SHARE,
+    bridge_room,
+    bridges,
+)
+from fleet_agent.fleet.policy import plan_fleet
+from fleet_agent.fleet.snapshot import FleetSnapshot
+from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.models import AgentConfig
+from fleet_agent.prompt import context_message, system_prompt
+from tests.policy_rows import machine, offer
+
+TOOLS = [{"name": n} for n in ("search_offers", "create_instance", "destroy_instance")]
+
+
+def _offer(offer_id: int, rate: float, dph: float, load: float | None) -> dict[str, Any]:
+    return {**offer(offer_id, rate, dph), "est_load_minutes": load}
+
+
+def _loading(iid: int, rate: float, dph: float = 0.4, **extra: Any) -> dict[str, Any]:
+    """A machine rented minutes ago, still fetching its parameters."""
+    return {
+        **machine(iid, rate, dph),
+        "state": "loading",
+        "proofs_per_hour": 0.0,
+        "measured_proofs_per_hour": None,
+        "age_minutes": 10.0,
+        "releasable": False,
+        **extra,
+    }
+
+
+def test_bridges_cover_a_share_of_the_slow_machines_with_the_cheapest_fast_offers() -> None:
+    cover = [_offer(1, 100, 1.0, 40), _offer(2, 100, 1.0, 55), _offer(3, 50, 0.5, 12)]
+    offers = [
+        *cover,
+        _offer(10, 40, 0.6, 10),
+        _offer(11, 40, 0.5, 14),
+        _offer(12, 40, 0.3, 30),  # slow: never a bridge
+        _offer(13, 45, 0.3, 8),  # fast, but over 5 % of the target
+        _offer(14, 40, 0.3, None),  # load unknown: not fast
+        _offer(15, 40, 0.55, 9),
+        _offer(16, 40, 0.7, 11),
+        _offer(17, 20, 0.2, 11),
+    ]
+    # The share is of the slow machines' 200 proofs/h: all of it, and the
+    # five fast offers under 5 % of the target (180) fall short: all five,
+    # cheapest per proof first.
+    assert BRIDGE_SHARE * 200 == 200
+    picked = bridges(offers, cover, gap=250, target=800)
+    assert [o["offer_id"] for o in picked] == [17, 11, 15, 10, 16]
+    # With more of them, the cheapest set that covers the share.
+    more = [*offers, _offer(18, 40, 0.45, 9)]
+    assert [o["offer_id"] for o in bridges(more, cover, 250, 800)] == [18, 11, 15, 10, 16]
+    # No room left under the hour's create limit: none; room for two: the two cheapest.
+    assert bridges(more, cover, 250, 800, room=0) == []
+    assert [o["offer_id"] for o in bridges(more, cover, 250, 800, room=2)] == [18, 11]
+    assert bridge_room(30, 10, 12) == 30 - 10 - 12 - BRIDGE_RESERVE
+    assert bridge_room(30, 20, 12) == 0
+    # A gap under 10 % of the target is not bridged, nor a cover that is all fast.
+    assert bridges(offers, cover, gap=70, target=800) == []
+    assert bridges(offers, [cover[2]], gap=250, target=800) == []
+    # Fewer fast offers than the share: all of them.
+    assert [o["offer_id"] for o in bridges([*cover, offers[3]], cover, 250, 800)] == [10]
+    # Many small ones: at most BRIDGE_MAX_MACHINES, the cheapest per proof.
+    small = [_offer(100 + k, 20, 0.2 + k / 100, 10) for k in range(20)]
+    slow = [_offer(1, 400, 4.0, 40)]
+    many = bridges([*slow, *small], slow, gap=400, target=800)
+    assert [o["offer_id"] for o in many] == list(range(100, 100 + BRIDGE_MAX_MACHINES))
+
+
+def test_a_failure_under_bridges_is_replaced_as_if_they_were_not_there() -> None:
+    """The cover's machine fails while the bridges hold the fleet's level:
+    the gap is the cover's, not zero (the race's second try left it open)."""
+    core = [machine(i, 50.0) for i in range(1, 7)]  # 300, proving
+    bridge = [machine(10, 50.0, 0.8, temporary=True, age_minutes=15.0, releasable=False)]
+    failed = {**_loading(6, 50.0), "state": "offline"}
+    plan = plan_fleet([*core[:5], failed, *bridge], 300)
+    assert plan.gap == 50
+    assert [iid for iid, _ in plan.destroy] == [6]
+    # Without the mark, the fleet held its level and nothing was rented.
+    unmarked = {**bridge[0], "temporary": False}
+    assert plan_fleet([*core[:5], failed, unmarked], 300).gap == 0
+
+
+def test_a_bridge_goes_once_the_rest_proves_the_target_and_not_before() -> None:
+    proving = [machine(i, 50.0) for i in range(1, 5)]  # 200 proving
+    slow = [_loading(5, 50.0), _loading(6, 50.0)]  # 100 loading
+    bridge = machine(10, 80.0, 0.9, temporary=True, age_minutes=25.0, releasable=True)
+    # The cover still loads: the bridge stays, and no gap is rented for.
+    plan = plan_fleet([*proving, *slow, bridge], 300)
+    assert plan.destroy == [] and plan.gap == 0
+    # The cover proves: the bridge goes, and only it.
+    arrived = [machine(5, 50.0), machine(6, 50.0)]
+    plan = plan_fleet([*proving, *arrived, bridge], 300)
+    assert plan.destroy == [(10, "a temporary machine the rest no longer needs")]
+    # With a spare the level is over the target; the bridge goes at the target.
+    spared = [machine(i, 25.0) for i in range(1, 13)]  # 300: the level is 310
+    small = {**bridge, "expected_proofs_per_hour": 15.0, "proofs_per_hour": 15.0}
+    small["measured_proofs_per_hour"] = 15.0
+    plan = plan_fleet([*spared, small], 300, spare=True)
+    assert plan.hold == 310 and plan.gap == 10
+    assert plan.destroy == [(10, "a temporary machine the rest no longer needs")]
+    # Too young to go (the guardrail's 21 minutes): kept, and still no cover.
+    young = {**bridge, "age_minutes": 15.0, "releasable": False}
+    plan = plan_fleet([*proving, *arrived, young], 300)
+    assert plan.destroy == [] and plan.gap == 0
+
+
+def _context(rows: list[dict[str, Any]], target: float, **limits: Any) -> str:
+    snap = FleetSnapshot(instances=[], target_proofs_per_hour=target)
+    fleet_text = snap.to_text().split("\n")[0] + "\n```json\n" + json.dumps(rows) + "\n```"
+    return context_message(
+        run=7,
+        session=1,
+        now=datetime(2026, 12, 2, tzinfo=UTC),
+        trigger_block="Trigger: the operator changed the target.",
+        fleet_text=fleet_text,
+        config=AgentConfig(target_proofs_per_hour=target, spare_one_machine=False, **limits),
+        wakes=[],
+        next_heartbeat_at=None,
+    )
+
+
+async def test_the_autopilot_rents_bridges_beside_a_large_gaps_cover() -> None:
+    """Through the provider's own protocol: a 300 proofs/h gap at target 800
+    is searched with the tool's maximum, covered, and bridged with temporary
+    rentals; a small gap gets a plain search and cover."""
+    rows = [machine(i, 50.0) for i in range(1, 11)]  # 500 proofs/h
+    context = _context(rows, 800)
+    first = await AutopilotProvider().complete(
+        system="s", messages=[{"role": "user", "content": context}], tools=TOOLS, max_tokens=100
+    )
+    (search,) = first.content
+    assert search["name"] == "search_offers" and search["input"] == {"limit": BRIDGE_SEARCH_LIMIT}
+    offers = [
+        _offer(1, 150, 1.2, 45),
+        _offer(2, 150, 1.2, 50),  # the cover: 300 slow proofs/h
+        _offer(3, 40, 0.5, 10),
+        _offer(4, 40, 0.6, 12),  # bridges (5 % of the target at most)
+        _offer(5, 40, 0.9, 60),
+    ]
+    result = "Found 5 offers.\n" + json.dumps(offers)
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": context},
+        {"role": "assistant", "content": first.content},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": search["id"], "content": result}],
+        },
+    ]
+    second = await AutopilotProvider().complete(
+        system="s", messages=messages, tools=TOOLS, max_tokens=100
+    )
+    creates = [b["input"] for b in second.content if b["type"] == "tool_use"]
+    assert [(c["offer_id"], c.get("temporary", False)) for c in creates] == [
+        (1, False),
+        (2, False),
+        (3, True),
+        (4, True),
+    ]
+    # Under a create limit of 9 an hour, the cover's two and the reserve of
+    # six leave room for one bridge; with 12 instances at most, for none.
+    for limits, bridged in (({"max_creates_per_hour": 9}, [3]), ({"max_instances": 12}, [])):
+        tight = [{**messages[0], "content": _context(rows, 800, **limits)}, *messages[1:]]
+        reply = await AutopilotProvider().complete(
+            system="s", messages=tight, tools=TOOLS, max_tokens=100
+        )
+        temps = [b["input"]["offer_id"] for b in reply.content if b["input"].get("temporary")]
+        assert temps == bridged, limits
+    small = _context(rows, 520)
+    reply = await AutopilotProvider().complete(
+        system="s", messages=[{"role": "user", "content": small}], tools=TOOLS, max_tokens=100
+    )
+    assert reply.content[0]["input"] == {"limit": 30}
+
+
+def test_the_model_is_told_what_a_temporary_machine_is() -> None:
+    text = system_prompt("a")
+    assert "`temporary: true`" in text and "est_load_minutes ≤ 15" in text
+    assert "replace a failed machine as if it were not there" in text
