@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from fleet_agent.fleet.bridges import (
+    BRIDGE_CHECK_SECONDS,
     BRIDGE_FAST_MINUTES,
     BRIDGE_MAX_MACHINES,
     BRIDGE_MAX_SIZE,
@@ -146,7 +147,9 @@ level without it.
 {_BRIDGE_SIZE_PCT} % of the target, at most {BRIDGE_MAX_MACHINES}): they prove while the cover \
 loads. A temporary machine is no cover for the target: replace a failed machine as if it were \
 not there, and release it as soon as the other machines prove the target without it (from \
-{TEMPORARY_MIN_AGE_MINUTES:g} min of age).
+{TEMPORARY_MIN_AGE_MINUTES:g} min of age). A machine that starts proving wakes no run: while \
+temporary machines remain, schedule_next_check for when the oldest may go, then every \
+{BRIDGE_CHECK_SECONDS:g} s.
 - Hard limits (## Limits) are enforced by the system, not by you. A refused call tells you \
 why; do not retry it unchanged.
 - The heartbeat runs you regularly (its interval is in ## Limits). Use schedule_next_check \

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleet_agent.fleet.bridges import (
+    BRIDGE_CHECK_SECONDS,
     BRIDGE_MAX_MACHINES,
     BRIDGE_RESERVE,
     BRIDGE_SEARCH_LIMIT,
@@ -17,6 +18,7 @@ from fleet_agent.fleet.bridges import (
 )
 from fleet_agent.fleet.policy import plan_fleet
 from fleet_agent.fleet.snapshot import FleetSnapshot
+from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig
 from fleet_agent.prompt import context_message, system_prompt
@@ -191,3 +193,69 @@ def test_the_model_is_told_what_a_temporary_machine_is() -> None:
     text = system_prompt("a")
     assert "`temporary: true`" in text and "est_load_minutes ≤ 15" in text
     assert "replace a failed machine as if it were not there" in text
+
+
+async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
+    """After renting bridges it asks for a run when the oldest may go; with a
+    bridge old enough to go, in BRIDGE_CHECK_SECONDS; once per run, and not
+    at all without bridges."""
+    tools = [*TOOLS, {"name": "schedule_next_check"}]
+    rows = [machine(i, 50.0) for i in range(1, 11)]
+    first = await AutopilotProvider().complete(
+        system="s",
+        messages=[{"role": "user", "content": _context(rows, 800)}],
+        tools=tools,
+        max_tokens=100,
+    )
+    (search,) = first.content
+    offers = [_offer(1, 150, 1.2, 45), _offer(2, 150, 1.2, 50), _offer(3, 40, 0.5, 10)]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": _context(rows, 800)},
+        {"role": "assistant", "content": first.content},
+        _results(search["id"], "Found 3 offers.\n" + json.dumps(offers)),
+    ]
+    creates = await AutopilotProvider().complete(
+        system="s", messages=messages, tools=tools, max_tokens=100
+    )
+    assert [b["input"].get("temporary", False) for b in creates.content] == [False, False, True]
+    messages += [
+        {"role": "assistant", "content": creates.content},
+        *(_results(b["id"], f"Rented instance {900 + k}.") for k, b in enumerate(creates.content)),
+    ]
+    check = await AutopilotProvider().complete(
+        system="s", messages=messages, tools=tools, max_tokens=100
+    )
+    (wake,) = check.content
+    assert wake["name"] == "schedule_next_check"
+    assert wake["input"]["delay_seconds"] == TEMPORARY_MIN_AGE_MINUTES * 60
+    messages += [{"role": "assistant", "content": check.content}, _results(wake["id"], "ok")]
+    done = await AutopilotProvider().complete(
+        system="s", messages=messages, tools=tools, max_tokens=100
+    )
+    assert done.content[0]["type"] == "text"
+    # A bridge 30 minutes old that the cover still needs: look again in 2 minutes.
+    loading = [*rows[:6], *(_loading(i, 50.0) for i in range(7, 11))]
+    bridge = machine(20, 40.0, 0.5, temporary=True, age_minutes=30.0, releasable=True)
+    again = await AutopilotProvider().complete(
+        system="s",
+        messages=[{"role": "user", "content": _context([*loading, bridge], 500)}],
+        tools=tools,
+        max_tokens=100,
+    )
+    assert [(b["name"], b["input"]["delay_seconds"]) for b in again.content] == [
+        ("schedule_next_check", BRIDGE_CHECK_SECONDS)
+    ]
+    plain = await AutopilotProvider().complete(
+        system="s",
+        messages=[{"role": "user", "content": _context(rows, 500)}],
+        tools=tools,
+        max_tokens=100,
+    )
+    assert plain.content[0]["type"] == "text"
+
+
+def _results(tool_use_id: str, content: str) -> dict[str, Any]:
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": content}],
+    }

@@ -67,7 +67,9 @@ async def test_over_budget_compaction_keeps_the_request_under_budget(
     monkeypatch: pytest.MonkeyPatch,
     mode: str,
 ) -> None:
-    monkeypatch.setattr(activities.compact, "SUMMARY_TIMEOUT_SECONDS", 0.5)
+    # Short enough for the fake's 3 s delay to time out, long enough that a
+    # 12 kB reply on a loaded 2-core runner does not (0.5 s did, once).
+    monkeypatch.setattr(activities.compact, "SUMMARY_TIMEOUT_SECONDS", 1.5)
     fake_llm.set_responder(responder(mode))
     async with running_worker(ts_env.client, store) as h:
         # The P0 window in real time: wait_runs polls the store, which skips no time.

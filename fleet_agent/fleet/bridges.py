@@ -19,6 +19,7 @@ from typing import Any
 from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 
 __all__ = [
+    "BRIDGE_CHECK_SECONDS",
     "BRIDGE_FAST_MINUTES",
     "BRIDGE_MAX_MACHINES",
     "BRIDGE_MAX_SIZE",
@@ -49,6 +50,9 @@ BRIDGE_MAX_MACHINES = 12
 #: Rentals of the hour left to replacements when bridges are counted against
 #: `max_creates_per_hour`: a new cover's boots fail or hang at 3-10 %.
 BRIDGE_RESERVE = 6
+#: While bridges are in the fleet, the agent checks this often (from when the
+#: oldest may go) whether the cover's arrivals made one unneeded.
+BRIDGE_CHECK_SECONDS = 120
 #: Offers searched for a bridged gap (the fast ones are a minority of the
 #: cheapest); the tool's maximum.
 BRIDGE_SEARCH_LIMIT = 50

@@ -15,12 +15,14 @@ import uuid
 from typing import Any
 
 from fleet_agent.fleet.bridges import (
+    BRIDGE_CHECK_SECONDS,
     BRIDGE_SEARCH_LIMIT,
     bridge_room,
     bridges,
     wants_bridges,
 )
 from fleet_agent.fleet.policy import choose_offers, plan_fleet
+from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.base import LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import TokenUsage
 
@@ -71,6 +73,7 @@ class _Run:
         )
         self.context = _text_of(messages[start]["content"]) if messages else ""
         self.calls: dict[str, str] = {}  # tool_use id -> name
+        self.inputs: list[tuple[str, dict[str, Any]]] = []  # (tool name, input), in order
         self.results: list[tuple[str, str, bool]] = []  # (tool name, content, is_error)
         for m in messages[start + 1 :]:
             if not isinstance(m["content"], list):
@@ -78,6 +81,7 @@ class _Run:
             for block in m["content"]:
                 if block.get("type") == "tool_use":
                     self.calls[block["id"]] = block["name"]
+                    self.inputs.append((block["name"], dict(block.get("input") or {})))
                 elif block.get("type") == "tool_result":
                     name = self.calls.get(block["tool_use_id"], "?")
                     self.results.append(
@@ -110,6 +114,33 @@ def _room(run: _Run, rows: list[dict[str, Any]], picks: list[dict[str, Any]]) ->
     recent = sum(1 for r in rows if r.get("age_minutes") is not None and r["age_minutes"] < 60)
     creates = bridge_room(run.limit(_CREATES), recent, len(picks))
     return min(creates, run.limit(_INSTANCES) - len(rows) - len(picks))
+
+
+def _bridge_check(
+    run: _Run, rows: list[dict[str, Any]], offered: set[str]
+) -> dict[str, Any] | None:
+    """A schedule_next_check while bridges stay in the fleet: a slow machine
+    starting to prove is no state change the monitor reports (the instance
+    stays running), so without it the bridge it makes unneeded would wait
+    for the heartbeat, over the band. Once per run; from when the oldest
+    bridge may go, every BRIDGE_CHECK_SECONDS."""
+    if "schedule_next_check" not in offered or "schedule_next_check" in run.calls.values():
+        return None
+    gone = {a.get("instance_id") for n, a in run.inputs if n == "destroy_instance"}
+    ages = [
+        float(r.get("age_minutes") or 0.0)
+        for r in rows
+        if r.get("temporary") and r.get("id") not in gone
+    ]
+    if any(n == "create_instance" and a.get("temporary") for n, a in run.inputs):
+        ages.append(0.0)
+    if not ages:
+        return None
+    delay = max(BRIDGE_CHECK_SECONDS, round((TEMPORARY_MIN_AGE_MINUTES - max(ages)) * 60))
+    return _tool_use(
+        "schedule_next_check",
+        {"delay_seconds": delay, "reason": "release bridges as soon as the cover proves"},
+    )
 
 
 class AutopilotProvider:
@@ -189,6 +220,9 @@ class AutopilotProvider:
                             offers, picks, plan.gap, run.target(), room=_room(run, rows, picks)
                         )
                     ]
+        check = _bridge_check(run, rows or [], offered)
+        if check is not None:
+            return [check]
         return [{"type": "text", "text": self._final(run)}]
 
     def _final(self, run: _Run) -> str:
