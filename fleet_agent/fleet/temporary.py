@@ -7,7 +7,7 @@ format changes and a machine rented by an older worker is simply not
 temporary. The snapshot marks such a machine `temporary`; the policy does not
 count it as cover for the target (a failure among the other machines is
 replaced as if it were not there) and releases it as soon as the others
-prove the level; the destroy guardrail lets it go from
+prove the target without it; the destroy guardrail lets it go from
 TEMPORARY_MIN_AGE_MINUTES instead of `min_release_age_minutes`.
 """
 
