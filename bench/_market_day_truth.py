@@ -25,6 +25,7 @@ __all__ = [
     "failed",
     "mark_temporary",
     "observe",
+    "run_counts",
     "target_at",
 ]
 
@@ -158,3 +159,19 @@ def mark_temporary(day: Day, store: Store, agent_id: str) -> None:
     labels = temporary_labels(agent_id, calls)
     for life in day.lives.values():
         life.temporary = bool(life.label) and life.label in labels
+
+
+def run_counts(store: Store, agent_id: str) -> dict[str, Any]:
+    """The agent's runs over the day (attempts of one run once), and how many
+    took each kind of trigger: a run woken by its own schedule_next_check
+    (the bridges' 2-minute checks) counts under `wake`."""
+    runs = {r.run: r for r in store.list_runs(agent_id, limit=100_000)}
+    kinds: dict[str, int] = {}
+    for record in runs.values():
+        for kind in {str(t.kind) for t in record.triggers}:
+            kinds[kind] = kinds.get(kind, 0) + 1
+    return {
+        "runs": len(runs),
+        "runs_woken": kinds.get("wake", 0),
+        "runs_by_trigger": dict(sorted(kinds.items())),
+    }

@@ -38,6 +38,7 @@ from _market_day_truth import (
     failed,
     mark_temporary,
     observe,
+    run_counts,
     target_at,
 )
 from temporalio.testing import WorkflowEnvironment
@@ -169,12 +170,13 @@ async def run_path(
                         agent_id = await _drive(day, env, h, sim, vast, prover, hours, step, spare)
                     destroyed_as(day, store, agent_id)
                     mark_temporary(day, store, agent_id)
+                    runs = run_counts(store, agent_id)
                     counters = sim.market.state()["counters"]
         finally:
             await env.shutdown()
             store.dispose()
     report = day_report(path, day, counters, hours, time.monotonic() - started)
-    return {"faults": faults, "spare_one_machine": spare, **report}
+    return {"faults": faults, "spare_one_machine": spare, **report, **runs}
 
 
 async def _drive(
@@ -271,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                     "samples",
                     "replacements",
                     "lives",
+                    "runs_by_trigger",
                 )
             },
         )

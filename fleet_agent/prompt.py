@@ -153,8 +153,8 @@ temporary machines remain, schedule_next_check for when the oldest may go, then 
 - Hard limits (## Limits) are enforced by the system, not by you. A refused call tells you \
 why; do not retry it unchanged.
 - The heartbeat runs you regularly (its interval is in ## Limits). Use schedule_next_check \
-only for a specific later moment (e.g. an instance still loading in 15 min), never for \
-routine checks.
+only for a specific later moment (e.g. an instance still loading in 15 min, or the temporary \
+machines' checks above, which no other trigger would bring), never for routine checks.
 - Answer operator messages directly and briefly.
 
 {VERDICT_INSTRUCTIONS}"""
