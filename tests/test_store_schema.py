@@ -7,6 +7,7 @@ that database whatever the code does later.
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from sqlalchemy import inspect, text
 
 from fleet_agent.models import RunStatus, TokenUsage, Trigger, TriggerKind
-from fleet_agent.store import SCHEMA_VERSION, SchemaError, Store
+from fleet_agent.store import SCHEMA_VERSION, SchemaError, Store, ToolJournal
 from tests.store_backends import Backend, backend, in_threads
 
 __all__ = ["backend"]  # the fixture, imported for pytest
@@ -345,6 +346,34 @@ def test_a_version_3_store_gains_the_started_at_index(backend: Backend) -> None:
     indexes = {i["name"] for i in inspect(store.engine).get_indexes("fa_runs")}
     assert "ix_fa_runs_agent_started" in indexes
     assert store.llm_totals("a").runs == 1  # the record is still there
+
+
+def test_a_version_4_store_gains_the_journal_index(backend: Backend) -> None:
+    # A version 4 store: today's, less the index version 5 adds, with a
+    # temporary create in its journal.
+    store = backend.store()
+    store.create_all()
+    with store.engine.begin() as conn:
+        conn.execute(text("DROP INDEX ix_fa_tool_calls_agent_name_run"))
+        conn.execute(text("UPDATE fa_meta SET value = '4'"))
+        conn.execute(
+            text(
+                "INSERT INTO fa_tool_calls (agent_id, tool_use_id, run, round, name, "
+                "input_json, status, result_json, started_at) VALUES ('a', 'toolu_1', 3, 1, "
+                "'create_instance', :input, 'done', '', :t)"
+            ),
+            {"input": json.dumps({"offer_id": 7, "temporary": True}, sort_keys=True), "t": T0},
+        )
+    store.dispose()
+    store = backend.store()
+    assert store.condition().version == 4
+
+    assert store.create_all() == 4
+    assert store.condition().version == SCHEMA_VERSION
+    indexes = {i["name"] for i in inspect(store.engine).get_indexes("fa_tool_calls")}
+    assert "ix_fa_tool_calls_agent_name_run" in indexes
+    found = ToolJournal(store).temporary_creates("a", [3])
+    assert found == [(3, "toolu_1", {"offer_id": 7, "temporary": True})]
 
 
 def test_a_newer_store_is_refused_untouched(backend: Backend) -> None:

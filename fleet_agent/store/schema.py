@@ -23,11 +23,19 @@ from collections.abc import Callable, Iterator
 from sqlalchemy import Connection, Engine, inspect, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
-from .tables import META_TABLE, RUNS_TABLE, MetaRow, RunRow, all_tables, table_of
+from .tables import (
+    META_TABLE,
+    RUNS_TABLE,
+    TOOL_CALLS_TABLE,
+    MetaRow,
+    RunRow,
+    all_tables,
+    table_of,
+)
 
 __all__ = ["SCHEMA_VERSION", "SchemaError", "read_version", "upgrade"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 VERSION_KEY = "schema_version"
 
 # Tables of version 1: a database with any of them and no fa_meta is version 1.
@@ -167,5 +175,21 @@ def _v3_to_v4(conn: Connection) -> None:
     )
 
 
+def _v4_to_v5(conn: Connection) -> None:
+    """fa_tool_calls: index (agent_id, name, run), which the fleet views read
+    a fleet's temporary creates by (ToolJournal.temporary_creates)."""
+    if TOOL_CALLS_TABLE not in inspect(conn).get_table_names():
+        return  # create_all makes it at the current version
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_fa_tool_calls_agent_name_run "
+        "ON fa_tool_calls (agent_id, name, run)"
+    )
+
+
 # _MIGRATIONS[n] takes a database from version n to n + 1.
-_MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+    4: _v4_to_v5,
+}
