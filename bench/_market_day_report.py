@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import _common
+from _market_day_causes import CAUSES, out_of_band_causes
 from _market_day_truth import BAND, CONFIG, SETTLE_S, TARGETS, THRASH_MINUTES, Day, Life
 
 from fleet_agent.fleet.provers import MIN_STALL_S, STALL_INTERVALS
 from fleet_agent.models import AgentConfig
 
-__all__ = ["day_report", "minutes", "seeds_summary"]
+__all__ = ["causes_line", "day_report", "minutes", "seeds_summary"]
 
 
 def day_report(
@@ -84,6 +85,8 @@ def day_report(
         "wall_seconds": round(wall, 1),
         "within_5pct_after_first_hour": share(after_first),
         "within_5pct_settled": share(steady),
+        # The minutes out of band after hour 1, by what the truth shows caused them.
+        "minutes_out_of_band": out_of_band_causes(day, changes),
         "mean_capacity_after_first_hour": round(
             sum(s[2] for s in after_first) / max(1, len(after_first)), 1
         ),
@@ -234,3 +237,18 @@ def seeds_summary(results: list[dict[str, Any]]) -> None:
             f"{high(rs, 'worst_dph_vs_oracle')} | {high(rs, 'worst_dph_vs_no_rebuild')} | "
             f"{high(rs, 'worst_dph_vs_spared_oracle')} | {sum(int(r['thrash']) for r in rs)}"
         )
+        print(f"    minutes out of band a day (mean): {causes_line(rs)}")
+
+
+def causes_line(results: list[dict[str, Any]]) -> str:
+    """The mean minutes a day out of band by cause (`minutes_out_of_band`),
+    the causes that took any, largest first ("none" when none did)."""
+    mean = {
+        c: sum(float(r["minutes_out_of_band"][c]) for r in results) / len(results) for c in CAUSES
+    }
+    line = ", ".join(
+        f"{c.replace('_', ' ')} {m:.0f}"
+        for c, m in sorted(mean.items(), key=lambda kv: -kv[1])
+        if m > 0
+    )
+    return line or "none"

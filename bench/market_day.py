@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
-from _market_day_report import day_report, seeds_summary
+from _market_day_report import causes_line, day_report, seeds_summary
 from _market_day_truth import (
     CONFIG,
     Day,
@@ -274,9 +274,11 @@ def main(argv: list[str] | None = None) -> int:
                     "replacements",
                     "lives",
                     "runs_by_trigger",
+                    "minutes_out_of_band",
                 )
             },
         )
+        print(f"  minutes out of band after hour 1: {causes_line([result])}")
         for p in result["periods"]:
             print(
                 f"  from hour {p['hour']:>4.1f}: target {p['target']:.0f}, fleet "
