@@ -113,6 +113,33 @@ def test_a_rentals_fate_does_not_hang_on_the_requests_before_it() -> None:
     assert rent_five(0) == rent_five(1) == rent_five(7)
 
 
+def test_the_offers_listed_later_do_not_hang_on_our_rentals() -> None:
+    """Other hosts' listings do not depend on what we rent: with instance ids
+    drawn from the offer book's stream, one rental more gave every offer
+    listed after it another id, and so another machine and price, and a
+    policy that rented one bridge more met another market all day."""
+
+    def listed_later(rentals: int) -> list[tuple[int, float, str]]:
+        m = Market(seed=11, speed=0, offer_count=300, start_epoch=1.8e9)
+        first = set(m.offer_ids())
+        rented = 0
+        for offer in sorted(_listed(m), key=lambda o: o["id"]):
+            if rented == rentals:
+                break
+            try:
+                m.rent(offer["id"], {"image": "img", "disk": 8})
+            except ApiError:
+                continue
+            rented += 1
+        assert rented == rentals
+        m.advance(3 * 3600)
+        return [(o["id"], o["dph_base"], o["gpu_name"]) for o in _listed(m) if o["id"] not in first]
+
+    later = listed_later(0)
+    assert later, "offers arrive in three hours"
+    assert listed_later(1) == later == listed_later(4)
+
+
 def test_offers_arrive_and_leave_and_the_size_holds() -> None:
     m = Market(seed=2, speed=0, offer_count=400, start_epoch=1.8e9)
     before = set(m.offer_ids())

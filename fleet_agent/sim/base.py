@@ -37,6 +37,7 @@ class MarketState:
     counters: dict[str, int]
     _market_rng: random.Random
     _ids_rng: random.Random
+    _instance_ids_rng: random.Random
     _fault_rng: random.Random
     _book: OfferBook
     _offers: dict[int, SimOffer]

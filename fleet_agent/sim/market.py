@@ -108,7 +108,13 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
         self._offers: dict[int, SimOffer] = self._book.offers
         self._instances: dict[int, SimInstance] = {}
         self._envs: dict[int, InstanceEnv] = {}
+        # The first id from the book's stream (a seed's market starts as it
+        # always did), the ones after it from a stream of their own: drawn
+        # from the book's, each rental changed the ids, and so the machines,
+        # of every offer listed after it, and a policy that rented one
+        # machine more met another market for the rest of the day.
         self._next_instance_id = 20_000_000 + self._ids_rng.randrange(1_000_000)
+        self._instance_ids_rng = random.Random(f"{seed}:instance-ids")
         self._last_call: dict[tuple[str, str], float] = {}
         self._rentals: list[tuple[int, str]] = []  # (instance, label), never pruned
         self._closed_charges: dict[int, dict[str, Any]] = {}
@@ -271,7 +277,7 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
                 )
             now = self.clock.now()
             instance_id = self._next_instance_id
-            self._next_instance_id += self._ids_rng.randint(1, 60)
+            self._next_instance_id += self._instance_ids_rng.randint(1, 60)
             rng = random.Random(f"{self.seed}:instance:{instance_id}")
             reliability = float(fields["reliability2"])
             flaky = (1.0 - reliability) if self.faults.reliability_failures else 0.0

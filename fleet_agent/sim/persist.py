@@ -65,6 +65,7 @@ def market_to_json(market: Market) -> dict[str, Any]:
             "rngs": {
                 "market": _rng_state(market._market_rng),
                 "ids": _rng_state(market._ids_rng),
+                "instance_ids": _rng_state(market._instance_ids_rng),
                 "faults": _rng_state(market._fault_rng),
             },
             "offers": market._book.to_json(),
@@ -89,6 +90,8 @@ def market_from_json(market: Market, data: dict[str, Any], *, wall_now: float) -
         market._next_instance_id = int(data["next_instance_id"])
         _set_rng(market._market_rng, data["rngs"]["market"])
         _set_rng(market._ids_rng, data["rngs"]["ids"])
+        if "instance_ids" in data["rngs"]:  # not in a state saved before 2026-12-03
+            _set_rng(market._instance_ids_rng, data["rngs"]["instance_ids"])
         _set_rng(market._fault_rng, data["rngs"]["faults"])
         market._book.load(data["offers"])
         market._instances.clear()
