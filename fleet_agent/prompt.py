@@ -148,8 +148,8 @@ level without it.
 loads. A temporary machine is no cover for the target: replace a failed machine as if it were \
 not there, and release it as soon as the other machines prove the target without it (from \
 {TEMPORARY_MIN_AGE_MINUTES:g} min of age). A machine that starts proving wakes no run: while \
-temporary machines remain, schedule_next_check for when the oldest may go, then every \
-{BRIDGE_CHECK_SECONDS:g} s.
+temporary machines remain and other machines still load, schedule_next_check for when the \
+oldest may go, then every {BRIDGE_CHECK_SECONDS:g} s, unless such a check is pending already.
 - Hard limits (## Limits) are enforced by the system, not by you. A refused call tells you \
 why; do not retry it unchanged.
 - The heartbeat runs you regularly (its interval is in ## Limits). Use schedule_next_check \

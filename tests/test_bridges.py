@@ -20,7 +20,7 @@ from fleet_agent.fleet.policy import plan_fleet
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.autopilot import AutopilotProvider
-from fleet_agent.models import AgentConfig
+from fleet_agent.models import AgentConfig, Wake
 from fleet_agent.prompt import context_message, system_prompt
 from tests.policy_rows import machine, offer
 
@@ -121,7 +121,9 @@ def test_a_bridge_goes_once_the_rest_proves_the_target_and_not_before() -> None:
     assert plan.destroy == [] and plan.gap == 0
 
 
-def _context(rows: list[dict[str, Any]], target: float, **limits: Any) -> str:
+def _context(
+    rows: list[dict[str, Any]], target: float, *, wakes: list[Wake] | None = None, **limits: Any
+) -> str:
     snap = FleetSnapshot(instances=[], target_proofs_per_hour=target)
     fleet_text = snap.to_text().split("\n")[0] + "\n```json\n" + json.dumps(rows) + "\n```"
     return context_message(
@@ -131,7 +133,7 @@ def _context(rows: list[dict[str, Any]], target: float, **limits: Any) -> str:
         trigger_block="Trigger: the operator changed the target.",
         fleet_text=fleet_text,
         config=AgentConfig(target_proofs_per_hour=target, spare_one_machine=False, **limits),
-        wakes=[],
+        wakes=wakes or [],
         next_heartbeat_at=None,
     )
 
@@ -175,7 +177,11 @@ async def test_the_autopilot_rents_bridges_beside_a_large_gaps_cover() -> None:
     ]
     # Under a create limit of 9 an hour, the cover's two and the reserve of
     # six leave room for one bridge; with 12 instances at most, for none.
-    for limits, bridged in (({"max_creates_per_hour": 9}, [3]), ({"max_instances": 12}, [])):
+    cases: list[tuple[dict[str, Any], list[int]]] = [
+        ({"max_creates_per_hour": 9}, [3]),
+        ({"max_instances": 12}, []),
+    ]
+    for limits, bridged in cases:
         tight = [{**messages[0], "content": _context(rows, 800, **limits)}, *messages[1:]]
         reply = await AutopilotProvider().complete(
             system="s", messages=tight, tools=TOOLS, max_tokens=100
@@ -244,6 +250,55 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     )
     assert [(b["name"], b["input"]["delay_seconds"]) for b in again.content] == [
         ("schedule_next_check", BRIDGE_CHECK_SECONDS)
+    ]
+    # Not while such a check is pending: a run that another trigger started
+    # would begin a second chain of checks, and the runs came every minute.
+    pending = Wake(
+        id="w7-1",
+        due_at=datetime(2026, 12, 2, 0, 2, tzinfo=UTC),
+        reason=again.content[0]["input"]["reason"],
+        requested_by_run=6,
+    )
+    context = _context([*loading, bridge], 500, wakes=[pending])
+    assert "## Pending wakes\n- w7-1 due 2026-12-02 00:02:00Z: release bridges" in context
+    waiting = await AutopilotProvider().complete(
+        system="s", messages=[{"role": "user", "content": context}], tools=tools, max_tokens=100
+    )
+    assert waiting.content[0]["type"] == "text"
+    # A wake of another reason does not count.
+    other = pending.model_copy(update={"reason": "an instance still loading in 15 min"})
+    context = _context([*loading, bridge], 500, wakes=[other])
+    reply = await AutopilotProvider().complete(
+        system="s", messages=[{"role": "user", "content": context}], tools=tools, max_tokens=100
+    )
+    assert reply.content[0]["name"] == "schedule_next_check"
+    # Nothing left to arrive (every other machine proves) and the bridge old
+    # enough to go: no check; still needed (the rest is 2 % under the
+    # target, a gap no offer fits), it waits for the heartbeat like any release.
+    proving = [machine(i, 49.0) for i in range(1, 11)]
+    context = _context([*proving, bridge], 500)
+    first = await AutopilotProvider().complete(
+        system="s", messages=[{"role": "user", "content": context}], tools=tools, max_tokens=100
+    )
+    (search,) = first.content
+    too_big = "1 offer.\n" + json.dumps([_offer(1, 100, 1.0, 40)])
+    messages = [
+        {"role": "user", "content": context},
+        {"role": "assistant", "content": first.content},
+        _results(search["id"], too_big),
+    ]
+    settled = await AutopilotProvider().complete(
+        system="s", messages=messages, tools=tools, max_tokens=100
+    )
+    assert [b["type"] for b in settled.content] == ["text"], settled.content
+    # The same fleet with the bridge still too young to go: one check, when it may.
+    young = {**bridge, "age_minutes": 15.0, "releasable": False}
+    messages[0] = {"role": "user", "content": _context([*proving, young], 500)}
+    later = await AutopilotProvider().complete(
+        system="s", messages=messages, tools=tools, max_tokens=100
+    )
+    assert [(b["name"], b["input"]["delay_seconds"]) for b in later.content] == [
+        ("schedule_next_check", (TEMPORARY_MIN_AGE_MINUTES - 15) * 60)
     ]
     plain = await AutopilotProvider().complete(
         system="s",

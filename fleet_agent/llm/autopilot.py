@@ -39,6 +39,11 @@ _INSTANCES = re.compile(r"^- at most (?P<n>\d+) instances, ", re.M)
 _FLEET_JSON = re.compile(r"## Fleet\n[^\n]*\n```json\n(?P<rows>.*?)\n```", re.S)
 _RESULT_JSON = re.compile(r"(\[.*\])", re.S)
 _BRIDGE = "a temporary bridge that loads fast and proves while the cover loads"
+# The reason of the bridges' checks (schedule_next_check), as pending wakes show it.
+_BRIDGE_CHECK = "release bridges as soon as the cover proves"
+# The context's pending wakes (prompt.py, `context_message`): "- <id> due <time>: <reason>".
+_PENDING_WAKES = re.compile(r"^## Pending wakes\n(?P<lines>(?:- .*\n?)*)", re.M)
+_WAKE_REASON = re.compile(r"^- \S+ due \S+(?: \S+)?: (?P<reason>.*)$", re.M)
 
 
 def _text_of(content: Any) -> str:
@@ -88,6 +93,13 @@ class _Run:
                         (name, _text_of(block.get("content", "")), bool(block.get("is_error")))
                     )
 
+    def pending_wakes(self) -> list[str]:
+        """The reasons of the wakes pending when the run started."""
+        found = _PENDING_WAKES.search(self.context)
+        if found is None:
+            return []
+        return [m.group("reason").strip() for m in _WAKE_REASON.finditer(found.group("lines"))]
+
     def target(self) -> float:
         found = _TARGET.search(self.context)
         return float(found.group("target")) if found else 0.0
@@ -119,28 +131,38 @@ def _room(run: _Run, rows: list[dict[str, Any]], picks: list[dict[str, Any]]) ->
 def _bridge_check(
     run: _Run, rows: list[dict[str, Any]], offered: set[str]
 ) -> dict[str, Any] | None:
-    """A schedule_next_check while bridges stay in the fleet: a slow machine
-    starting to prove is no state change the monitor reports (the instance
-    stays running), so without it the bridge it makes unneeded would wait
-    for the heartbeat, over the band. Once per run; from when the oldest
-    bridge may go, every BRIDGE_CHECK_SECONDS."""
+    """A schedule_next_check while bridges stay in the fleet and the cover
+    they bridge is still arriving: a slow machine starting to prove is no
+    state change the monitor reports (the instance stays running), so
+    without it the bridge it makes unneeded would wait for the heartbeat,
+    over the band. Once per run, and not while such a check is pending
+    (each run that scheduled one besides the check's own started a chain
+    of its own: runs every minute, 300 a day woken where 50-90 were
+    enough); from when the oldest bridge may go, every BRIDGE_CHECK_SECONDS.
+    None once every other machine proves and a bridge may go: nothing is
+    left to arrive, and a bridge still needed then waits for the heartbeat
+    like any release."""
     if "schedule_next_check" not in offered or "schedule_next_check" in run.calls.values():
         return None
+    if _BRIDGE_CHECK in run.pending_wakes():
+        return None
     gone = {a.get("instance_id") for n, a in run.inputs if n == "destroy_instance"}
-    ages = [
-        float(r.get("age_minutes") or 0.0)
-        for r in rows
-        if r.get("temporary") and r.get("id") not in gone
-    ]
-    if any(n == "create_instance" and a.get("temporary") for n, a in run.inputs):
+    live = [r for r in rows if r.get("id") not in gone]
+    ages = [float(r.get("age_minutes") or 0.0) for r in live if r.get("temporary")]
+    created = [a for n, a in run.inputs if n == "create_instance"]
+    if any(a.get("temporary") for a in created):
         ages.append(0.0)
-    if not ages:
+    arriving = created or [
+        r
+        for r in live
+        if not r.get("temporary")
+        and float(r.get("expected_proofs_per_hour") or 0.0) > 0
+        and not float(r.get("proofs_per_hour") or 0.0)
+    ]
+    if not ages or (not arriving and max(ages) >= TEMPORARY_MIN_AGE_MINUTES):
         return None
     delay = max(BRIDGE_CHECK_SECONDS, round((TEMPORARY_MIN_AGE_MINUTES - max(ages)) * 60))
-    return _tool_use(
-        "schedule_next_check",
-        {"delay_seconds": delay, "reason": "release bridges as soon as the cover proves"},
-    )
+    return _tool_use("schedule_next_check", {"delay_seconds": delay, "reason": _BRIDGE_CHECK})
 
 
 class AutopilotProvider:
