@@ -22,7 +22,13 @@ from fleet_agent.fleet.bridges import (
     BRIDGE_MIN_GAP,
     BRIDGE_SHARE,
 )
-from fleet_agent.fleet.policy import BAND, SMALL_GAP, SPARE_PREMIUM, TOP_MARGIN
+from fleet_agent.fleet.policy import (
+    BAND,
+    INSIDE_BAND_PREMIUM,
+    SMALL_GAP,
+    SPARE_PREMIUM,
+    TOP_MARGIN,
+)
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.models import AgentConfig, Trigger, TriggerKind, Wake
 from fleet_agent.verdict import VERDICT_INSTRUCTIONS
@@ -98,6 +104,7 @@ def render_trigger_block(triggers: Sequence[Trigger]) -> str:
 _SMALL_GAP_PCT = f"{100 * SMALL_GAP:g}"
 _PLAN_TOP_PCT = f"{100 * (BAND - TOP_MARGIN):g}"
 _SPARE_PREMIUM_PCT = f"{100 * SPARE_PREMIUM:g}"
+_INSIDE_BAND_PREMIUM_PCT = f"{100 * INSIDE_BAND_PREMIUM:g}"
 _BRIDGE_GAP_PCT = f"{100 * BRIDGE_MIN_GAP:g}"
 _BRIDGE_SHARE_PCT = f"{100 * BRIDGE_SHARE:g}"
 _BRIDGE_SIZE_PCT = f"{100 * BRIDGE_MAX_SIZE:g}"
@@ -140,7 +147,11 @@ need, most expensive per proof first, only when the fleet stays at or above that
 them (or, when it is more than 5 % over and no release keeps the target, within {_SMALL_GAP_PCT} \
 % under the target), and never a healthy machine younger than the minimum release age in ## \
 Limits (releasable: false). Release a machine only when the machines proving now still hold the \
-level without it.
+level without it. When every machine proves on a measurement, the fleet is more than 5 % over \
+and no release brings it inside the band, rent one smaller machine with which a subset of the \
+fleet lands between the level and {_PLAN_TOP_PCT} % over (a fleet at most \
+{_INSIDE_BAND_PREMIUM_PCT} % dearer per hour than now), then release what it makes unneeded \
+once it proves.
 - For a gap of {_BRIDGE_GAP_PCT} % of the target or more, rent beside its cover, with \
 `temporary: true`, the cheapest offers with est_load_minutes ≤ {BRIDGE_FAST_MINUTES:g} for about \
 {_BRIDGE_SHARE_PCT} % of what the cover's slower machines bring (each at most \

@@ -3,9 +3,15 @@
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["machine", "offer"]
+from fleet_agent.fleet.snapshot import FleetSnapshot
+from fleet_agent.models import AgentConfig, Wake
+from fleet_agent.prompt import context_message
+
+__all__ = ["context_of", "machine", "offer", "tool_results"]
 
 
 def machine(iid: int, rate: float, dph: float = 0.4, **extra: Any) -> dict[str, Any]:
@@ -25,3 +31,32 @@ def machine(iid: int, rate: float, dph: float = 0.4, **extra: Any) -> dict[str, 
 def offer(offer_id: int, rate: float, dph: float) -> dict[str, Any]:
     """An offer as search_offers shows it."""
     return {"offer_id": offer_id, "est_proofs_per_hour": rate, "dph": dph}
+
+
+def context_of(
+    rows: list[dict[str, Any]], target: float, *, wakes: list[Wake] | None = None, **limits: Any
+) -> str:
+    """A run's context message with these fleet rows, as the autopilot reads it."""
+    snap = FleetSnapshot(instances=[], target_proofs_per_hour=target)
+    fleet_text = snap.to_text().split("\n")[0] + "\n```json\n" + json.dumps(rows) + "\n```"
+    return context_message(
+        run=7,
+        session=1,
+        now=datetime(2026, 12, 2, tzinfo=UTC),
+        trigger_block="Trigger: the operator changed the target.",
+        fleet_text=fleet_text,
+        # The spare off unless a test asks for it (spare_one_machine=True).
+        config=AgentConfig(
+            **{"target_proofs_per_hour": target, "spare_one_machine": False, **limits}
+        ),
+        wakes=wakes or [],
+        next_heartbeat_at=None,
+    )
+
+
+def tool_results(tool_use_id: str, content: str) -> dict[str, Any]:
+    """The user message carrying one tool's result."""
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": content}],
+    }

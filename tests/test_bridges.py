@@ -17,12 +17,11 @@ from fleet_agent.fleet.bridges import (
     bridges,
 )
 from fleet_agent.fleet.policy import plan_fleet
-from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.autopilot import AutopilotProvider
-from fleet_agent.models import AgentConfig, Wake
-from fleet_agent.prompt import context_message, system_prompt
-from tests.policy_rows import machine, offer
+from fleet_agent.models import Wake
+from fleet_agent.prompt import system_prompt
+from tests.policy_rows import context_of, machine, offer, tool_results
 
 TOOLS = [{"name": n} for n in ("search_offers", "create_instance", "destroy_instance")]
 
@@ -121,29 +120,12 @@ def test_a_bridge_goes_once_the_rest_proves_the_target_and_not_before() -> None:
     assert plan.destroy == [] and plan.gap == 0
 
 
-def _context(
-    rows: list[dict[str, Any]], target: float, *, wakes: list[Wake] | None = None, **limits: Any
-) -> str:
-    snap = FleetSnapshot(instances=[], target_proofs_per_hour=target)
-    fleet_text = snap.to_text().split("\n")[0] + "\n```json\n" + json.dumps(rows) + "\n```"
-    return context_message(
-        run=7,
-        session=1,
-        now=datetime(2026, 12, 2, tzinfo=UTC),
-        trigger_block="Trigger: the operator changed the target.",
-        fleet_text=fleet_text,
-        config=AgentConfig(target_proofs_per_hour=target, spare_one_machine=False, **limits),
-        wakes=wakes or [],
-        next_heartbeat_at=None,
-    )
-
-
 async def test_the_autopilot_rents_bridges_beside_a_large_gaps_cover() -> None:
     """Through the provider's own protocol: a 300 proofs/h gap at target 800
     is searched with the tool's maximum, covered, and bridged with temporary
     rentals; a small gap gets a plain search and cover."""
     rows = [machine(i, 50.0) for i in range(1, 11)]  # 500 proofs/h
-    context = _context(rows, 800)
+    context = context_of(rows, 800)
     first = await AutopilotProvider().complete(
         system="s", messages=[{"role": "user", "content": context}], tools=TOOLS, max_tokens=100
     )
@@ -182,13 +164,13 @@ async def test_the_autopilot_rents_bridges_beside_a_large_gaps_cover() -> None:
         ({"max_instances": 12}, []),
     ]
     for limits, bridged in cases:
-        tight = [{**messages[0], "content": _context(rows, 800, **limits)}, *messages[1:]]
+        tight = [{**messages[0], "content": context_of(rows, 800, **limits)}, *messages[1:]]
         reply = await AutopilotProvider().complete(
             system="s", messages=tight, tools=TOOLS, max_tokens=100
         )
         temps = [b["input"]["offer_id"] for b in reply.content if b["input"].get("temporary")]
         assert temps == bridged, limits
-    small = _context(rows, 520)
+    small = context_of(rows, 520)
     reply = await AutopilotProvider().complete(
         system="s", messages=[{"role": "user", "content": small}], tools=TOOLS, max_tokens=100
     )
@@ -209,16 +191,16 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     rows = [machine(i, 50.0) for i in range(1, 11)]
     first = await AutopilotProvider().complete(
         system="s",
-        messages=[{"role": "user", "content": _context(rows, 800)}],
+        messages=[{"role": "user", "content": context_of(rows, 800)}],
         tools=tools,
         max_tokens=100,
     )
     (search,) = first.content
     offers = [_offer(1, 150, 1.2, 45), _offer(2, 150, 1.2, 50), _offer(3, 40, 0.5, 10)]
     messages: list[dict[str, Any]] = [
-        {"role": "user", "content": _context(rows, 800)},
+        {"role": "user", "content": context_of(rows, 800)},
         {"role": "assistant", "content": first.content},
-        _results(search["id"], "Found 3 offers.\n" + json.dumps(offers)),
+        tool_results(search["id"], "Found 3 offers.\n" + json.dumps(offers)),
     ]
     creates = await AutopilotProvider().complete(
         system="s", messages=messages, tools=tools, max_tokens=100
@@ -226,7 +208,10 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     assert [b["input"].get("temporary", False) for b in creates.content] == [False, False, True]
     messages += [
         {"role": "assistant", "content": creates.content},
-        *(_results(b["id"], f"Rented instance {900 + k}.") for k, b in enumerate(creates.content)),
+        *(
+            tool_results(b["id"], f"Rented instance {900 + k}.")
+            for k, b in enumerate(creates.content)
+        ),
     ]
     check = await AutopilotProvider().complete(
         system="s", messages=messages, tools=tools, max_tokens=100
@@ -234,7 +219,7 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     (wake,) = check.content
     assert wake["name"] == "schedule_next_check"
     assert wake["input"]["delay_seconds"] == TEMPORARY_MIN_AGE_MINUTES * 60
-    messages += [{"role": "assistant", "content": check.content}, _results(wake["id"], "ok")]
+    messages += [{"role": "assistant", "content": check.content}, tool_results(wake["id"], "ok")]
     done = await AutopilotProvider().complete(
         system="s", messages=messages, tools=tools, max_tokens=100
     )
@@ -244,7 +229,7 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     bridge = machine(20, 40.0, 0.5, temporary=True, age_minutes=30.0, releasable=True)
     again = await AutopilotProvider().complete(
         system="s",
-        messages=[{"role": "user", "content": _context([*loading, bridge], 500)}],
+        messages=[{"role": "user", "content": context_of([*loading, bridge], 500)}],
         tools=tools,
         max_tokens=100,
     )
@@ -259,7 +244,7 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
         reason=again.content[0]["input"]["reason"],
         requested_by_run=6,
     )
-    context = _context([*loading, bridge], 500, wakes=[pending])
+    context = context_of([*loading, bridge], 500, wakes=[pending])
     assert "## Pending wakes\n- w7-1 due 2026-12-02 00:02:00Z: release bridges" in context
     waiting = await AutopilotProvider().complete(
         system="s", messages=[{"role": "user", "content": context}], tools=tools, max_tokens=100
@@ -267,7 +252,7 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     assert waiting.content[0]["type"] == "text"
     # A wake of another reason does not count.
     other = pending.model_copy(update={"reason": "an instance still loading in 15 min"})
-    context = _context([*loading, bridge], 500, wakes=[other])
+    context = context_of([*loading, bridge], 500, wakes=[other])
     reply = await AutopilotProvider().complete(
         system="s", messages=[{"role": "user", "content": context}], tools=tools, max_tokens=100
     )
@@ -276,7 +261,7 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     # enough to go: no check; still needed (the rest is 2 % under the
     # target, a gap no offer fits), it waits for the heartbeat like any release.
     proving = [machine(i, 49.0) for i in range(1, 11)]
-    context = _context([*proving, bridge], 500)
+    context = context_of([*proving, bridge], 500)
     first = await AutopilotProvider().complete(
         system="s", messages=[{"role": "user", "content": context}], tools=tools, max_tokens=100
     )
@@ -285,7 +270,7 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     messages = [
         {"role": "user", "content": context},
         {"role": "assistant", "content": first.content},
-        _results(search["id"], too_big),
+        tool_results(search["id"], too_big),
     ]
     settled = await AutopilotProvider().complete(
         system="s", messages=messages, tools=tools, max_tokens=100
@@ -293,7 +278,7 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     assert [b["type"] for b in settled.content] == ["text"], settled.content
     # The same fleet with the bridge still too young to go: one check, when it may.
     young = {**bridge, "age_minutes": 15.0, "releasable": False}
-    messages[0] = {"role": "user", "content": _context([*proving, young], 500)}
+    messages[0] = {"role": "user", "content": context_of([*proving, young], 500)}
     later = await AutopilotProvider().complete(
         system="s", messages=messages, tools=tools, max_tokens=100
     )
@@ -302,15 +287,8 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     ]
     plain = await AutopilotProvider().complete(
         system="s",
-        messages=[{"role": "user", "content": _context(rows, 500)}],
+        messages=[{"role": "user", "content": context_of(rows, 500)}],
         tools=tools,
         max_tokens=100,
     )
     assert plain.content[0]["type"] == "text"
-
-
-def _results(tool_use_id: str, content: str) -> dict[str, Any]:
-    return {
-        "role": "user",
-        "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": content}],
-    }

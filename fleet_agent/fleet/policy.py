@@ -30,6 +30,7 @@ from fleet_agent.fleet.band import (
 from fleet_agent.fleet.load_time import STUCK_LOADING_MAX_MINUTES
 from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 from fleet_agent.fleet.spare import BAND, cheapest_spared_cover, hold_level
+from fleet_agent.fleet.swap import Held, wants_swap
 from fleet_agent.vast.models import phase_of
 
 __all__ = [
@@ -73,6 +74,9 @@ class FleetPlan:
     held: tuple[float, ...] | None = None
     # The $/h of the machines kept (those of `held`, or all kept without a spare).
     held_dph: float = 0.0
+    # The machines kept, when a settled fleet stays past the band with them
+    # and only a swap brings it back (swap.py); () otherwise.
+    swap: tuple[Held, ...] = ()
 
 
 def _per_proof(row: dict[str, Any]) -> float:
@@ -193,6 +197,19 @@ def plan_fleet(rows: list[dict[str, Any]], target: float, *, spare: bool = False
         if spare
         else None
     )
+    kept = tuple(
+        Held(
+            rate=float(r.get("expected_proofs_per_hour") or 0.0),
+            dph=float(r.get("dph") or 0.0),
+            releasable=bool(r.get("releasable", True)),
+            settled=bool(r.get("proofs_per_hour"))
+            and r.get("measured_proofs_per_hour") is not None,
+        )
+        for r in core
+        if id(r) not in released
+    )
+    # No swap while anything else is under way: a destroy, a gap, a bridge.
+    quiet = not destroy and hold - expected <= 0 and len(core) == len(alive)
     return FleetPlan(
         destroy=destroy,
         expected_after=expected,
@@ -200,6 +217,7 @@ def plan_fleet(rows: list[dict[str, Any]], target: float, *, spare: bool = False
         hold=hold,
         held=held,
         held_dph=sum(float(r.get("dph") or 0.0) for r in core if id(r) not in released),
+        swap=kept if quiet and wants_swap(kept, target) else (),
     )
 
 

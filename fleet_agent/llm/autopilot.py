@@ -22,6 +22,7 @@ from fleet_agent.fleet.bridges import (
     wants_bridges,
 )
 from fleet_agent.fleet.policy import choose_offers, plan_fleet
+from fleet_agent.fleet.swap import swap_offers
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.base import LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import TokenUsage
@@ -38,6 +39,10 @@ _CREATES = re.compile(r"^- at most (?P<n>\d+) machines rented and", re.M)
 _INSTANCES = re.compile(r"^- at most (?P<n>\d+) instances, ", re.M)
 _FLEET_JSON = re.compile(r"## Fleet\n[^\n]*\n```json\n(?P<rows>.*?)\n```", re.S)
 _RESULT_JSON = re.compile(r"(\[.*\])", re.S)
+_SWAP = (
+    "a swap: the fleet is past the band and no release brings it back; "
+    "a machine this one makes unneeded goes once it proves"
+)
 _BRIDGE = "a temporary bridge that loads fast and proves while the cover loads"
 # The reason of the bridges' checks (schedule_next_check), as pending wakes show it.
 _BRIDGE_CHECK = "release bridges as soon as the cover proves"
@@ -208,6 +213,8 @@ class AutopilotProvider:
             if plan.gap > 0:
                 limit = BRIDGE_SEARCH_LIMIT if wants_bridges(plan.gap, run.target()) else 30
                 calls.append(_tool_use("search_offers", {"limit": limit}))
+            elif plan.swap and "create_instance" in offered:
+                calls.append(_tool_use("search_offers", {"limit": 30}))
             if calls:
                 return calls
         if fleet and rows is not None:
@@ -217,6 +224,11 @@ class AutopilotProvider:
                 plan = plan_fleet(rows, run.target(), spare=run.spare())
                 found = _RESULT_JSON.search(searched[-1])
                 offers = json.loads(found.group(1)) if found else []
+                if plan.swap:
+                    return [
+                        _tool_use("create_instance", {"offer_id": o["offer_id"], "reason": _SWAP})
+                        for o in swap_offers(offers, plan.swap, run.target(), plan.hold)
+                    ] or [{"type": "text", "text": self._final(run)}]
                 picks = choose_offers(
                     offers,
                     plan.gap,
