@@ -7,16 +7,27 @@ from typing import Any
 
 import _common
 from _market_day_causes import CAUSES, out_of_band_causes
-from _market_day_truth import BAND, CONFIG, SETTLE_S, TARGETS, THRASH_MINUTES, Day, Life
-
-from fleet_agent.fleet.provers import MIN_STALL_S, STALL_INTERVALS
-from fleet_agent.models import AgentConfig
+from _market_day_replacements import replacements_of
+from _market_day_truth import (
+    BAND,
+    SETTLE_S,
+    TARGETS,
+    THRASH_MINUTES,
+    Day,
+    Life,
+)
 
 __all__ = ["causes_line", "day_report", "minutes", "seeds_summary"]
 
 
 def day_report(
-    path: str, day: Day, counters: dict[str, Any], hours: float, wall: float
+    path: str,
+    day: Day,
+    counters: dict[str, Any],
+    hours: float,
+    wall: float,
+    *,
+    spare: bool = True,
 ) -> dict[str, Any]:
     changes = [h * 3600 for h, _ in TARGETS if h < hours]
     steady = [s for s in day.samples if all(not (c <= s[0] - 0 < c + SETTLE_S) for c in changes)]
@@ -62,7 +73,8 @@ def day_report(
         for life in failed
         if life.destroyed_at is not None and life.failed_at is not None
     ]
-    replacements = _replacements(day)
+    replacements = replacements_of(day, spare=spare)
+    needed = [r for r in replacements if r["needed"]]
     # Boots that hang or fail: how long each held its place in the fleet.
     bad_boots = [
         life.destroyed_at - life.created
@@ -135,6 +147,20 @@ def day_report(
                 default=None,
             )
         ),
+        # The same over the failures that left the fleet short of its level
+        # (`_left_short`): the others took nothing the fleet needed.
+        "failures_needing_replacement": len(needed),
+        "needed_unreplaced": sum(r["rented_after_s"] is None for r in needed),
+        "needed_detectable_to_replacement_max_min": minutes(
+            max(
+                (
+                    r["rented_after_s"] - r["detection_s"]
+                    for r in needed
+                    if r["rented_after_s"] is not None
+                ),
+                default=None,
+            )
+        ),
         # Bridges rented beside a large gap's cover, and those that failed.
         "temporary_rented": sum(life.temporary for life in day.lives.values()),
         "temporary_failed": sum(life.temporary for life in failed),
@@ -149,62 +175,6 @@ def day_report(
         # (seconds, target, proofs/h, $/h) every step: the figures above come from these.
         "samples": [[round(x, 3) for x in sample] for sample in day.samples],
     }
-
-
-def _replacements(day: Day) -> list[dict[str, Any]]:
-    """Pairs each failure with the first machine rented after it was seen.
-    A temporary bridge (fleet_agent/fleet/bridges.py) is neither: it is no
-    cover for the target, so its failure calls for no replacement (the cover
-    it bridged is replaced when it fails), and a bridge rented after a
-    failure does not replace it."""
-    fresh = sorted(
-        (life for life in day.lives.values() if not life.temporary), key=lambda life: life.created
-    )
-    used: set[int] = set()
-    out = []
-    failed = [
-        life for life in day.lives.values() if life.failed_at is not None and not life.temporary
-    ]
-    for life in sorted(failed, key=lambda life: life.failed_at or 0.0):
-        assert life.failed_at is not None
-        new = next(
-            (k for k, n in enumerate(fresh) if k not in used and n.created >= life.failed_at),
-            None,
-        )
-        if new is not None:
-            used.add(new)
-        repl = fresh[new] if new is not None else None
-        out.append(
-            {
-                "failure": life.failure,
-                "at_s": life.failed_at,
-                "destroyed_after_s": (
-                    life.destroyed_at - life.failed_at if life.destroyed_at is not None else None
-                ),
-                "rented_after_s": repl.created - life.failed_at if repl else None,
-                # The time the rule needs to tell this failure from a slow proof.
-                "detection_s": _detection_s(life),
-                "replacement_load_s": (
-                    repl.proving_at - repl.created
-                    if repl is not None and repl.proving_at is not None
-                    else None
-                ),
-            }
-        )
-    return out
-
-
-def _detection_s(life: Life) -> float:
-    """How long the stall rule must wait before a stalled prover is one: no
-    proof for `STALL_INTERVALS` of its proof intervals (at least
-    `MIN_STALL_S`), at most the agent's `not_proving_minutes` (the issue's
-    "has not proved for a configurable time"). Any other failure shows at once."""
-    if life.failure != "prover stuck":
-        return 0.0
-    limit = AgentConfig(target_proofs_per_hour=1.0, **CONFIG).not_proving_minutes * 60
-    if life.rate <= 0:
-        return limit
-    return min(limit, max(MIN_STALL_S, STALL_INTERVALS * 3600.0 / life.rate))
 
 
 def minutes(seconds: float | None) -> float | None:

@@ -175,7 +175,7 @@ async def run_path(
         finally:
             await env.shutdown()
             store.dispose()
-    report = day_report(path, day, counters, hours, time.monotonic() - started)
+    report = day_report(path, day, counters, hours, time.monotonic() - started, spare=spare)
     return {"faults": faults, "spare_one_machine": spare, **report, **runs}
 
 
