@@ -137,30 +137,13 @@ def day_report(
             )
         ),
         # The same, counted from when the failure could be told (a stall's window).
-        "detectable_to_replacement_max_min": minutes(
-            max(
-                (
-                    r["rented_after_s"] - r["detection_s"]
-                    for r in replacements
-                    if r["rented_after_s"] is not None
-                ),
-                default=None,
-            )
-        ),
+        "detectable_to_replacement_max_min": _detected_to_rented_max(replacements),
         # The same over the failures that left the fleet short of its level
-        # (`_left_short`): the others took nothing the fleet needed.
+        # (`_left_short`, bench/_market_day_replacements.py): the others took
+        # nothing the fleet needed.
         "failures_needing_replacement": len(needed),
         "needed_unreplaced": sum(r["rented_after_s"] is None for r in needed),
-        "needed_detectable_to_replacement_max_min": minutes(
-            max(
-                (
-                    r["rented_after_s"] - r["detection_s"]
-                    for r in needed
-                    if r["rented_after_s"] is not None
-                ),
-                default=None,
-            )
-        ),
+        "needed_detectable_to_replacement_max_min": _detected_to_rented_max(needed),
         # Bridges rented beside a large gap's cover, and those that failed.
         "temporary_rented": sum(life.temporary for life in day.lives.values()),
         "temporary_failed": sum(life.temporary for life in failed),
@@ -175,6 +158,20 @@ def day_report(
         # (seconds, target, proofs/h, $/h) every step: the figures above come from these.
         "samples": [[round(x, 3) for x in sample] for sample in day.samples],
     }
+
+
+def _detected_to_rented_max(replacements: list[dict[str, Any]]) -> float | None:
+    """Minutes, the longest from when a failure could be told to its rental."""
+    return minutes(
+        max(
+            (
+                r["rented_after_s"] - r["detection_s"]
+                for r in replacements
+                if r["rented_after_s"] is not None
+            ),
+            default=None,
+        )
+    )
 
 
 def minutes(seconds: float | None) -> float | None:

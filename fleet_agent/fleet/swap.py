@@ -11,11 +11,10 @@ the ordinary release rule (policy.py) once the new one proves, which also
 keeps the fleet at its level while the new one loads.
 
 Only a settled fleet swaps: every machine proving on a measurement, so the
-excess is the truth and not an estimate, and no other change under way. The
-set chosen is the cheapest that lands between the level and the planned top
-(`inside_band`) out of the fleet's releasable machines and the offers shown,
-the fleet's other machines kept, at most INSIDE_BAND_PREMIUM dearer than the
-fleet is now; pure functions.
+excess is the truth and not an estimate, and no other change under way
+(policy.py sets `FleetPlan.swap` only then). One offer is rented, the one
+whose fleet with a subset of the releasable machines lands inside the band
+at the least $/h (`swap_offers`); pure functions.
 """
 
 from __future__ import annotations
