@@ -37,6 +37,7 @@ from fleet_agent.sim import DEFAULT_API_KEY, SimServer
 from fleet_agent.store import RunRecord, Store
 from starter.cli import main
 from tests.helpers import Harness, eventually, finished_runs, running_worker
+from tests.ports import free_port
 from worker import fleet_from_settings
 
 pytestmark = pytest.mark.devserver
@@ -402,13 +403,6 @@ def test_usage_and_local_errors_exit_non_zero(
 
 
 # ---------------------------------------------------------------- fleet-agent up
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def listening(port: int) -> bool:

@@ -61,6 +61,7 @@ from starter.telemetry import (
 )
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, running_worker, status_after
+from tests.ports import free_port
 from tests.servers import start_dev_env
 from worker import worker_activities
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, metrics
@@ -70,13 +71,6 @@ ACT = f'{ACT_ANSWER}\n<verdict>{{"action": true, "state_changed": true}}</verdic
 QUIET = 'All steady.\n<verdict>{"action": false, "state_changed": false}</verdict>'
 
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def upserted(history: WorkflowHistory) -> set[str]:
@@ -135,7 +129,7 @@ async def test_metrics_search_attributes_and_the_answer(
     sa_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
 ) -> None:
     fake_llm.set_responder(_responder)
-    port = _free_port()
+    port = free_port()
     client = await Client.connect(
         sa_env.client.service_client.config.target_host,
         namespace=sa_env.client.namespace,
@@ -319,7 +313,7 @@ def test_the_stacks_metrics_port() -> None:
         None,
         "metrics:    off (METRICS_PORT=off)",
     )
-    port = _free_port()
+    port = free_port()
     url, line = install_stack_metrics({"METRICS_PORT": str(port)}, _serve)
     assert url == f"http://127.0.0.1:{port}/metrics" and line == f"metrics:    {url}"
     with socket.socket() as held:
@@ -469,7 +463,7 @@ def test_a_worker_whose_metrics_port_is_taken_says_so_and_exits_1(
         monkeypatch.setenv("METRICS_PORT", str(port))
         monkeypatch.setenv("FLEET_LLM_PROVIDER", "autopilot")
         # Nothing listens on this Temporal address: metrics fail first.
-        monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{_free_port()}")
+        monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{free_port()}")
         assert cli_main(["worker"]) == 1
     err = capsys.readouterr().err
     assert f"cannot serve metrics on 127.0.0.1:{port}" in err

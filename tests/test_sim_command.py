@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,14 +14,9 @@ from typing import Any
 import httpx
 
 from tests.helpers import as_background_job
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _banner(proc: subprocess.Popen[str], deadline: float) -> str:
@@ -81,12 +75,12 @@ def _run_sim(
 
 
 def test_fleet_agent_sim_limits_requests_and_keeps_its_market(tmp_path: Path) -> None:
-    out, state = _run_sim(tmp_path, _free_port())
+    out, state = _run_sim(tmp_path, free_port())
     assert state["rate_limits"] is True and state["offers"] == 200
     assert "rate limits on" in out and "kept in var/sim-state.json" in out
     saved = tmp_path / "var" / "sim-state.json"
     assert saved.exists()
-    again, restored = _run_sim(tmp_path, _free_port())
+    again, restored = _run_sim(tmp_path, free_port())
     assert "restored from var/sim-state.json" in again
     assert restored["now"] >= state["now"]  # it went on; it did not start over
 
@@ -97,11 +91,11 @@ def test_sigterm_and_a_background_ctrl_c_stop_it_and_keep_its_market(tmp_path: P
     stop went through the simulator's own stop, which saves the market: the
     default SIGTERM would end it with -15, unsaved since the last periodic
     save."""
-    out, state = _run_sim(tmp_path, _free_port(), background=True)
+    out, state = _run_sim(tmp_path, free_port(), background=True)
     assert "kept in var/sim-state.json" in out
-    again, restored = _run_sim(tmp_path, _free_port(), signal.SIGTERM)
+    again, restored = _run_sim(tmp_path, free_port(), signal.SIGTERM)
     assert "restored from var/sim-state.json" in again
     assert restored["now"] >= state["now"]
-    third, last = _run_sim(tmp_path, _free_port())
+    third, last = _run_sim(tmp_path, free_port())
     assert "restored from var/sim-state.json" in third
     assert last["now"] >= restored["now"]  # the file left by SIGTERM restores

@@ -41,19 +41,13 @@ from starter.cli import main
 from starter.devserver import DevServerConfig
 from starter.stack_server import check_ports
 from tests.helpers import eventually, finished_runs
+from tests.ports import free_port
 from workflows.policies import TASK_QUEUE
 
 ROOT = Path(__file__).resolve().parent.parent
 # Generous: the measured figure is in the report (about 2 s for an HTTP
 # server, 5 s plus start-up for a listener that never answers).
 FAIL_FAST_BOUND = 15.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def up_env(**extra: str) -> dict[str, str]:

@@ -9,7 +9,6 @@ minutes), which is the failure this guards against.
 
 from __future__ import annotations
 
-import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from sqlalchemy.pool import QueuePool
 from fleet_agent.store import Store, create_engine_for
 from tests.conftest import postgres_url
 from tests.fakes.tcp_proxy import SilentListener, TcpProxy
+from tests.ports import free_port
 from tests.store_backends import require_postgres
 
 pytestmark = pytest.mark.postgres
@@ -63,13 +63,6 @@ def _url_at(port: int) -> str:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def schema() -> Iterator[str]:
     require_postgres()
@@ -86,7 +79,7 @@ def schema() -> Iterator[str]:
 
 
 def test_nothing_listening_fails_at_once() -> None:
-    store = Store(_url_at(_free_port()))
+    store = Store(_url_at(free_port()))
     try:
         assert isinstance(_outcome(lambda: store.count_runs("a")), OperationalError)
     finally:
