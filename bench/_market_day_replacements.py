@@ -69,9 +69,10 @@ def _left_short(day: Day, failed: Life, *, spare: bool) -> float:
     other healthy machines, proving or loading, at their true rates (a boot
     that hangs or fails at none), bridges left out. A failure that leaves
     the fleet at its level within TOP_MARGIN of the target (the planning's
-    own precision) took nothing it needed: a machine that died loading a
-    top-up of 2 proofs/h at 808 for 800 (seed 3), or one of a fleet over
-    the band. A replacement there would only take the fleet past it."""
+    own precision) took nothing it needed: seed 3's 19-proof top-up, rented
+    for a fleet 1.7 short of its spare's level (808.2 of 809.7 at 800),
+    that died while loading, or a machine of a fleet over the band. A
+    replacement there would only take the fleet past it."""
     at = failed.failed_at
     assert at is not None
     rates = [
