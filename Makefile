@@ -26,6 +26,11 @@ UP_ARGS ?=
 # for. The venv is made without pip (a second, where ensurepip takes ten) and
 # the system's pip puts uv in it; failing that, the venv's own pip does. If uv
 # cannot be had or fails, pip installs everything (USE_UV=0: pip only).
+# Both write the dependencies' bytecode at install (uv only when asked):
+# where PYTHONDONTWRITEBYTECODE is set (this machine, many images), Python
+# never writes it, and every process compiled anthropic, temporalio,
+# sqlalchemy and pydantic from source again, 3 s of CPU for each worker,
+# CLI command and test process (docs/DECISIONS.md, "Bytecode for the sandbox").
 USE_UV ?= 1
 VENV_PIP := ( $(BIN)/python -m pip --version >/dev/null 2>&1 \
 	  || $(BIN)/python -m ensurepip --default-pip >/dev/null )
@@ -35,7 +40,7 @@ GET_UV := ( test -x $(BIN)/uv \
 define install
 	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
 	( [ "$(USE_UV)" = 1 ] && $(GET_UV) \
-	  && $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[$(1)]' ) \
+	  && $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[$(1)]' ) \
 	|| ( $(VENV_PIP) && $(BIN)/python -m pip install --quiet --upgrade pip \
 	  && $(BIN)/python -m pip install --quiet -e '.[$(1)]' )
 endef
@@ -60,10 +65,12 @@ run: $(RUN_STAMP)
 	  $(if $(TEMPORAL_UI_PORT),--ui-port $(TEMPORAL_UI_PORT)) \
 	  $(if $(CONSOLE_PORT),--console-port $(CONSOLE_PORT)) $(UP_ARGS)
 
-# Three workers, a test module each at a time (module fixtures stay in one
+# Four workers, a test module each at a time (module fixtures stay in one
 # process); every test brings its own servers, ports and databases. Most
-# tests wait on servers and timers, so a third worker pays on two cores.
-TEST_WORKERS ?= 3
+# tests wait on servers and timers (the suite keeps 1.4 of two cores busy
+# with three), so a fourth worker still pays on two cores: 5:58 -> 5:03
+# (docs/DECISIONS.md, "The test suite's time").
+TEST_WORKERS ?= 4
 test: $(STAMP) /usr/bin/chromium lint
 	$(COMPILE)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \

@@ -41,23 +41,25 @@ os.environ["FLEET_WORKFLOW_SANDBOX"] = "on"
 
 
 #: The slowest modules, slowest first (seconds of test time measured on
-#: 2026-11-30 with `--durations=0`: 98, 98, 89, 81, 74, 70, 45, 44, 39, 38, 34).
-#: xdist hands out modules in collection order (`--no-loadscope-reorder` in
-#: the Makefile; by default it starts with the modules that have the most
-#: tests, mostly fast ones, and ends on a slow one). Starting with these, the
-#: suite ends on short modules. Only the order depends on this list.
+#: 2026-12-03 with four workers, `--junitxml`: 93, 91, 88, 82, 65, 60, 38,
+#: 33, 32, 29, 29, 27). xdist hands out modules in collection order
+#: (`--no-loadscope-reorder` in the Makefile; by default it starts with the
+#: modules that have the most tests, mostly fast ones, and ends on a slow
+#: one). Starting with these, the suite ends on short modules. Only the
+#: order depends on this list.
 SLOW_MODULES = (
-    "test_cli.py",
     "test_agent_loop.py",
     "test_floods.py",
     "test_fleet.py",
+    "test_cli.py",
     "test_e2e_devserver.py",
     "test_chaos.py",
-    "test_worker_store.py",
-    "test_stack_ports.py",
     "test_approvals.py",
-    "test_approval_restart.py",
+    "test_sim_vastai_cli.py",
     "test_freeze.py",
+    "test_approval_restart.py",
+    "test_monitor_open.py",
+    "test_overspend.py",
 )
 
 
