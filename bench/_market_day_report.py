@@ -146,6 +146,9 @@ def day_report(
         "needed_detectable_to_replacement_max_min": _detected_to_rented_max(needed),
         # Bridges rented beside a large gap's cover, and those that failed.
         "temporary_rented": sum(life.temporary for life in day.lives.values()),
+        # Rentals by what they were for (the autopilot's reasons: swap.py, trade.py).
+        "swaps": sum(life.reason.startswith("a swap") for life in day.lives.values()),
+        "trades": sum(life.reason.startswith("a trade") for life in day.lives.values()),
         "temporary_failed": sum(life.temporary for life in failed),
         "bad_boots": len(bad_boots),
         "bad_boot_to_destroy_max_min": minutes(max(bad_boots) if bad_boots else None),

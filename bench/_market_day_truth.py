@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet_agent.fleet.labels import parse_label
+from fleet_agent.fleet.labels import create_label, parse_label
 from fleet_agent.fleet.temporary import temporary_labels
 from fleet_agent.store import Store, ToolJournal
 
@@ -23,7 +23,7 @@ __all__ = [
     "Life",
     "destroyed_as",
     "failed",
-    "mark_temporary",
+    "mark_creates",
     "observe",
     "run_counts",
     "target_at",
@@ -61,6 +61,7 @@ class Life:
     true_rate: float = 0.0  # what it proves while healthy (the simulator's truth)
     label: str = ""  # its vast.ai label
     temporary: bool = False  # rented as a bridge (the agent's journal says so)
+    reason: str = ""  # the create's reason, as the agent's journal has it
 
 
 @dataclass
@@ -151,14 +152,17 @@ def destroyed_as(day: Day, store: Store, agent_id: str) -> None:
                 life.failure = life.failure or gone_as
 
 
-def mark_temporary(day: Day, store: Store, agent_id: str) -> None:
-    """Which machines the agent rented as temporary bridges, as its tool
-    journal records them (fleet_agent/fleet/temporary.py)."""
+def mark_creates(day: Day, store: Store, agent_id: str) -> None:
+    """What the agent rented each machine for, as its tool journal records
+    the creates: temporary bridges (fleet_agent/fleet/temporary.py) and each
+    create's reason (a swap, a trade, a cover)."""
     runs = {p.run for p in (parse_label(life.label) for life in day.lives.values()) if p}
-    calls = ToolJournal(store).temporary_creates(agent_id, runs)
+    calls = ToolJournal(store).creates(agent_id, runs)
     labels = temporary_labels(agent_id, calls)
+    reasons = {create_label(agent_id, run, use_id): args for run, use_id, args in calls}
     for life in day.lives.values():
         life.temporary = bool(life.label) and life.label in labels
+        life.reason = str(reasons.get(life.label, {}).get("reason") or "")
 
 
 def run_counts(store: Store, agent_id: str) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from _market_day_truth import (
     Day,
     destroyed_as,
     failed,
-    mark_temporary,
+    mark_creates,
     observe,
     run_counts,
     target_at,
@@ -169,7 +169,7 @@ async def run_path(
                     ) as h:
                         agent_id = await _drive(day, env, h, sim, vast, prover, hours, step, spare)
                     destroyed_as(day, store, agent_id)
-                    mark_temporary(day, store, agent_id)
+                    mark_creates(day, store, agent_id)
                     runs = run_counts(store, agent_id)
                     counters = sim.market.state()["counters"]
         finally:

@@ -177,3 +177,7 @@ def test_temporary_creates_are_read_by_run_and_by_the_parsed_input(journal: Tool
         "toolu_d",
     ]
     assert journal.temporary_creates(AGENT, []) == []
+    # Every create of the runs asked for, whatever its input (the benchmark's
+    # rentals by reason).
+    assert sorted(u for _, u, _ in journal.creates(AGENT, [3])) == ["toolu_a", "toolu_b", "toolu_c"]
+    assert journal.creates(AGENT, []) == []

@@ -148,6 +148,20 @@ class ToolJournal:
         `runs` that asked for a temporary machine (fleet_agent/fleet/temporary.py).
         The input is stored as `json.dumps(sort_keys=True)`, so the text filter
         narrows the rows and the parsed input decides."""
+        found = self._creates(agent_id, runs, like='%"temporary": true%')
+        return [(run, use_id, args) for run, use_id, args in found if args.get("temporary") is True]
+
+    def creates(
+        self, agent_id: str, runs: Collection[int]
+    ) -> list[tuple[int, str, dict[str, Any]]]:
+        """(run, tool_use_id, input) of every create_instance call of this
+        agent in `runs`: what each rental was for, by its reason
+        (bench/market_day.py counts swaps and trades so)."""
+        return self._creates(agent_id, runs)
+
+    def _creates(
+        self, agent_id: str, runs: Collection[int], *, like: str | None = None
+    ) -> list[tuple[int, str, dict[str, Any]]]:
         if not runs:
             return []
         table = table_of(ToolCallRow)
@@ -155,12 +169,12 @@ class ToolJournal:
             table.c.agent_id == agent_id,
             table.c.name == "create_instance",
             table.c.run.in_(sorted(set(runs))),
-            table.c.input_json.like('%"temporary": true%'),
         )
+        if like is not None:
+            stmt = stmt.where(table.c.input_json.like(like))
         with self._engine.connect() as conn:
             rows = conn.execute(stmt).all()
-        found = ((r.run, r.tool_use_id, json.loads(r.input_json or "{}")) for r in rows)
-        return [(run, use_id, args) for run, use_id, args in found if args.get("temporary") is True]
+        return [(r.run, r.tool_use_id, json.loads(r.input_json or "{}")) for r in rows]
 
     # ------------------------------------------------------------ helpers
 
