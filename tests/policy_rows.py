@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleet_agent.fleet.snapshot import FleetSnapshot
+from fleet_agent.fleet.trade import TRADE_CHECK_REASON
 from fleet_agent.models import AgentConfig, Wake
 from fleet_agent.prompt import context_message
 
@@ -60,3 +61,13 @@ def tool_results(tool_use_id: str, content: str) -> dict[str, Any]:
         "role": "user",
         "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": content}],
     }
+
+
+def trade_check() -> Wake:
+    """A pending check of the trades (trade.py): no search for one meanwhile."""
+    return Wake(
+        id="w6-1",
+        due_at=datetime(2026, 12, 2, 0, 30, tzinfo=UTC),
+        reason=TRADE_CHECK_REASON,
+        requested_by_run=6,
+    )

@@ -21,7 +21,7 @@ from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import Wake
 from fleet_agent.prompt import system_prompt
-from tests.policy_rows import context_of, machine, offer, tool_results
+from tests.policy_rows import context_of, machine, offer, tool_results, trade_check
 
 TOOLS = [{"name": n} for n in ("search_offers", "create_instance", "destroy_instance")]
 
@@ -287,7 +287,7 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     ]
     plain = await AutopilotProvider().complete(
         system="s",
-        messages=[{"role": "user", "content": context_of(rows, 500)}],
+        messages=[{"role": "user", "content": context_of(rows, 500, wakes=[trade_check()])}],
         tools=tools,
         max_tokens=100,
     )

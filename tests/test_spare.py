@@ -20,7 +20,7 @@ from fleet_agent.fleet.spare import BAND, SPARE_MAX, cheapest_spared_cover, hold
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig
 from fleet_agent.prompt import context_message, limits_text
-from tests.policy_rows import machine, offer
+from tests.policy_rows import machine, offer, trade_check
 
 
 def test_the_level_leaves_the_fleet_in_band_after_losing_one_machine() -> None:
@@ -115,7 +115,8 @@ def test_the_model_and_the_autopilot_are_told_the_level() -> None:
 
 async def test_the_autopilot_searches_for_the_spare_when_it_is_on() -> None:
     """The autopilot reads the Limits line: on target with the spare on, it
-    searches (a 10 proofs/h gap); with it off, it does nothing."""
+    searches (a 10 proofs/h gap); with it off, it does nothing (the trades'
+    check pending: a settled fleet looks for one every half hour, trade.py)."""
     snap = FleetSnapshot(
         instances=[],
         target_proofs_per_hour=300,
@@ -134,7 +135,7 @@ async def test_the_autopilot_searches_for_the_spare_when_it_is_on() -> None:
             trigger_block="Trigger: heartbeat (nothing else happened).",
             fleet_text=fleet_text,
             config=config,
-            wakes=[],
+            wakes=[trade_check()],
             next_heartbeat_at=None,
         )
         reply = await AutopilotProvider().complete(

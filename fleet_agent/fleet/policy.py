@@ -9,8 +9,10 @@ healthy machine younger than the agent's `min_release_age_minutes` (the
 snapshot marks it not `releasable`). A temporary machine (a bridge while a
 large gap's cover loads: bridges.py, temporary.py) is no cover: the gap and
 the subset kept are the other machines' own, and it goes as soon as they
-prove the target without it. Works on the same snapshot rows and search
-results the model sees.
+prove the target without it. A settled fleet past the band that no release
+brings back may swap (swap.py); one inside it may trade a dear machine for a
+much cheaper one of its size (trade.py): `FleetPlan.swap`, `FleetPlan.trade`.
+Works on the same snapshot rows and search results the model sees.
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ class FleetPlan:
     # The machines kept, when a settled fleet stays past the band with them
     # and only a swap brings it back (swap.py); () otherwise.
     swap: tuple[Held, ...] = ()
+    # The machines kept, when a settled fleet inside the band may trade a
+    # dear machine for a much cheaper one of its size (trade.py); () otherwise.
+    trade: tuple[Held, ...] = ()
 
 
 def _per_proof(row: dict[str, Any]) -> float:
@@ -210,6 +215,8 @@ def plan_fleet(rows: list[dict[str, Any]], target: float, *, spare: bool = False
     )
     # No swap while anything else is under way: a destroy, a gap, a bridge.
     quiet = not destroy and hold - expected <= 0 and len(core) == len(alive)
+    settled = quiet and bool(kept) and all(h.settled for h in kept)
+    swap = settled and wants_swap(kept, target)
     return FleetPlan(
         destroy=destroy,
         expected_after=expected,
@@ -217,7 +224,8 @@ def plan_fleet(rows: list[dict[str, Any]], target: float, *, spare: bool = False
         hold=hold,
         held=held,
         held_dph=sum(float(r.get("dph") or 0.0) for r in core if id(r) not in released),
-        swap=kept if quiet and wants_swap(kept, target) else (),
+        swap=kept if swap else (),
+        trade=kept if settled and not swap else (),
     )
 
 

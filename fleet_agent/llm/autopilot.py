@@ -24,6 +24,7 @@ from fleet_agent.fleet.bridges import (
 from fleet_agent.fleet.policy import choose_offers, plan_fleet
 from fleet_agent.fleet.swap import swap_offers
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
+from fleet_agent.fleet.trade import TRADE_CHECK_REASON, TRADE_CHECK_SECONDS, trade_offers
 from fleet_agent.llm.base import LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import TokenUsage
 
@@ -42,6 +43,9 @@ _RESULT_JSON = re.compile(r"(\[.*\])", re.S)
 _SWAP = (
     "a swap: the fleet is past the band and no release brings it back; "
     "a machine this one makes unneeded goes once it proves"
+)
+_TRADE = (
+    "a trade: a much cheaper machine of the size of a dear one, which goes once this one proves"
 )
 _BRIDGE = "a temporary bridge that loads fast and proves while the cover loads"
 # The reason of the bridges' checks (schedule_next_check), as pending wakes show it.
@@ -213,14 +217,17 @@ class AutopilotProvider:
             if plan.gap > 0:
                 limit = BRIDGE_SEARCH_LIMIT if wants_bridges(plan.gap, run.target()) else 30
                 calls.append(_tool_use("search_offers", {"limit": limit}))
-            elif plan.swap and "create_instance" in offered:
+            elif "create_instance" in offered and (
+                plan.swap or (plan.trade and TRADE_CHECK_REASON not in run.pending_wakes())
+            ):
                 calls.append(_tool_use("search_offers", {"limit": 30}))
             if calls:
                 return calls
         if fleet and rows is not None:
             searched = [c for n, c, err in run.results if n == "search_offers" and not err]
             created = any(n == "create_instance" for n, _, _ in run.results)
-            if searched and not created:
+            checked = "schedule_next_check" in run.calls.values()
+            if searched and not created and not checked:
                 plan = plan_fleet(rows, run.target(), spare=run.spare())
                 found = _RESULT_JSON.search(searched[-1])
                 offers = json.loads(found.group(1)) if found else []
@@ -229,6 +236,20 @@ class AutopilotProvider:
                         _tool_use("create_instance", {"offer_id": o["offer_id"], "reason": _SWAP})
                         for o in swap_offers(offers, plan.swap, run.target(), plan.hold)
                     ] or [{"type": "text", "text": self._final(run)}]
+                if plan.trade:
+                    trades = [
+                        _tool_use("create_instance", {"offer_id": o["offer_id"], "reason": _TRADE})
+                        for o in trade_offers(offers, plan.trade, run.target(), spare=run.spare())
+                    ]
+                    if "schedule_next_check" not in offered:
+                        return trades or [{"type": "text", "text": self._final(run)}]
+                    return [
+                        *trades,
+                        _tool_use(
+                            "schedule_next_check",
+                            {"delay_seconds": TRADE_CHECK_SECONDS, "reason": TRADE_CHECK_REASON},
+                        ),
+                    ]
                 picks = choose_offers(
                     offers,
                     plan.gap,
