@@ -159,10 +159,11 @@ level without it. When every machine proves on a measurement, the fleet is more 
 and no release brings it inside the band, rent one smaller machine with which a subset of the \
 fleet lands between the level and {_PLAN_TOP_PCT} % over (a fleet at most \
 {_INSIDE_BAND_PREMIUM_PCT} % dearer per hour than now), then release what it makes unneeded \
-once it proves. When every machine proves on a measurement inside the band, look for a trade \
-every {TRADE_CHECK_SECONDS // 60:g} min (search_offers, then schedule_next_check \
-"{TRADE_CHECK_REASON}" unless one is pending): rent one offer at least {_TRADE_SAVING_PCT} % \
-cheaper per hour than a machine you may release, no larger than that machine or than the \
+once it proves. When every machine proves on a measurement inside the band and no check \
+"{TRADE_CHECK_REASON}" is pending, look for a trade: search_offers, then schedule_next_check \
+in {TRADE_CHECK_SECONDS // 60:g} min with that reason; rent one offer at least \
+{_TRADE_SAVING_PCT} % cheaper per hour than a machine you may release, no larger than that \
+machine or than the \
 largest the spare covers, when the fleet with the offer (at {_TRADE_SURE_PCT} % of its \
 estimate) instead of the machine still holds its level, not raised, and stays under \
 {_PLAN_TOP_PCT} % over; release the machine once the offer proves.
