@@ -277,10 +277,11 @@ async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
 
 
 async def _five_hours(store: Store, fake_llm: FakeAnthropic, seed: int) -> float:
-    """Five hours of one market, on a time-skipping server of its own (one
-    agent's leftovers would hold up the next one's time skipping); the share
-    of samples within the band after the first hour. The other figures are
-    asserted here, for each market."""
+    """Five hours of one market, on a time-skipping server of its own (the
+    second market on the first one's server failed with an RPC "Timeout
+    expired"; conftest's `ts_env` gives each test its own for the same
+    reason); the share of samples within the band after the first hour.
+    The other figures are asserted here, for each market."""
     ts_env = await start_time_skipping_env()
     try:
         return await _hold_five_hours(ts_env, store, fake_llm, seed)
