@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -140,6 +141,7 @@ async def run_path(
     step: int,
     min_inet_down: float | None = None,
     spare: bool = True,
+    keep_store: Path | None = None,
 ) -> dict[str, Any]:
     prover = ProverSpec() if min_inet_down is None else ProverSpec(min_inet_down_mbps=min_inet_down)
     day = Day()
@@ -175,8 +177,16 @@ async def run_path(
         finally:
             await env.shutdown()
             store.dispose()
+            if keep_store is not None:
+                _keep(Path(tmp) / "fleet.db", keep_store / f"{path}-{faults}-s{seed}.db")
     report = day_report(path, day, counters, hours, time.monotonic() - started, spare=spare)
     return {"faults": faults, "spare_one_machine": spare, **report, **runs}
+
+
+def _keep(db: Path, to: Path) -> None:
+    """Keep a day's store (runs, tool calls, snapshots) to read a moment of the day after."""
+    to.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(db, to)
 
 
 async def _drive(
@@ -244,6 +254,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the agent's spare_one_machine (default: on, as AgentConfig's)",
     )
     parser.add_argument("--json-out", type=Path, default=None)
+    parser.add_argument(
+        "--keep-store",
+        type=Path,
+        default=None,
+        help="a directory to keep each day's store in (PATH-FAULTS-sSEED.db), to read runs after",
+    )
     args = parser.parse_args(argv)
     results = []
     levels = list(FAULT_LEVELS) if args.faults == "both" else [args.faults]
@@ -252,7 +268,14 @@ def main(argv: list[str] | None = None) -> int:
     for path, faults, seed in runs:
         result = asyncio.run(
             run_path(
-                path, faults, args.hours, seed, args.step, args.min_inet_down, args.spare == "on"
+                path,
+                faults,
+                args.hours,
+                seed,
+                args.step,
+                args.min_inet_down,
+                args.spare == "on",
+                args.keep_store,
             )
         )
         result["seed"] = seed
