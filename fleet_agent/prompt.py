@@ -28,13 +28,13 @@ from fleet_agent.fleet.policy import (
     SMALL_GAP,
     SPARE_PREMIUM,
     TOP_MARGIN,
+    UNMEASURED_SHARE,
 )
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.fleet.trade import (
     TRADE_CHECK_REASON,
     TRADE_CHECK_SECONDS,
     TRADE_SAVING,
-    TRADE_SURE_SHARE,
 )
 from fleet_agent.models import AgentConfig, Trigger, TriggerKind, Wake
 from fleet_agent.verdict import VERDICT_INSTRUCTIONS
@@ -112,7 +112,7 @@ _PLAN_TOP_PCT = f"{100 * (BAND - TOP_MARGIN):g}"
 _SPARE_PREMIUM_PCT = f"{100 * SPARE_PREMIUM:g}"
 _INSIDE_BAND_PREMIUM_PCT = f"{100 * INSIDE_BAND_PREMIUM:g}"
 _TRADE_SAVING_PCT = f"{100 * TRADE_SAVING:g}"
-_TRADE_SURE_PCT = f"{100 * TRADE_SURE_SHARE:g}"
+_UNMEASURED_PCT = f"{100 * UNMEASURED_SHARE:g}"
 _BRIDGE_GAP_PCT = f"{100 * BRIDGE_MIN_GAP:g}"
 _BRIDGE_SHARE_PCT = f"{100 * BRIDGE_SHARE:g}"
 _BRIDGE_SIZE_PCT = f"{100 * BRIDGE_MAX_SIZE:g}"
@@ -161,12 +161,11 @@ fleet lands between the level and {_PLAN_TOP_PCT} % over (a fleet at most \
 {_INSIDE_BAND_PREMIUM_PCT} % dearer per hour than now), then release what it makes unneeded \
 once it proves. When every machine proves on a measurement inside the band and no check \
 "{TRADE_CHECK_REASON}" is pending, look for a trade: search_offers, then schedule_next_check \
-in {TRADE_CHECK_SECONDS // 60:g} min with that reason; rent one offer at least \
-{_TRADE_SAVING_PCT} % cheaper per hour than a machine you may release, no larger than that \
-machine or than the \
-largest the spare covers, when the fleet with the offer (at {_TRADE_SURE_PCT} % of its \
-estimate) instead of the machine still holds its level, not raised, and stays under \
-{_PLAN_TOP_PCT} % over; release the machine once the offer proves.
+in {TRADE_CHECK_SECONDS // 60:g} min with that reason; rent one offer when, once it proves \
+(counted at {_UNMEASURED_PCT} % of its estimate until measured), the release rule above lets \
+exactly one machine go: the offer at least {_TRADE_SAVING_PCT} % cheaper per hour than that \
+machine, no larger than it or than the largest the spare covers, the level not raised and the \
+fleet under {_PLAN_TOP_PCT} % over; release that machine once the offer proves.
 - For a gap of {_BRIDGE_GAP_PCT} % of the target or more, rent beside its cover, with \
 `temporary: true`, the cheapest offers with est_load_minutes ≤ {BRIDGE_FAST_MINUTES:g} for about \
 {_BRIDGE_SHARE_PCT} % of what the cover's slower machines bring (each at most \

@@ -81,6 +81,29 @@ def test_a_fleet_past_the_band_that_can_keep_the_target_does() -> None:
     assert plan_fleet(big, 300).destroy == []
 
 
+def test_the_subset_kept_tops_up_what_a_young_machine_surely_gives() -> None:
+    """Seed 7's market day after the target fell 800 -> 300 (the spare on, the
+    level 285 + 25.5): a young 24.8 not yet measured counts 22.3. With it at
+    its estimate the cheapest subset left out the 90.5, whose release then
+    left 309 sure, under the level: nothing went for 20 minutes at 400
+    proofs/h. With it at 22.3 the three small ones go at once and the fleet
+    lands inside the band."""
+    young = machine(7, 24.8, 0.1789, measured_proofs_per_hour=None, age_minutes=24.0)
+    fleet = [
+        machine(1, 37.8, 0.2691),
+        machine(2, 101.6, 0.8624),
+        machine(3, 96.6, 0.5761),
+        machine(4, 90.5, 0.7509),
+        machine(5, 25.3, 0.2004),
+        machine(6, 25.5, 0.181),
+        {**young, "releasable": False},
+    ]  # 402.1
+    plan = plan_fleet(fleet, 300, spare=True)
+    assert sorted(i for i, _ in plan.destroy) == [1, 5, 6]
+    assert plan.hold <= plan.expected_after <= (1 + BAND) * 300
+    assert plan.gap <= 0
+
+
 def test_the_model_is_told_the_autopilot_s_tolerance_under_the_target() -> None:
     text = " ".join(system_prompt("a").split())
     assert text.count(f"within {100 * SMALL_GAP:g} % under the target") == 2

@@ -8,7 +8,12 @@ from typing import Any
 
 from fleet_agent.fleet.policy import plan_fleet
 from fleet_agent.fleet.swap import Held
-from fleet_agent.fleet.trade import TRADE_CHECK_REASON, TRADE_CHECK_SECONDS, trade_offers
+from fleet_agent.fleet.trade import (
+    TRADE_CHECK_REASON,
+    TRADE_CHECK_SECONDS,
+    released_once_proving,
+    trade_offers,
+)
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.prompt import system_prompt
 from tests.policy_rows import context_of, machine, offer, tool_results, trade_check
@@ -90,6 +95,52 @@ def test_the_machine_traded_goes_once_the_new_one_proves() -> None:
     loading["measured_proofs_per_hour"] = None
     assert plan_fleet([*FLEET, loading], 500).destroy == []
     assert plan_fleet([*FLEET, new], 500).destroy == [(4, "not needed for the target")]
+
+
+# Seed 4's market day at hour 1.2 (target 500, the spare on): 518.6 proofs/h,
+# the level 475 + 37.7 = 512.7 (the spare covers the 37.7).
+SEED4 = [
+    machine(1, 59.6, 0.4349),
+    machine(2, 51.3, 0.4466),
+    machine(3, 56.6, 0.5785),
+    machine(4, 101.4, 0.9895),
+    machine(5, 47.7, 0.5157),
+    machine(6, 24.3, 0.2155),
+    machine(7, 25.8, 0.2197),
+    machine(8, 27.6, 0.312),  # $1.13 per 100 proofs
+    machine(9, 23.8, 0.268),
+    machine(10, 28.4, 0.3351),  # $1.18 per 100 proofs: the rule releases it first
+    machine(11, 34.4, 0.4371),
+    machine(12, 37.7, 0.3661),
+]
+
+
+def test_a_trade_is_judged_by_the_machine_the_release_rule_lets_go() -> None:
+    """An offer is a trade when the release rule, with the offer proving and
+    unmeasured, lets one dear machine go: the 24.8 lets the 27.6 ($1.13 per
+    100 proofs) go, the 26 lets the 28.4 ($1.18) go, and each goes the
+    moment the offer proves, not at its first measurement."""
+    plan = plan_fleet(SEED4, 500, spare=True)
+    assert plan.destroy == [] and len(plan.trade) == 12
+    assert released_once_proving(plan.trade, 24.8, 0.2146, 500, spare=True) == [7]
+    assert released_once_proving(plan.trade, 26.0, 0.22, 500, spare=True) == [9]
+    tight, fits = offer(30, 24.8, 0.2146), offer(31, 26.0, 0.22)
+    assert _ids(trade_offers([tight], plan.trade, 500, spare=True)) == [30]
+    assert _ids(trade_offers([tight, fits], plan.trade, 500, spare=True)) == [31]  # saves more
+    for new, gone in ((tight, 8), (fits, 10)):
+        row = machine(13, new["est_proofs_per_hour"], new["dph"], measured_proofs_per_hour=None)
+        after = plan_fleet([*SEED4, {**row, "releasable": False}], 500, spare=True)
+        assert after.destroy == [(gone, "not needed for the target")]
+
+
+def test_an_offer_that_would_let_two_machines_go_is_no_trade() -> None:
+    """One offer for one machine: a 40 that makes two 20s unneeded would
+    leave the fleet with fewer, larger machines."""
+    fleet = [machine(1, 206.6, 1.687), machine(2, 120.0, 1.0), machine(3, 101.0, 0.85)]
+    fleet += [machine(4 + k, 20.0, 0.3) for k in range(4)]  # 507.6
+    held = _held(fleet)
+    assert len(released_once_proving(held, 40.0, 0.2, 500, spare=False)) == 2
+    assert trade_offers([offer(40, 40.0, 0.2)], held, 500, spare=False) == []
 
 
 async def _reply(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -16,9 +16,12 @@ pays for the new one's load within hours.
 
 As with a swap (swap.py), the trade is made before the break: the offer is
 rented here, and the ordinary release rule (policy.py) lets the dear machine
-go once the new one proves. Only a settled fleet inside the band trades
-(policy.py sets `FleetPlan.trade` only then), one machine at a time: the
-new one loading unsettles the fleet. Pure functions.
+go once the new one proves. The trade is judged by that rule itself
+(`released_once_proving`): an offer counts only when the rule, with the
+offer proving and not yet measured, lets one dear machine go. Only a
+settled fleet inside the band trades (policy.py sets `FleetPlan.trade`
+only then), one machine at a time: the new one loading unsettles the
+fleet. Pure functions.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fleet_agent.fleet.band import TOP_MARGIN
+from fleet_agent.fleet.policy import plan_fleet
 from fleet_agent.fleet.spare import BAND, SPARE_MAX, hold_level
 from fleet_agent.fleet.swap import Held
 
@@ -34,7 +38,7 @@ __all__ = [
     "TRADE_CHECK_REASON",
     "TRADE_CHECK_SECONDS",
     "TRADE_SAVING",
-    "TRADE_SURE_SHARE",
+    "released_once_proving",
     "trade_offers",
 ]
 
@@ -43,10 +47,6 @@ __all__ = [
 #: 10-60 min load beside the old one, and a seventh of boots fail: at a
 #: quarter the saving pays that back in about two hours.
 TRADE_SAVING = 0.25
-#: The share of an offer's estimate counted on for the level: the release
-#: rule counts an unmeasured machine so (policy.py, UNMEASURED_SHARE), and
-#: a trade whose new machine does not let the old one go costs both.
-TRADE_SURE_SHARE = 0.9
 #: How often a settled fleet looks for a trade: one search, then a check
 #: scheduled this far ahead, and no search while that check is pending. A
 #: search on every run of a settled fleet was a second model call on each
@@ -64,13 +64,12 @@ def trade_offers(
     spare: bool,
 ) -> list[dict[str, Any]]:
     """The offer (a search_offers row, in a list) to rent for the trade that
-    saves the most $/h: one releasable machine of `held` replaced by an offer
-    at least TRADE_SAVING cheaper per hour, no larger than that machine or
-    than the largest machine the spare covers, such that the fleet with the
-    offer instead of the machine holds its level (the offer at
-    TRADE_SURE_SHARE of its estimate) with the level not raised, and ends
-    under the planned top. [] when no trade fits, or `held` is not a settled
-    fleet inside the band."""
+    saves the most $/h: an offer with which, once it proves (still
+    unmeasured), the release rule (policy.py) lets exactly one machine of
+    `held` go; the offer at least TRADE_SAVING cheaper per hour than that
+    machine and no larger than it or than the largest machine the spare
+    covers, the level not raised and the fleet under the planned top. []
+    when no trade fits, or `held` is not a settled fleet inside the band."""
     if target <= 0 or not held or not all(h.settled for h in held):
         return []
     rates = [h.rate for h in held]
@@ -81,21 +80,63 @@ def trade_offers(
         return []
     widest = (BAND + SPARE_MAX) * target
     best: tuple[float, dict[str, Any]] | None = None
-    for k, old in enumerate(held):
-        if not old.releasable:
+    for offer in offers:
+        rate, dph = float(offer.get("est_proofs_per_hour") or 0.0), float(offer["dph"])
+        if rate <= 0:
             continue
-        others = rates[:k] + rates[k + 1 :]
-        rest = total - old.rate
-        for offer in offers:
-            rate, dph = float(offer.get("est_proofs_per_hour") or 0.0), float(offer["dph"])
-            if not 0 < rate <= max(old.rate, widest) or dph > (1 - TRADE_SAVING) * old.dph:
-                continue
-            new_level = hold_level(target, [*others, rate], spare=spare)
-            if (
-                new_level <= level + 1e-6
-                and rest + TRADE_SURE_SHARE * rate >= new_level - 1e-6
-                and rest + rate <= top + 1e-6
-                and (best is None or old.dph - dph > best[0])
-            ):
-                best = (old.dph - dph, offer)
+        gone = released_once_proving(held, rate, dph, target, spare=spare)
+        if len(gone) != 1:
+            continue
+        (k,) = gone
+        old = held[k]
+        new_level = hold_level(target, [*rates[:k], *rates[k + 1 :], rate], spare=spare)
+        if (
+            rate <= max(old.rate, widest)
+            and dph <= (1 - TRADE_SAVING) * old.dph
+            and new_level <= level + 1e-6
+            and total - old.rate + rate <= top + 1e-6
+            and (best is None or old.dph - dph > best[0])
+        ):
+            best = (old.dph - dph, offer)
     return [best[1]] if best is not None else []
+
+
+def released_once_proving(
+    held: Sequence[Held], rate: float, dph: float, target: float, *, spare: bool
+) -> list[int]:
+    """Indexes of the machines of `held` that the release rule (policy.py,
+    `plan_fleet`) lets go as soon as a new machine of `rate` and `dph` proves,
+    before its first measurement (so at UNMEASURED_SHARE of its estimate, and
+    too young to be released itself). The trade is judged by the rule that
+    will carry it out. Judged by a sum of its own, seed 4's market day
+    rented an offer to replace a 27.6-proof machine; the rule, which
+    releases the dearest per proof first, let a 28.4 go instead, and only
+    once the new machine was measured: 11 minutes after it proved, with the
+    fleet over the band meanwhile."""
+    rows: list[dict[str, Any]] = [
+        {
+            "id": k,
+            "state": "running",
+            "expected_proofs_per_hour": h.rate,
+            "proofs_per_hour": h.rate,
+            "measured_proofs_per_hour": h.rate,
+            "dph": h.dph,
+            "releasable": h.releasable,
+        }
+        for k, h in enumerate(held)
+    ]
+    rows.append(
+        {
+            "id": len(held),
+            "state": "running",
+            "expected_proofs_per_hour": rate,
+            "proofs_per_hour": rate,
+            "measured_proofs_per_hour": None,
+            "dph": dph,
+            "releasable": False,
+        }
+    )
+    plan = plan_fleet(rows, target, spare=spare)
+    if plan.gap > 1e-6:
+        return []
+    return [iid for iid, _ in plan.destroy]
