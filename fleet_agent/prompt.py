@@ -22,6 +22,7 @@ from fleet_agent.fleet.bridges import (
     BRIDGE_MIN_GAP,
     BRIDGE_SHARE,
 )
+from fleet_agent.fleet.open_gap import GAP_CHECK_PREFIX, GAP_CHECK_SECONDS, GAP_GROWTH_SHARE
 from fleet_agent.fleet.policy import (
     BAND,
     INSIDE_BAND_PREMIUM,
@@ -113,6 +114,7 @@ _SPARE_PREMIUM_PCT = f"{100 * SPARE_PREMIUM:g}"
 _INSIDE_BAND_PREMIUM_PCT = f"{100 * INSIDE_BAND_PREMIUM:g}"
 _TRADE_SAVING_PCT = f"{100 * TRADE_SAVING:g}"
 _UNMEASURED_PCT = f"{100 * UNMEASURED_SHARE:g}"
+_GAP_GROWTH_PCT = f"{100 * GAP_GROWTH_SHARE:g}"
 _BRIDGE_GAP_PCT = f"{100 * BRIDGE_MIN_GAP:g}"
 _BRIDGE_SHARE_PCT = f"{100 * BRIDGE_SHARE:g}"
 _BRIDGE_SIZE_PCT = f"{100 * BRIDGE_MAX_SIZE:g}"
@@ -150,7 +152,10 @@ than {_SPARE_PREMIUM_PCT} % more per hour than one that holds the target) — an
 over the target (plan for {_PLAN_TOP_PCT} %: a machine's figure is \
 an estimate, or a measurement a few per cent either way): a rental that takes the fleet further \
 over can rarely be released again, so prefer offers that fit, and leave a gap open when none does \
-and the fleet is within {_SMALL_GAP_PCT} % under the target. Release machines the level does not \
+and the fleet is within {_SMALL_GAP_PCT} % under the target; then schedule_next_check in \
+{GAP_CHECK_SECONDS // 60:g} min with the reason "{GAP_CHECK_PREFIX}: <gap> proofs/h open", and \
+search for a gap again only once that check is due or the gap has grown by more than \
+{_GAP_GROWTH_PCT} % of the target. Release machines the level does not \
 need, most expensive per proof first, only when the fleet stays at or above that level without \
 them (or, when it is more than 5 % over and no release keeps the target, within {_SMALL_GAP_PCT} \
 % under the target), and never a healthy machine younger than the minimum release age in ## \

@@ -12,7 +12,13 @@ from fleet_agent.fleet.trade import TRADE_CHECK_REASON
 from fleet_agent.models import AgentConfig, Wake
 from fleet_agent.prompt import context_message
 
-__all__ = ["context_of", "machine", "offer", "tool_results"]
+__all__ = ["FLEET_TOOLS", "context_of", "machine", "offer", "tool_results", "trade_check"]
+
+#: The fleet tools the autopilot is offered, checks included (names only).
+FLEET_TOOLS = [
+    {"name": n}
+    for n in ("search_offers", "create_instance", "destroy_instance", "schedule_next_check")
+]
 
 
 def machine(iid: int, rate: float, dph: float = 0.4, **extra: Any) -> dict[str, Any]:

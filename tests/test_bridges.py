@@ -16,6 +16,7 @@ from fleet_agent.fleet.bridges import (
     bridge_room,
     bridges,
 )
+from fleet_agent.fleet.open_gap import GAP_CHECK_SECONDS
 from fleet_agent.fleet.policy import plan_fleet
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.autopilot import AutopilotProvider
@@ -258,8 +259,9 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     )
     assert reply.content[0]["name"] == "schedule_next_check"
     # Nothing left to arrive (every other machine proves) and the bridge old
-    # enough to go: no check; still needed (the rest is 2 % under the
-    # target, a gap no offer fits), it waits for the heartbeat like any release.
+    # enough to go: no bridge check; still needed (the rest is 2 % under the
+    # target, a gap no offer fits), it waits for the heartbeat like any
+    # release, and the gap for its own check (open_gap.py).
     proving = [machine(i, 49.0) for i in range(1, 11)]
     context = context_of([*proving, bridge], 500)
     first = await AutopilotProvider().complete(
@@ -275,15 +277,18 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     settled = await AutopilotProvider().complete(
         system="s", messages=messages, tools=tools, max_tokens=100
     )
-    assert [b["type"] for b in settled.content] == ["text"], settled.content
-    # The same fleet with the bridge still too young to go: one check, when it may.
+    gap_check = ("schedule_next_check", GAP_CHECK_SECONDS)
+    assert [(b["name"], b["input"]["delay_seconds"]) for b in settled.content] == [gap_check]
+    # The same fleet with the bridge still too young to go: a bridge check
+    # too, when it may go.
     young = {**bridge, "age_minutes": 15.0, "releasable": False}
     messages[0] = {"role": "user", "content": context_of([*proving, young], 500)}
     later = await AutopilotProvider().complete(
         system="s", messages=messages, tools=tools, max_tokens=100
     )
     assert [(b["name"], b["input"]["delay_seconds"]) for b in later.content] == [
-        ("schedule_next_check", (TEMPORARY_MIN_AGE_MINUTES - 15) * 60)
+        gap_check,
+        ("schedule_next_check", (TEMPORARY_MIN_AGE_MINUTES - 15) * 60),
     ]
     plain = await AutopilotProvider().complete(
         system="s",

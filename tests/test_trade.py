@@ -16,12 +16,9 @@ from fleet_agent.fleet.trade import (
 )
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.prompt import system_prompt
-from tests.policy_rows import context_of, machine, offer, tool_results, trade_check
+from tests.policy_rows import FLEET_TOOLS, context_of, machine, offer, tool_results, trade_check
 
-TOOLS = [
-    {"name": n}
-    for n in ("search_offers", "create_instance", "destroy_instance", "schedule_next_check")
-]
+TOOLS = FLEET_TOOLS
 
 # Seed 1's market day after hour 18 (target 500), in short: a fleet inside
 # the band with a 28-proof machine at $0.32/h ($11.4 per 1,000 proofs).

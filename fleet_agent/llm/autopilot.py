@@ -10,8 +10,6 @@ unchanged without a network.
 from __future__ import annotations
 
 import json
-import re
-import uuid
 from typing import Any
 
 from fleet_agent.fleet.bridges import (
@@ -21,25 +19,31 @@ from fleet_agent.fleet.bridges import (
     bridges,
     wants_bridges,
 )
+from fleet_agent.fleet.open_gap import (
+    GAP_CHECK_SECONDS,
+    gap_check_reason,
+    gap_checked,
+    leaves_gap_open,
+)
 from fleet_agent.fleet.policy import choose_offers, plan_fleet
 from fleet_agent.fleet.swap import swap_offers
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.fleet.trade import TRADE_CHECK_REASON, TRADE_CHECK_SECONDS, trade_offers
+from fleet_agent.llm.autopilot_run import (
+    CREATES,
+    INSTANCES,
+    MESSAGE,
+    RESULT_JSON,
+    Run,
+    text_of,
+    tool_use,
+    verdict,
+)
 from fleet_agent.llm.base import LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import TokenUsage
 
 __all__ = ["AutopilotProvider"]
 
-# The first line of each operator message in the trigger block (see prompt.py).
-_MESSAGE = re.compile(r"^Message from (?P<author>.+?) at \S+ \S+Z:\n(?P<text>.*)$", re.M)
-_TARGET = re.compile(r"^## Target\n(?P<target>[\d.]+) proofs/hour", re.M)
-# The Limits line of `spare_one_machine` (prompt.py).
-_SPARE = re.compile(r"^- spare for one failure: on\b", re.M)
-# The Limits line of max_creates_per_hour (prompt.py).
-_CREATES = re.compile(r"^- at most (?P<n>\d+) machines rented and", re.M)
-_INSTANCES = re.compile(r"^- at most (?P<n>\d+) instances, ", re.M)
-_FLEET_JSON = re.compile(r"## Fleet\n[^\n]*\n```json\n(?P<rows>.*?)\n```", re.S)
-_RESULT_JSON = re.compile(r"(\[.*\])", re.S)
 _SWAP = (
     "a swap: the fleet is past the band and no release brings it back; "
     "a machine this one makes unneeded goes once it proves"
@@ -50,96 +54,24 @@ _TRADE = (
 _BRIDGE = "a temporary bridge that loads fast and proves while the cover loads"
 # The reason of the bridges' checks (schedule_next_check), as pending wakes show it.
 _BRIDGE_CHECK = "release bridges as soon as the cover proves"
-# The context's pending wakes (prompt.py, `context_message`): "- <id> due <time>: <reason>".
-_PENDING_WAKES = re.compile(r"^## Pending wakes\n(?P<lines>(?:- .*\n?)*)", re.M)
-_WAKE_REASON = re.compile(r"^- \S+ due \S+(?: \S+)?: (?P<reason>.*)$", re.M)
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "\n".join(
-        str(b.get("text") or b.get("content") or "") for b in content if isinstance(b, dict)
-    )
+def _gap_waits(run: Run, gap: float, expected: float) -> bool:
+    """A gap left open that a pending check covers (open_gap.py): no search
+    on this run."""
+    target = run.target()
+    return leaves_gap_open(expected, target) and gap_checked(run.pending_wakes(), gap, target)
 
 
-def _verdict(action: bool, state_changed: bool) -> str:
-    body = json.dumps({"action": action, "state_changed": state_changed})
-    return f"<verdict>{body}</verdict>"
-
-
-def _tool_use(name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:20]}", "name": name, "input": args}
-
-
-class _Run:
-    """What the current run has seen so far, read back from the messages."""
-
-    def __init__(self, messages: list[dict[str, Any]]) -> None:
-        # The context message may come as text blocks (a cache breakpoint on it).
-        start = max(
-            (
-                i
-                for i, m in enumerate(messages)
-                if m["role"] == "user" and _text_of(m["content"]).startswith("[run #")
-            ),
-            default=len(messages) - 1,
-        )
-        self.context = _text_of(messages[start]["content"]) if messages else ""
-        self.calls: dict[str, str] = {}  # tool_use id -> name
-        self.inputs: list[tuple[str, dict[str, Any]]] = []  # (tool name, input), in order
-        self.results: list[tuple[str, str, bool]] = []  # (tool name, content, is_error)
-        for m in messages[start + 1 :]:
-            if not isinstance(m["content"], list):
-                continue
-            for block in m["content"]:
-                if block.get("type") == "tool_use":
-                    self.calls[block["id"]] = block["name"]
-                    self.inputs.append((block["name"], dict(block.get("input") or {})))
-                elif block.get("type") == "tool_result":
-                    name = self.calls.get(block["tool_use_id"], "?")
-                    self.results.append(
-                        (name, _text_of(block.get("content", "")), bool(block.get("is_error")))
-                    )
-
-    def pending_wakes(self) -> list[str]:
-        """The reasons of the wakes pending when the run started."""
-        found = _PENDING_WAKES.search(self.context)
-        if found is None:
-            return []
-        return [m.group("reason").strip() for m in _WAKE_REASON.finditer(found.group("lines"))]
-
-    def target(self) -> float:
-        found = _TARGET.search(self.context)
-        return float(found.group("target")) if found else 0.0
-
-    def spare(self) -> bool:
-        return _SPARE.search(self.context) is not None
-
-    def limit(self, line: re.Pattern[str]) -> int:
-        """A count of the Limits section (0 when it is not there)."""
-        found = line.search(self.context)
-        return int(found.group("n")) if found else 0
-
-    def fleet_rows(self) -> list[dict[str, Any]] | None:
-        found = _FLEET_JSON.search(self.context)
-        if found is None:
-            return None
-        rows: list[dict[str, Any]] = json.loads(found.group("rows"))
-        return rows
-
-
-def _room(run: _Run, rows: list[dict[str, Any]], picks: list[dict[str, Any]]) -> int:
+def _room(run: Run, rows: list[dict[str, Any]], picks: list[dict[str, Any]]) -> int:
     """Bridges that fit under the hour's create limit (the fleet's machines
     younger than an hour stand for the hour's rentals) and the instance cap."""
     recent = sum(1 for r in rows if r.get("age_minutes") is not None and r["age_minutes"] < 60)
-    creates = bridge_room(run.limit(_CREATES), recent, len(picks))
-    return min(creates, run.limit(_INSTANCES) - len(rows) - len(picks))
+    creates = bridge_room(run.limit(CREATES), recent, len(picks))
+    return min(creates, run.limit(INSTANCES) - len(rows) - len(picks))
 
 
-def _bridge_check(
-    run: _Run, rows: list[dict[str, Any]], offered: set[str]
-) -> dict[str, Any] | None:
+def _bridge_check(run: Run, rows: list[dict[str, Any]], offered: set[str]) -> dict[str, Any] | None:
     """A schedule_next_check while bridges stay in the fleet and the cover
     they bridge is still arriving: a slow machine starting to prove is no
     state change the monitor reports (the instance stays running), so
@@ -171,7 +103,7 @@ def _bridge_check(
     if not ages or (not arriving and max(ages) >= TEMPORARY_MIN_AGE_MINUTES):
         return None
     delay = max(BRIDGE_CHECK_SECONDS, round((TEMPORARY_MIN_AGE_MINUTES - max(ages)) * 60))
-    return _tool_use("schedule_next_check", {"delay_seconds": delay, "reason": _BRIDGE_CHECK})
+    return tool_use("schedule_next_check", {"delay_seconds": delay, "reason": _BRIDGE_CHECK})
 
 
 class AutopilotProvider:
@@ -189,7 +121,7 @@ class AutopilotProvider:
         max_tokens: int,
         on_progress: ProgressCallback | None = None,
     ) -> LlmReply:
-        run = _Run(messages)
+        run = Run(messages)
         offered = {t["name"] for t in tools}
         content = self._decide(run, offered)
         text = " ".join(b.get("text", "") for b in content)
@@ -199,28 +131,28 @@ class AutopilotProvider:
             content=content,
             stop_reason="tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn",
             usage=TokenUsage(
-                input_tokens=sum(len(_text_of(m["content"])) for m in messages) // 4,
+                input_tokens=sum(len(text_of(m["content"])) for m in messages) // 4,
                 output_tokens=len(text) // 4 + 10,
             ),
             model=self.model,
         )
 
-    def _decide(self, run: _Run, offered: set[str]) -> list[dict[str, Any]]:
+    def _decide(self, run: Run, offered: set[str]) -> list[dict[str, Any]]:
         rows = run.fleet_rows()
         fleet = rows is not None and {"search_offers", "create_instance"} <= offered
         if fleet and rows is not None and not run.results:
             plan = plan_fleet(rows, run.target(), spare=run.spare())
             calls = [
-                _tool_use("destroy_instance", {"instance_id": iid, "reason": why})
+                tool_use("destroy_instance", {"instance_id": iid, "reason": why})
                 for iid, why in plan.destroy
             ]
-            if plan.gap > 0:
+            if plan.gap > 0 and not _gap_waits(run, plan.gap, plan.expected_after):
                 limit = BRIDGE_SEARCH_LIMIT if wants_bridges(plan.gap, run.target()) else 30
-                calls.append(_tool_use("search_offers", {"limit": limit}))
+                calls.append(tool_use("search_offers", {"limit": limit}))
             elif "create_instance" in offered and (
                 plan.swap or (plan.trade and TRADE_CHECK_REASON not in run.pending_wakes())
             ):
-                calls.append(_tool_use("search_offers", {"limit": 30}))
+                calls.append(tool_use("search_offers", {"limit": 30}))
             if calls:
                 return calls
         if fleet and rows is not None:
@@ -229,23 +161,23 @@ class AutopilotProvider:
             checked = "schedule_next_check" in run.calls.values()
             if searched and not created and not checked:
                 plan = plan_fleet(rows, run.target(), spare=run.spare())
-                found = _RESULT_JSON.search(searched[-1])
+                found = RESULT_JSON.search(searched[-1])
                 offers = json.loads(found.group(1)) if found else []
                 if plan.swap:
                     return [
-                        _tool_use("create_instance", {"offer_id": o["offer_id"], "reason": _SWAP})
+                        tool_use("create_instance", {"offer_id": o["offer_id"], "reason": _SWAP})
                         for o in swap_offers(offers, plan.swap, run.target(), plan.hold)
                     ] or [{"type": "text", "text": self._final(run)}]
                 if plan.trade:
                     trades = [
-                        _tool_use("create_instance", {"offer_id": o["offer_id"], "reason": _TRADE})
+                        tool_use("create_instance", {"offer_id": o["offer_id"], "reason": _TRADE})
                         for o in trade_offers(offers, plan.trade, run.target(), spare=run.spare())
                     ]
                     if "schedule_next_check" not in offered:
                         return trades or [{"type": "text", "text": self._final(run)}]
                     return [
                         *trades,
-                        _tool_use(
+                        tool_use(
                             "schedule_next_check",
                             {"delay_seconds": TRADE_CHECK_SECONDS, "reason": TRADE_CHECK_REASON},
                         ),
@@ -261,13 +193,26 @@ class AutopilotProvider:
                 why = f"cover a {plan.gap:.0f} proofs/h gap"
                 if plan.hold > run.target():
                     why += f", holding {plan.hold:.0f} (a spare for one failure)"
+                if (
+                    not picks
+                    and plan.gap > 0
+                    and "schedule_next_check" in offered
+                    and leaves_gap_open(plan.expected_after, run.target())
+                ):
+                    reason = gap_check_reason(plan.gap)
+                    check_in = {"delay_seconds": GAP_CHECK_SECONDS, "reason": reason}
+                    bridge_check = _bridge_check(run, rows, offered)
+                    return [
+                        tool_use("schedule_next_check", check_in),
+                        *([bridge_check] if bridge_check is not None else []),
+                    ]
                 if picks:
                     creates = [
-                        _tool_use("create_instance", {"offer_id": o["offer_id"], "reason": why})
+                        tool_use("create_instance", {"offer_id": o["offer_id"], "reason": why})
                         for o in picks
                     ]
                     return creates + [
-                        _tool_use(
+                        tool_use(
                             "create_instance",
                             {"offer_id": o["offer_id"], "reason": _BRIDGE, "temporary": True},
                         )
@@ -280,9 +225,9 @@ class AutopilotProvider:
             return [check]
         return [{"type": "text", "text": self._final(run)}]
 
-    def _final(self, run: _Run) -> str:
+    def _final(self, run: Run) -> str:
         lines: list[str] = []
-        humans = _MESSAGE.findall(run.context)
+        humans = MESSAGE.findall(run.context)
         for author, text in humans:
             lines.append(f"{author}: noted — “{text.strip()[:200]}”.")
         done = [(n, c) for n, c, err in run.results if not err and n.endswith("_instance")]
@@ -294,4 +239,4 @@ class AutopilotProvider:
         changed = any(not c.startswith(("DRY RUN", "Instance")) for _, c in done)
         if not lines:
             lines.append("Fleet on target; no action needed.")
-        return "\n".join(lines) + "\n" + _verdict(bool(humans) or changed, changed)
+        return "\n".join(lines) + "\n" + verdict(bool(humans) or changed, changed)

@@ -1,0 +1,69 @@
+"""An open gap: one the search finds no offer for, looked at again on a check
+instead of on every run.
+
+`choose_offers` (policy.py) leaves a gap open when every cover would take
+the fleet past the band and the fleet is at most SMALL_GAP under the
+target without it: the fleet is inside the band, only the spare's level
+is short. The autopilot searched again on every run of such a fleet, and
+found nothing again: seed 1's market day searched so on 165 of its 385
+runs, seed 7's on 176 of 413, a second model call (a tool round trip) in
+each. Now a search that finds nothing for such a gap is followed by a
+check (`schedule_next_check`, GAP_CHECK_SECONDS ahead) whose reason
+carries the gap, and no run searches for a gap while a check pending
+covers it: one scheduled for a gap at least as large, less
+GAP_GROWTH_SHARE of the target. A failure or a higher target opens a
+larger gap, which is searched at once. Pure functions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from fleet_agent.fleet.band import SMALL_GAP
+
+__all__ = [
+    "GAP_CHECK_PREFIX",
+    "GAP_CHECK_SECONDS",
+    "GAP_GROWTH_SHARE",
+    "gap_check_reason",
+    "gap_checked",
+    "leaves_gap_open",
+]
+
+#: How long an open gap waits for its next search. The market changes by
+#: the minute, but the fleet is inside the band meanwhile: what waits is
+#: the spare's last few proofs/h.
+GAP_CHECK_SECONDS = 900
+#: The check's reason starts so; the gap follows (`gap_check_reason`).
+GAP_CHECK_PREFIX = "look again for a cover"
+#: How much larger than a check's gap (a share of the target) a gap must be
+#: to be searched before the check: a measurement moves the gap by a proof
+#: or two, the smallest failure by 20.
+GAP_GROWTH_SHARE = 0.01
+
+_REASON = re.compile(rf"^{re.escape(GAP_CHECK_PREFIX)}: (?P<gap>[\d.]+) proofs/h open\b")
+
+
+def gap_check_reason(gap: float) -> str:
+    """The reason of the check scheduled after a search found nothing for `gap`."""
+    return f"{GAP_CHECK_PREFIX}: {gap:.1f} proofs/h open"
+
+
+def leaves_gap_open(expected: float, target: float) -> bool:
+    """Whether a gap the search found nothing for waits for a check: the
+    fleet's expected capacity without it is at most SMALL_GAP under the
+    target (inside the band, as `choose_offers` leaves such a gap open). A
+    larger gap, which no offer shown could cover, is searched on every run."""
+    return target > 0 and expected >= (1 - SMALL_GAP) * target - 1e-6
+
+
+def gap_checked(pending: Iterable[str], gap: float, target: float) -> bool:
+    """Whether a pending check (its reason, as the run's pending wakes show
+    it) covers `gap`: one scheduled for a gap no more than GAP_GROWTH_SHARE
+    of the target smaller."""
+    for reason in pending:
+        found = _REASON.match(reason)
+        if found is not None and gap <= float(found.group("gap")) + GAP_GROWTH_SHARE * target:
+            return True
+    return False
