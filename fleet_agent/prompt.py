@@ -31,6 +31,7 @@ from fleet_agent.fleet.policy import (
     TOP_MARGIN,
     UNMEASURED_SHARE,
 )
+from fleet_agent.fleet.swap import SWAP_CHECK_REASON, SWAP_CHECK_SECONDS
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.fleet.trade import (
     TRADE_CHECK_REASON,
@@ -164,8 +165,10 @@ level without it. When every machine proves on a measurement, the fleet is more 
 and no release brings it inside the band, rent one smaller machine with which a subset of the \
 fleet lands between the level and {_PLAN_TOP_PCT} % over (a fleet at most \
 {_INSIDE_BAND_PREMIUM_PCT} % dearer per hour than now), then release what it makes unneeded \
-once it proves. When every machine proves on a measurement inside the band and no check \
-"{TRADE_CHECK_REASON}" is pending, look for a trade: search_offers, then schedule_next_check \
+once it proves; when the search finds none, schedule_next_check in \
+{SWAP_CHECK_SECONDS // 60:g} min with the reason "{SWAP_CHECK_REASON}" and do not search for \
+a swap while it is pending. When every machine proves on a measurement inside the band and no \
+check "{TRADE_CHECK_REASON}" is pending, look for a trade: search_offers, then schedule_next_check \
 in {TRADE_CHECK_SECONDS // 60:g} min with that reason; rent one offer when, once it proves \
 (counted at {_UNMEASURED_PCT} % of its estimate until measured), the release rule above lets \
 exactly one machine go: the offer at least {_TRADE_SAVING_PCT} % cheaper per hour than that \

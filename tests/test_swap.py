@@ -4,13 +4,22 @@ release a machine (fleet_agent/fleet/swap.py, policy.py, the autopilot)."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from fleet_agent.fleet.policy import plan_fleet
-from fleet_agent.fleet.swap import Held, swap_offers, wants_swap
+from fleet_agent.fleet.swap import (
+    SWAP_CHECK_REASON,
+    SWAP_CHECK_SECONDS,
+    Held,
+    swap_offers,
+    wants_swap,
+)
+from fleet_agent.fleet.trade import TRADE_CHECK_REASON
 from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.models import Wake
 from fleet_agent.prompt import system_prompt
-from tests.policy_rows import context_of, machine, offer, tool_results
+from tests.policy_rows import FLEET_TOOLS, context_of, machine, offer, tool_results
 
 TOOLS = [{"name": n} for n in ("search_offers", "create_instance", "destroy_instance")]
 
@@ -125,5 +134,51 @@ async def test_the_autopilot_swaps_through_its_own_protocol() -> None:
     assert [b["type"] for b in third.content] == ["text"]
 
 
+async def test_a_swap_search_that_finds_none_is_looked_at_again_on_a_check() -> None:
+    """With schedule_next_check offered: a check in SWAP_CHECK_SECONDS after
+    a search that found no swap, and no swap search while it is pending."""
+    context = context_of(SEED_4, 300)
+    (search,) = await _reply([{"role": "user", "content": context}])
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": context},
+        {"role": "assistant", "content": [search]},
+        tool_results(search["id"], "Found 1 offer.\n" + json.dumps([OFFERS[1]])),
+    ]
+    (check,) = await _reply(messages)
+    assert check["name"] == "schedule_next_check"
+    assert check["input"] == {"delay_seconds": SWAP_CHECK_SECONDS, "reason": SWAP_CHECK_REASON}
+    messages += [
+        {"role": "assistant", "content": [check]},
+        tool_results(check["id"], "Wake scheduled."),
+    ]
+    assert [b["type"] for b in await _reply(messages)] == ["text"]
+    # A swap found: rented, with no check.
+    messages = [*messages[:2], tool_results(search["id"], "2 offers.\n" + json.dumps(OFFERS))]
+    (create,) = await _reply(messages)
+    assert create["name"] == "create_instance" and create["input"]["reason"].startswith("a swap")
+    # While the check is pending the same fleet does not search; a wake of
+    # another reason does not count.
+    pending = Wake(
+        id="w6-1",
+        due_at=datetime(2026, 12, 2, 0, 10, tzinfo=UTC),
+        reason=SWAP_CHECK_REASON,
+        requested_by_run=6,
+    )
+    waiting = context_of(SEED_4, 300, wakes=[pending])
+    assert [b["type"] for b in await _reply([{"role": "user", "content": waiting}])] == ["text"]
+    other = pending.model_copy(update={"reason": TRADE_CHECK_REASON})
+    (again,) = await _reply([{"role": "user", "content": context_of(SEED_4, 300, wakes=[other])}])
+    assert again["name"] == "search_offers"
+
+
+async def _reply(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    reply = await AutopilotProvider().complete(
+        system="s", messages=messages, tools=FLEET_TOOLS, max_tokens=100
+    )
+    return reply.content
+
+
 def test_the_model_is_told_about_swaps() -> None:
-    assert "rent one smaller machine" in system_prompt("a")
+    prompt = system_prompt("a")
+    assert "rent one smaller machine" in prompt
+    assert f'with the reason "{SWAP_CHECK_REASON}"' in prompt

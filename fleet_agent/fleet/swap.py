@@ -15,6 +15,12 @@ excess is the truth and not an estimate, and no other change under way
 (policy.py sets `FleetPlan.swap` only then). One offer is rented, the one
 whose fleet with a subset of the releasable machines lands inside the band
 at the least $/h (`swap_offers`); pure functions.
+
+A search that finds no swap is followed by a check (`schedule_next_check`,
+SWAP_CHECK_SECONDS ahead, reason SWAP_CHECK_REASON), and there is no swap
+search while it is pending: a fleet past the band that the market has no
+fitting offer for searched again on every run (12 an hour, each a second
+model call), as a small open gap did (open_gap.py).
 """
 
 from __future__ import annotations
@@ -27,7 +33,14 @@ from fleet_agent.fleet.band import INSIDE_BAND_PREMIUM, SPARE_PREMIUM, TOP_MARGI
 from fleet_agent.fleet.oracle import Item, cheapest_cover_between, planning_unit
 from fleet_agent.fleet.spare import BAND
 
-__all__ = ["Held", "swap_offers", "wants_swap"]
+__all__ = ["SWAP_CHECK_REASON", "SWAP_CHECK_SECONDS", "Held", "swap_offers", "wants_swap"]
+
+#: How long a fleet past the band with no swap found waits for its next
+#: search. Shorter than an open gap's (open_gap.py, 15 min) or a trade's
+#: (trade.py, 30 min): the fleet is out of the band meanwhile.
+SWAP_CHECK_SECONDS = 600
+#: That check's reason, as the run's pending wakes show it.
+SWAP_CHECK_REASON = "look again for a swap"
 
 
 @dataclass(frozen=True)

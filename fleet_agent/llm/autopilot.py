@@ -26,7 +26,7 @@ from fleet_agent.fleet.open_gap import (
     leaves_gap_open,
 )
 from fleet_agent.fleet.policy import choose_offers, plan_fleet
-from fleet_agent.fleet.swap import swap_offers
+from fleet_agent.fleet.swap import SWAP_CHECK_REASON, SWAP_CHECK_SECONDS, swap_offers
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.fleet.trade import TRADE_CHECK_REASON, TRADE_CHECK_SECONDS, trade_offers
 from fleet_agent.llm.autopilot_run import (
@@ -150,7 +150,8 @@ class AutopilotProvider:
                 limit = BRIDGE_SEARCH_LIMIT if wants_bridges(plan.gap, run.target()) else 30
                 calls.append(tool_use("search_offers", {"limit": limit}))
             elif "create_instance" in offered and (
-                plan.swap or (plan.trade and TRADE_CHECK_REASON not in run.pending_wakes())
+                (plan.swap and SWAP_CHECK_REASON not in run.pending_wakes())
+                or (plan.trade and TRADE_CHECK_REASON not in run.pending_wakes())
             ):
                 calls.append(tool_use("search_offers", {"limit": 30}))
             if calls:
@@ -164,10 +165,14 @@ class AutopilotProvider:
                 found = RESULT_JSON.search(searched[-1])
                 offers = json.loads(found.group(1)) if found else []
                 if plan.swap:
-                    return [
+                    swaps = [
                         tool_use("create_instance", {"offer_id": o["offer_id"], "reason": _SWAP})
                         for o in swap_offers(offers, plan.swap, run.target(), plan.hold)
-                    ] or [{"type": "text", "text": self._final(run)}]
+                    ]
+                    if swaps or "schedule_next_check" not in offered:
+                        return swaps or [{"type": "text", "text": self._final(run)}]
+                    check_in = {"delay_seconds": SWAP_CHECK_SECONDS, "reason": SWAP_CHECK_REASON}
+                    return [tool_use("schedule_next_check", check_in)]
                 if plan.trade:
                     trades = [
                         tool_use("create_instance", {"offer_id": o["offer_id"], "reason": _TRADE})
