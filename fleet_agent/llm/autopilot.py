@@ -56,6 +56,12 @@ _BRIDGE = "a temporary bridge that loads fast and proves while the cover loads"
 _BRIDGE_CHECK = "release bridges as soon as the cover proves"
 
 
+def _check(delay_seconds: int, reason: str) -> dict[str, Any]:
+    """A schedule_next_check: the run the agent asks for, with the reason its
+    later runs find among the pending wakes (and the Web UI shows)."""
+    return tool_use("schedule_next_check", {"delay_seconds": delay_seconds, "reason": reason})
+
+
 def _gap_waits(run: Run, gap: float, expected: float) -> bool:
     """A gap left open that a pending check covers (open_gap.py): no search
     on this run."""
@@ -103,7 +109,7 @@ def _bridge_check(run: Run, rows: list[dict[str, Any]], offered: set[str]) -> di
     if not ages or (not arriving and max(ages) >= TEMPORARY_MIN_AGE_MINUTES):
         return None
     delay = max(BRIDGE_CHECK_SECONDS, round((TEMPORARY_MIN_AGE_MINUTES - max(ages)) * 60))
-    return tool_use("schedule_next_check", {"delay_seconds": delay, "reason": _BRIDGE_CHECK})
+    return _check(delay, _BRIDGE_CHECK)
 
 
 class AutopilotProvider:
@@ -171,8 +177,7 @@ class AutopilotProvider:
                     ]
                     if swaps or "schedule_next_check" not in offered:
                         return swaps or [{"type": "text", "text": self._final(run)}]
-                    check_in = {"delay_seconds": SWAP_CHECK_SECONDS, "reason": SWAP_CHECK_REASON}
-                    return [tool_use("schedule_next_check", check_in)]
+                    return [_check(SWAP_CHECK_SECONDS, SWAP_CHECK_REASON)]
                 if plan.trade:
                     trades = [
                         tool_use("create_instance", {"offer_id": o["offer_id"], "reason": _TRADE})
@@ -180,13 +185,7 @@ class AutopilotProvider:
                     ]
                     if "schedule_next_check" not in offered:
                         return trades or [{"type": "text", "text": self._final(run)}]
-                    return [
-                        *trades,
-                        tool_use(
-                            "schedule_next_check",
-                            {"delay_seconds": TRADE_CHECK_SECONDS, "reason": TRADE_CHECK_REASON},
-                        ),
-                    ]
+                    return [*trades, _check(TRADE_CHECK_SECONDS, TRADE_CHECK_REASON)]
                 picks = choose_offers(
                     offers,
                     plan.gap,
@@ -204,11 +203,9 @@ class AutopilotProvider:
                     and "schedule_next_check" in offered
                     and leaves_gap_open(plan.expected_after, run.target())
                 ):
-                    reason = gap_check_reason(plan.gap)
-                    check_in = {"delay_seconds": GAP_CHECK_SECONDS, "reason": reason}
                     bridge_check = _bridge_check(run, rows, offered)
                     return [
-                        tool_use("schedule_next_check", check_in),
+                        _check(GAP_CHECK_SECONDS, gap_check_reason(plan.gap)),
                         *([bridge_check] if bridge_check is not None else []),
                     ]
                 if picks:
