@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
@@ -26,6 +27,11 @@ ACTED = '<verdict>{"action": true, "state_changed": false}</verdict>'
 QUIET = '<verdict>{"action": false, "state_changed": false}</verdict>'
 RUNS = 5  # run 1 starts the agent; runs 2..5 each answer a message with two tool calls
 RUN_HISTORY_LIMIT = 20_000
+_WORKFLOW_TASK = {
+    EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+}
 
 
 def respond(req: Request) -> Reply:
@@ -42,6 +48,15 @@ def respond(req: Request) -> Reply:
 def _bytes(history: WorkflowHistory) -> int:
     """The history's size as the server counts it: its events' protobuf bytes."""
     return sum(e.ByteSize() for e in history.events)
+
+
+def _payload_bytes(history: WorkflowHistory) -> int:
+    """The bytes of the events other than workflow tasks'. How many workflow
+    tasks a run takes depends on when its activities complete (a task takes
+    what arrived together): in a `make test` on a loaded machine run 5 had
+    45 events instead of 47 and weighed 1.4 KB less than run 2, which the
+    comparison of whole histories failed on."""
+    return sum(e.ByteSize() for e in history.events if e.event_type not in _WORKFLOW_TASK)
 
 
 def _raw(history: WorkflowHistory) -> str:
@@ -64,6 +79,7 @@ async def test_a_run_with_two_tool_calls_leaves_under_20_kb_and_no_tool_text_in_
 ) -> None:
     fake_llm.set_responder(respond)
     figures: list[tuple[int, int, int, int, int]] = []
+    histories: list[WorkflowHistory] = []
     async with running_worker(ts_env.client, store, fleet=fleet) as h:
         handle = await h.start_agent(monitor_enabled=False)
         await ts_env.sleep(11)  # the start-up window
@@ -76,6 +92,7 @@ async def test_a_run_with_two_tool_calls_leaves_under_20_kb_and_no_tool_text_in_
             run_history = await ts_env.client.get_workflow_handle(
                 f"{handle.id}/run-{n}"
             ).fetch_history()
+            histories.append(run_history)
             figures.append(
                 (
                     n,
@@ -113,5 +130,6 @@ async def test_a_run_with_two_tool_calls_leaves_under_20_kb_and_no_tool_text_in_
     sizes = [b for _, b, _, _, _ in figures]
     assert max(sizes) < RUN_HISTORY_LIMIT
     # Independent of the conversation's length: run 5 (four runs of history
-    # in its prompt) weighs what run 2 did, give or take a few hundred bytes.
-    assert abs(sizes[-1] - sizes[0]) < 1_000
+    # in its prompt) carries what run 2 did, give or take a few hundred bytes.
+    carried = [_payload_bytes(h) for h in histories]
+    assert abs(carried[-1] - carried[0]) < 1_000, carried
