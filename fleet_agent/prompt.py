@@ -180,9 +180,10 @@ fleet under {_PLAN_TOP_PCT} % over; release that machine once the offer proves.
 {_BRIDGE_SIZE_PCT} % of the target, at most {BRIDGE_MAX_MACHINES}): they prove while the cover \
 loads. A temporary machine is no cover for the target: replace a failed machine as if it were \
 not there, and release it as soon as the other machines prove the target without it (from \
-{TEMPORARY_MIN_AGE_MINUTES:g} min of age). A machine that starts proving wakes no run: while \
-temporary machines remain and other machines still load, schedule_next_check for when the \
-oldest may go, then every {BRIDGE_CHECK_SECONDS:g} s, unless such a check is pending already.
+{TEMPORARY_MIN_AGE_MINUTES:g} min of age). A machine that starts proving wakes a run (a state \
+change to "proving"); a temporary machine coming of age wakes none: while a temporary machine \
+younger than that remains, schedule_next_check for when the oldest of them may go (at least \
+{BRIDGE_CHECK_SECONDS:g} s ahead), unless such a check is pending already.
 - Hard limits (## Limits) are enforced by the system, not by you. A refused call tells you \
 why; do not retry it unchanged.
 - The heartbeat runs you regularly (its interval is in ## Limits). Use schedule_next_check \

@@ -185,9 +185,9 @@ def test_the_model_is_told_what_a_temporary_machine_is() -> None:
 
 
 async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
-    """After renting bridges it asks for a run when the oldest may go; with a
-    bridge old enough to go, in BRIDGE_CHECK_SECONDS; once per run, and not
-    at all without bridges."""
+    """After renting bridges it asks for a run when the oldest may go, at
+    least BRIDGE_CHECK_SECONDS ahead; once per run; not once every bridge is
+    of age (arrivals wake runs: workflows/monitor.py), nor without bridges."""
     tools = [*TOOLS, {"name": "schedule_next_check"}]
     rows = [machine(i, 50.0) for i in range(1, 11)]
     first = await AutopilotProvider().complete(
@@ -225,12 +225,23 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
         system="s", messages=messages, tools=tools, max_tokens=100
     )
     assert done.content[0]["type"] == "text"
-    # A bridge 30 minutes old that the cover still needs: look again in 2 minutes.
+    # A bridge 30 minutes old that the cover still needs: no check, the
+    # cover's arrivals wake runs of their own (a state change to "proving").
     loading = [*rows[:6], *(_loading(i, 50.0) for i in range(7, 11))]
     bridge = machine(20, 40.0, 0.5, temporary=True, age_minutes=30.0, releasable=True)
-    again = await AutopilotProvider().complete(
+    of_age = await AutopilotProvider().complete(
         system="s",
         messages=[{"role": "user", "content": context_of([*loading, bridge], 500)}],
+        tools=tools,
+        max_tokens=100,
+    )
+    assert of_age.content[0]["type"] == "text", of_age.content
+    # A second bridge 20 minutes old, 1 minute short of its age: a check in
+    # BRIDGE_CHECK_SECONDS, the soonest.
+    young = machine(21, 40.0, 0.5, temporary=True, age_minutes=20.0, releasable=False)
+    again = await AutopilotProvider().complete(
+        system="s",
+        messages=[{"role": "user", "content": context_of([*loading, bridge, young], 500)}],
         tools=tools,
         max_tokens=100,
     )
@@ -245,7 +256,7 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
         reason=again.content[0]["input"]["reason"],
         requested_by_run=6,
     )
-    context = context_of([*loading, bridge], 500, wakes=[pending])
+    context = context_of([*loading, bridge, young], 500, wakes=[pending])
     assert "## Pending wakes\n- w7-1 due 2026-12-02 00:02:00Z: release bridges" in context
     waiting = await AutopilotProvider().complete(
         system="s", messages=[{"role": "user", "content": context}], tools=tools, max_tokens=100
@@ -253,7 +264,7 @@ async def test_the_autopilot_looks_again_while_bridges_remain() -> None:
     assert waiting.content[0]["type"] == "text"
     # A wake of another reason does not count.
     other = pending.model_copy(update={"reason": "an instance still loading in 15 min"})
-    context = context_of([*loading, bridge], 500, wakes=[other])
+    context = context_of([*loading, bridge, young], 500, wakes=[other])
     reply = await AutopilotProvider().complete(
         system="s", messages=[{"role": "user", "content": context}], tools=tools, max_tokens=100
     )

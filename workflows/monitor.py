@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -18,13 +19,13 @@ from temporalio.exceptions import ActivityError, FailureError
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models only.
     from fleet_agent.fleet.reconcile import ReconcileRequest
-    from fleet_agent.fleet.snapshot import FleetSnapshot
+    from fleet_agent.fleet.snapshot import PROVING, FleetSnapshot
     from fleet_agent.models import MonitorConfig, MonitorInput, PollRequest, StateChanged
     from workflows import stubs
     from workflows.metrics import record_fleet
     from workflows.policies import FLEET_HEARTBEAT_TIMEOUT, STORE_TIMEOUT
 
-__all__ = ["OPEN_IN_POLL_PATCH", "FleetMonitorWorkflow", "diff_states"]
+__all__ = ["FIRST_PROOF_PATCH", "OPEN_IN_POLL_PATCH", "FleetMonitorWorkflow", "diff_states"]
 
 _POLL_TIMEOUT = timedelta(seconds=60)
 # A failed poll is simply tried again at the next interval: no long retries
@@ -37,6 +38,10 @@ GONE = "destroyed"
 # poll (`FleetSnapshot.agent_open`) instead of an `agent_is_open` activity
 # before every poll; histories without it replay the old sequence.
 OPEN_IN_POLL_PATCH = "monitor-open-in-poll"
+# Monitors that record this marker signal `running → proving` once per machine
+# when its prover starts proving (`_first_proofs`); histories without it
+# replay without those signals.
+FIRST_PROOF_PATCH = "monitor-first-proof"
 
 
 def diff_states(old: dict[int, str], new: dict[int, str]) -> list[tuple[int, str | None, str]]:
@@ -75,6 +80,8 @@ class FleetMonitorWorkflow:
         self._last: FleetSnapshot | None = None
         self._signalled = 0
         self._reconfigured = False
+        # Instances whose first proving was signalled (or seen at the start).
+        self._proving = set(inp.proving) if inp.proving is not None else None
 
     @workflow.signal
     def configure(self, config: MonitorConfig) -> None:
@@ -133,26 +140,21 @@ class FleetMonitorWorkflow:
                 if states is not None:
                     msgs = {i.id: i.change_detail() for i in snap.instances}
                     for iid, before, after in diff_states(states, new):
-                        try:
-                            await agent.signal(
-                                "state_changed",
-                                StateChanged(
-                                    instance_id=str(iid),
-                                    old_state=before,
-                                    new_state=after,
-                                    detail=msgs.get(iid, ""),
-                                ),
-                            )
-                        except FailureError as exc:
-                            if not await self._agent_is_open(inp.agent_id):
-                                workflow.logger.info("agent %s is gone; monitor ends", inp.agent_id)
-                                return
-                            # The agent runs but refused the signal for now (a
-                            # full history, say): report this change again next poll.
-                            workflow.logger.warning("state change not delivered: %s", exc)
+                        change = StateChanged(
+                            instance_id=str(iid),
+                            old_state=before,
+                            new_state=after,
+                            detail=msgs.get(iid, ""),
+                        )
+                        delivered = await self._deliver(agent, inp.agent_id, change)
+                        if delivered is None:
+                            return
+                        if not delivered:
                             _keep_old(new, states, iid)
-                            continue
-                        self._signalled += 1
+                if workflow.patched(FIRST_PROOF_PATCH) and not await self._first_proofs(
+                    agent, inp.agent_id, snap
+                ):
+                    return
                 states = new
                 workflow.set_current_details(
                     f"{len(snap.instances)} instances · {snap.capacity_proofs_per_hour:.0f} of "
@@ -164,7 +166,11 @@ class FleetMonitorWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
                     MonitorInput(
-                        agent_id=inp.agent_id, config=self._config, last_states=states, polls=polls
+                        agent_id=inp.agent_id,
+                        config=self._config,
+                        last_states=states,
+                        polls=polls,
+                        proving=sorted(self._proving) if self._proving is not None else None,
                     )
                 )
             self._reconfigured = False
@@ -176,6 +182,55 @@ class FleetMonitorWorkflow:
                     timeout=timedelta(seconds=self._config.poll_seconds),
                     timeout_summary="next fleet poll",
                 )
+
+    async def _deliver(
+        self, agent: workflow.ExternalWorkflowHandle[Any], agent_id: str, change: StateChanged
+    ) -> bool | None:
+        """Signal `change` to the agent: True if delivered, False if the agent
+        runs but refused it for now (a full history, say: report it again next
+        poll), None if the agent is gone (the monitor ends)."""
+        try:
+            await agent.signal("state_changed", change)
+        except FailureError as exc:
+            if not await self._agent_is_open(agent_id):
+                workflow.logger.info("agent %s is gone; monitor ends", agent_id)
+                return None
+            workflow.logger.warning("state change not delivered: %s", exc)
+            return False
+        self._signalled += 1
+        return True
+
+    async def _first_proofs(
+        self, agent: workflow.ExternalWorkflowHandle[Any], agent_id: str, snap: FleetSnapshot
+    ) -> bool:
+        """Signal `running → proving` once for each machine whose prover
+        started proving since the last poll: the vast.ai state stays
+        "running", and without it a run that releases what the machine makes
+        unneeded (a bridge, a traded machine) waited for the heartbeat. The
+        first poll of a monitor (or of an execution continued from one
+        without the set) only records the machines proving; a signal the
+        agent refused is sent again next poll. False if the agent is gone."""
+        now = snap.proving_ids()
+        if self._proving is None:
+            self._proving = now
+            return True
+        rows = {i.id: i for i in snap.instances}
+        for iid in sorted(now - self._proving):
+            row = rows[iid]
+            change = StateChanged(
+                instance_id=str(iid),
+                old_state=row.state,
+                new_state=PROVING,
+                detail=f"its prover started proving ({row.proofs_per_hour:g} proofs/h counted)",
+            )
+            delivered = await self._deliver(agent, agent_id, change)
+            if delivered is None:
+                return False
+            if delivered:
+                self._proving.add(iid)
+        # Gone machines leave the set, so it stays the size of the fleet.
+        self._proving &= set(rows)
+        return True
 
     async def _reconcile(self, agent_id: str, duplicates: dict[str, list[int]]) -> None:
         """A create label with several machines: an attempt of a create that

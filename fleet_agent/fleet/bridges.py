@@ -50,8 +50,9 @@ BRIDGE_MAX_MACHINES = 12
 #: Rentals of the hour left to replacements when bridges are counted against
 #: `max_creates_per_hour`: a new cover's boots fail or hang at 3-10 %.
 BRIDGE_RESERVE = 6
-#: While bridges are in the fleet, the agent checks this often (from when the
-#: oldest may go) whether the cover's arrivals made one unneeded.
+#: The soonest the agent's check for when the oldest young bridge may go is
+#: scheduled (the cover's arrivals wake runs of their own: a state change to
+#: "proving").
 BRIDGE_CHECK_SECONDS = 120
 #: Offers searched for a bridged gap (the fast ones are a minority of the
 #: cheapest); the tool's maximum.

@@ -27,8 +27,13 @@ from fleet_agent.fleet.spare import spare_shown
 from fleet_agent.fleet.temporary import temporary_min_age
 from fleet_agent.vast.models import Instance, phase_of
 
+#: The prover phase of a machine that proves, and the state word of the
+#: monitor's one `state_changed` when a machine first does (workflows/monitor.py).
+PROVING = "proving"
+
 __all__ = [
     "NOT_PROVING",
+    "PROVING",
     "FleetInstance",
     "FleetSnapshot",
     "estimate",
@@ -69,6 +74,12 @@ class FleetInstance(BaseModel):
     # status this code does not know.
     note: str = ""
 
+    def proves(self) -> bool:
+        """Running, and its prover says it proves (read from its status port;
+        never while statuses are not read): what the monitor signals once per
+        machine as the state "proving"."""
+        return self.state == "running" and self.prover.partition(":")[0] == PROVING
+
     def change_detail(self) -> str:
         """What a state change of this machine tells the agent: why it is not
         proving, else vast.ai's status message."""
@@ -98,6 +109,9 @@ class FleetSnapshot(BaseModel):
 
     def states(self) -> dict[int, str]:
         return {i.id: i.state for i in self.instances}
+
+    def proving_ids(self) -> set[int]:
+        return {i.id for i in self.instances if i.proves()}
 
     def to_text(self) -> str:
         """Model-friendly: one summary line, then a JSON list of instances."""

@@ -78,17 +78,15 @@ def _room(run: Run, rows: list[dict[str, Any]], picks: list[dict[str, Any]]) -> 
 
 
 def _bridge_check(run: Run, rows: list[dict[str, Any]], offered: set[str]) -> dict[str, Any] | None:
-    """A schedule_next_check while bridges stay in the fleet and the cover
-    they bridge is still arriving: a slow machine starting to prove is no
-    state change the monitor reports (the instance stays running), so
-    without it the bridge it makes unneeded would wait for the heartbeat,
-    over the band. Once per run, and not while such a check is pending
-    (each run that scheduled one besides the check's own started a chain
-    of its own: runs every minute, 300 a day woken where 50-90 were
-    enough); from when the oldest bridge may go, every BRIDGE_CHECK_SECONDS.
-    None once every other machine proves and a bridge may go: nothing is
-    left to arrive, and a bridge still needed then waits for the heartbeat
-    like any release."""
+    """A schedule_next_check for when the oldest bridge still too young to
+    go (TEMPORARY_MIN_AGE_MINUTES) may go: a bridge coming of age is no
+    state change, while a cover machine starting to prove is (the monitor
+    signals `running → proving`, workflows/monitor.py) and wakes its own
+    run. Once per run, and not while such a check is pending (each run that
+    scheduled one besides the check's own started a chain of its own);
+    at least BRIDGE_CHECK_SECONDS ahead. None once every bridge may go: a
+    bridge still needed then goes at the run of the next arrival, or the
+    heartbeat, like any release."""
     if "schedule_next_check" not in offered or "schedule_next_check" in run.calls.values():
         return None
     if _BRIDGE_CHECK in run.pending_wakes():
@@ -99,16 +97,10 @@ def _bridge_check(run: Run, rows: list[dict[str, Any]], offered: set[str]) -> di
     created = [a for n, a in run.inputs if n == "create_instance"]
     if any(a.get("temporary") for a in created):
         ages.append(0.0)
-    arriving = created or [
-        r
-        for r in live
-        if not r.get("temporary")
-        and float(r.get("expected_proofs_per_hour") or 0.0) > 0
-        and not float(r.get("proofs_per_hour") or 0.0)
-    ]
-    if not ages or (not arriving and max(ages) >= TEMPORARY_MIN_AGE_MINUTES):
+    young = [a for a in ages if a < TEMPORARY_MIN_AGE_MINUTES]
+    if not young:
         return None
-    delay = max(BRIDGE_CHECK_SECONDS, round((TEMPORARY_MIN_AGE_MINUTES - max(ages)) * 60))
+    delay = max(BRIDGE_CHECK_SECONDS, round((TEMPORARY_MIN_AGE_MINUTES - max(young)) * 60))
     return _check(delay, _BRIDGE_CHECK)
 
 

@@ -207,3 +207,7 @@ class MonitorInput(BaseModel):
     # execution does not report every instance as new.
     last_states: dict[int, str] | None = None
     polls: int = 0
+    # Instances whose first proving the monitor has signalled (or found
+    # proving when it started), carried the same way: each is signalled once.
+    # None in inputs older than the field: the next poll only records them.
+    proving: list[int] | None = None
