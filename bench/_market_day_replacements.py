@@ -18,7 +18,11 @@ __all__ = ["replacements_of"]
 
 def replacements_of(day: Day, *, spare: bool = True) -> list[dict[str, Any]]:
     """Pairs each failure with the first machine rented after it was seen,
-    and says whether it called for one (`needed`: `_left_short`).
+    and says whether it called for one (`needed`: `_left_short`). The
+    failures that needed one are paired first: one that did not (a fleet
+    over its level, a target about to fall) would otherwise take the next
+    rental, hours later, from a failure after it that needed it (seed 7's
+    day: a needed replacement rented at once read as 182 minutes late).
     A temporary bridge (fleet_agent/fleet/bridges.py) is neither: it is no
     cover for the target, so its failure calls for no replacement (the cover
     it bridged is replaced when it fails), and a bridge rented after a
@@ -26,21 +30,34 @@ def replacements_of(day: Day, *, spare: bool = True) -> list[dict[str, Any]]:
     fresh = sorted(
         (life for life in day.lives.values() if not life.temporary), key=lambda life: life.created
     )
-    used: set[int] = set()
-    out = []
-    failed = [
-        life for life in day.lives.values() if life.failed_at is not None and not life.temporary
-    ]
-    for life in sorted(failed, key=lambda life: life.failed_at or 0.0):
+    failed = sorted(
+        (life for life in day.lives.values() if life.failed_at is not None and not life.temporary),
+        key=lambda life: life.failed_at or 0.0,
+    )
+    short = {id(life): _left_short(day, life, spare=spare) for life in failed}
+
+    def needed(life: Life) -> bool:
         assert life.failed_at is not None
+        return short[id(life)] > TOP_MARGIN * target_at(life.failed_at / 3600)
+
+    used: set[int] = set()
+    paired: dict[int, Life | None] = {}
+    for life in [*filter(needed, failed), *(f for f in failed if not needed(f))]:
         new = next(
-            (k for k, n in enumerate(fresh) if k not in used and n.created >= life.failed_at),
+            (
+                k
+                for k, n in enumerate(fresh)
+                if k not in used and n.created >= (life.failed_at or 0.0)
+            ),
             None,
         )
         if new is not None:
             used.add(new)
-        repl = fresh[new] if new is not None else None
-        short = _left_short(day, life, spare=spare)
+        paired[id(life)] = fresh[new] if new is not None else None
+    out = []
+    for life in failed:
+        assert life.failed_at is not None
+        repl = paired[id(life)]
         out.append(
             {
                 "failure": life.failure,
@@ -49,8 +66,8 @@ def replacements_of(day: Day, *, spare: bool = True) -> list[dict[str, Any]]:
                     life.destroyed_at - life.failed_at if life.destroyed_at is not None else None
                 ),
                 "rented_after_s": repl.created - life.failed_at if repl else None,
-                "short_after": round(short, 1),
-                "needed": short > TOP_MARGIN * target_at(life.failed_at / 3600),
+                "short_after": round(short[id(life)], 1),
+                "needed": needed(life),
                 # The time the rule needs to tell this failure from a slow proof.
                 "detection_s": _detection_s(life),
                 "replacement_load_s": (

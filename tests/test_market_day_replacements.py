@@ -59,3 +59,18 @@ def test_a_top_up_dying_while_it_loads_at_the_level_needs_none() -> None:
     day.lives[2].failed_at = 7.5 * H
     needed = [r for r in replacements_of(day, spare=True) if r["needed"]]
     assert [r["at_s"] for r in needed] == [7.5 * H] and needed[0]["rented_after_s"] is None
+
+
+def test_a_failure_that_needed_no_replacement_takes_no_rental_from_one_that_did() -> None:
+    """A 100 fails in a fleet over its level at hour 1 (no replacement), a
+    second at hour 2 leaves it short and is replaced at once: the rental is
+    the second's, and the first has none until a later one."""
+    day = Day()
+    day.lives = _fleet([100.0] * 6)  # 600 at 500
+    first, second = day.lives[5], day.lives[6]
+    first.failed_at, first.failure = 1 * H, "offline"
+    second.failed_at, second.failure = 2 * H, "offline"
+    day.lives[10] = _life(2.0, 100.0)  # rented as the second was seen
+    by_at = {r["at_s"]: r for r in replacements_of(day, spare=False)}
+    assert by_at[1 * H]["needed"] is False and by_at[1 * H]["rented_after_s"] is None
+    assert by_at[2 * H]["needed"] is True and by_at[2 * H]["rented_after_s"] == 0.0
