@@ -2,8 +2,9 @@
 
 Polls this agent's instances on vast.ai, diffs each poll against the last one
 and signals `state_changed` to the agent for every transition, including
-instances that appear or vanish. The agent's debounce turns a burst of them
-into one run.
+instances that appear or vanish, and once per machine `running → proving`
+when its prover starts proving (its vast.ai state stays "running"). The
+agent's debounce turns a burst of them into one run.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def _keep_old(new: dict[int, str], old: dict[int, str], iid: int) -> None:
 @workflow.defn
 class FleetMonitorWorkflow:
     """Polls the fleet (activity poll_fleet → vast.ai, read only) and signals
-    `state_changed` to the agent workflow; destroys duplicate rentals of one
+    `state_changed` to the agent workflow, for transitions and for a
+    machine's first proving (`FIRST_PROOF_PATCH`); destroys duplicate rentals of one
     create (activity reconcile_labels → vast.ai). Every poll also says whether
     its agent still runs (`agent_open`: poll_fleet describes it through
     Temporal), and the monitor ends at the first poll after its agent closed,
