@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.fleet.snapshot import PROVING
@@ -15,6 +15,7 @@ from fleet_agent.models import MonitorConfig, MonitorInput, TriggerKind
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
 from tests.helpers import eventually, finished_runs, running_worker, status
+from workflows import FleetAgentWorkflow
 from workflows.monitor import FIRST_PROOF_PATCH, FleetMonitorWorkflow
 
 POLL_SECONDS = 60
@@ -35,7 +36,7 @@ async def _step(env: WorkflowEnvironment, sim: SimServer, seconds: int) -> None:
     await env.sleep(seconds)
 
 
-async def _idle(handle: Any) -> bool:
+async def _idle(handle: WorkflowHandle[FleetAgentWorkflow, None]) -> bool:
     st = await status(handle)
     return st.current_run is None and not st.pending_triggers
 
@@ -62,7 +63,7 @@ async def test_each_machine_that_starts_proving_wakes_a_run_once(
             await _step(ts_env, sim, 120)
             truth = sim.market.state()["instances"]
             ok = truth and all(t["prover_phase"] == "proving" for t in truth)
-            # One more poll for the last machine to start proving to be seen.
+            # The monitor sees the last of them at its next poll (below).
             return sorted(int(t["id"]) for t in truth) if ok else []
 
         fleet_ids = await eventually(all_proving, timeout=120, what="a proving fleet")

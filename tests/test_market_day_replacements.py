@@ -64,7 +64,7 @@ def test_a_top_up_dying_while_it_loads_at_the_level_needs_none() -> None:
 def test_a_failure_that_needed_no_replacement_takes_no_rental_from_one_that_did() -> None:
     """A 100 fails in a fleet over its level at hour 1 (no replacement), a
     second at hour 2 leaves it short and is replaced at once: the rental is
-    the second's, and the first has none until a later one."""
+    the second's, and the first has none."""
     day = Day()
     day.lives = _fleet([100.0] * 6)  # 600 at 500
     first, second = day.lives[5], day.lives[6]
