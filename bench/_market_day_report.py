@@ -49,6 +49,7 @@ def day_report(
         end = day.oracle[k + 1]["hour"] * 3600 if k + 1 < len(day.oracle) else hours * 3600
         dphs = [dph for t, _, _, dph in day.samples if start < t <= end]
         mean = sum(dphs) / len(dphs) if dphs else None
+        through = market_through(day, entry["hour"], end / 3600)
         periods.append(
             {
                 **entry,
@@ -64,6 +65,10 @@ def day_report(
                 else None,
                 "ratio_spared": round(mean / entry["spared_dph"], 3)
                 if mean and entry.get("spared_dph")
+                else None,
+                **through,
+                "ratio_market_mean": round(mean / through["market_mean_dph"], 3)
+                if mean and through["market_mean_dph"]
                 else None,
             }
         )
@@ -115,6 +120,11 @@ def day_report(
         # Against the cheapest fleet holding a spare too (None with the spare off).
         "worst_dph_vs_spared_oracle": max(
             (p["ratio_spared"] for p in periods if p["ratio_spared"] is not None),
+            default=None,
+        ),
+        # Against the oracle's mean through each period, not its moment of change.
+        "worst_dph_vs_market_mean": max(
+            (p["ratio_market_mean"] for p in periods if p["ratio_market_mean"] is not None),
             default=None,
         ),
         "periods": periods,
@@ -186,7 +196,8 @@ def seeds_summary(results: list[dict[str, Any]]) -> None:
     moves by a point or two with the market's path, so judge a change here."""
     print(
         "\nacross seeds (mean, worst): within ±5 % after hour 1 | the same, an hour after "
-        "each change | worst $/h ÷ oracle | ÷ keeping the fleet | ÷ the spared oracle | thrash"
+        "each change | worst $/h ÷ oracle | ÷ keeping the fleet | ÷ the spared oracle | "
+        "÷ the oracle's mean through the period | thrash"
     )
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in results:
@@ -205,9 +216,27 @@ def seeds_summary(results: list[dict[str, Any]]) -> None:
             f"  {path:<9} {faults:<9} seeds {','.join(str(r['seed']) for r in rs)}: "
             f"{low(rs, 'within_5pct_after_first_hour')} | {low(rs, 'within_5pct_settled')} | "
             f"{high(rs, 'worst_dph_vs_oracle')} | {high(rs, 'worst_dph_vs_no_rebuild')} | "
-            f"{high(rs, 'worst_dph_vs_spared_oracle')} | {sum(int(r['thrash']) for r in rs)}"
+            f"{high(rs, 'worst_dph_vs_spared_oracle')} | {high(rs, 'worst_dph_vs_market_mean')} | "
+            f"{sum(int(r['thrash']) for r in rs)}"
         )
         print(f"    minutes out of band a day (mean): {causes_line(rs)}")
+
+
+def market_through(day: Day, start_h: float, end_h: float) -> dict[str, float | None]:
+    """The oracle's $/h taken through a period (`Day.market`, from its change
+    to its end): mean, lowest and highest. The period's oracle is the market
+    at the change, before the fleet has rented anything; offers in it may
+    be rented away by others before the agent's first search, minutes
+    later, and others listed after. The mean is what the cheapest fleet
+    cost on the mean while the fleet was measured."""
+    xs = [float(m["oracle_dph"]) for m in day.market if start_h <= m["hour"] < end_h - 1e-9]
+    if not xs:
+        return {"market_mean_dph": None, "market_low_dph": None, "market_high_dph": None}
+    return {
+        "market_mean_dph": round(sum(xs) / len(xs), 4),
+        "market_low_dph": round(min(xs), 4),
+        "market_high_dph": round(max(xs), 4),
+    }
 
 
 def causes_line(results: list[dict[str, Any]]) -> str:

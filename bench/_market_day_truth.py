@@ -40,6 +40,8 @@ CONFIG = {
 }
 BAND = 0.05  # ±5 % of target
 SETTLE_S = 3600.0  # after a start or a target change
+# How often the oracle is taken again within a period (Day.market).
+ORACLE_EVERY_S = 1800
 THRASH_MINUTES = 20.0
 
 
@@ -69,6 +71,10 @@ class Day:
     samples: list[tuple[float, float, float, float]] = field(default_factory=list)
     lives: dict[int, Life] = field(default_factory=dict)
     oracle: list[dict[str, Any]] = field(default_factory=list)
+    # The oracle again every ORACLE_EVERY_S, at the changes too: the
+    # market's cheapest fleet moves within a period (offers are rented away
+    # by others in 2 h on the mean, docs/SIMULATOR.md).
+    market: list[dict[str, Any]] = field(default_factory=list)
 
 
 def target_at(hour: float) -> float:

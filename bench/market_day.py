@@ -31,29 +31,18 @@ from pathlib import Path
 from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
+from _market_day_drive import drive
 from _market_day_report import causes_line, day_report, seeds_summary
 from _market_day_truth import (
-    CONFIG,
     Day,
     destroyed_as,
-    failed,
     mark_creates,
-    observe,
     run_counts,
-    target_at,
 )
-from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
-from activities.fleet_results import offer_row
-from fleet_agent.fleet.guardrails import offer_refusal
-from fleet_agent.fleet.offer_query import allowed_gpu_names, offer_filters
-from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
-from fleet_agent.fleet.spare import cheapest_spared_cover
 from fleet_agent.llm.autopilot import AutopilotProvider
-from fleet_agent.models import AgentConfig
 from fleet_agent.prover import ProverSpec
-from fleet_agent.sim.fate import MEAN_RATE_JITTER
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
@@ -62,7 +51,6 @@ from tests.fakes import FakeAnthropic
 from tests.fakes.autopilot_llm import autopilot_reply
 from tests.helpers import running_worker
 from tests.servers import start_time_skipping_env
-from workflows import FleetAgentWorkflow
 
 #: Fault levels on top of the simulator's "realistic" scenario (its own rates:
 #: 3 % of boots fail and 3 % hang, machines die at 0.3 %/h, provers fail at
@@ -76,61 +64,6 @@ FAULT_LEVELS: dict[str, dict[str, Any]] = {
         "prover_stuck_rate_per_hour": 0.01,
     },
 }
-
-
-async def _oracle(
-    vast: VastClient, prover: ProverSpec, config: AgentConfig, state: dict[str, Any]
-) -> dict[str, Any]:
-    """The cheapest fleet meeting the target: allowed offers plus our machines.
-    Also the cheapest that keeps what the fleet has (`no_rebuild_dph`): all
-    our machines plus the cheapest offers for the rest after an increase, the
-    cheapest subset of ours after a decrease. The gap between the two is what
-    only a rebuild could take (docs/DECISIONS.md, "Load time").
-
-    Our machines count at what they really prove (the simulator's truth);
-    an offer, whose truth is drawn only when it is rented, at what it is
-    expected to prove: the capacity model's estimate times the simulator's
-    mean rate jitter (`MEAN_RATE_JITTER`, 0.985). Planned on the bare
-    estimates (`oracle_on_estimates_dph`, the yardstick before 2026-12-01),
-    the oracle's fleet falls short of the target in truth by 1.5 % on
-    average, and favours offers over our own machines by as much."""
-    names = allowed_gpu_names(config.allowed_gpus, await vast.gpu_names())
-    found = await vast.search_offers_paged(
-        offer_filters(config, prover, names),
-        page_size=500,
-        max_pages=6,
-        allocated_storage=prover.disk_gb,
-    )
-    allowed = [o for o in found.offers if offer_refusal(o, config, prover) is None]
-    estimated = [
-        Item(key=o.id, cost=o.dph_total, rate=offer_row(o)["est_proofs_per_hour"]) for o in allowed
-    ]
-    items = [Item(key=i.key, cost=i.cost, rate=i.rate * MEAN_RATE_JITTER) for i in estimated]
-    ours = [
-        Item(
-            key=-int(r["id"]), cost=float(r["dph_total"]), rate=float(r["expected_proofs_per_hour"])
-        )
-        for r in state["instances"]
-        if r.get("cur_state") != "unloaded" and not failed(r)
-    ]
-    target = config.target_proofs_per_hour
-    cover = cheapest_cover(items + ours, target, planning_unit(target))
-    on_estimates = cheapest_cover(estimated + ours, target, planning_unit(target))
-    own = sum(i.rate for i in ours)
-    if own >= target:
-        kept = cheapest_cover(ours, target, planning_unit(target)).cost
-    else:
-        rest = target - own
-        kept = sum(i.cost for i in ours) + cheapest_cover(items, rest, planning_unit(rest)).cost
-    # With the spare on, the cheapest fleet that holds the same kind of level.
-    spared = cheapest_spared_cover(items + ours, target) if config.spare_one_machine else None
-    return {
-        "target": config.target_proofs_per_hour,
-        "oracle_dph": round(cover.cost, 4),
-        "oracle_on_estimates_dph": round(on_estimates.cost, 4),
-        "no_rebuild_dph": round(kept, 4),
-        "spared_dph": round(spared.cost, 4) if spared is not None and spared.met else None,
-    }
 
 
 async def run_path(
@@ -169,7 +102,7 @@ async def run_path(
                     async with running_worker(
                         env.client, store, provider=provider, fleet=fleet
                     ) as h:
-                        agent_id = await _drive(day, env, h, sim, vast, prover, hours, step, spare)
+                        agent_id = await drive(day, env, h, sim, vast, prover, hours, step, spare)
                     destroyed_as(day, store, agent_id)
                     mark_creates(day, store, agent_id)
                     runs = run_counts(store, agent_id)
@@ -187,46 +120,6 @@ def _keep(db: Path, to: Path) -> None:
     """Keep a day's store (runs, tool calls, snapshots) to read a moment of the day after."""
     to.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(db, to)
-
-
-async def _drive(
-    day: Day,
-    env: WorkflowEnvironment,
-    h: Any,
-    sim: SimServer,
-    vast: VastClient,
-    prover: ProverSpec,
-    hours: float,
-    step: int,
-    spare: bool,
-) -> str:
-    target = target_at(0)
-    settings = {**CONFIG, "spare_one_machine": spare}
-    handle = await h.start_agent(target_proofs_per_hour=target, **settings)
-    t0 = sim.market.now()
-    config = AgentConfig(target_proofs_per_hour=target, **settings)
-    for i in range(int(hours * 3600 // step)):
-        hour = i * step / 3600
-        wanted = target_at(hour)
-        if wanted != target:
-            target = wanted
-            config = config.model_copy(update={"target_proofs_per_hour": target})
-            oracle = await _oracle(vast, prover, config, sim.market.state())
-            day.oracle.append({"hour": hour, **oracle})
-            await handle.execute_update(
-                FleetAgentWorkflow.update_config, {"target_proofs_per_hour": target}
-            )
-        elif i == 0:
-            oracle = await _oracle(vast, prover, config, sim.market.state())
-            day.oracle.append({"hour": 0.0, **oracle})
-        # Market time and workflow time move together, a step at a time.
-        sim.market.advance(step)
-        await env.sleep(step)
-        state = sim.market.state()
-        now = sim.market.now() - t0
-        observe(day, state, now)
-        day.samples.append((now, target, float(state["proofs_per_hour"]), state["spend_per_hour"]))
-    return str(handle.id)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"(on bare estimates ${p['oracle_on_estimates_dph']}/h, "
                 f"{p['ratio_on_estimates']}); "
                 f"keeping the fleet ${p['no_rebuild_dph']}/h, ratio {p['ratio_no_rebuild']}; "
-                f"spared oracle ${p['spared_dph']}/h, ratio {p['ratio_spared']}"
+                f"spared oracle ${p['spared_dph']}/h, ratio {p['ratio_spared']}; "
+                f"the oracle through the period ${p['market_mean_dph']}/h on the mean "
+                f"(${p['market_low_dph']}-{p['market_high_dph']}), ratio {p['ratio_market_mean']}"
             )
     if len(seeds) > 1:
         seeds_summary(results)
