@@ -26,7 +26,7 @@ from fleet_agent.llm.base import (
     LlmReply,
     LlmRetryableError,
 )
-from fleet_agent.llm.classify import classify, parse_retry_after
+from fleet_agent.llm.classify import classify, classify_mid_stream, parse_retry_after
 from fleet_agent.models import TokenUsage
 from tests.fakes import DEFAULT_TEXT, ErrorReply, FakeAnthropic, Reply, Request
 
@@ -513,6 +513,34 @@ def test_classify_non_http_errors() -> None:
     assert isinstance(classify(ValueError("weird")), LlmPermanentError)
     original = LlmRetryableError("x", retry_after=2)
     assert classify(original) is original
+
+
+def _raised_from(outer: BaseException, cause: BaseException) -> BaseException:
+    try:
+        raise outer from cause
+    except BaseException as exc:
+        return exc
+
+
+@pytest.mark.parametrize("sdk", ["<=2.16 raw httpx2", ">=2.17 wrapped"])
+def test_classify_mid_stream_names_a_stall_and_a_drop_for_either_sdk_release(sdk: str) -> None:
+    # SDK 2.17 began wrapping errors raised while a stream's body is read; the
+    # message must not depend on which release is installed.
+    request = httpx2.Request("POST", "https://api.anthropic.com/v1/messages")
+    stall: BaseException = httpx2.ReadTimeout("timed out", request=request)
+    drop: BaseException = httpx2.RemoteProtocolError("peer closed connection key sk-ant-abc123")
+    if sdk.startswith(">="):
+        stall = _raised_from(anthropic.APITimeoutError(request), stall)
+        drop = _raised_from(anthropic.APIConnectionError(request=request), drop)
+    stalled = classify_mid_stream(stall, chars=20)
+    dropped = classify_mid_stream(drop, chars=20, secrets=["sk-ant-abc123"])
+    assert isinstance(stalled, LlmRetryableError) and isinstance(dropped, LlmRetryableError)
+    assert "stream stalled after 20 characters" in stalled.message
+    assert "while streaming, after 20 characters" in dropped.message
+    assert "RemoteProtocolError" in dropped.message and "sk-ant-abc123" not in dropped.message
+    # An SSE error event mid-stream keeps its status mapping.
+    overloaded = classify_mid_stream(_status_error(529), chars=20)
+    assert isinstance(overloaded, LlmRetryableError) and overloaded.status == 529
 
 
 def test_classify_redacts_given_secrets() -> None:

@@ -21,7 +21,7 @@ from fleet_agent.llm_models import DEFAULT_MODEL
 from fleet_agent.models import TokenUsage
 
 from .base import LlmReply, LlmRetryableError, ProgressCallback, SystemPrompt
-from .classify import classify, parse_retry_after, redact
+from .classify import classify, classify_mid_stream, parse_retry_after, redact
 from .timing import (
     CHUNK_READ_TIMEOUT_SECONDS,
     CONNECT_TIMEOUT_SECONDS,
@@ -89,6 +89,19 @@ class _ProgressFailed(Exception):
         self.original = original
 
 
+class _MidStream(Exception):
+    """Carries an exception raised while the body of a started stream was read.
+
+    Which type the SDK raises then changed between releases (raw `httpx2` errors
+    up to 2.16, `APITimeoutError`/`APIConnectionError` from 2.17); where it was
+    raised does not, so the provider says so itself."""
+
+    def __init__(self, original: Exception, chars: int) -> None:
+        super().__init__(str(original))
+        self.original = original
+        self.chars = chars
+
+
 # ---------------------------------------------------------------- provider
 
 
@@ -150,9 +163,14 @@ class AnthropicProvider:
             message = await self._stream(system, messages, tools, max_tokens, on_progress)
         except _ProgressFailed as failed:
             raise failed.original from None
-        except Exception as exc:
+        except Exception as caught:
             secrets = self._secrets()
-            err = classify(exc, secrets=secrets)
+            exc: Exception = caught
+            if isinstance(caught, _MidStream):
+                exc = caught.original
+                err = classify_mid_stream(exc, chars=caught.chars, secrets=secrets)
+            else:
+                err = classify(exc, secrets=secrets)
             if redact(str(exc), secrets) != str(exc):
                 # The SDK's own message carries a secret: do not chain it, or it
                 # would reach logs and Temporal failure causes.
@@ -220,16 +238,21 @@ class AnthropicProvider:
             tools=cast("list[ToolUnionParam]", tools) if tools else anthropic.omit,
         ) as stream:
             report(chars)
-            async for event in stream:
-                if event.type == "content_block_delta":
-                    if event.delta.type == "text_delta":
-                        chars += len(event.delta.text)
-                    elif event.delta.type == "input_json_delta":
-                        chars += len(event.delta.partial_json)
-                elif event.type == "message_stop":
-                    finished = True
-                report(chars)
-            message = await stream.get_final_message()
+            try:
+                async for event in stream:
+                    if event.type == "content_block_delta":
+                        if event.delta.type == "text_delta":
+                            chars += len(event.delta.text)
+                        elif event.delta.type == "input_json_delta":
+                            chars += len(event.delta.partial_json)
+                    elif event.type == "message_stop":
+                        finished = True
+                    report(chars)
+                message = await stream.get_final_message()
+            except _ProgressFailed:
+                raise
+            except Exception as exc:
+                raise _MidStream(exc, chars) from exc
         return message if finished else None
 
     async def aclose(self) -> None:

@@ -3,8 +3,10 @@
 Pure: `classify` looks only at the exception. It covers errors before the
 response (HTTP status), errors the API sends inside a stream after its 200
 (an SSE `error` event), and transport failures while the stream is read
-(a stall past the read timeout, a dropped connection), which the SDK lets
-through as raw `httpx2` exceptions.
+(a stall past the read timeout, a dropped connection). The SDK raised those
+as raw `httpx2` exceptions up to 2.16 and as its own `APITimeoutError` /
+`APIConnectionError` from 2.17, so the provider, which knows the stream had
+started, passes them to `classify_mid_stream`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import httpx2
 
 from .base import LlmError, LlmPermanentError, LlmRetryableError
 
-__all__ = ["classify", "parse_retry_after", "redact"]
+__all__ = ["classify", "classify_mid_stream", "parse_retry_after", "redact"]
 
 _RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 # error.details.error_code values (see anthropic/_error_classes.py) that mean
@@ -226,6 +228,35 @@ def classify(exc: BaseException, *, secrets: Iterable[str | None] = ()) -> LlmEr
     if redacted != result.message:
         result = _with_message(result, redacted)
     return result
+
+
+def classify_mid_stream(
+    exc: BaseException, *, chars: int, secrets: Iterable[str | None] = ()
+) -> LlmError:
+    """As `classify`, for an exception raised after the stream's 200, while its
+    events were read (`chars` of text and tool input had arrived).
+
+    A timeout there is a stall between two events, not "no response"; a
+    transport error is a connection dropped mid-reply. Both are retryable
+    whatever type the SDK release wraps them in. Anything else (an SSE `error`
+    event, a malformed event) is classified as `classify` does."""
+    secrets = list(secrets)
+    timeout = (anthropic.APITimeoutError, httpx2.TimeoutException, TimeoutError)
+    dropped = (anthropic.APIConnectionError, httpx2.TransportError, ConnectionError)
+    if isinstance(exc, timeout):
+        return LlmRetryableError(
+            f"Anthropic API stream stalled after {chars} characters: no data within the "
+            f"client's read timeout ({type(exc).__name__})"
+        )
+    if isinstance(exc, dropped):
+        cause = exc.__cause__ or exc.__context__
+        detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+        text = _squash(redact(detail, secrets))
+        return LlmRetryableError(
+            f"Anthropic API connection failed while streaming, after {chars} characters: "
+            f"{type(exc).__name__}: {text}"
+        )
+    return classify(exc, secrets=secrets)
 
 
 def _with_message(err: LlmError, message: str) -> LlmError:
