@@ -11,7 +11,10 @@ proofs being finished now, $/h being billed, and each machine's prover.
 Two paths decide: the offline autopilot, and the LLM path (the real anthropic
 client against the fake Messages API, answering with the autopilot's
 decisions). The yardstick is the exact cheapest fleet (fleet_agent/fleet/oracle.py)
-over the allowed offers and our own machines at each target change.
+over the allowed offers and our own machines, taken before the agent first
+acts and at each target change (the agent is let act on a start or change
+before the market's clock moves on), and every 30 minutes through a period
+for its market mean (ratio_market_mean).
 
     .venv/bin/python bench/market_day.py [--hours 24] [--paths autopilot,llm]
         [--faults realistic|harsh|both] [--seed 5]
