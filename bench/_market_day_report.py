@@ -17,7 +17,7 @@ from _market_day_truth import (
     Life,
 )
 
-__all__ = ["causes_line", "day_report", "minutes", "seeds_summary"]
+__all__ = ["causes_line", "day_report", "minutes", "seeds_summary", "thrashed_of"]
 
 
 def day_report(
@@ -86,14 +86,7 @@ def day_report(
         for life in day.lives.values()
         if life.boot != "run" and life.destroyed_at is not None
     ]
-    thrashed = [
-        {"id": iid, "created": life.created, "destroyed": life.destroyed_at, "last": life.last}
-        for iid, life in day.lives.items()
-        if life.destroyed_at is not None
-        and life.healthy_at_destroy
-        and life.boot == "run"  # a boot that hangs or fails is not healthy
-        and life.destroyed_at - life.created <= THRASH_MINUTES * 60
-    ]
+    thrashed = thrashed_of(day)
     thrash = len(thrashed)
     ratios = [p["ratio"] for p in periods if p["ratio"] is not None]
     return {
@@ -171,6 +164,28 @@ def day_report(
         # (seconds, target, proofs/h, $/h) every step: the figures above come from these.
         "samples": [[round(x, 3) for x in sample] for sample in day.samples],
     }
+
+
+def thrashed_of(day: Day) -> list[dict[str, Any]]:
+    """The healthy machines released younger than THRASH_MINUTES (issue 7:
+    thrash), judged on the simulator's clock (`Life.lifetime_s`): between
+    samples 2 minutes apart, a bridge rented 5 s into the day and released
+    when it came of age 21.75 minutes later read as a life of exactly 20
+    (seeds 2 and 9 at bfa3b55)."""
+    return [
+        {
+            "id": iid,
+            "created": life.created,
+            "destroyed": life.destroyed_at,
+            "lifetime_s": life.lifetime_s(),
+            "last": life.last,
+        }
+        for iid, life in day.lives.items()
+        if life.destroyed_at is not None
+        and life.healthy_at_destroy
+        and life.boot == "run"  # a boot that hangs or fails is not healthy
+        and (life.lifetime_s() or 0.0) < THRASH_MINUTES * 60
+    ]
 
 
 def _detected_to_rented_max(replacements: list[dict[str, Any]]) -> float | None:

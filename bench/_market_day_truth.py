@@ -64,6 +64,21 @@ class Life:
     label: str = ""  # its vast.ai label
     temporary: bool = False  # rented as a bridge (the agent's journal says so)
     reason: str = ""  # the create's reason, as the agent's journal has it
+    # The simulator's own clock at the rental and at the destroy (its row's
+    # start_date and destroyed_at): a machine's life to the second, where
+    # `created` and `destroyed_at` are the samples (every --step) that first
+    # saw it and saw it gone, off by up to a step each.
+    rented_s: float | None = None
+    gone_s: float | None = None
+
+    def lifetime_s(self) -> float | None:
+        """Seconds from rental to destroy: on the simulator's clock where
+        both ends were seen, else between the samples; None while it lives."""
+        if self.rented_s is not None and self.gone_s is not None:
+            return self.gone_s - self.rented_s
+        if self.destroyed_at is None:
+            return None
+        return self.destroyed_at - self.created
 
 
 @dataclass
@@ -103,10 +118,14 @@ def observe(day: Day, state: dict[str, Any], t: float) -> None:
         iid = int(row["id"])
         seen.add(iid)
         life = day.lives.setdefault(iid, Life(created=t))
+        if life.rented_s is None and row.get("start_date") is not None:
+            life.rented_s = float(row["start_date"])
         if row.get("destroyed_at") is not None or row.get("cur_state") == "unloaded":
             if life.destroyed_at is None:
                 life.destroyed_at = t
                 life.healthy_at_destroy = life.failed_at is None
+            if life.gone_s is None and row.get("destroyed_at") is not None:
+                life.gone_s = float(row["destroyed_at"])
         else:
             life.last = (
                 f"{row.get('actual_status')}/{row.get('prover_phase')} "
