@@ -30,7 +30,7 @@ from typing import Any
 import _common
 from _market_day_causes import CAUSES
 
-__all__ = ["Day", "compare", "load_days", "parted_at"]
+__all__ = ["Day", "compare", "load_days", "parted_at", "summary"]
 
 #: Proofs/h by which two samples of capacity must differ to count as parted:
 #: the same decisions give the same samples to the rounding (3 decimals).
@@ -76,7 +76,7 @@ def _ratios(day: dict[str, Any]) -> list[float]:
     return [float(p["ratio"]) for p in day["periods"] if p["ratio"] is not None]
 
 
-def _summary(days: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summary(days: Sequence[dict[str, Any]]) -> dict[str, Any]:
     bands = [float(d["within_5pct_after_first_hour"] or 0.0) for d in days]
     ratios = [x for d in days for x in _ratios(d)]
     n = len(days)
@@ -121,7 +121,7 @@ def compare(versions: dict[str, dict[Day, dict[str, Any]]]) -> dict[str, Any]:
                 "parted_at_hour": None if name == names[0] else parted_at(base[s], d),
             }
         per_seed.append(row)
-    summaries = {name: _summary([versions[name][s] for s in seeds]) for name in names}
+    summaries = {name: summary([versions[name][s] for s in seeds]) for name in names}
     deltas = {}
     for name in names[1:]:
         band = [
