@@ -171,7 +171,7 @@ def thrashed_of(day: Day) -> list[dict[str, Any]]:
     thrash), judged on the simulator's clock (`Life.lifetime_s`): between
     samples 2 minutes apart, a bridge rented 5 s into the day and released
     when it came of age 21.75 minutes later read as a life of exactly 20
-    (seeds 2 and 9 at bfa3b55)."""
+    (five bridges on seeds 2, 3, 9 and 10 at bfa3b55)."""
     return [
         {
             "id": iid,

@@ -5,8 +5,8 @@ Every policy change is judged on the same fourteen days (bench/market_day.py
 the market" shows them as one row a day and a few lines across them. This
 prints both from the JSON the days wrote (`--json-out`: files, or
 directories of them), so the table is the figures and nothing typed by hand.
-Figures over their target are in bold: within ±5 % under 95 %, a period's
-$/h over 1.05 of the oracle.
+What misses its target is in bold: a day within ±5 % for less than 95 %
+of the time, a period's $/h over 1.05 of the oracle's.
 
     .venv/bin/python bench/market_day_table.py PATH [PATH...]
         [--groups 1-7,8-14] [--json-out PATH]
