@@ -3,6 +3,7 @@ $/h against the oracles, replacements, thrash; and the line across seeds."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import _common
@@ -254,14 +255,15 @@ def market_through(day: Day, start_h: float, end_h: float) -> dict[str, float | 
     }
 
 
-def causes_line(results: list[dict[str, Any]]) -> str:
+def causes_line(results: Sequence[dict[str, Any]], digits: int = 0) -> str:
     """The mean minutes a day out of band by cause (`minutes_out_of_band`),
-    the causes that took any, largest first ("none" when none did)."""
+    the causes that took any, largest first ("none" when none did), each
+    to `digits` decimals."""
     mean = {
         c: sum(float(r["minutes_out_of_band"][c]) for r in results) / len(results) for c in CAUSES
     }
     line = ", ".join(
-        f"{c.replace('_', ' ')} {m:.0f}"
+        f"{c.replace('_', ' ')} {m:.{digits}f}"
         for c, m in sorted(mean.items(), key=lambda kv: -kv[1])
         if m > 0
     )

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import _common
+from _market_day_report import causes_line
 from market_day_compare import BAND_TARGET, RATIO_TARGET, load_days, summary
 
 __all__ = ["HEADER", "across", "row", "seed_groups"]
@@ -82,11 +83,6 @@ def across(days: Sequence[dict[str, Any]], name: str) -> list[str]:
         xs = [float(d["periods"][k]["ratio"]) for d in days if len(d["periods"]) > k]
         met = sum(x <= RATIO_TARGET + 1e-9 for x in xs)
         hours.append(f"hour {p['hour']:g}: {met}/{len(xs)}, {sum(xs) / len(xs):.3f}")
-    out = ", ".join(
-        f"{c.replace('_', ' ')} {m:.1f}"
-        for c, m in sorted(s["minutes_out_a_day"].items(), key=lambda kv: -kv[1])
-        if m
-    )
     needed = ", ".join(
         f"{float(d['needed_detectable_to_replacement_max_min'] or 0.0):.0f}" for d in days
     )
@@ -100,7 +96,7 @@ def across(days: Sequence[dict[str, Any]], name: str) -> list[str]:
         f"{sum(kept) / max(1, len(kept)):.3f}",
         "  from " + "; ".join(hours),
         f"  spend mean ${s['spend_mean']:.2f}; thrash {s['thrash']}; trades {s['trades']}; "
-        f"minutes out of band a day (mean): {out or 'none'}",
+        f"minutes out of band a day (mean): {causes_line(days, digits=1)}",
         f"  needed replacement, detection -> rental, max: {needed} min",
     ]
 
