@@ -5,6 +5,8 @@ life as the simulator saw it, step by step, and why each machine went
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +18,7 @@ from fleet_agent.store import Store, ToolJournal
 __all__ = [
     "BAND",
     "CONFIG",
+    "DAY_TARGETS",
     "SETTLE_S",
     "TARGETS",
     "THRASH_MINUTES",
@@ -25,12 +28,44 @@ __all__ = [
     "failed",
     "mark_creates",
     "observe",
+    "parse_targets",
     "run_counts",
     "target_at",
 ]
 
 #: (hour, target proofs/h): the operator's changes during the day.
-TARGETS = ((0, 500.0), (6, 800.0), (12, 300.0), (18, 500.0))
+DAY_TARGETS = ((0, 500.0), (6, 800.0), (12, 300.0), (18, 500.0))
+
+
+def parse_targets(text: str) -> tuple[tuple[float, float], ...]:
+    """A schedule "HOUR:TARGET,..." (hours rising from 0, targets above 0),
+    as MARKET_DAY_TARGETS gives it; ValueError with what is wrong."""
+    pairs: list[tuple[float, float]] = []
+    for part in text.split(","):
+        hour, sep, target = part.strip().partition(":")
+        try:
+            if not sep:
+                raise ValueError
+            pairs.append((float(hour), float(target)))
+        except ValueError:
+            raise ValueError(f"MARKET_DAY_TARGETS: {part.strip()!r} is not HOUR:TARGET") from None
+    hours = [h for h, _ in pairs]
+    if hours[0] != 0 or any(b <= a for a, b in itertools.pairwise(hours)):
+        raise ValueError("MARKET_DAY_TARGETS: hours must start at 0 and rise")
+    if any(t <= 0 for _, t in pairs):
+        raise ValueError("MARKET_DAY_TARGETS: every target must be above 0")
+    return tuple(pairs)
+
+
+#: The schedule the bench runs: the day's, or a shorter one from
+#: MARKET_DAY_TARGETS (e.g. "0:500,1.5:800,3:300,4:500" with --hours 5, the
+#: changes of a day in five hours, for measuring what happens after a change
+#: on many markets in the time of a few days).
+TARGETS = (
+    parse_targets(os.environ["MARKET_DAY_TARGETS"])
+    if os.environ.get("MARKET_DAY_TARGETS")
+    else DAY_TARGETS
+)
 CONFIG = {
     "max_instances": 60,
     "max_fleet_dph": 60.0,

@@ -20,6 +20,8 @@ for its market mean (ratio_market_mean).
         [--faults realistic|harsh|both] [--seed 5]
 
 Prints a table per path and writes bench/results/market_day-<time>.json.
+MARKET_DAY_TARGETS="0:500,1.5:800,3:300,4:500" (with --hours 5) runs the
+day's changes in five hours instead (bench/_market_day_truth.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,41 @@
+"""The market day's schedule can be shortened for measuring what follows a
+change on many markets (bench/_market_day_truth.py `parse_targets`, read from
+MARKET_DAY_TARGETS); a bad schedule is refused with what is wrong."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
+from _market_day_truth import DAY_TARGETS, parse_targets  # noqa: E402
+
+
+def test_a_schedule_is_read_as_hours_and_targets() -> None:
+    assert parse_targets("0:500, 1.5:800,3:300,4:500") == (
+        (0.0, 500.0),
+        (1.5, 800.0),
+        (3.0, 300.0),
+        (4.0, 500.0),
+    )
+    assert parse_targets(",".join(f"{h}:{t}" for h, t in DAY_TARGETS)) == DAY_TARGETS
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("0:500,2", "'2' is not HOUR:TARGET"),
+        ("0:500,x:800", "'x:800' is not HOUR:TARGET"),
+        ("1:500,2:800", "start at 0 and rise"),
+        ("0:500,3:800,3:300", "start at 0 and rise"),
+        ("0:500,1:0", "above 0"),
+    ],
+)
+def test_a_bad_schedule_is_refused_with_what_is_wrong(text: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        parse_targets(text)
