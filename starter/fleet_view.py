@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 from pydantic import BaseModel, ConfigDict, computed_field
 from sqlalchemy.exc import SQLAlchemyError
 
-from fleet_agent.fleet.policy import NOT_PROVING, STUCK_LOADING_MINUTES
 from fleet_agent.fleet.snapshot import FleetInstance
 from fleet_agent.fleet.spare import spare_shown
+from fleet_agent.fleet.triage import NOT_PROVING, STUCK_LOADING_MINUTES
 from fleet_agent.models import SpendSummary
 from fleet_agent.store import FleetSnapshots, Store, StoredSnapshot
 from fleet_agent.store.spend_reads import SpendReads

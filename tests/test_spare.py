@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 import pytest
 
 from fleet_agent.fleet.oracle import Item, cheapest_cover
-from fleet_agent.fleet.policy import TOP_MARGIN, choose_offers, hold_of, plan_fleet
+from fleet_agent.fleet.policy import TOP_MARGIN, choose_offers, plan_fleet
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.fleet.spare import BAND, SPARE_MAX, cheapest_spared_cover, hold_level
+from fleet_agent.fleet.triage import hold_of
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig
 from fleet_agent.prompt import context_message, limits_text

@@ -1,6 +1,6 @@
 """The autopilot's fleet policy: what a careful operator would do, as pure functions.
 
-Replace dead, stuck and not-proving machines, rent the cheapest set of offers
+Replace dead, stuck and not-proving machines (triage.py), rent the cheapest set of offers
 that covers a gap without leaving the ±5 % band (its rules: band.py), hold a
 spare for one failure where it fits in the band and costs at most
 SPARE_PREMIUM more (spare.py, band.py), release the most
@@ -29,40 +29,28 @@ from fleet_agent.fleet.band import (
     cheapest_kept,
     inside_band,
 )
-from fleet_agent.fleet.load_time import STUCK_LOADING_MAX_MINUTES
 from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
-from fleet_agent.fleet.spare import BAND, cheapest_spared_cover, hold_level
+from fleet_agent.fleet.spare import BAND, cheapest_spared_cover
 from fleet_agent.fleet.swap import Held, wants_swap
-from fleet_agent.vast.models import phase_of
+from fleet_agent.fleet.triage import hold_of_alive, triage
 
 __all__ = [
     "BAND",
     "INSIDE_BAND_PREMIUM",
-    "NOT_PROVING",
     "SMALL_GAP",
     "SPARE_PREMIUM",
-    "STUCK_LOADING_MINUTES",
     "TOP_MARGIN",
     "UNMEASURED_SHARE",
     "FleetPlan",
     "choose_offers",
-    "hold_of",
     "plan_fleet",
 ]
 
-# A machine still not running after its row's `loading_limit_minutes` (its
-# link and the image's size, fleet_agent/fleet/load_time.py), or this long
-# when the row does not say, is replaced: vast.ai hosts sometimes never finish
-# pulling the image. Age counts from the rental, so a reboot (transient, and
-# possibly hours after the rental) is exempt.
-STUCK_LOADING_MINUTES = STUCK_LOADING_MAX_MINUTES
 #: A release is judged with each machine not yet measured at this share of
 #: its estimate: the capacity model can be a few per cent high on a host, and
 #: a release on a belief the first measurement then takes back costs a
 #: rental and its 10-60 min load, short of target meanwhile.
 UNMEASURED_SHARE = 0.9
-#: The snapshot's state of a running machine whose prover makes no progress.
-NOT_PROVING = "not_proving"
 
 
 @dataclass(frozen=True)
@@ -98,49 +86,6 @@ def _sure(row: dict[str, Any]) -> float:
     return UNMEASURED_SHARE * float(row.get("expected_proofs_per_hour") or 0.0)
 
 
-def _triage(rows: list[dict[str, Any]]) -> tuple[list[tuple[int, str]], list[dict[str, Any]]]:
-    """The machines to destroy (id, reason) — dead, stopped, stuck, not
-    proving — and the rest that are or will be capacity."""
-    destroy: list[tuple[int, str]] = []
-    alive: list[dict[str, Any]] = []
-    for row in rows:
-        state = str(row.get("state"))
-        phase = phase_of(state)
-        age = row.get("age_minutes")
-        if state == NOT_PROVING:
-            why = str(row.get("note") or "its prover made no progress")
-            destroy.append((int(row["id"]), why))
-        elif phase == "dead":
-            destroy.append((int(row["id"]), f"instance is {state}; replacing it"))
-        elif phase == "idle":
-            # Stopped or frozen: proves nothing, still billed.
-            destroy.append((int(row["id"]), f"instance is {state}, not capacity; replacing it"))
-        elif phase in ("gone", "unrecognized"):
-            # Not in the fleet, or a status this code does not know: not counted
-            # as capacity, and not destroyed on a guess.
-            continue
-        elif (
-            phase == "booting"
-            and state != "rebooting"
-            and age is not None
-            and float(age) > float(row.get("loading_limit_minutes") or STUCK_LOADING_MINUTES)
-        ):
-            destroy.append((int(row["id"]), f"stuck {state} for {float(age):.0f} min"))
-        else:
-            alive.append(row)
-    return destroy, alive
-
-
-def _hold(alive: list[dict[str, Any]], target: float, spare: bool) -> float:
-    rates = (float(r.get("expected_proofs_per_hour") or 0.0) for r in alive)
-    return hold_level(target, rates, spare=spare)
-
-
-def hold_of(rows: list[dict[str, Any]], target: float, *, spare: bool) -> float:
-    """The level `plan_fleet` holds for these snapshot rows (spare.py)."""
-    return _hold(_triage(rows)[1], target, spare)
-
-
 def plan_fleet(rows: list[dict[str, Any]], target: float, *, spare: bool = False) -> FleetPlan:
     """What to destroy, and the gap left to rent, to hold `target` (plus a
     spare for one failure when `spare` and it fits in the band).
@@ -149,9 +94,9 @@ def plan_fleet(rows: list[dict[str, Any]], target: float, *, spare: bool = False
     the subset kept are the other machines' own, so a failure among them is
     replaced as if the bridges were not there. A bridge goes, once
     releasable, as soon as the rest proves the target without it."""
-    destroy, alive = _triage(rows)
+    destroy, alive = triage(rows)
     core = [r for r in alive if not r.get("temporary")]
-    hold = _hold(core, target, spare)
+    hold = hold_of_alive(core, target, spare=spare)
     released: set[int] = set()
     # A machine that may not be released yet stays whatever the subset, so
     # the others top up what it surely gives, as the releases below are

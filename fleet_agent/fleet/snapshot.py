@@ -20,11 +20,11 @@ from pydantic import BaseModel, Field
 
 from fleet_agent.capacity import proofs_per_hour
 from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB, stuck_loading_minutes
-from fleet_agent.fleet.policy import NOT_PROVING, hold_of
 from fleet_agent.fleet.provers import ProverTrack, not_proving_reason
 from fleet_agent.fleet.reconcile import duplicate_labels
 from fleet_agent.fleet.spare import spare_shown
 from fleet_agent.fleet.temporary import temporary_min_age
+from fleet_agent.fleet.triage import NOT_PROVING, hold_of
 from fleet_agent.vast.models import Instance, phase_of
 
 #: The prover phase of a machine that proves, and the state word of the
