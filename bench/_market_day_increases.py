@@ -21,11 +21,11 @@ __all__ = ["after_increases", "increases_line"]
 def after_increases(
     day: Day, targets: Sequence[tuple[float, float]] = TARGETS
 ) -> list[dict[str, Any]]:
-    """One entry per rise of `targets` (the bench's schedule) after the start: its hour, the
-    targets before and after, the minutes under the band in the hour after
-    it (`under_min`), the minutes to the first sample back in the band
-    (`back_min`, None when not within that hour), and the bridges rented in
-    that hour and how many of them hung or failed."""
+    """One entry per rise of `targets` (the bench's schedule) after the
+    start: its hour, the targets before and after, the minutes under the
+    band in the hour after it (`under_min`), the minutes to the first sample
+    back in the band (`back_min`, None when not within that hour), and the
+    bridges rented in that hour and how many of them hung or failed."""
     step = day.samples[1][0] - day.samples[0][0] if len(day.samples) > 1 else 0.0
     out = []
     for (_, before), (hour, target) in itertools.pairwise(targets):

@@ -61,11 +61,21 @@ def parse_targets(text: str) -> tuple[tuple[float, float], ...]:
 #: MARKET_DAY_TARGETS (e.g. "0:500,1.5:800,3:300,4:500" with --hours 5, the
 #: changes of a day in five hours, for measuring what happens after a change
 #: on many markets in the time of a few days).
-TARGETS = (
-    parse_targets(os.environ["MARKET_DAY_TARGETS"])
-    if os.environ.get("MARKET_DAY_TARGETS")
-    else DAY_TARGETS
-)
+
+
+def _schedule() -> tuple[tuple[float, float], ...]:
+    """The day's schedule, or MARKET_DAY_TARGETS'; a bad one stops the bench
+    with what is wrong (an exit, not a traceback)."""
+    text = os.environ.get("MARKET_DAY_TARGETS")
+    if not text:
+        return DAY_TARGETS
+    try:
+        return parse_targets(text)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+
+
+TARGETS = _schedule()
 CONFIG = {
     "max_instances": 60,
     "max_fleet_dph": 60.0,

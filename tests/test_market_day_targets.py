@@ -4,6 +4,8 @@ MARKET_DAY_TARGETS); a bad schedule is refused with what is wrong."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -39,3 +41,19 @@ def test_a_schedule_is_read_as_hours_and_targets() -> None:
 def test_a_bad_schedule_is_refused_with_what_is_wrong(text: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         parse_targets(text)
+
+
+def test_the_bench_stops_on_a_bad_schedule_with_what_is_wrong() -> None:
+    """Read at the bench's start: one line on stderr and a failing exit, no
+    traceback."""
+    env = {**os.environ, "MARKET_DAY_TARGETS": "0:500,6"}
+    done = subprocess.run(
+        [sys.executable, "-c", "import _market_day_truth"],
+        cwd=BENCH,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == "MARKET_DAY_TARGETS: '6' is not HOUR:TARGET"

@@ -1,9 +1,9 @@
 """The autopilot's fleet policy: what a careful operator would do, as pure functions.
 
-Replace dead, stuck and not-proving machines (triage.py), rent the cheapest set of offers
-that covers a gap without leaving the ±5 % band (its rules: band.py), hold a
-spare for one failure where it fits in the band and costs at most
-SPARE_PREMIUM more (spare.py, band.py), release the most
+Replace dead, stuck and not-proving machines (triage.py), rent the cheapest
+set of offers that covers a gap without leaving the ±5 % band (its rules:
+band.py), hold a spare for one failure where it fits in the band and costs
+at most SPARE_PREMIUM more (spare.py, band.py), release the most
 expensive machines per proof the level held does not need, but never a
 healthy machine younger than the agent's `min_release_age_minutes` (the
 snapshot marks it not `releasable`). A temporary machine (a bridge while a
