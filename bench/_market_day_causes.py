@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from _market_day_truth import BAND, SETTLE_S, Day, Life
+from _market_day_truth import BAND, SETTLE_S, Day, Life, in_band
 
 from fleet_agent.fleet.spare import SPARE_MAX
 
@@ -33,7 +33,7 @@ def _windows(day: Day, start_of: str) -> list[tuple[float, float, Life]]:
     is inside the band again (or the day's end): its cover may take several
     machines, and while it loads the spare is spent, so a second failure
     then is two at once."""
-    inside = [t for t, target, cap, _ in day.samples if abs(cap - target) <= BAND * target]
+    inside = [t for t, target, cap, _ in day.samples if in_band(target, cap)]
     end = day.samples[-1][0] if day.samples else 0.0
     fresh = sorted(
         (life for life in day.lives.values() if not life.temporary), key=lambda life: life.created
@@ -63,12 +63,12 @@ def out_of_band_causes(day: Day, changes: Sequence[float]) -> dict[str, float]:
     machine larger than the spare covers ((BAND + SPARE_MAX) × target), two
     or more together, or one; else while a boot that hung or failed holds
     its place; else other."""
-    step = day.samples[1][0] - day.samples[0][0] if len(day.samples) > 1 else 0.0
+    step = day.step()
     failures = _windows(day, "failed_at")
     boots = _windows(day, "created")
     minutes = dict.fromkeys(CAUSES, 0.0)
     for t, target, cap, _ in day.samples:
-        if t <= SETTLE_S or abs(cap - target) <= BAND * target:
+        if t <= SETTLE_S or in_band(target, cap):
             continue
         if cap > target:
             cause = "over"

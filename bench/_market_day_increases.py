@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from _market_day_truth import BAND, SETTLE_S, TARGETS, Day
+from _market_day_truth import BAND, SETTLE_S, TARGETS, Day, in_band
 
 __all__ = ["after_increases", "increases_line"]
 
@@ -26,7 +26,7 @@ def after_increases(
     band in the hour after it (`under_min`), the minutes to the first sample
     back in the band (`back_min`, None when not within that hour), and the
     bridges rented in that hour and how many of them hung or failed."""
-    step = day.samples[1][0] - day.samples[0][0] if len(day.samples) > 1 else 0.0
+    step = day.step()
     out = []
     for (_, before), (hour, target) in itertools.pairwise(targets):
         start = hour * 3600
@@ -34,7 +34,7 @@ def after_increases(
             continue
         window = [s for s in day.samples if start < s[0] <= start + SETTLE_S]
         under = sum(1 for _, tgt, cap, _ in window if cap < (1 - BAND) * tgt)
-        back = next((t for t, tgt, cap, _ in window if abs(cap - tgt) <= BAND * tgt), None)
+        back = next((t for t, tgt, cap, _ in window if in_band(tgt, cap)), None)
         bridges = [
             life
             for life in day.lives.values()

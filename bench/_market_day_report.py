@@ -11,12 +11,12 @@ from _market_day_causes import CAUSES, out_of_band_causes
 from _market_day_increases import after_increases, increases_line
 from _market_day_replacements import replacements_of
 from _market_day_truth import (
-    BAND,
     SETTLE_S,
     TARGETS,
     THRASH_MINUTES,
     Day,
     Life,
+    in_band,
 )
 
 __all__ = ["causes_line", "day_report", "minutes", "seeds_summary", "thrashed_of"]
@@ -38,10 +38,10 @@ def day_report(
     def share(samples: list[tuple[float, float, float, float]]) -> float | None:
         if not samples:
             return None
-        inside = sum(1 for _, target, cap, _ in samples if abs(cap - target) <= BAND * target)
+        inside = sum(1 for _, target, cap, _ in samples if in_band(target, cap))
         return round(inside / len(samples), 4)
 
-    step = day.samples[1][0] - day.samples[0][0] if len(day.samples) > 1 else 0.0
+    step = day.step()
     proofs = sum(cap for _, _, cap, _ in day.samples) * step / 3600
     spend = sum(dph for *_, dph in day.samples) * step / 3600
     # The fleet's $/h once settled in each target period, against the oracle's.

@@ -26,6 +26,7 @@ __all__ = [
     "Life",
     "destroyed_as",
     "failed",
+    "in_band",
     "mark_creates",
     "observe",
     "parse_targets",
@@ -135,6 +136,15 @@ class Day:
     # market's cheapest fleet moves within a period (offers are rented away
     # by others in 2 h on the mean, docs/SIMULATOR.md).
     market: list[dict[str, Any]] = field(default_factory=list)
+
+    def step(self) -> float:
+        """Seconds between samples (0 with fewer than two)."""
+        return self.samples[1][0] - self.samples[0][0] if len(self.samples) > 1 else 0.0
+
+
+def in_band(target: float, capacity: float) -> bool:
+    """Whether `capacity` is within ±BAND of `target`."""
+    return abs(capacity - target) <= BAND * target
 
 
 def target_at(hour: float) -> float:
