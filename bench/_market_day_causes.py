@@ -7,12 +7,13 @@ is the day's time out of band after the first hour."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from _market_day_truth import BAND, SETTLE_S, Day, Life, in_band
 
 from fleet_agent.fleet.spare import SPARE_MAX
 
-__all__ = ["CAUSES", "out_of_band_causes"]
+__all__ = ["CAUSES", "Window", "failure_windows", "out_of_band_causes"]
 
 #: The causes, in the order a sample under the band is given one.
 CAUSES = (
@@ -26,13 +27,23 @@ CAUSES = (
 )
 
 
-def _windows(day: Day, start_of: str) -> list[tuple[float, float, Life]]:
-    """(from, to, life) for each non-temporary machine that failed
-    (`start_of` "failed_at") or whose boot hung or failed ("created"): from
-    then until the first machine rented after it went proves and the fleet
-    is inside the band again (or the day's end): its cover may take several
-    machines, and while it loads the spare is spent, so a second failure
-    then is two at once."""
+@dataclass(frozen=True)
+class Window:
+    """A failure's or a bad boot's stretch of the day (`failure_windows`)."""
+
+    start: float  # the failure, or the bad boot's rental
+    proved: float  # the first machine rented after it went proves (or the day's end)
+    back: float  # the fleet is next inside the band after both (or the day's end)
+    life: Life
+
+
+def failure_windows(day: Day, start_of: str) -> list[Window]:
+    """One window for each non-temporary machine that failed (`start_of`
+    "failed_at") or whose boot hung or failed ("created"): from then until
+    the first machine rented after it went proves and the fleet is inside
+    the band again (or the day's end): its cover may take several machines,
+    and while it loads the spare is spent, so a second failure then is two
+    at once."""
     inside = [t for t, target, cap, _ in day.samples if in_band(target, cap)]
     end = day.samples[-1][0] if day.samples else 0.0
     fresh = sorted(
@@ -51,7 +62,7 @@ def _windows(day: Day, start_of: str) -> list[tuple[float, float, Life]]:
             (n.proving_at for n in fresh if n.created >= gone and n.proving_at is not None), end
         )
         back = next((t for t in inside if t > max(gone, proved)), end)
-        out.append((start, back, life))
+        out.append(Window(start, proved, back, life))
     return out
 
 
@@ -64,8 +75,8 @@ def out_of_band_causes(day: Day, changes: Sequence[float]) -> dict[str, float]:
     or more together, or one; else while a boot that hung or failed holds
     its place; else other."""
     step = day.step()
-    failures = _windows(day, "failed_at")
-    boots = _windows(day, "created")
+    failures = failure_windows(day, "failed_at")
+    boots = failure_windows(day, "created")
     minutes = dict.fromkeys(CAUSES, 0.0)
     for t, target, cap, _ in day.samples:
         if t <= SETTLE_S or in_band(target, cap):
@@ -75,14 +86,14 @@ def out_of_band_causes(day: Day, changes: Sequence[float]) -> dict[str, float]:
         elif any(c <= t < c + SETTLE_S for c in changes):
             cause = "after_change"
         else:
-            open_ = [life for a, b, life in failures if a <= t <= b]
+            open_ = [w.life for w in failures if w.start <= t <= w.back]
             if any(life.true_rate > (BAND + SPARE_MAX) * target for life in open_):
                 cause = "failure_too_large_to_spare"
             elif len(open_) > 1:
                 cause = "failures_two_at_once"
             elif open_:
                 cause = "failure"
-            elif any(a <= t <= b for a, b, _ in boots):
+            elif any(w.start <= t <= w.back for w in boots):
                 cause = "bad_boot"
             else:
                 cause = "other"

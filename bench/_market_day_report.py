@@ -8,6 +8,7 @@ from typing import Any
 
 import _common
 from _market_day_causes import CAUSES, out_of_band_causes
+from _market_day_failures import after_failures, failures_line
 from _market_day_increases import after_increases, increases_line
 from _market_day_replacements import replacements_of
 from _market_day_truth import (
@@ -101,6 +102,8 @@ def day_report(
         "minutes_out_of_band": out_of_band_causes(day, changes),
         # The hour after each rise of the target (bench/_market_day_increases.py).
         "after_increases": after_increases(day),
+        # Each failure after hour 1 (bench/_market_day_failures.py).
+        "after_failures": after_failures(day),
         "mean_capacity_after_first_hour": round(
             sum(s[2] for s in after_first) / max(1, len(after_first)), 1
         ),
@@ -240,6 +243,7 @@ def seeds_summary(results: list[dict[str, Any]]) -> None:
         )
         print(f"    minutes out of band a day (mean): {causes_line(rs)}")
         print(f"    after the increases: {increases_line(rs)}")
+        print(f"    failures: {failures_line(rs)}")
 
 
 def market_through(day: Day, start_h: float, end_h: float) -> dict[str, float | None]:

@@ -37,6 +37,7 @@ from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
 from _market_day_drive import drive
+from _market_day_failures import failures_line
 from _market_day_increases import increases_line
 from _market_day_report import causes_line, day_report, seeds_summary
 from _market_day_truth import (
@@ -198,11 +199,13 @@ def main(argv: list[str] | None = None) -> int:
                     "runs_by_trigger",
                     "minutes_out_of_band",
                     "after_increases",
+                    "after_failures",
                 )
             },
         )
         print(f"  minutes out of band after hour 1: {causes_line([result])}")
         print(f"  after the increases: {increases_line([result])}")
+        print(f"  failures: {failures_line([result])}")
         for p in result["periods"]:
             print(
                 f"  from hour {p['hour']:>4.1f}: target {p['target']:.0f}, fleet "
