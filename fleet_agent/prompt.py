@@ -22,6 +22,7 @@ from fleet_agent.fleet.bridges import (
     BRIDGE_MIN_GAP,
     BRIDGE_SHARE,
 )
+from fleet_agent.fleet.fast_cover import FAST_COVER_PREMIUM
 from fleet_agent.fleet.open_gap import GAP_CHECK_PREFIX, GAP_CHECK_SECONDS, GAP_GROWTH_SHARE
 from fleet_agent.fleet.policy import (
     BAND,
@@ -119,6 +120,7 @@ _GAP_GROWTH_PCT = f"{100 * GAP_GROWTH_SHARE:g}"
 _BRIDGE_GAP_PCT = f"{100 * BRIDGE_MIN_GAP:g}"
 _BRIDGE_SHARE_PCT = f"{100 * BRIDGE_SHARE:g}"
 _BRIDGE_SIZE_PCT = f"{100 * BRIDGE_MAX_SIZE:g}"
+_FAST_COVER_PCT = f"{100 * FAST_COVER_PREMIUM:g}"
 
 
 def system_prompt(agent_id: str) -> str:
@@ -178,8 +180,12 @@ fleet under {_PLAN_TOP_PCT} % over; release that machine once the offer proves.
 `temporary: true`, the cheapest offers with est_load_minutes ≤ {BRIDGE_FAST_MINUTES:g} for about \
 {_BRIDGE_SHARE_PCT} % of what the cover's slower machines bring (each at most \
 {_BRIDGE_SIZE_PCT} % of the target, at most {BRIDGE_MAX_MACHINES}): they prove while the cover \
-loads. A temporary machine is no cover for the target: replace a failed machine as if it were \
-not there, and release it as soon as the other machines prove the target without it (from \
+loads. When no temporary machine fits beside a cover (none is small enough, or the gap is \
+smaller) and the fleet is more than 5 % under the target until the cover proves, cover the gap \
+with offers of est_load_minutes ≤ {BRIDGE_FAST_MINUTES:g} instead, when the fleet with them costs \
+at most {_FAST_COVER_PCT} % more per hour and they take it no further past the band. A \
+temporary machine is no cover for the target: replace a failed machine as if it were not there, \
+and release it as soon as the other machines prove the target without it (from \
 {TEMPORARY_MIN_AGE_MINUTES:g} min of age). A machine that starts proving wakes a run (a state \
 change to "proving"); a temporary machine coming of age wakes none: while a temporary machine \
 younger than that remains, schedule_next_check for when the oldest of them may go (at least \

@@ -9,10 +9,19 @@ from typing import Any
 
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.fleet.trade import TRADE_CHECK_REASON
+from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig, Wake
 from fleet_agent.prompt import context_message
 
-__all__ = ["FLEET_TOOLS", "context_of", "machine", "offer", "tool_results", "trade_check"]
+__all__ = [
+    "FLEET_TOOLS",
+    "context_of",
+    "machine",
+    "offer",
+    "reply_to_search",
+    "tool_results",
+    "trade_check",
+]
 
 #: The fleet tools the autopilot is offered, checks included (names only).
 FLEET_TOOLS = [
@@ -77,3 +86,24 @@ def trade_check() -> Wake:
         reason=TRADE_CHECK_REASON,
         requested_by_run=6,
     )
+
+
+async def reply_to_search(
+    context: str, result: str, tools: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The autopilot's reply once its first call, a search_offers on a run
+    with `context`, has answered `result`."""
+    first = await AutopilotProvider().complete(
+        system="s", messages=[{"role": "user", "content": context}], tools=tools, max_tokens=100
+    )
+    (search,) = first.content
+    assert search["name"] == "search_offers"
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": context},
+        {"role": "assistant", "content": [search]},
+        tool_results(search["id"], result),
+    ]
+    second = await AutopilotProvider().complete(
+        system="s", messages=messages, tools=tools, max_tokens=100
+    )
+    return second.content

@@ -16,7 +16,15 @@ from fleet_agent.fleet.trade import (
 )
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.prompt import system_prompt
-from tests.policy_rows import FLEET_TOOLS, context_of, machine, offer, tool_results, trade_check
+from tests.policy_rows import (
+    FLEET_TOOLS,
+    context_of,
+    machine,
+    offer,
+    reply_to_search,
+    tool_results,
+    trade_check,
+)
 
 TOOLS = FLEET_TOOLS
 
@@ -186,20 +194,9 @@ async def test_the_autopilot_looks_for_a_trade_every_half_hour_through_its_own_p
 
 async def test_without_schedule_next_check_the_autopilot_still_trades() -> None:
     tools = [t for t in TOOLS if t["name"] != "schedule_next_check"]
-    context = context_of(FLEET, 500)
-    first = await AutopilotProvider().complete(
-        system="s", messages=[{"role": "user", "content": context}], tools=tools, max_tokens=100
-    )
-    (search,) = first.content
-    messages: list[dict[str, Any]] = [
-        {"role": "user", "content": context},
-        {"role": "assistant", "content": [search]},
-        tool_results(search["id"], "1 offer.\n" + json.dumps([offer(11, 28.0, 0.20)])),
-    ]
-    second = await AutopilotProvider().complete(
-        system="s", messages=messages, tools=tools, max_tokens=100
-    )
-    assert [b.get("name") for b in second.content] == ["create_instance"]
+    result = "1 offer.\n" + json.dumps([offer(11, 28.0, 0.20)])
+    reply = await reply_to_search(context_of(FLEET, 500), result, tools)
+    assert [b.get("name") for b in reply] == ["create_instance"]
 
 
 def test_the_model_is_told_about_trades() -> None:

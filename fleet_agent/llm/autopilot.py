@@ -19,13 +19,14 @@ from fleet_agent.fleet.bridges import (
     bridges,
     wants_bridges,
 )
+from fleet_agent.fleet.fast_cover import faster_cover, under_meanwhile
 from fleet_agent.fleet.open_gap import (
     GAP_CHECK_SECONDS,
     gap_check_reason,
     gap_checked,
     leaves_gap_open,
 )
-from fleet_agent.fleet.policy import choose_offers, plan_fleet
+from fleet_agent.fleet.policy import BAND, TOP_MARGIN, FleetPlan, choose_offers, plan_fleet
 from fleet_agent.fleet.swap import SWAP_CHECK_REASON, SWAP_CHECK_SECONDS, swap_offers
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.fleet.trade import TRADE_CHECK_REASON, TRADE_CHECK_SECONDS, trade_offers
@@ -75,6 +76,21 @@ def _room(run: Run, rows: list[dict[str, Any]], picks: list[dict[str, Any]]) -> 
     recent = sum(1 for r in rows if r.get("age_minutes") is not None and r["age_minutes"] < 60)
     creates = bridge_room(run.limit(CREATES), recent, len(picks))
     return min(creates, run.limit(INSTANCES) - len(rows) - len(picks))
+
+
+def _faster(
+    offers: list[dict[str, Any]], picks: list[dict[str, Any]], plan: FleetPlan, target: float
+) -> list[dict[str, Any]] | None:
+    """The gap's cover of fast offers (fast_cover.py), or None."""
+    return faster_cover(
+        offers,
+        picks,
+        lambda pool: choose_offers(
+            pool, plan.gap, target, hold=plan.hold, held=plan.held, held_dph=plan.held_dph
+        ),
+        held_dph=plan.held_dph,
+        room=(1 + BAND - TOP_MARGIN) * target - plan.expected_after,
+    )
 
 
 def _bridge_check(run: Run, rows: list[dict[str, Any]], offered: set[str]) -> dict[str, Any] | None:
@@ -200,6 +216,13 @@ class AutopilotProvider:
                         _check(GAP_CHECK_SECONDS, gap_check_reason(plan.gap)),
                         *([bridge_check] if bridge_check is not None else []),
                     ]
+                extra = (
+                    bridges(offers, picks, plan.gap, run.target(), room=_room(run, rows, picks))
+                    if picks
+                    else []
+                )
+                if picks and not extra and under_meanwhile(plan.expected_after, run.target()):
+                    picks = _faster(offers, picks, plan, run.target()) or picks
                 if picks:
                     creates = [
                         tool_use("create_instance", {"offer_id": o["offer_id"], "reason": why})
@@ -210,9 +233,7 @@ class AutopilotProvider:
                             "create_instance",
                             {"offer_id": o["offer_id"], "reason": _BRIDGE, "temporary": True},
                         )
-                        for o in bridges(
-                            offers, picks, plan.gap, run.target(), room=_room(run, rows, picks)
-                        )
+                        for o in extra
                     ]
         check = _bridge_check(run, rows or [], offered)
         if check is not None:

@@ -1,0 +1,79 @@
+"""A faster cover for a gap the fleet sits under the band for while it loads.
+
+A failure of a machine larger than the spare covers (spare.py) leaves the
+fleet under the ±5 % band until its replacement proves. Where bridges fit
+(bridges.py), fast temporary machines prove meanwhile; where none fits, at
+a small target (the fast offers are 25-proof machines, 8 % of a target of
+300, larger than a bridge may be) or for a gap under BRIDGE_MIN_GAP, the
+cheapest cover was often one slow host: seed 14's focused day waited 44
+minutes for a 24.8-proof machine at $0.210/h listed at 270 Mb/s, where one
+of the same size at $0.246/h listed at 13 minutes was in the same search.
+That premium is 1.4 % of the fleet's $/h. So when the fleet is under the
+band until the cover proves and no bridge is rented beside it, the cover
+is taken of fast offers (est_load_minutes ≤ BRIDGE_FAST_MINUTES) when the
+fleet with it costs at most FAST_COVER_PREMIUM more per hour
+(docs/DECISIONS.md, "A fast cover where no bridge fits"). Pure: search rows
+in, search rows out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fleet_agent.fleet.bridges import BRIDGE_FAST_MINUTES
+from fleet_agent.fleet.spare import BAND
+
+__all__ = ["FAST_COVER_PREMIUM", "fast", "faster_cover", "under_meanwhile"]
+
+#: The most a fast cover may add to the fleet's $/h (the machines kept and
+#: the cover), a share of it.
+FAST_COVER_PREMIUM = 0.02
+
+
+def fast(offer: dict[str, Any]) -> bool:
+    """Whether an offer is estimated to prove within BRIDGE_FAST_MINUTES."""
+    minutes = offer.get("est_load_minutes")
+    return minutes is not None and float(minutes) <= BRIDGE_FAST_MINUTES
+
+
+def _dph(rows: Sequence[dict[str, Any]]) -> float:
+    return sum(float(o.get("dph") or 0.0) for o in rows)
+
+
+def under_meanwhile(expected_after: float, target: float) -> bool:
+    """Whether the fleet, without the cover it is about to rent, is under the
+    band (FleetPlan.expected_after: what it has, loading machines at their
+    estimate)."""
+    return target > 0 and expected_after < (1 - BAND) * target
+
+
+def _rate(rows: Sequence[dict[str, Any]]) -> float:
+    return sum(float(o.get("est_proofs_per_hour") or 0.0) for o in rows)
+
+
+def faster_cover(
+    offers: list[dict[str, Any]],
+    picks: list[dict[str, Any]],
+    choose: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    *,
+    held_dph: float,
+    room: float,
+) -> list[dict[str, Any]] | None:
+    """The cover `choose` (the autopilot's `choose_offers` for the gap) makes
+    of the fast offers alone, when `picks` (its cover of all `offers`) has a
+    slow machine, the fleet with the fast cover costs at most
+    FAST_COVER_PREMIUM more per hour than with `picks` (`held_dph`: the $/h
+    of the machines kept besides it), and the fast cover brings no more than
+    `picks` or than `room` (proofs/h up to the band's planned top): `choose`
+    covers a gap past the band when nothing ends inside it, and a fast
+    cover must not take the fleet there where the cheapest did not.
+    Else None."""
+    if not picks or all(fast(o) for o in picks):
+        return None
+    quick = choose([o for o in offers if fast(o)])
+    if not quick or _rate(quick) > max(_rate(picks), room) + 1e-9:
+        return None
+    if _dph(quick) - _dph(picks) > FAST_COVER_PREMIUM * (held_dph + _dph(picks)):
+        return None
+    return quick
