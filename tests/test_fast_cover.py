@@ -6,12 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fleet_agent.fleet.fast_cover import (
-    FAST_COVER_PREMIUM,
-    fast,
-    faster_cover,
-    under_meanwhile,
-)
+from fleet_agent.fleet.bridges import fast
+from fleet_agent.fleet.fast_cover import FAST_COVER_PREMIUM, faster_cover, under_meanwhile
 from fleet_agent.fleet.policy import choose_offers
 from fleet_agent.prompt import system_prompt
 from tests.policy_rows import context_of, machine, offer, reply_to_search

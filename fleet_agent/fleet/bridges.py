@@ -29,6 +29,7 @@ __all__ = [
     "BRIDGE_SHARE",
     "bridge_room",
     "bridges",
+    "fast",
     "wants_bridges",
 ]
 
@@ -68,7 +69,9 @@ def _rate(offer: dict[str, Any]) -> float:
     return float(offer.get("est_proofs_per_hour") or 0.0)
 
 
-def _fast(offer: dict[str, Any]) -> bool:
+def fast(offer: dict[str, Any]) -> bool:
+    """Whether an offer (a search row) is estimated to prove within
+    BRIDGE_FAST_MINUTES of its rental."""
     minutes = offer.get("est_load_minutes")
     return minutes is not None and float(minutes) <= BRIDGE_FAST_MINUTES
 
@@ -95,13 +98,13 @@ def bridges(
     first. Empty for a small gap."""
     if not wants_bridges(gap, target):
         return []
-    want = BRIDGE_SHARE * sum(_rate(o) for o in cover if not _fast(o))
+    want = BRIDGE_SHARE * sum(_rate(o) for o in cover if not fast(o))
     if want <= 0:
         return []
     taken = {o.get("offer_id") for o in cover}
     largest = min(want, BRIDGE_MAX_SIZE * target)
     pool = [
-        o for o in offers if o.get("offer_id") not in taken and _fast(o) and 0 < _rate(o) <= largest
+        o for o in offers if o.get("offer_id") not in taken and fast(o) and 0 < _rate(o) <= largest
     ]
     items = [Item(key=k, cost=float(o["dph"]), rate=_rate(o)) for k, o in enumerate(pool)]
     chosen = [pool[k] for k in cheapest_cover(items, want, planning_unit(want)).keys]

@@ -10,7 +10,7 @@ minutes for a 24.8-proof machine at $0.210/h listed at 270 Mb/s, where one
 of the same size at $0.246/h listed at 13 minutes was in the same search.
 That premium is 1.4 % of the fleet's $/h. So when the fleet is under the
 band until the cover proves and no bridge is rented beside it, the cover
-is taken of fast offers (est_load_minutes ≤ BRIDGE_FAST_MINUTES) when the
+is taken of fast offers (`bridges.fast`: est_load_minutes ≤ 15) when the
 fleet with it costs at most FAST_COVER_PREMIUM more per hour
 (docs/DECISIONS.md, "A fast cover where no bridge fits"). Pure: search rows
 in, search rows out.
@@ -21,20 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fleet_agent.fleet.bridges import BRIDGE_FAST_MINUTES
+from fleet_agent.fleet.bridges import fast
 from fleet_agent.fleet.spare import BAND
 
-__all__ = ["FAST_COVER_PREMIUM", "fast", "faster_cover", "under_meanwhile"]
+__all__ = ["FAST_COVER_PREMIUM", "faster_cover", "under_meanwhile"]
 
 #: The most a fast cover may add to the fleet's $/h (the machines kept and
 #: the cover), a share of it.
 FAST_COVER_PREMIUM = 0.02
-
-
-def fast(offer: dict[str, Any]) -> bool:
-    """Whether an offer is estimated to prove within BRIDGE_FAST_MINUTES."""
-    minutes = offer.get("est_load_minutes")
-    return minutes is not None and float(minutes) <= BRIDGE_FAST_MINUTES
 
 
 def _dph(rows: Sequence[dict[str, Any]]) -> float:
