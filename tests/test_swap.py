@@ -19,7 +19,14 @@ from fleet_agent.fleet.trade import TRADE_CHECK_REASON
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import Wake
 from fleet_agent.prompt import system_prompt
-from tests.policy_rows import FLEET_TOOLS, context_of, machine, offer, tool_results
+from tests.policy_rows import (
+    FLEET_TOOLS,
+    context_of,
+    machine,
+    offer,
+    reply_to_search,
+    tool_results,
+)
 
 TOOLS = [{"name": n} for n in ("search_offers", "create_instance", "destroy_instance")]
 
@@ -110,28 +117,13 @@ async def test_the_autopilot_swaps_through_its_own_protocol() -> None:
     """A settled fleet past the band: a search, one create with the swap's
     reason, and no destroy in the same run (make before break)."""
     context = context_of(SEED_4, 300)
-    first = await AutopilotProvider().complete(
-        system="s", messages=[{"role": "user", "content": context}], tools=TOOLS, max_tokens=100
-    )
-    (search,) = first.content
-    assert search["name"] == "search_offers"
-    messages: list[dict[str, Any]] = [
-        {"role": "user", "content": context},
-        {"role": "assistant", "content": first.content},
-        tool_results(search["id"], f"Found {len(OFFERS)} offers.\n" + json.dumps(OFFERS)),
-    ]
-    second = await AutopilotProvider().complete(
-        system="s", messages=messages, tools=TOOLS, max_tokens=100
-    )
-    (create,) = second.content
+    found = f"Found {len(OFFERS)} offers.\n" + json.dumps(OFFERS)
+    (create,) = await reply_to_search(context, found, TOOLS)
     assert create["name"] == "create_instance" and create["input"]["offer_id"] == 10
     assert create["input"]["reason"].startswith("a swap")
     # Nothing fits: the run ends with a text and no rental.
-    messages[-1] = tool_results(search["id"], "Found 1 offer.\n" + json.dumps([OFFERS[1]]))
-    third = await AutopilotProvider().complete(
-        system="s", messages=messages, tools=TOOLS, max_tokens=100
-    )
-    assert [b["type"] for b in third.content] == ["text"]
+    none = "Found 1 offer.\n" + json.dumps([OFFERS[1]])
+    assert [b["type"] for b in await reply_to_search(context, none, TOOLS)] == ["text"]
 
 
 async def test_a_swap_search_that_finds_none_is_looked_at_again_on_a_check() -> None:
