@@ -31,7 +31,9 @@ from fleet_agent.compaction import (
     summary_body_cap,
 )
 from fleet_agent.history import TrimmedHistory, entry_texts, history_messages
-from fleet_agent.llm.base import LlmError, LlmProvider
+from fleet_agent.llm.base import LlmError, LlmOptions, LlmProvider
+from fleet_agent.llm.request import reply_budget
+from fleet_agent.llm_models import ModelInfo
 from fleet_agent.models import CompactRequest, CompactResult, TriggerKind
 from fleet_agent.prompt import estimate_tokens
 from fleet_agent.store import HistoryEntry, Store, SummaryRecord
@@ -50,6 +52,10 @@ log = logging.getLogger(__name__)
 SUMMARY_TIMEOUT_SECONDS = 60.0
 """The model gets this long to write the summary; then the digest writes it.
 The activity's start-to-close (workflows/policies.py) leaves room for both."""
+
+SUMMARY_OPTIONS = LlmOptions(effort="low")
+"""A summary is a short rewrite: low effort, whatever the agent's, so the
+model thinks little before it writes (thinking counts against max_tokens)."""
 
 _INSTRUCTIONS = """You keep the rolling summary of a conversation between operators and an \
 autonomous agent that manages a fleet of rented GPU machines. You get the summary so far and \
@@ -168,13 +174,19 @@ class CompactActivities:
         for entry in leaving:
             user, answer = entry_texts(entry)
             parts.append(f"{user}\n[the agent answered]\n{answer}")
+        # The summary's cap, plus room to think for a model that does.
+        info: ModelInfo | None = getattr(self._provider, "info", None)
+        max_tokens = max(cap, 1)
+        if info is not None:
+            max_tokens = reply_budget(info, max_tokens, SUMMARY_OPTIONS.effort)
         try:
             reply = await asyncio.wait_for(
                 self._provider.complete(
                     system=_INSTRUCTIONS.format(cap=cap),
                     messages=[{"role": "user", "content": "\n\n".join(parts)}],
                     tools=[],
-                    max_tokens=max(cap, 1),
+                    max_tokens=max_tokens,
+                    options=SUMMARY_OPTIONS,
                 ),
                 timeout=self._timeout,
             )
@@ -184,9 +196,17 @@ class CompactActivities:
             log.warning("summariser failed, the digest writes the summary: %s", exc)
             return "", f"the summariser failed: {str(exc)[:200]}"
         body = reply.text.strip()
+        if reply.stop_reason != "end_turn":
+            # Cut off (while thinking or writing) or stopped for another
+            # reason: what it wrote is not a whole summary.
+            thinking = reply.usage.thinking_tokens
+            return "", (
+                f"the summariser stopped with {reply.stop_reason} at max_tokens {max_tokens}"
+                + (f" ({thinking} tokens of thinking)" if thinking else "")
+            )
         if not body:
             return "", "the summariser returned nothing"
-        if reply.stop_reason == "max_tokens" or estimate_tokens(body) > cap:
+        if estimate_tokens(body) > cap:
             return "", f"the summariser's {estimate_tokens(body)} tokens are over the cap {cap}"
         return body, ""
 

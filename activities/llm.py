@@ -27,6 +27,12 @@ model again. How the details reach that attempt (temporalio 1.35, sdk-core):
   failure carries the last details it received, so a reply in them also
   reaches workflow history inside that failure. LLM text is otherwise kept
   out of history.
+
+The reply kept in the details has its thinking blocks exactly as the API gave
+them, so a resumed attempt stores what the next round must echo. A reply
+larger than `HEARTBEAT_REPLY_MAX_BYTES` (a long summarised thinking at a high
+effort) is not put in the details: they would cross Temporal's payload
+limits, and a reply lost with its worker is only asked again.
 """
 
 from __future__ import annotations
@@ -43,16 +49,18 @@ from temporalio.exceptions import ApplicationError
 from activities.compact import prompt_history
 from activities.heartbeat import beat, heartbeating
 from activities.llm_errors import to_application_error
-from fleet_agent.llm.base import LlmError, LlmProvider, TokenCounter
-from fleet_agent.llm_models import context_window
-from fleet_agent.models import LlmRequest, LlmResult
+from fleet_agent.llm.base import LlmError, LlmOptions, LlmProvider, TokenCounter
+from fleet_agent.llm.request import reply_budget
+from fleet_agent.llm_models import ModelInfo, context_window
+from fleet_agent.models import LlmRequest, LlmResult, RequestLayout
 from fleet_agent.prompt import system_prompt
-from fleet_agent.prompt_cache import cached_request
-from fleet_agent.request_fit import RequestTooLarge, fit_request
+from fleet_agent.prompt_cache import CachedRequest, cached_request
+from fleet_agent.request_fit import RequestTooLarge, cut_context, fit_request
 from fleet_agent.store import Store
 from fleet_agent.token_count import RequestTokens
 from fleet_agent.tools import LOCAL_TOOLS, tool_schemas
 from fleet_agent.transcript import (
+    CONTEXT_SEQ,
     StoredReply,
     api_messages,
     assistant_seq,
@@ -62,7 +70,17 @@ from fleet_agent.transcript import (
 )
 from fleet_agent.verdict import answer_preview, parse_verdict
 
-__all__ = ["PROGRESS_BEAT_SECONDS", "LlmActivities", "LlmHeartbeat"]
+__all__ = [
+    "HEARTBEAT_REPLY_MAX_BYTES",
+    "PROGRESS_BEAT_SECONDS",
+    "LlmActivities",
+    "LlmHeartbeat",
+    "llm_options",
+]
+
+HEARTBEAT_REPLY_MAX_BYTES = 256 * 1024
+"""The largest reply (its JSON) kept in heartbeat details; Temporal warns at
+512 KB per payload and refuses 2 MB."""
 
 PROGRESS_BEAT_SECONDS = 1.0
 """At most one heartbeat per second from stream progress (a long reply has
@@ -99,6 +117,7 @@ def _result(reply: StoredReply, *, replayed: bool) -> LlmResult:
         seconds=reply.seconds,
         replayed=replayed,
         answer=answer_preview(text),
+        layout=reply.layout,
     )
 
 
@@ -120,10 +139,19 @@ class _Beats:
             beat(*self.details())
 
     def keep(self, reply: StoredReply) -> None:
-        """Put the reply in the details and beat now, before anything can fail."""
-        self.state.reply = reply
+        """Put the reply in the details and beat now, before anything can fail
+        (a reply over `HEARTBEAT_REPLY_MAX_BYTES` stays out of them)."""
+        if len(dumps(reply).encode()) <= HEARTBEAT_REPLY_MAX_BYTES:
+            self.state.reply = reply
         self._last = time.monotonic()
         beat(*self.details())
+
+
+def llm_options(req: LlmRequest) -> LlmOptions:
+    """How the model of this run thinks: the run's config."""
+    return LlmOptions(
+        effort=req.config.llm_effort, thinking_display=req.config.llm_thinking_display
+    )
 
 
 class LlmActivities:
@@ -139,6 +167,9 @@ class LlmActivities:
         # can (token_count.py).
         self._tokens = RequestTokens(provider if isinstance(provider, TokenCounter) else None)
         self._window = context_window(getattr(provider, "model", None))
+        # What the provider's model takes (thinking, effort, output); None
+        # for a provider without a model table entry (the autopilot).
+        self._info: ModelInfo | None = getattr(provider, "info", None)
 
     @activity.defn
     async def call_llm(self, req: LlmRequest) -> LlmResult:
@@ -176,29 +207,42 @@ class LlmActivities:
             req.run,
             req.config.history_token_budget,
         )
-        rows = await asyncio.to_thread(store.run_messages, req.agent_id, req.run)
-        current = api_messages([(m.seq, m.content) for m in rows if m.seq < seq])
-        if not current:
+        stored = await asyncio.to_thread(store.run_messages, req.agent_id, req.run)
+        rows = [(m.seq, m.content) for m in stored if m.seq < seq]
+        if not rows or rows[0][0] != CONTEXT_SEQ:
             raise ApplicationError(
                 f"run {req.run} has no context message; load_context must run first",
                 type="LlmPermanent",
                 non_retryable=True,
             )
-        # Stable parts first, with cache breakpoints (fleet_agent/prompt_cache.py).
-        request = cached_request(
-            system=system_prompt(req.agent_id),
-            tools=tool_schemas(self._tools),
-            history=past.history.messages,
-            current=current,
-            summary=past.summary_text,
-        )
+        history = past.history.messages
+        system, tools = system_prompt(req.agent_id), tool_schemas(self._tools)
+
+        def build(layout: RequestLayout) -> CachedRequest:
+            # Stable parts first, with cache breakpoints (fleet_agent/prompt_cache.py).
+            current = api_messages(rows, fold_upto=layout.folded_upto)
+            return cached_request(
+                system=system,
+                tools=tools,
+                history=history[layout.history_dropped :],
+                current=cut_context(current, layout.context_keep),
+                summary=past.summary_text,
+            )
+
+        options = llm_options(req)
+        max_tokens = req.config.max_output_tokens
+        if self._info is not None:
+            # Thinking counts against max_tokens: room for it, by effort.
+            max_tokens = reply_budget(self._info, max_tokens, options.effort)
         # The whole request within the run's share and the model's window.
         try:
             fitted = await fit_request(
-                request,
-                len(past.history.messages),
+                build,
+                previous=req.layout,
+                rounds=req.round - 1,
+                history_len=len(history),
                 run_share=req.config.history_token_budget,
-                window=self._window - req.config.max_output_tokens,
+                window=self._window - max_tokens,
                 tokens=self._tokens,
             )
         except RequestTooLarge as exc:
@@ -210,8 +254,9 @@ class LlmActivities:
                 system=request.system,
                 messages=request.messages,
                 tools=request.tools,
-                max_tokens=req.config.max_output_tokens,
+                max_tokens=max_tokens,
                 on_progress=beats.progress,
+                options=options,
             )
         except LlmError as exc:
             raise to_application_error(exc) from None
@@ -221,6 +266,7 @@ class LlmActivities:
             usage=reply.usage,
             model=reply.model,
             seconds=round(time.monotonic() - started, 3),
+            layout=fitted.layout,
         )
 
     async def _store_reply(

@@ -23,7 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
-from fleet_agent.llm.base import LlmReply, ProgressCallback, SystemPrompt
+from fleet_agent.llm.base import LlmOptions, LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import AgentInput, ConfigPatch
 from fleet_agent.settings import ProverSpec
 from fleet_agent.sim import SimServer
@@ -59,6 +59,9 @@ class ClockedProvider:
     def __init__(self, inner: AnthropicProvider, clock: ServerClock) -> None:
         self._inner = inner
         self._clock = clock
+        # What the activities read of a provider: its model and what it takes.
+        self.model = inner.model
+        self.info = inner.info
 
     async def complete(
         self,
@@ -68,6 +71,7 @@ class ClockedProvider:
         tools: list[dict[str, Any]],
         max_tokens: int,
         on_progress: ProgressCallback | None = None,
+        options: LlmOptions | None = None,
     ) -> LlmReply:
         self._clock.now = activity.info().current_attempt_scheduled_time.timestamp()
         return await self._inner.complete(
@@ -76,6 +80,7 @@ class ClockedProvider:
             tools=tools,
             max_tokens=max_tokens,
             on_progress=on_progress,
+            options=options,
         )
 
 

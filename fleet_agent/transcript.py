@@ -3,6 +3,15 @@
 Sequence numbers inside a run: 0 is the context (the first user message),
 2r-1 the assistant reply of round r, 2r the tool results of round r. They are
 the natural key that makes every write idempotent under activity retries.
+
+A stored reply keeps every block the model wrote, thinking and
+redacted_thinking included, byte for byte: within a run's tool-use cycle the
+assistant turn goes back exactly as it came ("Echo the assistant message
+exactly as received: rebuilding the message or filtering out
+redacted_thinking blocks triggers a 400 error",
+https://platform.claude.com/docs/en/build-with-claude/thinking-tool-workflows).
+Only this run's replies are sent back; earlier runs enter the prompt as their
+final text (fleet_agent/history.py), their thinking never.
 """
 
 from __future__ import annotations
@@ -12,10 +21,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from fleet_agent.models import TokenUsage, ToolCall, ToolResult
+from fleet_agent.models import RequestLayout, TokenUsage, ToolCall, ToolResult
 
 __all__ = [
     "CONTEXT_SEQ",
+    "DIGEST_CHARS",
+    "FOLD_HEADING",
+    "PAUSED_TEXT",
     "StoredReply",
     "StoredToolResults",
     "api_messages",
@@ -27,6 +39,15 @@ __all__ = [
 
 CONTEXT_SEQ = 0
 
+PAUSED_TEXT = "Your reply was paused before it ended. Continue it from where it stopped."
+"""The user message that continues a paused turn (`pause_turn`). The API's
+stop-reason page says to send the paused reply back to continue it, but a
+conversation that ends with an assistant message is a prefill, which Sonnet
+5.5 refuses ("This model does not support assistant message prefill. The
+conversation must end with a user message."); its family's migration guides
+say to end with a user turn instead. So every model gets this note after a
+paused reply (docs/DECISIONS.md, "Thinking round trip")."""
+
 
 def assistant_seq(round_: int) -> int:
     return 2 * round_ - 1
@@ -36,14 +57,22 @@ def tool_results_seq(round_: int) -> int:
     return 2 * round_
 
 
+FOLD_HEADING = "## Earlier in this run (folded to fit the context; call tools again for details)"
+DIGEST_CHARS = 200
+"""A folded round keeps each tool call's arguments, result and text to this
+many characters (their first line)."""
+
+
 class StoredReply(BaseModel):
-    """An assistant reply as the store keeps it (kind 'assistant')."""
+    """An assistant reply as the store keeps it (kind 'assistant'): its blocks
+    as the API returned them, and the layout its request was made under."""
 
     content: list[dict[str, Any]]
     stop_reason: str
     usage: TokenUsage = Field(default_factory=TokenUsage)
     model: str = ""
     seconds: float = 0.0
+    layout: RequestLayout = Field(default_factory=RequestLayout)
 
 
 class StoredToolResults(BaseModel):
@@ -93,44 +122,90 @@ def _tool_result_blocks(stored: StoredToolResults) -> list[dict[str, Any]]:
     return blocks
 
 
-def _without_trailing_whitespace(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The API refuses a final assistant message whose last text ends in whitespace."""
-    content = list(content)
-    while content and content[-1].get("type") == "text":
-        text = str(content[-1].get("text", "")).rstrip()
-        if text:
-            content[-1] = {**content[-1], "text": text}
-            break
-        content.pop()  # nothing but whitespace: an empty text block is refused too
-    return content
+def _sendable(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The blocks of a reply that can go back: all of them, less a thinking
+    block cut off by `max_tokens` before its signature arrived (the API
+    checks every thinking block's signature, and there is none)."""
+    return [b for b in content if b.get("type") != "thinking" or b.get("signature")]
 
 
-def api_messages(rows: list[tuple[int, str]]) -> list[dict[str, Any]]:
+def _add_user(messages: list[dict[str, Any]], blocks: list[dict[str, Any]]) -> None:
+    """Append a user message, or extend the last one if it is a user's (a reply
+    with nothing that can go back leaves two user messages in a row)."""
+    if messages and messages[-1]["role"] == "user":
+        last = messages[-1]["content"]
+        head = [{"type": "text", "text": last}] if isinstance(last, str) else list(last)
+        messages[-1] = {"role": "user", "content": [*head, *blocks]}
+    else:
+        messages.append({"role": "user", "content": blocks})
+
+
+def _line(text: str) -> str:
+    first = (text.strip().splitlines() or [""])[0]
+    return first if len(first) <= DIGEST_CHARS else first[: DIGEST_CHARS - 1] + "…"
+
+
+def _folded(rows: list[tuple[int, str]], upto: int) -> str:
+    """Rounds 1..upto of a run as lines of text: what the model called, with
+    what result (the first line, but the newest round's whole), and what it
+    wrote."""
+    lines = [FOLD_HEADING]
+    results: dict[str, str] = {}
+    for seq, content in rows:
+        if seq != CONTEXT_SEQ and seq % 2 == 0 and seq // 2 <= upto:
+            for r in StoredToolResults.model_validate_json(content).results:
+                # The newest round's results whole: the model is reading them now.
+                text = r.content.strip() if seq // 2 == upto else _line(r.content)
+                results[r.tool_use_id] = ("error: " if r.is_error else "") + text
+    for seq, content in rows:
+        if seq % 2 == 0 or (seq + 1) // 2 > upto:
+            continue
+        rnd = (seq + 1) // 2
+        reply = StoredReply.model_validate_json(content)
+        if text := reply_text(reply.content):
+            lines.append(f"- round {rnd}: you wrote: {_line(text)}")
+        for call in tool_calls_of(reply.content):
+            args = _line(json.dumps(call.input, ensure_ascii=False, separators=(",", ":")))
+            outcome = results.get(call.id, "not run")
+            lines.append(f"- round {rnd}: {call.name}({args}) → {outcome}")
+        if reply.stop_reason not in ("end_turn", "tool_use", "stop_sequence"):
+            lines.append(f"- round {rnd}: your reply was cut off ({reply.stop_reason})")
+    return "\n".join(lines)
+
+
+def api_messages(rows: list[tuple[int, str]], *, fold_upto: int = 0) -> list[dict[str, Any]]:
     """(seq, content) rows of one run, in seq order → Messages API messages.
 
-    A run may end with an assistant reply (one that stopped with `pause_turn`
-    or `max_tokens` and is sent back so the model continues it): the API then
-    continues that turn, so the message list may end with an assistant message,
-    and its trailing whitespace is trimmed as the API requires. A reply that
-    continued an earlier one (no tool results in between) is part of the same
-    turn: the two are merged into one assistant message, keeping roles
-    alternating.
+    Each reply goes back as it was stored (`_sendable`). A reply that is not
+    followed by the round's tool results (it stopped with `pause_turn`) is
+    followed by `PAUSED_TEXT`, so the conversation never ends with an
+    assistant message and two replies never make one message; the note sits
+    at the same place in every later round, so the prefix the model's
+    thinking was given stays the same.
+
+    Rounds 1..`fold_upto` are not turns: their digest (`_folded`) follows the
+    context in the first user message, and the conversation goes on from
+    round `fold_upto` + 1.
     """
     messages: list[dict[str, Any]] = []
     for seq, content in rows:
         if seq == CONTEXT_SEQ:
             messages.append({"role": "user", "content": content})
+            if fold_upto > 0:
+                _add_user(messages, [{"type": "text", "text": _folded(rows, fold_upto)}])
+        elif (seq + 1) // 2 <= fold_upto:
+            continue  # in the digest
         elif seq % 2 == 1:
-            reply = StoredReply.model_validate_json(content)
             if messages and messages[-1]["role"] == "assistant":
-                messages[-1]["content"] = [*messages[-1]["content"], *reply.content]
-            else:
-                messages.append({"role": "assistant", "content": list(reply.content)})
+                _add_user(messages, [{"type": "text", "text": PAUSED_TEXT}])
+            blocks = _sendable(StoredReply.model_validate_json(content).content)
+            if blocks:
+                messages.append({"role": "assistant", "content": blocks})
         else:
             results = StoredToolResults.model_validate_json(content)
-            messages.append({"role": "user", "content": _tool_result_blocks(results)})
+            _add_user(messages, _tool_result_blocks(results))
     if messages and messages[-1]["role"] == "assistant":
-        messages[-1]["content"] = _without_trailing_whitespace(messages[-1]["content"])
+        _add_user(messages, [{"type": "text", "text": PAUSED_TEXT}])
     return messages
 
 

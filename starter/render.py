@@ -153,7 +153,9 @@ def llm_cost_text(st: AgentStatus) -> str:
     t = c.today
     return (
         f"today ${t.cost_usd:.2f} ({t.runs} run(s), {t.usage.prompt_tokens:,} prompt tokens, "
-        f"{t.cached_share:.0%} cached, {t.usage.output_tokens:,} out; LLM {t.llm_seconds:.0f}s, "
+        f"{t.cached_share:.0%} cached, {t.usage.output_tokens:,} out"
+        + (f" ({t.usage.thinking_tokens:,} thinking)" if t.usage.thinking_tokens else "")
+        + f"; LLM {t.llm_seconds:.0f}s, "
         f"tools {t.tool_seconds:.0f}s) · 24 h ${c.last_24h.cost_usd:.2f} "
         f"({c.last_24h.runs} run(s)) · as of {fmt_time(c.as_of)}, when the last run read it"
     )
@@ -194,6 +196,11 @@ def status_text(st: AgentStatus, now: datetime) -> str:
             f"max ${cfg.max_fleet_dph:g}/h fleet" + (" · dry run" if cfg.dry_run else ""),
         ),
         ("spend", spend_text(st)),
+        (
+            "LLM",
+            f"effort {cfg.llm_effort} · thinking {cfg.llm_thinking_display} · "
+            f"{cfg.max_output_tokens:,} output tokens for the answer",
+        ),
         ("LLM cost", llm_cost_text(st)),
     ]
     lines = [f"agent {st.agent_id}"]

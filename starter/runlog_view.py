@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
@@ -211,6 +212,28 @@ def _indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line if line else line for line in text.splitlines())
 
 
+THINKING_SHOWN_CHARS = 4_000
+"""The most of one thinking block's summarised text a transcript shows."""
+
+
+def thinking_text(block: dict[str, Any]) -> str:
+    """A thinking or redacted_thinking block as a transcript shows it: the
+    summarised thinking (llm_thinking_display "summarized"), capped; or what
+    stands in for it. The signature and encrypted data are never shown."""
+    if block.get("type") == "redacted_thinking":
+        return f"[thinking, redacted by the API: {len(str(block.get('data', '')))} characters]"
+    text = str(block.get("thinking", "")).strip()
+    if not block.get("signature"):
+        head = "[thinking, cut off by the output limit]"
+    elif not text:
+        return "[thinking, not shown: llm_thinking_display is omitted]"
+    else:
+        head = "[thinking]"
+    if len(text) > THINKING_SHOWN_CHARS:
+        text = text[:THINKING_SHOWN_CHARS] + f"… [{len(text) - THINKING_SHOWN_CHARS} more]"
+    return head + ("\n" + _indent(text, "  ") if text else "")
+
+
 def message_text(m: MessageRecord) -> str:
     """A stored message as a human reads it; unparseable content is shown raw."""
     try:
@@ -223,10 +246,13 @@ def message_text(m: MessageRecord) -> str:
                 elif block.get("type") == "tool_use":
                     args = json.dumps(block.get("input") or {}, ensure_ascii=False)
                     parts.append(f"→ {block.get('name')}({args})  [{block.get('id')}]")
+                elif block.get("type") in ("thinking", "redacted_thinking"):
+                    parts.append(thinking_text(block))
             u = reply.usage
             parts.append(
                 f"(stop: {reply.stop_reason}; tokens in {u.input_tokens} · out {u.output_tokens}"
-                f" · cache read {u.cache_read_input_tokens} · cache write "
+                + (f" ({u.thinking_tokens} thinking)" if u.thinking_tokens else "")
+                + f" · cache read {u.cache_read_input_tokens} · cache write "
                 f"{u.cache_creation_input_tokens} ({u.cache_creation_1h_input_tokens} for 1 h)"
                 + (f"; model {reply.model}" if reply.model else "")
                 + round_cost(reply)
@@ -274,7 +300,9 @@ def run_detail(
         f"tools {run.tool_seconds:.1f}s",
         f"  fleet $/h: +{run.dph_added:.3f} rented, −{run.dph_removed:.3f} released",
         f"  stops:     {', '.join(run.stop_reasons) or '—'}",
-        f"  tokens:    in {usage.input_tokens} · out {usage.output_tokens} · "
+        f"  tokens:    in {usage.input_tokens} · out {usage.output_tokens}"
+        + (f" ({usage.thinking_tokens} thinking)" if usage.thinking_tokens else "")
+        + " · "
         f"cache read {usage.cache_read_input_tokens} · "
         f"cache write {usage.cache_creation_input_tokens} "
         f"({usage.cache_creation_1h_input_tokens} for 1 h)",

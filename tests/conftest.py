@@ -58,6 +58,7 @@ SLOW_MODULES = (
     "test_sim_vastai_cli.py",
     "test_freeze.py",
     "test_approval_restart.py",
+    "test_thinking_restart.py",
     "test_monitor_open.py",
     "test_overspend.py",
 )

@@ -38,8 +38,8 @@ USAGE = TokenUsage(
 
 
 def test_a_round_costs_its_usage_at_its_models_list_prices() -> None:
-    # Sonnet 5.5: $2 in, $10 out, 5-minute writes 1.25 ×, 1-hour 2 ×, reads 0.1 ×.
-    expected = (1_000 * 2 + 200 * 10 + 1_000 * 2.5 + 2_000 * 4 + 10_000 * 0.2) / 1e6
+    # Sonnet 5.5: $2 in, $10 out, 5-minute writes 1.25 ×, 1-hour 2 ×, reads $0.10.
+    expected = (1_000 * 2 + 200 * 10 + 1_000 * 2.5 + 2_000 * 4 + 10_000 * 0.1) / 1e6
     reply = StoredReply(content=[], stop_reason="end_turn", usage=USAGE, model="claude-sonnet-5-5")
     assert replies_cost([reply], KNOWN_MODELS) == pytest.approx(expected)
     assert replies_cost([reply, reply], KNOWN_MODELS) == pytest.approx(2 * expected)

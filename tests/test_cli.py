@@ -30,7 +30,7 @@ from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.llm.autopilot import AutopilotProvider
-from fleet_agent.llm.base import LlmReply, ProgressCallback, SystemPrompt
+from fleet_agent.llm.base import LlmOptions, LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import TokenUsage, TriggerKind
 from fleet_agent.settings import Settings
 from fleet_agent.sim import DEFAULT_API_KEY, SimServer
@@ -309,6 +309,7 @@ class _WakeAsker:
         tools: list[dict[str, Any]],
         max_tokens: int,
         on_progress: ProgressCallback | None = None,
+        options: LlmOptions | None = None,
     ) -> LlmReply:
         last = messages[-1]["content"]
         if not any(b.get("type") == "tool_result" for b in last if isinstance(b, dict)):

@@ -210,4 +210,5 @@ async def test_without_breakpoints_the_usage_has_no_cache_fields(
     provider: AnthropicProvider, fake: FakeAnthropic
 ) -> None:
     await ask(provider, [{"role": "user", "content": "hi"}], sys="plain")
-    assert set(reported(fake)) == {"input_tokens", "output_tokens"}
+    # Sonnet 5.5 thinks: how much of the output was thinking comes too.
+    assert set(reported(fake)) == {"input_tokens", "output_tokens", "output_tokens_details"}

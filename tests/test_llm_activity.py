@@ -36,7 +36,7 @@ from fleet_agent.models import (
 )
 from fleet_agent.store import Store
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
-from fleet_agent.transcript import StoredReply, reply_text
+from fleet_agent.transcript import PAUSED_TEXT, StoredReply, reply_text
 from tests.fakes.anthropic_cache import cache_markers
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 
@@ -377,7 +377,10 @@ async def test_the_reply_is_in_the_heartbeat_before_storing_it_fails(
     store.dispose()
 
 
-async def test_a_pause_turn_reply_is_continued_and_merged_into_one_turn(rig: Rig) -> None:
+async def test_a_pause_turn_reply_is_continued_after_a_note_never_as_a_prefill(rig: Rig) -> None:
+    """Sonnet 5.5 refuses a conversation that ends with an assistant message:
+    the paused reply goes back followed by a user note, which stays in place
+    in the later rounds."""
     rig.script(
         Reply(text="Looking at the fleet first. ", stop_reason="pause_turn"),
         Reply(text="Now checking.", tool_calls=[("get_fleet_status", {})]),
@@ -386,16 +389,20 @@ async def test_a_pause_turn_reply_is_continued_and_merged_into_one_turn(rig: Rig
     await rig.open_run(1, "status?")
     paused = await rig.call(1, 1)
     assert paused.stop_reason == "pause_turn" and paused.tool_calls == []
-    # The workflow sends the paused reply back as the last message: round 2.
     going_on = await rig.call(1, 2)
     sent = rig.fake.requests[1].plain_messages
-    assert [m["role"] for m in sent] == ["user", "assistant"]
-    assert sent[-1]["content"] == "Looking at the fleet first."
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[-1]["content"] == PAUSED_TEXT
     await rig.store_results(1, 2, _results_for(going_on))
     await rig.call(1, 3)
-    sent = rig.fake.requests[2].messages
-    assert [m["role"] for m in sent] == ["user", "assistant", "user"], "one assistant turn"
-    assert [b["type"] for b in sent[1]["content"]] == ["text", "text", "tool_use"]
+    later = rig.fake.requests[2].plain_messages
+    assert [m["role"] for m in later] == ["user", "assistant", "user", "assistant", "user"]
+    assert later[:2] == sent[:2], "the paused reply goes back as it was"
+    assert later[2]["content"] == [{"type": "text", "text": PAUSED_TEXT}], "the note stays"
+    assert [b["type"] for b in later[3]["content"] if b["type"] != "thinking"] == [
+        "text",
+        "tool_use",
+    ]
     assert [m.seq for m in rig.store.run_messages(AGENT, 1)] == [0, 1, 3, 4, 5]
 
 
@@ -443,6 +450,7 @@ def _reported(req: Request) -> TokenUsage:
         cache_creation_1h_input_tokens=usage.get("cache_creation", {}).get(
             "ephemeral_1h_input_tokens", 0
         ),
+        thinking_tokens=usage.get("output_tokens_details", {}).get("thinking_tokens", 0),
     )
 
 

@@ -31,9 +31,12 @@ ANTHROPIC = {"FLEET_LLM_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "sk-ant-tes
 def test_the_default_model_is_pinned_known_and_the_providers() -> None:
     assert DEFAULT_MODEL == "claude-sonnet-5-5" == anthropic_provider.default_model()
     info = KNOWN_MODELS[DEFAULT_MODEL]
-    assert (info.input, info.output, info.cache_read) == (2.0, 10.0, 0.2)
+    # Sonnet 5.5's migration guide: Sonnet 5's prices, but cache reads at $0.10.
+    assert (info.input, info.output, info.cache_read) == (2.0, 10.0, 0.1)
     assert (info.cache_write_5m, info.cache_write_1h) == (2.5, 4.0)
-    assert info.min_cacheable_tokens == 1024
+    assert info.min_cacheable_tokens == 512
+    assert (info.context_window_tokens, info.max_output_tokens) == (1_000_000, 128_000)
+    assert info.adaptive_thinking and info.efforts == ["low", "medium", "high", "xhigh", "max"]
     settings = Settings.from_env(ANTHROPIC)
     assert settings.llm_model == DEFAULT_MODEL and settings.llm_model_info == info
 
@@ -42,7 +45,9 @@ def test_every_known_model_is_priced_with_the_documented_cache_multipliers() -> 
     for name, info in KNOWN_MODELS.items():
         assert info.cache_write_5m == pytest.approx(info.input * 1.25), name
         assert info.cache_write_1h == pytest.approx(info.input * 2), name
-        assert info.cache_read == pytest.approx(info.input * 0.1), name
+        # Reads are 0.1 × input, but where a model page gives its own price.
+        expected = {"claude-sonnet-5-5": 0.1, "claude-opus-5-5": 0.2}.get(name, info.input * 0.1)
+        assert info.cache_read == pytest.approx(expected), name
         assert info.min_cacheable_tokens in (512, 1024, 2048, 4096), name
 
 
@@ -103,9 +108,12 @@ def test_cost_counts_each_kind_of_token_at_its_price() -> None:
         cache_read_input_tokens=2_000_000,
         cache_creation_input_tokens=300_000,
         cache_creation_1h_input_tokens=100_000,
+        thinking_tokens=60_000,
     )
-    # 2 + 1 + 0.4 (read) + 0.2 × 2.5 (5 m writes) + 0.1 × 4 (1 h writes)
-    assert cost_usd(usage, info) == pytest.approx(2 + 1 + 0.4 + 0.5 + 0.4)
+    # 2 + 1 (output, thinking included) + 0.2 (read) + 0.2 × 2.5 (5 m writes)
+    # + 0.1 × 4 (1 h writes); the thinking figure is a part of the output.
+    assert cost_usd(usage, info) == pytest.approx(2 + 1 + 0.2 + 0.5 + 0.4)
+    assert cost_usd(usage, info) == cost_usd(usage.model_copy(update={"thinking_tokens": 0}), info)
 
 
 async def test_python_worker_refuses_an_unknown_model_before_connecting() -> None:

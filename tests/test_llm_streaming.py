@@ -165,7 +165,7 @@ async def test_max_tokens_inside_a_tool_call_keeps_the_complete_part_of_its_inpu
     # It can be stored and sent back as the assistant turn of a conversation.
     stored = StoredReply(content=reply.content, stop_reason=reply.stop_reason, model=reply.model)
     back = api_messages([(0, "Fleet below target."), (1, dumps(stored))])
-    assert back[-1]["content"] == reply.content
+    assert back[1] == {"role": "assistant", "content": reply.content}
 
 
 async def test_max_tokens_before_any_tool_input_gives_an_empty_input(
@@ -181,14 +181,15 @@ async def test_max_tokens_before_any_tool_input_gives_an_empty_input(
     assert tool_calls_of(reply.content)[0].input == {}
 
 
-async def test_a_reply_continuing_a_final_assistant_message_is_accepted(
+async def test_a_conversation_ending_with_an_assistant_message_is_never_sent(
     fake: FakeAnthropic, provider: AnthropicProvider
 ) -> None:
-    answer(Reply(text="and here is the rest."), fake)
+    """A prefill, which Sonnet 5.5 refuses with a 400: the provider refuses it
+    first, as permanent, and sends nothing."""
     paused = [*MESSAGES, {"role": "assistant", "content": [{"type": "text", "text": "Half"}]}]
-    reply = await call(provider, messages=paused)
-    assert reply.text == "and here is the rest."
-    assert fake.requests[-1].messages[-1]["role"] == "assistant"
+    with pytest.raises(LlmPermanentError, match="prefill"):
+        await call(provider, messages=paused)
+    assert fake.requests == []
 
 
 # ---------------------------------------------------------------- slow and broken streams

@@ -38,6 +38,8 @@ def reported(req: Request) -> TokenUsage:
         cache_read_input_tokens=usage["cache_read_input_tokens"],
         cache_creation_input_tokens=usage["cache_creation_input_tokens"],
         cache_creation_1h_input_tokens=usage["cache_creation"]["ephemeral_1h_input_tokens"],
+        # Part of output_tokens: Sonnet 5.5 thinks, and says how much.
+        thinking_tokens=usage.get("output_tokens_details", {}).get("thinking_tokens", 0),
     )
 
 

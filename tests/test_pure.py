@@ -30,6 +30,8 @@ from fleet_agent.prompt import estimate_tokens, render_trigger_block
 from fleet_agent.schedule import next_due
 from fleet_agent.tools import CancelWakeInput, ScheduleNextCheckInput, parse_tool_input
 from fleet_agent.transcript import (
+    FOLD_HEADING,
+    PAUSED_TEXT,
     StoredReply,
     StoredToolResults,
     api_messages,
@@ -609,7 +611,7 @@ def test_api_messages_round_trip_through_stored_json() -> None:
         assert type(model).model_validate_json(dumps(model)) == model
     assert "✓" in dumps(final), "stored as UTF-8, not escaped"
 
-    rows = [(0, "context text"), (1, dumps(first)), (2, dumps(results)), (3, dumps(final))]
+    rows = [(0, "context text"), (1, dumps(first)), (2, dumps(results))]
     messages = api_messages(rows)
     assert messages == [
         {"role": "user", "content": "context text"},
@@ -626,7 +628,6 @@ def test_api_messages_round_trip_through_stored_json() -> None:
                 },
             ],
         },
-        {"role": "assistant", "content": final.content},
     ]
     assert validate_messages_request({"model": "m", "max_tokens": 1, "messages": messages}) is None
     assert tool_calls_of(first.content) == [
@@ -660,41 +661,100 @@ def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def test_a_run_ending_with_a_paused_reply_ends_with_it_trimmed() -> None:
-    rows = [(0, "context"), (1, _reply(_text("Looking. "), _text(" \n"), stop="pause_turn"))]
+def _thinking(signature: str, text: str = "") -> dict[str, Any]:
+    return {"type": "thinking", "thinking": text, "signature": signature}
+
+
+def test_thinking_blocks_go_back_byte_for_byte_in_their_order() -> None:
+    """Within a tool-use cycle the assistant turn is echoed exactly as received
+    (thinking-tool-workflows page): every block, its order, its strings."""
+    use_a = {"type": "tool_use", "id": "toolu_a", "name": "get_fleet_status", "input": {}}
+    use_b = {"type": "tool_use", "id": "toolu_b", "name": "search_offers", "input": {"limit": 3}}
+    blocks = [
+        _thinking("c2lnLTE=" * 40, "I should look at the fleet first.\n  "),
+        {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk" * 30},
+        _text("Looking. "),
+        use_a,
+        _thinking("c2lnLTI=" * 40),
+        use_b,
+    ]
+    results = StoredToolResults(
+        results=[
+            ToolResult(tool_use_id="toolu_a", name="get_fleet_status", content="ok"),
+            ToolResult(tool_use_id="toolu_b", name="search_offers", content="3 offers"),
+        ]
+    )
+    rows = [(0, "context"), (1, _reply(*blocks, stop="tool_use")), (2, dumps(results))]
     messages = api_messages(rows)
-    assert messages[-1] == {"role": "assistant", "content": [_text("Looking.")]}
+    assert messages[1] == {"role": "assistant", "content": blocks}
+    assert json.dumps(messages[1]["content"]) == json.dumps(blocks)
+    assert reply_text(blocks) == "Looking.", "thinking is never read as the answer"
+
+
+def test_a_paused_reply_is_followed_by_a_note_never_sent_as_a_prefill() -> None:
+    rows = [(0, "context"), (1, _reply(_text("Looking. "), stop="pause_turn"))]
+    messages = api_messages(rows)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"] == [_text("Looking. ")], "sent as stored"
+    assert messages[2] == {"role": "user", "content": [_text(PAUSED_TEXT)]}
     assert validate_messages_request({"model": "m", "max_tokens": 1, "messages": messages}) is None
-    only_space = api_messages([(0, "context"), (1, _reply(_text("  "), stop="pause_turn"))])
-    assert only_space[-1] == {"role": "assistant", "content": []}
-    body = {"model": "m", "max_tokens": 1, "messages": only_space}
-    assert validate_messages_request(body) is None
-    # Stored replies keep their text; only the message sent is trimmed.
-    assert json.loads(rows[1][1])["content"][0]["text"] == "Looking. "
 
 
-def test_a_continued_reply_merges_with_the_paused_one_into_one_turn() -> None:
+def test_a_continued_reply_follows_the_paused_one_after_the_note() -> None:
+    """The note sits where it was when the continuation was asked for, so the
+    continuation's thinking keeps the prefix it was given."""
     use = {"type": "tool_use", "id": "toolu_c", "name": "get_fleet_status", "input": {}}
     results = StoredToolResults(
         results=[ToolResult(tool_use_id="toolu_c", name="get_fleet_status", content="ok")]
     )
+    paused = [
+        (0, "context"),
+        (1, _reply(_thinking("sig-1"), _text("First half."), stop="pause_turn")),
+    ]
+    rows = [*paused, (3, _reply(_thinking("sig-2"), use, stop="tool_use")), (4, dumps(results))]
+    messages = api_messages(rows)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+    assert messages[: len(api_messages(paused))] == api_messages(paused)
+    assert messages[3]["content"] == [_thinking("sig-2"), use]
+    assert validate_messages_request({"model": "m", "max_tokens": 1, "messages": messages}) is None
+
+
+def test_a_reply_cut_off_while_thinking_is_left_out_and_the_note_joins_the_user_turn() -> None:
+    """max_tokens inside thinking leaves a block with no signature, which the
+    API would refuse: nothing of that reply can go back."""
+    cut = StoredToolResults(results=[], note="Your reply was cut off.")
     rows = [
         (0, "context"),
-        (1, _reply(_text("First half. "), stop="pause_turn")),
-        (3, _reply(_text("Second half."), use, stop="tool_use")),
-        (4, dumps(results)),
+        (1, _reply(_thinking("", "Let me"), stop="max_tokens")),
+        (2, dumps(cut)),
     ]
     messages = api_messages(rows)
-    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
-    assert messages[1]["content"] == [_text("First half. "), _text("Second half."), use]
-    assert validate_messages_request({"model": "m", "max_tokens": 1, "messages": messages}) is None
-    # Without the merge the two replies would break role alternation.
-    assert (
-        validate_messages_request(
-            {"model": "m", "max_tokens": 1, "messages": [messages[0], messages[1], messages[1]]}
-        )
-        is not None
+    assert messages == [
+        {"role": "user", "content": [_text("context"), _text("Your reply was cut off.")]}
+    ]
+
+
+def test_folded_rounds_become_a_digest_after_the_context() -> None:
+    use = {"type": "tool_use", "id": "toolu_f", "name": "destroy_instance", "input": {"id": 7}}
+    results = StoredToolResults(
+        results=[ToolResult(tool_use_id="toolu_f", name="destroy_instance", content="gone\nok")]
     )
+    rows = [
+        (0, "context"),
+        (1, _reply(_thinking("sig"), _text("Releasing 7."), use, stop="tool_use")),
+        (2, dumps(results)),
+        (3, _reply(_thinking("sig-3"), _text("Done"), stop="model_context_window_exceeded")),
+    ]
+    messages = api_messages(rows, fold_upto=2)
+    assert len(messages) == 1 and messages[0]["content"][0] == _text("context")
+    digest = messages[0]["content"][1]["text"]
+    assert digest.splitlines() == [
+        FOLD_HEADING,
+        "- round 1: you wrote: Releasing 7.",
+        '- round 1: destroy_instance({"id":7}) → gone',
+        "- round 2: you wrote: Done",
+        "- round 2: your reply was cut off (model_context_window_exceeded)",
+    ]
 
 
 # ====================================================================== config patch

@@ -10,6 +10,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.models import AgentStatus, RunStatus
 from fleet_agent.store import RunRecord, Store
+from fleet_agent.transcript import PAUSED_TEXT
 from starter.runlog_view import run_detail, runs_table
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, status_after, wait_runs
@@ -91,7 +92,7 @@ async def test_a_refusal_ends_the_run_without_acting(
     assert run.tool_calls == 0
 
 
-async def test_a_paused_turn_is_continued_by_sending_it_back(
+async def test_a_paused_turn_is_continued_by_sending_it_back_with_a_note(
     ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
 ) -> None:
     def respond(req: Request) -> Reply:
@@ -103,5 +104,50 @@ async def test_a_paused_turn_is_continued_by_sending_it_back(
     run, _ = await one_run(ts_env, store)
     assert run.status == RunStatus.OK
     assert run.stop_reasons == ["pause_turn", "end_turn"]
-    continued = fake_llm.requests[1].messages
-    assert continued[-1]["role"] == "assistant", "the paused reply is sent back as the last turn"
+    continued = fake_llm.requests[1].plain_messages
+    assert [m["role"] for m in continued] == ["user", "assistant", "user"]
+    assert continued[1]["content"][-1] == {"type": "text", "text": "Let me think about the fleet"}
+    # Never as the last message: Sonnet 5.5 refuses a prefill.
+    assert continued[-1]["content"] == PAUSED_TEXT
+
+
+CANCEL = ("cancel_wake", {"wake_id": "w-none"})
+
+
+async def test_a_reply_that_fills_the_window_folds_the_run_and_is_asked_again(
+    ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+) -> None:
+    """`model_context_window_exceeded` is its own case, not a truncation: the
+    run so far becomes a digest in its context (no thinking block of it is
+    left to echo), its cut calls do not run, and the model is asked again."""
+
+    def respond(req: Request) -> Reply:
+        n = len(fake_llm.requests)
+        if n == 1:
+            return Reply(text="Looking.", tool_calls=[CANCEL])
+        if n == 2:
+            return Reply(tool_calls=[WAKE], stop_reason="model_context_window_exceeded")
+        return Reply(text=ACTED)
+
+    fake_llm.set_responder(respond)
+    run, st = await one_run(ts_env, store)
+    assert run.status == RunStatus.OK, run.error
+    assert run.stop_reasons == ["tool_use", "model_context_window_exceeded", "end_turn"]
+    assert st.wakes == [], "the cut call never ran"
+    again = fake_llm.requests[2].plain_messages
+    assert [m["role"] for m in again] == ["user"], "every round of the run is in the digest"
+    digest = again[0]["content"][-1]["text"]
+    assert '- round 1: cancel_wake({"wake_id":"w-none"}) → error: ' in digest
+    assert "- round 2: schedule_next_check(" in digest and "→ not run" in digest
+    assert "your reply was cut off (model_context_window_exceeded)" in digest
+
+
+async def test_a_window_filled_twice_ends_the_run_saying_what_to_change(
+    ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+) -> None:
+    fake_llm.set_responder(lambda req: Reply(text="x", stop_reason="model_context_window_exceeded"))
+    run, _ = await one_run(ts_env, store)
+    assert run.status == RunStatus.FAILED
+    assert "filled the model's context window again" in run.error
+    assert "history_token_budget" in run.error and "max_output_tokens" in run.error
+    assert len(fake_llm.requests) == 2

@@ -4,14 +4,26 @@ the fallback when counting fails; and the whole request fitted to its budget."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
-from fleet_agent.prompt_cache import cached_request
-from fleet_agent.request_fit import RequestTooLarge, condense_tool_results, fit_request
+from fleet_agent.models import RequestLayout, ToolResult
+from fleet_agent.prompt_cache import CachedRequest, cached_request
+from fleet_agent.request_fit import RequestTooLarge, cut_context, fit_request
 from fleet_agent.token_count import COUNT_FROM_SHARE, RequestTokens
+from fleet_agent.transcript import (
+    CONTEXT_SEQ,
+    FOLD_HEADING,
+    StoredReply,
+    StoredToolResults,
+    api_messages,
+    assistant_seq,
+    dumps,
+    tool_results_seq,
+)
 from tests.fakes.anthropic_cache import prompt_tokens
 from tests.fakes.anthropic_server import ErrorReply, FakeAnthropic
 
@@ -80,52 +92,121 @@ async def test_a_request_far_below_the_window_is_not_counted(fake_llm: FakeAnthr
     assert COUNT_FROM_SHARE == 0.5
 
 
-def run_messages(rounds: int, result_chars: int) -> list[dict[str, Any]]:
-    messages = [user("[run #9] context")]
-    for r in range(rounds):
-        messages.append(
-            {
-                "role": "assistant",
-                "content": [
-                    {"type": "tool_use", "id": f"t{r}", "name": "get_fleet_status", "input": {}}
-                ],
-            }
+def run_rows(rounds: int, result_chars: int) -> list[tuple[int, str]]:
+    """A run's stored rows: its context, then rounds of a thinking reply with
+    one tool call and its result."""
+    rows = [(CONTEXT_SEQ, "[run #9] context")]
+    for r in range(1, rounds + 1):
+        reply = StoredReply(
+            content=[
+                {"type": "thinking", "thinking": "", "signature": f"sig-{r}"},
+                {"type": "tool_use", "id": f"t{r}", "name": "get_fleet_status", "input": {}},
+            ],
+            stop_reason="tool_use",
         )
-        messages.append(
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": f"t{r}",
-                        "content": f"fleet of round {r}\n" + "row " * (result_chars // 4),
-                    }
-                ],
-            }
+        results = StoredToolResults(
+            results=[
+                ToolResult(
+                    tool_use_id=f"t{r}",
+                    name="get_fleet_status",
+                    content=f"fleet of round {r}\n" + "row " * (result_chars // 4),
+                )
+            ]
         )
-    return messages
+        rows += [(assistant_seq(r), dumps(reply)), (tool_results_seq(r), dumps(results))]
+    return rows
 
 
-def test_condensing_keeps_a_line_per_tool_result_and_the_newest_whole() -> None:
-    messages = run_messages(3, 4_000)
-    condensed, cut = condense_tool_results(messages, keep_last=True)
-    assert cut == 2
-    assert condensed[2]["content"][0]["content"].startswith("fleet of round 0 [condensed: ")
-    assert condensed[-1] == messages[-1]
-    assert messages[2]["content"][0]["content"].startswith("fleet of round 0\nrow")  # untouched
+def builder(
+    rows: list[tuple[int, str]], history: list[dict[str, Any]]
+) -> Callable[[RequestLayout], CachedRequest]:
+    """The request of the round after `rows` under a layout, as call_llm builds it."""
+
+    def build(layout: RequestLayout) -> CachedRequest:
+        current = api_messages(rows, fold_upto=layout.folded_upto)
+        return cached_request(
+            system="sys",
+            tools=[],
+            history=history[layout.history_dropped :],
+            current=cut_context(current, layout.context_keep),
+        )
+
+    return build
 
 
-async def test_a_run_over_its_share_condenses_its_older_tool_results() -> None:
-    history = [user("[run #8] earlier"), {"role": "assistant", "content": "done"}]
-    request = cached_request(
-        system="sys", tools=[], history=history, current=run_messages(4, 8_000)
-    )
+def plain(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` without cache markers, a one-text-block content as its text."""
+    out = []
+    for m in messages:
+        content = m["content"]
+        if isinstance(content, list):
+            content = [{k: v for k, v in b.items() if k != "cache_control"} for b in content]
+            if len(content) == 1 and content[0]["type"] == "text":
+                content = content[0]["text"]
+        out.append({**m, "content": content})
+    return out
+
+
+def turns(request: CachedRequest) -> list[dict[str, Any]]:
+    return [m for m in request.messages if m["role"] == "assistant"]
+
+
+async def test_a_run_within_its_share_keeps_its_turns_and_its_layout() -> None:
+    rows = run_rows(3, 400)
     fitted = await fit_request(
-        request, len(history), run_share=3_000, window=200_000, tokens=RequestTokens(None)
+        builder(rows, []),
+        previous=RequestLayout(),
+        rounds=3,
+        history_len=0,
+        run_share=24_000,
+        window=200_000,
+        tokens=RequestTokens(None),
     )
-    assert fitted.condensed == 3 and fitted.history_dropped == 0
-    assert fitted.tokens < 4_000 and not fitted.counted
-    assert fitted.request.messages[:2] == request.messages[:2]
+    assert fitted.layout == RequestLayout()
+    assert [b["signature"] for m in turns(fitted.request) for b in m["content"][:1]] == [
+        "sig-1",
+        "sig-2",
+        "sig-3",
+    ]
+
+
+async def test_a_run_over_its_share_is_folded_whole_and_the_next_round_keeps_the_fold() -> None:
+    """Condensing one old tool result would change what a later thinking block
+    was given: the run is folded whole, the newest results kept in full."""
+    history = [user("[run #8] earlier"), {"role": "assistant", "content": "done"}]
+    rows = run_rows(4, 8_000)
+    tokens = RequestTokens(None)
+    fitted = await fit_request(
+        builder(rows, history),
+        previous=RequestLayout(),
+        rounds=4,
+        history_len=2,
+        run_share=3_000,
+        window=200_000,
+        tokens=tokens,
+    )
+    assert fitted.layout == RequestLayout(folded_upto=4)
+    assert len(turns(fitted.request)) == 1, "the history's answer; no turn of the run is left"
+    digest = fitted.request.messages[-1]["content"][1]["text"]
+    assert digest.startswith(FOLD_HEADING)
+    assert "- round 1: get_fleet_status({}) → fleet of round 1" in digest
+    assert "row " * 100 in digest.split("- round 4")[1], "the newest results stay whole"
+    assert fitted.request.messages[:1] == history[:1]
+    # The next round starts from that layout and adds its own turn at the end.
+    rows += run_rows(5, 400)[-2:]
+    again = await fit_request(
+        builder(rows, history),
+        previous=fitted.layout,
+        rounds=5,
+        history_len=2,
+        run_share=30_000,
+        window=200_000,
+        tokens=tokens,
+    )
+    assert again.layout == fitted.layout
+    before, after = plain(fitted.request.messages), plain(again.request.messages)
+    assert after[: len(before)] == before, "what the round's thinking was given is unchanged"
+    assert [m["content"][0]["signature"] for m in turns(again.request)[1:]] == ["sig-5"]
 
 
 async def test_a_request_never_goes_over_the_window() -> None:
@@ -134,26 +215,43 @@ async def test_a_request_never_goes_over_the_window() -> None:
         for n in range(10)
         for m in (user(f"run {n} " * 400), {"role": "assistant", "content": "ok"})
     ]
-    request = cached_request(
-        system="sys", tools=[], history=history, current=run_messages(2, 8_000)
-    )
+    rows = run_rows(2, 8_000)
     tokens = RequestTokens(None)
     fitted = await fit_request(
-        request, len(history), run_share=100_000, window=3_000, tokens=tokens
+        builder(rows, history),
+        previous=RequestLayout(),
+        rounds=2,
+        history_len=len(history),
+        run_share=100_000,
+        window=3_000,
+        tokens=tokens,
     )
     assert fitted.tokens <= 3_000
-    assert fitted.history_dropped > 0 and fitted.condensed == 2
+    assert fitted.layout.folded_upto == 2 and fitted.layout.history_dropped > 0
     with pytest.raises(RequestTooLarge):
-        await fit_request(request, len(history), run_share=100_000, window=100, tokens=tokens)
+        await fit_request(
+            builder(rows, history),
+            previous=RequestLayout(),
+            rounds=2,
+            history_len=len(history),
+            run_share=100_000,
+            window=100,
+            tokens=tokens,
+        )
 
 
 async def test_a_flood_of_long_messages_in_the_context_is_cut_in_the_middle() -> None:
     context = "[run #9] head\n" + "".join(f"msg-{i:04d} " + "y" * 2_000 + "\n" for i in range(300))
-    request = cached_request(system="sys", tools=[], history=[], current=[user(context)])
     fitted = await fit_request(
-        request, 0, run_share=1_000_000, window=20_000, tokens=RequestTokens(None)
+        builder([(CONTEXT_SEQ, context)], []),
+        previous=RequestLayout(),
+        rounds=0,
+        history_len=0,
+        run_share=1_000_000,
+        window=20_000,
+        tokens=RequestTokens(None),
     )
-    assert fitted.tokens <= 20_000
+    assert fitted.tokens <= 20_000 and fitted.layout.context_keep < 1
     text = fitted.request.messages[0]["content"][0]["text"]
     assert text.startswith("[run #9] head") and "msg-0299 " + "y" * 100 in text
     assert "cut here" in text

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     # workflow run would only cost time and break isinstance checks.
 
     from fleet_agent.details import run_details
+    from fleet_agent.llm.request import reply_budget
     from fleet_agent.llm.timing import LLM_HEARTBEAT_TIMEOUT, llm_attempt_timeout
     from fleet_agent.models import (
         APPROVAL_DECIDED,
@@ -28,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         LlmRequest,
         LoadContextRequest,
         RecordRunRequest,
+        RequestLayout,
         RunInput,
         RunResult,
         RunStatus,
@@ -57,17 +59,23 @@ with workflow.unsafe.imports_passed_through():
         COMPLETE,
         CUT_TEXT,
         MAX_TRUNCATIONS,
+        WINDOW_EXCEEDED,
         approved_note,
         describe,
         not_approved,
         not_run,
         tool_summary,
+        window_error,
     )
     from workflows.run_wakes import WakeTools
     from workflows.search_attributes import PATCH as SEARCH_ATTRIBUTES_PATCH
     from workflows.search_attributes import run_result_updates
 
 __all__ = ["AgentRunWorkflow"]
+
+# Histories recorded before a reply that filled the context window was its
+# own case took it as a truncation.
+WINDOW_FOLD_PATCH = "context-window-fold"
 
 
 @workflow.defn
@@ -165,10 +173,17 @@ class AgentRunWorkflow:
         calls run only from a complete reply; a reply cut off by `max_tokens`
         (or any other truncation) runs none of its calls and the model is
         asked to go on, once; `pause_turn` is continued by sending the paused
-        reply back; `refusal` ends the run without acting.
+        reply back (with a note: fleet_agent/transcript.py); `refusal` ends the
+        run without acting; `model_context_window_exceeded` folds the run so
+        far into a digest and asks again, once.
         """
         inp = self._inp
         truncations = 0
+        window_folds = 0
+        layout = RequestLayout()
+        # Thinking counts against the reply's max_tokens: the attempt's time
+        # allows for the most a thinking model may write at this effort.
+        budget = reply_budget(None, inp.config.max_output_tokens, inp.config.llm_effort)
         for rnd in range(1, inp.config.max_rounds + 1):
             self._round, self._step = rnd, "waiting for the LLM"
             reply = await workflow.execute_activity(
@@ -179,8 +194,9 @@ class AgentRunWorkflow:
                     session=inp.session,
                     round=rnd,
                     config=inp.config,
+                    layout=layout,
                 ),
-                start_to_close_timeout=llm_attempt_timeout(inp.config.max_output_tokens),
+                start_to_close_timeout=llm_attempt_timeout(budget),
                 heartbeat_timeout=LLM_HEARTBEAT_TIMEOUT,
                 retry_policy=LLM_RETRY,
                 summary=f"LLM round {rnd} of run {inp.run}",
@@ -190,6 +206,7 @@ class AgentRunWorkflow:
             result.llm_seconds += reply.seconds
             result.stop_reasons.append(reply.stop_reason)
             stop = reply.stop_reason
+            layout = reply.layout
             if stop == "refusal":
                 result.status = RunStatus.FAILED
                 result.error = (
@@ -197,6 +214,17 @@ class AgentRunWorkflow:
                     f"none of its {len(reply.tool_calls)} tool call(s) ran"
                 )
                 return None
+            if stop == WINDOW_EXCEEDED and workflow.patched(WINDOW_FOLD_PATCH):
+                # Not a truncation: the prompt and the reply filled the model's
+                # window. None of its calls run; the run so far is folded.
+                window_folds += 1
+                if window_folds > 1:
+                    result.status = RunStatus.FAILED
+                    result.error = window_error(inp.config, rnd)
+                    return None
+                self._step = "folding the run after the context window filled"
+                layout = layout.model_copy(update={"folded_upto": rnd})
+                continue
             if stop == "pause_turn":
                 # The API paused a long turn: sending the reply back as the last
                 # message lets the model continue it (no user message between).

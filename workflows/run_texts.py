@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from fleet_agent.models import ApprovalDecision, ToolCall, ToolResult
+from fleet_agent.models import AgentConfig, ApprovalDecision, ToolCall, ToolResult
 
 __all__ = [
     "COMPLETE",
     "CUT_TEXT",
     "MAX_TRUNCATIONS",
+    "WINDOW_EXCEEDED",
     "approved_note",
     "describe",
     "not_approved",
     "not_run",
     "tool_summary",
+    "window_error",
 ]
 
 
@@ -41,6 +43,21 @@ CUT_TEXT = (
     "Your reply was cut off at the output token limit. Continue briefly from where it "
     "stopped, and end with the verdict."
 )
+
+
+# The stop reason of a reply that filled the model's context window
+# (https://platform.claude.com/docs/en/api/handling-stop-reasons).
+WINDOW_EXCEEDED = "model_context_window_exceeded"
+
+
+def window_error(config: AgentConfig, rnd: int) -> str:
+    """Why a run ended when its reply filled the model's window twice."""
+    return (
+        f"round {rnd}'s reply filled the model's context window again after the run was "
+        f"folded into a digest (stop_reason {WINDOW_EXCEEDED}); lower history_token_budget "
+        f"(now {config.history_token_budget}) or max_output_tokens (now "
+        f"{config.max_output_tokens}), or run a model with a larger window"
+    )
 
 
 def not_run(call: ToolCall, stop: str) -> ToolResult:

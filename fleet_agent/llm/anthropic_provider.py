@@ -6,22 +6,36 @@ lets a long reply take as long as it needs while a stalled one fails fast: the
 client's read timeout bounds the gap between two chunks, not the whole call
 (see `fleet_agent.llm.timing`). Failures, before or inside the stream, are
 turned into `LlmRetryableError` or `LlmPermanentError` by `classify`.
+
+The request is built by fleet_agent/llm/request.py from the model's entry in
+the model table; the reply keeps every thinking, redacted_thinking, text and
+tool_use block, in order and unchanged, because a tool-use cycle must send
+them back exactly as received
+(https://platform.claude.com/docs/en/build-with-claude/thinking-tool-workflows).
 """
 
 from __future__ import annotations
 
 import os
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
 import anthropic
-from anthropic.types import Message, MessageParam, TextBlockParam, ToolUnionParam
+from anthropic.types import Message
 
-from fleet_agent.llm_models import DEFAULT_MODEL
+from fleet_agent.llm_models import DEFAULT_MODEL, ModelInfo, known_info
 from fleet_agent.models import TokenUsage
 
-from .base import LlmReply, LlmRetryableError, ProgressCallback, SystemPrompt
+from .base import (
+    LlmOptions,
+    LlmPermanentError,
+    LlmReply,
+    LlmRetryableError,
+    ProgressCallback,
+    SystemPrompt,
+)
 from .classify import classify, classify_mid_stream, parse_retry_after, redact
+from .request import PrefillRefused, build_request
 from .timing import (
     CHUNK_READ_TIMEOUT_SECONDS,
     CONNECT_TIMEOUT_SECONDS,
@@ -50,10 +64,23 @@ def default_model() -> str:
 
 
 def _to_block(block: Any) -> dict[str, Any] | None:
+    """A content block of the reply as the conversation sends it back: every
+    field of the four kinds the agent uses, values unchanged."""
     data = block.model_dump(mode="json") if hasattr(block, "model_dump") else dict(block)
     kind = data.get("type")
     if kind == "text":
         return {"type": "text", "text": str(data.get("text") or "")}
+    if kind == "thinking":
+        # The signature is checked by the API when the block comes back: both
+        # strings go back byte for byte. A block cut off by max_tokens has no
+        # signature yet ("" as the stream opened it).
+        return {
+            "type": "thinking",
+            "thinking": str(data.get("thinking") or ""),
+            "signature": str(data.get("signature") or ""),
+        }
+    if kind == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": str(data.get("data") or "")}
     if kind == "tool_use":
         # A reply cut by max_tokens inside a tool_use carries the part of the
         # input JSON that arrived, as the SDK parsed it (complete keys only).
@@ -64,7 +91,7 @@ def _to_block(block: Any) -> dict[str, Any] | None:
             "name": str(data["name"]),
             "input": raw_input if isinstance(raw_input, dict) else {},
         }
-    return None  # thinking, server tools, …: not part of this provider's contract
+    return None  # server tools and the like: the agent asks for none
 
 
 def _usage(usage: Any) -> TokenUsage:
@@ -72,12 +99,14 @@ def _usage(usage: Any) -> TokenUsage:
         return TokenUsage()
     # The TTL breakdown of the cache writes, when the API gives one.
     by_ttl = getattr(usage, "cache_creation", None)
+    details = getattr(usage, "output_tokens_details", None)
     return TokenUsage(
         input_tokens=getattr(usage, "input_tokens", None) or 0,
         output_tokens=getattr(usage, "output_tokens", None) or 0,
         cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
         cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
         cache_creation_1h_input_tokens=getattr(by_ttl, "ephemeral_1h_input_tokens", None) or 0,
+        thinking_tokens=getattr(details, "thinking_tokens", None) or 0,
     )
 
 
@@ -111,6 +140,8 @@ class AnthropicProvider:
     - `api_key` None → the SDK reads `ANTHROPIC_API_KEY` (or its other sources);
     - `base_url` None → the SDK reads `ANTHROPIC_BASE_URL`, else api.anthropic.com;
     - `model` None → `$FLEET_LLM_MODEL`, else `default_model()`;
+    - `info` None → the model table's entry of the model (`known_info`): what
+      its requests may carry (thinking, effort) and its output limit;
     - `read_timeout` → the longest silence between two chunks of the reply (and
       before the first); `connect_timeout` → TCP/TLS. There is no whole-call
       timeout here: the activity's start-to-close bounds the total.
@@ -125,8 +156,10 @@ class AnthropicProvider:
         model: str | None = None,
         read_timeout: float = CHUNK_READ_TIMEOUT_SECONDS,
         connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
+        info: ModelInfo | None = None,
     ) -> None:
         self.model: str = model or os.environ.get(MODEL_ENV, "").strip() or default_model()
+        self.info: ModelInfo = info or known_info(self.model)
         self.timeout = anthropic.Timeout(
             connect=connect_timeout,
             read=read_timeout,
@@ -155,12 +188,26 @@ class AnthropicProvider:
         tools: list[dict[str, Any]],
         max_tokens: int,
         on_progress: ProgressCallback | None = None,
+        options: LlmOptions | None = None,
     ) -> LlmReply:
         """One streamed request. `on_progress(n)` is called once when the response
-        starts and after every event with `n`, the characters of text and of tool
-        input JSON received so far. The reply's `stop_reason` is the API's, as is."""
+        starts and after every event with `n`, the characters of thinking, text
+        and tool input JSON received so far. The reply's `stop_reason` is the
+        API's, as is."""
         try:
-            message = await self._stream(system, messages, tools, max_tokens, on_progress)
+            request = build_request(
+                self.model,
+                self.info,
+                system=system,
+                messages=messages,
+                tools=tools,
+                max_tokens=max_tokens,
+                options=options or LlmOptions(),
+            )
+        except PrefillRefused as refused:
+            raise LlmPermanentError(f"not sent: {refused}") from None
+        try:
+            message = await self._stream(request, on_progress)
         except _ProgressFailed as failed:
             raise failed.original from None
         except Exception as caught:
@@ -197,27 +244,30 @@ class AnthropicProvider:
         system: SystemPrompt,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
+        options: LlmOptions | None = None,
     ) -> int:
         """The request's input tokens from the Messages API's count_tokens
         endpoint (free, one short HTTP call); `LlmError` when it fails."""
         try:
-            counted = await self._client.messages.count_tokens(
-                model=self.model,
-                messages=cast("list[MessageParam]", messages),
-                system=cast("str | list[TextBlockParam]", system) if system else anthropic.omit,
-                tools=cast("list[ToolUnionParam]", tools) if tools else anthropic.omit,
+            request = build_request(
+                self.model,
+                self.info,
+                system=system,
+                messages=messages,
+                tools=tools,
+                max_tokens=1,
+                options=options or LlmOptions(),
             )
+            del request["max_tokens"]  # count_tokens takes none
+            counted = await self._client.messages.count_tokens(**request)
+        except PrefillRefused as refused:
+            raise LlmPermanentError(f"not counted: {refused}") from None
         except Exception as exc:
             raise classify(exc, secrets=self._secrets()) from None
         return int(counted.input_tokens)
 
     async def _stream(
-        self,
-        system: SystemPrompt,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        max_tokens: int,
-        on_progress: ProgressCallback | None,
+        self, request: dict[str, Any], on_progress: ProgressCallback | None
     ) -> Message | None:
         """The final message, or None if the stream ended before `message_stop`."""
 
@@ -230,21 +280,18 @@ class AnthropicProvider:
 
         chars = 0
         finished = False
-        async with self._client.messages.stream(
-            model=self.model,
-            max_tokens=max_tokens,
-            messages=cast("list[MessageParam]", messages),
-            system=cast("str | list[TextBlockParam]", system) if system else anthropic.omit,
-            tools=cast("list[ToolUnionParam]", tools) if tools else anthropic.omit,
-        ) as stream:
+        async with self._client.messages.stream(**request) as stream:
             report(chars)
             try:
                 async for event in stream:
                     if event.type == "content_block_delta":
-                        if event.delta.type == "text_delta":
-                            chars += len(event.delta.text)
-                        elif event.delta.type == "input_json_delta":
-                            chars += len(event.delta.partial_json)
+                        delta = event.delta
+                        if delta.type == "text_delta":
+                            chars += len(delta.text)
+                        elif delta.type == "input_json_delta":
+                            chars += len(delta.partial_json)
+                        elif delta.type == "thinking_delta":
+                            chars += len(delta.thinking)
                     elif event.type == "message_stop":
                         finished = True
                     report(chars)

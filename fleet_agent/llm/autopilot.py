@@ -40,7 +40,7 @@ from fleet_agent.llm.autopilot_run import (
     tool_use,
     verdict,
 )
-from fleet_agent.llm.base import LlmReply, ProgressCallback, SystemPrompt
+from fleet_agent.llm.base import LlmOptions, LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import TokenUsage
 
 __all__ = ["AutopilotProvider"]
@@ -134,7 +134,9 @@ class AutopilotProvider:
         tools: list[dict[str, Any]],
         max_tokens: int,
         on_progress: ProgressCallback | None = None,
+        options: LlmOptions | None = None,
     ) -> LlmReply:
+        # `options` is for models that think; the policy does not.
         run = Run(messages)
         offered = {t["name"] for t in tools}
         content = self._decide(run, offered)

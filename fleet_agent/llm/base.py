@@ -14,10 +14,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from fleet_agent.models import TokenUsage
+from fleet_agent.models import Effort, ThinkingDisplay, TokenUsage
 
 __all__ = [
     "LlmError",
+    "LlmOptions",
     "LlmPermanentError",
     "LlmProvider",
     "LlmReply",
@@ -35,13 +36,24 @@ SystemPrompt = str | list[dict[str, Any]]
 `cache_control` breakpoints)."""
 
 
+class LlmOptions(BaseModel):
+    """How the model should think, for a provider whose models do. A provider
+    sends each only to a model that takes it (fleet_agent/llm/request.py)."""
+
+    effort: Effort | None = None
+    thinking_display: ThinkingDisplay = "omitted"
+
+
 class LlmReply(BaseModel):
     """One assistant message, as plain JSON.
 
-    `content` holds Anthropic-style content blocks as dicts, only two kinds:
-    ``{"type": "text", "text": ...}`` and
-    ``{"type": "tool_use", "id": ..., "name": ..., "input": {...}}``. They can be
-    appended to the conversation as the assistant turn unchanged.
+    `content` holds Anthropic-style content blocks as dicts, in the order the
+    model wrote them: ``{"type": "text", "text": ...}``,
+    ``{"type": "tool_use", "id": ..., "name": ..., "input": {...}}``,
+    ``{"type": "thinking", "thinking": ..., "signature": ...}`` and
+    ``{"type": "redacted_thinking", "data": ...}``. They are appended to the
+    conversation as the assistant turn unchanged: a tool-use cycle must send
+    its thinking blocks back exactly as received.
     """
 
     content: list[dict[str, Any]] = Field(default_factory=list)
@@ -76,6 +88,7 @@ class LlmProvider(Protocol):
         tools: list[dict[str, Any]],
         max_tokens: int,
         on_progress: ProgressCallback | None = None,
+        options: LlmOptions | None = None,
     ) -> LlmReply:
         """Send one request; raise `LlmRetryableError` or `LlmPermanentError` on failure.
 
@@ -87,6 +100,8 @@ class LlmProvider(Protocol):
         stream may call it once or not at all. What it raises propagates unchanged.
         `cache_control` markers in `system` and `messages` are the caller's
         prompt-caching breakpoints; a provider without prompt caching ignores them.
+        `max_tokens` bounds thinking and answer together; `options` says how
+        a model that thinks should (None: the defaults of `LlmOptions`).
         """
         ...
 

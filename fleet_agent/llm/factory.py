@@ -16,6 +16,8 @@ def provider_from_settings(settings: Settings) -> LlmProvider:
     if settings.llm_provider == "anthropic":
         key = settings.anthropic_api_key
         return AnthropicProvider(
-            api_key=key.get_secret_value() if key else None, model=settings.llm_model
+            api_key=key.get_secret_value() if key else None,
+            model=settings.llm_model,
+            info=settings.llm_model_info,
         )
     return AutopilotProvider()

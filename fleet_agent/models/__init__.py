@@ -16,6 +16,7 @@ from .activities import (
     MonitorInput,
     PollRequest,
     RecordRunRequest,
+    RequestLayout,
     StoreMessagesRequest,
     StoreToolResults,
     ToolCall,
@@ -46,7 +47,9 @@ from .compaction import CompactRequest, CompactResult
 from .config import (
     AgentConfig,
     ConfigPatch,
+    Effort,
     GpuList,
+    ThinkingDisplay,
 )
 from .freeze import (
     FreezeInfo,
@@ -103,6 +106,7 @@ __all__ = [
     "CompactResult",
     "ConfigPatch",
     "ContextInfo",
+    "Effort",
     "FleetToolRequest",
     "FreezeInfo",
     "FreezeReport",
@@ -124,6 +128,7 @@ __all__ = [
     "Priority",
     "RecordRunRequest",
     "RejectedInput",
+    "RequestLayout",
     "ResetSession",
     "RunInFlight",
     "RunInput",
@@ -135,6 +140,7 @@ __all__ = [
     "StopFleetRequest",
     "StoreMessagesRequest",
     "StoreToolResults",
+    "ThinkingDisplay",
     "TokenUsage",
     "ToolCall",
     "ToolResult",

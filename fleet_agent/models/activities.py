@@ -23,6 +23,7 @@ __all__ = [
     "MonitorInput",
     "PollRequest",
     "RecordRunRequest",
+    "RequestLayout",
     "StoreMessagesRequest",
     "StoreToolResults",
     "ToolCall",
@@ -61,12 +62,31 @@ class ContextInfo(BaseModel):
     llm_cost: LlmCostSummary | None = None
 
 
+class RequestLayout(BaseModel):
+    """How a run's request was shrunk to fit (fleet_agent/request_fit.py).
+
+    A thinking model's blocks are bound to everything before them, so a
+    request may only ever keep the previous round's layout and add to its
+    end, or fold the whole run so far: each reply carries the layout it was
+    made under and the next round starts from it."""
+
+    # Rounds 1..folded_upto of the run are given as a digest in its context
+    # message rather than as turns (0: none).
+    folded_upto: int = Field(default=0, ge=0)
+    # The oldest history messages left out (in pairs: a run's trigger and answer).
+    history_dropped: int = Field(default=0, ge=0)
+    # The share of the context message's text kept, cut in the middle.
+    context_keep: float = Field(default=1.0, gt=0, le=1)
+
+
 class LlmRequest(BaseModel):
     agent_id: str
     run: int
     session: int
     round: int
     config: AgentConfig
+    # The layout of the previous round's request (its reply's).
+    layout: RequestLayout = Field(default_factory=RequestLayout)
 
 
 class ToolCall(BaseModel):
@@ -89,6 +109,8 @@ class LlmResult(BaseModel):
     # A final reply's first ANSWER_PREVIEW_CHARS (fleet_agent/verdict.py), for
     # the Web UI; the whole text stays in the store.
     answer: str = ""
+    # The layout the reply's request was made under: the next round's start.
+    layout: RequestLayout = Field(default_factory=RequestLayout)
 
 
 class ToolResult(BaseModel):

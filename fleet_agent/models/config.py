@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -12,8 +12,17 @@ from .base import Strict
 __all__ = [
     "AgentConfig",
     "ConfigPatch",
+    "Effort",
     "GpuList",
+    "ThinkingDisplay",
 ]
+
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
+"""`output_config.effort` of the Messages API: how much the model thinks and writes."""
+
+ThinkingDisplay = Literal["omitted", "summarized"]
+"""`thinking.display`: whether the model's thinking comes back as a summary
+("summarized") or as an empty text with its signature ("omitted")."""
 
 
 GpuList = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=50)]
@@ -27,7 +36,15 @@ class AgentConfig(BaseModel):
     heartbeat_seconds: Annotated[int, Field(ge=30, le=86_400)] = 300
     history_token_budget: Annotated[int, Field(ge=1_000, le=1_000_000)] = 24_000
     max_rounds: Annotated[int, Field(ge=1, le=50)] = 12
+    # Room for the answer (text and tool calls); a thinking model gets more
+    # for its thinking, by effort (fleet_agent/llm/request.py).
     max_output_tokens: Annotated[int, Field(ge=256, le=64_000)] = 4_096
+    # How hard the model thinks (docs/DECISIONS.md, "Effort"); sent only to
+    # models that take it (fleet_agent/llm_models.py).
+    llm_effort: Effort = "medium"
+    # "summarized": the model's thinking is kept readable for `show-run` and
+    # the console; it never enters a later run's prompt.
+    llm_thinking_display: ThinkingDisplay = "omitted"
     p0_debounce_seconds: Annotated[float, Field(ge=0.1, le=600)] = 2.0
     p1_debounce_seconds: Annotated[float, Field(ge=0.1, le=3_600)] = 10.0
     continue_as_new_after_runs: Annotated[int, Field(ge=1, le=10_000)] = 200
@@ -96,6 +113,8 @@ class ConfigPatch(Strict):
     history_token_budget: Annotated[int, Field(ge=1_000, le=1_000_000)] | None = None
     max_rounds: Annotated[int, Field(ge=1, le=50)] | None = None
     max_output_tokens: Annotated[int, Field(ge=256, le=64_000)] | None = None
+    llm_effort: Effort | None = None
+    llm_thinking_display: ThinkingDisplay | None = None
     p0_debounce_seconds: Annotated[float, Field(ge=0.1, le=600)] | None = None
     p1_debounce_seconds: Annotated[float, Field(ge=0.1, le=3_600)] | None = None
     continue_as_new_after_runs: Annotated[int, Field(ge=1, le=10_000)] | None = None

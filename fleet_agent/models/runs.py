@@ -62,13 +62,17 @@ class TokenUsage(BaseModel):
     them: `input_tokens` is only the uncached rest of the prompt; the prompt is
     `input_tokens + cache_creation_input_tokens + cache_read_input_tokens`.
     `cache_creation_1h_input_tokens` is the part of the cache writes made with
-    the 1-hour TTL (billed 2 × input instead of 1.25 ×)."""
+    the 1-hour TTL (billed 2 × input instead of 1.25 ×). `output_tokens`
+    includes thinking, as the API counts and bills it; `thinking_tokens` is
+    the part of them spent thinking (the API's
+    `usage.output_tokens_details.thinking_tokens`), for the run log only."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_creation_1h_input_tokens: int = 0
+    thinking_tokens: int = 0
 
     @property
     def prompt_tokens(self) -> int:
@@ -86,6 +90,7 @@ class TokenUsage(BaseModel):
             cache_creation_1h_input_tokens=(
                 self.cache_creation_1h_input_tokens + other.cache_creation_1h_input_tokens
             ),
+            thinking_tokens=self.thinking_tokens + other.thinking_tokens,
         )
 
 

@@ -252,6 +252,7 @@ def _run_record(row: RunRow) -> RunRecord:
             cache_read_input_tokens=row.cache_read_input_tokens,
             cache_creation_input_tokens=row.cache_creation_input_tokens,
             cache_creation_1h_input_tokens=row.cache_creation_1h_input_tokens,
+            thinking_tokens=row.thinking_tokens,
         ),
         llm_seconds=row.llm_seconds,
         history_runs_included=row.history_runs_included,

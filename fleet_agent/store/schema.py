@@ -10,6 +10,9 @@ Versions:
    (`fa_messages`), which needed no change.
 4. `fa_runs` gains the index `ix_fa_runs_agent_started` (agent, started_at):
    the LLM cost of today and of the last 24 h, read by every run.
+5. `fa_tool_calls` gains the index `ix_fa_tool_calls_agent_name_run`.
+6. `fa_runs` gains `thinking_tokens` (default 0): the part of the run's
+   output tokens its model spent thinking.
 
 A table that is only added (no change to an existing one) needs no new
 version: `upgrade` creates every missing table of the current metadata.
@@ -35,7 +38,7 @@ from .tables import (
 
 __all__ = ["SCHEMA_VERSION", "SchemaError", "read_version", "upgrade"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 VERSION_KEY = "schema_version"
 
 # Tables of version 1: a database with any of them and no fa_meta is version 1.
@@ -186,10 +189,23 @@ def _v4_to_v5(conn: Connection) -> None:
     )
 
 
+def _v5_to_v6(conn: Connection) -> None:
+    """fa_runs: add `thinking_tokens`, 0 for the existing rows (kept as the
+    column's default, as in a new store: see `_v2_to_v3`)."""
+    if RUNS_TABLE not in inspect(conn).get_table_names():
+        return  # create_all makes it at the current version
+    if "thinking_tokens" in {c["name"] for c in inspect(conn).get_columns(RUNS_TABLE)}:
+        return  # SQLite's version 1 → 2 rebuilt the table at the current version
+    conn.exec_driver_sql(
+        "ALTER TABLE fa_runs ADD COLUMN thinking_tokens INTEGER NOT NULL DEFAULT '0'"
+    )
+
+
 # _MIGRATIONS[n] takes a database from version n to n + 1.
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
     4: _v4_to_v5,
+    5: _v5_to_v6,
 }

@@ -141,6 +141,8 @@ class RunRow(SQLModel, table=True):
     # not 1.25 ×); schema version 3. The server default fills the rows of
     # older stores when the column is added.
     cache_creation_1h_input_tokens: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    # The part of output_tokens spent thinking; schema version 6.
+    thinking_tokens: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     llm_seconds: float = 0.0
     history_runs_included: int = 0
     history_runs_dropped: int = 0

@@ -2,7 +2,8 @@
 answers (`Reply`, `ErrorReply`), and the JSON bodies the server sends for them.
 
 Pure: no sockets, no threads. The usage of a reply comes from its script or
-from the prompt cache's accounting (anthropic_cache.py).
+from the prompt cache's accounting (anthropic_cache.py); its thinking blocks
+and thinking tokens from a `ThinkingPlan` (anthropic_thinking.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from .anthropic_cache import CacheUsage, prompt_tokens
 from .anthropic_sse import cut_json
+from .anthropic_thinking import ThinkingPlan, answer_tokens
 
 __all__ = [
     "DEFAULT_TEXT",
@@ -118,6 +120,10 @@ class Request:
     received_at: float = field(default_factory=time.time)
     # The usage the fake answered with (None: answered with an error).
     usage: dict[str, Any] | None = None
+    # The thinking tokens the reply billed (0: it did not think; None: an error).
+    thinking_tokens: int | None = None
+    # The content blocks of the reply as a whole (None: answered with an error).
+    content: list[dict[str, Any]] | None = None
 
     @property
     def model(self) -> str:
@@ -162,6 +168,19 @@ class Request:
     def max_tokens(self) -> int | None:
         value = self.body.get("max_tokens")
         return value if isinstance(value, int) else None
+
+    @property
+    def thinking(self) -> dict[str, Any] | None:
+        """The request's `thinking` config (None: the field is absent)."""
+        value = self.body.get("thinking")
+        return value if isinstance(value, dict) else None
+
+    @property
+    def effort(self) -> str | None:
+        """The request's ``output_config.effort`` (None: not sent)."""
+        config = self.body.get("output_config")
+        value = config.get("effort") if isinstance(config, dict) else None
+        return value if isinstance(value, str) else None
 
     def last_user_text(self) -> str:
         """Text of the last user message: its text blocks and tool_result contents."""
@@ -220,6 +239,17 @@ class Reply:
     `stall_after` N stops sending after N events, holding the connection open
     until the client gives up (or the fake stops); `end_after` N ends the
     response cleanly after N events, without the rest of the message.
+
+    Thinking (when the request thinks: anthropic_models.py says when; the
+    blocks are laid out as anthropic_thinking.py says): `think` False → this
+    reply does not think ("Claude decides when and how much to think", SDK
+    anthropic/types/thinking_config_param.py), True → it thinks even where
+    the request would not (a script's choice; on a model name the fake does
+    not know it thinks adaptively at high effort, summarized), None → it
+    thinks whenever the request does. `thinking` replaces the generated
+    summary of the first thinking block (sent only with display
+    "summarized"), `thinking_tokens` the thinking tokens of the effort, and
+    `redacted` the server's `redacted_every` rule for a redacted_thinking block.
     """
 
     text: str = ""
@@ -235,6 +265,10 @@ class Reply:
     chunk_delay: float = 0.0
     stall_after: int | None = None
     end_after: int | None = None
+    think: bool | None = None
+    thinking: str | None = None
+    thinking_tokens: int | None = None
+    redacted: bool | None = None
 
 
 @dataclass
@@ -285,7 +319,9 @@ def error_body(reply: ErrorReply) -> dict[str, Any]:
     return {"type": "error", "error": error, "request_id": new_id("req")}
 
 
-def _usage(reply: Reply, output_tokens: int, cache: CacheUsage) -> dict[str, Any]:
+def _usage(
+    reply: Reply, output_tokens: int, cache: CacheUsage, plan: ThinkingPlan | None
+) -> dict[str, Any]:
     if reply.usage is not None:
         usage: dict[str, Any] = {"input_tokens": reply.usage[0], "output_tokens": reply.usage[1]}
         read, written, written_1h = (
@@ -304,32 +340,57 @@ def _usage(reply: Reply, output_tokens: int, cache: CacheUsage) -> dict[str, Any
             "ephemeral_5m_input_tokens": written - written_1h,
             "ephemeral_1h_input_tokens": written_1h,
         }
+    if plan is not None:
+        # "`output_tokens` remains the inclusive, authoritative total";
+        # thinking_tokens is "Always ≤ `output_tokens`" (SDK
+        # anthropic/types/output_tokens_details.py, anthropic/types/usage.py).
+        thinking = min(plan.tokens, usage["output_tokens"])
+        usage["output_tokens_details"] = {"thinking_tokens": thinking}
     return usage
 
 
 def message_body(
-    request: Request, reply: Reply, cache: CacheUsage | None = None
+    request: Request,
+    reply: Reply,
+    cache: CacheUsage | None = None,
+    plan: ThinkingPlan | None = None,
 ) -> tuple[dict[str, Any], dict[int, str]]:
-    """The response body, and the cut tool input JSON by content index (if any)."""
+    """The response body, and the cut tool input JSON by content index (if any).
+
+    With a `plan` (the request thinks), its blocks lead the content and sit
+    between tool calls; the output tokens are the answer's plus the plan's
+    thinking tokens, or `max_tokens` when the thinking was cut there."""
     content: list[dict[str, Any]] = []
     tool_json: dict[int, str] = {}
-    if reply.text:
-        content.append({"type": "text", "text": reply.text})
-    for k, (name, tool_input) in enumerate(reply.tool_calls):
-        if reply.stop_reason == "max_tokens" and k == len(reply.tool_calls) - 1:
-            tool_json[len(content)], tool_input = cut_json(tool_input, reply.cut_json_at)
-        content.append(
-            {"type": "tool_use", "id": new_id("toolu"), "name": name, "input": tool_input}
-        )
-    output_tokens = max(1, len(json.dumps(content)) // 4)
-    usage = _usage(reply, output_tokens, cache or CacheUsage(prompt=prompt_tokens(request.body)))
+    stop_reason = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
+    if plan is not None and plan.cut:
+        content = list(plan.lead)
+        stop_reason = "max_tokens"
+        output_tokens = plan.tokens
+    else:
+        if plan is not None:
+            content.extend(plan.lead)
+        if reply.text:
+            content.append({"type": "text", "text": reply.text})
+        for k, (name, tool_input) in enumerate(reply.tool_calls):
+            if plan is not None and 0 < k <= len(plan.between):
+                content.extend(plan.between[k - 1])
+            if reply.stop_reason == "max_tokens" and k == len(reply.tool_calls) - 1:
+                tool_json[len(content)], tool_input = cut_json(tool_input, reply.cut_json_at)
+            content.append(
+                {"type": "tool_use", "id": new_id("toolu"), "name": name, "input": tool_input}
+            )
+        output_tokens = answer_tokens(content) + (plan.tokens if plan is not None else 0)
+    usage = _usage(
+        reply, output_tokens, cache or CacheUsage(prompt=prompt_tokens(request.body)), plan
+    )
     body = {
         "id": new_id("msg"),
         "type": "message",
         "role": "assistant",
         "model": reply.model or request.model,
         "content": content,
-        "stop_reason": reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn"),
+        "stop_reason": stop_reason,
         "stop_sequence": None,
         "usage": usage,
     }

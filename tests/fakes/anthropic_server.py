@@ -16,25 +16,31 @@ and reads in the usage like the real API (anthropic_cache.py), answers
 add latency, slow a stream down or stall it, end a reply with any stop reason
 (``max_tokens`` cutting a tool call's JSON), and records every request and the
 highest concurrency seen.
+
+It thinks like the real models (anthropic_models.py says which model does
+what): a reply to a thinking request carries thinking blocks with signatures
+and bills thinking tokens (anthropic_thinking.py), and the server remembers
+what it issued, so thinking passed back altered, dropped, reordered, to
+another account or after a changed conversation gets the real API's 400
+(anthropic_signatures.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
-import select
 import socket
-import sys
 import threading
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
 from .anthropic_cache import PromptCache, prompt_tokens
+from .anthropic_http import Handler, Server, client_gone
 from .anthropic_payloads import (
     DEFAULT_TEXT,
     FAKE_API_KEY,
@@ -46,8 +52,8 @@ from .anthropic_payloads import (
     default_responder,
     error_body,
     message_body,
-    new_id,
 )
+from .anthropic_signatures import ThinkingRegistry, without_blocks
 from .anthropic_sse import Event, encode_event, message_events
 from .anthropic_validation import validate_messages_request
 
@@ -63,96 +69,6 @@ __all__ = [
     "default_responder",
     "validate_messages_request",
 ]
-
-
-def _client_gone(conn: socket.socket) -> bool:
-    """True if the peer closed the connection (it sends nothing while awaiting a reply)."""
-    try:
-        readable, _, _ = select.select([conn], [], [], 0)
-        return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
-    except (OSError, ValueError):
-        return True
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    fake: FakeAnthropic
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that timed out and hung up is expected; anything else is a bug.
-        if isinstance(sys.exc_info()[1], OSError):  # ConnectionError is an OSError
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.fake._track(self.connection, add=True)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.fake._track(self.connection, add=False)
-
-    def _send(self, status: int, body: Mapping[str, Any], headers: Mapping[str, str]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.send_header("request-id", str(body.get("request_id") or new_id("req")))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-        self.wfile.flush()
-
-    def start_event_stream(self) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("transfer-encoding", "chunked")
-        self.send_header("request-id", new_id("req"))
-        self.end_headers()
-        self.wfile.flush()
-
-    def send_chunk(self, data: bytes) -> None:
-        """One chunk of a chunked body; empty `data` ends the body."""
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
-
-    def _send_error(self, reply: ErrorReply) -> None:
-        self._send(reply.status, error_body(reply), reply.headers)
-
-    def do_GET(self) -> None:
-        self._read_body()
-        self._send_error(ErrorReply(404, message=f"Not found: GET {self.path}"))
-
-    def do_POST(self) -> None:
-        raw = self._read_body()
-        path = self.path.split("?", 1)[0].rstrip("/")
-        fake = self.server.fake
-        if path == "/v1/messages":
-            fake._serve_messages(self, raw)
-        elif path == "/v1/messages/count_tokens":
-            fake._serve_count_tokens(self, raw)
-        else:
-            self._send_error(ErrorReply(404, message=f"Not found: POST {self.path}"))
-
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("content-length") or 0)
-        return self.rfile.read(length) if length > 0 else b""
-
-    def lower_headers(self) -> dict[str, str]:
-        return {k.lower(): v for k, v in self.headers.items()}
 
 
 class _InFlight:
@@ -174,14 +90,21 @@ class FakeAnthropic:
 
     Every POST /v1/messages is appended to `requests` (even ones answered with an
     error). Outcome order: queued `fail_next` errors, then auth (an ``x-api-key``
-    or ``authorization`` header is required), then JSON/shape validation (400),
-    then the responder. A responder that raises gets a 500 `api_error` and the
-    exception is kept in `responder_errors`.
+    or ``authorization`` header is required), then JSON/shape validation and the
+    model's settings (400), then the thinking passed back (400), then the
+    responder. A responder that raises gets a 500 `api_error` and the exception
+    is kept in `responder_errors`.
 
     `cache` is the prompt cache (anthropic_cache.py); its TTLs run on `clock`
     (seconds; `time.monotonic` by default: a benchmark on the time-skipping
     server passes the server's clock). `min_cacheable` overrides the minimum
     cacheable prompt length per model.
+
+    `thinking_registry` remembers the thinking blocks and replies issued
+    (anthropic_signatures.py), and checks what comes back after validation;
+    `redacted_every` N gives every Nth thinking reply a redacted_thinking
+    block (0: never; `Reply.redacted` overrides). `clear()` leaves the
+    registry alone: what was issued stays valid, as with the real API.
     """
 
     def __init__(
@@ -191,8 +114,10 @@ class FakeAnthropic:
         *,
         clock: Callable[[], float] = time.monotonic,
         min_cacheable: Mapping[str, int] | None = None,
+        redacted_every: int = 3,
     ) -> None:
         self._responder: Responder = responder or default_responder
+        self.thinking_registry = ThinkingRegistry(redacted_every=redacted_every)
         self.latency = latency
         self.cache = PromptCache(clock=clock)
         if min_cacheable is not None:
@@ -209,7 +134,7 @@ class FakeAnthropic:
         self._failures: deque[ErrorReply] = deque()
         self._connections: set[socket.socket] = set()
         self._stopping = threading.Event()
-        self._server: _Server | None = None
+        self._server: Server | None = None
         self._thread: threading.Thread | None = None
         self._port = 0
 
@@ -220,7 +145,7 @@ class FakeAnthropic:
         if self._server is not None:
             raise RuntimeError("FakeAnthropic is already running")
         self._stopping.clear()
-        server = _Server(("127.0.0.1", self._port), _Handler)
+        server = Server(("127.0.0.1", self._port), Handler)
         server.fake = self
         self._port = server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self._port}"
@@ -329,7 +254,7 @@ class FakeAnthropic:
             else:
                 self._connections.discard(conn)
 
-    def _serve_messages(self, handler: _Handler, raw: bytes) -> None:
+    def _serve_messages(self, handler: Handler, raw: bytes) -> None:
         headers = handler.lower_headers()
         body: Any = None
         parse_error = ""
@@ -338,6 +263,7 @@ class FakeAnthropic:
         except ValueError as exc:
             parse_error = f"Request body is not valid JSON: {exc}"
         request = Request(body=body if isinstance(body, dict) else {}, headers=headers)
+        dropped: list[tuple[int, int]] = []
         with self._lock:
             self.requests.append(request)
             self.in_flight += 1
@@ -357,7 +283,10 @@ class FakeAnthropic:
                 outcome = ErrorReply(400, "invalid_request_error", parse_error)
             elif (problem := validate_messages_request(body)) is not None:
                 outcome = ErrorReply(400, "invalid_request_error", problem)
+            elif (checked := self.thinking_registry.check(request))[0] is not None:
+                outcome = ErrorReply(400, "invalid_request_error", checked[0])
             else:
+                dropped = checked[1]
                 outcome = self._respond(responder, request)
             if isinstance(outcome, str):
                 outcome = Reply(text=outcome)
@@ -374,9 +303,13 @@ class FakeAnthropic:
                     slot.release()
                     handler._send_error(outcome)
             else:
-                cache = self.cache.account(request.body)
-                message, tool_json = message_body(request, outcome, cache)
+                cache = self.cache.account(without_blocks(request.body, dropped))
+                plan = self.thinking_registry.plan(request, outcome)
+                message, tool_json = message_body(request, outcome, cache, plan)
+                self.thinking_registry.issue(request, message)
                 request.usage = message["usage"]
+                request.thinking_tokens = plan.tokens if plan is not None else 0
+                request.content = copy.deepcopy(message["content"])
                 if request.stream:
                     events = message_events(message, tool_json, max(1, outcome.chunk_chars))
                     self._stream(handler, events, outcome, slot)
@@ -398,7 +331,7 @@ class FakeAnthropic:
                 "fake responder raised: " + "".join(traceback.format_exception_only(exc)).strip(),
             )
 
-    def _stream(self, handler: _Handler, events: list[Event], pace: Reply, slot: _InFlight) -> None:
+    def _stream(self, handler: Handler, events: list[Event], pace: Reply, slot: _InFlight) -> None:
         """Send `events` as an HTTP 200 event stream, paced and stalled as `pace` says."""
         handler.start_event_stream()
         for i, (name, data) in enumerate(events):
@@ -421,14 +354,14 @@ class FakeAnthropic:
         """Wait `delay` seconds; False if the fake stops or the client hangs up first."""
         deadline = time.monotonic() + delay  # inf: until the client or the fake goes
         while True:
-            if self._stopping.is_set() or _client_gone(conn):
+            if self._stopping.is_set() or client_gone(conn):
                 return False
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return True
             self._stopping.wait(min(0.02, remaining))
 
-    def _serve_count_tokens(self, handler: _Handler, raw: bytes) -> None:
+    def _serve_count_tokens(self, handler: Handler, raw: bytes) -> None:
         headers = handler.lower_headers()
         try:
             body = json.loads(raw) if raw else None
@@ -454,7 +387,7 @@ class FakeAnthropic:
         check = dict(body) if isinstance(body, dict) else body
         if isinstance(check, dict):
             check.setdefault("max_tokens", 1)  # count_tokens takes no max_tokens
-        if (problem := validate_messages_request(check)) is not None:
+        if (problem := validate_messages_request(check, generation=False)) is not None:
             handler._send_error(ErrorReply(400, "invalid_request_error", problem))
             return
         # The prompt's tokens as the fake counts them for a message's usage.

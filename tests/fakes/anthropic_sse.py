@@ -8,6 +8,19 @@ event names and payloads follow the API's streaming reference: `message_start`
 `content_block_stop`, a `ping` after the first block starts, then
 `message_delta` (stop reason, cumulative output tokens) and `message_stop`. An
 error inside a stream is an `error` event.
+
+Thinking (SDK anthropic/types/thinking_delta.py, signature_delta.py and the
+accumulator in anthropic/lib/streaming/_messages.py): a `thinking` block
+starts empty (``"thinking": "", "signature": ""``), its text comes in
+`thinking_delta` events ("Concatenate the `thinking` values of successive
+`thinking_delta` events"; none when the text is empty, as display "omitted"
+"streams `thinking` blocks with empty text",
+https://github.com/anthropics/skills/blob/9d2f1ae187231d8199c64b5b762e1bdf2244733d/skills/claude-api/SKILL.md)
+and its signature in one `signature_delta` "just before the block's
+`content_block_stop` event" — not at all for a block cut by `max_tokens`,
+whose signature stays empty. A `redacted_thinking` block starts whole and
+stops. `message_delta`'s usage carries ``output_tokens_details`` (SDK
+anthropic/types/message_delta_usage.py).
 """
 
 from __future__ import annotations
@@ -52,6 +65,7 @@ def message_events(
     size of each text or JSON delta.
     """
     usage = dict(message["usage"])
+    details = usage.pop("output_tokens_details", None)
     start = {
         **message,
         "content": [],
@@ -65,6 +79,17 @@ def message_events(
             opening: dict[str, Any] = {"type": "text", "text": ""}
             pieces = _pieces(block["text"], chunk_chars)
             deltas = [{"type": "text_delta", "text": p} for p in pieces]
+        elif block["type"] == "thinking":
+            opening = {"type": "thinking", "thinking": "", "signature": ""}
+            text = block["thinking"]
+            deltas = [
+                {"type": "thinking_delta", "thinking": p} for p in _pieces(text, chunk_chars) if p
+            ]
+            if block["signature"]:
+                deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif block["type"] == "redacted_thinking":
+            opening = dict(block)
+            deltas = []
         else:
             opening = {**block, "input": {}}
             text = tool_json.get(index, json.dumps(block["input"]))
@@ -93,7 +118,10 @@ def message_events(
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                "usage": {"output_tokens": usage["output_tokens"]},
+                "usage": {
+                    "output_tokens": usage["output_tokens"],
+                    **({"output_tokens_details": details} if details is not None else {}),
+                },
             },
         )
     )

@@ -1,8 +1,19 @@
 """Request validation of the fake Messages API: the 400s the real API gives for
 malformed prompts (required fields, role alternation, tool_use/tool_result
-pairing, tool definitions, a final assistant message ending in whitespace) and
-for misused prompt-cache breakpoints (more than 4, a bad `cache_control`, a
-1-hour entry after a 5-minute one)."""
+pairing, tool definitions, thinking blocks, a final assistant message ending
+in whitespace), for misused prompt-cache breakpoints (more than 4, a bad
+`cache_control`, a 1-hour entry after a 5-minute one) and for settings the
+request's model refuses (anthropic_settings.py).
+
+Thinking blocks: a `thinking` block needs string `thinking` and `signature`
+(SDK anthropic/types/thinking_block_param.py), a `redacted_thinking` block a
+string `data` (redacted_thinking_block_param.py); both come only from the
+assistant. "Thinking blocks cannot be explicitly marked with `cache_control`"
+(https://platform.claude.com/docs/en/build-with-claude/prompt-caching#caching-with-thinking-blocks;
+the SDK's block params have no `cache_control`): a marker on one is a 400.
+Those wordings are the fake's. Signatures are checked by the server
+(anthropic_signatures.py), which remembers what it issued.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +21,7 @@ import re
 from typing import Any
 
 from .anthropic_cache import cache_markers
+from .anthropic_settings import settings_problem
 
 __all__ = ["validate_messages_request"]
 
@@ -56,6 +68,15 @@ def _validate_content(i: int, message: dict[str, Any], is_last: bool) -> str | N
                 return f"{where}.name: Field required"
             if not isinstance(block.get("input"), dict):
                 return f"{where}.input: Input should be a valid dictionary"
+        elif kind in ("thinking", "redacted_thinking"):
+            if role != "assistant":
+                return f"{where}: {kind} blocks can only appear in assistant messages"
+            fields = ("thinking", "signature") if kind == "thinking" else ("data",)
+            for name in fields:
+                if not isinstance(block.get(name), str):
+                    return f"{where}.{kind}.{name}: Field required (a string)"
+            if "cache_control" in block:
+                return f"{where}.{kind}.cache_control: {kind} blocks cannot carry cache_control"
         elif kind == "tool_result":
             if role != "user":
                 return f"{where}: tool_result blocks can only appear in user messages"
@@ -130,8 +151,13 @@ def _validate_cache_control(body: dict[str, Any]) -> str | None:
     return None
 
 
-def validate_messages_request(body: Any) -> str | None:
-    """The first problem the real API would report as a 400, or None if acceptable."""
+def validate_messages_request(body: Any, *, generation: bool = True) -> str | None:
+    """The first problem the real API would report as a 400, or None if acceptable.
+
+    `generation` False (count_tokens): the request is only counted, so the
+    model's generation settings (sampling, thinking type, effort, tool
+    choice, prefill, limits: anthropic_settings.py) are not checked — the
+    fake's leniency, no page says how count_tokens treats them."""
     if not isinstance(body, dict):
         return "request body must be a JSON object"
     for name in ("model", "messages", "max_tokens"):
@@ -206,4 +232,6 @@ def validate_messages_request(body: Any) -> str | None:
                         "begin with a matching number of `tool_result` blocks."
                     )
         previous = message
-    return _validate_cache_control(body)
+    if (problem := _validate_cache_control(body)) is not None:
+        return problem
+    return settings_problem(body) if generation else None
