@@ -48,6 +48,7 @@ from fleet_agent.transcript import (
     assistant_seq,
     dumps,
     reply_text,
+    settled,
     tool_results_seq,
 )
 from fleet_agent.triggers import message_key
@@ -293,6 +294,8 @@ class RunLogActivities:
         cost = replies_cost(replies, self._prices)
         try:
             self._finish(req, final_text, digest, replies, cost)
+            if final_seq is not None:
+                self._settle(req)
         except KeyError:
             # This execution of the run never got as far as load_context (e.g.
             # its workflow could not start): nothing to close, nothing written.
@@ -303,6 +306,18 @@ class RunLogActivities:
                 non_retryable=True,
             ) from None
         return cost
+
+    def _settle(self, req: RecordRunRequest) -> None:
+        """A run with its final answer sends nothing more: its replies keep
+        their thinking readable and capped, without the signatures only the
+        API reads (fleet_agent/transcript.py, `settled`). Idempotent."""
+        store, run = self._store, req.result.run
+        for message in store.run_messages(req.agent_id, run):
+            if message.kind != "assistant":
+                continue
+            reply = settled(StoredReply.model_validate_json(message.content))
+            if reply is not None:
+                store.replace_message(req.agent_id, run, message.seq, dumps(reply))
 
     def _finish(
         self,

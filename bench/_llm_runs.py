@@ -24,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.fleet import FleetActivities
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmOptions, LlmReply, ProgressCallback, SystemPrompt
-from fleet_agent.models import AgentInput, ConfigPatch
+from fleet_agent.models import AgentInput, ConfigPatch, Effort
 from fleet_agent.settings import ProverSpec
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
@@ -94,10 +94,12 @@ class AgentStack:
 
 @asynccontextmanager
 async def agent_stack(
-    *, seed: int, budget: int, respond: Responder, prefix: str
+    *, seed: int, budget: int, respond: Responder, prefix: str, effort: Effort | None = None
 ) -> AsyncIterator[AgentStack]:
-    """One agent (monitor off, 5-minute heartbeat, `budget` history tokens)
-    started on a fresh stack; terminated when the block ends."""
+    """One agent (monitor off, 5-minute heartbeat, `budget` history tokens,
+    `llm_effort` = `effort` or the config's default) started on a fresh stack;
+    terminated when the block ends. The fake Messages API behaves like the
+    default model: it thinks, and bills thinking tokens by effort."""
     clock = ServerClock()
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -125,6 +127,7 @@ async def agent_stack(
                         monitor_enabled=False,
                         heartbeat_seconds=HEARTBEAT_S,
                         history_token_budget=budget,
+                        llm_effort=effort,
                     )
                     handle = await env.client.start_workflow(
                         FleetAgentWorkflow.run,

@@ -121,11 +121,15 @@ async def drive(
     hours: float,
     step: int,
     spare: bool,
+    effort: str | None = None,
 ) -> str:
-    """Run the day: start the agent, change its target at TARGETS' hours,
-    and sample the truth after every step; the agent's workflow ID."""
+    """Run the day: start the agent (`llm_effort` = `effort`, else the
+    config's), change its target at TARGETS' hours, and sample the truth
+    after every step; the agent's workflow ID."""
     target = target_at(0)
-    settings = {**CONFIG, "spare_one_machine": spare}
+    settings: dict[str, Any] = {**CONFIG, "spare_one_machine": spare}
+    if effort is not None:
+        settings["llm_effort"] = effort
     config = AgentConfig(target_proofs_per_hour=target, **settings)
     # The first period's oracle: the market before the agent exists.
     oracle = await _oracle(vast, prover, config, sim.market.state())

@@ -39,8 +39,8 @@ from temporalio.client import WorkflowHistory
 
 import activities.runlog
 from activities.runlog import RunLogActivities
-from fleet_agent.llm_models import DEFAULT_MODEL, KNOWN_MODELS, cost_usd
-from fleet_agent.models import LoadContextRequest, TokenUsage
+from fleet_agent.llm_models import DEFAULT_MODEL, EFFORTS, KNOWN_MODELS, cost_usd
+from fleet_agent.models import AgentConfig, LoadContextRequest, TokenUsage
 from fleet_agent.store import Store
 from tests.fakes import DEFAULT_TEXT, Reply, Request
 from tests.fakes.anthropic_cache import prompt_tokens
@@ -325,6 +325,7 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         budget=args.budget,
         respond=responder(kinds, random.Random(args.seed + 2)),
         prefix="context-growth",
+        effort=args.effort,
     ) as stack:
         sampler = Sampler(args, stack, kinds)
         sampler.loads.install()
@@ -440,6 +441,10 @@ def report(
         "requests": len(rounds),
         "summariser_requests": len(requests) - len(rounds),
         "usd_total": ours_usd,
+        "output_tokens": total.output_tokens,
+        "thinking_tokens": total.thinking_tokens,
+        "thinking_tokens_per_request": total.thinking_tokens / max(len(requests), 1),
+        "usd_thinking": total.thinking_tokens * s.info.output / 1e6,
         "naive_usd_total": naive_usd,
         "cached_share_consecutive": cached,
         "agent_continued_as_new": s.continued_as_new,
@@ -469,6 +474,7 @@ def report(
             "every": args.every,
             "budget": args.budget,
             "model": DEFAULT_MODEL,
+            "effort": args.effort,
         },
     }
 
@@ -526,13 +532,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--budget", type=int, default=24_000, help="history_token_budget (24000, the default)"
     )
+    parser.add_argument(
+        "--effort",
+        choices=EFFORTS,
+        default=AgentConfig().llm_effort,
+        help=f"the agent's llm_effort ({AgentConfig().llm_effort}, the default config)",
+    )
     parser.add_argument("--json-out", type=Path, help="default bench/results/…-<time>.json")
     args = parser.parse_args(argv)
     if args.runs < 20 or args.every < 1:
         parser.error("--runs must be ≥ 20 and --every ≥ 1")
     title = (
         f"context growth: {args.runs} runs (seed {args.seed}, budget {args.budget}, "
-        f"{DEFAULT_MODEL} prices)"
+        f"effort {args.effort}, {DEFAULT_MODEL} prices)"
     )
     print(f"\n{title}\n{'-' * len(title)}", flush=True)
     result = asyncio.run(run_bench(args))
@@ -551,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
                 "requests",
                 "summariser_requests",
                 "usd_total",
+                "usd_thinking",
+                "thinking_tokens_per_request",
                 "naive_usd_total",
                 "cached_share_consecutive",
                 "agent_continued_as_new",

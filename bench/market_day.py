@@ -49,6 +49,7 @@ from _market_day_truth import (
 
 from activities.fleet import FleetActivities
 from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.llm_models import EFFORTS
 from fleet_agent.prover import ProverSpec
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
@@ -82,6 +83,7 @@ async def run_path(
     min_inet_down: float | None = None,
     spare: bool = True,
     keep_store: Path | None = None,
+    effort: str | None = None,
 ) -> dict[str, Any]:
     prover = ProverSpec() if min_inet_down is None else ProverSpec(min_inet_down_mbps=min_inet_down)
     day = Day()
@@ -109,10 +111,13 @@ async def run_path(
                     async with running_worker(
                         env.client, store, provider=provider, fleet=fleet
                     ) as h:
-                        agent_id = await drive(day, env, h, sim, vast, prover, hours, step, spare)
+                        agent_id = await drive(
+                            day, env, h, sim, vast, prover, hours, step, spare, effort
+                        )
                     destroyed_as(day, store, agent_id)
                     mark_creates(day, store, agent_id)
                     runs = run_counts(store, agent_id)
+                    runs["llm"] = llm_totals(store, agent_id, fake)
                     counters = sim.market.state()["counters"]
         finally:
             await env.shutdown()
@@ -121,6 +126,28 @@ async def run_path(
                 _keep(Path(tmp) / "fleet.db", keep_store / f"{path}-{faults}-s{seed}.db")
     report = day_report(path, day, counters, hours, time.monotonic() - started, spare=spare)
     return {"faults": faults, "spare_one_machine": spare, **report, **runs}
+
+
+def llm_totals(store: Store, agent_id: str, fake: FakeAnthropic) -> dict[str, Any]:
+    """What the day's LLM rounds cost (the store's run records, priced as the
+    run log prices them) and how they ended: refused requests (the fake's
+    400s and others) and stop reasons other than a finished turn."""
+    totals = store.llm_totals(agent_id)
+    stops: dict[str, int] = {}
+    for run in store.list_runs(agent_id, limit=100_000):
+        for stop in run.stop_reasons:
+            stops[stop] = stops.get(stop, 0) + 1
+    refused = [r for r in fake.requests if r.usage is None]
+    return {
+        "runs": totals.runs,
+        "usd": totals.cost_usd,
+        "usd_per_run": totals.cost_usd / max(totals.runs, 1),
+        "output_tokens": totals.usage.output_tokens,
+        "thinking_tokens": totals.usage.thinking_tokens,
+        "requests": len(fake.requests),
+        "requests_refused": len(refused),
+        "stop_reasons": dict(sorted(stops.items())),
+    }
 
 
 def _keep(db: Path, to: Path) -> None:
@@ -153,6 +180,12 @@ def main(argv: list[str] | None = None) -> int:
         default="on",
         help="the agent's spare_one_machine (default: on, as AgentConfig's)",
     )
+    parser.add_argument(
+        "--effort",
+        choices=EFFORTS,
+        default=None,
+        help="the agent's llm_effort on the LLM path (default: AgentConfig's)",
+    )
     parser.add_argument("--json-out", type=Path, default=None)
     parser.add_argument(
         "--keep-store",
@@ -176,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.min_inet_down,
                 args.spare == "on",
                 args.keep_store,
+                args.effort,
             )
         )
         result["seed"] = seed

@@ -38,8 +38,8 @@ from temporalio.testing import WorkflowEnvironment
 
 import activities.llm
 import fleet_agent.history
-from fleet_agent.llm_models import DEFAULT_MODEL, KNOWN_MODELS, cost_usd
-from fleet_agent.models import TokenUsage
+from fleet_agent.llm_models import DEFAULT_MODEL, EFFORTS, KNOWN_MODELS, cost_usd
+from fleet_agent.models import AgentConfig, TokenUsage
 from fleet_agent.prompt_cache import cached_request
 from fleet_agent.store import Store
 from tests.fakes import DEFAULT_TEXT, Reply, Request
@@ -120,6 +120,7 @@ def _usage(req: Request) -> TokenUsage:
         cache_creation_1h_input_tokens=u.get("cache_creation", {}).get(
             "ephemeral_1h_input_tokens", 0
         ),
+        thinking_tokens=u.get("output_tokens_details", {}).get("thinking_tokens", 0),
     )
 
 
@@ -192,7 +193,11 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
             cached_request, stable_ttl=args.stable_ttl
         )
     async with agent_stack(
-        seed=args.seed, budget=args.budget, respond=responder(kinds, rng), prefix="prompt-cache"
+        seed=args.seed,
+        budget=args.budget,
+        respond=responder(kinds, rng),
+        prefix="prompt-cache",
+        effort=args.effort,
     ) as stack:
         await drive(stack.env, stack.handle, stack.store, kinds, rng)
         runs = stack.store.list_runs(stack.handle.id, limit=args.runs + 10)
@@ -249,6 +254,11 @@ def report(
         "read_share_consecutive": share,
         "target_met": share >= TARGET_SHARE,
         "usd_total": cost_usd(total, info),
+        "usd_per_run": cost_usd(total, info) / max(len(runs), 1),
+        "output_tokens": total.output_tokens,
+        "thinking_tokens": total.thinking_tokens,
+        "thinking_tokens_per_request": total.thinking_tokens / max(len(requests), 1),
+        "usd_thinking": total.thinking_tokens * info.output / 1e6,
         "usd_total_uncached": cost_usd(
             TokenUsage(input_tokens=total.prompt_tokens, output_tokens=total.output_tokens), info
         ),
@@ -264,6 +274,7 @@ def report(
             "stable_ttl": args.stable_ttl,
             "sliding": args.sliding,
             "model": DEFAULT_MODEL,
+            "effort": args.effort,
         },
     }
 
@@ -317,6 +328,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="to compare: a history window that slides by one run instead of moving in blocks",
     )
+    parser.add_argument(
+        "--effort",
+        choices=EFFORTS,
+        default=AgentConfig().llm_effort,
+        help=f"the agent's llm_effort ({AgentConfig().llm_effort}, the default config)",
+    )
     parser.add_argument("--json-out", type=Path, help="default bench/results/…-<time>.json")
     args = parser.parse_args(argv)
     if args.runs < 2 or args.every < 1:
@@ -326,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     title = (
         f"prompt cache: {args.runs} runs (seed {args.seed}, budget {args.budget}, "
         f"stable TTL {args.stable_ttl}{', sliding history' if args.sliding else ''}, "
-        f"{DEFAULT_MODEL} prices)"
+        f"effort {args.effort}, {DEFAULT_MODEL} prices)"
     )
     print(f"\n{title}\n{'-' * len(title)}")
     print_windows(result["windows"])
@@ -345,6 +362,11 @@ def main(argv: list[str] | None = None) -> int:
                 "read_share_consecutive",
                 "target_met",
                 "usd_total",
+                "usd_per_run",
+                "output_tokens",
+                "thinking_tokens",
+                "thinking_tokens_per_request",
+                "usd_thinking",
                 "usd_total_uncached",
                 "max_history_runs_included",
                 "summariser_requests",

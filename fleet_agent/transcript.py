@@ -11,7 +11,10 @@ exactly as received: rebuilding the message or filtering out
 redacted_thinking blocks triggers a 400 error",
 https://platform.claude.com/docs/en/build-with-claude/thinking-tool-workflows).
 Only this run's replies are sent back; earlier runs enter the prompt as their
-final text (fleet_agent/history.py), their thinking never.
+final text (fleet_agent/history.py), their thinking never. So once a run has
+its final answer, its replies are *settled* (`settled`): the signatures and
+encrypted data that only the API can read are dropped and a summarised
+thinking is capped, which keeps the transcript readable and its size small.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ __all__ = [
     "DIGEST_CHARS",
     "FOLD_HEADING",
     "PAUSED_TEXT",
+    "SETTLED_THINKING_CHARS",
     "StoredReply",
     "StoredToolResults",
     "api_messages",
     "assistant_seq",
     "reply_text",
+    "settled",
     "tool_calls_of",
     "tool_results_seq",
 ]
@@ -122,11 +127,47 @@ def _tool_result_blocks(stored: StoredToolResults) -> list[dict[str, Any]]:
     return blocks
 
 
+SETTLED_THINKING_CHARS = 4_000
+"""The most of a summarised thinking block a settled reply keeps."""
+
+
+def settled(reply: StoredReply) -> StoredReply | None:
+    """`reply` as a finished run keeps it: each thinking block's text capped at
+    `SETTLED_THINKING_CHARS`, its signature (and a redacted block's data)
+    dropped, their length kept in `settled_chars`; None when there is nothing
+    to settle (no thinking, or settled already). A settled block can never be
+    sent back (`_sendable`): only a run's own later rounds send its blocks,
+    and a finished run has none; an attempt after a reset reuses the stored
+    replies without asking the model again."""
+    changed = False
+    content: list[dict[str, Any]] = []
+    for block in reply.content:
+        kind = block.get("type")
+        if kind not in ("thinking", "redacted_thinking") or "settled_chars" in block:
+            content.append(block)
+            continue
+        changed = True
+        if kind == "redacted_thinking":
+            content.append({**block, "data": "", "settled_chars": len(str(block.get("data", "")))})
+            continue
+        text = str(block.get("thinking", ""))
+        if len(text) > SETTLED_THINKING_CHARS:
+            text = text[:SETTLED_THINKING_CHARS] + "…"
+        sig = str(block.get("signature", ""))
+        content.append({**block, "thinking": text, "signature": "", "settled_chars": len(sig)})
+    return reply.model_copy(update={"content": content}) if changed else None
+
+
 def _sendable(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The blocks of a reply that can go back: all of them, less a thinking
     block cut off by `max_tokens` before its signature arrived (the API
-    checks every thinking block's signature, and there is none)."""
-    return [b for b in content if b.get("type") != "thinking" or b.get("signature")]
+    checks every thinking block's signature, and there is none) and a settled
+    block."""
+    return [
+        b
+        for b in content
+        if "settled_chars" not in b and (b.get("type") != "thinking" or b.get("signature"))
+    ]
 
 
 def _add_user(messages: list[dict[str, Any]], blocks: list[dict[str, Any]]) -> None:

@@ -220,10 +220,16 @@ def thinking_text(block: dict[str, Any]) -> str:
     """A thinking or redacted_thinking block as a transcript shows it: the
     summarised thinking (llm_thinking_display "summarized"), capped; or what
     stands in for it. The signature and encrypted data are never shown."""
+    kept = block.get("settled_chars")
     if block.get("type") == "redacted_thinking":
-        return f"[thinking, redacted by the API: {len(str(block.get('data', '')))} characters]"
+        size = kept if isinstance(kept, int) else len(str(block.get("data", "")))
+        return f"[thinking, redacted by the API: {size} characters]"
     text = str(block.get("thinking", "")).strip()
-    if not block.get("signature"):
+    if kept is not None and not text:
+        return "[thinking, not shown: llm_thinking_display was omitted]"
+    if kept is not None:
+        head = "[thinking]"
+    elif not block.get("signature"):
         head = "[thinking, cut off by the output limit]"
     elif not text:
         return "[thinking, not shown: llm_thinking_display is omitted]"

@@ -345,7 +345,11 @@ async def test_bad_signals_and_updates_are_rejected_and_the_loop_goes_on(
         assert "heartbeat_seconds" in str(err.value.cause)
         with pytest.raises(WorkflowUpdateFailedError):
             await handle.execute_update(FleetAgentWorkflow.update_config, {"no_such": 1})
+        with pytest.raises(WorkflowUpdateFailedError) as err:
+            await handle.execute_update(FleetAgentWorkflow.update_config, {"llm_effort": "huge"})
+        assert "llm_effort" in str(err.value.cause) and "'low'" in str(err.value.cause)
         st = await status(handle)
+        assert st.config.llm_effort == "medium", "unchanged"
         assert [r.signal for r in st.rejected] == [
             "human_message",
             "human_message",
@@ -355,9 +359,10 @@ async def test_bad_signals_and_updates_are_rejected_and_the_loop_goes_on(
         assert "text" in st.rejected[0].error
         assert st.config.heartbeat_seconds == 300
         new = await handle.execute_update(
-            FleetAgentWorkflow.update_config, {"target_proofs_per_hour": 500}
+            FleetAgentWorkflow.update_config, {"target_proofs_per_hour": 500, "llm_effort": "low"}
         )
         assert new.target_proofs_per_hour == 500
+        assert (await status(handle)).config.llm_effort == "low", "status shows it"
         runs = await startup(ts_env, store, handle.id)
         kinds = {t.kind for t in runs[0].triggers}
         assert TriggerKind.CONFIG_CHANGED in kinds

@@ -134,6 +134,10 @@ async def check_store_failure_after_the_answer(
         assert [c.id for c in result.tool_calls] == [
             b["id"] for b in stored.content if b["type"] == "tool_use"
         ], "the stored reply is the one the model gave (tool_use ids are random)"
+        # Its thinking came through the heartbeat details byte for byte: the
+        # next round can send it back as the API checks it.
+        assert stored.content == fake.requests[0].content
+        assert stored.content[0]["type"] == "thinking" and stored.content[0]["signature"]
     finally:
         await provider.aclose()
         store.dispose()

@@ -27,10 +27,13 @@ from fleet_agent.llm.base import (
     LlmRetryableError,
 )
 from fleet_agent.llm.classify import classify, classify_mid_stream, parse_retry_after
+from fleet_agent.llm_models import DEFAULT_MODEL
 from fleet_agent.models import TokenUsage
 from tests.fakes import DEFAULT_TEXT, ErrorReply, FakeAnthropic, Reply, Request
 
 KEY = "sk-ant-api03-TESTSECRET0123456789abcdef"
+# The default model: it thinks (tests/fakes/anthropic_models.py).
+MODEL = DEFAULT_MODEL
 SYSTEM = "You manage a GPU fleet."
 TOOLS: list[dict[str, Any]] = [
     {
@@ -63,9 +66,7 @@ def fake(server: FakeAnthropic) -> FakeAnthropic:
 
 @pytest.fixture
 async def provider(fake: FakeAnthropic) -> AsyncIterator[AnthropicProvider]:
-    p = AnthropicProvider(
-        api_key=KEY, base_url=fake.base_url, model="claude-test-1", read_timeout=5.0
-    )
+    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model=MODEL, read_timeout=5.0)
     yield p
     await p.aclose()
 
@@ -99,17 +100,23 @@ async def test_text_reply_and_request_shape(
 ) -> None:
     fake.set_responder(lambda req: Reply(text="All quiet."))
     reply = await call(provider)
-    assert reply.content == [{"type": "text", "text": "All quiet."}]
+    # The model thought first: its block comes back with the text, as it came.
+    assert reply.content == fake.requests[0].content
+    thinking, text = reply.content
+    assert thinking["type"] == "thinking" and thinking["signature"]
+    assert text == {"type": "text", "text": "All quiet."}
     assert reply.stop_reason == "end_turn"
-    assert reply.model == "claude-test-1"
-    assert reply.text == "All quiet."
+    assert reply.model == MODEL
+    assert reply.text == "All quiet.", "thinking is not the answer"
     assert len(fake.requests) == 1
     body = fake.requests[0].body
-    assert body["model"] == "claude-test-1"
+    assert body["model"] == MODEL
     assert body["system"] == SYSTEM
     assert body["messages"] == MESSAGES
     assert body["tools"] == TOOLS
     assert body["max_tokens"] == 1024
+    assert body["thinking"] == {"type": "adaptive", "display": "omitted"}
+    assert "output_config" not in body, "no effort asked for: the model's default"
     assert body["stream"] is True, "one streamed request"
     assert fake.requests[0].stream
 
@@ -129,11 +136,14 @@ async def test_tool_use_reply_parsed_into_blocks(
         lambda req: Reply(
             text="Let me look.",
             tool_calls=[("list_instances", {}), ("destroy_instance", {"id": "i-1", "why": None})],
+            redacted=False,
         )
     )
     reply = await call(provider)
     assert reply.stop_reason == "tool_use"
-    assert [b["type"] for b in reply.content] == ["text", "tool_use", "tool_use"]
+    # Notes between two tool calls come back as a thinking block (Sonnet 5.5).
+    kinds = ["thinking", "text", "tool_use", "thinking", "tool_use"]
+    assert [b["type"] for b in reply.content] == kinds
     first, second = reply.tool_uses
     assert set(first) == {"type", "id", "name", "input"}
     assert first["name"] == "list_instances" and first["input"] == {}
@@ -170,11 +180,20 @@ async def test_usage_mapped(fake: FakeAnthropic, provider: AnthropicProvider) ->
         )
     )
     reply = await call(provider)
+    # The default model thinks; a scripted usage caps what it says of it.
+    reported = fake.requests[-1].usage
+    assert reported is not None
+    thinking = reported["output_tokens_details"]["thinking_tokens"]
+    assert thinking > 0
     assert reply.usage == TokenUsage(
-        input_tokens=123, output_tokens=45, cache_read_input_tokens=7, cache_creation_input_tokens=9
+        input_tokens=123,
+        output_tokens=45,
+        cache_read_input_tokens=7,
+        cache_creation_input_tokens=9,
+        thinking_tokens=thinking,
     )
-    fake.set_responder(lambda req: Reply(text="x", usage=(5, 6)))  # no cache fields at all
-    reply = await call(provider)
+    fake.set_responder(lambda req: Reply(text="x", usage=(5, 6), think=False))
+    reply = await call(provider)  # no cache fields, no thinking
     assert reply.usage == TokenUsage(input_tokens=5, output_tokens=6)
 
 
@@ -297,7 +316,7 @@ async def test_plain_429_without_retry_after(
 
 async def test_connection_refused_is_retryable() -> None:
     fake = FakeAnthropic().start()
-    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="m", read_timeout=5.0)
+    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model=MODEL, read_timeout=5.0)
     try:
         await call(p)  # leaves a pooled keep-alive connection behind
         fake.stop()
@@ -307,7 +326,9 @@ async def test_connection_refused_is_retryable() -> None:
         assert "connection error" in str(info.value).lower()
         assert_clean(info.value)
         # a fresh client: nothing listens at all
-        fresh = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="m", read_timeout=5.0)
+        fresh = AnthropicProvider(
+            api_key=KEY, base_url=fake.base_url, model=MODEL, read_timeout=5.0
+        )
         with pytest.raises(LlmRetryableError, match=r"(?i)connect"):
             await call(fresh)
         await fresh.aclose()
@@ -322,7 +343,7 @@ async def test_connection_refused_is_retryable() -> None:
 
 async def test_slow_server_times_out_as_retryable(fake: FakeAnthropic) -> None:
     fake.latency = 3.0
-    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="m", read_timeout=0.4)
+    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model=MODEL, read_timeout=0.4)
     try:
         started = time.monotonic()
         with pytest.raises(LlmRetryableError, match="timed out") as info:

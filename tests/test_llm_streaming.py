@@ -19,18 +19,21 @@ import pytest
 
 from activities.llm_errors import to_application_error
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
-from fleet_agent.llm.base import LlmPermanentError, LlmReply, LlmRetryableError
+from fleet_agent.llm.base import LlmOptions, LlmPermanentError, LlmReply, LlmRetryableError
 from fleet_agent.llm.classify import classify
 from fleet_agent.llm.timing import (
     CHUNK_READ_TIMEOUT_SECONDS,
     LLM_HEARTBEAT_TIMEOUT,
     llm_attempt_timeout,
 )
+from fleet_agent.llm_models import DEFAULT_MODEL
 from fleet_agent.transcript import StoredReply, api_messages, dumps, tool_calls_of
 from tests.fakes import DEFAULT_TEXT, MID_STREAM_TEXT, ErrorReply, FakeAnthropic, Reply
 from tests.helpers import eventually
 
 KEY = "sk-ant-api03-STREAMSECRET0123456789"
+# The default model: it thinks (tests/fakes/anthropic_models.py).
+MODEL = DEFAULT_MODEL
 TOOLS: list[dict[str, Any]] = [
     {
         "name": "create_instance",
@@ -58,7 +61,7 @@ def fake(server: FakeAnthropic) -> FakeAnthropic:
 
 @pytest.fixture
 async def provider(fake: FakeAnthropic) -> AsyncIterator[AnthropicProvider]:
-    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="claude-test-1")
+    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model=MODEL)
     yield p
     await p.aclose()
 
@@ -92,26 +95,47 @@ async def test_streamed_text_reports_progress_up_to_the_whole_text(
     fake: FakeAnthropic, provider: AnthropicProvider
 ) -> None:
     text = "All quiet on the fleet. " * 10
-    answer(Reply(text=text, chunk_chars=7), fake)
+    answer(Reply(text=text, chunk_chars=7, redacted=False), fake)
     seen: list[int] = []
     reply = await call(provider, on_progress=seen.append)
-    assert reply.content == [{"type": "text", "text": text}]
-    assert reply.stop_reason == "end_turn" and reply.model == "claude-test-1"
+    assert [b["type"] for b in reply.content] == ["thinking", "text"]
+    assert reply.content[-1] == {"type": "text", "text": text}
+    assert reply.stop_reason == "end_turn" and reply.model == MODEL
     assert reply.usage.input_tokens > 0 and reply.usage.output_tokens > 0
     assert fake.requests[0].stream and len(fake.requests) == 1
     assert seen[0] == 0, "reported once the response starts, before any text"
+    # The thinking is omitted (the default display): only the text streams.
     assert seen == sorted(seen) and seen[-1] == len(text)
     assert len(set(seen)) > len(text) // 7, "one step per delta"
+
+
+async def test_streamed_summarised_thinking_counts_as_progress(
+    fake: FakeAnthropic, provider: AnthropicProvider
+) -> None:
+    """A model thinking for minutes is alive: its thinking deltas are progress."""
+    thought = "The fleet holds the target; nothing to rent. " * 5
+    answer(Reply(text="Fine.", thinking=thought, chunk_chars=9), fake)
+    seen: list[int] = []
+    options = LlmOptions(thinking_display="summarized")
+    reply = await call(provider, on_progress=seen.append, options=options)
+    assert reply.content[0]["thinking"] == thought and reply.content[0]["signature"]
+    assert seen == sorted(seen) and seen[-1] == len(thought) + len("Fine.")
+    assert len([n for n in set(seen) if n <= len(thought)]) > len(thought) // 9
 
 
 async def test_streamed_tool_use_input_arrives_whole_from_many_json_chunks(
     fake: FakeAnthropic, provider: AnthropicProvider
 ) -> None:
-    answer(Reply(text="Renting.", tool_calls=[("create_instance", OFFER)], chunk_chars=3), fake)
+    answer(
+        Reply(
+            text="Renting.", tool_calls=[("create_instance", OFFER)], chunk_chars=3, redacted=False
+        ),
+        fake,
+    )
     seen: list[int] = []
     reply = await call(provider, on_progress=seen.append)
     assert reply.stop_reason == "tool_use"
-    assert [b["type"] for b in reply.content] == ["text", "tool_use"]
+    assert [b["type"] for b in reply.content] == ["thinking", "text", "tool_use"]
     (use,) = reply.tool_uses
     assert use["input"] == OFFER and use["name"] == "create_instance"
     assert use["id"].startswith("toolu_")
@@ -200,7 +224,7 @@ async def test_read_timeout_bounds_the_gap_between_chunks_not_the_whole_reply(
 ) -> None:
     # 40+ events 0.1 s apart take over 4 s; no gap comes near the 1 s read timeout.
     answer(Reply(text="x" * 80, chunk_chars=2, chunk_delay=0.1), fake)
-    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="m", read_timeout=1.0)
+    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model=MODEL, read_timeout=1.0)
     try:
         reply = await call(p)
     finally:
@@ -210,7 +234,7 @@ async def test_read_timeout_bounds_the_gap_between_chunks_not_the_whole_reply(
 
 async def test_a_stalled_stream_fails_as_a_retryable_timeout(fake: FakeAnthropic) -> None:
     answer(Reply(text="x" * 60, chunk_chars=4, stall_after=5), fake)
-    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="m", read_timeout=0.5)
+    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model=MODEL, read_timeout=0.5)
     seen: list[int] = []
     try:
         with pytest.raises(LlmRetryableError, match="stream stalled") as info:
@@ -226,7 +250,7 @@ async def test_a_stalled_stream_fails_as_a_retryable_timeout(fake: FakeAnthropic
 async def test_a_connection_dropped_mid_stream_is_retryable() -> None:
     fake = FakeAnthropic().start()
     fake.set_responder(lambda req: Reply(text="x" * 60, chunk_chars=4, stall_after=5))
-    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model="m", read_timeout=30)
+    p = AnthropicProvider(api_key=KEY, base_url=fake.base_url, model=MODEL, read_timeout=30)
     try:
         task = asyncio.create_task(call(p))
 

@@ -32,12 +32,14 @@ from fleet_agent.tools import CancelWakeInput, ScheduleNextCheckInput, parse_too
 from fleet_agent.transcript import (
     FOLD_HEADING,
     PAUSED_TEXT,
+    SETTLED_THINKING_CHARS,
     StoredReply,
     StoredToolResults,
     api_messages,
     assistant_seq,
     dumps,
     reply_text,
+    settled,
     tool_calls_of,
     tool_results_seq,
 )
@@ -734,6 +736,30 @@ def test_a_reply_cut_off_while_thinking_is_left_out_and_the_note_joins_the_user_
     ]
 
 
+def test_a_finished_runs_replies_are_settled_readable_small_and_never_sent() -> None:
+    long = "I weigh the offers. " * 400  # 8,000 characters of summarised thinking
+    reply = StoredReply(
+        content=[
+            _thinking("s" * 900, long),
+            {"type": "redacted_thinking", "data": "d" * 600},
+            _text("Done."),
+        ],
+        stop_reason="end_turn",
+    )
+    kept = settled(reply)
+    assert kept is not None and settled(kept) is None, "settled once"
+    thinking, redacted, text = kept.content
+    assert thinking["thinking"] == long[:SETTLED_THINKING_CHARS] + "…"
+    assert (thinking["signature"], thinking["settled_chars"]) == ("", 900)
+    assert (redacted["data"], redacted["settled_chars"]) == ("", 600)
+    assert text == _text("Done.")
+    assert len(dumps(kept)) < len(dumps(reply)) // 2
+    assert settled(StoredReply(content=[_text("No thinking.")], stop_reason="end_turn")) is None
+    # Never sent again, whatever asks for it.
+    rows = [(0, "context"), (1, dumps(kept)), (2, dumps(StoredToolResults(results=[])))]
+    assert api_messages(rows)[1]["content"] == [_text("Done.")]
+
+
 def test_folded_rounds_become_a_digest_after_the_context() -> None:
     use = {"type": "tool_use", "id": "toolu_f", "name": "destroy_instance", "input": {"id": 7}}
     results = StoredToolResults(
@@ -779,6 +805,11 @@ def test_folded_rounds_become_a_digest_after_the_context() -> None:
         {"min_release_age_minutes": -5},
         {"failed_host_ttl_hours": 10_000},
         {"failed_host_ttl_hours": True},
+        {"llm_effort": "extreme"},
+        {"llm_effort": "HIGH"},
+        {"llm_effort": 3},
+        {"llm_thinking_display": "full"},
+        {"llm_thinking_display": True},
     ],
 )
 def test_invalid_values_are_rejected(raw: dict[str, Any]) -> None:

@@ -149,7 +149,9 @@ def _schema(store: Store) -> dict[str, Any]:
     return shape
 
 
-def _finish(store: Store, run: int, workflow_run_id: str = "") -> None:
+def _finish(
+    store: Store, run: int, workflow_run_id: str = "", usage: TokenUsage | None = None
+) -> None:
     store.finish_run(
         "a",
         run,
@@ -164,7 +166,7 @@ def _finish(store: Store, run: int, workflow_run_id: str = "") -> None:
         mutating_calls=0,
         tool_calls=0,
         rounds=1,
-        usage=TokenUsage(),
+        usage=usage or TokenUsage(),
         llm_seconds=0.1,
         ended_at=T0 + timedelta(hours=1),
         workflow_run_id=workflow_run_id,
@@ -374,6 +376,30 @@ def test_a_version_4_store_gains_the_journal_index(backend: Backend) -> None:
     assert "ix_fa_tool_calls_agent_name_run" in indexes
     found = ToolJournal(store).temporary_creates("a", [3])
     assert found == [(3, "toolu_1", {"offer_id": 7, "temporary": True})]
+
+
+def test_a_version_5_store_gains_the_thinking_tokens_of_its_runs(backend: Backend) -> None:
+    # A version 5 store: today's, less the column version 6 adds, with a run.
+    store = backend.store()
+    store.create_all()
+    store.begin_run("a", 1, 1, [], "b", T0)
+    _finish(store, 1)
+    with store.engine.begin() as conn:
+        conn.execute(text("ALTER TABLE fa_runs DROP COLUMN thinking_tokens"))
+        conn.execute(text("UPDATE fa_meta SET value = '5'"))
+    store.dispose()
+    store = backend.store()
+    assert store.condition().version == 5
+
+    assert store.create_all() == 5
+    assert store.condition().version == SCHEMA_VERSION
+    old = store.get_run("a", 1)
+    assert old is not None and old.usage.thinking_tokens == 0
+    store.begin_run("a", 2, 1, [], "b", T0)
+    _finish(store, 2, usage=TokenUsage(output_tokens=900, thinking_tokens=700))
+    new = store.get_run("a", 2)
+    assert new is not None and new.usage.thinking_tokens == 700
+    assert store.llm_totals("a").usage.thinking_tokens == 700
 
 
 def test_a_newer_store_is_refused_untouched(backend: Backend) -> None:

@@ -22,7 +22,7 @@ from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.request import THINKING_ROOM
 from fleet_agent.models import CompactRequest, RunStatus
 from fleet_agent.store import RunRecord, Store
-from fleet_agent.transcript import StoredReply
+from fleet_agent.transcript import StoredReply, settled
 from starter.runlog_view import run_detail
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, wait_runs
@@ -33,6 +33,11 @@ from workflows import FleetAgentWorkflow
 # A run that changed something stays in later prompts (a no-op would not).
 DONE = 'The fleet is as it should be.\n<verdict>{"action": true, "state_changed": true}</verdict>'
 SUMMARY = "I compare the fleet's capacity with the target before I search."
+
+
+def settled_content(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    reply = StoredReply(content=content, stop_reason="tool_use")
+    return (settled(reply) or reply).content
 
 
 def rounds_of(req: Request) -> int:
@@ -84,13 +89,21 @@ async def test_a_tool_using_run_sends_its_thinking_back_exactly(
     # Round 2 carries round 1's reply as it came: every block, in order.
     assert assistant_turns(second) == [issued]
     assert all(b["signature"] for b in issued if b["type"] == "thinking")
-    # The store keeps the blocks, so a later round or attempt can send them again.
+    # Once the run has its answer, its transcript keeps the blocks settled:
+    # readable, without what only the API reads (and never sent again).
     stored = [
         StoredReply.model_validate_json(m.content).content
         for m in store.run_messages(run.agent_id, run.run)
         if m.kind == "assistant"
     ]
-    assert stored[0] == issued
+    assert stored[0] == settled_content(issued)
+    signature = issued[0]["signature"]
+    assert stored[0][0] == {
+        "type": "thinking",
+        "thinking": "",
+        "signature": "",
+        "settled_chars": len(signature),
+    }
     # Thinking is output, counted and paid for.
     thinking = sum(r.thinking_tokens or 0 for r in fake_llm.requests)
     assert thinking > 0 and run.usage.thinking_tokens == thinking

@@ -194,18 +194,7 @@ class AnthropicProvider:
         starts and after every event with `n`, the characters of thinking, text
         and tool input JSON received so far. The reply's `stop_reason` is the
         API's, as is."""
-        try:
-            request = build_request(
-                self.model,
-                self.info,
-                system=system,
-                messages=messages,
-                tools=tools,
-                max_tokens=max_tokens,
-                options=options or LlmOptions(),
-            )
-        except PrefillRefused as refused:
-            raise LlmPermanentError(f"not sent: {refused}") from None
+        request = self._request(system, messages, tools, max_tokens, options)
         try:
             message = await self._stream(request, on_progress)
         except _ProgressFailed as failed:
@@ -248,23 +237,36 @@ class AnthropicProvider:
     ) -> int:
         """The request's input tokens from the Messages API's count_tokens
         endpoint (free, one short HTTP call); `LlmError` when it fails."""
+        request = self._request(system, messages, tools, 1, options)
+        del request["max_tokens"]  # count_tokens takes none
         try:
-            request = build_request(
+            counted = await self._client.messages.count_tokens(**request)
+        except Exception as exc:
+            raise classify(exc, secrets=self._secrets()) from None
+        return int(counted.input_tokens)
+
+    def _request(
+        self,
+        system: SystemPrompt,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        max_tokens: int,
+        options: LlmOptions | None,
+    ) -> dict[str, Any]:
+        """The request's arguments for this model; a prefill is refused here,
+        as permanent, and never sent."""
+        try:
+            return build_request(
                 self.model,
                 self.info,
                 system=system,
                 messages=messages,
                 tools=tools,
-                max_tokens=1,
+                max_tokens=max_tokens,
                 options=options or LlmOptions(),
             )
-            del request["max_tokens"]  # count_tokens takes none
-            counted = await self._client.messages.count_tokens(**request)
         except PrefillRefused as refused:
-            raise LlmPermanentError(f"not counted: {refused}") from None
-        except Exception as exc:
-            raise classify(exc, secrets=self._secrets()) from None
-        return int(counted.input_tokens)
+            raise LlmPermanentError(f"not sent: {refused}") from None
 
     async def _stream(
         self, request: dict[str, Any], on_progress: ProgressCallback | None

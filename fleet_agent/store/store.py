@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import get_args
 
-from sqlalchemy import delete
+from sqlalchemy import delete, update
 from sqlmodel import Session, col, select
 
 from .engine import create_sqlite_file
@@ -136,6 +136,20 @@ class Store(RunWrites, RunReads, RunCosts, Inbox, SessionSummaries):
             # ON CONFLICT DO NOTHING reports 0 affected rows on both backends.
             inserted: int = conn.execute(stmt).rowcount
         return inserted == 1
+
+    def replace_message(self, agent_id: str, run: int, seq: int, content: str) -> None:
+        """Rewrite the content of a stored message (a finished run's settled
+        replies, fleet_agent/transcript.py); nothing when there is none."""
+        with self._engine.begin() as conn:
+            conn.execute(
+                update(MessageRow)
+                .where(
+                    col(MessageRow.agent_id) == agent_id,
+                    col(MessageRow.run) == run,
+                    col(MessageRow.seq) == seq,
+                )
+                .values(content=content)
+            )
 
     def get_message(self, agent_id: str, run: int, seq: int) -> MessageRecord | None:
         with Session(self._engine) as db:
