@@ -295,8 +295,12 @@ async def _hold_five_hours(
     # The real market's size and mix; pacing is not what this test is about.
     with SimServer(seed=seed, speed=0, scenario="realistic", rate_limits=False) as sim:
         sim.market.set_faults(death_rate_per_hour=0.08)  # ~4 deaths in the five hours
+        # A generous timeout: the simulator shares this process with the
+        # worker and the fake Messages API, and on a loaded runner a 2 s one
+        # timed calls out, which parted the day from the one it is on an idle
+        # machine (the simulator's own slow calls are other tests' subject).
         async with VastClient(
-            sim.api_key, sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
+            sim.api_key, sim.url, timeout=30, backoff_base=0.01, pacing=NO_PACING
         ) as vast:
             fleet = FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
             async with running_worker(ts_env.client, store, fleet=fleet) as h:
@@ -307,9 +311,17 @@ async def _hold_five_hours(
                     monitor_poll_seconds=60,
                 )
                 step, samples = 120, []
+
+                async def between_runs() -> bool:
+                    return (await status(handle)).current_run is None
+
                 for i in range(5 * 3600 // step):
                     sim.market.advance(step)
                     await ts_env.sleep(step)
+                    # A run in flight ends before the market moves on, so how
+                    # far the market gets during a run does not depend on how
+                    # long the run takes in real time.
+                    await eventually(between_runs, timeout=60, what="the run to end")
                     if i * step >= 3600:  # the first hour loads the fleet
                         # The simulator's truth (proofs being finished now),
                         # not what the fleet code believes.
