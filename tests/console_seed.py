@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot
-from fleet_agent.models import Trigger, TriggerKind, Verdict
+from fleet_agent.models import TokenUsage, Trigger, TriggerKind, Verdict
 from fleet_agent.store import Store
 from fleet_agent.store.tables import SpendHourRow, table_of
+from fleet_agent.transcript import StoredReply, dumps
 from tests.helpers import finish_ok
 
 AGENT = "console-agent"
@@ -40,6 +41,10 @@ def snapshot(capacity: float, target: float) -> FleetSnapshot:
     )
 
 
+THOUGHT = "The operator greets me; the fleet holds 100 proofs/h, nothing to change."
+SIGNATURE = "c2lnbmF0dXJlLW9mLXRoZS10aGlua2luZw=="
+
+
 def seed(store: Store) -> None:
     """Three runs: one acted on a human message, one no-op skipped in the
     prompt, one failed; each with a context message holding the fleet."""
@@ -57,6 +62,17 @@ def seed(store: Store) -> None:
         store.begin_run(AGENT, run, 1, [trigger], f"- {kind.value}", at, f"wfrun-{run}")
         context = f"[run #{run}]\n## Fleet\n{snapshot(100.0 * run, 250).to_text()}\n"
         store.add_message(AGENT, run, 0, 0, "user", "context", context, at)
+        if run == 1:
+            # The model thought (llm_thinking_display "summarized"), then answered.
+            reply = StoredReply(
+                content=[
+                    {"type": "thinking", "thinking": THOUGHT, "signature": SIGNATURE},
+                    {"type": "text", "text": "answer 1"},
+                ],
+                stop_reason="end_turn",
+                usage=TokenUsage(output_tokens=620, thinking_tokens=600),
+            )
+            store.add_message(AGENT, run, 1, 1, "assistant", "assistant", dumps(reply), at)
         ended = at + timedelta(seconds=30)
         finish_ok(store, AGENT, run, ended, final_text=f"answer {run}", **fields)
     hours = table_of(SpendHourRow)

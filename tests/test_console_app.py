@@ -21,7 +21,7 @@ from starter.agent_client import AgentClient, open_client
 from starter.console import ConsoleSettings, create_app
 from starter.console.chart import trend_svg
 from starter.console.data import read_trend
-from tests.console_seed import AGENT, NOW, seed, snapshot
+from tests.console_seed import AGENT, NOW, SIGNATURE, THOUGHT, seed, snapshot
 
 
 def _closed_port() -> int:
@@ -57,6 +57,16 @@ def test_the_run_log_shows_verdicts_badges_cost_and_filters(console: TestClient)
     assert errors.count('class="run ') == 1 and 'href="/runs/3"' in errors
     human = console.get("/runs?filter=human").text
     assert human.count('class="run ') == 1 and 'href="/runs/1"' in human
+
+
+def test_a_run_page_shows_the_models_summarised_thinking_never_its_signature(
+    console: TestClient,
+) -> None:
+    page = console.get("/runs/1")
+    assert page.status_code == 200
+    assert "[thinking]" in page.text and THOUGHT in page.text
+    assert SIGNATURE not in page.text
+    assert "out 620 (600 thinking)" in page.text
 
 
 def test_a_run_page_shows_its_transcript_and_links_to_the_web_ui(console: TestClient) -> None:

@@ -22,7 +22,7 @@ from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.request import THINKING_ROOM
 from fleet_agent.models import CompactRequest, RunStatus
 from fleet_agent.store import RunRecord, Store
-from fleet_agent.transcript import StoredReply, settled
+from fleet_agent.transcript import FOLD_HEADING, StoredReply, settled
 from starter.runlog_view import run_detail
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, wait_runs
@@ -209,3 +209,28 @@ async def test_a_summary_cut_off_while_thinking_falls_back_to_the_digest(
     assert req.content[0]["signature"] == "", "cut before its signature"
     summary = runs_to_fold.latest_summary("a", 1, before_run=14)
     assert summary is not None and "op1 said: Please rent one more 4090" in summary.body
+
+
+async def test_a_run_over_its_share_folds_and_the_model_keeps_its_thinking_valid(
+    ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic, fleet: FleetActivities
+) -> None:
+    """Condensing one older tool result would change what a later thinking
+    block was given (a 400 from a model that binds its blocks to the
+    conversation): the run is folded whole, and the rounds after the fold
+    keep the layout, so every block they send back is still valid."""
+
+    def searcher(req: Request) -> Reply:
+        # By request, not by the turns in it: a fold takes the turns away.
+        if len(fake_llm.requests) < 5:
+            return Reply(text="More offers.", tool_calls=[("search_offers", {"limit": 25})])
+        return Reply(text=DONE)
+
+    fake_llm.set_responder(searcher)
+    run = await one_run(ts_env, store, fleet, history_token_budget=1_000)
+    assert run.status == RunStatus.OK, run.error
+    assert run.rounds == 5
+    folded = [r for r in fake_llm.requests if FOLD_HEADING in str(r.body["messages"][-1])]
+    assert folded, "the run's messages outgrew their share"
+    later = fake_llm.requests[fake_llm.requests.index(folded[0]) + 1 :]
+    assert later and all(FOLD_HEADING in str(r.body["messages"][0]) for r in later)
+    assert all(r.usage is not None for r in fake_llm.requests), "no request was refused"
