@@ -59,6 +59,7 @@ SLOW_MODULES = (
     "test_freeze.py",
     "test_approval_restart.py",
     "test_thinking_restart.py",
+    "test_vast_untrusted_rows.py",
     "test_monitor_open.py",
     "test_overspend.py",
 )
@@ -164,9 +165,11 @@ def configs() -> StaticConfigs:
 async def tools(
     sim: SimServer, store: Store, configs: StaticConfigs
 ) -> AsyncIterator[FleetActivities]:
-    """Fleet activities for ActivityEnvironment tests: live configs from `configs`."""
+    """Fleet activities for ActivityEnvironment tests: live configs from `configs`.
+    A create gives up after 2 s like every call (120 s in production), so a
+    simulated hang becomes a lost answer in seconds."""
     async with VastClient(
-        sim.api_key, sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
+        sim.api_key, sim.url, timeout=2, create_timeout=2, backoff_base=0.01, pacing=NO_PACING
     ) as vast:
         yield FleetActivities(
             vast, ProverSpec(), store=store, configs=configs, clock=sim.market.now

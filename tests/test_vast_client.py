@@ -390,7 +390,7 @@ async def test_create_5xx_after_rent_is_ambiguous_and_findable(
 
 async def test_create_that_hangs_times_out_ambiguous(sim: SimServer) -> None:
     sim.market.set_faults(create_hang_next=1, hang_seconds=30.0)
-    async with VastClient(KEY, sim.url, timeout=0.5, pacing=NO_PACING) as vast:
+    async with VastClient(KEY, sim.url, timeout=0.5, create_timeout=0.5, pacing=NO_PACING) as vast:
         with pytest.raises(VastTimeout) as info:
             await _rent_one(vast, "fleet-hang-1")
         assert info.value.ambiguous is True
@@ -402,7 +402,7 @@ async def test_create_that_hangs_times_out_ambiguous(sim: SimServer) -> None:
 async def test_delayed_create_rents_after_the_client_gave_up(sim: SimServer) -> None:
     """The zombie create: slow before it rents, and it rents all the same."""
     sim.market.set_faults(create_delay_next=1, create_delay_seconds=1.5)
-    async with VastClient(KEY, sim.url, timeout=0.3, pacing=NO_PACING) as vast:
+    async with VastClient(KEY, sim.url, timeout=0.3, create_timeout=0.3, pacing=NO_PACING) as vast:
         with pytest.raises(VastTimeout) as info:
             await _rent_one(vast, "fleet-zombie-1")
         assert info.value.ambiguous is True
@@ -424,7 +424,9 @@ async def test_delayed_create_of_a_stopping_server_rents_nothing() -> None:
     ) as sim:
         market = sim.market
         market.set_faults(create_delay_next=1, create_delay_seconds=30.0)
-        async with VastClient(KEY, sim.url, timeout=0.3, pacing=NO_PACING) as vast:
+        async with VastClient(
+            KEY, sim.url, timeout=0.3, create_timeout=0.3, pacing=NO_PACING
+        ) as vast:
             with pytest.raises(VastTimeout):
                 await _rent_one(vast, "fleet-zombie-2")
     assert market.counters["create_delays"] == 1

@@ -74,6 +74,10 @@ async def _read(
             return ProverRead(ok=False, error=f"no answer within {READ_TIMEOUT_S:g} s")
         except httpx.HTTPError as exc:
             return ProverRead(ok=False, error=f"connection failed ({type(exc).__name__})")
+        except (httpx.InvalidURL, ValueError) as exc:
+            # The host's address makes no URL (rows are stripped when parsed;
+            # this is the guard behind it): unreachable, never a failed poll.
+            return ProverRead(ok=False, error=f"no URL for {host!r} ({type(exc).__name__})")
     if resp.status_code != 200:
         return ProverRead(ok=False, error=f"HTTP {resp.status_code}")
     if len(resp.content) > _MAX_BODY:

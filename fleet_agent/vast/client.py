@@ -22,7 +22,7 @@ from typing import Any, Self
 
 import httpx
 
-from .instances import LIST_PAGE_SIZE, InstanceCalls
+from .instances import CREATE_TIMEOUT_S, LIST_PAGE_SIZE, InstanceCalls
 from .listing import SharedListing
 from .offers import OfferCalls, OfferPages, OfferType
 from .pacing import DOCUMENTED, Pacer, Pacing
@@ -50,6 +50,8 @@ class VastClient(OfferCalls, InstanceCalls):
     `fleet_agent.vast.instances` (the fleet); this class owns the transport
     and the shared listing they use.
 
+    `timeout` bounds each call; `create_timeout` a create's wait for its
+    answer (120 s, as the `vastai` CLI allows: `CREATE_TIMEOUT_S`).
     `pacing` is the set of limits to keep (default: the documented ones);
     `pacer` shares another client's slots (same key) instead. `list_ttl_s`
     is how long one walk of the account's instances serves every
@@ -65,6 +67,7 @@ class VastClient(OfferCalls, InstanceCalls):
         base_url: str | None = None,
         *,
         timeout: float = 30,
+        create_timeout: float = CREATE_TIMEOUT_S,
         max_429_retries: int = 4,
         backoff_base: float = 0.5,
         pacing: Pacing = DOCUMENTED,
@@ -76,8 +79,9 @@ class VastClient(OfferCalls, InstanceCalls):
         key = (api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")).strip()
         if not key:
             raise ValueError(f"no vast.ai API key: pass api_key or set ${API_KEY_ENV}")
-        if max_429_retries < 0 or backoff_base < 0 or timeout <= 0:
-            raise ValueError("timeout must be > 0; retries and backoff must be >= 0")
+        if max_429_retries < 0 or backoff_base < 0 or timeout <= 0 or create_timeout <= 0:
+            raise ValueError("timeouts must be > 0; retries and backoff must be >= 0")
+        self.create_timeout = create_timeout
         self.base_url = normalize_base_url(
             base_url or os.environ.get(API_URL_ENV, "").strip() or DEFAULT_BASE_URL
         )

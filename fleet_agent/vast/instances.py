@@ -15,10 +15,10 @@ from typing import Any
 from .errors import VastNotFound, VastProtocolError
 from .listing import SharedListing
 from .models import Instance
-from .parse import parse_row
+from .parse import parse_row, parse_rows
 from .transport import VastTransport
 
-__all__ = ["LIST_PAGE_SIZE", "InstanceCalls"]
+__all__ = ["CREATE_TIMEOUT_S", "LIST_PAGE_SIZE", "InstanceCalls"]
 
 #: The v1 instance list serves at most 25 rows a page.
 LIST_PAGE_SIZE = 25
@@ -28,11 +28,20 @@ LIST_PAGE_SIZE = 25
 _MAX_PAGES = 4000
 
 
+CREATE_TIMEOUT_S = 120.0
+"""How long a create may take to answer, by default (`VastClient`'s
+`create_timeout`): the `vastai` CLI's per-request timeout, "conservative
+enough for slow operations like log retrieval and instance creation"
+(vastai/api/client.py, `_DEFAULT_TIMEOUT_SECONDS`). The client's `timeout`
+(30 s) stays for every other call."""
+
+
 class InstanceCalls:
     """``/api/v0/asks/``, ``/api/v1/instances/`` and ``/api/v0/instances/{id}/``."""
 
     _t: VastTransport
     listing: SharedListing
+    create_timeout: float
 
     async def create_instance(
         self,
@@ -74,7 +83,9 @@ class InstanceCalls:
         if price is not None:
             body["price"] = float(price)
         try:
-            data = await self._t.request("PUT", path, json_body=body)
+            data = await self._t.request(
+                "PUT", path, json_body=body, http_timeout_s=self.create_timeout
+            )
         finally:
             # Even a failed create may have rented (an ambiguous failure).
             self.listing.invalidate()
@@ -142,8 +153,7 @@ class InstanceCalls:
                 raise VastProtocolError(
                     "instance list has no 'instances' list", status=200, method="GET", path=path
                 )
-            for row in rows:
-                inst = parse_row(Instance, row, "GET", path)
+            for inst in parse_rows(Instance, rows, "GET", path):
                 found[inst.id] = inst
             token = data.get("next_token")
             if token in (None, ""):

@@ -1,7 +1,13 @@
 """What vast.ai returns: offers and instances, typed where we rely on a field.
 
 Both models keep every field the service sends (``extra="allow"``), so nothing
-is lost when the service adds fields. Neither the service nor the simulator
+is lost when the service adds fields. A row is untrusted input: every string
+is stripped (the `vastai` CLI strips each string of an instance row,
+vastai/api/instances.py `show_instances`; a ``public_ipaddr`` of
+``"1.2.3.4\n"`` makes no URL), and a number that is not
+finite (the JSON parser takes ``NaN`` and ``Infinity``) is no number: a
+required one fails the row, an optional one reads as absent. An offer's price
+must be there and not negative: it is never read as $0. Neither the service nor the simulator
 reports proving figures: those come from each prover's status port
 (fleet_agent/fleet/prover_status.py). Units are the service's: RAM in MB, prices
 in $/hour, bandwidth in Mb/s, times in Unix seconds.
@@ -17,9 +23,10 @@ manager does with it (`InstancePhase`).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "BOOTING_STATUSES",
@@ -73,10 +80,33 @@ def phase_of(state: str) -> InstancePhase:
     return "unrecognized"
 
 
+def _clean(value: Any) -> Any:
+    """A field of a row as we read it: strings stripped, inside objects and
+    lists too (as the CLI's `_strip_strings`, vastai/api/instances.py), and
+    non-finite numbers gone."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _clean(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_clean(item) for item in value]
+    return value
+
+
 class _VastRecord(BaseModel):
     """Keep unknown fields; accept numbers where the service sends them as ints."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _untrusted(cls, data: Any) -> Any:
+        """Every top-level field cleaned before it is typed (`_clean`)."""
+        if isinstance(data, dict):
+            return {key: _clean(value) for key, value in data.items()}
+        return data
 
     @property
     def extras(self) -> dict[str, Any]:
@@ -88,11 +118,11 @@ class Offer(_VastRecord):
     """One rentable machine (an "ask") from ``POST /api/v0/bundles/``."""
 
     id: int
-    gpu_name: str
-    num_gpus: int
-    gpu_ram: float = Field(description="Per-GPU memory in MB.")
-    cpu_ram: float = Field(description="Host RAM of the offer in MB.")
-    dph_total: float = Field(description="$/hour including the storage asked for.")
+    gpu_name: str = Field(min_length=1)
+    num_gpus: int = Field(ge=1)
+    gpu_ram: float = Field(ge=0, description="Per-GPU memory in MB.")
+    cpu_ram: float = Field(ge=0, description="Host RAM of the offer in MB.")
+    dph_total: float = Field(ge=0, description="$/hour including the storage asked for.")
     reliability2: float | None = None
     reliability: float | None = None
     inet_down: float | None = Field(default=None, description="Download Mb/s.")

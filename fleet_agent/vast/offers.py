@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from .errors import VastError, VastProtocolError
 from .models import Offer
-from .parse import parse_row
+from .parse import parse_rows
 from .query import Filters, OrderSpec, normalize_order, validate_filters
 from .transport import VastTransport
 
@@ -73,7 +73,7 @@ class OfferCalls:
             raise VastProtocolError(
                 "search answer has no 'offers' list", status=200, method="POST", path=path
             )
-        return [parse_row(Offer, row, "POST", path) for row in rows]
+        return parse_rows(Offer, rows, "POST", path)
 
     async def search_offers_paged(
         self,

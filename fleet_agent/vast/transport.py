@@ -130,16 +130,18 @@ class VastTransport:
         params: Mapping[str, str] | None = None,
         json_body: Any = None,
         auth: bool = True,
+        http_timeout_s: float | None = None,
     ) -> Any:
         """Send one request (after its pacing slot) and return the decoded JSON.
 
-        `auth=False` sends no key, for the service's public endpoints.
+        `auth=False` sends no key, for the service's public endpoints;
+        `http_timeout_s` replaces the client's timeout for this request.
         """
         mutating = method not in _SAFE_METHODS
         attempt = 0
         while True:
             await self.pacer.wait(method, path)
-            resp = await self._send(method, path, params, json_body, mutating, auth)
+            resp = await self._send(method, path, params, json_body, mutating, auth, http_timeout_s)
             _log.debug("vast %s %s -> %d (attempt %d)", method, path, resp.status_code, attempt)
             if resp.status_code != 429:
                 return self._decode(resp, method, path, mutating)
@@ -168,6 +170,7 @@ class VastTransport:
         json_body: Any,
         mutating: bool,
         auth: bool,
+        http_timeout_s: float | None = None,
     ) -> httpx.Response:
         try:
             return await self._http.request(
@@ -176,6 +179,9 @@ class VastTransport:
                 params=dict(params) if params else None,
                 json=json_body,
                 auth=self._auth if auth else None,
+                timeout=httpx.USE_CLIENT_DEFAULT
+                if http_timeout_s is None
+                else httpx.Timeout(http_timeout_s),
             )
         except (httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             # Nothing was sent, so nothing can have happened.

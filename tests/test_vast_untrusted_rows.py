@@ -1,0 +1,143 @@
+"""Every vast.ai row is untrusted input (issue 41): rows served over HTTP by a
+local stub, read by our real client and fleet activities. Strings are
+stripped as the `vastai` CLI strips an instance row's
+(vastai/api/instances.py, `show_instances`: `_strip_strings`, inside objects
+and lists too), a price that is not a number is never read as $0, and a row
+that does not parse is left out and logged, never a failed poll or search."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from fleet_agent.fleet.labels import create_label
+from fleet_agent.fleet.prover_status import read_statuses
+from fleet_agent.models import PollRequest
+from fleet_agent.store import Store
+from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.instances import CREATE_TIMEOUT_S
+from fleet_agent.vast.models import Instance
+from fleet_agent.vast.pacing import NO_PACING
+from tests.fakes.vast_stub import StubRequest, VastStub, instances_page
+from tests.helpers import tool_request
+from tests.test_fleet_vast_rows import AGENT, CATALOGUE, _bundles, _market, _row, _tools
+
+NAN = float("nan")
+
+
+def _offers_answer(rows: list[dict[str, Any]], broken: list[dict[str, Any]]) -> Any:
+    """The search as the service runs it over `rows`, and `broken` rows in
+    every answer whatever the filters (a filter does not guard our parser)."""
+
+    def answer(req: StubRequest) -> tuple[int, Any]:
+        if req.path == "/api/v0/gpu_names/unique/":
+            return 200, {"gpu_names": CATALOGUE}
+        status, body = _bundles(rows, req)
+        return status, {"offers": [*broken, *body["offers"]]}
+
+    return answer
+
+
+def test_a_row_with_a_newline_after_its_address_reads_as_the_address() -> None:
+    ports = {"9100/tcp": [{"HostIp": " 0.0.0.0", "HostPort": "41 "}]}
+    row = _row(7, " label \n", public_ipaddr="1.2.3.4\n", ports=ports)
+    inst = Instance.model_validate(row)
+    assert inst.public_ipaddr == "1.2.3.4" and inst.label == "label"
+    assert inst.mapped_port(9100) == ("1.2.3.4", 41), "the port's strings too"
+
+
+async def test_an_address_that_makes_no_url_is_unreachable_not_a_failed_poll() -> None:
+    # Built around the parser, as a row read before it stripped: the guard behind it.
+    ports = {"9100/tcp": [{"HostPort": "41"}]}
+    bad = Instance.model_construct(id=8, public_ipaddr="1.2.3.4\n", ports=ports)
+    reads = await read_statuses([bad], 9100)
+    assert not reads[8].ok and "no URL" in reads[8].error
+
+
+async def test_offers_without_a_usable_price_are_left_out_never_free(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    rows = _market(0, 6)
+    priced = {r["id"] for r in rows}
+    broken = {
+        9_100_001: NAN,
+        9_100_002: -0.5,
+        9_100_003: None,
+        9_100_004: "cheap",
+        9_100_005: float("inf"),
+    }
+    bad = [{**rows[0], "id": rid, "dph_total": price} for rid, price in broken.items()]
+    bad.append({**rows[0], "id": 9_100_006, "num_gpus": 0})
+    bad.append({k: v for k, v in rows[0].items() if k != "id"})  # no id at all
+    caplog.set_level(logging.WARNING, logger="fleet_agent.vast.parse")
+    async with _tools(store, _offers_answer(rows, bad)) as (tools, _):
+        result = await ActivityEnvironment().run(
+            tools.search_offers, tool_request(AGENT, "search_offers", {"limit": 50})
+        )
+    assert not result.is_error, result.content
+    found = json.loads(result.content.split("\n", 1)[1])
+    assert {r["offer_id"] for r in found} == priced, "the rest are left out"
+    assert all(r["dph"] > 0 for r in found)
+    skipped = " ".join(r.getMessage() for r in caplog.records)
+    for rid in [*broken, 9_100_006]:
+        assert f"Offer row {rid} skipped" in skipped, rid
+    assert "Offer row None skipped" in skipped
+
+
+async def test_a_bad_instance_row_never_fails_the_poll(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    mine = create_label(AGENT, 1, "t1")
+    rows = [
+        _row(301, f"  {mine}\n", public_ipaddr=" 10.0.0.7 "),
+        {**_row(302, mine), "id": "not-a-number"},
+        {"label": mine, "actual_status": "running"},  # no id
+        _row(303, create_label(AGENT, 1, "t3"), dph_total=NAN, num_gpus="two"),
+    ]
+
+    def answer(req: StubRequest) -> tuple[int, Any]:
+        if req.path == "/api/v1/instances/":
+            return 200, instances_page(rows)
+        return 404, "Not Found"
+
+    caplog.set_level(logging.WARNING, logger="fleet_agent.vast.parse")
+    async with _tools(store, answer) as (tools, _):
+        snap = await ActivityEnvironment().run(tools.poll_fleet, PollRequest(agent_id=AGENT))
+    assert snap.error == ""
+    assert [i.id for i in snap.instances] == [301], "its label stripped, it is ours"
+    skipped = " ".join(r.getMessage() for r in caplog.records)
+    assert "Instance row 'not-a-number' skipped" in skipped
+    assert "Instance row None skipped" in skipped
+    assert "Instance row 303 skipped (num_gpus" in skipped
+
+
+async def test_the_client_lists_what_parses_of_a_page() -> None:
+    rows = [_row(401, "x"), {"id": 402, "dph_total": NAN, "num_gpus": []}, _row(403, "y")]
+    with VastStub(lambda req: (200, instances_page(rows))) as stub:
+        async with VastClient("k", stub.url, pacing=NO_PACING) as vast:
+            listed = await vast.list_instances()
+    assert [i.id for i in listed] == [401, 403]
+
+
+async def test_a_create_answered_after_60_seconds_is_a_rental_not_a_timeout() -> None:
+    """The CLI gives a create 120 s (vastai/api/client.py,
+    `_DEFAULT_TIMEOUT_SECONDS`: "conservative enough for slow operations like
+    ... instance creation"); every other call keeps the client's 30 s."""
+
+    def slow(req: StubRequest) -> tuple[int, Any]:
+        if req.method == "PUT":
+            time.sleep(61)
+            return 200, {"success": True, "new_contract": 5150}
+        return 404, "Not Found"
+
+    with VastStub(slow) as stub:
+        async with VastClient("k", stub.url, pacing=NO_PACING) as vast:
+            started = time.monotonic()
+            new_id = await vast.create_instance(9, image="img", disk=50, label="l")
+    assert new_id == 5150 and time.monotonic() - started >= 61
+    assert CREATE_TIMEOUT_S == 120
