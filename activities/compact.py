@@ -176,9 +176,7 @@ class CompactActivities:
             parts.append(f"{user}\n[the agent answered]\n{answer}")
         # The summary's cap, plus room to think for a model that does.
         info: ModelInfo | None = getattr(self._provider, "info", None)
-        max_tokens = max(cap, 1)
-        if info is not None:
-            max_tokens = reply_budget(info, max_tokens, SUMMARY_OPTIONS.effort)
+        max_tokens = reply_budget(info, max(cap, 1), SUMMARY_OPTIONS.effort)
         try:
             reply = await asyncio.wait_for(
                 self._provider.complete(

@@ -230,10 +230,8 @@ class LlmActivities:
             )
 
         options = llm_options(req)
-        max_tokens = req.config.max_output_tokens
-        if self._info is not None:
-            # Thinking counts against max_tokens: room for it, by effort.
-            max_tokens = reply_budget(self._info, max_tokens, options.effort)
+        # Thinking counts against max_tokens: room for it, by effort.
+        max_tokens = reply_budget(self._info, req.config.max_output_tokens, options.effort)
         # The whole request within the run's share and the model's window.
         try:
             fitted = await fit_request(

@@ -18,6 +18,7 @@ from fleet_agent.llm.request import (
     PrefillRefused,
     build_request,
     effective_effort,
+    longest_reply,
     reply_budget,
 )
 from fleet_agent.llm_models import EFFORTS, KNOWN_MODELS, known_info
@@ -113,7 +114,9 @@ def test_a_thinking_model_gets_room_to_think_within_its_output_limit() -> None:
     assert reply_budget(sonnet, 120_000, "max") == sonnet.max_output_tokens
     assert reply_budget(KNOWN_MODELS["claude-haiku-4-5"], 4_096, "max") == 4_096
     # No model given (the workflow's timeout): the most any model may write.
-    assert reply_budget(None, 4_096, "low") == 4_096 + THINKING_ROOM["low"]
+    assert longest_reply(4_096, "low") == 4_096 + THINKING_ROOM["low"]
+    # A provider without a model table entry (the autopilot): the answer alone.
+    assert reply_budget(None, 4_096, "low") == 4_096
 
 
 # Each round of a run, as the run workflow leaves it in the store.

@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     # workflow run would only cost time and break isinstance checks.
 
     from fleet_agent.details import run_details
-    from fleet_agent.llm.request import reply_budget
+    from fleet_agent.llm.request import longest_reply
     from fleet_agent.llm.timing import LLM_HEARTBEAT_TIMEOUT, llm_attempt_timeout
     from fleet_agent.models import (
         APPROVAL_DECIDED,
@@ -183,7 +183,7 @@ class AgentRunWorkflow:
         layout = RequestLayout()
         # Thinking counts against the reply's max_tokens: the attempt's time
         # allows for the most a thinking model may write at this effort.
-        budget = reply_budget(None, inp.config.max_output_tokens, inp.config.llm_effort)
+        budget = longest_reply(inp.config.max_output_tokens, inp.config.llm_effort)
         for rnd in range(1, inp.config.max_rounds + 1):
             self._round, self._step = rnd, "waiting for the LLM"
             reply = await workflow.execute_activity(

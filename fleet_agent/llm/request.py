@@ -42,6 +42,7 @@ __all__ = [
     "PrefillRefused",
     "build_request",
     "effective_effort",
+    "longest_reply",
     "reply_budget",
 ]
 
@@ -87,13 +88,20 @@ def effective_effort(info: ModelInfo, effort: Effort | None) -> Effort | None:
 
 
 def reply_budget(info: ModelInfo | None, answer_tokens: int, effort: Effort | None) -> int:
-    """`max_tokens` of a request whose answer needs up to `answer_tokens`: with
-    room to think by effort when the model thinks (every model, when `info`
-    is None: an upper bound, for timeouts), within the model's maximum output."""
-    thinks = info is None or info.adaptive_thinking
-    room = THINKING_ROOM[effort or "high"] if thinks else 0
-    total = answer_tokens + room
-    return total if info is None else max(1, min(total, info.max_output_tokens))
+    """`max_tokens` of a request whose answer needs up to `answer_tokens`, for
+    the model `info` describes: with room to think by effort when it thinks
+    adaptively, within its maximum output. None (a provider with no model
+    table entry, the autopilot): the answer's room alone."""
+    if info is None:
+        return answer_tokens
+    room = THINKING_ROOM[effort or "high"] if info.adaptive_thinking else 0
+    return max(1, min(answer_tokens + room, info.max_output_tokens))
+
+
+def longest_reply(answer_tokens: int, effort: Effort | None) -> int:
+    """The most a reply may write at this effort on any model: what the
+    workflow sizes an LLM round's time limit by (it does not know the model)."""
+    return answer_tokens + THINKING_ROOM[effort or "high"]
 
 
 def build_request(
