@@ -1,8 +1,8 @@
-"""The README's table of market days, by seed, from the days' JSON.
+"""The table of market days, by seed, from the days' JSON.
 
 Every policy change is judged on the same fourteen days (bench/market_day.py
-`--seeds`, or one `--seed` a process, two at a time), and README's "A day on
-the market" shows them as one row a day and a few lines across them. This
+`--seeds`, or one `--seed` a process, two at a time), and the records in
+bench/results/ show them as one row a day and a few lines across them. This
 prints both from the JSON the days wrote (`--json-out`: files, or
 directories of them), so the table is the figures and nothing typed by hand.
 What misses its target is in bold: a day within ±5 % for less than 95 %
@@ -45,7 +45,7 @@ def _bold(text: str, over: bool) -> str:
 
 
 def row(day: dict[str, Any]) -> str:
-    """One day as a row of README's table."""
+    """One day as a row of the table."""
     band = 100 * float(day["within_5pct_after_first_hour"] or 0.0)
     settled = 100 * float(day["within_5pct_settled"] or 0.0)
     ratios = ", ".join(

@@ -1,4 +1,4 @@
-"""README's table of market days from their JSON (bench/market_day_table.py),
+"""The table of market days from their JSON (bench/market_day_table.py),
 on made-up days: a row with what misses its target in bold, the lines
 across seeds and groups, and bad input refused with a clear error."""
 
