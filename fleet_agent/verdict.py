@@ -25,8 +25,8 @@ __all__ = [
 ]
 
 # The most of a run's final answer that enters workflow history (its call_llm
-# result, the run's result, the agent's last_run): docs/DECISIONS.md, "The
-# answer in the Web UI".
+# result, the run's result, the agent's last_run): docs/DECISIONS.md,
+# "Observability".
 ANSWER_PREVIEW_CHARS = 200
 
 _TAG = re.compile(r"<verdict>(?P<body>.*?)</verdict>", re.DOTALL | re.IGNORECASE)
