@@ -14,7 +14,9 @@ from temporalio.exceptions import ApplicationError
 
 from fleet_agent.capacity import proofs_per_hour
 from fleet_agent.fleet.load_time import est_load_minutes
+from fleet_agent.fleet.offer_cost import transfer_dph
 from fleet_agent.models import ApprovalAsk, FleetToolRequest, ToolResult
+from fleet_agent.prover import ProverSpec
 from fleet_agent.store import ToolCallRecord
 from fleet_agent.vast.errors import VastAuthError, VastError
 from fleet_agent.vast.models import Instance, Offer
@@ -111,20 +113,25 @@ def is_refusal(exc: VastError) -> bool:
     return exc.permanent or exc.status in (400, 404, 422)
 
 
-def offer_row(offer: Offer) -> dict[str, Any]:
+def offer_row(offer: Offer, prover: ProverSpec) -> dict[str, Any]:
+    """One offer as search_offers shows it: the capacity model's rate for the
+    RAM the rental gets, the price, what its downloads add
+    (fleet_agent/fleet/offer_cost.py) and the cost per proof of both."""
     # The CPU bound counts: an 8-GPU host with few cores cannot feed its GPUs.
-    rate = proofs_per_hour(offer.gpu_name, offer.num_gpus, offer.cpu_ram, offer.cpu_cores_effective)
+    rate = proofs_per_hour(offer.gpu_name, offer.num_gpus, offer.ram_mb, offer.cpu_cores_effective)
     load = est_load_minutes(offer.inet_down)
+    transfer = transfer_dph(offer.inet_down_cost, rate, prover)
     return {
         "offer_id": offer.id,
         "gpu": offer.gpu_name,
         "num_gpus": offer.num_gpus,
-        "host_ram_gb": round(offer.cpu_ram / 1024),
+        "ram_gb": round(offer.ram_mb / 1024),
         "cpu_cores": offer.cpu_cores_effective,
         "dph": round(offer.dph_total, 4),
+        "transfer_dph": round(transfer, 4),
         "reliability": offer.reliability2,
         "est_proofs_per_hour": round(rate, 1),
-        "usd_per_100_proofs": round(100 * offer.dph_total / rate, 3) if rate else None,
+        "usd_per_100_proofs": round(100 * (offer.dph_total + transfer) / rate, 3) if rate else None,
         "inet_down_mbps": offer.inet_down,
         "est_load_minutes": None if load is None else round(load),
         "where": offer.geolocation,

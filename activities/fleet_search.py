@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 from fleet_agent.fleet.failed_hosts import Exclusions, exclusions
 from fleet_agent.fleet.guardrails import gpu_allowed, offer_refusal
+from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.offer_query import allowed_gpu_names, offer_filters
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
 from fleet_agent.prover import ProverSpec
@@ -97,12 +98,12 @@ class OfferSearch:
             raise vast_failure(exc) from None
         # Checked again here: the service may ignore a filter.
         rows = [
-            offer_row(o)
+            offer_row(o, self._prover)
             for o in found.offers
             if offer_refusal(o, config, self._prover) is None and not left_out.excludes(o)
         ]
         rows = [r for r in rows if r["usd_per_100_proofs"] is not None]
-        rows.sort(key=lambda r: (r["usd_per_100_proofs"], r["dph"]))
+        rows.sort(key=lambda r: (r["usd_per_100_proofs"], offer_dph(r)))
         note = _left_out_note(left_out)
         if not rows:
             return tool_result(req, f"No offer passes the guardrails right now{note}.")

@@ -12,6 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet_results import offer_row
 from fleet_agent.fleet.guardrails import offer_refusal
+from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.offer_query import allowed_gpu_names, offer_filters
 from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 from fleet_agent.fleet.spare import cheapest_spared_cover
@@ -52,8 +53,9 @@ async def _oracle(
         allocated_storage=prover.disk_gb,
     )
     allowed = [o for o in found.offers if offer_refusal(o, config, prover) is None]
+    rows = [offer_row(o, prover) for o in allowed]
     estimated = [
-        Item(key=o.id, cost=o.dph_total, rate=offer_row(o)["est_proofs_per_hour"]) for o in allowed
+        Item(key=int(r["offer_id"]), cost=offer_dph(r), rate=r["est_proofs_per_hour"]) for r in rows
     ]
     items = [Item(key=i.key, cost=i.cost, rate=i.rate * MEAN_RATE_JITTER) for i in estimated]
     ours = [

@@ -35,6 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fleet_agent.vast.models import slice_ram_mb
+
 __all__ = [
     "BASELINE_RAM_PER_PROOF_GIB",
     "CUZK_MIN_RAM_GIB",
@@ -48,6 +50,7 @@ __all__ = [
     "concurrent_proofs",
     "cpu_bound_proofs_per_hour",
     "engine",
+    "min_cuda",
     "proofs_per_hour",
     "record_proofs_per_hour",
     "seconds_per_proof",
@@ -146,6 +149,32 @@ _CUZK_REFERENCE_BASELINE_S = 89.0
 _CUZK_FIXED_GIB = 69.0
 
 
+#: The oldest CUDA that builds for an architecture, by compute capability x 100
+#: (newest first). Blackwell (sm_100, sm_120: B200, RTX 50xx) came with CUDA
+#: 12.8; Hopper (sm_90) and Ada (sm_89) with 11.8; Ampere's sm_86 with 11.1
+#: and sm_80 with 11.0 (NVIDIA's CUDA Toolkit release notes, "New Features" of
+#: each release; checked 2026-12-06). An offer whose driver supports less
+#: (``cuda_max_good``) cannot run a prover built for its GPU.
+CUDA_BY_COMPUTE_CAP: tuple[tuple[int, float], ...] = (
+    (1000, 12.8),
+    (890, 11.8),
+    (860, 11.1),
+    (800, 11.0),
+)
+
+
+def min_cuda(gpu_name: str, compute_cap: int | None = None) -> float:
+    """The oldest CUDA a `gpu_name` card runs on (0.0: no figure), from its
+    `compute_cap` (x 100, as vast.ai lists it), else from `GPU_PROVING`."""
+    cap = compute_cap if compute_cap else GPU_PROVING.get(gpu_name, _UNKNOWN_GPU).compute_cap
+    if gpu_name not in GPU_PROVING and not compute_cap:
+        return 0.0
+    for lowest, cuda in CUDA_BY_COMPUTE_CAP:
+        if cap >= lowest:
+            return cuda
+    return 0.0
+
+
 def _gpu(gpu_name: str) -> GpuProving:
     return GPU_PROVING.get(gpu_name, _UNKNOWN_GPU)
 
@@ -236,8 +265,10 @@ def seconds_per_proof(
 def record_proofs_per_hour(record: Mapping[str, Any]) -> float:
     """`proofs_per_hour` of an offer or instance as vast.ai returns it (a JSON row).
 
-    Reads ``gpu_name``, ``num_gpus``, ``cpu_ram`` (MB) and ``cpu_cores_effective``
-    (falling back to ``cpu_cores``); missing values count as nothing known.
+    Reads ``gpu_name``, ``num_gpus``, ``cpu_ram`` (the host's MB) with
+    ``gpu_frac`` (the rental's share of it, `slice_ram_mb`) and
+    ``cpu_cores_effective`` (falling back to ``cpu_cores``); missing values
+    count as nothing known.
     """
     cores = record.get("cpu_cores_effective")
     if cores is None:
@@ -245,6 +276,13 @@ def record_proofs_per_hour(record: Mapping[str, Any]) -> float:
     return proofs_per_hour(
         str(record.get("gpu_name") or ""),
         int(record.get("num_gpus") or 1),
-        float(record.get("cpu_ram") or 0.0),
+        slice_ram_mb(_finite(record.get("cpu_ram")), _finite(record.get("gpu_frac"))),
         float(cores) if cores is not None else None,
     )
+
+
+def _finite(value: Any) -> float | None:
+    """A row's number, or None when it is no finite number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None

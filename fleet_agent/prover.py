@@ -23,9 +23,22 @@ from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB
 
 __all__ = ["ENTRYPOINT_RUNTYPES", "RUNTYPES", "STATUS_PORT_ENV", "ProverSpec"]
 
-#: The runtypes vast.ai documents for a create (``create_instance.yaml``).
+#: The runtype strings a create may send, as the vastai CLI builds them
+#: (vast-cli ``vastai/cli/commands/instances.py``, ``get_runtype``): ``args``
+#: and ``ssh``, and the launch modes it joins with spaces (``ssh_proxy``,
+#: ``ssh_direc ssh_proxy``, ``jupyter_proxy ssh_proxy``,
+#: ``jupyter_direc ssh_direc ssh_proxy``; "direc", not "direct"); ``jupyter``
+#: is named in its API helper (``vastai/api/offers.py``, ``create_instance``).
 RUNTYPES = frozenset(
-    {"args", "ssh", "ssh_proxy", "ssh_direct", "jupyter", "jupyter_proxy", "jupyter_direct"}
+    {
+        "args",
+        "ssh",
+        "ssh_proxy",
+        "ssh_direc ssh_proxy",
+        "jupyter",
+        "jupyter_proxy ssh_proxy",
+        "jupyter_direc ssh_direc ssh_proxy",
+    }
 )
 #: Runtypes that keep the image's own ENTRYPOINT.
 ENTRYPOINT_RUNTYPES = frozenset({"args"})
@@ -68,6 +81,14 @@ class ProverSpec(BaseModel):
     min_inet_down_mbps: Annotated[float, Field(ge=0)] = 200.0
     min_cuda: Annotated[float, Field(ge=0)] = 12.0
     verified_only: bool = True
+    #: How long a rental is planned to last, hours: a host must offer a
+    #: contract at least this long (offer ``duration``), and a machine's one
+    #: download of the proof parameters is spread over it when offers are
+    #: ranked by cost per proof (fleet_agent/fleet/offer_cost.py).
+    rental_hours: Annotated[float, Field(gt=0, le=24 * 365)] = 24.0
+    #: What a machine downloads for each proof, MB: the inputs the work
+    #: source hands out, billed at the host's ``inet_down_cost``.
+    proof_input_mb: Annotated[float, Field(ge=0, le=100_000)] = 50.0
 
     @model_validator(mode="after")
     def _starts(self) -> ProverSpec:

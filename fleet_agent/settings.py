@@ -54,6 +54,8 @@ _PROVER_VARS = {
     "args": "FLEET_PROVER_ARGS",
     "onstart": "FLEET_PROVER_ONSTART",
     "status_port": "FLEET_PROVER_STATUS_PORT",
+    "rental_hours": "FLEET_PROVER_RENTAL_HOURS",
+    "proof_input_mb": "FLEET_PROVER_PROOF_INPUT_MB",
     "": "FLEET_PROVER_RUNTYPE",
 }
 
@@ -86,6 +88,12 @@ class SettingsEnv(EnvModel):
     # `none`: no status port.
     prover_status_port: int | None = Field(
         ProverSpec().status_port, alias="FLEET_PROVER_STATUS_PORT"
+    )
+    prover_rental_hours: float | None = Field(
+        None, alias="FLEET_PROVER_RENTAL_HOURS", allow_inf_nan=False
+    )
+    prover_proof_input_mb: float | None = Field(
+        None, alias="FLEET_PROVER_PROOF_INPUT_MB", allow_inf_nan=False
     )
     # Checked together by metrics_address (METRICS_PORT first).
     metrics_port: str | None = Field(None, alias=METRICS_ENV)
@@ -138,6 +146,10 @@ class SettingsEnv(EnvModel):
             changes["args"] = shlex.split(self.prover_args)
         if self.prover_onstart is not None:
             changes["onstart"] = self.prover_onstart
+        if self.prover_rental_hours is not None:
+            changes["rental_hours"] = self.prover_rental_hours
+        if self.prover_proof_input_mb is not None:
+            changes["proof_input_mb"] = self.prover_proof_input_mb
         try:
             return ProverSpec.model_validate(changes)
         except ValidationError as exc:

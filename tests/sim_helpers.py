@@ -15,10 +15,13 @@ PROVER_HOST: dict[str, Any] = {
     "rented": {"eq": False},
     "verified": {"eq": True},
     "external": {"eq": False},
+    # A whole host (a slice gets its `gpu_frac` of the host's RAM) with RAM
+    # for the parameters, and a driver new enough for any GPU (12.8: Blackwell).
+    "gpu_frac": {"eq": 1.0},
     "cpu_ram": {"gte": 61_440},
     "gpu_ram": {"gte": 11_000},
     "compute_cap": {"gte": 700},
-    "cuda_max_good": {"gte": 12.0},
+    "cuda_max_good": {"gte": 12.8},
     "disk_space": {"gte": 100},
     "direct_port_count": {"gte": 2},
 }

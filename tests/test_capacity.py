@@ -9,6 +9,7 @@ from fleet_agent.capacity import (
     concurrent_proofs,
     cpu_bound_proofs_per_hour,
     engine,
+    min_cuda,
     proofs_per_hour,
     record_proofs_per_hour,
     seconds_per_proof,
@@ -67,3 +68,28 @@ def test_a_row_is_read_with_its_effective_cores() -> None:
     del offer["cpu_cores_effective"]
     assert record_proofs_per_hour(offer) == proofs_per_hour("RTX 3090", 8, 8 * 64 * GIB, 128)
     assert record_proofs_per_hour({}) == 0
+
+
+def test_a_slice_of_a_big_host_proves_at_its_share_of_the_ram() -> None:
+    """One GPU of an 8-GPU 512 GiB host gets 64 GiB (docs.vast.ai, "Docker
+    Execution Environment", RAM): it proves like a 64 GiB machine, not like
+    a 512 GiB one, which would run cuzk at its fastest tier."""
+    slice_of_big = {"gpu_name": "RTX 4090", "num_gpus": 1, "cpu_ram": 512 * GIB, "gpu_frac": 0.125}
+    small = {"gpu_name": "RTX 4090", "num_gpus": 1, "cpu_ram": 64 * GIB}
+    whole = {**slice_of_big, "gpu_frac": 1.0}
+    assert record_proofs_per_hour(slice_of_big) == record_proofs_per_hour(small)
+    assert record_proofs_per_hour(whole) > 2 * record_proofs_per_hour(slice_of_big)
+    # A share that makes no sense is no share: the row is read as a whole host.
+    for odd in (0, -0.5, 1.5, float("nan"), "half", None):
+        assert record_proofs_per_hour({**slice_of_big, "gpu_frac": odd}) == (
+            record_proofs_per_hour(whole)
+        )
+
+
+def test_the_oldest_cuda_each_architecture_runs_on() -> None:
+    assert min_cuda("RTX 5090") == 12.8  # Blackwell, sm_120
+    assert min_cuda("RTX 4090") == 11.8 and min_cuda("H100 SXM") == 11.8
+    assert min_cuda("A100 SXM4") == 11.0 and min_cuda("RTX 3090") == 11.1
+    assert min_cuda("Tesla V100") == 0.0  # older than any figure: the image's own minimum
+    assert min_cuda("B200", compute_cap=1000) == 12.8  # a card the table does not list
+    assert min_cuda("Some New Card") == 0.0

@@ -80,6 +80,8 @@ async def test_creates_above_the_thresholds_wait_for_an_approval_and_a_grant_ren
 async def test_the_fleet_increase_over_an_hour_adds_up_across_creates(
     tools: FleetActivities, sim: SimServer, configs: StaticConfigs
 ) -> None:
+    # The same offer is rented an hour later: no other renter takes it meanwhile.
+    sim.market.set_faults(offer_churn=False)
     offers = await _offers(tools, 3)
     first_two = sum(o["dph"] for o in offers[:2])
     configs.config = AgentConfig(

@@ -12,6 +12,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
+from fleet_agent.fleet.guardrails import offer_refusal
 from fleet_agent.fleet.offer_query import offer_filters
 from fleet_agent.models import AgentConfig
 from fleet_agent.prover import ProverSpec
@@ -34,10 +35,12 @@ async def _rentable_offer(sim: SimServer) -> int:
         filters = offer_filters(AgentConfig(), ProverSpec(), await vast.gpu_names())
         filters["gpu_name"] = {"eq": "RTX 4090"}
         offers = await vast.search_offers(
-            filters, order="dph_total", limit=1, allocated_storage=ProverSpec().disk_gb
+            filters, order="dph_total", limit=50, allocated_storage=ProverSpec().disk_gb
         )
-    assert offers
-    return offers[0].id
+    # Checked again as the create checks it: a slice of a host has its share of the RAM.
+    fit = [o for o in offers if offer_refusal(o, AgentConfig(), ProverSpec()) is None]
+    assert fit
+    return fit[0].id
 
 
 @pytest.mark.parametrize(

@@ -237,6 +237,7 @@ def test_every_guardrail_and_need_is_a_search_filter() -> None:
         "inet_down": {"gte": 300},
         "cuda_max_good": {"gte": 12.2},
         "disk_space": {"gte": 80},
+        "duration": {"gte": 24 * 3600},
         "direct_port_count": {"gte": 1},
     }
     tighter = offer_filters(config, prover, [], max_dph=0.4, min_reliability=0.99)
@@ -258,7 +259,17 @@ def test_every_guardrail_and_need_is_a_search_filter() -> None:
         ({"verified": False}, "not verified"),
         ({"verified": None, "verification": "deverified"}, "not verified"),
         ({"num_gpus": 16, "cpu_ram": 2048 * 1024}, "16 GPUs"),
-        ({"cpu_ram": 40 * 1024}, "host RAM 40 GiB"),
+        ({"cpu_ram": 40 * 1024}, "RAM 40 GiB"),
+        # A row lists the host's RAM: one GPU of an 8-GPU 256 GiB host gets 32 GiB.
+        ({"cpu_ram": 256 * 1024, "gpu_frac": 0.125}, "RAM 32 GiB (12% of the host's 256 GiB)"),
+        ({"cpu_ram": 512 * 1024, "gpu_frac": 0.125}, None),  # 64 GiB: enough for one proof
+        # A 5090 (Blackwell) needs CUDA 12.8 from the driver, above the image's 12.0.
+        ({"gpu_name": "RTX 5090", "cuda_max_good": 12.4}, "12.8 a RTX 5090 needs"),
+        ({"gpu_name": "RTX 5090", "cuda_max_good": 12.8}, None),
+        ({"gpu_name": "RTX 5090", "compute_cap": 1200, "cuda_max_good": 12.6}, "12.8"),
+        # The host's longest contract must cover the planned rental (24 h).
+        ({"duration": 6 * 3600.0}, "longest contract is 6.0 h"),
+        ({"duration": 30 * 86400.0}, None),
         ({"num_gpus": 4, "cpu_ram": 200 * 1024}, "240 GiB 4 GPU(s) need"),
         ({"disk_space": 50.0}, "disk"),
         ({"inet_down": 90.0}, "download 90 Mb/s"),
@@ -266,6 +277,7 @@ def test_every_guardrail_and_need_is_a_search_filter() -> None:
         ({"direct_port_count": 0}, "direct ports"),
         # A field the offer does not carry is not held against it.
         ({"inet_down": None, "cuda_max_good": None, "verified": None}, None),
+        ({"gpu_frac": None, "duration": None}, None),
     ],
 )
 def test_offers_are_checked_again_locally(fields: dict[str, Any], reason: str | None) -> None:
@@ -287,7 +299,7 @@ def test_the_default_prover_runs_its_images_entrypoint_with_a_status_port() -> N
     with pytest.raises(ValidationError, match="replaces the image's ENTRYPOINT"):
         ProverSpec(runtype="ssh")
     with pytest.raises(ValidationError, match="only passed with runtype 'args'"):
-        ProverSpec(runtype="ssh_direct", onstart="prove", args=["x"])
+        ProverSpec(runtype="ssh", onstart="prove", args=["x"])
     with pytest.raises(ValidationError, match="runtype must be one of"):
         ProverSpec(runtype="bash")
     assert ProverSpec(runtype="ssh", onstart="/start-prover").onstart == "/start-prover"

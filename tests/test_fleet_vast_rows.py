@@ -83,6 +83,8 @@ def _market(n_unwanted: int, n_wanted: int) -> list[dict[str, Any]]:
                 "disk_space": 500.0,
                 "direct_port_count": 10 if wanted or bad != "ports" else 0,
                 "geolocation": "Texas, US",
+                "gpu_frac": 1.0,
+                "duration": 30 * 86400.0,
             }
         )
     return rows

@@ -16,6 +16,7 @@ from fleet_agent.fleet.load_time import (
 )
 from fleet_agent.fleet.policy import plan_fleet
 from fleet_agent.fleet.snapshot import summarize
+from fleet_agent.prover import ProverSpec
 from fleet_agent.vast.models import Instance, Offer
 
 
@@ -29,9 +30,11 @@ def test_the_estimate_is_the_parameters_over_the_link_plus_boot() -> None:
 
 def test_every_offer_row_shows_the_link_and_the_estimate() -> None:
     base = {"id": 7, "gpu_name": "RTX 4090", "num_gpus": 1, "gpu_ram": 24_564.0}
-    fast = offer_row(Offer(**base, cpu_ram=128_000.0, dph_total=0.4, inet_down=1_000.0))
+    fast = offer_row(
+        Offer(**base, cpu_ram=128_000.0, dph_total=0.4, inet_down=1_000.0), ProverSpec()
+    )
     assert (fast["inet_down_mbps"], fast["est_load_minutes"]) == (1_000.0, 11)
-    silent = offer_row(Offer(**base, cpu_ram=128_000.0, dph_total=0.4))
+    silent = offer_row(Offer(**base, cpu_ram=128_000.0, dph_total=0.4), ProverSpec())
     assert (silent["inet_down_mbps"], silent["est_load_minutes"]) == (None, None)
 
 

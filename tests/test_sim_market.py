@@ -17,6 +17,7 @@ from fleet_agent.sim import DEFAULT_OFFERS, ApiError, Market
 from fleet_agent.sim.catalogue import gpu_names
 from fleet_agent.sim.gpus import GPU_SPECS
 from fleet_agent.sim.market import _first
+from fleet_agent.sim.prover import rental_ram_mb
 from fleet_agent.sim.query import sort_records
 
 CONSUMER = {s.name for s in GPU_SPECS if s.kind == "consumer"}
@@ -57,7 +58,8 @@ def test_ram_per_gpu_follows_the_market_and_high_ram_consumer_hosts_cost_more(
     big: Market,
 ) -> None:
     consumer = [o for o in _listed(big) if o["gpu_name"] in CONSUMER]
-    per_gpu = [o["cpu_ram"] / 1024 / o["num_gpus"] for o in consumer]
+    # A rental's RAM is its share of the host's (the row lists the host's).
+    per_gpu = [rental_ram_mb(o) / 1024 / o["num_gpus"] for o in consumer]
     assert statistics.median(per_gpu) < 64  # most consumer hosts: 16-64 GiB a card
     assert sum(r >= 240 for r in per_gpu) < 0.08 * len(consumer)  # rare
     assert sum(r < 60 for r in per_gpu) > 0.5 * len(consumer)  # cannot hold a proof's SRS
@@ -67,7 +69,7 @@ def test_ram_per_gpu_follows_the_market_and_high_ram_consumer_hosts_cost_more(
 
     for gpu in ("RTX 3090", "RTX 4090"):
         mine = [o for o in consumer if o["gpu_name"] == gpu]
-        low = [price(o) for o in mine if o["cpu_ram"] / 1024 / o["num_gpus"] < 70]
+        low = [price(o) for o in mine if rental_ram_mb(o) / 1024 / o["num_gpus"] < 70]
         high = [price(o) for o in mine if o["cpu_ram"] / 1024 / o["num_gpus"] >= 240]
         assert low and high
         assert statistics.median(high) > 1.3 * statistics.median(low)

@@ -100,8 +100,14 @@ def test_parameters_take_10_to_60_minutes_with_the_hosts_bandwidth(
 
 def test_an_8_gpu_host_with_few_cores_proves_what_its_cpu_synthesizes(sim: SimServer) -> None:
     # RAM for 8 proofs at once, but at most 16 cores to synthesize them.
+    # Before Blackwell, so a driver with CUDA 12.0 runs it (such hosts are rare).
     offer = find_offer(
-        sim, num_gpus={"eq": 8}, cpu_cores_effective={"lte": 16}, cpu_ram={"gte": 8 * 61_440}
+        sim,
+        num_gpus={"eq": 8},
+        cpu_cores_effective={"lte": 16},
+        cpu_ram={"gte": 8 * 61_440},
+        compute_cap={"gte": 700, "lt": 1000},
+        cuda_max_good={"gte": 12.0},
     )
     gpus_alone = proofs_per_hour(offer["gpu_name"], 8, offer["cpu_ram"])
     bound = cpu_bound_proofs_per_hour(offer["cpu_cores_effective"])

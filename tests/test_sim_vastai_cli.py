@@ -103,8 +103,8 @@ def test_search_offers(sim: SimServer, cli_env: dict[str, str]) -> None:
 # A host a prover can run on: RAM for the parameters, disk for them, a card
 # with enough memory, a recent driver, and open ports for the status endpoint.
 PROVER_HOST = (
-    "disk_space>=100 cpu_ram>=64 gpu_ram>=12 cuda_max_good>=12 compute_cap>=700 "
-    "direct_port_count>=3"
+    "disk_space>=100 cpu_ram>=64 gpu_frac=1 gpu_ram>=12 cuda_max_good>=12.8 "
+    "compute_cap>=700 direct_port_count>=3"
 )
 
 

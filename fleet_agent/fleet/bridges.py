@@ -1,21 +1,23 @@
 """Bridges after a large gap: fast-loading temporary machines beside the cover.
 
 After an increase the cover's machines prove in two groups: hosts whose link
-fills the parameter source load in 12-18 minutes, the rest in 28-62, and
-that wait was most of a day's time out of the ±5 % band (docs/DECISIONS.md,
-"The race"). For a gap of at least BRIDGE_MIN_GAP of the target, the
-autopilot rents beside the cheapest cover the cheapest set of offers
-estimated to prove within BRIDGE_FAST_MINUTES for BRIDGE_SHARE of what the
-cover's slow machines bring, each small (BRIDGE_MAX_SIZE of the target) and
-few (BRIDGE_MAX_MACHINES), each as `temporary` (temporary.py): they are no
-cover, so a failure of a cover machine is still replaced, and each goes as
-soon as the others prove the target without it. Pure: search rows in, search rows out.
+fills the parameter source load in 12-18 minutes, the rest in 28-62, and that
+wait was most of a day's time out of the ±5 % band (docs/DECISIONS.md,
+"Bridges"; the tries: bench/results/2026-12-03-load-time-a.md). For a gap of
+at least BRIDGE_MIN_GAP of the target, the autopilot rents beside the cheapest
+cover the cheapest set of offers estimated to prove within BRIDGE_FAST_MINUTES
+for BRIDGE_SHARE of what the cover's slow machines bring, each small
+(BRIDGE_MAX_SIZE of the target) and few (BRIDGE_MAX_MACHINES), each as
+`temporary` (temporary.py): they are no cover, so a failure of a cover machine
+is still replaced, and each goes as soon as the others prove the target
+without it. Pure: search rows in, search rows out.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 
 __all__ = [
@@ -106,7 +108,7 @@ def bridges(
     pool = [
         o for o in offers if o.get("offer_id") not in taken and fast(o) and 0 < _rate(o) <= largest
     ]
-    items = [Item(key=k, cost=float(o["dph"]), rate=_rate(o)) for k, o in enumerate(pool)]
+    items = [Item(key=k, cost=offer_dph(o), rate=_rate(o)) for k, o in enumerate(pool)]
     chosen = [pool[k] for k in cheapest_cover(items, want, planning_unit(want)).keys]
-    chosen.sort(key=lambda o: float(o["dph"]) / _rate(o))
+    chosen.sort(key=lambda o: offer_dph(o) / _rate(o))
     return chosen[: max(0, min(BRIDGE_MAX_MACHINES, room))]

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fleet_agent.fleet.bridges import fast
+from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.spare import BAND
 
 __all__ = ["FAST_COVER_PREMIUM", "faster_cover", "under_meanwhile"]
@@ -32,7 +33,7 @@ FAST_COVER_PREMIUM = 0.02
 
 
 def _dph(rows: Sequence[dict[str, Any]]) -> float:
-    return sum(float(o.get("dph") or 0.0) for o in rows)
+    return sum(offer_dph(o) for o in rows)
 
 
 def under_meanwhile(expected_after: float, target: float) -> bool:

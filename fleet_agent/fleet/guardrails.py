@@ -10,6 +10,7 @@ looked up by id for a create) from being rented.
 
 from __future__ import annotations
 
+from fleet_agent.capacity import min_cuda
 from fleet_agent.models import AgentConfig
 from fleet_agent.prover import ProverSpec
 from fleet_agent.vast.models import Instance, Offer
@@ -50,7 +51,10 @@ def offer_refusal(
 
 def machine_refusal(offer: Offer, prover: ProverSpec) -> str | None:
     """Why the machine of `offer` cannot run `prover`, or None. A field the
-    offer does not carry is not held against it (the search filtered on it)."""
+    offer does not carry is not held against it (the search filtered on it).
+    RAM is the rental's share of the host's (`Offer.ram_mb`); CUDA must be
+    new enough for the image and for the GPU (`min_cuda`); the host's
+    longest contract must cover `ProverSpec.rental_hours`."""
     if prover.verified_only and (
         offer.verified is False or (offer.verification or "").lower() in _UNVERIFIED
     ):
@@ -58,9 +62,14 @@ def machine_refusal(offer: Offer, prover: ProverSpec) -> str | None:
     if offer.num_gpus > prover.max_gpus:
         return f"{offer.num_gpus} GPUs, over the {prover.max_gpus} a prover uses"
     need = prover.min_host_ram_mb(offer.num_gpus)
-    if offer.cpu_ram < need:
+    if offer.ram_mb < need:
+        share = (
+            f" ({offer.gpu_frac:.0%} of the host's {offer.cpu_ram / 1024:.0f} GiB)"
+            if offer.ram_mb < offer.cpu_ram
+            else ""
+        )
         return (
-            f"host RAM {offer.cpu_ram / 1024:.0f} GiB is under the {need / 1024:.0f} GiB "
+            f"RAM {offer.ram_mb / 1024:.0f} GiB{share} is under the {need / 1024:.0f} GiB "
             f"{offer.num_gpus} GPU(s) need for proving"
         )
     if offer.disk_space is not None and offer.disk_space < prover.disk_gb:
@@ -72,6 +81,16 @@ def machine_refusal(offer: Offer, prover: ProverSpec) -> str | None:
         )
     if offer.cuda_max_good is not None and offer.cuda_max_good < prover.min_cuda:
         return f"CUDA {offer.cuda_max_good:g} is older than the {prover.min_cuda:g} the image needs"
+    gpu_cuda = min_cuda(offer.gpu_name, offer.compute_cap)
+    if offer.cuda_max_good is not None and offer.cuda_max_good < gpu_cuda:
+        return (
+            f"CUDA {offer.cuda_max_good:g} is older than the {gpu_cuda:g} a {offer.gpu_name} needs"
+        )
+    if offer.duration is not None and offer.duration < prover.rental_hours * 3600:
+        return (
+            f"the host's longest contract is {offer.duration / 3600:.1f} h, under the "
+            f"{prover.rental_hours:g} h a rental is planned for"
+        )
     if prover.status_port is not None and offer.direct_port_count == 0:
         return "the host has no direct ports for the prover's status port"
     return None

@@ -13,8 +13,12 @@ against the market's own GPU catalogue (``GET /api/v0/gpu_names/unique/``,
 which the vastai CLI reads too) into the exact names of every model in an
 allowed family.
 
-Host RAM per GPU has no field of its own, so the search asks for the RAM of a
-one-GPU machine and caps the GPU count; the per-GPU rule is checked here.
+RAM per GPU has no field of its own, and ``cpu_ram`` is the whole host's (a
+rental gets its ``gpu_frac`` share: `slice_ram_mb`, fleet_agent/vast/models.py),
+so the search asks for a host with the RAM of a one-GPU machine and caps the
+GPU count; the rental's share and the per-GPU rule are checked on what comes
+back (fleet_agent/fleet/guardrails.py), as is the CUDA a GPU model needs
+(``cuda_max_good`` is one filter for all GPUs: the image's minimum).
 
 Machines and hosts that failed for this agent (fleet_agent/fleet/failed_hosts.py)
 are left out with ``notin``: the vastai CLI's query parser (vast-cli ``vast.py``,
@@ -82,6 +86,8 @@ def offer_filters(
         "inet_down": {"gte": prover.min_inet_down_mbps},
         "cuda_max_good": {"gte": prover.min_cuda},
         "disk_space": {"gte": prover.disk_gb},
+        # Seconds, as rows give it (the CLI multiplies its days by 86,400).
+        "duration": {"gte": prover.rental_hours * 3600},
     }
     if prover.verified_only:
         filters["verified"] = {"eq": True}

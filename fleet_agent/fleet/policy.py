@@ -29,6 +29,7 @@ from fleet_agent.fleet.band import (
     cheapest_kept,
     inside_band,
 )
+from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 from fleet_agent.fleet.spare import BAND, cheapest_spared_cover
 from fleet_agent.fleet.swap import Held, wants_swap
@@ -230,7 +231,7 @@ def choose_offers(
         return []
     above = (hold if hold is not None else target) - target  # the spare's share of the gap
     items = [
-        Item(key=k, cost=float(o["dph"]), rate=float(o["est_proofs_per_hour"]))
+        Item(key=k, cost=offer_dph(o), rate=float(o["est_proofs_per_hour"]))
         for k, o in enumerate(pool)
     ]
     cheapest = cheapest_cover(items, gap, planning_unit(gap))

@@ -165,7 +165,7 @@ def estimate(inst: Instance) -> float:
     """What the capacity model expects of this machine once it proves: its GPUs,
     host RAM and CPU cores (the real service reports no throughput)."""
     return proofs_per_hour(
-        inst.gpu_name or "", inst.num_gpus or 1, inst.cpu_ram or 0.0, inst.cpu_cores_effective
+        inst.gpu_name or "", inst.num_gpus or 1, inst.ram_mb, inst.cpu_cores_effective
     )
 
 

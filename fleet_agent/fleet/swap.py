@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet_agent.fleet.band import INSIDE_BAND_PREMIUM, SPARE_PREMIUM, TOP_MARGIN
+from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.oracle import Item, cheapest_cover_between, planning_unit
 from fleet_agent.fleet.spare import BAND
 
@@ -94,7 +95,7 @@ def swap_offers(
     best: dict[float, tuple[float, dict[str, Any]]] = {}  # low -> (fleet $/h, offer)
     for low in dict.fromkeys((hold - base, target - base)):
         for offer in pool:
-            rate, dph = float(offer["est_proofs_per_hour"]), float(offer["dph"])
+            rate, dph = float(offer["est_proofs_per_hour"]), offer_dph(offer)
             kept = cheapest_cover_between(items, max(0.0, low - rate), top - rate, unit)
             if kept is None:
                 continue

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fleet_agent.fleet.band import TOP_MARGIN
+from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.policy import plan_fleet
 from fleet_agent.fleet.spare import BAND, SPARE_MAX, hold_level
 from fleet_agent.fleet.swap import Held
@@ -81,7 +82,7 @@ def trade_offers(
     widest = (BAND + SPARE_MAX) * target
     best: tuple[float, dict[str, Any]] | None = None
     for offer in offers:
-        rate, dph = float(offer.get("est_proofs_per_hour") or 0.0), float(offer["dph"])
+        rate, dph = float(offer.get("est_proofs_per_hour") or 0.0), offer_dph(offer)
         if rate <= 0:
             continue
         gone = released_once_proving(held, rate, dph, target, spare=spare)

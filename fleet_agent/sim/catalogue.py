@@ -177,9 +177,9 @@ def make_offer(seed: int, offer_id: int, machine_id: int, now: float) -> dict[st
     num_gpus = rng.choice([n for n in (1, 2, 4, 8) if n <= host_gpus])
     frac = num_gpus / host_gpus
     ram_per_gpu = _RAM_PER_GPU[kind].draw(rng)
-    # Hosts report a little under their nominal RAM; an offer gets its share.
-    host_ram_mb = ram_per_gpu * host_gpus * 1024 * rng.uniform(0.96, 0.995)
-    cpu_ram_mb = int(host_ram_mb * frac)
+    # Hosts report a little under their nominal RAM. A row lists the whole
+    # host's (as vast.ai does); a rental gets its `gpu_frac` share of it.
+    host_ram_mb = int(ram_per_gpu * host_gpus * 1024 * rng.uniform(0.96, 0.995))
     host_cores = max(_HOST_CORES[kind].draw(rng), 2)
     cores_effective = round(host_cores * frac, 1)
     cpu_name, cpu_ghz = rng.choice(_CPUS[kind])
@@ -245,7 +245,7 @@ def make_offer(seed: int, offer_id: int, machine_id: int, now: float) -> dict[st
         "cpu_ghz": cpu_ghz,
         "cpu_cores": host_cores,
         "cpu_cores_effective": cores_effective,
-        "cpu_ram": cpu_ram_mb,
+        "cpu_ram": host_ram_mb,
         "has_avx": 1,
         "mobo_name": rng.choice(_MOBOS),
         "pci_gen": float(rng.choice((3, 4, 4, 5))),

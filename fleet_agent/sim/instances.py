@@ -17,7 +17,13 @@ from typing import Any
 from .billing import BYTES_PER_BILLED_KB, prices
 from .faults import Faults
 from .lifecycle import Machine
-from .prover import PROVER_STATUS_PORT, offer_proof_rate, prover_blocker, status_body
+from .prover import (
+    PROVER_STATUS_PORT,
+    offer_proof_rate,
+    prover_blocker,
+    rental_ram_mb,
+    status_body,
+)
 
 __all__ = ["KILL_STATUSES", "InstanceEnv", "SimInstance", "container_ports"]
 
@@ -247,7 +253,7 @@ class SimInstance:
             "gpu_util": gpu_util,
             "cpu_util": 0.85 if busy else 0.35 if running and m.phase != "error" else 0.0,
             "mem_usage": None,
-            "mem_limit": round(o["cpu_ram"] / 1024.0, 3),
+            "mem_limit": round(rental_ram_mb(o) / 1024.0, 3),
             "vmem_usage": None,
             "gpu_temp": 71.0 if running else None,
             "time_remaining": "",

@@ -22,8 +22,10 @@ from fleet_agent.capacity import (
     MIN_GPU_RAM_MB,
     concurrent_proofs,
     engine,
+    min_cuda,
     proofs_per_hour,
 )
+from fleet_agent.vast.models import slice_ram_mb
 
 from .fate import PARAMS_BYTES, PROVER_CUDA
 from .lifecycle import Machine
@@ -60,12 +62,18 @@ def starts_prover(runtype: str | None, onstart: str | None) -> bool:
     return bool(onstart and onstart.strip())
 
 
+def rental_ram_mb(offer: dict[str, Any]) -> float:
+    """RAM a rental of `offer` gets, MB: its share of the host's (the row
+    lists the host's ``cpu_ram`` and the share ``gpu_frac``, as vast.ai does)."""
+    return slice_ram_mb(float(offer["cpu_ram"]), offer.get("gpu_frac"))
+
+
 def offer_proof_rate(offer: dict[str, Any]) -> float:
-    """Proofs/h the host of `offer` sustains (before the instance's jitter)."""
+    """Proofs/h the rental of `offer` sustains (before the instance's jitter)."""
     return proofs_per_hour(
         offer["gpu_name"],
         int(offer["num_gpus"]),
-        float(offer["cpu_ram"]),
+        rental_ram_mb(offer),
         float(offer["cpu_cores_effective"]),
     )
 
@@ -73,10 +81,14 @@ def offer_proof_rate(offer: dict[str, Any]) -> float:
 def prover_blocker(offer: dict[str, Any]) -> str | None:
     """The error a prover hits at start on this host, or None if it can prove."""
     cuda = float(offer.get("cuda_max_good") or 0.0)
-    if cuda < PROVER_CUDA:
+    # The image is built with a CUDA new enough for every GPU it runs on: a
+    # card of a newer architecture needs that CUDA from the driver too.
+    need = max(PROVER_CUDA, min_cuda(offer["gpu_name"], offer.get("compute_cap")))
+    if cuda < need:
         return (
             "CUDA driver version is insufficient for CUDA runtime version "
-            f"(the host's driver runs CUDA {cuda:g}, the prover needs {PROVER_CUDA:g})"
+            f"(the host's driver runs CUDA {cuda:g}, the prover needs {need:g} "
+            f"on a {offer['gpu_name']})"
         )
     gpu = GPU_PROVING.get(offer["gpu_name"])
     vram = gpu.vram_mb if gpu else int(offer.get("gpu_ram") or 0)
@@ -87,10 +99,10 @@ def prover_blocker(offer: dict[str, Any]) -> str | None:
             "CUDA error 209: no kernel image is available for execution on the device "
             f"(compute capability {gpu.compute_cap / 100:g})"
         )
-    ram_gib = float(offer["cpu_ram"]) / 1024.0
+    ram_gib = rental_ram_mb(offer) / 1024.0
     if ram_gib < BASELINE_RAM_PER_PROOF_GIB:
         return (
-            f"prover killed: out of memory (the host has {ram_gib:.0f} GiB of RAM; "
+            f"prover killed: out of memory (the rental has {ram_gib:.0f} GiB of RAM; "
             f"one proof needs about {BASELINE_RAM_PER_PROOF_GIB:.0f} GiB)"
         )
     if offer_proof_rate(offer) <= 0:
@@ -103,7 +115,9 @@ def status_body(machine: Machine, offer: dict[str, Any], now: float) -> dict[str
     phase = machine.phase if machine.phase != "off" else "starting"
     in_flight = 0
     if phase == "proving":
-        in_flight = concurrent_proofs(offer["gpu_name"], int(offer["num_gpus"]), offer["cpu_ram"])
+        in_flight = concurrent_proofs(
+            offer["gpu_name"], int(offer["num_gpus"]), rental_ram_mb(offer)
+        )
     started = machine.prover_started_at
     return {
         "phase": phase,
@@ -120,7 +134,7 @@ def status_body(machine: Machine, offer: dict[str, Any], now: float) -> dict[str
             "ready": machine.params_bytes >= PARAMS_BYTES,
         },
         "detail": _detail(machine, phase),
-        "engine": engine(offer["gpu_name"], int(offer["num_gpus"]), offer["cpu_ram"]) or None,
+        "engine": engine(offer["gpu_name"], int(offer["num_gpus"]), rental_ram_mb(offer)) or None,
         "gpus": int(offer["num_gpus"]),
         "time": now,
     }

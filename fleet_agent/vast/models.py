@@ -37,6 +37,7 @@ __all__ = [
     "InstancePhase",
     "Offer",
     "phase_of",
+    "slice_ram_mb",
 ]
 
 #: ``actual_status`` values from which an instance never returns to ``running``
@@ -80,6 +81,31 @@ def phase_of(state: str) -> InstancePhase:
     return "unrecognized"
 
 
+def slice_ram_mb(cpu_ram: float | None, gpu_frac: float | None) -> float:
+    """RAM a rental gets, MB: the host's ``cpu_ram`` times its share of the
+    host's GPUs (``gpu_frac``).
+
+    vast.ai lists the host's RAM on every offer and instance row ("system RAM",
+    vast-cli ``vastai/cli/commands/offers.py``, field list of ``search
+    offers``), and ``gpu_frac`` is the "ratio of GPUs in the offer to gpus in
+    the system" (same list). An instance "gets a fraction [of the system RAM]
+    proportional to its share of attached GPUs" (docs.vast.ai, "Docker
+    Execution Environment", RAM, checked 2026-12-06); using more risks the OOM
+    killer. A row without a usable ``gpu_frac`` is read as the whole host.
+    """
+    ram = cpu_ram or 0.0
+    if gpu_frac is not None and 0.0 < gpu_frac < 1.0:
+        return ram * gpu_frac
+    return ram
+
+
+def _frac(value: Any) -> float | None:
+    """A ``gpu_frac`` as we trust it: a number in (0, 1], else absent."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0.0 < value <= 1.0 else None
+
+
 def _clean(value: Any) -> Any:
     """A field of a row as we read it: strings stripped, inside objects and
     lists too (as the CLI's `_strip_strings`, vastai/api/instances.py), and
@@ -105,7 +131,12 @@ class _VastRecord(BaseModel):
     def _untrusted(cls, data: Any) -> Any:
         """Every top-level field cleaned before it is typed (`_clean`)."""
         if isinstance(data, dict):
-            return {key: _clean(value) for key, value in data.items()}
+            clean = {key: _clean(value) for key, value in data.items()}
+            if "gpu_frac" in clean:
+                # Out of range is no share at all: the row is kept (an
+                # instance of ours must stay visible), read as a whole host.
+                clean["gpu_frac"] = _frac(clean["gpu_frac"])
+            return clean
         return data
 
     @property
@@ -121,7 +152,12 @@ class Offer(_VastRecord):
     gpu_name: str = Field(min_length=1)
     num_gpus: int = Field(ge=1)
     gpu_ram: float = Field(ge=0, description="Per-GPU memory in MB.")
-    cpu_ram: float = Field(ge=0, description="Host RAM of the offer in MB.")
+    cpu_ram: float = Field(
+        ge=0, description="RAM of the whole host in MB (`ram_mb`: the rental's)."
+    )
+    gpu_frac: float | None = Field(
+        default=None, description="The offer's share of the host's GPUs."
+    )
     dph_total: float = Field(ge=0, description="$/hour including the storage asked for.")
     reliability2: float | None = None
     reliability: float | None = None
@@ -140,11 +176,18 @@ class Offer(_VastRecord):
     cpu_cores_effective: float | None = None
     min_bid: float | None = None
     cuda_max_good: float | None = None
+    compute_cap: int | None = Field(default=None, description="CUDA compute capability x 100.")
+    #: $/GB the host charges for downloads (what the renter pays on top of dph_total).
+    inet_down_cost: float | None = Field(default=None, ge=0)
+    inet_up_cost: float | None = Field(default=None, ge=0)
+    #: The longest contract the host offers, in seconds (the CLI's ``duration``
+    #: filter is in days x 86,400: vast-cli ``vastai/api/query.py``, ``offers_mult``).
+    duration: float | None = None
 
     @property
-    def cpu_ram_gib(self) -> float:
-        """Host RAM in GiB (the service's MB are MiB)."""
-        return self.cpu_ram / 1024.0
+    def ram_mb(self) -> float:
+        """RAM the rental gets, MB (`slice_ram_mb`)."""
+        return slice_ram_mb(self.cpu_ram, self.gpu_frac)
 
 
 class Instance(_VastRecord):
@@ -162,7 +205,9 @@ class Instance(_VastRecord):
     gpu_name: str | None = None
     num_gpus: int | None = None
     gpu_ram: float | None = None
+    #: The host's RAM, MB, and the rental's share of its GPUs (`ram_mb`).
     cpu_ram: float | None = None
+    gpu_frac: float | None = None
     cpu_cores_effective: float | None = None
     dph_total: float | None = None
     #: $/hour of the rented disk alone: what a stopped instance is billed.
@@ -183,6 +228,11 @@ class Instance(_VastRecord):
     public_ipaddr: str | None = None
     #: Port mappings of a running instance: ``{"9100/tcp": [{"HostIp", "HostPort"}]}``.
     ports: Any = None
+
+    @property
+    def ram_mb(self) -> float:
+        """RAM the rental gets, MB (`slice_ram_mb`)."""
+        return slice_ram_mb(self.cpu_ram, self.gpu_frac)
 
     @property
     def is_gone(self) -> bool:
