@@ -20,6 +20,7 @@ from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB, stuck_loading_minutes
 from fleet_agent.fleet.prover_status import read_statuses
 from fleet_agent.fleet.provers import ProverTrack, advance, not_proving_reason
 from fleet_agent.fleet.snapshot import estimate
+from fleet_agent.fleet.triage import GRACE_STATES, in_grace
 from fleet_agent.models import PollRequest
 from fleet_agent.prover import ProverSpec
 from fleet_agent.store import FailedHosts, ProverTracks, Store
@@ -37,9 +38,14 @@ def failure_of(
     now: float,
     not_proving_minutes: float,
     image_gb: float = DEFAULT_IMAGE_GB,
+    down: tuple[float | None, float] = (None, 0.0),
 ) -> tuple[str, str] | None:
-    """(kind, reason) when this machine's failure says something about its host."""
+    """(kind, reason) when this machine's failure says something about its host.
+    `down`: since when it has been offline or unknown (reader's clock) and the
+    grace in minutes; a host that comes back within it has not failed."""
     if inst.phase == "dead":
+        if in_grace(inst.state, down[0], now, down[1]):
+            return None
         return "dead", f"instance {inst.id} went {inst.state}: {(inst.status_msg or '')[:200]}"
     age_min = (now - inst.start_date) / 60 if inst.start_date else 0.0
     if (
@@ -72,6 +78,12 @@ class ProverWatch:
             return None
         return await asyncio.to_thread(self._tracks.load, agent_id)
 
+    async def down_since(self, agent_id: str) -> dict[int, float]:
+        """Since when each machine has been offline or unknown, by id (reader's
+        clock; the monitor keeps it whether or not statuses are read)."""
+        tracks = await asyncio.to_thread(self._tracks.load, agent_id)
+        return {iid: t.down_since for iid, t in tracks.items() if t.down_since is not None}
+
     async def observe(
         self, req: PollRequest, members: list[Instance]
     ) -> dict[int, ProverTrack] | None:
@@ -91,6 +103,9 @@ class ProverWatch:
                 track = ProverTrack(
                     instance_id=inst.id, first_seen_at=now, last_read_at=now, progress_at=now
                 )
+            down = (track.down_since or now) if inst.state in GRACE_STATES else None
+            if down != track.down_since:
+                track = track.model_copy(update={"down_since": down})
             tracks[inst.id] = await self._record_failure(req, inst, track, now)
         at = datetime.fromtimestamp(now, UTC)
         await asyncio.to_thread(self._tracks.replace, req.agent_id, tracks, at)
@@ -105,7 +120,14 @@ class ProverWatch:
         self, req: PollRequest, inst: Instance, track: ProverTrack, now: float
     ) -> ProverTrack:
         read_track = track if self._port is not None and track.phase else None
-        failure = failure_of(inst, read_track, now, req.not_proving_minutes, self.image_gb)
+        failure = failure_of(
+            inst,
+            read_track,
+            now,
+            req.not_proving_minutes,
+            self.image_gb,
+            down=(track.down_since, req.offline_grace_minutes),
+        )
         if failure is None or inst.machine_id is None or req.failed_host_ttl_hours <= 0:
             return track
         kind, reason = failure

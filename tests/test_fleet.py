@@ -222,22 +222,29 @@ async def test_destroy_only_touches_this_agents_machines(
     assert [i["id"] for i in _instances(sim)] == [foreign]
 
 
-@pytest.mark.parametrize("sandbox", [True, False], ids=["sandboxed", "unsandboxed"])
+@pytest.mark.parametrize(
+    ("sandbox", "death"),
+    [(True, "exited"), (False, "exited"), (True, "offline")],
+    ids=["sandboxed", "unsandboxed", "offline-past-grace"],
+)
 async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
     ts_env: WorkflowEnvironment,
     store: Store,
     sim: SimServer,
     fleet: FleetActivities,
     sandbox: bool,
+    death: str,
 ) -> None:
     """The agent, its monitor and a run with fleet tools, in the sandbox and
-    out of it (FLEET_WORKFLOW_SANDBOX=off)."""
+    out of it (FLEET_WORKFLOW_SANDBOX=off). A container that exited is
+    replaced by the run its signal wakes; a host that went offline is waited
+    out for `offline_grace_minutes` (5), then signalled again and replaced."""
     async with running_worker(
         ts_env.client, store, provider=AutopilotProvider(), fleet=fleet, sandbox=sandbox
     ) as h:
         # A long heartbeat: after the kill only the monitor may notice it first.
         handle = await h.start_agent(
-            target_proofs_per_hour=40, monitor_poll_seconds=30, heartbeat_seconds=3600
+            target_proofs_per_hour=40, monitor_poll_seconds=30, heartbeat_seconds=36_000
         )
 
         async def running_fleet() -> list[dict[str, Any]]:
@@ -253,7 +260,8 @@ async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
         before = {i["id"] for i in _instances(sim)}
         victim = up[0]["id"]
         runs_before = len(finished_runs(store, handle.id))
-        sim.market.kill(victim, "offline")
+        sim.market.kill(victim, death)
+        killed_at = sim.market.now()
 
         async def replaced() -> bool:
             sim.market.advance(30)
@@ -269,9 +277,12 @@ async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
             for t in r.triggers
             if t.kind == TriggerKind.STATE_CHANGED and t.instance_id == str(victim)
         ]
-        assert [(c.old_state, c.new_state) for c in changes][:1] == [("running", "offline")]
-        assert sum(1 for c in changes if c.new_state == "offline") == 1, "one signal per transition"
-        acting = next(r for r in runs if any(t in r.triggers for t in changes))
+        assert [(c.old_state, c.new_state) for c in changes][:1] == [("running", death)]
+        assert sum(1 for c in changes if c.new_state == death) == 1, "one signal per transition"
+        if death == "offline":
+            assert sim.market.now() - killed_at >= 5 * 60, "waited out for the grace"
+            assert [c.new_state for c in changes] == ["offline", "offline past grace"]
+        acting = next(r for r in runs if any(t in r.triggers for t in changes[-1:]))
         assert acting.mutating_calls >= 2, acting.actions_digest  # destroy + create
         assert "destroy_instance" in acting.actions_digest
 

@@ -256,3 +256,30 @@ async def test_a_temporary_machine_is_marked_and_may_go_from_21_minutes(
     )
     assert gone.mutating, gone.content
     assert sorted(sim.market.instance_ids()) == [cover]
+
+
+async def test_idle_provers_and_an_offline_blip_cost_no_machine_and_no_host(
+    tools: FleetActivities, sim: SimServer, store: Store
+) -> None:
+    """Issue 41, done by doing it: provers the work source gives nothing to
+    for three hours, then a host offline for a minute. The monitor's poll
+    (the real client, the real status reads over HTTP) replaces none, bans
+    no host, and counts the idle machines as capacity."""
+    await _rent(tools, 2)
+    snap = await _poll_for(tools, sim, 60, step=120)
+    assert all(r.state == "running" for r in snap.instances), snap.to_text()
+    capacity = snap.capacity_proofs_per_hour
+    sim.market.set_faults(work_share=0.0)
+    snap = await _poll_for(tools, sim, 3 * 60, step=120)
+    assert all(r.state == "running" for r in snap.instances), snap.to_text()
+    assert snap.capacity_proofs_per_hour == pytest.approx(capacity, rel=0.1)
+    sim.market.set_faults(work_share=1.0, offline_blip_s=150.0)
+    blipped = snap.instances[0].id
+    assert sim.market.set_instance_state(blipped, "blip")
+    snap = await _poll_for(tools, sim, 1, step=30)
+    row = next(r for r in snap.instances if r.id == blipped)
+    assert row.state == "offline" and row.in_grace, row
+    snap = await _poll_for(tools, sim, 3, step=30)
+    assert all(r.state == "running" for r in snap.instances), snap.to_text()
+    now = datetime.fromtimestamp(sim.market.now(), UTC)
+    assert FailedHosts(store).active(AGENT, now) == []

@@ -164,6 +164,7 @@ class FleetAgentWorkflow(InputsMixin, FreezeMixin, ApprovalsMixin, RunsMixin):
             # A frozen agent's monitor stops: no triggers, no reconcile.
             enabled=config.monitor_enabled and not config.frozen,
             not_proving_minutes=config.not_proving_minutes,
+            offline_grace_minutes=config.offline_grace_minutes,
             min_release_age_minutes=config.min_release_age_minutes,
             failed_host_ttl_hours=config.failed_host_ttl_hours,
             spare_one_machine=config.spare_one_machine,

@@ -48,6 +48,7 @@ _FLEET_FIELDS = frozenset(
         "min_reliability",
         "dry_run",
         "not_proving_minutes",
+        "offline_grace_minutes",
         "min_release_age_minutes",
         "max_creates_per_hour",
         "max_destroys_per_hour",
@@ -59,6 +60,7 @@ _MONITOR_FIELDS = frozenset(
     {
         "target_proofs_per_hour",
         "not_proving_minutes",
+        "offline_grace_minutes",
         "min_release_age_minutes",
         "failed_host_ttl_hours",
     }

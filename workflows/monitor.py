@@ -43,6 +43,9 @@ OPEN_IN_POLL_PATCH = "monitor-open-in-poll"
 # when its prover starts proving (`_first_proofs`); histories without it
 # replay without those signals.
 FIRST_PROOF_PATCH = "monitor-first-proof"
+# With it the monitor signals a machine whose offline grace ended while it
+# is still down (`_grace_over`); histories without it replay without.
+GRACE_OVER_PATCH = "monitor-grace-over"
 
 
 def diff_states(old: dict[int, str], new: dict[int, str]) -> list[tuple[int, str | None, str]]:
@@ -84,6 +87,8 @@ class FleetMonitorWorkflow:
         self._reconfigured = False
         # Instances whose first proving was signalled (or seen at the start).
         self._proving = set(inp.proving) if inp.proving is not None else None
+        # Instances waited out at the last poll (offline or unknown, in grace).
+        self._waiting = set(inp.waiting)
 
     @workflow.signal
     def configure(self, config: MonitorConfig) -> None:
@@ -113,6 +118,7 @@ class FleetMonitorWorkflow:
                         agent_id=inp.agent_id,
                         target_proofs_per_hour=self._config.target_proofs_per_hour,
                         not_proving_minutes=self._config.not_proving_minutes,
+                        offline_grace_minutes=self._config.offline_grace_minutes,
                         min_release_age_minutes=self._config.min_release_age_minutes,
                         failed_host_ttl_hours=self._config.failed_host_ttl_hours,
                         spare_one_machine=self._config.spare_one_machine,
@@ -157,6 +163,10 @@ class FleetMonitorWorkflow:
                     agent, inp.agent_id, snap
                 ):
                     return
+                if workflow.patched(GRACE_OVER_PATCH) and not await self._grace_over(
+                    agent, inp.agent_id, snap
+                ):
+                    return
                 states = new
                 workflow.set_current_details(
                     f"{len(snap.instances)} instances · {snap.capacity_proofs_per_hour:.0f} of "
@@ -173,6 +183,7 @@ class FleetMonitorWorkflow:
                         last_states=states,
                         polls=polls,
                         proving=sorted(self._proving) if self._proving is not None else None,
+                        waiting=sorted(self._waiting),
                     )
                 )
             self._reconfigured = False
@@ -200,6 +211,34 @@ class FleetMonitorWorkflow:
             workflow.logger.warning("state change not delivered: %s", exc)
             return False
         self._signalled += 1
+        return True
+
+    async def _grace_over(
+        self, agent: workflow.ExternalWorkflowHandle[Any], agent_id: str, snap: FleetSnapshot
+    ) -> bool:
+        """Signal each machine whose offline grace ended while it is still
+        offline or unknown (`offline_grace_minutes`): its state did not
+        change, so without this the run that replaces it waited for the
+        heartbeat. A refused signal is sent again next poll. False if the
+        agent is gone."""
+        rows = {i.id: i for i in snap.instances}
+        waiting = {i.id for i in snap.instances if i.in_grace}
+        for iid in sorted(self._waiting - waiting):
+            row = rows.get(iid)
+            if row is None or row.down_minutes is None:
+                continue  # gone, or back up: nothing to replace
+            change = StateChanged(
+                instance_id=str(iid),
+                old_state=row.state,
+                new_state=f"{row.state} past grace",
+                detail=f"{row.state} for {row.down_minutes:.0f} min, past offline_grace_minutes",
+            )
+            delivered = await self._deliver(agent, agent_id, change)
+            if delivered is None:
+                return False
+            if not delivered:
+                waiting.add(iid)
+        self._waiting = waiting
         return True
 
     async def _first_proofs(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import ssl
 from collections.abc import Iterable
 from typing import Any
@@ -28,13 +29,23 @@ __all__ = ["READ_CONCURRENCY", "READ_TIMEOUT_S", "parse_status", "read_statuses"
 READ_CONCURRENCY = 16
 READ_TIMEOUT_S = 5.0
 _MAX_BODY = 64 * 1024
+#: A phase is one word of the contract (fetching_params, starting, proving,
+#: error); a longer one is not a status (it would flow into events and history).
+_MAX_PHASE = 32
 
 
 def _number(body: dict[str, Any], key: str) -> float | None:
+    """A finite number at `key`, else None (a host's status is untrusted)."""
     value = body.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    return float(value) if math.isfinite(value) else None
+
+
+def _count(body: dict[str, Any], key: str) -> int | None:
+    """A count at `key` (a finite number >= 0), else None."""
+    value = _number(body, key)
+    return int(value) if value is not None and value >= 0 else None
 
 
 def parse_status(body: Any) -> ProverRead:
@@ -48,6 +59,9 @@ def parse_status(body: Any) -> ProverRead:
     params = body.get("params") if isinstance(body.get("params"), dict) else {}
     fetched = _number(params, "bytes_fetched") if isinstance(params, dict) else None
     detail = body.get("detail")
+    if len(phase) > _MAX_PHASE:
+        return ProverRead(ok=False, error="status phase is not a phase")
+    busy = _number(body, "busy_seconds")
     return ProverRead(
         ok=True,
         phase=phase,
@@ -57,6 +71,10 @@ def parse_status(body: Any) -> ProverRead:
         started_at=_number(body, "started_at"),
         bytes_fetched=int(fetched or 0),
         time=_number(body, "time"),
+        proofs_in_flight=_count(body, "proofs_in_flight"),
+        work_queued=_count(body, "work_queued"),
+        busy_seconds=busy if busy is not None and busy >= 0 else None,
+        last_proof_busy_seconds=_number(body, "last_proof_busy_seconds") if busy else None,
     )
 
 

@@ -18,8 +18,17 @@ read, and when progress was last seen.
   anchor moves up every half window, so the rate covers the last half to
   whole `WINDOW_S`. A process restart (a new ``started_at``) or a phase other
   than ``proving`` drops the anchors: its counter began again at 0.
-* **Progress.** A proof finished, a parameter byte fetched, or a new prover
-  process. A running machine with no progress for the configured time, or
+* **Idle is not stalled.** Curio's provers are demand-limited: the node
+  hands out work, and cuzk holds back when its queue is full (Curio's
+  ``lib/cuzk/client.go``, ``HasCapacity``). A prover that says it has no
+  work (``proofs_in_flight`` and ``work_queued`` both 0) is healthy capacity
+  with nothing to do: that counts as progress. Where the status gives
+  ``busy_seconds`` (seconds this process had work in flight), the rate and
+  the time without progress are counted on that clock, not the wall's: a
+  prover busy a third of the time proves at its full rate while it has work,
+  and takes three times as long between proofs on the wall.
+* **Progress.** A proof finished, a parameter byte fetched, a new prover
+  process, or no work to do. A running machine with no progress for the configured time, or
   whose prover reports ``error``, is not proving (`not_proving_reason`); a
   measured prover sooner, once it misses `STALL_INTERVALS` of its proofs,
   and so does one that has finished a proof but is not measured yet, at
@@ -72,6 +81,27 @@ class ProverRead(BaseModel):
     started_at: float | None = None
     bytes_fetched: int = 0
     time: float | None = None  # the machine's clock
+    #: Work the prover holds (None: its status does not say).
+    proofs_in_flight: int | None = None
+    work_queued: int | None = None
+    #: Seconds this process had work in flight, now and at its last proof.
+    busy_seconds: float | None = None
+    last_proof_busy_seconds: float | None = None
+
+    @property
+    def idle(self) -> bool:
+        """Proving with no work in flight or queued: capacity waiting for work."""
+        return (
+            self.phase == "proving"
+            and self.proofs_in_flight == 0
+            and not self.work_queued
+            and self.work_queued is not None
+        )
+
+    @property
+    def on_busy_clock(self) -> bool:
+        """Whether rates and stalls are counted on `busy_seconds`."""
+        return self.busy_seconds is not None
 
 
 class _Anchor(BaseModel):
@@ -93,6 +123,15 @@ class ProverTrack(BaseModel):
     started_at: float | None = None
     proofs_completed: int = 0
     bytes_fetched: int = 0
+    #: The last read's work: idle (proving, nothing in flight or queued), and
+    #: its busy clock now and when progress was last seen (None: no busy clock).
+    idle: bool = False
+    in_flight: int | None = None
+    busy_seconds: float | None = None
+    busy_at_progress: float | None = None
+    #: Reader's clock when the instance was first seen offline or unknown in
+    #: this spell (None: it is not); a blip shorter than the grace is waited out.
+    down_since: float | None = None
     base: _Anchor | None = None
     mid: _Anchor | None = None
     measured_proofs_per_hour: float | None = None
@@ -108,6 +147,13 @@ def _anchor(read: ProverRead) -> _Anchor | None:
     poll."""
     if read.proofs_completed < 1:
         return None
+    if read.on_busy_clock:
+        # Counted on the busy clock: at the last proof if the status says,
+        # else now (late by up to a poll's busy time).
+        at = read.last_proof_busy_seconds
+        return _Anchor(
+            count=read.proofs_completed, at=at if at is not None else read.busy_seconds or 0.0
+        )
     if read.last_proof_at is None:
         return _Anchor(count=read.proofs_completed, at=read.time or 0.0)
     return _Anchor(count=read.proofs_completed, at=read.last_proof_at)
@@ -138,10 +184,14 @@ def advance(
     restarted = read.started_at != track.started_at
     progressed = (
         restarted
+        or read.idle
         or read.proofs_completed > track.proofs_completed
         or read.bytes_fetched > track.bytes_fetched
         or (read.phase != track.phase and read.phase in ("starting", "proving"))
     )
+    busy_at_progress = track.busy_at_progress
+    if progressed or busy_at_progress is None or read.busy_seconds is None:
+        busy_at_progress = read.busy_seconds
     update.update(
         phase=read.phase,
         detail=read.detail,
@@ -149,6 +199,10 @@ def advance(
         proofs_completed=read.proofs_completed,
         bytes_fetched=read.bytes_fetched,
         progress_at=now if progressed else progress_at,
+        idle=read.idle,
+        in_flight=read.proofs_in_flight,
+        busy_seconds=read.busy_seconds,
+        busy_at_progress=busy_at_progress,
     )
     if restarted:
         update["failure_recorded"] = ""
@@ -160,7 +214,8 @@ def advance(
     if here is None:  # a count back at 0 with the same started_at: a broken status
         return track.model_copy(update=update)
     base, mid = track.base, track.mid
-    if mid is not None and (read.time or here.at) - mid.at >= WINDOW_S / 2:
+    clock = read.busy_seconds if read.on_busy_clock else read.time
+    if mid is not None and (clock or here.at) - mid.at >= WINDOW_S / 2:
         base, mid = mid, here
     rate = _rate(base, here) or _rate(track.base, here)
     update.update(
@@ -195,12 +250,21 @@ def not_proving_reason(
     `expected`: the capacity model's proofs/h for the machine (`_limit_s`)."""
     if track.phase == "error":
         return f"prover error: {track.detail or 'no detail'}"
+    if track.idle:
+        return None  # no work to do: capacity waiting, not a stall
     idle = now - track.progress_at
+    if (
+        track.phase == "proving"
+        and track.busy_seconds is not None
+        and track.busy_at_progress is not None
+    ):
+        # Only time with work in flight counts against a proving prover.
+        idle = min(idle, track.busy_seconds - track.busy_at_progress)
     if idle < _limit_s(track, limit_minutes, expected):
         return None
     what = {
         "unreachable": f"prover status unreachable ({track.detail})",
-        "proving": "prover says proving but finished no proof",
+        "proving": "prover has work in flight but finished no proof",
         "fetching_params": "parameter download stalled",
         "starting": "prover stuck starting",
     }.get(track.phase, f"prover in phase {track.phase!r}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
@@ -24,7 +24,7 @@ from fleet_agent.fleet.provers import ProverTrack, not_proving_reason
 from fleet_agent.fleet.reconcile import duplicate_labels
 from fleet_agent.fleet.spare import spare_shown
 from fleet_agent.fleet.temporary import temporary_min_age
-from fleet_agent.fleet.triage import NOT_PROVING, hold_of
+from fleet_agent.fleet.triage import GRACE_STATES, NOT_PROVING, hold_of, in_grace
 from fleet_agent.vast.models import Instance, phase_of
 
 #: The prover phase of a machine that proves, and the state word of the
@@ -70,6 +70,10 @@ class FleetInstance(BaseModel):
     temporary: bool = False
     machine_id: int | None = None
     host_id: int | None = None
+    # Offline or unknown for `down_minutes`, less than the agent's
+    # offline_grace_minutes: waited out, not replaced (triage.py, `in_grace`).
+    down_minutes: float | None = None
+    in_grace: bool = False
     # Set for a machine that is not capacity: stopped, frozen, dead, or in a
     # status this code does not know.
     note: str = ""
@@ -210,6 +214,8 @@ def summarize(
     now_epoch: float | None = None,
     tracks: dict[int, ProverTrack] | None = None,
     not_proving_minutes: float = 20.0,
+    offline_grace_minutes: float = 0.0,
+    down_since: Mapping[int, float] | None = None,
     min_release_age_minutes: float = 0.0,
     image_gb: float = DEFAULT_IMAGE_GB,
     spare: bool = False,
@@ -223,7 +229,10 @@ def summarize(
     image's `image_gb`) is stuck. `hold_proofs_per_hour` is the level the
     fleet holds, with a spare for one failure if `spare` (spare.py).
     `temporary`: the labels of the machines rented as temporary (temporary.py);
-    such a machine is releasable from `temporary_min_age`."""
+    such a machine is releasable from `temporary_min_age`. A machine offline
+    or unknown since `down_since` (by id, reader's clock) for less than
+    `offline_grace_minutes` is waited out: no capacity now, its estimate
+    once back, and `in_grace`."""
     rows: list[FleetInstance] = []
     capacity = expected = dph = 0.0
     members = [i for i in instances if not i.is_gone]
@@ -235,6 +244,19 @@ def summarize(
         if now_epoch is not None and inst.start_date:
             age = round((now_epoch - inst.start_date) / 60, 1)
         note = _NOTES[phase].format(state=state) if phase in _NOTES else ""
+        since = (down_since or {}).get(inst.id)
+        grace = in_grace(state, since, now_epoch, offline_grace_minutes)
+        down = (
+            round((now_epoch - since) / 60, 1)
+            if since is not None and now_epoch is not None and state in GRACE_STATES
+            else None
+        )
+        if grace:
+            cap = _Capacity(0.0, estimate(inst))
+            note = (
+                f"{state} for {down or 0:.0f} min: waited out up to "
+                f"{offline_grace_minutes:g} min (offline_grace_minutes), then replaced"
+            )
         if cap.not_proving:
             state = NOT_PROVING
             note = f"running but not proving ({cap.not_proving}); still billed: replace it"
@@ -274,6 +296,8 @@ def summarize(
                 temporary=is_temporary,
                 machine_id=inst.machine_id,
                 host_id=inst.host_id,
+                down_minutes=down,
+                in_grace=grace,
                 note=note,
             )
         )

@@ -12,7 +12,15 @@ from fleet_agent.fleet.load_time import STUCK_LOADING_MAX_MINUTES
 from fleet_agent.fleet.spare import hold_level
 from fleet_agent.vast.models import phase_of
 
-__all__ = ["NOT_PROVING", "STUCK_LOADING_MINUTES", "hold_of", "hold_of_alive", "triage"]
+__all__ = [
+    "GRACE_STATES",
+    "NOT_PROVING",
+    "STUCK_LOADING_MINUTES",
+    "hold_of",
+    "hold_of_alive",
+    "in_grace",
+    "triage",
+]
 
 # A machine still not running after its row's `loading_limit_minutes` (its
 # link and the image's size, fleet_agent/fleet/load_time.py), or this long
@@ -22,6 +30,18 @@ __all__ = ["NOT_PROVING", "STUCK_LOADING_MINUTES", "hold_of", "hold_of_alive", "
 STUCK_LOADING_MINUTES = STUCK_LOADING_MAX_MINUTES
 #: The snapshot's state of a running machine whose prover makes no progress.
 NOT_PROVING = "not_proving"
+#: States in which vast.ai has lost contact with the host, which often comes
+#: back within minutes: waited out for the agent's `offline_grace_minutes`.
+#: ``exited`` (the container died) is not among them.
+GRACE_STATES = frozenset({"offline", "unknown"})
+
+
+def in_grace(state: str, down_since: float | None, now: float | None, grace_minutes: float) -> bool:
+    """Whether a machine in `state` since `down_since` is still waited out at
+    `now` (reader's clock): an offline or unknown spell shorter than the grace."""
+    if state not in GRACE_STATES or down_since is None or now is None:
+        return False
+    return now - down_since < grace_minutes * 60
 
 
 def triage(rows: list[dict[str, Any]]) -> tuple[list[tuple[int, str]], list[dict[str, Any]]]:
@@ -33,7 +53,9 @@ def triage(rows: list[dict[str, Any]]) -> tuple[list[tuple[int, str]], list[dict
         state = str(row.get("state"))
         phase = phase_of(state)
         age = row.get("age_minutes")
-        if state == NOT_PROVING:
+        if row.get("in_grace"):
+            alive.append(row)  # offline or unknown for less than the grace: waited out
+        elif state == NOT_PROVING:
             why = str(row.get("note") or "its prover made no progress")
             destroy.append((int(row["id"]), why))
         elif phase == "dead":

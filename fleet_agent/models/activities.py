@@ -204,6 +204,7 @@ class MonitorConfig(BaseModel):
     enabled: bool = True
     # How the poll judges provers and failed hosts (AgentConfig's fields of these names).
     not_proving_minutes: float = 20.0
+    offline_grace_minutes: float = 5.0
     min_release_age_minutes: float = 45.0
     failed_host_ttl_hours: float = 24.0
     spare_one_machine: bool = False
@@ -216,6 +217,7 @@ class PollRequest(BaseModel):
     agent_id: str
     target_proofs_per_hour: float = 0.0
     not_proving_minutes: float = 20.0
+    offline_grace_minutes: float = 5.0
     min_release_age_minutes: float = 45.0
     failed_host_ttl_hours: float = 24.0
     # The snapshot's `hold_proofs_per_hour` with a spare for one failure.
@@ -233,3 +235,7 @@ class MonitorInput(BaseModel):
     # proving when it started), carried the same way: each is signalled once.
     # None in inputs older than the field: the next poll only records them.
     proving: list[int] | None = None
+    # Instances offline or unknown and waited out (`FleetInstance.in_grace`)
+    # at the last poll: one whose grace ends while it is still down is
+    # signalled, so a run replaces it then, not at the next heartbeat.
+    waiting: list[int] = Field(default_factory=list)

@@ -67,6 +67,10 @@ class AgentConfig(BaseModel):
     # A running machine whose prover has made no progress (no proof finished,
     # no parameter byte fetched) for this long is "not_proving" and replaced.
     not_proving_minutes: Annotated[float, Field(ge=5, le=1_440)] = 20.0
+    # A machine vast.ai shows `offline` or `unknown` (the host lost contact)
+    # is waited out this long before it is replaced and its host remembered
+    # as failed: a blip of a minute would otherwise cost a reload and a ban.
+    offline_grace_minutes: Annotated[float, Field(ge=0, le=240)] = 5.0
     # Hysteresis: a healthy machine younger than this is never released, and a
     # release must leave the fleet at or above target.
     min_release_age_minutes: Annotated[float, Field(ge=0, le=10_080)] = 45.0
@@ -128,6 +132,7 @@ class ConfigPatch(Strict):
     monitor_enabled: bool | None = None
     monitor_poll_seconds: Annotated[int, Field(ge=5, le=3_600)] | None = None
     not_proving_minutes: Annotated[float, Field(ge=5, le=1_440)] | None = None
+    offline_grace_minutes: Annotated[float, Field(ge=0, le=240)] | None = None
     min_release_age_minutes: Annotated[float, Field(ge=0, le=10_080)] | None = None
     spare_one_machine: bool | None = None
     failed_host_ttl_hours: Annotated[float, Field(ge=0, le=720)] | None = None

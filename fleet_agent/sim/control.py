@@ -21,7 +21,7 @@ from .lifecycle import PROVER_FAULTS
 __all__ = ["INSTANCE_ACTIONS", "MarketControls", "ProverAnswer"]
 
 #: Control API actions on an instance (``POST /_sim/instances/{id}/{action}``).
-INSTANCE_ACTIONS = frozenset({"stop", "start", "freeze", "unfreeze", "reboot", "outbid"})
+INSTANCE_ACTIONS = frozenset({"stop", "start", "freeze", "unfreeze", "reboot", "outbid", "blip"})
 
 #: How the prover's port answers: a status, a container that holds the
 #: connection without answering (frozen), or nothing listening.
@@ -77,7 +77,8 @@ class MarketControls(MarketState):
             inst.machine.kill(self.clock.now(), status, message, self._env(inst))
 
     def set_instance_state(self, instance_id: int, action: str) -> bool:
-        """Stop, start, freeze, unfreeze, reboot or outbid an instance now.
+        """Stop, start, freeze, unfreeze, reboot, outbid or blip (the host
+        offline for the `offline_blip_s` fault, then back) an instance now.
 
         Returns whether it applied (a reboot of a machine that is not running
         does nothing)."""
@@ -101,6 +102,8 @@ class MarketControls(MarketState):
             return m.unfreeze(now, env)
         if action == "reboot":
             return m.reboot(now, env)
+        if action == "blip":
+            return m.blip(now, env)
         # outbid: the control API's preemption, bid or not.
         m.advance_to(now, env)
         if m.status != "running":
@@ -128,7 +131,7 @@ class MarketControls(MarketState):
             self._current(inst)
             if inst.machine.status == "frozen":
                 return "hang", None
-            body = inst.prover_status()
+            body = inst.prover_status(self.faults.work_share)
             return ("ok", body) if body is not None else ("closed", None)
 
     # ------------------------------------------------------------ report

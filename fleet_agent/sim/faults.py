@@ -78,6 +78,15 @@ class Faults:
     reboot_rate_per_hour: float = 0.0
     #: Sim seconds a destroyed instance stays listed (``cur_state: unloaded``).
     destroy_linger_s: float = 0.0
+    #: The work source: the share of each prover's capacity the proving node
+    #: hands out (1: a prover always has work; 0: none, it sits idle). Curio's
+    #: provers pull work; with demand under the fleet's capacity they idle.
+    work_share: float = 1.0
+    #: The host loses contact for `offline_blip_s` (``actual_status`` offline,
+    #: the prover unreachable, nothing proved), then comes back as it was:
+    #: this hazard per sim hour of every running instance.
+    offline_blip_rate_per_hour: float = 0.0
+    offline_blip_s: float = 60.0
 
     def to_dict(self) -> dict[str, Any]:
         """The switches as JSON-ready data."""
@@ -106,6 +115,8 @@ class Faults:
                     raise ValueError(f"fault {name!r} takes a number >= 0")
                 if name.endswith("_rate") and not name.endswith("_per_hour") and value > 1:
                     raise ValueError(f"fault {name!r} is a probability in [0, 1]")
+                if name == "work_share" and value > 1:
+                    raise ValueError("work_share is a share of capacity in [0, 1]")
                 clean[name] = float(value)
         return replace(self, **clean)
 

@@ -265,12 +265,13 @@ class SimInstance:
         row.update(self.extra)
         return row
 
-    def prover_status(self) -> dict[str, Any] | None:
-        """The prover's ``GET /status`` answer, or None when nothing listens."""
+    def prover_status(self, work_share: float = 1.0) -> dict[str, Any] | None:
+        """The prover's ``GET /status`` answer, or None when nothing listens;
+        the work source hands out `work_share` of its capacity."""
         m = self.machine
         if m.status != "running" or not m.starts_prover:
             return None
-        return status_body(m, self.offer, m.t)
+        return status_body(m, self.offer, m.t, work_share)
 
     def truth(self) -> dict[str, Any]:
         """What really happens, for the control API (never in an API row)."""

@@ -93,6 +93,7 @@ class Machine(ProverPhases):
             (self.reboot_at, "reboot"),
             (self.phase_until, "phase"),
             (self.fault_at, "fault"),
+            (self.blip_at, "blip"),
         )
         return [(at, name) for at, name in pending if at is not None]
 
@@ -114,14 +115,22 @@ class Machine(ProverPhases):
         if span > 0 and self.status == "stopped" and self.destroyed_at is None:
             self.stopped_s += span  # billed at the storage rate only
         if span > 0 and self.status == "running":
-            if self.phase == "proving" and not self.stuck:
-                rate = env.proof_rate()
+            if self.phase == "proving" and self.stuck:
+                self.busy_s += span  # it holds its work and finishes none
+            elif self.phase == "proving":
+                # Work comes at the source's share of capacity: busy that share
+                # of the time, proving at the full rate while busy.
+                share = env.faults.work_share
+                rate = env.proof_rate() * share
                 if rate > 0:
-                    before = self.proofs
+                    before, busy_before = self.proofs, self.busy_s
                     self.proofs += rate * span / 3600.0
+                    self.busy_s += share * span
                     if math.floor(self.proofs) > math.floor(before):
                         done = math.floor(self.proofs)
-                        self.last_proof_at = self.t + (done - before) * 3600.0 / rate
+                        wall = (done - before) * 3600.0 / rate
+                        self.last_proof_at = self.t + wall
+                        self.last_proof_busy_s = busy_before + share * wall
             elif self.phase == "fetching_params":
                 cap = min(float(PARAMS_BYTES), self.disk_room())
                 self.params_bytes = min(cap, self.params_bytes + self.fate.fetch_bytes_per_s * span)
@@ -135,6 +144,7 @@ class Machine(ProverPhases):
             "reboot": lambda t, e: self._reboot(t),
             "phase": self._on_phase_end,
             "fault": self._on_fault,
+            "blip": self._on_blip,
         }
         handlers[name](at, env)
 
@@ -163,6 +173,8 @@ class Machine(ProverPhases):
                 self.next_at, self.next_kind = t, "restart"
         elif kind == "reboot_end":
             self._enter_running(t, env, restart_prover=True)
+        elif kind == "blip_end":
+            self._resume(t, env)
 
     def _enter_running(self, t: float, env: MachineEnv, *, restart_prover: bool) -> None:
         first = self.runs == 0
@@ -180,11 +192,13 @@ class Machine(ProverPhases):
         else:
             self.outbid_at = after(self.rng, t, env.outbid_hazard_per_hour())
         self.reboot_at = after(self.rng, t, faults.reboot_rate_per_hour)
+        # No draw when off: the machines' other draws stay as they were.
+        self.blip_at = after(self.rng, t, faults.offline_blip_rate_per_hour)
         if restart_prover:
             self._start_prover(t)
 
     def _leave_running(self, t: float) -> None:
-        self.death_at = self.outbid_at = self.reboot_at = None
+        self.death_at = self.outbid_at = self.reboot_at = self.blip_at = None
         self.running_since = None
         self._stop_prover()
 
@@ -201,6 +215,33 @@ class Machine(ProverPhases):
         if self.rng.random() < _OUTBID_RESUME_SHARE:
             wait = self.rng.expovariate(1.0 / _OUTBID_RESUME_MEAN_S)
             self.next_at, self.next_kind = t + wait, "resume"
+
+    def _pause(self, t: float) -> None:
+        """Hold the container where it is: its prover's timers wait (freeze, blip)."""
+        self.frozen_left = {
+            name: at - t
+            for name, at in (("phase", self.phase_until), ("fault", self.fault_at))
+            if at is not None
+        }
+        self.phase_until = self.fault_at = None
+        self.death_at = self.outbid_at = self.reboot_at = self.blip_at = None
+
+    def _resume(self, t: float, env: MachineEnv) -> None:
+        """Run again where `_pause` held it, the same prover process."""
+        left = self.frozen_left
+        self.frozen_left = {}
+        self.runs = max(self.runs, 1)
+        self._enter_running(t, env, restart_prover=False)
+        if "phase" in left:
+            self.phase_until = t + left["phase"]
+        if "fault" in left and self.fault_kind is not None:
+            self.fault_at = t + left["fault"]
+
+    def _on_blip(self, t: float, env: MachineEnv) -> None:
+        """The host loses contact for a while, then comes back as it was."""
+        self._pause(t)
+        self.status, self.msg = "offline", "host machine is offline (no recent heartbeat)"
+        self.next_at, self.next_kind = t + env.faults.offline_blip_s, "blip_end"
 
     def _reboot(self, t: float) -> None:
         self._leave_running(t)
@@ -251,18 +292,21 @@ class Machine(ProverPhases):
         self._reboot(t)
         return True
 
+    def blip(self, t: float, env: MachineEnv) -> bool:
+        """The host loses contact now, for the `offline_blip_s` fault; False
+        unless it is running."""
+        self.advance_to(t, env)
+        if self.status != "running":
+            return False
+        self._on_blip(t, env)
+        return True
+
     def freeze(self, t: float, env: MachineEnv) -> bool:
         """Pause the container with its memory kept; False unless it is running."""
         self.advance_to(t, env)
         if self.status != "running":
             return False
-        self.frozen_left = {
-            name: at - t
-            for name, at in (("phase", self.phase_until), ("fault", self.fault_at))
-            if at is not None
-        }
-        self.phase_until = self.fault_at = None
-        self.death_at = self.outbid_at = self.reboot_at = None
+        self._pause(t)
         self.status, self.intended = "frozen", "frozen"
         self.msg = "Instance frozen (container paused, memory kept)"
         return True
@@ -272,15 +316,8 @@ class Machine(ProverPhases):
         self.advance_to(t, env)
         if self.status != "frozen":
             return False
-        left = self.frozen_left
-        self.frozen_left = {}
         self.intended = "running"
-        self.runs = max(self.runs, 1)
-        self._enter_running(t, env, restart_prover=False)
-        if "phase" in left:
-            self.phase_until = t + left["phase"]
-        if "fault" in left and self.fault_kind is not None:
-            self.fault_at = t + left["fault"]
+        self._resume(t, env)
         return True
 
     def destroy(self, t: float, env: MachineEnv) -> None:

@@ -63,6 +63,14 @@ class MachineState:
     fault_kind: str | None = None
     fault_used: bool = False
     frozen_left: dict[str, float] = field(default_factory=dict)
+    #: Seconds the prover had work in flight (the work source's share of its
+    #: proving time), over the machine's life and at its process's start, and
+    #: at its last finished proof.
+    busy_s: float = 0.0
+    busy_at_start: float = 0.0
+    last_proof_busy_s: float | None = None
+    #: When the host next loses contact (the offline blip fault).
+    blip_at: float | None = None
     _rng: random.Random | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------ state io

@@ -157,7 +157,13 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
             self._sync()
             base = scenario(scenario_name) if scenario_name else self.faults
             was_churning = self.faults.offer_churn
-            self.faults = base.updated(changes)
+            new = base.updated(changes)
+            if new.work_share != self.faults.work_share:
+                # Every prover has proved at the old share up to now.
+                now = self.clock.now()
+                for inst in self._instances.values():
+                    inst.machine.advance_to(now, self._env(inst))
+            self.faults = new
             if scenario_name:
                 self.scenario = scenario_name
             if self.faults.offer_churn and not was_churning:

@@ -110,20 +110,33 @@ def prover_blocker(offer: dict[str, Any]) -> str | None:
     return None
 
 
-def status_body(machine: Machine, offer: dict[str, Any], now: float) -> dict[str, Any]:
-    """What ``GET /status`` answers for a running instance's prover."""
+def status_body(
+    machine: Machine, offer: dict[str, Any], now: float, work_share: float = 1.0
+) -> dict[str, Any]:
+    """What ``GET /status`` answers for a running instance's prover; the work
+    source hands out `work_share` of its capacity (Faults.work_share)."""
     phase = machine.phase if machine.phase != "off" else "starting"
-    in_flight = 0
-    if phase == "proving":
-        in_flight = concurrent_proofs(
-            offer["gpu_name"], int(offer["num_gpus"]), rental_ram_mb(offer)
-        )
+    in_flight = queued = 0
+    if phase == "proving" and (work_share > 0 or machine.stuck):
+        gpus = int(offer["num_gpus"])
+        in_flight = concurrent_proofs(offer["gpu_name"], gpus, rental_ram_mb(offer))
+        # A full share keeps a queue waiting (the node fills it ahead); less
+        # than that, each piece of work is taken as it comes.
+        queued = in_flight if work_share >= 1.0 else 0
     started = machine.prover_started_at
     return {
         "phase": phase,
         # Counters of this prover process: a restart starts them again at 0.
         "proofs_completed": math.floor(machine.proofs) - machine.proofs_at_start,
         "proofs_in_flight": in_flight,
+        "work_queued": queued,
+        # Seconds this process had work in flight, now and at its last proof.
+        "busy_seconds": round(machine.busy_s - machine.busy_at_start, 3),
+        "last_proof_busy_seconds": (
+            round(machine.last_proof_busy_s - machine.busy_at_start, 3)
+            if machine.last_proof_busy_s is not None
+            else None
+        ),
         "proofs_failed": machine.proofs_failed - machine.failed_at_start,
         "last_proof_at": machine.last_proof_at,
         "started_at": started,

@@ -22,6 +22,7 @@ class ProverPhases(MachineState):
             return  # the container runs, nothing in it proves
         self.prover_started_at = t
         self.proofs_at_start, self.failed_at_start = math.floor(self.proofs), self.proofs_failed
+        self.busy_at_start, self.last_proof_busy_s = self.busy_s, None
         self.stuck, self.error = False, None
         if self.params_bytes < PARAMS_BYTES:
             self._set_phase(t, "fetching_params")
