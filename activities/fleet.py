@@ -97,7 +97,9 @@ class FleetActivities:
         self._views = FleetViews(
             vast, ProverWatch(store, self._prover, clock), self._spend, clock, ToolJournal(store)
         )
-        self._destroyer = Destroyer(vast, self._views, self._calls, self._spend)
+        self._destroyer = Destroyer(
+            vast, self._views, self._calls, self._spend, self._prover.status_port
+        )
 
     # ------------------------------------------------------------ reads
 

@@ -16,6 +16,7 @@ from typing import Literal
 
 from temporalio.exceptions import ApplicationError
 
+from fleet_agent.fleet.drain import DRAIN_KEY_PURPOSE, drain_token
 from fleet_agent.fleet.settle import Settled, settle_label
 from fleet_agent.models import FleetToolRequest, ToolResult
 from fleet_agent.prover import ProverSpec
@@ -84,7 +85,9 @@ class Renter:
                 runtype=prover.runtype,
                 onstart=prover.onstart,
                 args=prover.args,
-                env=prover.create_env(),
+                env=prover.create_env(
+                    drain_token(self._vast.derived_key(DRAIN_KEY_PURPOSE), label)
+                ),
             )
         except VastNotFound as exc:
             # Gone (410/404 no_such_ask): taken by someone else, expired, or

@@ -5,21 +5,29 @@ than `min_release_age_minutes`, past `max_destroys_per_hour` (releasing a
 machine that is not capacity is never limited), or below the capacity floor
 with approvals off; paused or frozen agents change nothing. A change that
 needs an operator's approval answers with an ask instead of acting
-(fleet_agent/fleet/approvals.py). A machine already gone counts as destroyed. What was
+(fleet_agent/fleet/approvals.py). A healthy machine with work in flight is
+drained instead, and destroyed by the monitor's poll once its work is done
+(fleet_agent/fleet/drain.py). A machine already gone counts as destroyed. What was
 destroyed is closed in the spend ledger at the time of the destroy, and the
 result carries the $/hour it stopped (`dph_delta`).
 """
 
 from __future__ import annotations
 
+import logging
+
 from fleet_agent.fleet.approvals import destroy_gate
 from fleet_agent.fleet.billing import billed_dph
+from fleet_agent.fleet.drain import DRAIN_KEY_PURPOSE, DRAIN_LIMIT_S, drain_token
 from fleet_agent.fleet.labels import is_ours
+from fleet_agent.fleet.prover_status import send_drain
+from fleet_agent.fleet.snapshot import FleetInstance
 from fleet_agent.models import FleetToolRequest, ToolResult
 from fleet_agent.store import ToolCallRecord
 from fleet_agent.tools import DestroyInstanceInput, parse_tool_input
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError
+from fleet_agent.vast.models import Instance
 
 from .fleet_calls import ToolCalls, paused_result
 from .fleet_results import approval_needed, tool_result, vast_failure
@@ -28,17 +36,25 @@ from .fleet_views import FleetViews, rules_of
 
 __all__ = ["Destroyer"]
 
+log = logging.getLogger(__name__)
+
 
 class Destroyer:
     """Destroys this agent's machines for the destroy tool."""
 
     def __init__(
-        self, vast: VastClient, views: FleetViews, calls: ToolCalls, spend: SpendBook
+        self,
+        vast: VastClient,
+        views: FleetViews,
+        calls: ToolCalls,
+        spend: SpendBook,
+        status_port: int | None = None,
     ) -> None:
         self._vast = vast
         self._views = views
         self._calls = calls
         self._spend = spend
+        self._port = status_port
 
     async def run(self, req: FleetToolRequest, earlier: ToolCallRecord | None) -> ToolResult:
         """Destroy the machine `req` names, unless a rule refuses it (`earlier`:
@@ -93,6 +109,9 @@ class Destroyer:
         if gate.ask and req.approval is None:
             return approval_needed(req, gate.ask, -round(billed_dph(inst), 6))
         await self._calls.start(req)
+        drained = await self._drain(req, inst, row, args.reason)
+        if drained is not None:
+            return drained.model_copy(update={"dph_delta": -round(billed_dph(inst), 6)})
         try:
             # A machine already gone by now counts as destroyed (missing_ok).
             await self._vast.destroy_instance(inst.id)
@@ -107,3 +126,31 @@ class Destroyer:
             mutating=True,
         )
         return result.model_copy(update={"dph_delta": -round(billed_dph(inst), 6)})
+
+    async def _drain(
+        self, req: FleetToolRequest, inst: Instance, row: FleetInstance, reason: str
+    ) -> ToolResult | None:
+        """Drain a healthy machine with work in flight instead of destroying
+        it (fleet_agent/fleet/drain.py): the monitor's poll destroys it once
+        its work is done. None when it is to be destroyed now: it failed,
+        holds no work, drains already, or its prover would not drain."""
+        if self._port is None or row.expected_proofs_per_hour <= 0 or not inst.label:
+            return None
+        track = await self._views.track(req.agent_id, inst.id)
+        if track is None or track.draining_since is not None:
+            return None
+        if not track.in_flight and not track.queued:
+            return None
+        token = drain_token(self._vast.derived_key(DRAIN_KEY_PURPOSE), inst.label)
+        refused = await send_drain(inst, self._port, token)
+        if refused is not None:
+            log.warning("instance %s would not drain (%s): destroyed at once", inst.id, refused)
+            return None
+        return tool_result(
+            req,
+            f"Draining instance {inst.id} ({inst.gpu_name}): it takes no new work and is "
+            f"destroyed once its {track.in_flight or 0} proof(s) in flight finish, within "
+            f"{DRAIN_LIMIT_S / 60:.0f} min; it no longer counts as capacity. "
+            f"Reason given: {reason[:200]}",
+            mutating=True,
+        )

@@ -17,12 +17,15 @@ changed after that listing began (a write by any worker counts).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 from temporalio.exceptions import ApplicationError
 
+from fleet_agent.fleet.drain import drain_done
 from fleet_agent.fleet.labels import is_ours, label_prefix, parse_label
+from fleet_agent.fleet.provers import ProverTrack
 from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot, summarize
 from fleet_agent.fleet.temporary import temporary_labels, temporary_min_age
 from fleet_agent.models import AgentConfig, PollRequest
@@ -36,6 +39,8 @@ from .fleet_results import vast_failure
 from .fleet_spend import SpendBook
 
 __all__ = ["FLEET_WRITES", "FleetViews", "rules_of"]
+
+log = logging.getLogger(__name__)
 
 #: The tools whose calls change an agent's fleet: a view that may be a little
 #: old is never older than the last of them.
@@ -118,6 +123,8 @@ class FleetViews:
             await self._spend.accrue(req.agent_id, members)
         if observe:
             tracks = await self._watch.observe(req, members)
+            if tracks is not None:
+                members = await self._finish_drains(req.agent_id, members, tracks)
         else:
             tracks = await self._watch.tracks(req.agent_id)
         return summarize(
@@ -133,6 +140,35 @@ class FleetViews:
             image_gb=self._watch.image_gb,
             spare=req.spare_one_machine,
         )
+
+    async def _finish_drains(
+        self, agent_id: str, members: list[Instance], tracks: dict[int, ProverTrack]
+    ) -> list[Instance]:
+        """Destroy each draining machine whose work is done, or whose drain
+        took too long (fleet_agent/fleet/drain.py); the members left. A
+        destroy that fails is tried again at the next poll."""
+        now, left = self._clock(), []
+        for inst in members:
+            track = tracks.get(inst.id)
+            why = drain_done(track, now) if track is not None else None
+            if why is None:
+                left.append(inst)
+                continue
+            try:
+                await self._vast.destroy_instance(inst.id)
+            except VastError as exc:
+                log.warning("drained instance %s not destroyed yet: %s", inst.id, exc)
+                left.append(inst)
+                continue
+            log.info("instance %s destroyed after its drain: %s", inst.id, why)
+            await self._spend.close(agent_id, inst.id, inst)
+        return left
+
+    async def track(self, agent_id: str, instance_id: int) -> ProverTrack | None:
+        """The prover track the monitor's last poll left for one machine
+        (None: none, or statuses are not read)."""
+        tracks = await self._watch.tracks(agent_id)
+        return None if tracks is None else tracks.get(instance_id)
 
     async def snapshot(
         self, agent_id: str, target: float, config: AgentConfig | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from _market_day_demand import share_at
 from _market_day_truth import CONFIG, ORACLE_EVERY_S, Day, failed, observe, target_at
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
@@ -124,10 +125,12 @@ async def drive(
     step: int,
     spare: bool,
     effort: str | None = None,
+    shares: tuple[tuple[float, float], ...] = ((0.0, 1.0),),
 ) -> str:
     """Run the day: start the agent (`llm_effort` = `effort`, else the
-    config's), change its target at TARGETS' hours, and sample the truth
-    after every step; the agent's workflow ID."""
+    config's), change its target at TARGETS' hours and the work source's
+    share at `shares`' hours (bench/_market_day_demand.py), and sample the
+    truth after every step; the agent's workflow ID."""
     target = target_at(0)
     settings: dict[str, Any] = {**CONFIG, "spare_one_machine": spare}
     if effort is not None:
@@ -139,8 +142,12 @@ async def drive(
     day.market.append({"hour": 0.0, **oracle})
     handle = await h.start_agent(target_proofs_per_hour=target, **settings)
     t0 = sim.market.now()
+    share = None
     for i in range(int(hours * 3600 // step)):
         hour = i * step / 3600
+        if share != share_at(shares, hour):
+            share = share_at(shares, hour)
+            sim.market.set_faults(work_share=share)
         wanted = target_at(hour)
         moved = 0
         if i == 0:

@@ -38,24 +38,33 @@ __all__ = [
 DAY_TARGETS = ((0, 500.0), (6, 800.0), (12, 300.0), (18, 500.0))
 
 
-def parse_targets(text: str) -> tuple[tuple[float, float], ...]:
-    """A schedule "HOUR:TARGET,..." (hours rising from 0, targets above 0),
-    as MARKET_DAY_TARGETS gives it; ValueError with what is wrong."""
+def parse_schedule(
+    text: str, name: str, form: str = "HOUR:VALUE"
+) -> tuple[tuple[float, float], ...]:
+    """A schedule "HOUR:VALUE,..." with hours rising from 0; ValueError
+    naming `name` and what is wrong (`form`: how a pair is written)."""
     pairs: list[tuple[float, float]] = []
     for part in text.split(","):
-        hour, sep, target = part.strip().partition(":")
+        hour, sep, value = part.strip().partition(":")
         try:
             if not sep:
                 raise ValueError
-            pairs.append((float(hour), float(target)))
+            pairs.append((float(hour), float(value)))
         except ValueError:
-            raise ValueError(f"MARKET_DAY_TARGETS: {part.strip()!r} is not HOUR:TARGET") from None
+            raise ValueError(f"{name}: {part.strip()!r} is not {form}") from None
     hours = [h for h, _ in pairs]
     if hours[0] != 0 or any(b <= a for a, b in itertools.pairwise(hours)):
-        raise ValueError("MARKET_DAY_TARGETS: hours must start at 0 and rise")
+        raise ValueError(f"{name}: hours must start at 0 and rise")
+    return tuple(pairs)
+
+
+def parse_targets(text: str) -> tuple[tuple[float, float], ...]:
+    """A schedule "HOUR:TARGET,..." (hours rising from 0, targets above 0),
+    as MARKET_DAY_TARGETS gives it; ValueError with what is wrong."""
+    pairs = parse_schedule(text, "MARKET_DAY_TARGETS", "HOUR:TARGET")
     if any(t <= 0 for _, t in pairs):
         raise ValueError("MARKET_DAY_TARGETS: every target must be above 0")
-    return tuple(pairs)
+    return pairs
 
 
 #: The schedule the bench runs: the day's, or a shorter one from
@@ -116,6 +125,11 @@ class Life:
     # saw it and saw it gone, off by up to a step each.
     rented_s: float | None = None
     gone_s: float | None = None
+    machine_id: int | None = None
+    # Proofs it finished (the simulator's truth, last seen), and whether its
+    # prover was proving when last seen alive (work in flight at a destroy).
+    done: int = 0
+    proving_last: bool = False
 
     def lifetime_s(self) -> float | None:
         """Seconds from rental to destroy: on the simulator's clock where
@@ -190,6 +204,9 @@ def observe(day: Day, state: dict[str, Any], t: float) -> None:
             life.label = str(row.get("label") or "")
             life.dph = float(row.get("dph_total") or 0.0)
             life.true_rate = float(row.get("expected_proofs_per_hour") or 0.0)
+            life.machine_id = int(row["machine_id"]) if row.get("machine_id") else None
+            life.done = max(life.done, int(row.get("proofs_completed") or 0))
+            life.proving_last = row.get("prover_phase") == "proving" and not failed(row)
             if float(row.get("proofs_per_hour") or 0.0) > 0:
                 life.rate = float(row["proofs_per_hour"])
             if life.proving_at is None and row.get("prover_phase") == "proving":

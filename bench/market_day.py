@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import _common  # puts the repository root on sys.path (for tests.fakes)
+from _market_day_demand import demand_report, parse_shares
 from _market_day_drive import drive
 from _market_day_failures import failures_line
 from _market_day_increases import increases_line
@@ -84,6 +85,8 @@ async def run_path(
     spare: bool = True,
     keep_store: Path | None = None,
     effort: str | None = None,
+    shares: tuple[tuple[float, float], ...] = ((0.0, 1.0),),
+    blips_per_hour: float = 0.0,
 ) -> dict[str, Any]:
     prover = ProverSpec() if min_inet_down is None else ProverSpec(min_inet_down_mbps=min_inet_down)
     day = Day()
@@ -102,7 +105,9 @@ async def run_path(
         env = await start_time_skipping_env()
         try:
             with SimServer(seed=seed, speed=0, scenario="realistic", rate_limits=False) as sim:
-                sim.market.set_faults(None, **FAULT_LEVELS[faults])
+                sim.market.set_faults(
+                    None, **FAULT_LEVELS[faults], offline_blip_rate_per_hour=blips_per_hour
+                )
                 async with VastClient(
                     sim.api_key, sim.url, timeout=5, backoff_base=0.01, pacing=NO_PACING
                 ) as vast:
@@ -112,12 +117,14 @@ async def run_path(
                         env.client, store, provider=provider, fleet=fleet
                     ) as h:
                         agent_id = await drive(
-                            day, env, h, sim, vast, prover, hours, step, spare, effort
+                            day, env, h, sim, vast, prover, hours, step, spare, effort, shares
                         )
                     destroyed_as(day, store, agent_id)
                     mark_creates(day, store, agent_id)
                     runs = run_counts(store, agent_id)
                     runs["llm"] = llm_totals(store, agent_id, fake)
+                    spend = sum(dph for *_, dph in day.samples) * day.step() / 3600
+                    runs["demand"] = demand_report(day, store, agent_id, shares, spend)
                     counters = sim.market.state()["counters"]
         finally:
             await env.shutdown()
@@ -186,6 +193,17 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the agent's llm_effort on the LLM path (default: AgentConfig's)",
     )
+    parser.add_argument(
+        "--work-share",
+        default=None,
+        help='the work source by hour, e.g. "0:1,6:0.3,12:0,15:1" (default: always 1)',
+    )
+    parser.add_argument(
+        "--blips-per-hour",
+        type=float,
+        default=0.0,
+        help="hazard per machine-hour of a host offline for a minute",
+    )
     parser.add_argument("--json-out", type=Path, default=None)
     parser.add_argument(
         "--keep-store",
@@ -210,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.spare == "on",
                 args.keep_store,
                 args.effort,
+                parse_shares(args.work_share),
+                args.blips_per_hour,
             )
         )
         result["seed"] = seed
@@ -234,9 +254,11 @@ def main(argv: list[str] | None = None) -> int:
                     "minutes_out_of_band",
                     "after_increases",
                     "after_failures",
+                    "demand",
                 )
             },
         )
+        print(f"  with less work than capacity: {result['demand']}")
         print(f"  minutes out of band after hour 1: {causes_line([result])}")
         print(f"  after the increases: {increases_line([result])}")
         print(f"  failures: {failures_line([result])}")

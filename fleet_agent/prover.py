@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB
 
-__all__ = ["ENTRYPOINT_RUNTYPES", "RUNTYPES", "STATUS_PORT_ENV", "ProverSpec"]
+__all__ = ["DRAIN_TOKEN_ENV", "ENTRYPOINT_RUNTYPES", "RUNTYPES", "STATUS_PORT_ENV", "ProverSpec"]
 
 #: The runtype strings a create may send, as the vastai CLI builds them
 #: (vast-cli ``vastai/cli/commands/instances.py``, ``get_runtype``): ``args``
@@ -42,8 +42,10 @@ RUNTYPES = frozenset(
 )
 #: Runtypes that keep the image's own ENTRYPOINT.
 ENTRYPOINT_RUNTYPES = frozenset({"args"})
-#: The container learns its status port from this variable.
+#: The container learns its status port from this variable...
 STATUS_PORT_ENV = "PROVER_STATUS_PORT"
+#: ...and the token a drain of it must carry from this one (fleet_agent/fleet/drain.py).
+DRAIN_TOKEN_ENV = "FLEET_DRAIN_TOKEN"
 
 
 class ProverSpec(BaseModel):
@@ -103,12 +105,15 @@ class ProverSpec(BaseModel):
             raise ValueError("args are only passed with runtype 'args'")
         return self
 
-    def create_env(self) -> dict[str, str]:
-        """`env` plus the status port's mapping and the variable that names it."""
+    def create_env(self, drain_token: str | None = None) -> dict[str, str]:
+        """`env` plus the status port's mapping and the variable that names
+        it, and the machine's drain token (fleet_agent/fleet/drain.py)."""
         env = dict(self.env)
         if self.status_port is not None:
             env[f"-p {self.status_port}:{self.status_port}"] = "1"
             env[STATUS_PORT_ENV] = str(self.status_port)
+            if drain_token is not None:
+                env[DRAIN_TOKEN_ENV] = drain_token
         return env
 
     def min_host_ram_mb(self, num_gpus: int = 1) -> float:

@@ -86,7 +86,11 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         },
     },
     "destroy_instance": {
-        "description": "Release one of this agent's instances (others are never touched).",
+        "description": (
+            "Release one of this agent's instances (others are never touched). A healthy "
+            "machine with proofs in flight is drained: it takes no new work and is destroyed "
+            "once they finish."
+        ),
         "input_schema": {
             "type": "object",
             "properties": {"instance_id": {"type": "integer"}, "reason": _REASON},

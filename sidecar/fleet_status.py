@@ -16,8 +16,12 @@ image"):
 
 Standard library only (Python 3.8+), one file: the image copies it and its
 entrypoint starts it beside Curio (``python3 fleet_status.py &``). It serves
-``GET /status`` and nothing else, on ``PROVER_STATUS_PORT`` (the create sets
-it, default 9100). Settings, from the environment:
+``GET /status`` and ``POST /drain`` on ``PROVER_STATUS_PORT`` (the create
+sets it, default 9100). A drain must carry ``Authorization: Bearer`` and the
+machine's ``FLEET_DRAIN_TOKEN`` (the create sets it; without one, drains are
+refused): it runs ``FLEET_DRAIN_COMMAND`` once (default ``curio cli cordon``:
+the node takes no new tasks, curio ``cmd/curio/cordon.go``) and the status
+says ``draining``. Settings, from the environment:
 
 - ``CUZK_STATUS_URL``: cuzk's status (default ``http://127.0.0.1:9821/status``);
 - ``FIL_PROOFS_PARAMETER_CACHE``: the parameter directory
@@ -34,8 +38,11 @@ be counts as absent, and an answer that is not a JSON object as no answer.
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
+import shlex
+import subprocess
 import sys
 import threading
 import time
@@ -100,6 +107,8 @@ class Watch:
         self.last_proof_at: float | None = None
         self.last_proof_busy: float | None = None
         self.seen_at: float | None = None  # the previous observation
+        self.draining = False
+        self.drain_lock = threading.Lock()
 
     def observe(self, body: Any, now: float) -> None:
         """Fold one read of cuzk's status (None: no answer) taken at `now`."""
@@ -152,6 +161,7 @@ class Watch:
                 "detail": detail,
                 "proofs_completed": self.completed,
                 "proofs_failed": self.failed,
+                "draining": self.draining,
                 "proofs_in_flight": self.in_flight if phase == "proving" else 0,
                 "work_queued": self.queued if phase == "proving" else 0,
                 "busy_seconds": round(self.busy, 3),
@@ -184,8 +194,43 @@ def read_cuzk(url: str, timeout: float) -> Any:
         return None
 
 
-def _handler(watch: Watch) -> type[BaseHTTPRequestHandler]:
+def drain(watch: Watch, command: list[str]) -> int:
+    """Take no new work: run `command` once (later drains only say so); the
+    HTTP status to answer."""
+    with watch.drain_lock:  # not the status lock: a read must not wait for the command
+        if watch.draining:
+            return 200
+        try:
+            done = subprocess.run(command, capture_output=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            print(f"fleet_status: drain command failed: {exc}", file=sys.stderr)
+            return 502
+        if done.returncode != 0:
+            print(f"fleet_status: drain command exited {done.returncode}", file=sys.stderr)
+            return 502
+        with watch.lock:
+            watch.draining = True
+        return 200
+
+
+def _handler(watch: Watch, token: str, command: list[str]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            if self.path.split("?", 1)[0] != "/drain":
+                self.send_error(404)
+                return
+            given = self.headers.get("Authorization", "")
+            if not token or not hmac.compare_digest(given, f"Bearer {token}"):
+                self.send_error(401)
+                return
+            code = drain(watch, command)
+            body = json.dumps({"draining": code == 200}).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def do_GET(self) -> None:
             if self.path.split("?", 1)[0] != "/status":
                 self.send_error(404)
@@ -220,7 +265,9 @@ def main() -> int:
             time.sleep(poll)
 
     threading.Thread(target=follow, name="cuzk", daemon=True).start()
-    server = ThreadingHTTPServer(("0.0.0.0", port), _handler(watch))
+    token = env.get("FLEET_DRAIN_TOKEN", "")
+    command = shlex.split(env.get("FLEET_DRAIN_COMMAND", "curio cli cordon"))
+    server = ThreadingHTTPServer(("0.0.0.0", port), _handler(watch, token, command))
     print(f"fleet_status: serving /status on :{port}, reading {url}", file=sys.stderr)
     server.serve_forever()
     return 0

@@ -73,7 +73,8 @@ def row(sim: SimServer, instance_id: int) -> dict[str, Any]:
 def prover_url(shown: dict[str, Any], port: int = 9100) -> str:
     """Where the instance's prover status is, from its row's port mapping."""
     mapped = shown["ports"][f"{port}/tcp"][0]["HostPort"]
-    return f"http://{shown['public_ipaddr']}:{mapped}/status"
+    # Stripped, as the vastai CLI strips a row's strings (some come padded).
+    return f"http://{str(shown['public_ipaddr']).strip()}:{mapped}/status"
 
 
 def prover_status(sim: SimServer, instance_id: int, *, timeout: float = 5) -> dict[str, Any]:

@@ -322,3 +322,26 @@ def test_prover_settings_from_the_environment() -> None:
     with pytest.raises(ValueError, match=r"^FLEET_PROVER_RUNTYPE: runtype 'ssh' replaces") as err:
         Settings.from_env({"FLEET_PROVER_RUNTYPE": "ssh"})
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "runtype",
+    [
+        "args",
+        "ssh",
+        "ssh_proxy",
+        "ssh_direc ssh_proxy",
+        "jupyter_proxy ssh_proxy",
+        "jupyter_direc ssh_direc ssh_proxy",
+    ],
+)
+def test_runtypes_are_the_strings_the_vastai_cli_sends(runtype: str) -> None:
+    """vast-cli ``vastai/cli/commands/instances.py``, ``get_runtype``: ``args``
+    with --args, else ``ssh``; --ssh gives ``ssh_proxy`` (``ssh_direc
+    ssh_proxy`` with --direct), --jupyter ``jupyter_proxy ssh_proxy``
+    (``jupyter_direc ssh_direc ssh_proxy``). "direc", not "direct"."""
+    onstart = None if runtype == "args" else "/start-prover"
+    assert ProverSpec(runtype=runtype, onstart=onstart).runtype == runtype
+    for invented in ("ssh_direct", "jupyter_direct", "direct"):
+        with pytest.raises(ValidationError, match="runtype must be one of"):
+            ProverSpec(runtype=invented, onstart="/start-prover")

@@ -120,6 +120,9 @@ def sidecar(cuzk: FakeCuzk, tmp_path: Path) -> Iterator[tuple[str, Path]]:
         "FLEET_PARAMS_BYTES": str(PARAMS_BYTES),
         "FLEET_SIDECAR_POLL_S": "0.05",
         "FLEET_CUZK_DOWN_S": "1",
+        "FLEET_DRAIN_TOKEN": "t0ken",
+        # Stands in for `curio cli cordon`: leaves a mark to count the runs.
+        "FLEET_DRAIN_COMMAND": f"sh -c 'echo x >> {tmp_path / 'cordoned'}'",
     }
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "sidecar" / "fleet_status.py")],
@@ -212,3 +215,26 @@ async def test_what_cuzk_says_is_untrusted(
     cuzk.body = body
     read = await _until(url, lambda r, b: True, "a status")
     assert read.phase == "starting" and read.proofs_completed == 0
+
+
+async def test_a_drain_needs_the_machines_token_and_cordons_once(
+    cuzk: FakeCuzk, sidecar: tuple[str, Path]
+) -> None:
+    url, params = sidecar
+    (params / "p.params").write_bytes(b"x" * PARAMS_BYTES)
+    cuzk.answer(uptime=5.0, completed=1, jobs=1, queued=0)
+    await _until(url, lambda r, b: r.phase == "proving", "proving")
+    drain = url.replace("/status", "/drain")
+    cordoned = params.parent / "cordoned"
+    async with httpx.AsyncClient(timeout=5) as http:
+        assert (await http.post(drain)).status_code == 401
+        wrong = {"Authorization": "Bearer t0kem"}
+        assert (await http.post(drain, headers=wrong)).status_code == 401
+        assert not cordoned.exists()
+        right = {"Authorization": "Bearer t0ken"}
+        first = await http.post(drain, headers=right)
+        assert first.status_code == 200 and first.json() == {"draining": True}
+        assert (await http.post(drain, headers=right)).status_code == 200
+    assert cordoned.read_text() == "x\n", "the command ran once"
+    read = await _until(url, lambda r, b: r.draining, "draining")
+    assert read.phase == "proving"

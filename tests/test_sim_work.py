@@ -14,6 +14,7 @@ import pytest
 from fleet_agent.fleet.prover_status import parse_status
 from fleet_agent.fleet.provers import ProverTrack, advance, not_proving_reason
 from fleet_agent.sim import SimServer
+from fleet_agent.vast.models import Instance
 from tests.sim_helpers import advance_until, find_offer, prover_status, rent, row, truth
 
 
@@ -126,3 +127,18 @@ def test_blips_at_a_rate_come_and_go_on_every_running_machine(sim: SimServer) ->
     spells = sum(1 for a, b in itertools.pairwise(seen) if a != "offline" == b)
     assert 4 <= spells <= 24, spells  # about 2 an hour over 6 hours
     assert seen[-1] in ("running", "offline") and truth(sim, iid)["prover_phase"] == "proving"
+
+
+def test_some_rows_come_padded_and_the_fleet_reads_them_stripped(sim: SimServer) -> None:
+    """A third of the hosts pad their address and status text, as the vastai
+    CLI's `_strip_strings` (vastai/api/instances.py) expects of real rows."""
+    padded = 0
+    for _ in range(12):
+        iid = rent(sim, find_offer(sim)["id"])
+        shown = row(sim, iid)
+        if shown["public_ipaddr"].endswith("\n"):
+            padded += 1
+            inst = Instance.model_validate(shown)
+            assert inst.public_ipaddr == "127.0.0.1"
+        sim.market.set_instance_state(iid, "stop")
+    assert padded >= 1

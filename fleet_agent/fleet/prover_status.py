@@ -23,7 +23,7 @@ from fleet_agent.vast.models import Instance
 
 from .provers import ProverRead
 
-__all__ = ["READ_CONCURRENCY", "READ_TIMEOUT_S", "parse_status", "read_statuses"]
+__all__ = ["READ_CONCURRENCY", "READ_TIMEOUT_S", "parse_status", "read_statuses", "send_drain"]
 
 #: Status reads in flight at once, and how long one may take.
 READ_CONCURRENCY = 16
@@ -75,6 +75,7 @@ def parse_status(body: Any) -> ProverRead:
         work_queued=_count(body, "work_queued"),
         busy_seconds=busy if busy is not None and busy >= 0 else None,
         last_proof_busy_seconds=_number(body, "last_proof_busy_seconds") if busy else None,
+        draining=body.get("draining") is True,
     )
 
 
@@ -117,6 +118,30 @@ async def read_statuses(instances: Iterable[Instance], port: int) -> dict[int, P
     async with httpx.AsyncClient(timeout=timeout, trust_env=False, verify=_tls_context()) as http:
         reads = await asyncio.gather(*(_read(http, i, port, gate) for i in todo))
     return {inst.id: read for inst, read in zip(todo, reads, strict=True)}
+
+
+async def send_drain(inst: Instance, port: int, token: str) -> str | None:
+    """Ask `inst`'s prover to take no new work (``POST /drain`` on its status
+    port, with its drain token: fleet_agent/fleet/drain.py); None once it
+    said yes, else why not, in one line. Never raises."""
+    where = inst.mapped_port(port)
+    if where is None:
+        return f"status port {port} is not mapped"
+    host, host_port = where
+    try:
+        async with httpx.AsyncClient(
+            timeout=httpx.Timeout(READ_TIMEOUT_S), trust_env=False, verify=_tls_context()
+        ) as http:
+            resp = await http.post(
+                f"http://{host}:{host_port}/drain", headers={"Authorization": f"Bearer {token}"}
+            )
+    except httpx.TimeoutException:
+        return f"no answer within {READ_TIMEOUT_S:g} s"
+    except (httpx.HTTPError, ValueError) as exc:
+        return f"connection failed ({type(exc).__name__})"
+    if resp.status_code != 200:
+        return f"HTTP {resp.status_code}"
+    return None
 
 
 @functools.cache

@@ -87,6 +87,8 @@ class ProverRead(BaseModel):
     #: Seconds this process had work in flight, now and at its last proof.
     busy_seconds: float | None = None
     last_proof_busy_seconds: float | None = None
+    #: It takes no new work (a drain was asked: fleet_agent/fleet/drain.py).
+    draining: bool = False
 
     @property
     def idle(self) -> bool:
@@ -127,11 +129,15 @@ class ProverTrack(BaseModel):
     #: its busy clock now and when progress was last seen (None: no busy clock).
     idle: bool = False
     in_flight: int | None = None
+    queued: int | None = None
     busy_seconds: float | None = None
     busy_at_progress: float | None = None
     #: Reader's clock when the instance was first seen offline or unknown in
     #: this spell (None: it is not); a blip shorter than the grace is waited out.
     down_since: float | None = None
+    #: Reader's clock when its status first said it drains (kept once seen:
+    #: the machine is on its way out, fleet_agent/fleet/drain.py).
+    draining_since: float | None = None
     base: _Anchor | None = None
     mid: _Anchor | None = None
     measured_proofs_per_hour: float | None = None
@@ -201,6 +207,8 @@ def advance(
         progress_at=now if progressed else progress_at,
         idle=read.idle,
         in_flight=read.proofs_in_flight,
+        queued=read.work_queued,
+        draining_since=track.draining_since or (now if read.draining else None),
         busy_seconds=read.busy_seconds,
         busy_at_progress=busy_at_progress,
     )

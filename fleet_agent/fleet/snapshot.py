@@ -74,6 +74,9 @@ class FleetInstance(BaseModel):
     # offline_grace_minutes: waited out, not replaced (triage.py, `in_grace`).
     down_minutes: float | None = None
     in_grace: bool = False
+    # Being released: it takes no new work and is destroyed once its work in
+    # flight is done (fleet_agent/fleet/drain.py). Not capacity.
+    draining: bool = False
     # Set for a machine that is not capacity: stopped, frozen, dead, or in a
     # status this code does not know.
     note: str = ""
@@ -257,6 +260,10 @@ def summarize(
                 f"{state} for {down or 0:.0f} min: waited out up to "
                 f"{offline_grace_minutes:g} min (offline_grace_minutes), then replaced"
             )
+        draining = track is not None and track.draining_since is not None
+        if draining:
+            cap = _Capacity(0.0, 0.0, cap.measured, cap.prover)
+            note = "draining: destroyed once its work in flight is done; not capacity"
         if cap.not_proving:
             state = NOT_PROVING
             note = f"running but not proving ({cap.not_proving}); still billed: replace it"
@@ -266,7 +273,9 @@ def summarize(
             else None
         )
         stuck = limit is not None and age is not None and age > limit
-        healthy = phase in ("running", "booting") and not cap.not_proving and not stuck
+        healthy = (
+            phase in ("running", "booting") and not cap.not_proving and not stuck and not draining
+        )
         is_temporary = bool(inst.label) and inst.label in temporary
         min_age = (
             temporary_min_age(min_release_age_minutes) if is_temporary else min_release_age_minutes
@@ -298,6 +307,7 @@ def summarize(
                 host_id=inst.host_id,
                 down_minutes=down,
                 in_grace=grace,
+                draining=draining,
                 note=note,
             )
         )

@@ -53,6 +53,8 @@ def triage(rows: list[dict[str, Any]]) -> tuple[list[tuple[int, str]], list[dict
         state = str(row.get("state"))
         phase = phase_of(state)
         age = row.get("age_minutes")
+        if row.get("draining"):
+            continue  # on its way out (drain.py): neither capacity nor to destroy
         if row.get("in_grace"):
             alive.append(row)  # offline or unknown for less than the grace: waited out
         elif state == NOT_PROVING:

@@ -10,13 +10,18 @@ API turns them into 404 and 400.
 
 from __future__ import annotations
 
+import hmac
 from typing import Any, Literal
+
+from fleet_agent.capacity import concurrent_proofs
+from fleet_agent.prover import DRAIN_TOKEN_ENV
 
 from .base import MarketState
 from .billing import billed_dph, charges
 from .catalogue import gpu_names
 from .instances import KILL_STATUSES, SimInstance
 from .lifecycle import PROVER_FAULTS
+from .prover import rental_ram_mb
 
 __all__ = ["INSTANCE_ACTIONS", "MarketControls", "ProverAnswer"]
 
@@ -133,6 +138,24 @@ class MarketControls(MarketState):
                 return "hang", None
             body = inst.prover_status(self.faults.work_share)
             return ("ok", body) if body is not None else ("closed", None)
+
+    def drain_prover(self, instance_id: int, token: str) -> int:
+        """``POST /drain`` on the instance's status port: the HTTP status it
+        answers (200 draining, 401 without the token its create env gave,
+        409 when its prover is not proving, 404 without a token at all)."""
+        with self.lock:
+            self._sync()
+            inst = self._live(instance_id)
+            wanted = inst.env.get(DRAIN_TOKEN_ENV)
+            if not wanted:
+                return 404
+            if not hmac.compare_digest(token, wanted):
+                return 401
+            in_flight = concurrent_proofs(
+                inst.offer["gpu_name"], int(inst.offer["num_gpus"]), rental_ram_mb(inst.offer)
+            )
+            drained = inst.machine.drain(self.clock.now(), self._env(inst), in_flight)
+            return 200 if drained else 409
 
     # ------------------------------------------------------------ report
 

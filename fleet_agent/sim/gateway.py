@@ -35,9 +35,15 @@ _THREADS = 64
 class ProverGateway:
     """Listening sockets for instances' prover ports, served by one thread."""
 
-    def __init__(self, host: str, answer: Callable[[int], ProverAnswer]) -> None:
+    def __init__(
+        self,
+        host: str,
+        answer: Callable[[int], ProverAnswer],
+        drain: Callable[[int, str], int] | None = None,
+    ) -> None:
         self.host = host
         self.answer = answer
+        self.drain = drain
         self.stopping = threading.Event()
         self._selector = selectors.DefaultSelector()
         self._sockets: dict[int, socket.socket] = {}
@@ -85,7 +91,7 @@ class ProverGateway:
             return
         self.stopping.clear()
         executor = ThreadPoolExecutor(_THREADS, thread_name_prefix="vast-sim-prover")
-        app = create_status_app(self.answer, self._connections, self.stopping, executor)
+        app = create_status_app(self.answer, self._connections, self.stopping, executor, self.drain)
         http = ThreadedServer(
             app, self.host, None, name="vast-sim-provers-http", server_header="snark-prover-sim/1"
         )

@@ -262,6 +262,13 @@ class SimInstance:
         for key in _HOST_FIELDS:
             row.setdefault(key, o.get(key))
         row["gpu_totalram"] = o["gpu_total_ram"]
+        if o["machine_id"] % 3 == 0:
+            # Padded as some hosts' rows come: the vastai CLI strips every
+            # string of an instance row for it (vastai/api/instances.py,
+            # `show_instances`), and a client that does not reads
+            # "1.2.3.4\n" as no address at all.
+            row["public_ipaddr"] = f"{row['public_ipaddr']}\n"
+            row["status_msg"] = f"{row['status_msg'] or ''} "
         row.update(self.extra)
         return row
 

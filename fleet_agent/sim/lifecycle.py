@@ -115,7 +115,9 @@ class Machine(ProverPhases):
         if span > 0 and self.status == "stopped" and self.destroyed_at is None:
             self.stopped_s += span  # billed at the storage rate only
         if span > 0 and self.status == "running":
-            if self.phase == "proving" and self.stuck:
+            if self.phase == "proving" and self.draining and not self.stuck:
+                self._accrue_drain(span, env)
+            elif self.phase == "proving" and self.stuck:
                 self.busy_s += span  # it holds its work and finishes none
             elif self.phase == "proving":
                 # Work comes at the source's share of capacity: busy that share
@@ -135,6 +137,33 @@ class Machine(ProverPhases):
                 cap = min(float(PARAMS_BYTES), self.disk_room())
                 self.params_bytes = min(cap, self.params_bytes + self.fate.fetch_bytes_per_s * span)
         self.t = max(self.t, to)
+
+    def _accrue_drain(self, span: float, env: MachineEnv) -> None:
+        """A draining prover finishes its work in flight at its full rate, then idles."""
+        target, rate = self.drain_target, env.proof_rate()
+        if target is None or rate <= 0 or self.proofs >= target:
+            return
+        left = (target - self.proofs) * 3600.0 / rate
+        used = min(span, left)
+        before = self.proofs
+        self.proofs = target if used >= left else self.proofs + rate * used / 3600.0
+        self.busy_s += used
+        if math.floor(self.proofs) > math.floor(before):
+            wall = (math.floor(self.proofs) - before) * 3600.0 / rate
+            self.last_proof_at = self.t + wall
+            self.last_proof_busy_s = self.busy_s - used + wall
+
+    def drain(self, t: float, env: MachineEnv, in_flight: int) -> bool:
+        """Take no new work from now; the `in_flight` proofs finish. False
+        unless its prover is proving."""
+        self.advance_to(t, env)
+        if self.status != "running" or self.phase != "proving":
+            return False
+        if not self.draining:
+            self.draining = True
+            held = in_flight if env.faults.work_share > 0 or self.stuck else 0
+            self.drain_target = math.floor(self.proofs) + held
+        return True
 
     def _fire(self, name: str, at: float, env: MachineEnv) -> None:
         handlers: dict[str, Callable[[float, MachineEnv], None]] = {

@@ -71,6 +71,10 @@ class MachineState:
     last_proof_busy_s: float | None = None
     #: When the host next loses contact (the offline blip fault).
     blip_at: float | None = None
+    #: A drain was asked (`POST /drain`): no new work; the proofs in flight
+    #: then finish, up to `drain_target` proofs over the machine's life.
+    draining: bool = False
+    drain_target: float | None = None
     _rng: random.Random | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------ state io

@@ -117,7 +117,11 @@ def status_body(
     source hands out `work_share` of its capacity (Faults.work_share)."""
     phase = machine.phase if machine.phase != "off" else "starting"
     in_flight = queued = 0
-    if phase == "proving" and (work_share > 0 or machine.stuck):
+    if phase == "proving" and machine.draining:
+        # No new work; what it held finishes (lifecycle.Machine.drain).
+        target = machine.drain_target or 0.0
+        in_flight = max(0, math.ceil(target - machine.proofs - 1e-9))
+    elif phase == "proving" and (work_share > 0 or machine.stuck):
         gpus = int(offer["num_gpus"])
         in_flight = concurrent_proofs(offer["gpu_name"], gpus, rental_ram_mb(offer))
         # A full share keeps a queue waiting (the node fills it ahead); less
@@ -129,6 +133,7 @@ def status_body(
         # Counters of this prover process: a restart starts them again at 0.
         "proofs_completed": math.floor(machine.proofs) - machine.proofs_at_start,
         "proofs_in_flight": in_flight,
+        "draining": machine.draining,
         "work_queued": queued,
         # Seconds this process had work in flight, now and at its last proof.
         "busy_seconds": round(machine.busy_s - machine.busy_at_start, 3),

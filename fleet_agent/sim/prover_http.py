@@ -94,8 +94,11 @@ def create_status_app(
     connections: Connections,
     stopping: threading.Event,
     executor: Executor,
+    drain: Callable[[int, str], int] | None = None,
 ) -> Starlette:
-    """The provers' app: `answer(instance_id)` says what the machine does."""
+    """The provers' app: `answer(instance_id)` says what the machine does;
+    `drain(instance_id, token)` takes a ``POST /drain`` (the HTTP status to
+    answer, `Market.drain_prover`), the way sidecar/fleet_status.py does."""
 
     async def in_pool(call: Callable[[], Any]) -> Any:
         return await asyncio.get_running_loop().run_in_executor(executor, call)
@@ -106,7 +109,13 @@ def create_status_app(
             return _json(500, {"error": "unknown connection"})
         kind, body = await in_pool(partial(answer, conn.instance_id))
         if kind == "ok" and body is not None:
-            if request.url.path.rstrip("/") != PROVER_STATUS_PATH:
+            path = request.url.path.rstrip("/")
+            if request.method == "POST" and path == "/drain" and drain is not None:
+                auth = request.headers.get("authorization", "")
+                token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else ""
+                code = await in_pool(partial(drain, conn.instance_id, token))
+                return _json(code, {"draining": code == 200})
+            if request.method != "GET" or path != PROVER_STATUS_PATH:
                 return _json(404, {"error": "not found"})
             return _json(200, body)
         if kind == "hang":
@@ -118,4 +127,4 @@ def create_status_app(
         await conn.lost.wait()
         return Response(status_code=204)  # never sent: the connection is gone
 
-    return Starlette(routes=[Route("/{path:path}", status, methods=["GET"])])
+    return Starlette(routes=[Route("/{path:path}", status, methods=["GET", "POST"])])

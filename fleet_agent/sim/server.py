@@ -77,7 +77,7 @@ class SimServer:
     ) -> None:
         self.api_key = api_key
         self.state_path = Path(state_path) if state_path is not None else None
-        self.gateway = ProverGateway(host, self._prover_answer)
+        self.gateway = ProverGateway(host, self._prover_answer, self._prover_drain)
         self.market = Market(
             seed=seed,
             speed=speed,
@@ -103,6 +103,12 @@ class SimServer:
 
     def _prover_answer(self, instance_id: int) -> Any:
         return self.market.prover_endpoint(instance_id)
+
+    def _prover_drain(self, instance_id: int, token: str) -> int:
+        try:
+            return self.market.drain_prover(instance_id, token)
+        except KeyError:
+            return 404
 
     def save(self) -> None:
         """Write the market to `state_path` now (nothing without one)."""

@@ -107,6 +107,12 @@ class VastClient(OfferCalls, InstanceCalls):
     def __repr__(self) -> str:
         return f"VastClient(base_url={self.base_url!r}, api_key=<redacted>)"
 
+    def derived_key(self, purpose: str) -> bytes:
+        """A key for `purpose` derived from the API key (HMAC-SHA256), so a
+        secret of the worker's own needs no setting of its own and the API
+        key never leaves this client (fleet_agent/fleet/drain.py)."""
+        return self._t.derived_key(purpose)
+
     async def __aenter__(self) -> Self:
         return self
 

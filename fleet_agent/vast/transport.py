@@ -18,6 +18,8 @@ not care who said it.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 from collections.abc import Generator, Mapping
 from typing import Any
@@ -67,6 +69,10 @@ class _BearerAuth(httpx.Auth):
     def redact(self, text: str) -> str:
         """`text` with any copy of the key replaced, for text the service echoes back."""
         return text.replace(self._key, "<redacted>") if self._key else text
+
+    def derived(self, purpose: str) -> bytes:
+        """HMAC-SHA256 of `purpose` under the key."""
+        return hmac.new(self._key.encode(), purpose.encode(), hashlib.sha256).digest()
 
     def __repr__(self) -> str:
         return "_BearerAuth(<redacted>)"
@@ -204,6 +210,10 @@ class VastTransport:
                 path=path,
                 ambiguous=mutating,
             ) from exc
+
+    def derived_key(self, purpose: str) -> bytes:
+        """A key for `purpose` derived from the API key (VastClient.derived_key)."""
+        return self._auth.derived(purpose)
 
     def _decode(self, resp: httpx.Response, method: str, path: str, mutating: bool) -> Any:
         status = resp.status_code

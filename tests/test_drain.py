@@ -1,0 +1,134 @@
+"""A healthy machine with work in flight is drained, not destroyed mid-proof
+(issue 41): the destroy tool asks its prover to take no new work, the
+monitor's poll destroys it once the work in flight is done, and a stranger
+without the machine's token cannot drain it. Against the simulator over
+HTTP, with the real client and the fleet activities."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.fleet import FleetActivities
+from fleet_agent.fleet.drain import DRAIN_LIMIT_S, drain_done, drain_token
+from fleet_agent.fleet.provers import ProverTrack
+from fleet_agent.fleet.snapshot import FleetSnapshot
+from fleet_agent.fleet.triage import triage
+from fleet_agent.models import PollRequest, ToolResult
+from fleet_agent.sim.server import SimServer
+from tests.helpers import tool_request
+from tests.sim_helpers import prover_url, row
+
+AGENT = "fleet-agent"
+_req = partial(tool_request, AGENT)
+
+
+def test_a_drain_ends_when_the_work_is_done_or_after_its_limit() -> None:
+    base = ProverTrack(instance_id=1, first_seen_at=0, last_read_at=0, progress_at=0)
+    busy = base.model_copy(update={"phase": "proving", "in_flight": 2, "draining_since": 100.0})
+    assert drain_done(base, 500.0) is None  # not draining
+    assert drain_done(busy, 100.0 + DRAIN_LIMIT_S - 1) is None
+    assert "with its work in flight" in str(drain_done(busy, 100.0 + DRAIN_LIMIT_S))
+    done = busy.model_copy(update={"in_flight": 0, "queued": 0})
+    assert drain_done(done, 101.0) == "drained: no work in flight"
+    gone = busy.model_copy(update={"phase": "unreachable"})
+    assert drain_done(gone, 101.0) is not None
+    key = b"k" * 32
+    assert drain_token(key, "fleet-agent/a/r1-x") != drain_token(key, "fleet-agent/a/r1-y")
+    assert drain_token(key, "l") != drain_token(b"j" * 32, "l")
+
+
+async def _poll(tools: FleetActivities, sim: SimServer, seconds: int) -> FleetSnapshot:
+    sim.market.advance(seconds)
+    return await ActivityEnvironment().run(
+        tools.poll_fleet, PollRequest(agent_id=AGENT, target_proofs_per_hour=10)
+    )
+
+
+async def _rent_one(tools: FleetActivities) -> int:
+    env = ActivityEnvironment()
+    found: ToolResult = await env.run(tools.search_offers, _req("search_offers", {"limit": 1}))
+    offer = found.content.split('"offer_id":', 1)[1].split(",", 1)[0]
+    made = await env.run(
+        tools.create_instance, _req("create_instance", {"offer_id": int(offer), "reason": "t"})
+    )
+    assert made.mutating, made.content
+    return int(made.content.split("instance ", 1)[1].split()[0].strip(".,:()"))
+
+
+def _status(sim: SimServer, iid: int) -> dict[str, Any] | None:
+    answer, body = sim.market.prover_endpoint(iid)
+    return dict(body) if answer == "ok" and body is not None else None
+
+
+async def test_a_busy_machine_is_drained_and_destroyed_with_its_work_done(
+    tools: FleetActivities, sim: SimServer
+) -> None:
+    iid = await _rent_one(tools)
+    for _ in range(120):
+        snap = await _poll(tools, sim, 60)
+        status = _status(sim, iid)
+        if status and status["phase"] == "proving" and status["proofs_completed"] >= 2:
+            break
+    assert status is not None and status["proofs_in_flight"] > 0, status
+    done_before, held = status["proofs_completed"], status["proofs_in_flight"]
+    result = await ActivityEnvironment().run(
+        tools.destroy_instance, _req("destroy_instance", {"instance_id": iid, "reason": "surplus"})
+    )
+    assert result.mutating and result.content.startswith(f"Draining instance {iid}"), result
+    assert row(sim, iid)["cur_state"] == "running", "not destroyed yet"
+    snap = await _poll(tools, sim, 5)
+    (shown,) = [r for r in snap.instances if r.id == iid]
+    assert shown.draining and shown.expected_proofs_per_hour == 0
+    assert triage([r.model_dump() for r in snap.instances]) == ([], [])
+    # Left alone for 20 minutes, it finishes what it held and takes nothing new.
+    sim.market.advance(20 * 60)
+    held_done = _status(sim, iid)
+    assert held_done is not None and held_done["proofs_completed"] == done_before + held
+    assert held_done["proofs_in_flight"] == 0 and held_done["work_queued"] == 0
+    last = _status(sim, iid)
+    for _ in range(60):
+        sim.market.advance(30)
+        last = _status(sim, iid) or last  # what the poll is about to read
+        snap = await _poll(tools, sim, 0)
+        if all(r.id != iid for r in snap.instances):
+            break
+    assert all(r.id != iid for r in snap.instances), "destroyed once drained"
+    assert last is not None and last["draining"] and last["proofs_in_flight"] == 0
+    assert last["proofs_completed"] == done_before + held, "the work in flight finished"
+
+
+async def test_an_idle_machine_goes_at_once_and_a_stranger_cannot_drain_one(
+    tools: FleetActivities, sim: SimServer
+) -> None:
+    iid = await _rent_one(tools)
+    for _ in range(120):
+        await _poll(tools, sim, 60)
+        status = _status(sim, iid)
+        if status and status["phase"] == "proving":
+            break
+    url = prover_url(row(sim, iid)).replace("/status", "/drain")
+    async with httpx.AsyncClient(timeout=5) as http:
+        assert (await http.post(url)).status_code == 401
+        wrong = {"Authorization": "Bearer " + drain_token(b"not the worker's key", "x")}
+        assert (await http.post(url, headers=wrong)).status_code == 401
+    assert not (_status(sim, iid) or {}).get("draining")
+    sim.market.set_faults(work_share=0.0)
+    await _poll(tools, sim, 60)
+    result = await ActivityEnvironment().run(
+        tools.destroy_instance, _req("destroy_instance", {"instance_id": iid, "reason": "idle"})
+    )
+    assert result.content.startswith(f"Destroyed instance {iid}"), result.content
+
+
+@pytest.mark.parametrize("share", [1.0])
+async def test_the_create_gives_each_machine_its_own_token(
+    tools: FleetActivities, sim: SimServer, share: float
+) -> None:
+    first, second = await _rent_one(tools), await _rent_one(tools)
+    tokens = [dict(row(sim, i)["extra_env"]).get("FLEET_DRAIN_TOKEN") for i in (first, second)]
+    assert all(tokens) and tokens[0] != tokens[1]
