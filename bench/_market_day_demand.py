@@ -17,6 +17,7 @@ what such a day must not do:
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +30,8 @@ __all__ = ["demand_report", "parse_shares", "share_at"]
 #: Words of a destroy's reason that say the machine failed (the autopilot's
 #: triage reasons, fleet_agent/fleet/triage.py).
 _FAILURE_WORDS = ("not proving", "instance is", "stuck", "prover error", "replacing it")
+#: A failed-host reason that quotes the status vast.ai listed (activities/fleet_provers.py).
+_WENT_DEAD = re.compile(r"^instance \d+ went (exited|offline|unknown)\b")
 
 
 def parse_shares(text: str | None) -> tuple[tuple[float, float], ...]:
@@ -47,7 +50,12 @@ def share_at(shares: tuple[tuple[float, float], ...], hour: float) -> float:
 
 
 def demand_report(
-    day: Day, store: Store, agent_id: str, shares: tuple[tuple[float, float], ...], spend: float
+    day: Day,
+    store: Store,
+    agent_id: str,
+    shares: tuple[tuple[float, float], ...],
+    spend: float,
+    counters: dict[str, Any],
 ) -> dict[str, Any]:
     """The day's figures on what a day with idle provers must not do."""
     healthy_as_failed = [
@@ -64,16 +72,12 @@ def demand_report(
         if life.machine_id is not None and (life.failed_at is not None or life.boot != "run")
     }
     banned = FailedHosts(store).active(agent_id, datetime(1970, 1, 2, tzinfo=UTC))
-    wrongly_banned = sorted({b.machine_id for b in banned} - failed_machines)
-    why_banned = [b.reason[:160] for b in banned if b.machine_id in wrongly_banned]
-    mid_proof = [
-        iid
-        for iid, life in day.lives.items()
-        if life.destroyed_at is not None
-        and life.healthy_at_destroy
-        and life.proving_last
-        and share_at(shares, life.destroyed_at / 3600) > 0
-    ]
+    # A ban for a status vast.ai gave ("went exited: ...") is the truth of
+    # that moment, even for a machine no sample saw (it died between two);
+    # a ban the monitor judged (stuck, not proving) is checked on the truth.
+    judged = [b for b in banned if not _WENT_DEAD.search(b.reason)]
+    wrongly_banned = sorted({b.machine_id for b in judged} - failed_machines)
+    why_banned = [b.reason[:160] for b in judged if b.machine_id in wrongly_banned]
     done = sum(life.done for life in day.lives.values())
     return {
         "work_shares": [list(s) for s in shares],
@@ -81,7 +85,9 @@ def demand_report(
         "hosts_banned_not_failed": len(wrongly_banned),
         "hosts_banned_not_failed_why": why_banned,
         "hosts_banned": len({b.machine_id for b in banned}),
-        "destroyed_with_work_in_flight": len(mid_proof),
+        # The simulator counts them at the destroy (sim/accounts.py).
+        "destroyed_with_work_in_flight": int(counters.get("destroys_mid_proof", 0)),
+        "proofs_lost_to_destroys": int(counters.get("proofs_lost_to_destroys", 0)),
         "proofs_done": done,
         "usd_per_proof_done": round(spend / done, 4) if done else None,
     }

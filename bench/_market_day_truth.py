@@ -126,10 +126,8 @@ class Life:
     rented_s: float | None = None
     gone_s: float | None = None
     machine_id: int | None = None
-    # Proofs it finished (the simulator's truth, last seen), and whether its
-    # prover was proving when last seen alive (work in flight at a destroy).
+    # Proofs it finished (the simulator's truth, last seen).
     done: int = 0
-    proving_last: bool = False
 
     def lifetime_s(self) -> float | None:
         """Seconds from rental to destroy: on the simulator's clock where
@@ -206,7 +204,6 @@ def observe(day: Day, state: dict[str, Any], t: float) -> None:
             life.true_rate = float(row.get("expected_proofs_per_hour") or 0.0)
             life.machine_id = int(row["machine_id"]) if row.get("machine_id") else None
             life.done = max(life.done, int(row.get("proofs_completed") or 0))
-            life.proving_last = row.get("prover_phase") == "proving" and not failed(row)
             if float(row.get("proofs_per_hour") or 0.0) > 0:
                 life.rate = float(row["proofs_per_hour"])
             if life.proving_at is None and row.get("prover_phase") == "proving":

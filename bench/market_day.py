@@ -124,8 +124,8 @@ async def run_path(
                     runs = run_counts(store, agent_id)
                     runs["llm"] = llm_totals(store, agent_id, fake)
                     spend = sum(dph for *_, dph in day.samples) * day.step() / 3600
-                    runs["demand"] = demand_report(day, store, agent_id, shares, spend)
                     counters = sim.market.state()["counters"]
+                    runs["demand"] = demand_report(day, store, agent_id, shares, spend, counters)
         finally:
             await env.shutdown()
             store.dispose()

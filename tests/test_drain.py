@@ -100,6 +100,7 @@ async def test_a_busy_machine_is_drained_and_destroyed_with_its_work_done(
     assert all(r.id != iid for r in snap.instances), "destroyed once drained"
     assert last is not None and last["draining"] and last["proofs_in_flight"] == 0
     assert last["proofs_completed"] == done_before + held, "the work in flight finished"
+    assert sim.market.state()["counters"]["proofs_lost_to_destroys"] == 0
 
 
 async def test_an_idle_machine_goes_at_once_and_a_stranger_cannot_drain_one(
@@ -132,3 +133,21 @@ async def test_the_create_gives_each_machine_its_own_token(
     first, second = await _rent_one(tools), await _rent_one(tools)
     tokens = [dict(row(sim, i)["extra_env"]).get("FLEET_DRAIN_TOKEN") for i in (first, second)]
     assert all(tokens) and tokens[0] != tokens[1]
+
+
+async def test_the_simulator_counts_the_work_a_destroy_kills(
+    tools: FleetActivities, sim: SimServer
+) -> None:
+    """What the market day's `proofs_lost_to_destroys` counts: a busy
+    machine destroyed outright (as before drains) loses what it held."""
+    iid = await _rent_one(tools)
+    for _ in range(120):
+        await _poll(tools, sim, 60)
+        status = _status(sim, iid)
+        if status and status["phase"] == "proving":
+            break
+    assert status is not None and status["proofs_in_flight"] > 0
+    sim.market.destroy_instance(iid)
+    counters = sim.market.state()["counters"]
+    assert counters["destroys_mid_proof"] == 1
+    assert counters["proofs_lost_to_destroys"] == status["proofs_in_flight"]

@@ -73,6 +73,12 @@ class MarketInstances(MarketState):
             inst = self._instances.get(instance_id)
             return self._current(inst).view() if inst is not None else None
 
+    def _in_flight(self, inst: SimInstance) -> int:
+        """Proofs the instance's prover holds right now (0 unless it proves)."""
+        current = self._current(inst)
+        body = current.prover_status(self.faults.work_share)
+        return int(body["proofs_in_flight"]) if body and body["phase"] == "proving" else 0
+
     def destroy_instance(self, instance_id: int) -> None:
         """``DELETE /api/v0/instances/{id}/``: released now; listed with
         ``cur_state: unloaded`` for the `destroy_linger_s` fault, then gone."""
@@ -81,6 +87,14 @@ class MarketInstances(MarketState):
             inst = self._instances.get(instance_id)
             if inst is None or inst.machine.destroyed_at is not None:
                 raise ApiError(404, "no_such_instance", f"Instance {instance_id} not found.")
+            lost = self._in_flight(inst)
+            if lost:
+                # Work handed to its prover dies with it (a bench's count of
+                # what draining saves: fleet_agent/fleet/drain.py).
+                self.counters["destroys_mid_proof"] = self.counters.get("destroys_mid_proof", 0) + 1
+                self.counters["proofs_lost_to_destroys"] = (
+                    self.counters.get("proofs_lost_to_destroys", 0) + lost
+                )
             inst.machine.destroy(self.clock.now(), self._env(inst))
             self.counters["destroys"] += 1
             if self.faults.destroy_linger_s <= 0:

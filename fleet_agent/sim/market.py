@@ -127,6 +127,8 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
             "create_hangs": 0,
             "create_delays": 0,
             "destroys": 0,
+            "destroys_mid_proof": 0,
+            "proofs_lost_to_destroys": 0,
         }
         self._book.fill(self.clock.now())
 
