@@ -74,8 +74,11 @@ class MarketInstances(MarketState):
             return self._current(inst).view() if inst is not None else None
 
     def _in_flight(self, inst: SimInstance) -> int:
-        """Proofs the instance's prover holds right now (0 unless it proves)."""
+        """Proofs the instance's prover holds right now and would finish: 0
+        unless it proves (a stuck prover's work is lost to its fault)."""
         current = self._current(inst)
+        if current.machine.stuck:
+            return 0
         body = current.prover_status(self.faults.work_share)
         return int(body["proofs_in_flight"]) if body and body["phase"] == "proving" else 0
 
