@@ -29,6 +29,7 @@ def _console(args: argparse.Namespace) -> int:
     """Serve the web console until interrupted (nothing connects before the first page)."""
     # Imported here: only this command needs the web stack.
     from starter.console import ConsoleSettings, serve
+    from starter.console.web import ALLOWED_HOSTS_ENV, allowed_hosts_for
 
     def connect() -> Awaitable[Client]:
         return open_client(
@@ -39,7 +40,12 @@ def _console(args: argparse.Namespace) -> int:
         connect, args.agent_id, task_queue=args.task_queue, query_timeout=args.timeout
     )
     namespace = args.namespace or os.environ.get("TEMPORAL_NAMESPACE") or "default"
-    serve(agent, ConsoleSettings(ui_url=args.ui_url, namespace=namespace), args.host, args.port)
+    settings = ConsoleSettings(
+        ui_url=args.ui_url,
+        namespace=namespace,
+        allowed_hosts=allowed_hosts_for(args.host, os.environ.get(ALLOWED_HOSTS_ENV)),
+    )
+    serve(agent, settings, args.host, args.port)
     return 0
 
 

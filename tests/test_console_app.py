@@ -21,7 +21,10 @@ from starter.agent_client import AgentClient, open_client
 from starter.console import ConsoleSettings, create_app
 from starter.console.chart import trend_svg
 from starter.console.data import read_trend
+from starter.console.web import allowed_hosts_for
 from tests.console_seed import AGENT, NOW, SIGNATURE, THOUGHT, seed, snapshot
+
+BASE = "http://127.0.0.1:8080"
 
 
 def _closed_port() -> int:
@@ -41,7 +44,8 @@ def console(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClien
 
     settings = ConsoleSettings(ui_url="http://ui.test:8233", namespace="ns1")
     app = create_app(AgentClient(connect, AGENT), settings)
-    with TestClient(app, raise_server_exceptions=False) as client:
+    # As a browser on this machine reaches it (the Host is checked).
+    with TestClient(app, base_url=BASE, raise_server_exceptions=False) as client:
         yield client
 
 
@@ -162,7 +166,41 @@ def test_a_cross_site_post_is_refused(console: TestClient) -> None:
     for headers in ({"Origin": "http://evil.test"}, {"Sec-Fetch-Site": "cross-site"}):
         page = console.post("/trigger", headers=headers)
         assert page.status_code == 403 and "cross-site request refused" in page.text
-    assert console.post("/trigger", headers={"Origin": "http://testserver"}).status_code == 400
+    assert console.post("/trigger", headers={"Origin": BASE}).status_code == 400
+
+
+@pytest.mark.parametrize("path", ["/", "/runs", "/parts/agent"])
+def test_a_rebinding_domain_is_refused_even_with_a_matching_origin(
+    console: TestClient, path: str
+) -> None:
+    """DNS rebinding: evil.example resolves to 127.0.0.1, so its page reaches
+    the console under its own name, with an Origin that matches that Host.
+    Starlette's TrustedHostMiddleware refuses any Host not ours, before an
+    endpoint runs: no page read, no approval decided, no message sent."""
+    evil = {"Host": "evil.example:8080", "Origin": "http://evil.example:8080"}
+    assert console.get(path, headers=evil).status_code == 400
+    for post in ("/trigger", "/reset", "/say", "/approvals/a1/decide"):
+        refused = console.post(post, headers={**evil, "Sec-Fetch-Site": "same-origin"})
+        assert refused.status_code == 400 and "Invalid host header" in refused.text
+    assert console.get(path).status_code in (200, 503)
+
+
+def test_no_page_may_be_framed(console: TestClient) -> None:
+    for path in ("/", "/runs", "/static/htmx.min.js", "/no-such-page"):
+        page = console.get(path)
+        assert page.headers["x-frame-options"] == "DENY", path
+        assert page.headers["content-security-policy"] == "frame-ancestors 'none'"
+
+
+def test_the_hosts_a_console_accepts() -> None:
+    assert allowed_hosts_for("127.0.0.1", None) == ("127.0.0.1", "localhost")
+    assert allowed_hosts_for("0.0.0.0", "Box.LAN, proxy.example") == (
+        "127.0.0.1",
+        "localhost",
+        "box.lan",
+        "proxy.example",
+    )
+    assert allowed_hosts_for("10.0.0.5", "") == ("127.0.0.1", "localhost", "10.0.0.5")
 
 
 def test_a_missing_store_is_a_clear_error(

@@ -14,10 +14,14 @@ import logging
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fleet_agent.models import AgentStatus
 from starter import actions
@@ -215,6 +219,28 @@ async def _internal(request: Request, exc: Exception) -> Response:
     return fail(request, ConsoleError(message, 500))
 
 
+class _NoFraming:
+    """Every answer forbids being framed by another page (clickjacking):
+    ``X-Frame-Options: DENY`` and CSP ``frame-ancestors 'none'``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def framed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["X-Frame-Options"] = "DENY"
+                headers["Content-Security-Policy"] = "frame-ancestors 'none'"
+            await send(message)
+
+        await self.app(scope, receive, framed)
+
+
 def _guarded(endpoint: Any) -> Any:
     """Refuse cross-site posts before the endpoint reads anything."""
 
@@ -246,6 +272,15 @@ def create_app(agent: AgentClient, settings: ConsoleSettings | None = None) -> S
             Mount("/static", StaticFiles(directory=PACKAGE_DIR / "static"), name="static"),
         ],
         exception_handlers={ConsoleError: _console_error, 404: _not_found, Exception: _internal},
+        middleware=[
+            # Starlette's own: a request whose Host is not ours gets 400 before
+            # any endpoint runs (DNS rebinding), whatever its Origin says.
+            Middleware(
+                TrustedHostMiddleware,
+                allowed_hosts=list((settings or ConsoleSettings()).allowed_hosts),
+            ),
+            Middleware(_NoFraming),
+        ],
     )
     app.state.agent = agent
     app.state.settings = settings or ConsoleSettings()

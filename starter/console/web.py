@@ -41,6 +41,25 @@ __all__ = [
 
 PACKAGE_DIR = Path(__file__).parent
 DEFAULT_UI_URL = "http://localhost:8233"
+#: Host names a browser on this machine uses for the console. Any other Host
+#: header is refused: a page on a rebinding domain (evil.example resolving to
+#: 127.0.0.1) sends its own name, and matching Origin to Host alone let it in.
+LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1", "localhost")
+#: Names an operator adds, comma-separated (a LAN name, a reverse proxy's).
+ALLOWED_HOSTS_ENV = "CONSOLE_ALLOWED_HOSTS"
+
+
+def allowed_hosts_for(bind: str, extra: str | None) -> tuple[str, ...]:
+    """The Host names the console accepts when bound to `bind`: the loopback
+    names, the bound address unless it is a wildcard, and `extra` (the
+    ``CONSOLE_ALLOWED_HOSTS`` list)."""
+    names = list(LOOPBACK_HOSTS)
+    if bind not in ("0.0.0.0", "::", ""):
+        names.append(bind)
+    names += [n.strip().lower() for n in (extra or "").split(",") if n.strip()]
+    return tuple(dict.fromkeys(names))
+
+
 # Longest text a form field may carry (a message's own limit is the model's).
 MAX_FIELD = 10_000
 
@@ -49,10 +68,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ConsoleSettings:
-    """What the console needs besides the agent client: where the Web UI is."""
+    """What the console needs besides the agent client: where the Web UI is,
+    and the host names a request may carry (`Host`): the loopback names by
+    default, more from ``CONSOLE_ALLOWED_HOSTS`` (`allowed_hosts_for`)."""
 
     ui_url: str = DEFAULT_UI_URL
     namespace: str = "default"
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
 
     def run_link(self, record: RunRecord) -> str:
         """The child workflow of a run in the Temporal Web UI (its attempt's run ID if known)."""
