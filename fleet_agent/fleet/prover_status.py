@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import math
 import ssl
 from collections.abc import Iterable
@@ -88,8 +89,11 @@ async def _read(
     host, host_port = where
     async with gate:
         try:
-            resp = await http.get(f"http://{host}:{host_port}/status")
-        except httpx.TimeoutException:
+            # One deadline for the whole answer: a host that trickles a byte
+            # at a time restarts httpx's read timeout with every chunk.
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                status, body = await _fetch(http, f"http://{host}:{host_port}/status")
+        except (TimeoutError, httpx.TimeoutException):
             return ProverRead(ok=False, error=f"no answer within {READ_TIMEOUT_S:g} s")
         except httpx.HTTPError as exc:
             return ProverRead(ok=False, error=f"connection failed ({type(exc).__name__})")
@@ -97,14 +101,29 @@ async def _read(
             # The host's address makes no URL (rows are stripped when parsed;
             # this is the guard behind it): unreachable, never a failed poll.
             return ProverRead(ok=False, error=f"no URL for {host!r} ({type(exc).__name__})")
-    if resp.status_code != 200:
-        return ProverRead(ok=False, error=f"HTTP {resp.status_code}")
-    if len(resp.content) > _MAX_BODY:
+    if status != 200:
+        return ProverRead(ok=False, error=f"HTTP {status}")
+    if body is None:
         return ProverRead(ok=False, error="status answer too large")
     try:
-        return parse_status(resp.json())
+        return parse_status(json.loads(body))
     except ValueError:
         return ProverRead(ok=False, error="status is not JSON")
+
+
+async def _fetch(http: httpx.AsyncClient, url: str) -> tuple[int, bytes | None]:
+    """(HTTP status, body) of a GET, the body read only up to `_MAX_BODY`:
+    None past it, without reading the rest (a host's answer is untrusted)."""
+    async with http.stream("GET", url) as resp:
+        if resp.status_code != 200:
+            return resp.status_code, b""
+        chunks, size = [], 0
+        async for chunk in resp.aiter_bytes():
+            size += len(chunk)
+            if size > _MAX_BODY:
+                return resp.status_code, None
+            chunks.append(chunk)
+        return resp.status_code, b"".join(chunks)
 
 
 async def read_statuses(instances: Iterable[Instance], port: int) -> dict[int, ProverRead]:
