@@ -10,7 +10,6 @@ from functools import partial
 from typing import Any
 
 import httpx
-import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.fleet import FleetActivities
@@ -60,6 +59,18 @@ async def _rent_one(tools: FleetActivities) -> int:
     return int(made.content.split("instance ", 1)[1].split()[0].strip(".,:()"))
 
 
+async def _proving(tools: FleetActivities, sim: SimServer) -> tuple[int, dict[str, Any] | None]:
+    """A machine rented and polled until its prover proves; its last status."""
+    iid = await _rent_one(tools)
+    status = None
+    for _ in range(120):
+        await _poll(tools, sim, 60)
+        status = _status(sim, iid)
+        if status and status["phase"] == "proving":
+            break
+    return iid, status
+
+
 def _status(sim: SimServer, iid: int) -> dict[str, Any] | None:
     answer, body = sim.market.prover_endpoint(iid)
     return dict(body) if answer == "ok" and body is not None else None
@@ -106,12 +117,7 @@ async def test_a_busy_machine_is_drained_and_destroyed_with_its_work_done(
 async def test_an_idle_machine_goes_at_once_and_a_stranger_cannot_drain_one(
     tools: FleetActivities, sim: SimServer
 ) -> None:
-    iid = await _rent_one(tools)
-    for _ in range(120):
-        await _poll(tools, sim, 60)
-        status = _status(sim, iid)
-        if status and status["phase"] == "proving":
-            break
+    iid, _ = await _proving(tools, sim)
     url = prover_url(row(sim, iid)).replace("/status", "/drain")
     async with httpx.AsyncClient(timeout=5) as http:
         assert (await http.post(url)).status_code == 401
@@ -126,9 +132,8 @@ async def test_an_idle_machine_goes_at_once_and_a_stranger_cannot_drain_one(
     assert result.content.startswith(f"Destroyed instance {iid}"), result.content
 
 
-@pytest.mark.parametrize("share", [1.0])
 async def test_the_create_gives_each_machine_its_own_token(
-    tools: FleetActivities, sim: SimServer, share: float
+    tools: FleetActivities, sim: SimServer
 ) -> None:
     first, second = await _rent_one(tools), await _rent_one(tools)
     tokens = [dict(row(sim, i)["extra_env"]).get("FLEET_DRAIN_TOKEN") for i in (first, second)]
@@ -140,12 +145,7 @@ async def test_the_simulator_counts_the_work_a_destroy_kills(
 ) -> None:
     """What the market day's `proofs_lost_to_destroys` counts: a busy
     machine destroyed outright (as before drains) loses what it held."""
-    iid = await _rent_one(tools)
-    for _ in range(120):
-        await _poll(tools, sim, 60)
-        status = _status(sim, iid)
-        if status and status["phase"] == "proving":
-            break
+    iid, status = await _proving(tools, sim)
     assert status is not None and status["proofs_in_flight"] > 0
     sim.market.destroy_instance(iid)
     counters = sim.market.state()["counters"]
