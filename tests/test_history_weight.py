@@ -102,9 +102,12 @@ async def test_a_run_with_two_tool_calls_leaves_under_20_kb_and_no_tool_text_in_
             await handle.signal(FleetAgentWorkflow.human_message, {"text": _message(n)})
             await wait_runs(store, handle.id, n)
             after = await status(handle)
-            run_history = await ts_env.client.get_workflow_handle(
-                f"{handle.id}/run-{n}"
-            ).fetch_history()
+            # The store records a run before its workflow closes: wait for
+            # the close, or the history is cut short (CI once compared run 2
+            # without its completion event against a closed run 5).
+            run_handle = ts_env.client.get_workflow_handle(f"{handle.id}/run-{n}")
+            await run_handle.result()
+            run_history = await run_handle.fetch_history()
             histories.append(run_history)
             figures.append(
                 (
