@@ -25,7 +25,7 @@ from temporalio import activity
 
 from fleet_agent.fleet.approvals import create_gate
 from fleet_agent.fleet.failed_hosts import failed_host_refusal
-from fleet_agent.fleet.guardrails import fleet_dph, rent_refusal
+from fleet_agent.fleet.guardrails import above_approved, fleet_dph, rent_refusal
 from fleet_agent.fleet.labels import LabelTooLong, create_label
 from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest, duplicate_labels
 from fleet_agent.fleet.settle import settle_label
@@ -57,7 +57,7 @@ from .fleet_provers import ProverWatch
 from .fleet_results import approval_needed, tool_result, vast_failure
 from .fleet_search import OfferSearch
 from .fleet_spend import SpendBook
-from .fleet_stop import FleetStopper
+from .fleet_stop import CREATE_MAY_RUN_S, FleetStopper
 from .fleet_views import FleetViews, rules_of
 from .heartbeat import heartbeating
 from .links import agent_open_or_unknown
@@ -92,7 +92,7 @@ class FleetActivities:
         self._search_tool = OfferSearch(vast, self._prover, store=store, clock=clock)
         self._calls = ToolCalls(store, configs or WorkflowConfigSource(), clock)
         self._stopper = FleetStopper(
-            vast, lambda agent_id: self._views.ours(agent_id), self._spend.close
+            vast, lambda agent_id: self._views.ours(agent_id), self._spend.close, self._flying
         )
         self._views = FleetViews(
             vast, ProverWatch(store, self._prover, clock), self._spend, clock, ToolJournal(store)
@@ -100,6 +100,13 @@ class FleetActivities:
         self._destroyer = Destroyer(
             vast, self._views, self._calls, self._spend, self._prover.status_port
         )
+
+    async def _flying(self, agent_id: str) -> int:
+        """How many of the agent's creates may still be renting: journalled
+        as started, no result, younger than their activity's timeout."""
+        since = self._clock() - CREATE_MAY_RUN_S
+        calls = await self._calls.creates_in_flight_of(agent_id)
+        return sum(1 for c in calls if c.started_at.timestamp() >= since)
 
     # ------------------------------------------------------------ reads
 
@@ -200,17 +207,18 @@ class FleetActivities:
         except LabelTooLong as exc:
             return tool_result(req, f"Refused: {exc}. Nothing was rented.", error=True)
         sent_before = earlier is not None  # an earlier attempt reached the rental
+        approved = req.approval.approved_dph if req.approval is not None else None
         try:
             # Another attempt of this very call may have rented it already:
-            # that is the truth to tell, whatever the config says now.
+            # that is the truth to tell, held to the rules as they are now.
             if await self._vast.list_instances(label=label):
-                return await self._renter.settle(req, label, origin="other")
+                return await self._settle_and_hold(req, label, approved)
             if config.paused or config.frozen:
                 return paused_result(req, config, "rented")
             offer = await self._renter.find_offer(args.offer_id)
             if offer is None:
                 if sent_before and await self._renter.label_appears(label):
-                    return await self._renter.settle(req, label, origin="other")
+                    return await self._settle_and_hold(req, label, approved)
                 return offer_unavailable(req, args.offer_id, label, sent_before)
             # A machine (or host) that failed for this agent is not rented
             # again while remembered, whatever the search showed before.
@@ -224,12 +232,21 @@ class FleetActivities:
             fleet = await self._views.ours(req.agent_id, fresh=True)
         except VastError as exc:
             raise vast_failure(exc) from None
-        refusal = rent_refusal(offer, fleet, config, self._prover)
+        # Creates in flight whose machines are not listed yet hold their price.
+        listed = {i.label for i in fleet}
+        reserved = [
+            c.reserved_dph if c.reserved_dph is not None else config.max_instance_dph
+            for c in await self._calls.creates_in_flight(req)
+            if create_label(req.agent_id, c.run, c.tool_use_id) not in listed
+        ]
+        refusal = rent_refusal(offer, fleet, config, self._prover, reserved=reserved)
         if refusal is not None:
             return tool_result(
                 req, f"Refused by guardrail: {refusal}. Nothing was rented.", error=True
             )
-        over = await self._spend.budget_refusal(req.agent_id, fleet, offer.dph_total, config)
+        over = await self._spend.budget_refusal(
+            req.agent_id, fleet, offer.dph_total, config, in_flight_dph=sum(reserved)
+        )
         if over is not None:
             return tool_result(req, over, error=True)
         limited = await self._calls.rate_refusal(req, config.max_creates_per_hour)
@@ -245,25 +262,69 @@ class FleetActivities:
             gate = create_gate(
                 config,
                 offer_dph=offer.dph_total,
-                fleet_dph=fleet_dph(fleet),
+                fleet_dph=fleet_dph(fleet, unpriced=config.max_instance_dph) + sum(reserved),
                 fleet_dph_hour_ago=await self._spend.dph_hour_ago(req.agent_id),
             )
             if gate.ask:
                 return approval_needed(req, gate.ask, offer.dph_total)
-        await self._calls.start(req)
+        elif approved is not None and above_approved(offer.dph_total, approved):
+            # Approved at one price, offered now at another: the operator decides again.
+            return approval_needed(
+                req,
+                f"the offer's price rose from the ${approved:.3f}/h approved to "
+                f"${offer.dph_total:.3f}/h",
+                offer.dph_total,
+            )
+        await self._calls.start(req, reserved_dph=offer.dph_total)
         # From here the machine may exist: rent, settle the label and journal
         # the outcome even if Temporal cancels this attempt meanwhile.
         return await finish_despite_cancellation(
-            self._rent_and_record(req, offer, label, sent_before)
+            self._rent_and_record(req, offer, label, sent_before, approved)
         )
 
     async def _rent_and_record(
-        self, req: FleetToolRequest, offer: Offer, label: str, sent_before: bool
+        self,
+        req: FleetToolRequest,
+        offer: Offer,
+        label: str,
+        sent_before: bool,
+        approved: float | None,
     ) -> ToolResult:
-        result = await self._renter.rent(req, offer, label, sent_before=sent_before)
+        # The config again, at the last moment before the rental: a freeze
+        # that came during the checks above stops it here. One that comes
+        # after is seen by `stop_fleet`, which waits for this journalled call,
+        # and by `_settle_and_hold`'s look at the config once it is rented.
+        config = await self._calls.config(req, mutating=True)
+        if config.paused or config.frozen:
+            result = paused_result(req, config, "rented")
+        else:
+            result = await self._renter.rent(req, offer, label, sent_before=sent_before)
+            result = await self._hold(req, result, label, approved)
         # Recorded here, inside the shield, so a cancelled attempt leaves the
         # outcome in the journal; `journaled` then only reads the row back.
         return await self._calls.finish(req, result)
+
+    async def _settle_and_hold(
+        self, req: FleetToolRequest, label: str, approved: float | None
+    ) -> ToolResult:
+        """The machine another attempt of this call rented, settled and held
+        to the rules as they are now."""
+        result = await self._renter.settle(req, label, origin="other")
+        return await self._hold(req, result, label, approved)
+
+    async def _hold(
+        self, req: FleetToolRequest, result: ToolResult, label: str, approved: float | None
+    ) -> ToolResult:
+        if not result.mutating:
+            return result
+        config = await self._calls.config(req, mutating=True)
+        try:
+            fleet = await self._views.ours(req.agent_id, fresh=True)
+        except VastError as exc:
+            raise vast_failure(exc) from None
+        return await self._renter.hold(
+            req, result, label, config=config, fleet=fleet, approved_dph=approved
+        )
 
     @activity.defn
     async def destroy_instance(self, req: FleetToolRequest) -> ToolResult:

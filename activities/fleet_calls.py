@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio.exceptions import ApplicationError
 
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
-from fleet_agent.store import Store, ToolCallRecord, ToolJournal
+from fleet_agent.store import CreateInFlight, Store, ToolCallRecord, ToolJournal
 
 from .fleet_results import replayed, slim, tool_result
 from .heartbeat import heartbeating
@@ -104,9 +104,21 @@ class ToolCalls:
             f"Nothing was {verb}."
         )
 
-    async def start(self, req: FleetToolRequest) -> None:
-        """Journal the call before it reaches vast.ai with a change."""
-        await asyncio.to_thread(self._journal.start, req, self._now())
+    async def start(self, req: FleetToolRequest, reserved_dph: float | None = None) -> None:
+        """Journal the call before it reaches vast.ai with a change; a create
+        holds `reserved_dph` against the caps until it has a result."""
+        await asyncio.to_thread(self._journal.start, req, self._now(), reserved_dph)
+
+    async def creates_in_flight(self, req: FleetToolRequest) -> list[CreateInFlight]:
+        """The agent's other create calls started and not finished (a run
+        that timed out may have left one still renting)."""
+        return await asyncio.to_thread(
+            self._journal.creates_in_flight, req.agent_id, self._now(), req.tool_use_id
+        )
+
+    async def creates_in_flight_of(self, agent_id: str) -> list[CreateInFlight]:
+        """Every create call of the agent started and not finished."""
+        return await asyncio.to_thread(self._journal.creates_in_flight, agent_id, self._now())
 
     async def finish(self, req: FleetToolRequest, result: ToolResult) -> ToolResult:
         """Record `result`; returns the recorded one (an earlier, overlapping

@@ -7,27 +7,39 @@ removed here, and the model is told which machine it has, whether another
 attempt of the same call rented it, and which duplicates were destroyed.
 The machine kept is opened in the spend ledger at once, and the result
 carries its $/hour (`dph_delta`).
+
+`Renter.hold` then holds the machine to the rules as they are once it
+exists: the price vast.ai bills it at (which may not be the offer's) against
+the caps and the price an operator approved, and a freeze that came while
+the rental was in flight. A machine that breaks them is destroyed at once,
+the model is told, and the worker's log and metrics alert the operator.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Sequence
 from typing import Literal
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from fleet_agent.fleet.drain import DRAIN_KEY_PURPOSE, drain_token
+from fleet_agent.fleet.guardrails import rented_refusal
 from fleet_agent.fleet.settle import Settled, settle_label
-from fleet_agent.models import FleetToolRequest, ToolResult
+from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
 from fleet_agent.prover import ProverSpec
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError, VastNotFound
-from fleet_agent.vast.models import Offer
+from fleet_agent.vast.models import Instance, Offer
 
 from .fleet_results import describe_machine, is_refusal, tool_result, vast_failure
 from .fleet_spend import SpendBook
 
 __all__ = ["Origin", "Renter", "offer_unavailable"]
+
+_log = logging.getLogger(__name__)
 
 #: How an attempt came to its label's machine (see `Renter.settle`).
 Origin = Literal["self", "lost_answer", "other"]
@@ -145,6 +157,56 @@ class Renter:
             dph = offer.dph_total
         return result.model_copy(update={"dph_delta": round(dph or 0.0, 6)})
 
+    async def hold(
+        self,
+        req: FleetToolRequest,
+        result: ToolResult,
+        label: str,
+        *,
+        config: AgentConfig,
+        fleet: Sequence[Instance],
+        approved_dph: float | None = None,
+    ) -> ToolResult:
+        """`result` if the call's machine may stay under `config` (the live
+        one, read after the rental) in `fleet` (listed after it); otherwise
+        the machine is destroyed and closed in the ledger, and the result
+        says why. A result that rented nothing is returned as it is."""
+        kept = next((i for i in fleet if i.label == label and not i.is_gone), None)
+        if not result.mutating or kept is None:
+            return result
+        if config.frozen:
+            why = "the agent was frozen while the rental was in flight"
+            kind = "frozen"
+        else:
+            why = rented_refusal(kept, fleet, config, approved_dph) or ""
+            kind = "price"
+        if not why:
+            return result
+        try:
+            # A machine already gone counts as destroyed (missing_ok).
+            await self._vast.destroy_instance(kept.id)
+        except VastError as exc:
+            # Retried: the next attempt finds the label and holds it again.
+            raise vast_failure(exc) from None
+        await self._spend.close(req.agent_id, kept.id, kept)
+        _log.error(
+            "operator alert: %s rented instance %s (label %s) and destroyed it at once: %s",
+            req.agent_id,
+            kept.id,
+            label,
+            why,
+        )
+        _count_undone(req.agent_id, kind)
+        return tool_result(
+            req,
+            f"Rented instance {kept.id} ({describe_machine(kept)}, label {label}), but {why}: "
+            "it was destroyed at once, and nothing of this call is left running. The "
+            "operator is alerted. Do not rent it again; search again if the fleet still "
+            "needs a machine.",
+            error=True,
+            mutating=True,
+        )
+
     async def _label_appears(self, label: str) -> bool:
         try:
             return await self.label_appears(label)
@@ -235,3 +297,15 @@ def _settled_result(
             f"call (found after a retry); nothing more was rented.{dup_note}"
         )
     return tool_result(req, text, mutating=True)
+
+
+def _count_undone(agent_id: str, kind: str) -> None:
+    """`fleet_rentals_undone_total`: rentals destroyed at once by `Renter.hold`
+    (`reason`: price or frozen), counted after the destroy."""
+    if not activity.in_activity():
+        return
+    activity.metric_meter().with_additional_attributes(
+        {"agent_id": agent_id, "reason": kind}
+    ).create_counter(
+        "fleet_rentals_undone", "rentals destroyed at once: over a price or under a freeze"
+    ).add(1)

@@ -13,9 +13,9 @@ import asyncio
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
-from fleet_agent.fleet.budget import budget_refusal
+from fleet_agent.fleet.budget import DAY, budget_refusal
 from fleet_agent.models import AgentConfig, SpendSummary
-from fleet_agent.store import SpendLedger, Store
+from fleet_agent.store import SpendLedger, Store, TrendReads
 from fleet_agent.vast.models import Instance
 
 __all__ = ["SpendBook"]
@@ -26,6 +26,7 @@ class SpendBook:
 
     def __init__(self, store: Store, clock: Callable[[], float]) -> None:
         self._ledger = SpendLedger(store)
+        self._hours = TrendReads(store)
         self._clock = clock
 
     def _now(self) -> datetime:
@@ -55,10 +56,25 @@ class SpendBook:
         return await asyncio.to_thread(self._ledger.dph_at, agent_id, hour_ago)
 
     async def budget_refusal(
-        self, agent_id: str, fleet: Iterable[Instance], offer_dph: float, config: AgentConfig
+        self,
+        agent_id: str,
+        fleet: Iterable[Instance],
+        offer_dph: float,
+        config: AgentConfig,
+        in_flight_dph: float = 0.0,
     ) -> str | None:
-        """Why renting at `offer_dph` would break `daily_budget_usd`, or None;
-        the listed fleet is accrued first, so today's spend is fresh."""
+        """Why renting at `offer_dph` would break `daily_budget_usd` over some
+        24 hours (fleet_agent/fleet/budget.py), or None; the listed fleet is
+        accrued first, so the spend is fresh."""
         await self.accrue(agent_id, fleet)
         spend = await self.summary(agent_id)
-        return budget_refusal(spend, offer_dph, config.daily_budget_usd)
+        now = spend.as_of
+        hours = await asyncio.to_thread(self._hours.spend_hours_since, agent_id, now - DAY)
+        return budget_refusal(
+            [(h.hour, h.usd) for h in hours],
+            now,
+            fleet_dph=spend.current_dph,
+            added_dph=offer_dph,
+            budget_usd=config.daily_budget_usd,
+            in_flight_dph=in_flight_dph,
+        )

@@ -6,6 +6,11 @@ none is left, destroying again what is still there; each destroyed machine
 is closed in the spend ledger (`closed`) at the time of its destroy. What it
 found first rides in the heartbeat details, so a retried attempt still
 reports the fleet and the $/h that the freeze stopped, not only what was left.
+
+A create that was journalled before the freeze may still be renting: with
+`destroy_all`, the stop also waits until no create of the agent is in
+flight (`flying`), destroying what they produce; the create itself reads
+the config once more before its rental and after it (activities/fleet.py).
 """
 
 from __future__ import annotations
@@ -26,12 +31,16 @@ from fleet_agent.vast.models import Instance
 from .fleet_results import vast_failure
 from .heartbeat import heartbeating
 
-__all__ = ["CHECK_EVERY_S", "GIVE_UP_AFTER_S", "FleetStopper"]
+__all__ = ["CHECK_EVERY_S", "CREATE_MAY_RUN_S", "GIVE_UP_AFTER_S", "FleetStopper"]
 
 #: Between two checks that the machines are gone, and how long one attempt
 #: keeps checking before it fails (Temporal retries it, without limit).
 CHECK_EVERY_S = 5.0
 GIVE_UP_AFTER_S = 180.0
+#: How long after its start a create may still be renting: its activity's
+#: start-to-close timeout (5 min, workflows/policies.py) and a minute more.
+#: Older journal rows without a result are attempts that died.
+CREATE_MAY_RUN_S = 360.0
 
 
 class FleetStopper:
@@ -42,10 +51,12 @@ class FleetStopper:
         vast: VastClient,
         ours: Callable[[str], Awaitable[list[Instance]]],
         closed: Callable[[str, int, Instance], Awaitable[None]],
+        flying: Callable[[str], Awaitable[int]],
     ) -> None:
         self._vast = vast
         self._ours = ours
         self._closed = closed
+        self._flying = flying
 
     async def _members(self, agent_id: str) -> list[Instance]:
         try:
@@ -69,7 +80,9 @@ class FleetStopper:
             if not req.destroy_all:
                 return report
             deadline = time.monotonic() + GIVE_UP_AFTER_S
-            while members:
+            destroyed = list(report.instances)
+            flying = await self._flying(req.agent_id)
+            while members or flying:
                 for inst in members:
                     try:
                         # A machine already gone counts as destroyed (missing_ok).
@@ -77,7 +90,12 @@ class FleetStopper:
                     except VastError as exc:
                         raise vast_failure(exc) from None
                     await self._closed(req.agent_id, inst.id, inst)
+                    if inst.id not in destroyed:
+                        destroyed.append(inst.id)
                 await asyncio.sleep(CHECK_EVERY_S)
+                # Creates first: one that finishes between the two reads has
+                # its machine in the listing that follows.
+                flying = await self._flying(req.agent_id)
                 members = await self._members(req.agent_id)
                 if members and time.monotonic() > deadline:
                     raise ApplicationError(
@@ -86,7 +104,7 @@ class FleetStopper:
                         type="FleetNotGone",
                     )
             return report.model_copy(
-                update={"destroyed": list(report.instances), "dph_stopped": report.fleet_dph}
+                update={"destroyed": destroyed, "dph_stopped": report.fleet_dph}
             )
 
 

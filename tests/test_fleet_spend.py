@@ -18,12 +18,11 @@ from temporalio.testing import ActivityEnvironment
 
 from activities import fleet_stop
 from activities.fleet import FleetActivities
-from fleet_agent.fleet.budget import budget_refusal, hours_to_midnight
+from fleet_agent.fleet.budget import budget_refusal
 from fleet_agent.models import (
     AgentConfig,
     ConfigPatch,
     PollRequest,
-    SpendSummary,
     StopFleetRequest,
 )
 from fleet_agent.settings import ProverSpec
@@ -120,16 +119,63 @@ def test_the_daily_budget_defaults_to_500_and_takes_0_and_integers() -> None:
     assert patched.daily_budget_usd == 1_000_000
 
 
-def test_the_budget_rule() -> None:
-    spend = SpendSummary(as_of=NOON + timedelta(hours=6), today_usd=10.0, current_dph=2.0)
-    assert hours_to_midnight(spend.as_of) == 6.0
-    assert hours_to_midnight(datetime(2026, 4, 2, tzinfo=UTC)) == 24.0
-    assert budget_refusal(spend, 1.0, 28.0) is None, "10 + 3 x 6 = 28 fits exactly"
-    refusal = budget_refusal(spend, 1.0, 27.99)
+def _hours(first: datetime, *usd: float) -> list[tuple[datetime, float]]:
+    """Ledger hours from `first` on, one `usd` figure each."""
+    return [(first + timedelta(hours=k), x) for k, x in enumerate(usd)]
+
+
+def test_the_budget_bounds_a_full_day_at_the_new_rate() -> None:
+    # No spend yet: the fleet with the offer must fit 24 hours of the budget,
+    # whatever the hour of the UTC day (the old rule projected to midnight only).
+    for now in (NOON, NOON + timedelta(hours=11)):  # noon, and 23:00 UTC
+        rule = partial(budget_refusal, [], now, fleet_dph=2.0, added_dph=1.0)
+        assert rule(budget_usd=72.0) is None, "(2 + 1) x 24 = 72 fits exactly"
+        refusal = rule(budget_usd=71.99)
+        assert refusal is not None and refusal.startswith("Refused by the daily budget")
+        for figure in ("fleet $2.000/h", "this offer $1.000/h", "× 24.00 h", "= $72.00"):
+            assert figure in refusal, refusal
+        assert "over daily_budget_usd=$71.99" in refusal and "Nothing was rented" in refusal
+
+
+def test_a_fleet_rented_at_23_utc_cannot_run_through_the_next_day_over_budget() -> None:
+    # The issue's case: at 23:00 with nothing spent, a $3/h offer on a $50
+    # budget. Projected to midnight it cost $3 and passed; a day of it is $72.
+    late = NOON + timedelta(hours=11)
+    refusal = budget_refusal([], late, fleet_dph=0.0, added_dph=3.0, budget_usd=50.0)
+    assert refusal is not None and "= $72.00" in refusal
+
+
+def test_spend_before_midnight_counts_in_the_window_across_it() -> None:
+    # $5/h from 20:00 to 02:00 across midnight ($30), nothing running at
+    # 03:00. A $1/h offer: the window from 20:00 holds $30 spent plus 17 h
+    # to come = $47. Today's spend alone (since 00:00: $10) would let it pass.
+    now = datetime(2026, 4, 2, 3, 0, tzinfo=UTC)
+    hours = _hours(datetime(2026, 4, 1, 20, 0, tzinfo=UTC), *[5.0] * 6)
+    rule = partial(budget_refusal, hours, now, fleet_dph=0.0, added_dph=1.0)
+    refusal = rule(budget_usd=46.99)
     assert refusal is not None
-    for figure in ("$10.00 spent today", "fleet $2.000/h", "this offer $1.000/h", "6.00 h"):
-        assert figure in refusal
-    assert "= $28.00, over daily_budget_usd=$27.99" in refusal and "Nothing was rented" in refusal
+    assert "from 2026-04-01 20:00 UTC, $30.00 spent since 20:00 UTC" in refusal, refusal
+    assert "× 17.00 h = $47.00" in refusal
+    assert rule(budget_usd=47.0) is None
+
+
+def test_the_budget_fails_closed_on_a_nan_figure_and_counts_creates_in_flight() -> None:
+    nan = float("nan")
+    assert budget_refusal([], NOON, fleet_dph=nan, added_dph=1.0, budget_usd=1e6) is not None
+    assert (
+        budget_refusal(
+            _hours(NOON, nan),
+            NOON + timedelta(minutes=30),
+            fleet_dph=0.0,
+            added_dph=0.0,
+            budget_usd=1e6,
+        )
+        is not None
+    )
+    rule = partial(budget_refusal, [], NOON, fleet_dph=1.0, added_dph=1.0, budget_usd=48.0)
+    assert rule() is None
+    flying = rule(in_flight_dph=0.5)
+    assert flying is not None and "creates in flight $0.500/h" in flying
 
 
 # ------------------------------------------------------------------ the tool
@@ -140,9 +186,9 @@ async def test_a_create_past_the_daily_budget_is_refused_with_the_figures(
 ) -> None:
     first, second = await _offers(tools, 2)
     dph = first["dph"]
-    # Twelve hours of the first machine fit; nothing more does, an hour later.
+    # A day of the first machine fits; nothing more does, an hour later.
     configs.config = AgentConfig(
-        min_release_age_minutes=0, daily_budget_usd=round(dph * 12 + 0.01, 4)
+        min_release_age_minutes=0, daily_budget_usd=round(dph * 24 + 0.01, 4)
     )
     made = await _create(tools, first["offer_id"])
     assert made.mutating and not made.is_error, made.content
@@ -152,10 +198,13 @@ async def test_a_create_past_the_daily_budget_is_refused_with_the_figures(
     assert refused.content.startswith("Refused by the daily budget"), refused.content
     assert "Nothing was rented" in refused.content
     (iid,) = sim.market.instance_ids()
-    spent_today = _charged(sim)[iid]  # rented at noon: all of it today
-    assert f"${spent_today:.2f} spent today" in refused.content, (spent_today, refused.content)
-    assert f"this offer ${second['dph']:.3f}/h" in refused.content
-    assert "11.00 h until midnight UTC" in refused.content
+    # The worst window starts at the rental: its first hour (with the
+    # parameters' download) spent, then the fleet with the offer for 23 h.
+    spent = _charged(sim)[iid]
+    assert spent > dph  # the download is billed on top of the hour
+    assert f"from 2026-04-01 12:00 UTC, ${spent:.2f} spent since 12:00 UTC" in refused.content
+    assert f" + this offer ${second['dph']:.3f}/h) × 23.00 h" in refused.content
+    assert "bounds any 24 hours" in refused.content
     # Raised by the operator: the same offer is rented.
     configs.config = AgentConfig(min_release_age_minutes=0, daily_budget_usd=500)
     assert (await _create(tools, second["offer_id"])).mutating

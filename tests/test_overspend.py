@@ -29,7 +29,7 @@ from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, json_rows, running_worker, status, tool_request
 from workflows import FleetAgentWorkflow
 
-START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # 12 h to midnight UTC
+START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 NOOP = 'Nothing to do.\n<verdict>{"action": false, "state_changed": false}</verdict>'
 DONE = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
 Agent = WorkflowHandle[FleetAgentWorkflow, None]
@@ -136,8 +136,9 @@ async def test_the_model_cannot_overspend_and_the_ledger_matches_the_bill(
     )
     offers = json_rows(found.content)
     dph = [float(o["dph"]) for o in offers]
-    # Two cheap machines fit today's budget, a third does not (12 h to midnight).
-    budget = (dph[0] + dph[1]) * 12 + dph[2] * 6
+    # A day of two cheap machines fits the budget; a day of a third does not
+    # (the budget bounds any 24 hours: half a day of it is all that is left).
+    budget = (dph[0] + dph[1]) * 24 + dph[2] * 12
     # The approval threshold sits just above what the cheap machines cost.
     threshold = round(max(dph) * 1.05, 2)
     spender = Spender()

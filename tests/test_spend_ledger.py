@@ -76,6 +76,17 @@ def test_a_machine_first_seen_late_is_billed_from_its_start(store: Store) -> Non
     assert ledger.summary(AGENT, datetime(2026, 5, 2, tzinfo=UTC)).month_usd == 0.0
 
 
+def test_a_row_without_a_price_keeps_the_machines_last_rate(store: Store) -> None:
+    # Prices fail closed (issue 42): a listing whose row lost its price, or
+    # gives a negative or NaN one, is never billed as $0.
+    ledger = SpendLedger(store)
+    ledger.accrue(AGENT, [_inst(7, dph=2.0)], T0)
+    for k, odd in enumerate((None, -1.0, float("nan")), start=1):
+        ledger.accrue(AGENT, [_inst(7, dph=odd)], T0 + timedelta(hours=k))  # type: ignore[arg-type]
+    assert _usd(ledger) == {7: pytest.approx(6.0)}
+    assert ledger.summary(AGENT, T0 + timedelta(hours=3)).current_dph == 2.0
+
+
 def test_stopped_machines_bill_storage_and_traffic_is_billed_per_gb(store: Store) -> None:
     ledger = SpendLedger(store)
     kb = 10 * KB_PER_GB

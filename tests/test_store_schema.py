@@ -402,6 +402,32 @@ def test_a_version_5_store_gains_the_thinking_tokens_of_its_runs(backend: Backen
     assert store.llm_totals("a").usage.thinking_tokens == 700
 
 
+def test_a_version_6_store_gains_the_price_of_creates_in_flight(backend: Backend) -> None:
+    # A version 6 store: today's, less the column version 7 adds, with a
+    # create in flight in its journal.
+    store = backend.store()
+    store.create_all()
+    with store.engine.begin() as conn:
+        conn.execute(text("ALTER TABLE fa_tool_calls DROP COLUMN reserved_dph"))
+        conn.execute(text("UPDATE fa_meta SET value = '6'"))
+        conn.execute(
+            text(
+                "INSERT INTO fa_tool_calls (agent_id, tool_use_id, run, round, name, "
+                "input_json, status, result_json, started_at) VALUES ('a', 'toolu_1', 3, 1, "
+                "'create_instance', '{}', 'started', '', :t)"
+            ),
+            {"t": T0},
+        )
+    store.dispose()
+    store = backend.store()
+    assert store.condition().version == 6
+
+    assert store.create_all() == 6
+    assert store.condition().version == SCHEMA_VERSION
+    (old,) = ToolJournal(store).creates_in_flight("a", T0)
+    assert (old.tool_use_id, old.run, old.reserved_dph) == ("toolu_1", 3, None)
+
+
 def test_a_newer_store_is_refused_untouched(backend: Backend) -> None:
     store = backend.store()
     store.create_all()

@@ -76,6 +76,11 @@ __all__ = ["AgentRunWorkflow"]
 # Histories recorded before a reply that filled the context window was its
 # own case took it as a truncation.
 WINDOW_FOLD_PATCH = "context-window-fold"
+# Histories recorded before an approval carried its price: the grant went to
+# the tool without it, and a second ask was a denial.
+APPROVED_PRICE_PATCH = "approval-carries-price"
+#: How often one tool call may ask an operator (its price rising each time).
+MAX_ASKS_PER_CALL = 3
 
 
 @workflow.defn
@@ -296,16 +301,25 @@ class AgentRunWorkflow:
         # The change needs an operator's say: ask, wait, then call again
         # with the decision (the tool still checks every other guardrail).
         pending_step = self._step
-        self._step = f"waiting for an operator's approval of {tool_summary(call)}"
-        decision = await self._approvals.ask(call, outcome.approval)
-        self._step = pending_step
-        if not decision.approve:
-            return not_approved(call, decision, outcome.approval.reason)
-        outcome = await self._fleet_call(rnd, call, result, decision)
-        if outcome.approval is not None:  # a tool that ignored the grant: never act on it
-            return not_approved(call, decision, outcome.approval.reason)
-        # The note goes before the journalled text when the round is stored.
-        return outcome.model_copy(update={"preface": approved_note(decision)})
+        for asked in range(1, MAX_ASKS_PER_CALL + 1):
+            ask = outcome.approval
+            self._step = f"waiting for an operator's approval of {tool_summary(call)}"
+            decision = await self._approvals.ask(call, ask)
+            self._step = pending_step
+            if not decision.approve:
+                return not_approved(call, decision, ask.reason)
+            # The grant names the price approved: a create whose offer costs
+            # more by now asks again rather than renting (issue 42).
+            priced = workflow.patched(APPROVED_PRICE_PATCH)
+            grant = decision.model_copy(update={"approved_dph": ask.dph}) if priced else decision
+            outcome = await self._fleet_call(rnd, call, result, grant)
+            if outcome.approval is None:
+                # The note goes before the journalled text when the round is stored.
+                return outcome.model_copy(update={"preface": approved_note(decision)})
+            if not priced or asked == MAX_ASKS_PER_CALL:
+                break  # a tool that asks again and again: never act on it
+        assert outcome.approval is not None
+        return not_approved(call, decision, outcome.approval.reason)
 
     async def _fleet_call(
         self, rnd: int, call: ToolCall, result: RunResult, grant: ApprovalDecision | None = None

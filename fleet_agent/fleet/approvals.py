@@ -39,13 +39,14 @@ def create_gate(
     if config.approval_mode == "off":
         return Gate()
     reasons = []
-    if offer_dph > config.approval_above_dph:
+    # Written `not (x <= limit)`: a NaN asks (prices fail closed).
+    if not offer_dph <= config.approval_above_dph:
         reasons.append(
             f"the offer costs ${offer_dph:.3f}/h, above approval_above_dph "
             f"${config.approval_above_dph:g}/h"
         )
     increase = fleet_dph + offer_dph - fleet_dph_hour_ago
-    if increase > config.approval_above_fleet_dph_increase:
+    if not increase <= config.approval_above_fleet_dph_increase:
         reasons.append(
             f"the fleet would cost ${fleet_dph + offer_dph:.2f}/h, ${increase:.2f}/h more than "
             f"an hour ago (approval_above_fleet_dph_increase "

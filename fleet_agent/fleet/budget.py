@@ -1,40 +1,98 @@
 """The daily budget, enforced at the create tool (`daily_budget_usd`).
 
-A create is refused when what was spent today (UTC) plus what the fleet would
-cost until midnight UTC at its current $/hour, with the offer added, would
-exceed the budget. The refusal gives the model the figures.
+The budget bounds every 24 hours, not the UTC day: a create is refused when
+some 24-hour window that holds the present would cost more than the budget,
+counting what was spent in its past part and, for its future part, the
+fleet's $/hour with the offer and the creates in flight added. The window
+that starts now is the fleet running a full day at that rate, so a fleet
+rented at 23:00 cannot run through the next day above the budget; a window
+that started earlier also holds the spend since its start. Within a ledger
+hour, spend is taken as spread evenly. The refusal gives the model the
+figures of the worst window.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from fleet_agent.models import SpendSummary
+__all__ = ["DAY", "budget_refusal", "worst_window"]
 
-__all__ = ["budget_refusal", "hours_to_midnight"]
+DAY = timedelta(hours=24)
+_HOUR = timedelta(hours=1)
 
 
-def hours_to_midnight(now: datetime) -> float:
-    """Hours from `now` to the next midnight UTC (24 at midnight itself)."""
+def _spent_since(hours: Sequence[tuple[datetime, float]], start: datetime, now: datetime) -> float:
+    """What the ledger's `hours` (UTC hour, $) hold of [start, now]: each
+    hour's spend spread over the part of it before now."""
+    total = 0.0
+    for hour, usd in hours:
+        end = min(hour + _HOUR, now)
+        span = (end - hour).total_seconds()
+        if span <= 0:
+            continue
+        overlap = (end - max(hour, start)).total_seconds()
+        if overlap > 0:
+            total += usd * overlap / span
+    return total
+
+
+def worst_window(
+    hours: Sequence[tuple[datetime, float]], now: datetime, dph: float
+) -> tuple[datetime, float, float]:
+    """(start, $ spent since the start, $ to come at `dph`) of the costliest
+    24-hour window that holds `now`. The total is piecewise linear in the
+    start, so it peaks at the window's ends or at an hour boundary."""
     now = now.astimezone(UTC)
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
-    return (midnight - now).total_seconds() / 3600.0
+    earliest = now - DAY
+    starts = {earliest, now}
+    first = earliest.replace(minute=0, second=0, microsecond=0)
+    while first <= now:
+        if first > earliest:
+            starts.add(first)
+        first += _HOUR
+    best: tuple[datetime, float, float] | None = None
+    for start in sorted(starts):
+        spent = _spent_since(hours, start, now)
+        to_come = dph * (start + DAY - now).total_seconds() / 3600.0
+        if best is None or spent + to_come > best[1] + best[2]:
+            best = (start, spent, to_come)
+    assert best is not None
+    return best
 
 
-def budget_refusal(spend: SpendSummary, offer_dph: float, budget_usd: float) -> str | None:
-    """Why renting an offer of `offer_dph` would break the daily budget, or None.
+def budget_refusal(
+    hours: Sequence[tuple[datetime, float]],
+    now: datetime,
+    *,
+    fleet_dph: float,
+    added_dph: float,
+    budget_usd: float,
+    in_flight_dph: float = 0.0,
+) -> str | None:
+    """Why renting `added_dph` more would break the daily budget, or None.
 
-    `spend` must be fresh: accrued up to its `as_of`, which is taken as now.
+    `hours`: the ledger's spend per UTC hour over the last day, accrued up
+    to `now`; `fleet_dph`: what the fleet bills now; `in_flight_dph`: creates
+    started and not finished.
     """
-    hours = hours_to_midnight(spend.as_of)
-    fleet_dph = spend.current_dph
-    projected = spend.today_usd + (fleet_dph + offer_dph) * hours
-    if projected <= budget_usd:
+    rate = fleet_dph + in_flight_dph + added_dph
+    start, spent, to_come = worst_window(hours, now, rate)
+    total = spent + to_come
+    if total <= budget_usd:
         return None
+    left = (start + DAY - now).total_seconds() / 3600.0
+    flying = f" + creates in flight ${in_flight_dph:.3f}/h" if in_flight_dph else ""
+    rates = f"(fleet ${fleet_dph:.3f}/h{flying} + this offer ${added_dph:.3f}/h)"
+    past = (
+        f"${spent:.2f} spent since {start:%H:%M} UTC plus "
+        if (now - start).total_seconds() >= 60
+        else ""
+    )
     return (
-        f"Refused by the daily budget: ${spend.today_usd:.2f} spent today (UTC) plus "
-        f"(fleet ${fleet_dph:.3f}/h + this offer ${offer_dph:.3f}/h) × {hours:.2f} h until "
-        f"midnight UTC = ${projected:.2f}, over daily_budget_usd=${budget_usd:.2f}. "
-        "Nothing was rented. A cheaper offer may fit; otherwise the fleet must wait for "
-        "the next UTC day or the operator must raise the budget."
+        f"Refused by the daily budget: over the 24 hours from {start:%Y-%m-%d %H:%M} UTC, "
+        f"{past}{rates} × {left:.2f} h = ${total:.2f}, over daily_budget_usd=${budget_usd:.2f} "
+        "(the budget bounds any 24 hours). Nothing was rented. A cheaper offer may fit; "
+        "otherwise the fleet must wait for earlier spend to leave the 24-hour window, or "
+        "the operator must raise the budget."
     )

@@ -6,18 +6,36 @@ and nothing is rented. The same limits are pushed into the offer search
 (fleet_agent/fleet/offer_query.py); checking them again here keeps an offer
 the service let through (a filter it ignored, a price that moved, an offer
 looked up by id for a create) from being rented.
+
+Prices fail closed: every comparison is written `not (price <= cap)`, so a
+NaN is over any cap, and a machine whose price is missing or negative counts
+at the per-instance cap. Creates in flight (`reserved`: journalled, no
+result yet, machine not listed) count against every cap as if rented.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from fleet_agent.capacity import min_cuda
 from fleet_agent.models import AgentConfig
 from fleet_agent.prover import ProverSpec
 from fleet_agent.vast.models import Instance, Offer
 
-__all__ = ["gpu_allowed", "machine_refusal", "offer_refusal", "rent_refusal"]
+__all__ = [
+    "above_approved",
+    "fleet_dph",
+    "gpu_allowed",
+    "machine_refusal",
+    "offer_refusal",
+    "rent_refusal",
+    "rented_refusal",
+]
 
 _UNVERIFIED = frozenset({"unverified", "deverified"})
+#: A rented machine's price may round differently from the offer an
+#: operator approved: 1 % over it is the same price, more is a rise.
+_APPROVED_SLACK = 1.01
 
 
 def gpu_allowed(gpu_name: str, allowed: list[str]) -> bool:
@@ -32,7 +50,7 @@ def offer_refusal(
     """Why this offer may never be rented under `config` (and by `prover`), or None."""
     if not gpu_allowed(offer.gpu_name, config.allowed_gpus):
         return f"GPU {offer.gpu_name!r} is not allowed (allowed: {', '.join(config.allowed_gpus)})"
-    if offer.dph_total > config.max_instance_dph:
+    if not offer.dph_total <= config.max_instance_dph:
         return (
             f"offer costs ${offer.dph_total:.3f}/h, over the ${config.max_instance_dph:g}/h "
             "per-instance cap"
@@ -96,15 +114,30 @@ def machine_refusal(offer: Offer, prover: ProverSpec) -> str | None:
     return None
 
 
-def fleet_dph(fleet: list[Instance]) -> float:
-    """What `fleet` bills per hour (dead, stopped and frozen machines included)."""
-    return sum(i.dph_total or 0.0 for i in fleet if not i.is_gone)
+def _priced(dph: float | None) -> bool:
+    return dph is not None and 0.0 <= dph < float("inf")
+
+
+def fleet_dph(fleet: Sequence[Instance], *, unpriced: float) -> float:
+    """What `fleet` bills per hour (dead, stopped and frozen machines
+    included); a machine whose row states no usable price counts `unpriced`."""
+    return sum(
+        i.dph_total if i.dph_total is not None and _priced(i.dph_total) else unpriced
+        for i in fleet
+        if not i.is_gone
+    )
 
 
 def rent_refusal(
-    offer: Offer, fleet: list[Instance], config: AgentConfig, prover: ProverSpec | None = None
+    offer: Offer,
+    fleet: Sequence[Instance],
+    config: AgentConfig,
+    prover: ProverSpec | None = None,
+    *,
+    reserved: Sequence[float] = (),
 ) -> str | None:
-    """Why renting `offer` now, next to this agent's `fleet`, is refused, or None.
+    """Why renting `offer` now, next to this agent's `fleet` and the creates
+    in flight (`reserved`, their $/h), is refused, or None.
 
     `fleet` holds no destroyed rows (`VastClient.list_instances` leaves them
     out); dead, stopped and frozen machines count, as vast.ai still bills them.
@@ -112,12 +145,47 @@ def rent_refusal(
     reason = offer_refusal(offer, config, prover)
     if reason is not None:
         return reason
-    if len(fleet) + 1 > config.max_instances:
-        return f"the fleet already has {len(fleet)} instances (cap {config.max_instances})"
-    spend = fleet_dph(fleet)
-    if spend + offer.dph_total > config.max_fleet_dph:
+    flying = f", {len(reserved)} more being rented" if reserved else ""
+    if not len(fleet) + len(reserved) + 1 <= config.max_instances:
+        return f"the fleet already has {len(fleet)} instances{flying} (cap {config.max_instances})"
+    spend = fleet_dph(fleet, unpriced=config.max_instance_dph) + sum(reserved)
+    if not spend + offer.dph_total <= config.max_fleet_dph:
         return (
-            f"fleet spend would be ${spend + offer.dph_total:.2f}/h, over the "
-            f"${config.max_fleet_dph:g}/h cap"
+            f"fleet spend would be ${spend + offer.dph_total:.2f}/h{flying}, "
+            f"over the ${config.max_fleet_dph:g}/h cap"
+        )
+    return None
+
+
+def above_approved(dph: float, approved_dph: float) -> bool:
+    """Whether `dph` is a higher price than the `approved_dph` an operator
+    approved (rounding aside); a NaN is."""
+    return not dph <= approved_dph * _APPROVED_SLACK
+
+
+def rented_refusal(
+    rented: Instance,
+    fleet: Sequence[Instance],
+    config: AgentConfig,
+    approved_dph: float | None = None,
+) -> str | None:
+    """Why the machine just rented may not stay, by the price vast.ai bills
+    it at (`dph_total` of its row, which may differ from the offer's), or
+    None. `fleet`: the agent's machines as listed now, `rented` among them;
+    `approved_dph`: the $/h an operator approved for this call."""
+    dph = rented.dph_total
+    if dph is None or not _priced(dph):
+        return "vast.ai states no usable price for it"
+    if not dph <= config.max_instance_dph:
+        return (
+            f"it is billed ${dph:.3f}/h, over the ${config.max_instance_dph:g}/h per-instance cap"
+        )
+    if approved_dph is not None and above_approved(dph, approved_dph):
+        return f"it is billed ${dph:.3f}/h, above the ${approved_dph:.3f}/h an operator approved"
+    others = [i for i in fleet if i.id != rented.id]
+    total = fleet_dph(others, unpriced=config.max_instance_dph) + dph
+    if not total <= config.max_fleet_dph:
+        return (
+            f"the fleet is billed ${total:.2f}/h with it, over the ${config.max_fleet_dph:g}/h cap"
         )
     return None

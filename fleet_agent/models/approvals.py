@@ -88,6 +88,10 @@ class ApprovalDecision(BaseModel):
     author: str = "operator"
     at: datetime
     by: str = "operator"  # operator | freeze | timeout
+    #: The $/h of the change the operator approved (the ask's `dph`), set by
+    #: the run when it calls the tool again: a create whose offer costs more
+    #: by then asks again instead of renting.
+    approved_dph: float | None = None
 
 
 class ApprovalClosed(BaseModel):

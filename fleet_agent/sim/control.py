@@ -117,6 +117,19 @@ class MarketControls(MarketState):
         m.advance_to(now, env)
         return True
 
+    def reprice_offer(self, offer_id: int, factor: float) -> bool:
+        """The host changes its ask: the offer's GPU price times `factor`, for
+        every search and rental from now on. False: the offer is not listed."""
+        if not factor > 0:
+            raise ValueError("factor must be > 0")
+        with self.lock:
+            self._sync()
+            offer = self._offers.get(offer_id)
+            if offer is None:
+                return False
+            offer.fields["dph_base"] = round(offer.fields["dph_base"] * factor, 6)
+            return True
+
     def prover_fault(self, instance_id: int, kind: str) -> bool:
         """A CUDA error, an OOM kill or a stuck prover now; False unless proving."""
         if kind not in PROVER_FAULTS:

@@ -34,6 +34,12 @@ class Faults:
     create_delay_next: int = 0
     create_delay_rate: float = 0.0
     create_delay_seconds: float = 10.0
+    #: The host reprices between search and rental: the machine is rented at
+    #: `price_rise_factor` times the GPU price its offer listed (an ask's
+    #: price is the host's to set; the rental takes the price of the moment).
+    price_rise_next: int = 0
+    price_rise_rate: float = 0.0
+    price_rise_factor: float = 1.5
     #: Plain-text 429 "API requests too frequent" on any API request (a burst of N).
     rate_limit_next: int = 0
     rate_limit_rate: float = 0.0

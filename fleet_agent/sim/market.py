@@ -126,6 +126,7 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
             "create_errors": 0,
             "create_hangs": 0,
             "create_delays": 0,
+            "price_rises": 0,
             "destroys": 0,
             "destroys_mid_proof": 0,
             "proofs_lost_to_destroys": 0,
@@ -317,9 +318,13 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
                 disk_gb=request["disk"],
                 starts_prover=starts_prover(request["runtype"], request["onstart"]),
             )
+            billed = dict(fields)
+            if self._fault("price_rise", rolls):
+                billed["dph_base"] = round(fields["dph_base"] * self.faults.price_rise_factor, 6)
+                self.counters["price_rises"] += 1
             inst = SimInstance(
                 id=instance_id,
-                offer=dict(fields),
+                offer=billed,
                 machine=machine,
                 label=request["label"],
                 onstart=request["onstart"],

@@ -7,7 +7,7 @@ from .engine import create_engine_for, default_database_url, redacted_url
 from .fleet_snapshots import FleetSnapshots, StoredSnapshot
 from .guard import NEW_STORE_ENV, NEW_STORE_FLAG, StoreRefused, store_refusal
 from .hosts import FailedHost, FailedHosts
-from .journal import ToolCallRecord, ToolCallStatus, ToolJournal
+from .journal import CreateInFlight, ToolCallRecord, ToolCallStatus, ToolJournal
 from .provers import ProverTracks
 from .records import HistoryEntry, MessageRecord, RunRecord, SessionRecord, StoreCondition
 from .schema import SCHEMA_VERSION, SchemaError
@@ -20,6 +20,7 @@ __all__ = [
     "NEW_STORE_ENV",
     "NEW_STORE_FLAG",
     "SCHEMA_VERSION",
+    "CreateInFlight",
     "FailedHost",
     "FailedHosts",
     "FleetSnapshots",

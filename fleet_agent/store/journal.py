@@ -29,7 +29,7 @@ from .store import Store
 from .tables import ToolCallRow, table_of
 from .timestamps import require_aware
 
-__all__ = ["ToolCallRecord", "ToolCallStatus", "ToolJournal"]
+__all__ = ["IN_FLIGHT_MAX", "CreateInFlight", "ToolCallRecord", "ToolCallStatus", "ToolJournal"]
 
 ToolCallStatus = Literal["started", "done"]
 
@@ -55,6 +55,19 @@ class ToolCallRecord(BaseModel):
     finished_at: datetime | None
 
 
+class CreateInFlight(BaseModel):
+    """A create call journalled as started, with no result yet: its machine
+    may appear at any moment, so it holds its price against the caps."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool_use_id: str
+    run: int
+    #: The price it was started at; None for a call journalled before schema 7.
+    reserved_dph: float | None
+    started_at: datetime
+
+
 class ToolJournal:
     """Reads and writes `fa_tool_calls` through a `Store`'s engine (synchronous)."""
 
@@ -68,12 +81,47 @@ class ToolJournal:
         with self._engine.connect() as conn:
             return self._get(conn, agent_id, tool_use_id)
 
-    def start(self, call: FleetToolRequest, at: datetime) -> ToolCallRecord:
+    def start(
+        self, call: FleetToolRequest, at: datetime, reserved_dph: float | None = None
+    ) -> ToolCallRecord:
         """Record that `call` is about to act on the fleet; returns the row as
-        stored. A repeat (retry, overlapping attempt) keeps the first row."""
+        stored. A repeat (retry, overlapping attempt) keeps the first row.
+        `reserved_dph`: a create's price, held against the caps until it ends."""
         with self._engine.begin() as conn:
-            self._insert_row(conn, call, "started", None, require_aware(at, "at"))
+            self._insert_row(
+                conn, call, "started", None, require_aware(at, "at"), reserved_dph=reserved_dph
+            )
             return self._must_get(conn, call)
+
+    def creates_in_flight(
+        self, agent_id: str, now: datetime, except_call: str = ""
+    ) -> list[CreateInFlight]:
+        """This agent's create calls started less than IN_FLIGHT_MAX before
+        `now` with no result yet, oldest first; `except_call` left out."""
+        now = require_aware(now, "now")
+        table = table_of(ToolCallRow)
+        stmt = (
+            select(table.c.tool_use_id, table.c.run, table.c.reserved_dph, table.c.started_at)
+            .where(
+                table.c.agent_id == agent_id,
+                table.c.name == "create_instance",
+                table.c.status == "started",
+                table.c.tool_use_id != except_call,
+                table.c.started_at >= now - IN_FLIGHT_MAX,
+            )
+            .order_by(table.c.started_at)
+        )
+        with self._engine.connect() as conn:
+            rows = conn.execute(stmt).all()
+        return [
+            CreateInFlight(
+                tool_use_id=r.tool_use_id,
+                run=r.run,
+                reserved_dph=r.reserved_dph,
+                started_at=_aware(r.started_at),
+            )
+            for r in rows
+        ]
 
     def finish(self, call: FleetToolRequest, result: ToolResult, at: datetime) -> ToolCallRecord:
         """Record `call`'s result (with no `start` before it, for read-only
@@ -185,6 +233,8 @@ class ToolJournal:
         status: ToolCallStatus,
         result_json: str | None,
         at: datetime,
+        *,
+        reserved_dph: float | None = None,
     ) -> None:
         stmt = (
             self._insert(table_of(ToolCallRow))
@@ -197,6 +247,7 @@ class ToolJournal:
                 input_json=json.dumps(call.input, sort_keys=True, default=str),
                 status=status,
                 result_json=result_json or "",
+                reserved_dph=reserved_dph,
                 started_at=at,
                 finished_at=at if status == "done" else None,
             )

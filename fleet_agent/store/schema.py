@@ -13,6 +13,8 @@ Versions:
 5. `fa_tool_calls` gains the index `ix_fa_tool_calls_agent_name_run`.
 6. `fa_runs` gains `thinking_tokens` (default 0): the part of the run's
    output tokens its model spent thinking.
+7. `fa_tool_calls` gains `reserved_dph` (NULL): the price a create holds
+   against the caps while it is in flight.
 
 A table that is only added (no change to an existing one) needs no new
 version: `upgrade` creates every missing table of the current metadata.
@@ -38,7 +40,7 @@ from .tables import (
 
 __all__ = ["SCHEMA_VERSION", "SchemaError", "read_version", "upgrade"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 VERSION_KEY = "schema_version"
 
 # Tables of version 1: a database with any of them and no fa_meta is version 1.
@@ -201,6 +203,16 @@ def _v5_to_v6(conn: Connection) -> None:
     )
 
 
+def _v6_to_v7(conn: Connection) -> None:
+    """fa_tool_calls: add `reserved_dph`, NULL for the existing rows (a call
+    from before holds the per-instance cap while in flight)."""
+    if TOOL_CALLS_TABLE not in inspect(conn).get_table_names():
+        return  # create_all makes it at the current version
+    if "reserved_dph" in {c["name"] for c in inspect(conn).get_columns(TOOL_CALLS_TABLE)}:
+        return
+    conn.exec_driver_sql("ALTER TABLE fa_tool_calls ADD COLUMN reserved_dph FLOAT")
+
+
 # _MIGRATIONS[n] takes a database from version n to n + 1.
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
@@ -208,4 +220,5 @@ _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }

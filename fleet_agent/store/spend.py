@@ -185,7 +185,10 @@ class SpendLedger(SpendReads):
         d_down = down - row.inet_down_billed if down >= row.inet_down_billed else down
         d_up = up - row.inet_up_billed if up >= row.inet_up_billed else up
         traffic = traffic_usd(inst, d_down, d_up)
-        rate = billed_dph(inst)
+        # A row without a usable price keeps the machine's last rate: read
+        # as $0 it would hide spend from the budget (prices fail closed).
+        priced = inst.dph_total is not None and inst.dph_total >= 0
+        rate = billed_dph(inst) if priced else row.dph
         usd = rate * (end - old).total_seconds() / 3600.0
         done = self._move(
             conn,
@@ -195,7 +198,7 @@ class SpendLedger(SpendReads):
             ended_at=None,  # a machine closed as vanished and listed again is open again
             closed_by="",
             dph=rate,
-            dph_total=float(inst.dph_total or 0.0),
+            dph_total=inst.dph_total if inst.dph_total is not None and priced else row.dph_total,
             inet_down_billed=down,
             inet_up_billed=up,
             usd=row.usd + usd + traffic,

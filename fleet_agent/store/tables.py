@@ -192,6 +192,9 @@ class ToolCallRow(SQLModel, table=True):
     input_json: str = Field(default="{}", sa_type=Text)
     status: str  # 'started' | 'done'
     result_json: str = Field(default="", sa_type=Text)  # a ToolResult once done
+    # A create's price, $/h, held against the caps while it is in flight
+    # (ToolJournal.creates_in_flight). Schema 7.
+    reserved_dph: float | None = None
     started_at: datetime = Field(sa_type=UTCDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
