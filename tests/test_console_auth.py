@@ -349,6 +349,18 @@ def _console_argv(port: int) -> list[str]:
     return [sys.executable, "-c", code, "console", "--host", "0.0.0.0", "--port", str(port)]
 
 
+async def _stop(proc: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
+    """Ctrl-C, as an operator stops it; killed if it does not stop."""
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        return await asyncio.wait_for(proc.communicate(), timeout=30)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+
+
 async def _served(port: int, **headers: str) -> int:
     async def answered() -> int | None:
         try:
@@ -374,7 +386,12 @@ async def test_bound_beyond_loopback_without_a_token_or_terminal_it_does_not_sta
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    finally:
+        if proc.returncode is None:  # it started serving: end it, then fail
+            proc.kill()
+            await proc.wait()
     assert proc.returncode == 1, (out, err)
     assert "the console bound to 0.0.0.0 needs a token: set CONSOLE_TOKEN" in err.decode()
     with socket.socket() as probe:  # nothing listens
@@ -397,8 +414,7 @@ async def test_bound_beyond_loopback_with_console_token_it_needs_that_token(
         assert await _served(port, Authorization=f"Bearer {BOB}") == 401
         assert await _served(port, Authorization=f"Bearer {ALICE}") in (200, 503)
     finally:
-        proc.send_signal(signal.SIGINT)
-        out, err = await asyncio.wait_for(proc.communicate(), timeout=30)
+        out, err = await _stop(proc)
     assert ALICE not in out.decode() + err.decode(), "a configured token is never printed"
 
 
@@ -433,6 +449,5 @@ async def test_bound_beyond_loopback_in_a_terminal_it_prints_a_token_once(
         assert await _served(port, Authorization=f"Bearer {token}") in (200, 503)
         assert printed.decode().count(token) == 2  # the URL and the header, once each
     finally:
-        proc.send_signal(signal.SIGINT)
-        await asyncio.wait_for(proc.wait(), timeout=30)
+        await _stop(proc)
         os.close(main)
