@@ -98,7 +98,7 @@ async def test_ask_prints_the_answer_of_the_run_that_took_the_message_in(
     assert waited.code == 0, waited
     answer = json.loads(waited.out)
     assert answer["run"] > run and answer["status"] == "ok" and answer["finished"] is True
-    assert "operator: noted — “and now?”" in answer["text"]
+    assert f"{os_identity()}: noted — “and now?”" in answer["text"]
     assert answer["message_id"].startswith("m-") and answer["agent_id"] == agent
 
 
