@@ -47,7 +47,7 @@ def payload(model: type[BaseModel], what: str, **fields: Any) -> dict[str, Any]:
     return given
 
 
-async def send_plain_message(agent: AgentClient, text: str, author: str | None) -> bool:
+async def send_plain_message(agent: AgentClient, text: str, author: str) -> bool:
     """Signal `human_message` without a message id (starting the agent if it
     is not running); True if it was started. No id, so a worker of the
     previous version still takes it (docs/DECISIONS.md, "Operating it every
@@ -89,7 +89,7 @@ async def cancel_wake(agent: AgentClient, wake_id: str) -> None:
 
 
 async def decide_approval(
-    agent: AgentClient, approval_id: str, approve: bool, note: str | None, author: str | None
+    agent: AgentClient, approval_id: str, approve: bool, note: str | None, author: str
 ) -> ApprovalOutcome:
     """The `decide_approval` update; the workflow refuses an unknown ID (a `CliError`)."""
     request = payload(
@@ -98,6 +98,6 @@ async def decide_approval(
         approval_id=approval_id,
         approve=approve,
         note=note or "",
-        **({"author": author} if author is not None else {}),
+        author=author,
     )
     return await agent.decide_approval(request)

@@ -100,12 +100,10 @@ def new_message_id() -> str:
     return f"m-{uuid.uuid4().hex}"
 
 
-def checked_message(text: str, author: str | None, message_id: str) -> dict[str, str]:
+def checked_message(text: str, author: str, message_id: str) -> dict[str, str]:
     """The `human_message` argument, validated as the workflow will (a bad one
     would only be recorded in its `rejected` list). Raises `UsageError`."""
-    arg = {"text": text, "message_id": message_id}
-    if author is not None:
-        arg["author"] = author
+    arg = {"text": text, "author": author, "message_id": message_id}
     try:
         HumanMessage.model_validate(arg)
     except ValidationError as exc:
@@ -114,7 +112,7 @@ def checked_message(text: str, author: str | None, message_id: str) -> dict[str,
 
 
 async def send_message(
-    agent: AgentClient, text: str, author: str | None = None, *, message_id: str | None = None
+    agent: AgentClient, text: str, author: str, *, message_id: str | None = None
 ) -> SentMessage:
     """Signal `human_message` with an id (starting the agent if it is not
     running: Temporal signal-with-start) and check the agent did not refuse

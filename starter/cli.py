@@ -5,6 +5,8 @@ Agent commands (here) talk to Temporal (TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE
 `show-run` and `session` read the store (FLEET_DATABASE_URL;
 starter/cli_store.py); `worker`, `sim`, `up` and `console` run services
 (starter/cli_services.py); the options they share are in cli_options.py.
+Every message and decision is sent as the OS account running the command,
+``user@host`` (starter/identity.py): there is no --author.
 Errors end with one line on stderr: exit code 2 for a wrong command line, 1
 for an operational failure, 124 when `ask` stops waiting, 141 when the reader
 of a pipe went away. See docs/OPERATIONS.md.
@@ -35,6 +37,7 @@ from starter.agent_client import (
 from starter.cli_options import agent_options, json_option
 from starter.cli_services import add_service_commands
 from starter.cli_store import add_store_commands
+from starter.identity import os_identity
 
 __all__ = ["build_parser", "main", "run"]
 
@@ -55,10 +58,10 @@ AgentCommand = Callable[[AgentClient, argparse.Namespace], Awaitable[int]]
 
 async def _say(agent: AgentClient, args: argparse.Namespace) -> int:
     if args.wait:
-        return await commands.ask(agent, args.text, args.author, args.timeout, args.json)
+        return await commands.ask(agent, args.text, os_identity(), args.timeout, args.json)
     if args.json:
         raise UsageError("--json prints the answer: use it with --wait (or `ask`)")
-    return await commands.say(agent, args.text, args.author)
+    return await commands.say(agent, args.text, os_identity())
 
 
 def _agent(command: AgentCommand) -> Handler:
@@ -100,7 +103,6 @@ def build_parser() -> argparse.ArgumentParser:
     def asking(p: argparse.ArgumentParser) -> None:
         """`ask`, and `say --wait`: --timeout bounds the wait for the answer."""
         p.add_argument("text")
-        p.add_argument("--author", help="who is talking (default: operator)")
         p.set_defaults(timeout=DEFAULT_ANSWER_TIMEOUT)
         json_option(p)
 
@@ -131,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = agent_cmd(
         "ask",
         "send the agent a message and print its answer (say --wait)",
-        lambda a, ns: commands.ask(a, ns.text, ns.author, ns.timeout, ns.json),
+        lambda a, ns: commands.ask(a, ns.text, os_identity(), ns.timeout, ns.json),
     )
     asking(p)
     p.set_defaults(waits=True)
@@ -161,10 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
         "freeze",
         "kill switch: stop runs, the monitor and every fleet change "
         "(--destroy-all: destroy every machine too)",
-        lambda a, ns: commands.freeze(a, ns.reason, ns.destroy_all, ns.author, ns.wait),
+        lambda a, ns: commands.freeze(a, ns.reason, ns.destroy_all, os_identity(), ns.wait),
     )
     p.add_argument("--reason")
-    p.add_argument("--author", help="who freezes it (default: operator)")
     p.add_argument(
         "--destroy-all",
         action="store_true",
@@ -192,20 +193,18 @@ def build_parser() -> argparse.ArgumentParser:
             verb,
             what,
             lambda a, ns: commands.decide(
-                a, ns.approval_id, ns.command == "approve", ns.note, ns.author
+                a, ns.approval_id, ns.command == "approve", ns.note, os_identity()
             ),
         )
         p.add_argument("approval_id", metavar="ID", help="as `fleet-agent approvals` lists it")
         p.add_argument("--note", help="why (the model reads it)")
-        p.add_argument("--author", help="who decides (default: operator)")
 
     p = agent_cmd(
         "unfreeze",
         "undo freeze: runs and the monitor resume, and the next run re-plans",
-        lambda a, ns: commands.unfreeze(a, ns.reason, ns.author),
+        lambda a, ns: commands.unfreeze(a, ns.reason, os_identity()),
     )
     p.add_argument("--reason")
-    p.add_argument("--author", help="who unfreezes it (default: operator)")
 
     p = agent_cmd("wakes", "list pending wakes", lambda a, ns: commands.wakes(a, ns.json))
     json_option(p)

@@ -29,6 +29,7 @@ def _console(args: argparse.Namespace) -> int:
     """Serve the web console until interrupted (nothing connects before the first page)."""
     # Imported here: only this command needs the web stack.
     from starter.console import ConsoleSettings, serve
+    from starter.console.auth import TOKEN_ENV, parse_tokens
     from starter.console.web import ALLOWED_HOSTS_ENV, allowed_hosts_for
 
     def connect() -> Awaitable[Client]:
@@ -44,6 +45,7 @@ def _console(args: argparse.Namespace) -> int:
         ui_url=args.ui_url,
         namespace=namespace,
         allowed_hosts=allowed_hosts_for(args.host, os.environ.get(ALLOWED_HOSTS_ENV)),
+        tokens=parse_tokens(os.environ.get(TOKEN_ENV)),
     )
     serve(agent, settings, args.host, args.port)
     return 0
@@ -133,7 +135,12 @@ def add_service_commands(sub: Any) -> None:
         default=os.environ.get("CONSOLE_PORT") or "8080",
         help="port to serve on (env CONSOLE_PORT; default 8080)",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default %(default)s); any other than loopback needs a token: "
+        "env CONSOLE_TOKEN, or one generated and shown at start",
+    )
     p.add_argument(
         "--ui-url",
         default=os.environ.get("TEMPORAL_UI_URL") or "http://localhost:8233",

@@ -73,7 +73,7 @@ async def start(agent: AgentClient, target: float | None, paused: bool, sets: li
     return 0
 
 
-async def say(agent: AgentClient, text: str, author: str | None) -> int:
+async def say(agent: AgentClient, text: str, author: str) -> int:
     started = await actions.send_plain_message(agent, text, author)
     print(
         f"{_started_note(agent, started)}; message sent (answered in the next run; "
@@ -82,9 +82,7 @@ async def say(agent: AgentClient, text: str, author: str | None) -> int:
     return 0
 
 
-async def ask(
-    agent: AgentClient, text: str, author: str | None, within: float, as_json: bool
-) -> int:
+async def ask(agent: AgentClient, text: str, author: str, within: float, as_json: bool) -> int:
     """`ask` (= `say --wait`): send the message with an id, wait for the run
     that took it in to end, print its answer. Exit 0 with the answer, 1 if
     that run failed, ANSWER_TIMEOUT_EXIT when `within` seconds pass first."""
@@ -179,7 +177,7 @@ async def config(agent: AgentClient, sets: list[str], as_json: bool) -> int:
 
 
 async def freeze(
-    agent: AgentClient, reason: str | None, destroy_all: bool, author: str | None, wait: float
+    agent: AgentClient, reason: str | None, destroy_all: bool, author: str, wait: float
 ) -> int:
     """The kill switch. Exit 0 once frozen (and, with --destroy-all, once vast.ai
     lists no machine of the agent); 1 if the fleet could not be read or destroyed."""
@@ -188,7 +186,7 @@ async def freeze(
         "freeze",
         reason=reason or "",
         destroy_all=destroy_all,
-        **({"author": author} if author is not None else {}),
+        author=author,
     )
     report = await agent.freeze(request, wait=wait)
     print(freeze_text(report))
@@ -206,7 +204,7 @@ async def approvals(agent: AgentClient, as_json: bool) -> int:
 
 
 async def decide(
-    agent: AgentClient, approval_id: str, approve: bool, note: str | None, author: str | None
+    agent: AgentClient, approval_id: str, approve: bool, note: str | None, author: str
 ) -> int:
     """`approve` / `deny`: exit 0 once the agent took the decision (and told the
     run); 1 if the run could not be told; a refused ID is a clear error."""
@@ -215,12 +213,12 @@ async def decide(
     return 1 if outcome.error else 0
 
 
-async def unfreeze(agent: AgentClient, reason: str | None, author: str | None) -> int:
+async def unfreeze(agent: AgentClient, reason: str | None, author: str) -> int:
     request = actions.payload(
         UnfreezeRequest,
         "unfreeze",
         reason=reason or "",
-        **({"author": author} if author is not None else {}),
+        author=author,
     )
     config = await agent.unfreeze(request)
     print(

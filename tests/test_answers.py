@@ -73,7 +73,7 @@ def test_a_bad_message_id_is_refused(message_id: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         HumanMessage.model_validate({"text": "hi", "message_id": message_id})
     with pytest.raises(UsageError, match=f"invalid message: {problem}") as caught:
-        checked_message("hi", None, message_id)
+        checked_message("hi", "op", message_id)
     assert caught.value.exit_code == 2
 
 

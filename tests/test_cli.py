@@ -36,6 +36,7 @@ from fleet_agent.settings import Settings
 from fleet_agent.sim import DEFAULT_API_KEY, SimServer
 from fleet_agent.store import RunRecord, Store
 from starter.cli import main
+from starter.identity import os_identity
 from tests.helpers import Harness, eventually, finished_runs, running_worker
 from tests.ports import free_port
 from worker import fleet_from_settings
@@ -163,15 +164,14 @@ async def test_say_starts_the_agent_and_the_run_log_shows_it(
     before = await agent_cli(capsys, env, "status", "--agent-id", agent)
     assert_one_line_error(before, f"agent {agent!r} is not running")
 
-    said = await agent_cli(
-        capsys, env, "say", "hello from the cli", "--author", "alice", "--agent-id", agent
-    )
+    said = await agent_cli(capsys, env, "say", "hello from the cli", "--agent-id", agent)
     assert said.code == 0, said
     assert "was not running: started it" in said.out
 
     first = await wait_run(env.store, agent, 1)
     messages = [t for t in first.triggers if t.kind == TriggerKind.HUMAN_MESSAGE]
-    assert [(m.text, m.author) for m in messages] == [("hello from the cli", "alice")]
+    # The author is who ran the CLI, never text given to it (issue 42).
+    assert [(m.text, m.author) for m in messages] == [("hello from the cli", os_identity())]
     assert first.in_prompt
 
     # A trigger with nothing to say gives a no-op run, which is left out of the prompt.
@@ -196,7 +196,7 @@ async def test_say_starts_the_agent_and_the_run_log_shows_it(
     shown = await cli(capsys, "show-run", "1", "--agent-id", agent)
     assert shown.code == 0, shown
     assert "── #0 round 0 · user · context" in shown.out
-    assert "Message from alice" in shown.out and "hello from the cli" in shown.out
+    assert f"Message from {os_identity()}" in shown.out and "hello from the cli" in shown.out
     assert "· assistant · assistant" in shown.out and "<verdict>" in shown.out
 
     missing = await cli(capsys, "show-run", "99", "--agent-id", agent)
@@ -576,22 +576,19 @@ async def test_freeze_and_unfreeze_from_the_cli(
 ) -> None:
     agent = new_agent(env)
     assert (await agent_cli(capsys, env, "start", "--paused", "--agent-id", agent)).code == 0
-    frozen = await agent_cli(
-        capsys, env, "freeze", "--reason", "incident 42", "--author", "ops", "--agent-id", agent
-    )
+    me = os_identity()
+    frozen = await agent_cli(capsys, env, "freeze", "--reason", "incident 42", "--agent-id", agent)
     assert frozen.code == 0, frozen
-    assert frozen.out.startswith("frozen by ops at ") and "incident 42" in frozen.out
+    assert frozen.out.startswith(f"frozen by {me} at ") and "incident 42" in frozen.out
     assert "no machine is rented: $0.00/h" in frozen.out
     shown = await agent_cli(capsys, env, "status", "--agent-id", agent)
     assert "phase:" in shown.out and "frozen" in shown.out and "incident 42" in shown.out
     as_json = json.loads(
         (await agent_cli(capsys, env, "status", "--json", "--agent-id", agent)).out
     )
-    assert as_json["phase"] == "frozen" and as_json["frozen"]["author"] == "ops"
+    assert as_json["phase"] == "frozen" and as_json["frozen"]["author"] == me
     again = await agent_cli(capsys, env, "freeze", "--agent-id", agent)
-    assert again.code == 0 and again.out.startswith("already frozen by ops")
-    bad = await agent_cli(capsys, env, "freeze", "--author", "", "--agent-id", agent)
-    assert_one_line_error(bad, "invalid freeze", "author", code=2)
+    assert again.code == 0 and again.out.startswith(f"already frozen by {me}")
     thawed = await agent_cli(capsys, env, "unfreeze", "--reason", "fixed", "--agent-id", agent)
     assert thawed.code == 0 and thawed.out.startswith("unfrozen"), thawed
     as_json = json.loads(
@@ -642,13 +639,11 @@ async def test_approvals_approve_and_deny_from_the_cli(
         approval_id,
         "--note",
         "fine",
-        "--author",
-        "carol",
         "--agent-id",
         agent,
     )
     assert ok.code == 0 and ok.out.startswith(f"approved {approval_id} (create_instance"), ok
-    assert "as carol: fine" in ok.out
+    assert f"as {os_identity()}: fine" in ok.out
 
     def ours() -> list[dict[str, Any]]:
         return [i for i in sim.market.state()["instances"] if agent in str(i.get("label"))]
@@ -658,4 +653,4 @@ async def test_approvals_approve_and_deny_from_the_cli(
 
     await eventually(rented, timeout=60, what="the approved machine to be rented")
     twice = await agent_cli(capsys, env, "deny", approval_id, "--agent-id", agent)
-    assert_one_line_error(twice, "already decided: approved by carol")
+    assert_one_line_error(twice, f"already decided: approved by {os_identity()}")

@@ -23,6 +23,7 @@ from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import TriggerKind
 from fleet_agent.store import Store
 from starter.cli import main
+from starter.identity import os_identity
 from tests.helpers import Harness, eventually, finished_runs, running_worker
 
 pytestmark = pytest.mark.devserver
@@ -79,13 +80,11 @@ async def test_ask_prints_the_answer_of_the_run_that_took_the_message_in(
     stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:
     agent = await new_agent(capsys, stack)
-    asked = await cli(
-        capsys, stack, "ask", "how is the fleet?", "--author", "alice", "--agent", agent
-    )
+    asked = await cli(capsys, stack, "ask", "how is the fleet?", "--agent", agent)
     assert asked.code == 0, asked
     lines = asked.out.strip().splitlines()
     assert lines[0].startswith("run #") and lines[0].endswith(" answered:"), asked.out
-    assert "alice: noted — “how is the fleet?”" in asked.out
+    assert f"{os_identity()}: noted — “how is the fleet?”" in asked.out
     assert "<verdict>" not in asked.out
     assert "message sent, waiting up to 300s" in asked.err
     run = int(lines[0].split()[1].removeprefix("#"))
@@ -99,7 +98,7 @@ async def test_ask_prints_the_answer_of_the_run_that_took_the_message_in(
     assert waited.code == 0, waited
     answer = json.loads(waited.out)
     assert answer["run"] > run and answer["status"] == "ok" and answer["finished"] is True
-    assert "operator: noted — “and now?”" in answer["text"]
+    assert f"{os_identity()}: noted — “and now?”" in answer["text"]
     assert answer["message_id"].startswith("m-") and answer["agent_id"] == agent
 
 

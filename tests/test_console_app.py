@@ -7,6 +7,7 @@ the live agent.
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from starter.agent_client import AgentClient, open_client
 from starter.console import ConsoleSettings, create_app
 from starter.console.chart import trend_svg
 from starter.console.data import read_trend
-from starter.console.web import allowed_hosts_for
+from starter.console.web import LOOPBACK_HOSTS, allowed_hosts_for, same_origin
 from tests.console_seed import AGENT, NOW, SIGNATURE, THOUGHT, seed, snapshot
 
 BASE = "http://127.0.0.1:8080"
@@ -44,8 +45,11 @@ def console(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClien
 
     settings = ConsoleSettings(ui_url="http://ui.test:8233", namespace="ns1")
     app = create_app(AgentClient(connect, AGENT), settings)
-    # As a browser on this machine reaches it (the Host is checked).
-    with TestClient(app, base_url=BASE, raise_server_exceptions=False) as client:
+    # As a browser on this machine reaches it: the Host is checked, and a post
+    # carries the page's Origin.
+    with TestClient(
+        app, base_url=BASE, headers={"Origin": BASE}, raise_server_exceptions=False
+    ) as client:
         yield client
 
 
@@ -162,11 +166,54 @@ def test_a_bug_is_an_error_page_and_a_logged_traceback(
     assert any(r.exc_info and "GET /runs/1 failed" in r.getMessage() for r in caplog.records)
 
 
-def test_a_cross_site_post_is_refused(console: TestClient) -> None:
-    for headers in ({"Origin": "http://evil.test"}, {"Sec-Fetch-Site": "cross-site"}):
-        page = console.post("/trigger", headers=headers)
-        assert page.status_code == 403 and "cross-site request refused" in page.text
-    assert console.post("/trigger", headers={"Origin": BASE}).status_code == 400
+@pytest.mark.parametrize(
+    "headers",
+    [
+        # A page on another site posts to the console (the Host is ours).
+        {"Origin": "http://evil.test"},
+        {"Origin": "http://evil.test:8080"},
+        {"Origin": "https://evil.test", "Sec-Fetch-Site": "same-origin"},
+        {"Sec-Fetch-Site": "cross-site"},
+        # Another server on a loopback name (another port): not this console.
+        {"Origin": "http://127.0.0.1:3000"},
+        {"Origin": "http://localhost:8080", "Sec-Fetch-Site": "same-site"},
+        # A sandboxed frame, or a privacy redirect.
+        {"Origin": "null"},
+        {"Origin": "file://"},
+        # No Origin: the Referer is the source, and it is another site's.
+        {"Origin": "", "Referer": "http://evil.test/page"},
+    ],
+)
+def test_a_cross_site_post_is_refused(console: TestClient, headers: dict[str, str]) -> None:
+    console.headers.update(headers)
+    if not console.headers["Origin"]:
+        del console.headers["Origin"]
+    for path in ("/trigger", "/say", "/approvals/a1-1/decide", "/reset", "/wakes/w1/cancel"):
+        page = console.post(path, data={"text": "hi", "decision": "approve"})
+        assert page.status_code == 403 and "cross-site request refused" in page.text, path
+
+
+def test_origin_is_checked_against_the_host_list_itself() -> None:
+    """The finding's request, on the check alone (as if nothing checked Host):
+    an Origin that matches its Host is still refused when the name is not ours."""
+    evil = {"host": "evil.example:8080", "origin": "http://evil.example:8080"}
+    assert not same_origin(evil, LOOPBACK_HOSTS)
+    assert not same_origin(evil, LOOPBACK_HOSTS, bearer=True)
+    ours = {"host": "[::1]:8080", "origin": "http://[::1]:8080"}
+    assert same_origin(ours, LOOPBACK_HOSTS)
+    assert not same_origin({"host": "127.0.0.1:8080"}, LOOPBACK_HOSTS)
+    assert same_origin({"host": "127.0.0.1:8080"}, LOOPBACK_HOSTS, bearer=True)
+
+
+def test_a_post_from_the_console_itself_goes_through(console: TestClient) -> None:
+    """The console's own page: its Origin, or, without one, its Referer. A
+    post with neither (a script's) is refused: it would need the bearer token
+    (tests/test_console_auth.py)."""
+    assert console.post("/trigger").status_code == 400  # Temporal is down: past the guard
+    del console.headers["Origin"]
+    assert console.post("/trigger", headers={"Referer": BASE + "/runs"}).status_code == 400
+    refused = console.post("/trigger")
+    assert refused.status_code == 403 and "cross-site request refused" in refused.text
 
 
 @pytest.mark.parametrize("path", ["/", "/runs", "/parts/agent"])
@@ -185,22 +232,55 @@ def test_a_rebinding_domain_is_refused_even_with_a_matching_origin(
     assert console.get(path).status_code in (200, 503)
 
 
-def test_no_page_may_be_framed(console: TestClient) -> None:
+def test_no_page_may_be_framed_or_run_injected_script(console: TestClient) -> None:
     for path in ("/", "/runs", "/static/htmx.min.js", "/no-such-page"):
         page = console.get(path)
         assert page.headers["x-frame-options"] == "DENY", path
-        assert page.headers["content-security-policy"] == "frame-ancestors 'none'"
+        csp = [p.strip() for p in page.headers["content-security-policy"].split(";")]
+        assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp, csp
+        assert page.headers["referrer-policy"] == "same-origin"
+
+
+def test_no_page_has_inline_script(console: TestClient) -> None:
+    """`script-src 'self'` runs no inline script, handler attribute,
+    javascript: URL or htmx eval (hx-on, a trigger's [filter]): a page that
+    used one would break silently in the browser. The page's own code is
+    static/console.js."""
+    pages = [console.get(p).text for p in ("/", "/runs", "/runs/1", "/runs/2", "/nowhere")]
+    pages += [console.get("/parts/fleet").text, console.get("/parts/answer?id=m-x&text=a").text]
+    for text in pages:
+        assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", text) == []
+        assert re.findall(r"\s(on[a-z]+|hx-on[:\w-]*)=", text) == []
+        assert "javascript:" not in text
+        assert re.findall(r'hx-trigger="[^"]*\[', text) == []
+    assert re.findall(r'<script src="([^"]+)"', pages[0]) == [
+        "/static/htmx.min.js",
+        "/static/console.js",
+    ]
+    assert console.get("/static/console.js").status_code == 200
 
 
 def test_the_hosts_a_console_accepts() -> None:
-    assert allowed_hosts_for("127.0.0.1", None) == ("127.0.0.1", "localhost")
+    loopback = ("127.0.0.1", "localhost", "[::1]")
+    assert allowed_hosts_for("127.0.0.1", None) == loopback
     assert allowed_hosts_for("0.0.0.0", "Box.LAN, proxy.example") == (
-        "127.0.0.1",
-        "localhost",
+        *loopback,
         "box.lan",
         "proxy.example",
     )
-    assert allowed_hosts_for("10.0.0.5", "") == ("127.0.0.1", "localhost", "10.0.0.5")
+    assert allowed_hosts_for("10.0.0.5", "") == (*loopback, "10.0.0.5")
+    # IPv6 as a Host header writes it: in brackets.
+    assert allowed_hosts_for("::1", None) == loopback
+    assert allowed_hosts_for("::", "FE80::1") == (*loopback, "[fe80::1]")
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8080", "localhost:8080", "[::1]:8080"])
+def test_each_loopback_name_reaches_the_console(console: TestClient, host: str) -> None:
+    origin = f"http://{host}"
+    assert console.get("/runs", headers={"Host": host}).status_code == 200
+    # A post from that page: its Origin is its own, and on the list.
+    posted = console.post("/trigger", headers={"Host": host, "Origin": origin})
+    assert posted.status_code == 400 and "cannot reach Temporal" in posted.text
 
 
 def test_a_missing_store_is_a_clear_error(

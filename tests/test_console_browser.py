@@ -4,11 +4,14 @@ server, with the fake Anthropic Messages API as the model and the vast.ai
 simulator as the market.
 
 One agent, one story: its first run asks to rent a machine and waits for an
-approval, which the browser approves; a message sent from the chat box is
+approval, which the browser approves (after the confirmation that shows its
+$/h); a message sent from the chat box is
 answered on the page; the wake that answering run scheduled is cancelled from
 the page; trigger now and reset ask for a confirmation; the run log and the run's
 transcript load, with the link to the run's workflow in the Web UI. Wrong
 approval and wake IDs on the live agent get clear errors and lose nothing.
+All of it under the console's CSP (`script-src 'self'`): the browser reports
+no violation.
 
 Chromium comes from Debian's package (`make test` installs it); without it
 the test skips and says so. FLEET_CONSOLE_SCREENSHOTS=DIR saves screenshots.
@@ -128,7 +131,7 @@ async def test_the_console_in_a_browser(
         async with (
             running_console(agent, ConsoleSettings(ui_url=UI)) as base,
             async_playwright() as pw,
-            httpx.AsyncClient(base_url=base) as http,
+            httpx.AsyncClient(base_url=base, headers={"Origin": base}) as http,
         ):
             # Wrong IDs on the live agent: the workflow's own refusal, shown plainly.
             wrong = await http.post("/approvals/a9-9/decide", data={"decision": "approve"})
@@ -148,6 +151,9 @@ async def test_the_console_in_a_browser(
                 await dialog.accept()
 
             page.on("dialog", accept)
+            # What the browser refused to run (a CSP violation is a console error).
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
 
             # Approve the waiting create: the run goes on and rents once.
             await page.goto(base + "/")
@@ -156,7 +162,13 @@ async def test_the_console_in_a_browser(
             if shots:
                 await page.screenshot(path=f"{shots}/console-approval.png", full_page=True)
             await row.get_by_role("button", name="approve").click()
+            # First a confirmation with the approval's $/h; nothing is decided yet.
+            confirm = page.locator(f"#notice #confirm-{pending.id}")
+            await expect(confirm).to_contain_text(f"{pending.dph:+.3f}")
+            assert [a.id for a in (await agent.status()).pending_approvals] == [pending.id]
+            await confirm.get_by_role("button", name=f"yes, approve {pending.id}").click()
             await expect(page.locator("#agent-live")).to_contain_text(f"approved {pending.id}")
+            await expect(confirm).to_have_count(0)
 
             async def rented() -> bool:
                 st = await status(handle)
@@ -169,6 +181,7 @@ async def test_the_console_in_a_browser(
             await page.fill("#chat-text", HELLO)
             await page.get_by_role("button", name="send").click()
             await expect(page.locator("#chat-log")).to_contain_text(ANSWER, timeout=20_000)
+            await expect(page.locator("#chat-text")).to_have_value("")  # static/console.js ran
 
             # The answering run scheduled a wake: cancel it (after a confirmation).
             wake = page.locator("#wakes tr[id^=wake-]")
@@ -210,6 +223,7 @@ async def test_the_console_in_a_browser(
             await runs.locator("a").first.click()
             await expect(page.locator("main")).to_contain_text(HELLO)
             await expect(page.locator("main")).to_contain_text("schedule_next_check")
+            assert not [e for e in errors if "Content Security Policy" in e], errors
             link = await page.locator("#ui-link").get_attribute("href")
             run = page.url.rsplit("/", 1)[1]
             assert link is not None

@@ -6,6 +6,9 @@ It talks to the agent through the CLI's own `AgentClient` and actions
 (starter/console/data.py): no second way to reach the agent. Pages:
 `/` (status, chat, trigger and reset, approvals, wakes, fleet, 24 h plot),
 `/runs` (the run log, with filters) and `/runs/N` (a run's transcript).
+
+Who may use it and as whom is starter/console/auth.py's; every action is
+recorded as the request's identity, never as text from the form.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from fleet_agent.models import AgentStatus
 from starter import actions
 from starter.agent_client import AgentClient
 from starter.answers import send_message
+from starter.console.auth import TokenGate
 from starter.console.chart import trend_svg
 from starter.console.chat import answer_for
 from starter.console.data import (
@@ -44,9 +48,11 @@ from starter.console.web import (
     ConsoleSettings,
     agent_call,
     agent_of,
+    bearer_request,
     done,
     fail,
     form_text,
+    identity_of,
     in_thread,
     is_htmx,
     page,
@@ -135,7 +141,7 @@ async def say(request: Request) -> Response:
     form = await request.form()
     text = form_text(form, "text", required=True)
     assert text is not None
-    sent = await agent_call(send_message(agent_of(request), text, form_text(form, "author")), 400)
+    sent = await agent_call(send_message(agent_of(request), text, identity_of(request)), 400)
     return done(request, "_chat.html", text=text, sent=sent, answer=None)
 
 
@@ -172,32 +178,53 @@ async def cancel_wake(request: Request) -> Response:
 
 
 async def decide(request: Request) -> Response:
+    """Approve or deny in two steps: the first post answers the approval as
+    the agent has it ($/h, reason, expiry) with a form to confirm; only a post
+    whose ``confirm`` names this approval decides."""
     approval_id = str(request.path_params["approval_id"])
     form = await request.form()
     verdict = form_text(form, "decision", required=True)
     if verdict not in ("approve", "deny"):
         raise ConsoleError(f"decision must be approve or deny, not {verdict!r}")
+    note = form_text(form, "note")
+    if form_text(form, "confirm") != approval_id:
+        return await _confirm(request, approval_id, verdict, note)
     outcome = await agent_call(
         actions.decide_approval(
-            agent_of(request),
-            approval_id,
-            verdict == "approve",
-            form_text(form, "note"),
-            form_text(form, "author"),
+            agent_of(request), approval_id, verdict == "approve", note, identity_of(request)
         ),
         400,
     )
     said = "approved" if outcome.decision.approve else "denied"
     notice = f"{said} {approval_id}" + (f" (but: {outcome.error})" if outcome.error else "")
-    return await _after_change(request, notice)
+    return await _after_change(request, notice, clear_notice=True)
 
 
-async def _after_change(request: Request, notice: str) -> Response:
+async def _confirm(request: Request, approval_id: str, verdict: str, note: str | None) -> Response:
+    """The confirmation step of `decide`: nothing is decided. For htmx a
+    fragment in the page's #notice (the status part refreshes every 3 s and
+    would wipe it); without JavaScript a page."""
+    st = await agent_call(agent_of(request).status())
+    approval = next((a for a in st.pending_approvals if a.id == approval_id), None)
+    if approval is None:
+        waiting = ", ".join(a.id for a in st.pending_approvals) or "none"
+        raise ConsoleError(f"no pending approval {approval_id!r} (pending: {waiting})")
+    context: dict[str, Any] = {"approval": approval, "verdict": verdict, "note": note or ""}
+    if not is_htmx(request):
+        return page(request, "confirm.html", **context)
+    response = page(request, "_confirm.html", **context)
+    response.headers["HX-Retarget"] = "#notice"
+    response.headers["HX-Reswap"] = "innerHTML"
+    return response
+
+
+async def _after_change(request: Request, notice: str, *, clear_notice: bool = False) -> Response:
     """The agent part again (its wakes and approvals changed) for htmx; else
-    back to the dashboard."""
+    back to the dashboard. `clear_notice`: also empty the page's #notice (where
+    a confirmation stood)."""
     if not is_htmx(request):
         return done(request, "_agent.html")
-    return await _agent_part(request, notice=notice)
+    return await _agent_part(request, notice=notice, clear_notice=clear_notice)
 
 
 # ---------------------------------------------------------------- app
@@ -219,9 +246,20 @@ async def _internal(request: Request, exc: Exception) -> Response:
     return fail(request, ConsoleError(message, 500))
 
 
+#: No inline or injected script runs (htmx's eval-based features included:
+#: static/console.js holds the page's own code), forms post only here, and no
+#: other page may frame this one (clickjacking).
+CSP = (
+    "script-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+
+
 class _NoFraming:
     """Every answer forbids being framed by another page (clickjacking):
-    ``X-Frame-Options: DENY`` and CSP ``frame-ancestors 'none'``."""
+    ``X-Frame-Options: DENY`` and CSP ``frame-ancestors 'none'``, with the
+    rest of `CSP`. ``Referrer-Policy: same-origin``: a page opened with
+    ``?token=`` does not hand its URL to the Web UI link."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -235,7 +273,8 @@ class _NoFraming:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
                 headers["X-Frame-Options"] = "DENY"
-                headers["Content-Security-Policy"] = "frame-ancestors 'none'"
+                headers["Content-Security-Policy"] = CSP
+                headers["Referrer-Policy"] = "same-origin"
             await send(message)
 
         await self.app(scope, receive, framed)
@@ -245,7 +284,8 @@ def _guarded(endpoint: Any) -> Any:
     """Refuse cross-site posts before the endpoint reads anything."""
 
     async def guarded(request: Request) -> Response:
-        if not same_origin(request.headers):
+        allowed = request.app.state.settings.allowed_hosts
+        if not same_origin(request.headers, allowed, bearer=bearer_request(request)):
             return fail(request, ConsoleError("cross-site request refused", 403))
         response: Response = await endpoint(request)
         return response
@@ -255,6 +295,7 @@ def _guarded(endpoint: Any) -> Any:
 
 def create_app(agent: AgentClient, settings: ConsoleSettings | None = None) -> Starlette:
     """The console for `agent`; nothing connects until the first request."""
+    settings = settings or ConsoleSettings()
     post = ["POST"]
     app = Starlette(
         routes=[
@@ -275,13 +316,12 @@ def create_app(agent: AgentClient, settings: ConsoleSettings | None = None) -> S
         middleware=[
             # Starlette's own: a request whose Host is not ours gets 400 before
             # any endpoint runs (DNS rebinding), whatever its Origin says.
-            Middleware(
-                TrustedHostMiddleware,
-                allowed_hosts=list((settings or ConsoleSettings()).allowed_hosts),
-            ),
+            Middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts)),
             Middleware(_NoFraming),
+            # Then the token (with tokens), before any endpoint or static file.
+            Middleware(TokenGate, tokens=settings.tokens, identity=settings.identity),
         ],
     )
     app.state.agent = agent
-    app.state.settings = settings or ConsoleSettings()
+    app.state.settings = settings
     return app

@@ -1,21 +1,30 @@
 """Serve the console with uvicorn: alone until interrupted (`serve`, the
 `console` command), or inside another program's event loop
-(`running_console`, for `fleet-agent up` and the tests). Binds a TCP port."""
+(`running_console`, for `fleet-agent up` and the tests). Binds a TCP port.
+
+Bound to anything but loopback, the console never serves without tokens
+(starter/console/auth.py): `serve` generates one and prints it once to the
+terminal, or refuses to start when no terminal would see it;
+`running_console` refuses."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import socket
+import sys
 from collections.abc import AsyncIterator, Iterator
+from typing import TextIO
 
 import uvicorn
 
 from fleet_agent.store.engine import DATABASE_URL_ENV
 from starter.agent_client import AgentClient, CliError
 from starter.console.app import create_app
-from starter.console.web import ConsoleSettings
+from starter.console.auth import DEFAULT_TOKEN_NAME, TOKEN_ENV, is_loopback, new_token, parse_tokens
+from starter.console.web import ALLOWED_HOSTS_ENV, LOOPBACK_HOSTS, ConsoleSettings
 
 __all__ = [
     "CONSOLE_PORT_ENV",
@@ -57,11 +66,50 @@ def _config(agent: AgentClient, settings: ConsoleSettings) -> uvicorn.Config:
     return uvicorn.Config(create_app(agent, settings), log_level="warning", access_log=False)
 
 
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def with_token(
+    settings: ConsoleSettings, host: str, terminal: TextIO
+) -> tuple[ConsoleSettings, str | None]:
+    """`settings` for a console bound to `host`, and the token generated for
+    it if one was. Loopback, or tokens already set: unchanged. Otherwise a
+    fresh token named ``console``, but only when `terminal` is one (the token
+    is shown there once and must not land in a log file): else a `CliError`."""
+    if settings.tokens or is_loopback(host):
+        return settings, None
+    if not terminal.isatty():
+        raise CliError(
+            f"the console bound to {host} needs a token: set {TOKEN_ENV} "
+            "(name:token,name2:token2, or one token), or start it in a terminal, "
+            "which shows a generated one"
+        )
+    token = new_token()
+    return dataclasses.replace(settings, tokens=((DEFAULT_TOKEN_NAME, token),)), token
+
+
 def serve(agent: AgentClient, settings: ConsoleSettings, host: str, port: int) -> None:
-    """Run the console on host:port until Ctrl-C (blocks); a taken port is a `CliError`."""
+    """Run the console on host:port until Ctrl-C (blocks); a taken port is a
+    `CliError`, and so is a non-loopback bind without a token or a terminal."""
+    settings, token = with_token(settings, host, sys.stdout)
     sock = _bind(host, port)
     server = uvicorn.Server(_config(agent, settings))
-    print(f"console for agent {agent.agent_id!r} on http://{host}:{port}/ (Ctrl-C stops it)")
+    print(
+        f"console for agent {agent.agent_id!r} on http://{_url_host(host)}:{port}/ "
+        "(Ctrl-C stops it)"
+    )
+    if token is not None:
+        # Shown once, here only: never logged, stored or sent to the agent.
+        # The bound address, or a CONSOLE_ALLOWED_HOSTS name: a Host it answers.
+        names = [h for h in settings.allowed_hosts if h not in LOOPBACK_HOSTS]
+        hint = "" if names else f" (other machines: by a name in {ALLOWED_HOSTS_ENV})"
+        print(
+            f"it needs a token ({TOKEN_ENV} is not set); this one lasts until it stops:\n"
+            f"  http://{(names or ['127.0.0.1'])[0]}:{port}/?token={token}{hint}\n"
+            f"  (open it once in a browser, or send 'Authorization: Bearer {token}')",
+            flush=True,
+        )
     with sock:
         asyncio.run(server.serve(sockets=[sock]))
 
@@ -71,7 +119,10 @@ async def running_console(
     agent: AgentClient, settings: ConsoleSettings, host: str = "127.0.0.1", port: int = 0
 ) -> AsyncIterator[str]:
     """The console served in this event loop while the block runs; yields its
-    URL (port 0: a free port). A taken port is a `CliError`."""
+    URL (port 0: a free port). A taken port is a `CliError`, and so is a
+    non-loopback `host` without tokens in `settings`."""
+    if not (settings.tokens or is_loopback(host)):
+        raise CliError(f"the console bound to {host} needs a token: set {TOKEN_ENV}")
     sock = _bind(host, port)
     server = _EmbeddedServer(_config(agent, settings))
     task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -82,7 +133,7 @@ async def running_console(
                     task.result()  # raises what stopped it
                     raise CliError("the console stopped while starting")
                 await asyncio.sleep(0.02)
-        yield f"http://{host}:{sock.getsockname()[1]}"
+        yield f"http://{_url_host(host)}:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
@@ -101,7 +152,9 @@ async def console_for_stack(
 ) -> str:
     """The console of `fleet-agent up`, stopped with the rest of the stack by
     `exits`; returns its URL. Exports FLEET_DATABASE_URL (the stack's store)
-    to this process, since the console reads the store the way the CLI does."""
+    to this process, since the console reads the store the way the CLI does.
+    Loopback only; ``CONSOLE_TOKEN``, if set, is required all the same."""
     os.environ[DATABASE_URL_ENV] = store_url
-    settings = ConsoleSettings(ui_url=ui_url, namespace=namespace)
+    tokens = parse_tokens(os.environ.get(TOKEN_ENV))
+    settings = ConsoleSettings(ui_url=ui_url, namespace=namespace, tokens=tokens)
     return await exits.enter_async_context(running_console(agent, settings, port=port))

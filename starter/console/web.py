@@ -1,11 +1,13 @@
-"""The console's plumbing: settings, templates, error pages, form reading and
-the cross-site check. Touches nothing outside the request it is given."""
+"""The console's plumbing: settings, templates, error pages, form reading,
+the cross-site check and the request's identity. Touches nothing outside the
+request it is given."""
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,7 +21,9 @@ from starlette.templating import Jinja2Templates
 from fleet_agent.store import RunRecord
 from fleet_agent.verdict import strip_verdict
 from starter.agent_client import AgentClient, CliError, UsageError
+from starter.console.auth import IDENTITY_KEY, VIA_KEY, Tokens
 from starter.console.data import RunNotFound
+from starter.identity import os_identity
 from starter.render import fmt_duration, fmt_time, fmt_when, verdict_text
 from starter.runlog_view import badges, message_text, run_label
 
@@ -29,9 +33,11 @@ __all__ = [
     "ConsoleSettings",
     "agent_call",
     "agent_of",
+    "bearer_request",
     "done",
     "fail",
     "form_text",
+    "identity_of",
     "in_thread",
     "is_htmx",
     "page",
@@ -44,7 +50,8 @@ DEFAULT_UI_URL = "http://localhost:8233"
 #: Host names a browser on this machine uses for the console. Any other Host
 #: header is refused: a page on a rebinding domain (evil.example resolving to
 #: 127.0.0.1) sends its own name, and matching Origin to Host alone let it in.
-LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1", "localhost")
+#: An IPv6 literal is written as in a Host header: in brackets.
+LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1", "localhost", "[::1]")
 #: Names an operator adds, comma-separated (a LAN name, a reverse proxy's).
 ALLOWED_HOSTS_ENV = "CONSOLE_ALLOWED_HOSTS"
 
@@ -54,10 +61,21 @@ def allowed_hosts_for(bind: str, extra: str | None) -> tuple[str, ...]:
     names, the bound address unless it is a wildcard, and `extra` (the
     ``CONSOLE_ALLOWED_HOSTS`` list)."""
     names = list(LOOPBACK_HOSTS)
-    if bind not in ("0.0.0.0", "::", ""):
-        names.append(bind)
-    names += [n.strip().lower() for n in (extra or "").split(",") if n.strip()]
+    if bind not in ("0.0.0.0", "::", "[::]", ""):
+        names.append(_host_name(bind))
+    names += [_host_name(n.strip()) for n in (extra or "").split(",") if n.strip()]
     return tuple(dict.fromkeys(names))
+
+
+def _host_name(name: str) -> str:
+    """`name` as a Host header carries it: lower case, an IPv6 literal in brackets."""
+    bare = name.strip("[]").lower()
+    try:
+        if ipaddress.ip_address(bare).version == 6:
+            return f"[{bare}]"
+    except ValueError:
+        pass
+    return bare
 
 
 # Longest text a form field may carry (a message's own limit is the model's).
@@ -68,13 +86,19 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ConsoleSettings:
-    """What the console needs besides the agent client: where the Web UI is,
-    and the host names a request may carry (`Host`): the loopback names by
-    default, more from ``CONSOLE_ALLOWED_HOSTS`` (`allowed_hosts_for`)."""
+    """What the console needs besides the agent client: where the Web UI is;
+    the host names a request may carry (`Host`, and `Origin` on a post): the
+    loopback names by default, more from ``CONSOLE_ALLOWED_HOSTS``
+    (`allowed_hosts_for`); the named tokens a request must carry one of
+    (none: anyone who reaches it, as `identity`; starter/console/auth.py)."""
 
     ui_url: str = DEFAULT_UI_URL
     namespace: str = "default"
     allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    tokens: Tokens = field(default=(), repr=False)
+    #: Who a decision is recorded as on a console without tokens: the OS
+    #: account serving it (only this machine reaches a loopback console).
+    identity: str = field(default_factory=os_identity)
 
     def run_link(self, record: RunRecord) -> str:
         """The child workflow of a run in the Temporal Web UI (its attempt's run ID if known)."""
@@ -178,15 +202,47 @@ def form_text(form: FormData, name: str, *, required: bool = False) -> str | Non
     return value or None
 
 
-def same_origin(headers: Mapping[str, str]) -> bool:
-    """False for a post another site's page made the browser send (CSRF): the
-    console has no login, so a page on any site could otherwise drive it."""
+def same_origin(
+    headers: Mapping[str, str], allowed_hosts: tuple[str, ...], *, bearer: bool = False
+) -> bool:
+    """False for a post another site's page made the browser send (CSRF): a
+    page on any site could otherwise drive the console with the browser's
+    cookie, or a loopback console with none.
+
+    The post's source (its ``Origin``, else its ``Referer``) must be this
+    console itself (the same scheme-less host and port as ``Host``) under a
+    name on `allowed_hosts`. Browsers send one of them on every post; a post
+    with neither is a script's, let in only with ``Authorization: Bearer``
+    (`bearer`), which no other site's page can make a browser send.
+    """
     if headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
         return False
-    origin = headers.get("origin")
-    if origin is None or origin == "null":
-        return origin is None
-    return urlsplit(origin).netloc == headers.get("host", "")
+    source = headers.get("origin")
+    if source is None and headers.get("referer"):
+        referer = urlsplit(headers["referer"])
+        source = f"{referer.scheme}://{referer.netloc}"
+    if source is None:
+        return bearer
+    parts = urlsplit(source)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return False  # "null" (a sandboxed frame, a privacy redirect), or junk
+    if _host_name(parts.hostname) not in allowed_hosts:
+        return False
+    return parts.netloc.lower() == headers.get("host", "").lower()
+
+
+def identity_of(request: Request) -> str:
+    """Who this request acts as: its token's name, or the console's OS identity
+    without tokens (set by `starter.console.auth.TokenGate`)."""
+    identity = request.scope.get(IDENTITY_KEY)
+    if not isinstance(identity, str):  # never served without the gate
+        raise ConsoleError("no identity for this request", 500)
+    return identity
+
+
+def bearer_request(request: Request) -> bool:
+    """True when the request proved its token in an Authorization header."""
+    return request.scope.get(VIA_KEY) == "bearer"
 
 
 def agent_of(request: Request) -> AgentClient:
