@@ -25,12 +25,13 @@ from fleet_agent.fleet.snapshot import FleetInstance
 from fleet_agent.models import FleetToolRequest, ToolResult
 from fleet_agent.store import ToolCallRecord
 from fleet_agent.tools import DestroyInstanceInput, parse_tool_input
+from fleet_agent.untrusted import fence
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError
 from fleet_agent.vast.models import Instance
 
 from .fleet_calls import ToolCalls, paused_result
-from .fleet_results import approval_needed, tool_result, vast_failure
+from .fleet_results import GPU_CHARS, approval_needed, tool_result, vast_failure
 from .fleet_spend import SpendBook
 from .fleet_views import FleetViews, rules_of
 
@@ -83,7 +84,7 @@ class Destroyer:
         if not is_ours(inst.label, req.agent_id):
             return tool_result(
                 req,
-                f"Refused: instance {inst.id} is not this agent's (label {inst.label!r}).",
+                f"Refused: instance {inst.id} is not this agent's (label {fence(inst.label)}).",
                 error=True,
             )
         snap = await self._views.summary(rules_of(req.agent_id, config))
@@ -121,7 +122,8 @@ class Destroyer:
         result = tool_result(
             req,
             # The reason given rides along, so the run log says why it went.
-            f"Destroyed instance {inst.id} ({inst.gpu_name}, was {inst.actual_status}). "
+            f"Destroyed instance {inst.id} ({fence(inst.gpu_name, GPU_CHARS)}, was "
+            f"{fence(inst.actual_status, 40)}). "
             f"Reason given: {args.reason[:200]}",
             mutating=True,
         )
@@ -148,7 +150,8 @@ class Destroyer:
             return None
         return tool_result(
             req,
-            f"Draining instance {inst.id} ({inst.gpu_name}): it takes no new work and is "
+            f"Draining instance {inst.id} ({fence(inst.gpu_name, GPU_CHARS)}): it takes no new "
+            "work and is "
             f"destroyed once its {track.in_flight or 0} proof(s) in flight finish, within "
             f"{DRAIN_LIMIT_S / 60:.0f} min; it no longer counts as capacity. "
             f"Reason given: {reason[:200]}",
