@@ -103,10 +103,15 @@ class FleetInstance(BaseModel):
         for key in _HOST_FIELDS:
             if row.get(key):
                 row[key] = fence(row[key])
-        if self.state != NOT_PROVING and phase_of(self.state) == "unrecognized":
-            # A status word this code does not know is vast.ai's text as it came.
-            row["state"] = fence(self.state, _STATE_CHARS)
+        row["state"] = self.shown_state()
         return row
+
+    def shown_state(self) -> str:
+        """The state word as the model reads it: a status this code does not
+        know is vast.ai's text as it came, fenced."""
+        if self.state != NOT_PROVING and phase_of(self.state) == "unrecognized":
+            return fence(self.state, _STATE_CHARS)
+        return self.state
 
 
 #: FleetInstance fields a host or vast.ai writes: fenced in the model's view.
@@ -146,7 +151,7 @@ class FleetSnapshot(BaseModel):
         """Model-friendly: one summary line, then a JSON list of instances."""
         if self.error:
             return f"Fleet status unavailable: {self.error}"
-        counts = Counter(i.state for i in self.instances)
+        counts = Counter(i.shown_state() for i in self.instances)
         by_state = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no instances"
         gap = self.target_proofs_per_hour - self.capacity_proofs_per_hour
         # One line, then the JSON rows: readers (the autopilot) rely on that shape.
