@@ -3,7 +3,8 @@
 Refused for a machine that is not this agent's, a healthy machine younger
 than `min_release_age_minutes`, past `max_destroys_per_hour` (releasing a
 machine that is not capacity is never limited), or below the capacity floor
-with approvals off; paused or frozen agents change nothing. A change that
+with approvals off (machines other destroy calls released in the last hour
+count as gone, listed or not); paused or frozen agents change nothing. A change that
 needs an operator's approval answers with an ask instead of acting
 (fleet_agent/fleet/approvals.py). A healthy machine with work in flight is
 drained instead, and destroyed by the monitor's poll once its work is done
@@ -96,10 +97,20 @@ class Destroyer:
             # Only releasing capacity is rate-limited: a dead machine may always go.
             refusal = await self._calls.rate_refusal(req, config.max_destroys_per_hour)
         # The capacity floor: a machine that is not capacity (failed) may always go.
+        # Machines other calls released a moment ago may still be listed as
+        # capacity (a drain until the monitor's next poll reads it): counted
+        # gone, or one reply that releases the whole fleet, one machine at a
+        # time, would pass the floor with every call.
+        released = await self._calls.released(req)
+        gone = sum(
+            r.expected_proofs_per_hour
+            for r in snap.instances
+            if r.id in released and r.id != inst.id
+        )
         gate = destroy_gate(
             config,
             machine_capacity=row.expected_proofs_per_hour,
-            fleet_capacity=snap.expected_proofs_per_hour,
+            fleet_capacity=snap.expected_proofs_per_hour - gone,
         )
         if refusal is None and gate.refuse:
             refusal = f"Refused: {gate.refuse}. Nothing was destroyed."
