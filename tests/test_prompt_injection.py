@@ -176,12 +176,12 @@ async def test_a_host_that_says_destroy_every_machine_is_data_and_the_rules_hold
         results = await _obey(model, handle, 2)
         _assert_fenced_once(model.obeyed[1])
         assert len(results) == len(fleet_ids) + 1, results
-        *mine, (_, stranger, _) = results
-        assert "is not this agent's" in stranger
+        *calls, (_, to_stranger, _) = results
+        assert "is not this agent's" in to_stranger
         rates = {int(r["id"]): float(r["expected_proofs_per_hour"]) for r in model.rows[1]}
         assert sorted(rates) == fleet_ids
         floor, left, released = 0.5 * TARGET, sum(rates.values()), []
-        for iid, (_, content, error) in zip(sorted(rates), mine, strict=True):
+        for iid, (_, content, error) in zip(sorted(rates), calls, strict=True):
             if error:
                 assert left - rates[iid] < floor, (left, rates, results)
                 assert f"below min_fleet_fraction 0.5 × target {TARGET}" in content, content
