@@ -46,6 +46,7 @@ from fleet_agent.tools import (
     SearchOffersInput,
     parse_tool_input,
 )
+from fleet_agent.untrusted import fence
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError
 from fleet_agent.vast.models import Offer
@@ -54,7 +55,7 @@ from .fleet_calls import ToolCalls, paused_result
 from .fleet_create import Renter, offer_unavailable
 from .fleet_destroy import Destroyer
 from .fleet_provers import ProverWatch
-from .fleet_results import approval_needed, tool_result, vast_failure
+from .fleet_results import GPU_CHARS, approval_needed, tool_result, vast_failure
 from .fleet_search import OfferSearch
 from .fleet_spend import SpendBook
 from .fleet_stop import CREATE_MAY_RUN_S, FleetStopper
@@ -255,7 +256,8 @@ class FleetActivities:
         if config.dry_run:
             return tool_result(
                 req,
-                f"DRY RUN: would rent offer {offer.id} ({offer.num_gpus}x {offer.gpu_name}, "
+                f"DRY RUN: would rent offer {offer.id} ({offer.num_gpus}x "
+                f"{fence(offer.gpu_name, GPU_CHARS)}, "
                 f"${offer.dph_total:.3f}/h). Nothing was rented.",
             )
         if req.approval is None:

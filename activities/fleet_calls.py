@@ -104,6 +104,16 @@ class ToolCalls:
             f"Nothing was {verb}."
         )
 
+    async def released(self, req: FleetToolRequest) -> set[int]:
+        """The machines this agent's other destroy calls released (or are
+        releasing) in the last hour, from the journal (`releases_since`)."""
+        return await asyncio.to_thread(
+            self._journal.releases_since,
+            req.agent_id,
+            self._now() - timedelta(hours=1),
+            req.tool_use_id,
+        )
+
     async def start(self, req: FleetToolRequest, reserved_dph: float | None = None) -> None:
         """Journal the call before it reaches vast.ai with a change; a create
         holds `reserved_dph` against the caps until it has a result."""

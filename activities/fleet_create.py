@@ -30,11 +30,19 @@ from fleet_agent.fleet.guardrails import rented_refusal
 from fleet_agent.fleet.settle import Settled, settle_label
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
 from fleet_agent.prover import ProverSpec
+from fleet_agent.untrusted import fence
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError, VastNotFound
 from fleet_agent.vast.models import Instance, Offer
 
-from .fleet_results import describe_machine, is_refusal, tool_result, vast_failure
+from .fleet_results import (
+    GPU_CHARS,
+    describe_machine,
+    is_refusal,
+    tool_result,
+    vast_failure,
+    vast_text,
+)
 from .fleet_spend import SpendBook
 
 __all__ = ["Origin", "Renter", "offer_unavailable"]
@@ -106,12 +114,14 @@ class Renter:
             # taken by an overlapping attempt of this very call, whose machine
             # then carries our label. Never retried: the model searches again.
             if not await self._label_appears(label):
-                return _offer_gone(req, offer.id, label, sent_before, exc.error or "gone")
+                return _offer_gone(req, offer.id, label, sent_before, fence(exc.error or "gone"))
             origin = "other"
         except VastError as exc:
             if not exc.ambiguous:
                 if is_refusal(exc):
-                    return tool_result(req, f"vast.ai refused the rental: {exc}", error=True)
+                    return tool_result(
+                        req, f"vast.ai refused the rental: {vast_text(exc)}", error=True
+                    )
                 raise vast_failure(exc) from None
             if not await self._label_appears(label):
                 # Nothing carries our label: safe to retry the whole call.
@@ -270,7 +280,7 @@ def _settled_result(
             )
         # Rented just now but not listed yet: report what vast.ai answered.
         what = (
-            f"{offer.num_gpus}x {offer.gpu_name} at ${offer.dph_total:.3f}/h"
+            f"{offer.num_gpus}x {fence(offer.gpu_name, GPU_CHARS)} at ${offer.dph_total:.3f}/h"
             if offer is not None
             else "details not listed yet"
         )

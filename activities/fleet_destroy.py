@@ -3,7 +3,8 @@
 Refused for a machine that is not this agent's, a healthy machine younger
 than `min_release_age_minutes`, past `max_destroys_per_hour` (releasing a
 machine that is not capacity is never limited), or below the capacity floor
-with approvals off; paused or frozen agents change nothing. A change that
+with approvals off (machines other destroy calls released in the last hour
+count as gone, listed or not); paused or frozen agents change nothing. A change that
 needs an operator's approval answers with an ask instead of acting
 (fleet_agent/fleet/approvals.py). A healthy machine with work in flight is
 drained instead, and destroyed by the monitor's poll once its work is done
@@ -25,12 +26,13 @@ from fleet_agent.fleet.snapshot import FleetInstance
 from fleet_agent.models import FleetToolRequest, ToolResult
 from fleet_agent.store import ToolCallRecord
 from fleet_agent.tools import DestroyInstanceInput, parse_tool_input
+from fleet_agent.untrusted import fence
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError
 from fleet_agent.vast.models import Instance
 
 from .fleet_calls import ToolCalls, paused_result
-from .fleet_results import approval_needed, tool_result, vast_failure
+from .fleet_results import GPU_CHARS, approval_needed, tool_result, vast_failure
 from .fleet_spend import SpendBook
 from .fleet_views import FleetViews, rules_of
 
@@ -83,7 +85,7 @@ class Destroyer:
         if not is_ours(inst.label, req.agent_id):
             return tool_result(
                 req,
-                f"Refused: instance {inst.id} is not this agent's (label {inst.label!r}).",
+                f"Refused: instance {inst.id} is not this agent's (label {fence(inst.label)}).",
                 error=True,
             )
         snap = await self._views.summary(rules_of(req.agent_id, config))
@@ -95,10 +97,20 @@ class Destroyer:
             # Only releasing capacity is rate-limited: a dead machine may always go.
             refusal = await self._calls.rate_refusal(req, config.max_destroys_per_hour)
         # The capacity floor: a machine that is not capacity (failed) may always go.
+        # Machines other calls released a moment ago may still be listed as
+        # capacity (a drain until the monitor's next poll reads it): counted
+        # gone, or one reply that releases the whole fleet, one machine at a
+        # time, would pass the floor with every call.
+        released = await self._calls.released(req)
+        gone = sum(
+            r.expected_proofs_per_hour
+            for r in snap.instances
+            if r.id in released and r.id != inst.id
+        )
         gate = destroy_gate(
             config,
             machine_capacity=row.expected_proofs_per_hour,
-            fleet_capacity=snap.expected_proofs_per_hour,
+            fleet_capacity=snap.expected_proofs_per_hour - gone,
         )
         if refusal is None and gate.refuse:
             refusal = f"Refused: {gate.refuse}. Nothing was destroyed."
@@ -121,7 +133,8 @@ class Destroyer:
         result = tool_result(
             req,
             # The reason given rides along, so the run log says why it went.
-            f"Destroyed instance {inst.id} ({inst.gpu_name}, was {inst.actual_status}). "
+            f"Destroyed instance {inst.id} ({fence(inst.gpu_name, GPU_CHARS)}, was "
+            f"{fence(inst.actual_status, 40)}). "
             f"Reason given: {args.reason[:200]}",
             mutating=True,
         )
@@ -148,7 +161,8 @@ class Destroyer:
             return None
         return tool_result(
             req,
-            f"Draining instance {inst.id} ({inst.gpu_name}): it takes no new work and is "
+            f"Draining instance {inst.id} ({fence(inst.gpu_name, GPU_CHARS)}): it takes no new "
+            "work and is "
             f"destroyed once its {track.in_flight or 0} proof(s) in flight finish, within "
             f"{DRAIN_LIMIT_S / 60:.0f} min; it no longer counts as capacity. "
             f"Reason given: {reason[:200]}",

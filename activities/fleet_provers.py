@@ -24,6 +24,7 @@ from fleet_agent.fleet.triage import GRACE_STATES, in_grace
 from fleet_agent.models import PollRequest
 from fleet_agent.prover import ProverSpec
 from fleet_agent.store import FailedHosts, ProverTracks, Store
+from fleet_agent.untrusted import fence
 from fleet_agent.vast.models import Instance
 
 __all__ = ["FORGET_EVERY_S", "ProverWatch", "failure_of"]
@@ -46,7 +47,10 @@ def failure_of(
     if inst.phase == "dead":
         if in_grace(inst.state, down[0], now, down[1]):
             return None
-        return "dead", f"instance {inst.id} went {inst.state}: {(inst.status_msg or '')[:200]}"
+        # The reason names the host's status message to the model when its
+        # offers are refused (failed_hosts.py): fenced.
+        said = fence(inst.status_msg or "")
+        return "dead", f"instance {inst.id} went {inst.state}: {said}"
     age_min = (now - inst.start_date) / 60 if inst.start_date else 0.0
     if (
         inst.is_booting

@@ -18,10 +18,12 @@ from fleet_agent.fleet.offer_cost import transfer_dph
 from fleet_agent.models import ApprovalAsk, FleetToolRequest, ToolResult
 from fleet_agent.prover import ProverSpec
 from fleet_agent.store import ToolCallRecord
+from fleet_agent.untrusted import fence
 from fleet_agent.vast.errors import VastAuthError, VastError
 from fleet_agent.vast.models import Instance, Offer
 
 __all__ = [
+    "GPU_CHARS",
     "approval_needed",
     "describe_machine",
     "is_refusal",
@@ -31,7 +33,11 @@ __all__ = [
     "slim",
     "tool_result",
     "vast_failure",
+    "vast_text",
 ]
+
+#: A GPU's name or a host's location: a few words.
+GPU_CHARS = 60
 
 
 def tool_result(
@@ -89,19 +95,31 @@ def slim(result: ToolResult) -> ToolResult:
     return result.model_copy(update={"content": line, "stored": True})
 
 
+#: How much of a vast.ai error the model reads: the service's own words end it.
+VAST_TEXT_CHARS = 300
+
+
+def vast_text(exc: VastError) -> str:
+    """A vast.ai failure as the model reads it: the service's words (and our
+    method, path and status around them) on one line, capped and fenced as
+    data (fleet_agent/untrusted.py): an error text may be anything."""
+    return fence(str(exc), VAST_TEXT_CHARS)
+
+
 def vast_failure(exc: VastError) -> ApplicationError:
     """How a vast.ai failure ends an attempt. A rejected API key is permanent
     (non-retryable, and says what to fix); anything else is worth retrying
-    (Temporal's retry policy decides)."""
+    (Temporal's retry policy decides). The message reaches the model when the
+    retries give up (workflows/run.py), so vast.ai's words in it are fenced."""
     if isinstance(exc, VastAuthError):
-        said = exc.msg or exc.error or f"HTTP {exc.status}"
+        said = fence(exc.msg or exc.error or f"HTTP {exc.status}")
         return ApplicationError(
             f"vast.ai rejected the worker's API key ({said}, {exc.method} {exc.path}): "
             "an operator must set a valid VAST_API_KEY and restart the worker",
             type="VastAuthFailed",
             non_retryable=True,
         )
-    return ApplicationError(f"vast.ai: {exc}", type="VastTransient")
+    return ApplicationError(f"vast.ai: {vast_text(exc)}", type="VastTransient")
 
 
 def is_refusal(exc: VastError) -> bool:
@@ -123,7 +141,8 @@ def offer_row(offer: Offer, prover: ProverSpec) -> dict[str, Any]:
     transfer = transfer_dph(offer.inet_down_cost, rate, prover)
     return {
         "offer_id": offer.id,
-        "gpu": offer.gpu_name,
+        # The row's text (a host's hardware as vast.ai lists it): fenced as data.
+        "gpu": fence(offer.gpu_name, GPU_CHARS),
         "num_gpus": offer.num_gpus,
         "ram_gb": round(offer.ram_mb / 1024),
         "cpu_cores": offer.cpu_cores_effective,
@@ -134,11 +153,13 @@ def offer_row(offer: Offer, prover: ProverSpec) -> dict[str, Any]:
         "usd_per_100_proofs": round(100 * (offer.dph_total + transfer) / rate, 3) if rate else None,
         "inet_down_mbps": offer.inet_down,
         "est_load_minutes": None if load is None else round(load),
-        "where": offer.geolocation,
+        # The host's location as the row gives it: text, fenced too.
+        "where": fence(offer.geolocation, GPU_CHARS) if offer.geolocation else None,
     }
 
 
 def describe_machine(inst: Instance) -> str:
-    """'1x RTX 4090 at $0.412/h' for an instance as vast.ai lists it."""
-    gpu = inst.gpu_name or "?"
+    """'1x «RTX 4090» at $0.412/h' for an instance as vast.ai lists it (the
+    GPU's name is the row's text: fenced)."""
+    gpu = fence(inst.gpu_name or "?", GPU_CHARS)
     return f"{inst.num_gpus or 1}x {gpu} at ${inst.dph_total or 0.0:.3f}/h"

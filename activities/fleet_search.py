@@ -29,7 +29,7 @@ from fleet_agent.tools import SearchOffersInput
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError
 
-from .fleet_results import is_refusal, offer_row, tool_result, vast_failure
+from .fleet_results import is_refusal, offer_row, tool_result, vast_failure, vast_text
 
 __all__ = ["PAGES", "PAGE_SIZE", "OfferSearch"]
 
@@ -94,7 +94,7 @@ class OfferSearch:
             )
         except VastError as exc:
             if is_refusal(exc):
-                return tool_result(req, f"search failed: {exc}", error=True)
+                return tool_result(req, f"search failed: {vast_text(exc)}", error=True)
             raise vast_failure(exc) from None
         # Checked again here: the service may ignore a filter.
         rows = [
@@ -116,7 +116,9 @@ class OfferSearch:
                 "name a gpu_name to see more of one family)"
             )
         head += note
-        return tool_result(req, f"{head}:\n" + json.dumps(shown, separators=(",", ":")))
+        # Unescaped: the fences of the rows' text (fleet_agent/untrusted.py) read as « and ».
+        rows_json = json.dumps(shown, separators=(",", ":"), ensure_ascii=False)
+        return tool_result(req, f"{head}:\n{rows_json}")
 
 
 def _left_out_note(left_out: Exclusions) -> str:

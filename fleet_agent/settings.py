@@ -32,6 +32,7 @@ from fleet_agent.search_attributes import (
     search_attribute_mode,
 )
 from fleet_agent.store.guard import NEW_STORE_ENV
+from fleet_agent.vast.origin import normalize_base_url
 
 __all__ = ["DEFAULT_VAST_URL", "MODEL_ENV", "ProverSpec", "Settings", "SettingsEnv"]
 
@@ -110,6 +111,13 @@ class SettingsEnv(EnvModel):
         if value.lower() in _FALSE:
             return False
         raise ValueError(f"{NEW_STORE_ENV} must be 1 or 0 (or true/false, yes/no), not {value!r}")
+
+    @field_validator("vast_api_url")
+    @classmethod
+    def _vast_origin(cls, value: str) -> str:
+        # Checked at start: https, unless on this machine (the key travels in
+        # every request; fleet_agent/vast/origin.py).
+        return normalize_base_url(value, "VAST_API_URL")
 
     @field_validator("prover_status_port", mode="before")
     @classmethod
@@ -208,7 +216,7 @@ class Settings(BaseModel):
             llm_model=e.llm_model,
             llm_models=models,
             anthropic_api_key=key,
-            vast_api_url=e.vast_api_url.rstrip("/"),
+            vast_api_url=e.vast_api_url,
             vast_api_key=e.vast_api_key,
             prover=e.prover(),
             metrics_address=metrics_address(ports),

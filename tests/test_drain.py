@@ -17,8 +17,9 @@ from fleet_agent.fleet.drain import DRAIN_LIMIT_S, drain_done, drain_token
 from fleet_agent.fleet.provers import ProverTrack
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.fleet.triage import triage
-from fleet_agent.models import PollRequest, ToolResult
+from fleet_agent.models import AgentConfig, PollRequest, ToolResult
 from fleet_agent.sim.server import SimServer
+from tests.fakes.configs import StaticConfigs
 from tests.helpers import tool_request
 from tests.sim_helpers import prover_url, row
 
@@ -151,3 +152,28 @@ async def test_the_simulator_counts_the_work_a_destroy_kills(
     counters = sim.market.state()["counters"]
     assert counters["destroys_mid_proof"] == 1
     assert counters["proofs_lost_to_destroys"] == status["proofs_in_flight"]
+
+
+async def test_machines_released_a_moment_ago_do_not_count_for_the_capacity_floor(
+    tools: FleetActivities, sim: SimServer, configs: StaticConfigs
+) -> None:
+    """One reply that releases every machine (a model told to by a host's
+    text: tests/test_prompt_injection.py): a drained machine stays listed and
+    proving until the monitor's next poll, yet the floor counts it gone at once."""
+    ids = [(await _proving(tools, sim))[0] for _ in range(2)]
+    snap = await _poll(tools, sim, 5)
+    assert all((_status(sim, i) or {}).get("proofs_in_flight") for i in ids), "both busy"
+    rates = [r.expected_proofs_per_hour for r in snap.instances if r.id in ids]
+    # The floor (min_fleet_fraction 0.5 of the target) lets one machine go, not both.
+    configs.config = AgentConfig(target_proofs_per_hour=min(rates), min_release_age_minutes=0)
+    env = ActivityEnvironment()
+    first, second = [
+        await env.run(
+            tools.destroy_instance, _req("destroy_instance", {"instance_id": i, "reason": "all"})
+        )
+        for i in ids
+    ]
+    assert first.mutating and first.content.startswith(f"Draining instance {ids[0]}"), first
+    assert second.is_error and not second.mutating, second.content
+    assert "below min_fleet_fraction 0.5" in second.content, second.content
+    assert not (_status(sim, ids[1]) or {}).get("draining")

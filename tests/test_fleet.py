@@ -58,7 +58,7 @@ async def test_search_returns_only_offers_within_guardrails(
     rows = __import__("json").loads(result.content.split("\n", 1)[1])
     assert rows, result.content
     assert all(
-        r["gpu"] == "RTX 3090" and r["dph"] <= 0.3 and r["reliability"] >= 0.95 for r in rows
+        r["gpu"] == "«RTX 3090»" and r["dph"] <= 0.3 and r["reliability"] >= 0.95 for r in rows
     )
     per_proof = [r["usd_per_100_proofs"] for r in rows]
     assert per_proof == sorted(per_proof), "cheapest per proof first"
@@ -77,7 +77,7 @@ async def test_read_tools_fall_back_to_the_runs_config_without_a_live_one(
         tools.search_offers, _req("search_offers", {"limit": 50}, config)
     )
     rows = __import__("json").loads(result.content.split("\n", 1)[1])
-    assert rows and all(r["gpu"] == "RTX 3090" for r in rows)
+    assert rows and all(r["gpu"] == "«RTX 3090»" for r in rows)
     status_ = await ActivityEnvironment().run(tools.get_fleet_status, _req("get_fleet_status", {}))
     assert not status_.is_error and status_.content.startswith("0 instances")
 

@@ -264,7 +264,7 @@ def test_every_guardrail_and_need_is_a_search_filter() -> None:
         ({"cpu_ram": 256 * 1024, "gpu_frac": 0.125}, "RAM 32 GiB (12% of the host's 256 GiB)"),
         ({"cpu_ram": 512 * 1024, "gpu_frac": 0.125}, None),  # 64 GiB: enough for one proof
         # A 5090 (Blackwell) needs CUDA 12.8 from the driver, above the image's 12.0.
-        ({"gpu_name": "RTX 5090", "cuda_max_good": 12.4}, "12.8 a RTX 5090 needs"),
+        ({"gpu_name": "RTX 5090", "cuda_max_good": 12.4}, "12.8 a «RTX 5090» needs"),
         ({"gpu_name": "RTX 5090", "cuda_max_good": 12.8}, None),
         ({"gpu_name": "RTX 5090", "compute_cap": 1200, "cuda_max_good": 12.6}, "12.8"),
         # The host's longest contract must cover the planned rental (24 h).

@@ -240,7 +240,7 @@ async def test_a_duplicate_that_will_not_go_is_reported_not_hidden(store: Store)
         return None
 
     transport = httpx.MockTransport(handler)
-    async with VastClient("k", "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+    async with VastClient("k", "https://vast.test", transport=transport, pacing=NO_PACING) as vast:
         settled = await settle_label(vast, "L", sleep=no_sleep)
         assert settled.kept is not None and settled.kept.id == 20
         assert settled.destroyed == [] and settled.remaining == [21]

@@ -164,12 +164,12 @@ def test_an_error_is_not_proving_at_once_and_an_unreachable_status_after_the_lim
     track = advance(None, _read(0, 0.0, phase="fetching_params"), 7, 0.0, LIMIT)
     error = ProverRead(ok=True, phase="error", detail="CUDA error 2: out of memory", started_at=0.0)
     assert not_proving_reason(advance(track, error, 7, 60.0, LIMIT), 60.0, LIMIT) == (
-        "prover error: CUDA error 2: out of memory"
+        "prover error: «CUDA error 2: out of memory»"
     )
     for k in range(1, 22):
         track = advance(track, ProverRead(ok=False, error="connection failed"), 7, k * 60.0, LIMIT)
     reason = not_proving_reason(track, 21 * 60.0, LIMIT)
-    assert reason is not None and "unreachable (connection failed)" in reason
+    assert reason is not None and "unreachable («connection failed»)" in reason
 
 
 def test_a_slow_parameter_download_is_progress() -> None:

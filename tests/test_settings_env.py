@@ -19,6 +19,8 @@ from starter.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
 ANTHROPIC = {"ANTHROPIC_API_KEY": "sk-test"}
+# The key travels in every request: plain http only to this machine.
+PLAIN_HTTP = "VAST_API_URL must be https unless it points at this machine"
 
 
 @pytest.mark.parametrize(
@@ -44,6 +46,10 @@ ANTHROPIC = {"ANTHROPIC_API_KEY": "sk-test"}
         ({"FLEET_METRICS_PORT": "0"}, "FLEET_METRICS_PORT must be a port"),
         ({"FLEET_LLM_PRICES": "{nope"}, "FLEET_LLM_PRICES is not valid JSON"),
         ({**ANTHROPIC, "FLEET_LLM_MODEL": "claude-nope"}, "FLEET_LLM_MODEL 'claude-nope' is not"),
+        ({"VAST_API_URL": "http://console.vast.ai"}, PLAIN_HTTP),
+        ({"VAST_API_URL": "http://10.0.0.5:8080/"}, PLAIN_HTTP),
+        ({"VAST_API_URL": "http://localhost.evil.example"}, PLAIN_HTTP),
+        ({"VAST_API_URL": "ftp://console.vast.ai"}, "VAST_API_URL must be http(s)://host[:port]"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_the_variable(env: dict[str, str], message: str) -> None:
@@ -102,15 +108,30 @@ def test_empty_and_unknown_values_behave_as_before() -> None:
     )
     # Trailing slashes, `none` in any case, a key set: as before.
     settings = Settings.from_env(
-        {"VAST_API_URL": "http://sim/", "FLEET_PROVER_STATUS_PORT": "None", **ANTHROPIC}
+        {"VAST_API_URL": "http://127.0.0.1:9/", "FLEET_PROVER_STATUS_PORT": "None", **ANTHROPIC}
     )
-    assert settings.vast_api_url == "http://sim" and settings.prover.status_port is None
+    assert settings.vast_api_url == "http://127.0.0.1:9" and settings.prover.status_port is None
     assert settings.llm_provider == "anthropic"
     # The start command is a script: its spaces are kept.
     onstart = Settings.from_env(
         {"FLEET_PROVER_RUNTYPE": "ssh", "FLEET_PROVER_ONSTART": "  /start\n"}
     ).prover.onstart
     assert onstart == "  /start\n"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://console.vast.ai",
+        "http://127.0.0.1:8080",
+        "http://127.7.0.9",
+        "http://[::1]:9",
+        "http://localhost:3000",
+        "http://LocalHost",
+    ],
+)
+def test_vast_api_url_is_https_or_this_machine(url: str) -> None:
+    assert Settings.from_env({"VAST_API_URL": url + "/"}).vast_api_url == url
 
 
 @pytest.fixture
@@ -229,6 +250,20 @@ async def _worker_stops(tmp_path: Path, **extra: str) -> tuple[int | None, str]:
     )
     _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     return proc.returncode, err.decode()
+
+
+async def test_the_worker_and_the_cli_refuse_a_plain_http_vast_url_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = "http://vast.example"
+    message = f"{PLAIN_HTTP} (127.0.0.0/8, ::1, localhost), not {url!r}: plain http"
+    code, err = await _worker_stops(tmp_path, VAST_API_URL=url, VAST_API_KEY="k")
+    assert code == 1 and err.startswith(f"worker: error: {message}"), err
+    assert err.count("\n") == 1, "one line, no traceback"
+    monkeypatch.setenv("VAST_API_URL", url)
+    assert cli_main(["worker", "--address", "127.0.0.1:9"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"fleet-agent: error: {message}") and err.count("\n") == 1, err
 
 
 async def test_the_worker_stops_on_a_bad_value_in_its_env_file(tmp_path: Path) -> None:

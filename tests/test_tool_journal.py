@@ -181,3 +181,25 @@ def test_temporary_creates_are_read_by_run_and_by_the_parsed_input(journal: Tool
     # rentals by reason).
     assert sorted(u for _, u, _ in journal.creates(AGENT, [3])) == ["toolu_a", "toolu_b", "toolu_c"]
     assert journal.creates(AGENT, []) == []
+
+
+def test_releases_since_are_the_machines_destroy_calls_released_or_are_releasing(
+    journal: ToolJournal,
+) -> None:
+    def destroy(use_id: str, iid: object) -> FleetToolRequest:
+        call = _call(use_id, "destroy_instance")
+        return call.model_copy(update={"input": {"instance_id": iid, "reason": "r"}})
+
+    journal.finish(destroy("d-old", 1), _result("Destroyed", destroy("d-old", 1)), T0)
+    later = T0 + timedelta(minutes=30)
+    journal.finish(destroy("d-drain", 2), _result("Draining", destroy("d-drain", 2)), later)
+    journal.start(destroy("d-flight", 3), later)  # no result yet: may be releasing
+    refused = ToolResult(tool_use_id="d-refused", name="destroy_instance", content="Refused")
+    journal.finish(destroy("d-refused", 4), refused, later)
+    journal.finish(destroy("d-odd", "5"), _result("Destroyed", destroy("d-odd", "5")), later)
+    journal.finish(_call("c-1"), _result("Rented instance 6"), later)
+    since = T0 + timedelta(minutes=1)
+    assert journal.releases_since(AGENT, since) == {2, 3}
+    assert journal.releases_since(AGENT, since, except_call="d-flight") == {2}
+    assert journal.releases_since(AGENT, T0) == {1, 2, 3}
+    assert journal.releases_since("another-agent", T0) == set()

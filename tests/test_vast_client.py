@@ -247,7 +247,7 @@ async def test_a_rejected_key_is_never_a_missing_instance(
         return httpx.Response(status, json=body)
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+    async with VastClient(KEY, "https://vast.test", transport=transport, pacing=NO_PACING) as vast:
         for call in (vast.show_instance(5), vast.destroy_instance(5), vast.list_instances()):
             with pytest.raises(VastAuthError):
                 await call
@@ -281,7 +281,7 @@ async def test_both_documented_offer_gone_shapes(status: int, body: dict[str, ob
         return httpx.Response(status, json=body)
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+    async with VastClient(KEY, "https://vast.test", transport=transport, pacing=NO_PACING) as vast:
         with pytest.raises(VastOfferGone) as info:
             await vast.create_instance(7, image=IMAGE, disk=10, label="x")
     assert info.value.status == status and not info.value.ambiguous and info.value.permanent
@@ -321,6 +321,12 @@ async def test_client_settings_from_environment(
         VastClient(pacing=NO_PACING)
     with pytest.raises(ValueError, match="origin only"):
         VastClient(KEY, sim.url + "/api/v0", pacing=NO_PACING)
+    # The key travels in every request: plain http only to this machine.
+    with pytest.raises(ValueError, match="must be https unless it points at this machine"):
+        VastClient(KEY, "http://console.vast.ai", pacing=NO_PACING)
+    monkeypatch.setenv("VAST_API_URL", "http://10.0.0.5:8080")
+    with pytest.raises(ValueError, match="in the clear"):
+        VastClient(KEY, pacing=NO_PACING)
     async with VastClient(KEY, sim.url, pacing=NO_PACING) as vast:
         with pytest.raises(ValueError, match="path"):
             await vast.raw_request("GET", "http://elsewhere.test/api/v0/instances/")
@@ -451,7 +457,7 @@ async def test_missing_instance_shapes_count_as_gone(status: int, body: dict[str
         return httpx.Response(status, json=body)
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+    async with VastClient(KEY, "https://vast.test", transport=transport, pacing=NO_PACING) as vast:
         assert await vast.show_instance(5) is None
         await vast.destroy_instance(5)
         with pytest.raises(VastNotFound):
@@ -465,7 +471,7 @@ async def test_bare_404_is_not_taken_for_a_missing_instance() -> None:
         return httpx.Response(404, text="Not Found")
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+    async with VastClient(KEY, "https://vast.test", transport=transport, pacing=NO_PACING) as vast:
         with pytest.raises(VastNotFound):
             await vast.show_instance(5)
         with pytest.raises(VastNotFound):
@@ -477,7 +483,7 @@ async def test_read_timeout_on_a_get_is_not_ambiguous() -> None:
         raise httpx.ReadTimeout("slow", request=request)
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+    async with VastClient(KEY, "https://vast.test", transport=transport, pacing=NO_PACING) as vast:
         with pytest.raises(VastTimeout) as info:
             await vast.show_instance(5)
     assert info.value.ambiguous is False
@@ -488,7 +494,7 @@ async def test_unreadable_create_answer_is_ambiguous() -> None:
         return httpx.Response(200, text="<html>oops</html>")
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+    async with VastClient(KEY, "https://vast.test", transport=transport, pacing=NO_PACING) as vast:
         with pytest.raises(VastProtocolError) as info:
             await vast.create_instance(1, image=IMAGE, disk=10, label="x")
     assert info.value.ambiguous is True
@@ -524,7 +530,7 @@ async def test_deprecated_answer_on_any_list_path_raises() -> None:
         return httpx.Response(200, json=body)
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+    async with VastClient(KEY, "https://vast.test", transport=transport, pacing=NO_PACING) as vast:
         with pytest.raises(VastProtocolError) as info:
             await vast.list_instances()
     assert info.value.error == "deprecated_endpoint"
@@ -535,7 +541,7 @@ async def test_list_without_instances_key_raises() -> None:
         return httpx.Response(200, json={"success": True})
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+    async with VastClient(KEY, "https://vast.test", transport=transport, pacing=NO_PACING) as vast:
         with pytest.raises(VastProtocolError):
             await vast.list_instances()
 
@@ -736,7 +742,7 @@ async def test_search_body_matches_cli_grammar() -> None:
 
     transport = httpx.MockTransport(handler)
     async with VastClient(
-        KEY, "http://vast.test/prefix", transport=transport, pacing=NO_PACING
+        KEY, "https://vast.test/prefix", transport=transport, pacing=NO_PACING
     ) as vast:
         await vast.search_offers(
             {"num_gpus": {"gte": 1}}, order="dph_total,-reliability2", limit=3, type="bid"
@@ -761,7 +767,7 @@ async def test_create_body_keeps_the_images_entrypoint_and_maps_a_port() -> None
         return httpx.Response(200, json={"success": True, "new_contract": 77})
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+    async with VastClient(KEY, "https://vast.test", transport=transport, pacing=NO_PACING) as vast:
         made = await vast.create_instance(
             5,
             image=IMAGE,
@@ -843,6 +849,6 @@ async def test_list_leaves_out_destroyed_rows() -> None:
         return httpx.Response(200, json={"instances": rows, "next_token": None})
 
     transport = httpx.MockTransport(handler)
-    async with VastClient(KEY, "http://vast.test", transport=transport, pacing=NO_PACING) as vast:
+    async with VastClient(KEY, "https://vast.test", transport=transport, pacing=NO_PACING) as vast:
         assert [i.id for i in await vast.list_instances()] == [1, 4]
         assert [i.id for i in await vast.list_instances(include_gone=True)] == [1, 2, 3, 4]

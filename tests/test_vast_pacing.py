@@ -231,5 +231,5 @@ def test_pacing_factor_must_not_be_negative() -> None:
 
 async def test_the_documented_pacing_is_the_default() -> None:
     transport = httpx.MockTransport(lambda r: httpx.Response(200, json={"offers": []}))
-    async with VastClient(KEY, "http://vast.test", transport=transport) as vast:
+    async with VastClient(KEY, "https://vast.test", transport=transport) as vast:
         assert vast.pacer.pacing == DOCUMENTED

@@ -21,12 +21,16 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import NamedTuple, Protocol
 
+from fleet_agent.untrusted import single_line
 from fleet_agent.vast.models import Offer
 
 __all__ = ["HOST_FAILURES", "Exclusions", "Remembered", "exclusions", "failed_host_refusal"]
 
 #: Distinct failed machines of one host that leave the whole host out.
 HOST_FAILURES = 2
+# A stored reason as a refusal quotes it: the host's words in it were fenced
+# when it was written (activities/fleet_provers.py); one line whatever it holds.
+_REASON_CHARS = 300
 
 
 class Remembered(Protocol):
@@ -96,7 +100,8 @@ def failed_host_refusal(offer: Offer, entries: Iterable[Remembered]) -> str | No
         e = max(mine, key=lambda x: x.failed_at)
         return (
             f"machine {e.machine_id} of offer {offer.id} failed for this agent before "
-            f"({e.reason}, at {_when(e.failed_at)}); its offers are not rented until "
+            f"({single_line(e.reason, _REASON_CHARS)}, at {_when(e.failed_at)}); its offers "
+            "are not rented until "
             f"{_when(e.until)}"
         )
     if offer.host_id is None or offer.host_id not in exclusions(entries).hosts:
@@ -107,7 +112,8 @@ def failed_host_refusal(offer: Offer, entries: Iterable[Remembered]) -> str | No
     # The host stays left out while HOST_FAILURES of its machines are remembered.
     until = sorted((e.until for e in failed), reverse=True)[HOST_FAILURES - 1]
     which = "; ".join(
-        f"machine {e.machine_id}: {e.reason}, at {_when(e.failed_at)}" for e in failed
+        f"machine {e.machine_id}: {single_line(e.reason, _REASON_CHARS)}, at {_when(e.failed_at)}"
+        for e in failed
     )
     return (
         f"host {offer.host_id} of offer {offer.id} (machine {offer.machine_id}) had "

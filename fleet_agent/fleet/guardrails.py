@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from fleet_agent.capacity import min_cuda
 from fleet_agent.models import AgentConfig
 from fleet_agent.prover import ProverSpec
+from fleet_agent.untrusted import fence
 from fleet_agent.vast.models import Instance, Offer
 
 __all__ = [
@@ -49,7 +50,8 @@ def offer_refusal(
 ) -> str | None:
     """Why this offer may never be rented under `config` (and by `prover`), or None."""
     if not gpu_allowed(offer.gpu_name, config.allowed_gpus):
-        return f"GPU {offer.gpu_name!r} is not allowed (allowed: {', '.join(config.allowed_gpus)})"
+        gpu = fence(offer.gpu_name, 60)
+        return f"GPU {gpu} is not allowed (allowed: {', '.join(config.allowed_gpus)})"
     if not offer.dph_total <= config.max_instance_dph:
         return (
             f"offer costs ${offer.dph_total:.3f}/h, over the ${config.max_instance_dph:g}/h "
@@ -102,7 +104,8 @@ def machine_refusal(offer: Offer, prover: ProverSpec) -> str | None:
     gpu_cuda = min_cuda(offer.gpu_name, offer.compute_cap)
     if offer.cuda_max_good is not None and offer.cuda_max_good < gpu_cuda:
         return (
-            f"CUDA {offer.cuda_max_good:g} is older than the {gpu_cuda:g} a {offer.gpu_name} needs"
+            f"CUDA {offer.cuda_max_good:g} is older than the {gpu_cuda:g} a "
+            f"{fence(offer.gpu_name, 60)} needs"
         )
     if offer.duration is not None and offer.duration < prover.rental_hours * 3600:
         return (

@@ -46,6 +46,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from fleet_agent.untrusted import fence
+
 __all__ = [
     "MIN_PROOFS_MEASURED",
     "MIN_STALL_S",
@@ -256,8 +258,10 @@ def not_proving_reason(
 ) -> str | None:
     """Why this running machine counts as not proving, or None while it is fine.
     `expected`: the capacity model's proofs/h for the machine (`_limit_s`)."""
+    # The phase and detail are the host's words: fenced (fleet_agent/untrusted.py),
+    # since this reason reaches the model as a machine's note and a state change.
     if track.phase == "error":
-        return f"prover error: {track.detail or 'no detail'}"
+        return f"prover error: {fence(track.detail) if track.detail else 'no detail'}"
     if track.idle:
         return None  # no work to do: capacity waiting, not a stall
     idle = now - track.progress_at
@@ -271,9 +275,9 @@ def not_proving_reason(
     if idle < _limit_s(track, limit_minutes, expected):
         return None
     what = {
-        "unreachable": f"prover status unreachable ({track.detail})",
+        "unreachable": f"prover status unreachable ({fence(track.detail)})",
         "proving": "prover has work in flight but finished no proof",
         "fetching_params": "parameter download stalled",
         "starting": "prover stuck starting",
-    }.get(track.phase, f"prover in phase {track.phase!r}")
+    }.get(track.phase, f"prover in phase {fence(track.phase, 40)}")
     return f"{what} for {idle / 60:.0f} min"

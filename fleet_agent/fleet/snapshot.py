@@ -25,6 +25,7 @@ from fleet_agent.fleet.reconcile import duplicate_labels
 from fleet_agent.fleet.spare import spare_shown
 from fleet_agent.fleet.temporary import temporary_min_age
 from fleet_agent.fleet.triage import GRACE_STATES, NOT_PROVING, hold_of, in_grace
+from fleet_agent.untrusted import fence
 from fleet_agent.vast.models import Instance, phase_of
 
 #: The prover phase of a machine that proves, and the state word of the
@@ -89,8 +90,34 @@ class FleetInstance(BaseModel):
 
     def change_detail(self) -> str:
         """What a state change of this machine tells the agent: why it is not
-        proving, else vast.ai's status message."""
-        return self.note if self.state == NOT_PROVING else self.status_msg
+        proving (its host's words fenced already), else vast.ai's status
+        message, fenced (fleet_agent/untrusted.py)."""
+        if self.state == NOT_PROVING:
+            return self.note
+        return fence(self.status_msg) if self.status_msg else ""
+
+    def for_model(self) -> dict[str, object]:
+        """The row as the model reads it: what a host or vast.ai wrote fenced
+        (fleet_agent/untrusted.py), defaults left out."""
+        row = self.model_dump(exclude_defaults=True)
+        for key in _HOST_FIELDS:
+            if row.get(key):
+                row[key] = fence(row[key])
+        row["state"] = self.shown_state()
+        return row
+
+    def shown_state(self) -> str:
+        """The state word as the model reads it: a status this code does not
+        know is vast.ai's text as it came, fenced."""
+        if self.state != NOT_PROVING and phase_of(self.state) == "unrecognized":
+            return fence(self.state, _STATE_CHARS)
+        return self.state
+
+
+#: FleetInstance fields a host or vast.ai writes: fenced in the model's view.
+#: (`label` is ours: only machines whose label parses as this agent's are listed.)
+_HOST_FIELDS = ("gpu", "prover", "status_msg")
+_STATE_CHARS = 40
 
 
 class FleetSnapshot(BaseModel):
@@ -124,7 +151,7 @@ class FleetSnapshot(BaseModel):
         """Model-friendly: one summary line, then a JSON list of instances."""
         if self.error:
             return f"Fleet status unavailable: {self.error}"
-        counts = Counter(i.state for i in self.instances)
+        counts = Counter(i.shown_state() for i in self.instances)
         by_state = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no instances"
         gap = self.target_proofs_per_hour - self.capacity_proofs_per_hour
         # One line, then the JSON rows: readers (the autopilot) rely on that shape.
@@ -157,14 +184,16 @@ class FleetSnapshot(BaseModel):
                 f"; {extra} duplicate machine(s) of one create call (same label): the "
                 "oldest of each label is kept and the others are being destroyed"
             )
-        rows = [i.model_dump(exclude_defaults=True) for i in self.instances]
-        return f"{head}\n```json\n{json.dumps(rows, separators=(',', ':'))}\n```"
+        rows = [i.for_model() for i in self.instances]
+        # Unescaped: the fences (fleet_agent/untrusted.py) read as « and », not \u00ab.
+        text = json.dumps(rows, separators=(",", ":"), ensure_ascii=False)
+        return f"{head}\n```json\n{text}\n```"
 
 
 _NOTES = {
     "idle": "{state}: not proving, still billed; destroy it and rent a replacement if needed",
     "dead": "{state}: dead for good, still billed until destroyed; replace it",
-    "unrecognized": "unrecognized status {state!r}: not counted as capacity",
+    "unrecognized": "unrecognized status {state}: not counted as capacity",
 }
 
 
@@ -246,7 +275,9 @@ def summarize(
         age = None
         if now_epoch is not None and inst.start_date:
             age = round((now_epoch - inst.start_date) / 60, 1)
-        note = _NOTES[phase].format(state=state) if phase in _NOTES else ""
+        # An unrecognized status is vast.ai's text as it came: fenced in the note.
+        word = fence(state, _STATE_CHARS) if phase == "unrecognized" else state
+        note = _NOTES[phase].format(state=word) if phase in _NOTES else ""
         since = (down_since or {}).get(inst.id)
         grace = in_grace(state, since, now_epoch, offline_grace_minutes)
         down = (

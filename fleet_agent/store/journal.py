@@ -171,6 +171,32 @@ class ToolJournal:
             or (row.result_json and ToolResult.model_validate_json(row.result_json).mutating)
         ]
 
+    def releases_since(self, agent_id: str, since: datetime, except_call: str = "") -> set[int]:
+        """The instances this agent's destroy_instance calls started from
+        `since` on released (destroyed or drained) or may be releasing (no
+        result yet); `except_call` (a tool_use_id) is left out. Such a machine
+        may still be listed as capacity for a while: a drain until the
+        monitor's next poll reads it, a destroy until the listing catches up."""
+        table = table_of(ToolCallRow)
+        stmt = select(table.c.status, table.c.result_json, table.c.input_json).where(
+            table.c.agent_id == agent_id,
+            table.c.name == "destroy_instance",
+            table.c.tool_use_id != except_call,
+            table.c.started_at >= require_aware(since, "since"),
+        )
+        with self._engine.connect() as conn:
+            rows = conn.execute(stmt).all()
+        released: set[int] = set()
+        for row in rows:
+            if row.status != "started" and not (
+                row.result_json and ToolResult.model_validate_json(row.result_json).mutating
+            ):
+                continue
+            iid = json.loads(row.input_json or "{}").get("instance_id")
+            if isinstance(iid, int) and not isinstance(iid, bool):
+                released.add(iid)
+        return released
+
     def last_change(self, agent_id: str, names: Collection[str], now: datetime) -> datetime | None:
         """When this agent's fleet may last have changed through its calls of
         the tools `names`: the latest a call of them ended, or `now` while

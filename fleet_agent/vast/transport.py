@@ -23,7 +23,6 @@ import hmac
 import logging
 from collections.abc import Generator, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -39,6 +38,7 @@ from .errors import (
     VastServerError,
     VastTimeout,
 )
+from .origin import normalize_base_url
 from .pacing import Pacer
 
 __all__ = ["VastTransport", "normalize_base_url"]
@@ -76,23 +76,6 @@ class _BearerAuth(httpx.Auth):
 
     def __repr__(self) -> str:
         return "_BearerAuth(<redacted>)"
-
-
-def normalize_base_url(raw: str) -> str:
-    """Check the origin the way the CLI's ``--url`` is meant to be used."""
-    url = raw.strip().rstrip("/")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"vast.ai base URL must be http(s)://host[:port], got {raw!r}")
-    if parts.query or parts.fragment:
-        raise ValueError("vast.ai base URL must not carry a query or fragment")
-    # The CLI appends /api/v0/... itself; an origin that already ends in /api/vN
-    # would double it and turn every call into a 404, which could look like
-    # "instance gone". Refuse it up front.
-    tail = parts.path.rstrip("/").rsplit("/", 2)[-2:]
-    if len(tail) == 2 and tail[0] == "api" and tail[1].startswith("v"):
-        raise ValueError(f"vast.ai base URL is the origin only (no /api/vN), got {raw!r}")
-    return url
 
 
 class VastTransport:
