@@ -56,7 +56,7 @@ async def test_an_address_that_makes_no_url_is_unreachable_not_a_failed_poll() -
     ports = {"9100/tcp": [{"HostPort": "41"}]}
     bad = Instance.model_construct(id=8, public_ipaddr="1.2.3.4\n", ports=ports)
     reads = await read_statuses([bad], 9100)
-    assert not reads[8].ok and "no URL" in reads[8].error
+    assert not reads[8].ok and "is not an IP address" in reads[8].error
 
 
 async def test_offers_without_a_usable_price_are_left_out_never_free(
