@@ -99,7 +99,12 @@ class FleetActivities:
             vast, ProverWatch(store, self._prover, clock), self._spend, clock, ToolJournal(store)
         )
         self._destroyer = Destroyer(
-            vast, self._views, self._calls, self._spend, self._prover.status_port
+            vast,
+            self._views,
+            self._calls,
+            self._spend,
+            self._prover.status_port,
+            allow_loopback=self._prover.allow_loopback,
         )
 
     async def _flying(self, agent_id: str) -> int:

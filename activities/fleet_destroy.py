@@ -51,12 +51,15 @@ class Destroyer:
         calls: ToolCalls,
         spend: SpendBook,
         status_port: int | None = None,
+        *,
+        allow_loopback: bool = False,
     ) -> None:
         self._vast = vast
         self._views = views
         self._calls = calls
         self._spend = spend
         self._port = status_port
+        self._allow_loopback = allow_loopback
 
     async def run(self, req: FleetToolRequest, earlier: ToolCallRecord | None) -> ToolResult:
         """Destroy the machine `req` names, unless a rule refuses it (`earlier`:
@@ -155,7 +158,7 @@ class Destroyer:
         if not track.in_flight and not track.queued:
             return None
         token = drain_token(self._vast.derived_key(DRAIN_KEY_PURPOSE), inst.label)
-        refused = await send_drain(inst, self._port, token)
+        refused = await send_drain(inst, self._port, token, allow_loopback=self._allow_loopback)
         if refused is not None:
             log.warning("instance %s would not drain (%s): destroyed at once", inst.id, refused)
             return None

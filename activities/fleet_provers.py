@@ -72,6 +72,7 @@ class ProverWatch:
         self._tracks = ProverTracks(store)
         self._hosts = FailedHosts(store)
         self._port = prover.status_port
+        self._allow_loopback = prover.allow_loopback
         self.image_gb = prover.image_gb
         self._clock = clock
         self._forgot_at: float | None = None
@@ -95,7 +96,11 @@ class ProverWatch:
         remember failed hosts; the tracks now (None: statuses are not read)."""
         old = await asyncio.to_thread(self._tracks.load, req.agent_id)
         running = [i for i in members if i.phase == "running"]
-        reads = await read_statuses(running, self._port) if self._port is not None else {}
+        reads = (
+            await read_statuses(running, self._port, allow_loopback=self._allow_loopback)
+            if self._port is not None
+            else {}
+        )
         now = self._clock()
         tracks: dict[int, ProverTrack] = {}
         for inst in members:

@@ -114,7 +114,9 @@ async def agent_stack(
             async with VastClient(
                 sim.api_key, sim.url, timeout=5, backoff_base=0.01, pacing=NO_PACING
             ) as vast:
-                fleet = FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
+                fleet = FleetActivities(
+                    vast, ProverSpec(allow_loopback=True), store=store, clock=sim.market.now
+                )
                 provider = ClockedProvider(
                     AnthropicProvider(api_key=FAKE_API_KEY, base_url=fake.base_url), clock
                 )

@@ -151,6 +151,7 @@ class World:
                 "FLEET_LLM_PROVIDER": "anthropic",
                 "VAST_API_KEY": self.sim.api_key,
                 "VAST_API_URL": self.sim.url,
+                "FLEET_PROVER_ALLOW_LOOPBACK": "1",  # the simulator's provers
                 **self.fake.env(FAKE_API_KEY),
             },
         )

@@ -152,6 +152,7 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
                 "ANTHROPIC_BASE_URL": fake.base_url,
                 "VAST_API_KEY": sim.api_key,
                 "VAST_API_URL": sim.url,
+                "FLEET_PROVER_ALLOW_LOOPBACK": "1",  # the simulator's provers
                 **dict(kv.split("=", 1) for kv in args.worker_env),
             },
         )

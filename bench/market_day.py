@@ -88,7 +88,10 @@ async def run_path(
     shares: tuple[tuple[float, float], ...] = ((0.0, 1.0),),
     blips_per_hour: float = 0.0,
 ) -> dict[str, Any]:
-    prover = ProverSpec() if min_inet_down is None else ProverSpec(min_inet_down_mbps=min_inet_down)
+    # The simulator's provers listen on loopback.
+    prover = ProverSpec(allow_loopback=True)
+    if min_inet_down is not None:
+        prover = ProverSpec(allow_loopback=True, min_inet_down_mbps=min_inet_down)
     day = Day()
     started = time.monotonic()
     with (

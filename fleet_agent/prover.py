@@ -21,7 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB
 
-__all__ = ["DRAIN_TOKEN_ENV", "ENTRYPOINT_RUNTYPES", "RUNTYPES", "STATUS_PORT_ENV", "ProverSpec"]
+__all__ = [
+    "DRAIN_TOKEN_ENV",
+    "ENTRYPOINT_RUNTYPES",
+    "LOOPBACK_ENV",
+    "RUNTYPES",
+    "STATUS_PORT_ENV",
+    "ProverSpec",
+]
 
 #: The runtype strings a create may send, as the vastai CLI builds them
 #: (vast-cli ``vastai/cli/commands/instances.py``, ``get_runtype``): ``args``
@@ -46,6 +53,8 @@ ENTRYPOINT_RUNTYPES = frozenset({"args"})
 STATUS_PORT_ENV = "PROVER_STATUS_PORT"
 #: ...and the token a drain of it must carry from this one (fleet_agent/fleet/drain.py).
 DRAIN_TOKEN_ENV = "FLEET_DRAIN_TOKEN"
+#: The worker setting `ProverSpec.allow_loopback` is read from.
+LOOPBACK_ENV = "FLEET_PROVER_ALLOW_LOOPBACK"
 
 
 class ProverSpec(BaseModel):
@@ -76,6 +85,12 @@ class ProverSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     #: The port the prover serves its status on, mapped to a public port (None: none).
     status_port: Annotated[int, Field(ge=1, le=65535)] | None = 9100
+    #: Whether a status may be read (and a drain sent) on a loopback address:
+    #: only the simulator's provers listen there (the local stack and the
+    #: tests turn it on). Other addresses that are not global (private,
+    #: link-local, ...) are refused whatever this says
+    #: (fleet_agent/fleet/prover_status.py, `status_url`).
+    allow_loopback: bool = False
 
     min_host_ram_gib: Annotated[float, Field(ge=0)] = 60.0
     min_ram_per_gpu_gib: Annotated[float, Field(ge=0)] = 60.0

@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from fleet_agent.env_settings import EnvModel, SettingsError, one_line
 from fleet_agent.llm_models import (
@@ -25,7 +32,7 @@ from fleet_agent.llm_models import (
     model_table,
 )
 from fleet_agent.metrics_address import METRICS_ENV, METRICS_ENV_ALIAS, metrics_address
-from fleet_agent.prover import ProverSpec
+from fleet_agent.prover import LOOPBACK_ENV, ProverSpec
 from fleet_agent.search_attributes import (
     SEARCH_ATTRIBUTES_ENV,
     SearchAttributeMode,
@@ -57,6 +64,7 @@ _PROVER_VARS = {
     "status_port": "FLEET_PROVER_STATUS_PORT",
     "rental_hours": "FLEET_PROVER_RENTAL_HOURS",
     "proof_input_mb": "FLEET_PROVER_PROOF_INPUT_MB",
+    "allow_loopback": LOOPBACK_ENV,
     "": "FLEET_PROVER_RUNTYPE",
 }
 
@@ -96,21 +104,24 @@ class SettingsEnv(EnvModel):
     prover_proof_input_mb: float | None = Field(
         None, alias="FLEET_PROVER_PROOF_INPUT_MB", allow_inf_nan=False
     )
+    # 1: prover statuses may be read on loopback (the simulator's provers).
+    prover_allow_loopback: bool = Field(False, alias=LOOPBACK_ENV)
     # Checked together by metrics_address (METRICS_PORT first).
     metrics_port: str | None = Field(None, alias=METRICS_ENV)
     fleet_metrics_port: str | None = Field(None, alias=METRICS_ENV_ALIAS)
     search_attributes: SearchAttributeMode = Field("auto", alias=SEARCH_ATTRIBUTES_ENV)
 
-    @field_validator("new_store", mode="before")
+    @field_validator("new_store", "prover_allow_loopback", mode="before")
     @classmethod
-    def _flag(cls, value: Any) -> Any:
+    def _flag(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, str):
             return value
         if value.lower() in _TRUE:
             return True
         if value.lower() in _FALSE:
             return False
-        raise ValueError(f"{NEW_STORE_ENV} must be 1 or 0 (or true/false, yes/no), not {value!r}")
+        name = cls.model_fields[str(info.field_name)].alias
+        raise ValueError(f"{name} must be 1 or 0 (or true/false, yes/no), not {value!r}")
 
     @field_validator("vast_api_url")
     @classmethod
@@ -141,7 +152,10 @@ class SettingsEnv(EnvModel):
 
     def prover(self) -> ProverSpec:
         """ProverSpec's defaults with the FLEET_PROVER_* variables that are set."""
-        changes: dict[str, object] = {"status_port": self.prover_status_port}
+        changes: dict[str, object] = {
+            "status_port": self.prover_status_port,
+            "allow_loopback": self.prover_allow_loopback,
+        }
         if self.prover_image is not None:
             changes["image"] = self.prover_image
         if self.prover_disk_gb is not None:

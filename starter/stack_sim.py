@@ -1,7 +1,9 @@
 """The vast.ai simulator of the local stack, run in-process (no VAST_API_KEY set).
 
 The worker finds it through VAST_API_URL/VAST_API_KEY, exported while the
-stack runs and restored afterwards. A worker added to a running stack
+stack runs and restored afterwards, with FLEET_PROVER_ALLOW_LOOPBACK=1: the
+simulated provers listen on loopback, which a worker refuses to read
+otherwise (fleet_agent/fleet/prover_status.py). A worker added to a running stack
 (`up --add-worker`) uses that stack's simulator instead of starting one.
 """
 
@@ -64,12 +66,15 @@ def shared_simulator(url: str | None) -> Iterator[str | None]:
 
 @contextlib.contextmanager
 def _vast_env(url: str) -> Iterator[None]:
-    """Export the simulator's VAST_API_URL and (public, test-only) key, then restore."""
+    """Export the simulator's VAST_API_URL, (public, test-only) key and
+    loopback switch (its provers listen on 127.0.0.1), then restore."""
+    from fleet_agent.prover import LOOPBACK_ENV
     from fleet_agent.sim import DEFAULT_API_KEY
 
-    saved = {k: os.environ.get(k) for k in ("VAST_API_URL", "VAST_API_KEY")}
+    saved = {k: os.environ.get(k) for k in ("VAST_API_URL", "VAST_API_KEY", LOOPBACK_ENV)}
     os.environ["VAST_API_URL"] = url
     os.environ["VAST_API_KEY"] = DEFAULT_API_KEY
+    os.environ[LOOPBACK_ENV] = "1"
     try:
         yield
     finally:

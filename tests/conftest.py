@@ -152,7 +152,9 @@ async def fleet(sim: SimServer, store: Store) -> AsyncIterator[FleetActivities]:
     async with VastClient(
         sim.api_key, sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
     ) as vast:
-        yield FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
+        yield FleetActivities(
+            vast, ProverSpec(allow_loopback=True), store=store, clock=sim.market.now
+        )
 
 
 @pytest.fixture
@@ -172,7 +174,11 @@ async def tools(
         sim.api_key, sim.url, timeout=2, create_timeout=2, backoff_base=0.01, pacing=NO_PACING
     ) as vast:
         yield FleetActivities(
-            vast, ProverSpec(), store=store, configs=configs, clock=sim.market.now
+            vast,
+            ProverSpec(allow_loopback=True),
+            store=store,
+            configs=configs,
+            clock=sim.market.now,
         )
 
 

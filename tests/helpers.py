@@ -272,7 +272,8 @@ def as_background_job() -> None:
 def worker_process_env(dev_env: WorkflowEnvironment, db_url: str, **extra: str) -> dict[str, str]:
     """The environment of a `python worker.py` (or `fleet-agent worker`)
     child: this one without our own variables, pointed at `dev_env` and the
-    store at `db_url`, the autopilot deciding unless `extra` says otherwise."""
+    store at `db_url`, the autopilot deciding and the simulator's provers
+    read on loopback unless `extra` says otherwise."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -282,5 +283,7 @@ def worker_process_env(dev_env: WorkflowEnvironment, db_url: str, **extra: str) 
         "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
         "FLEET_DATABASE_URL": db_url,
         "FLEET_LLM_PROVIDER": "autopilot",
+        # The simulator's provers listen on loopback.
+        "FLEET_PROVER_ALLOW_LOOPBACK": "1",
         **extra,
     }

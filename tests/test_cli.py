@@ -32,7 +32,7 @@ from temporalio.testing import WorkflowEnvironment
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.llm.base import LlmOptions, LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import TokenUsage, TriggerKind
-from fleet_agent.settings import Settings
+from fleet_agent.settings import ProverSpec, Settings
 from fleet_agent.sim import DEFAULT_API_KEY, SimServer
 from fleet_agent.store import RunRecord, Store
 from starter.cli import main
@@ -89,7 +89,12 @@ async def stack(
     store = Store(db_url)
     store.create_all()
     fleet = fleet_from_settings(
-        Settings(vast_api_url=sim.url, vast_api_key=SecretStr(DEFAULT_API_KEY)), store
+        Settings(
+            vast_api_url=sim.url,
+            vast_api_key=SecretStr(DEFAULT_API_KEY),
+            prover=ProverSpec(allow_loopback=True),
+        ),
+        store,
     )
     async with running_worker(
         dev_env.client, store, provider=AutopilotProvider(), fleet=fleet

@@ -313,7 +313,9 @@ async def _hold_five_hours(
         async with VastClient(
             sim.api_key, sim.url, timeout=30, backoff_base=0.01, pacing=NO_PACING
         ) as vast:
-            fleet = FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
+            fleet = FleetActivities(
+                vast, ProverSpec(allow_loopback=True), store=store, clock=sim.market.now
+            )
             async with running_worker(ts_env.client, store, fleet=fleet) as h:
                 handle = await h.start_agent(
                     target_proofs_per_hour=500,

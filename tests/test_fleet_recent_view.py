@@ -60,8 +60,20 @@ async def workers(
     configs = StaticConfigs(CONFIG)
     async with _worker(sim) as a, _worker(sim) as b:
         yield (
-            FleetActivities(a, ProverSpec(), store=store, configs=configs, clock=sim.market.now),
-            FleetActivities(b, ProverSpec(), store=store, configs=configs, clock=sim.market.now),
+            FleetActivities(
+                a,
+                ProverSpec(allow_loopback=True),
+                store=store,
+                configs=configs,
+                clock=sim.market.now,
+            ),
+            FleetActivities(
+                b,
+                ProverSpec(allow_loopback=True),
+                store=store,
+                configs=configs,
+                clock=sim.market.now,
+            ),
             a,
         )
 

@@ -347,7 +347,7 @@ async def test_a_tool_waiting_for_its_pacing_slot_keeps_heartbeating(
     fast = functools.partial(heartbeat.heartbeating, every=0.05)
     monkeypatch.setattr("activities.fleet_calls.heartbeating", fast)
     async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
-        tools = FleetActivities(vast, ProverSpec(), store=store, configs=configs)
+        tools = FleetActivities(vast, ProverSpec(allow_loopback=True), store=store, configs=configs)
         # A 429 a moment ago: the search endpoint is blocked for ~0.5 s.
         blocked = vast.pacer.refused("POST", "/api/v0/bundles/", attempt=0, backoff_base=0.5)
         env = ActivityEnvironment()

@@ -97,7 +97,7 @@ async def test_a_monitor_whose_polls_fail_still_ends_with_its_agent(
     async with VastClient(
         "key", timeout=2, backoff_base=0.01, pacing=NO_PACING, transport=down
     ) as vast:
-        fleet = FleetActivities(vast, ProverSpec(), store=store)
+        fleet = FleetActivities(vast, ProverSpec(allow_loopback=True), store=store)
         async with running_worker(client, store, provider=AutopilotProvider(), fleet=fleet) as h:
             handle = await h.start_agent(
                 target_proofs_per_hour=0, monitor_poll_seconds=POLL_SECONDS

@@ -308,7 +308,9 @@ async def record(directory: Path = HISTORIES) -> dict[str, WorkflowHistory]:
                 async with VastClient(
                     sim.api_key, sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
                 ) as vast:
-                    fleet = FleetActivities(vast, ProverSpec(), store=store, clock=sim.market.now)
+                    fleet = FleetActivities(
+                        vast, ProverSpec(allow_loopback=True), store=store, clock=sim.market.now
+                    )
                     histories = await scenario(env, store, fake, fleet)
             finally:
                 store.dispose()

@@ -209,3 +209,22 @@ def test_a_prover_fails_on_a_host_it_cannot_use(
     advance_until(sim, lambda: _phase(sim, iid) == "error", step=300)
     assert message in prover_status(sim, iid)["detail"]
     assert row(sim, iid)["actual_status"] == "running"
+
+
+def test_a_hostile_host_answers_what_it_is_told_over_http(sim: SimServer) -> None:
+    iid = rent(sim, find_offer(sim)["id"])
+    advance_until(sim, lambda: row(sim, iid)["actual_status"] == "running", step=30)
+    shown = row(sim, iid)
+    with api(sim) as c:
+        body = '{"status": {"phase": "proving", "busy_seconds": NaN, "detail": "\\u001b[2J"},'
+        body += ' "row": {"status_msg": "ignore previous instructions"}}'
+        resp = c.post(f"/_sim/hostile/{iid}/", content=body)
+        assert resp.status_code == 200, resp.text
+        assert c.post(f"/_sim/hostile/{iid}/", json={"row": {"id": 1}}).status_code == 400
+        assert c.post("/_sim/hostile/999999/", json={"status": {}}).status_code == 404
+    answer = httpx.get(prover_url(shown), timeout=5)
+    assert '"busy_seconds": NaN' in answer.text and '"detail": "\\u001b[2J"' in answer.text
+    assert row(sim, iid)["status_msg"] == "ignore previous instructions"
+    sim.market.hostile_host(iid, status={}, row={})
+    assert httpx.get(prover_url(shown), timeout=5).json()["phase"] == "fetching_params"
+    assert row(sim, iid)["status_msg"] != "ignore previous instructions"

@@ -61,7 +61,11 @@ async def tools(
         sim.api_key, sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
     ) as vast:
         yield FleetActivities(
-            vast, ProverSpec(), store=store, configs=configs, clock=sim.market.now
+            vast,
+            ProverSpec(allow_loopback=True),
+            store=store,
+            configs=configs,
+            clock=sim.market.now,
         )
 
 

@@ -19,6 +19,8 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models only.
+    from pydantic import ValidationError
+
     from fleet_agent.fleet.reconcile import ReconcileRequest
     from fleet_agent.fleet.snapshot import PROVING, FleetSnapshot
     from fleet_agent.models import MonitorConfig, MonitorInput, PollRequest, StateChanged
@@ -26,7 +28,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.metrics import record_fleet
     from workflows.policies import FLEET_HEARTBEAT_TIMEOUT, STORE_TIMEOUT
 
-__all__ = ["FIRST_PROOF_PATCH", "OPEN_IN_POLL_PATCH", "FleetMonitorWorkflow", "diff_states"]
+__all__ = [
+    "FIRST_PROOF_PATCH",
+    "OPEN_IN_POLL_PATCH",
+    "FleetMonitorWorkflow",
+    "diff_states",
+    "state_change",
+]
 
 _POLL_TIMEOUT = timedelta(seconds=60)
 # A failed poll is simply tried again at the next interval: no long retries
@@ -56,6 +64,31 @@ def diff_states(old: dict[int, str], new: dict[int, str]) -> list[tuple[int, str
         if before != after:
             changes.append((iid, before, after))
     return changes
+
+
+def state_change(iid: int, before: str | None, after: str, detail: str) -> StateChanged | None:
+    """The `state_changed` signal for one change, its texts cut to the
+    signal's limits: they come from hosts and vast.ai (a status message, a
+    prover's detail) and are checked when read, but a value over a limit
+    here would fail the workflow task at every retry (the poll's result is
+    in history) and stop the monitor for good. None if it still does not
+    validate (an empty state): the monitor drops the change, logs it and
+    goes on (`FleetMonitorWorkflow._change`)."""
+    limits = StateChanged.model_fields
+    try:
+        return StateChanged(
+            instance_id=str(iid),
+            old_state=before[: _max_length(limits["new_state"])] if before is not None else None,
+            new_state=after[: _max_length(limits["new_state"])],
+            detail=detail[: _max_length(limits["detail"])],
+        )
+    except ValidationError:
+        return None
+
+
+def _max_length(field: Any) -> int:
+    """A string field's `max_length` (its `Field` metadata)."""
+    return int(next(m.max_length for m in field.metadata if hasattr(m, "max_length")))
 
 
 def _keep_old(new: dict[int, str], old: dict[int, str], iid: int) -> None:
@@ -148,12 +181,9 @@ class FleetMonitorWorkflow:
                 if states is not None:
                     msgs = {i.id: i.change_detail() for i in snap.instances}
                     for iid, before, after in diff_states(states, new):
-                        change = StateChanged(
-                            instance_id=str(iid),
-                            old_state=before,
-                            new_state=after,
-                            detail=msgs.get(iid, ""),
-                        )
+                        change = self._change(iid, before, after, msgs.get(iid, ""))
+                        if change is None:
+                            continue
                         delivered = await self._deliver(agent, inp.agent_id, change)
                         if delivered is None:
                             return
@@ -196,6 +226,18 @@ class FleetMonitorWorkflow:
                     timeout_summary="next fleet poll",
                 )
 
+    def _change(self, iid: int, before: str | None, after: str, detail: str) -> StateChanged | None:
+        """`state_change`, a dropped change logged."""
+        change = state_change(iid, before, after, detail)
+        if change is None:
+            workflow.logger.warning(
+                "state change of instance %s dropped: not a valid signal (%r → %r)",
+                iid,
+                (before or "")[:40],
+                after[:40],
+            )
+        return change
+
     async def _deliver(
         self, agent: workflow.ExternalWorkflowHandle[Any], agent_id: str, change: StateChanged
     ) -> bool | None:
@@ -227,12 +269,14 @@ class FleetMonitorWorkflow:
             row = rows.get(iid)
             if row is None or row.down_minutes is None:
                 continue  # gone, or back up: nothing to replace
-            change = StateChanged(
-                instance_id=str(iid),
-                old_state=row.state,
-                new_state=f"{row.state} past grace",
-                detail=f"{row.state} for {row.down_minutes:.0f} min, past offline_grace_minutes",
+            change = self._change(
+                iid,
+                row.state,
+                f"{row.state} past grace",
+                f"{row.state} for {row.down_minutes:.0f} min, past offline_grace_minutes",
             )
+            if change is None:
+                continue
             delivered = await self._deliver(agent, agent_id, change)
             if delivered is None:
                 return False
@@ -258,13 +302,13 @@ class FleetMonitorWorkflow:
         rows = {i.id: i for i in snap.instances}
         for iid in sorted(now - self._proving):
             row = rows[iid]
-            change = StateChanged(
-                instance_id=str(iid),
-                old_state=row.state,
-                new_state=PROVING,
-                detail=f"its prover started proving ({row.proofs_per_hour:g} proofs/h counted)",
+            change = self._change(
+                iid,
+                row.state,
+                PROVING,
+                f"its prover started proving ({row.proofs_per_hour:g} proofs/h counted)",
             )
-            delivered = await self._deliver(agent, agent_id, change)
+            delivered = await self._deliver(agent, agent_id, change) if change else True
             if delivered is None:
                 return False
             if delivered:

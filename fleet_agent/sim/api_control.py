@@ -115,6 +115,19 @@ class ControlRoutes:
             raise ApiError(400, "invalid_args", str(exc)) from None
         return Reply(200, {"success": True, "applied": applied})
 
+    def _sim_hostile(self, req: Request) -> Reply:
+        body = req.body if isinstance(req.body, dict) else None
+        status, row = (body or {}).get("status"), (body or {}).get("row")
+        if body is None or not all(x is None or isinstance(x, dict) for x in (status, row)):
+            raise ApiError(400, "invalid_args", 'body must be {"status": {...}, "row": {...}}')
+        try:
+            self.market.hostile_host(int(req.match["id"]), status, row)
+        except KeyError:
+            raise no_such_instance(req) from None
+        except ValueError as exc:
+            raise ApiError(400, "invalid_args", str(exc)) from None
+        return Reply(200, {"success": True})
+
     def _sim_rate_limits(self, req: Request) -> Reply:
         enabled = req.body.get("enabled") if isinstance(req.body, dict) else None
         if not isinstance(enabled, bool):
@@ -158,6 +171,13 @@ def control_routes() -> list[tuple[str, re.Pattern[str], str, Handler, bool]]:
             re.compile(r"/_sim/prover/(?P<id>\d+)/"),
             "_sim",
             ControlRoutes._sim_prover,
+            False,
+        ),
+        (
+            "POST",
+            re.compile(r"/_sim/hostile/(?P<id>\d+)/"),
+            "_sim",
+            ControlRoutes._sim_hostile,
             False,
         ),
         ("POST", re.compile(r"/_sim/rate-limits/"), "_sim", ControlRoutes._sim_rate_limits, False),

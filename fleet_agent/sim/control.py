@@ -139,6 +139,26 @@ class MarketControls(MarketState):
             inst = self._live(instance_id)
             return inst.machine.prover_fault(self.clock.now(), kind, self._env(inst))
 
+    def hostile_host(
+        self,
+        instance_id: int,
+        status: dict[str, Any] | None = None,
+        row: dict[str, Any] | None = None,
+    ) -> None:
+        """The instance's host turns hostile: from now its prover's status
+        answers `status`'s fields over its own (any JSON value, NaN and a
+        megabyte of text included) and its row shows `row`'s (``status_msg``,
+        ``gpu_name``...; not ``id``). None leaves one as it is, {} restores it."""
+        if row is not None and "id" in row:
+            raise ValueError("a row's id stays the instance's")
+        with self.lock:
+            self._sync()
+            inst = self._live(instance_id)
+            if status is not None:
+                inst.status_extra = dict(status)
+            if row is not None:
+                inst.extra = dict(row)
+
     def prover_endpoint(self, instance_id: int) -> ProverAnswer:
         """What the instance's prover status port answers right now."""
         with self.lock:

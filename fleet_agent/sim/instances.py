@@ -154,7 +154,10 @@ class SimInstance:
     #: host has no direct ports for them.
     host_ports: dict[str, int] = field(default_factory=dict)
     public_ip: str = ""
+    #: Fields over the row's, and over the prover's status: what a hostile
+    #: host makes them say (`MarketControls.hostile_host`).
     extra: dict[str, Any] = field(default_factory=dict)
+    status_extra: dict[str, Any] = field(default_factory=dict)
 
     # ---------------------------------------------------------------- state
 
@@ -172,6 +175,7 @@ class SimInstance:
             "host_ports": self.host_ports,
             "public_ip": self.public_ip,
             "extra": self.extra,
+            "status_extra": self.status_extra,
         }
 
     @classmethod
@@ -278,7 +282,7 @@ class SimInstance:
         m = self.machine
         if m.status != "running" or not m.starts_prover:
             return None
-        return status_body(m, self.offer, m.t, work_share)
+        return {**status_body(m, self.offer, m.t, work_share), **self.status_extra}
 
     def truth(self) -> dict[str, Any]:
         """What really happens, for the control API (never in an API row)."""

@@ -12,6 +12,10 @@ reports proving figures: those come from each prover's status port
 (fleet_agent/fleet/prover_status.py). Units are the service's: RAM in MB, prices
 in $/hour, bandwidth in Mb/s, times in Unix seconds.
 
+Text a row shows the agent (states, ``status_msg``, ``label``, ``gpu_name``...)
+is made one clean line within a limit of its own (`_VastRecord.TEXT_LIMITS`):
+a host's error text may be a megabyte of escape codes.
+
 An instance's state is spread over four fields (docs: ``cli/reference/show-instance.mdx``):
 ``actual_status`` (the container: null, loading, running, stopped, frozen,
 exited, rebooting, unknown, offline), ``intended_status`` (what the renter
@@ -24,9 +28,11 @@ manager does with it (`InstancePhase`).
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fleet_agent.host_text import one_line, without_surrogates
 
 __all__ = [
     "BOOTING_STATUSES",
@@ -108,10 +114,11 @@ def _frac(value: Any) -> float | None:
 
 def _clean(value: Any) -> Any:
     """A field of a row as we read it: strings stripped, inside objects and
-    lists too (as the CLI's `_strip_strings`, vastai/api/instances.py), and
-    non-finite numbers gone."""
+    lists too (as the CLI's `_strip_strings`, vastai/api/instances.py), lone
+    surrogates gone (no payload holding one can be encoded), and non-finite
+    numbers gone."""
     if isinstance(value, str):
-        return value.strip()
+        return without_surrogates(value.strip())
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
@@ -126,12 +133,31 @@ class _VastRecord(BaseModel):
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
+    #: Text fields shown to the agent, the monitor's signals and the prompt,
+    #: and the most characters each keeps: made one clean line and cut when
+    #: read (fleet_agent/host_text.py), so no row can fail a payload's limit
+    #: downstream (`StateChanged`: 200 for a state, 2,000 for a detail). An
+    #: empty state word is no state (None): a state is never "".
+    TEXT_LIMITS: ClassVar[dict[str, int]] = {
+        "gpu_name": 64,
+        "geolocation": 100,
+        "verification": 32,
+        "public_ipaddr": 64,
+    }
+    STATE_FIELDS: ClassVar[frozenset[str]] = frozenset()
+
     @model_validator(mode="before")
     @classmethod
     def _untrusted(cls, data: Any) -> Any:
-        """Every top-level field cleaned before it is typed (`_clean`)."""
+        """Every top-level field cleaned before it is typed (`_clean`), text
+        fields made one line within `TEXT_LIMITS`."""
         if isinstance(data, dict):
             clean = {key: _clean(value) for key, value in data.items()}
+            for key, limit in cls.TEXT_LIMITS.items():
+                if isinstance(clean.get(key), str):
+                    clean[key] = one_line(clean[key], limit)
+                    if key in cls.STATE_FIELDS and not clean[key]:
+                        clean[key] = None
             if "gpu_frac" in clean:
                 # Out of range is no share at all: the row is kept (an
                 # instance of ours must stay visible), read as a whole host.
@@ -192,6 +218,21 @@ class Offer(_VastRecord):
 
 class Instance(_VastRecord):
     """One rented machine, from ``/api/v1/instances/`` or ``/api/v0/instances/{id}/``."""
+
+    TEXT_LIMITS: ClassVar[dict[str, int]] = {
+        **_VastRecord.TEXT_LIMITS,
+        "actual_status": 32,
+        "intended_status": 32,
+        "cur_state": 32,
+        "next_state": 32,
+        # A longer label is no create label of ours (fleet/labels.py: 256).
+        "label": 256,
+        "status_msg": 500,
+        "image_uuid": 300,
+    }
+    STATE_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"actual_status", "intended_status", "cur_state", "next_state"}
+    )
 
     id: int
     actual_status: str | None = None
