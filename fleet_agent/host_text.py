@@ -8,7 +8,9 @@ text is made one line and short where it is parsed:
 
 * control, format and separator characters (ANSI escapes, NUL, bidi
   overrides, zero-width characters, line and paragraph separators) become
-  spaces, and runs of spaces one;
+  spaces, and runs of spaces one (a NUL also fails a PostgreSQL text
+  column: a prover's detail with one made every poll of a PostgreSQL store
+  fail, found by bench/chaos.py's hostile-host scenario);
 * a lone surrogate (JSON's ``"\\ud800"`` parses to one) becomes U+FFFD: no
   UTF-8 encoder takes it, and a payload holding one cannot be sent;
 * the result is cut to a limit, marked with "...".

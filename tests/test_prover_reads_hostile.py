@@ -257,6 +257,20 @@ async def test_a_host_address_that_is_not_global_is_refused_before_any_request(
     assert "not an IP address" in reads[34].error and "not an IP address" in reads[35].error
 
 
+async def test_a_redirect_is_an_answer_never_followed(
+    wire: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def moved(self: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+        wire.append(str(request.url))
+        return httpx.Response(302, headers={"Location": "http://169.254.169.254/latest/"})
+
+    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", moved)
+    reads = await read_statuses([_at(61, "1.1.1.1")], 9100)
+    assert await send_drain(_at(61, "1.1.1.1"), 9100, "token") == "HTTP 302"
+    assert not reads[61].ok and reads[61].error == "HTTP 302"
+    assert wire == ["http://1.1.1.1:41/status", "http://1.1.1.1:41/drain"]
+
+
 async def test_a_drain_goes_only_where_a_read_may(wire: list[str]) -> None:
     for iid, address in HOSTILE_ADDRESSES.items():
         refused = await send_drain(_at(iid, address), 9100, "token")

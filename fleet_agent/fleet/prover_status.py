@@ -261,7 +261,10 @@ async def read_statuses(
     gate = asyncio.Semaphore(READ_CONCURRENCY)
     timeout = httpx.Timeout(READ_TIMEOUT_S)
     # No proxy from the environment: these are direct connections to hosts.
-    async with httpx.AsyncClient(timeout=timeout, trust_env=False, verify=_tls_context()) as http:
+    # No redirects: a host's 302 to 169.254.169.254 is an answer, not a hop.
+    async with httpx.AsyncClient(
+        timeout=timeout, trust_env=False, verify=_tls_context(), follow_redirects=False
+    ) as http:
         reads = await asyncio.gather(*(_read(http, i, port, gate, allow_loopback) for i in todo))
     return {inst.id: read for inst, read in zip(todo, reads, strict=True)}
 
@@ -279,7 +282,10 @@ async def send_drain(
         return str(exc)
     try:
         async with httpx.AsyncClient(
-            timeout=httpx.Timeout(READ_TIMEOUT_S), trust_env=False, verify=_tls_context()
+            timeout=httpx.Timeout(READ_TIMEOUT_S),
+            trust_env=False,
+            verify=_tls_context(),
+            follow_redirects=False,
         ) as http:
             resp = await http.post(url, headers={"Authorization": f"Bearer {token}"})
     except httpx.TimeoutException:
