@@ -24,9 +24,10 @@ changes it signals.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
-__all__ = ["CLOSE", "DEFAULT_CHARS", "OPEN", "fence", "single_line"]
+__all__ = ["CLOSE", "DEFAULT_CHARS", "OPEN", "fence", "single_line", "without_surrogates"]
 
 OPEN = "«"
 CLOSE = "»"
@@ -35,6 +36,15 @@ DEFAULT_CHARS = 200
 _ELLIPSIS = "…"
 # The fence's own marks inside the text, replaced by look-alikes that close nothing.
 _MARKS = str.maketrans({OPEN: "‹", CLOSE: "›"})
+#: Lone UTF-16 surrogates (JSON's "\ud800" parses to one): Python strings
+#: hold them, no UTF-8 encoder takes them, so a payload with one cannot be sent.
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD (cheap for ASCII):
+    for a row's strings, which are kept as they are otherwise."""
+    return text if text.isascii() else _SURROGATES.sub("\ufffd", text)
 
 
 def _visible(ch: str) -> bool:

@@ -32,8 +32,8 @@ from typing import Any
 
 import httpx
 
-from fleet_agent.host_text import one_line
 from fleet_agent.prover import LOOPBACK_ENV
+from fleet_agent.untrusted import single_line
 from fleet_agent.vast.models import Instance
 
 from .provers import ProverRead
@@ -105,7 +105,7 @@ def parse_status(body: Any, where: str = "a prover") -> ProverRead:
     this code relies on is an unreadable status, said in one line. Every
     field is checked here, at the edge: a number out of its range is dropped
     (logged, naming `where`), the phase is a word of at most 32 characters,
-    the detail one line of at most 200 (fleet_agent/host_text.py)."""
+    the detail one line of at most 200 (fleet_agent/untrusted.py)."""
     if not isinstance(body, dict):
         return ProverRead(ok=False, error="status is not a JSON object")
     fields = _Fields()
@@ -124,7 +124,7 @@ def parse_status(body: Any, where: str = "a prover") -> ProverRead:
     read = ProverRead(
         ok=True,
         phase=phase,
-        detail=one_line(detail, _MAX_DETAIL) if isinstance(detail, str) else "",
+        detail=single_line(detail, _MAX_DETAIL) if isinstance(detail, str) else "",
         proofs_completed=completed,
         last_proof_at=fields.number(body, "last_proof_at", _MAX_SECONDS),
         started_at=fields.number(body, "started_at", _MAX_SECONDS),

@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fleet_agent.host_text import one_line, without_surrogates
+from fleet_agent.untrusted import single_line, without_surrogates
 
 __all__ = [
     "BOOTING_STATUSES",
@@ -135,7 +135,7 @@ class _VastRecord(BaseModel):
 
     #: Text fields shown to the agent, the monitor's signals and the prompt,
     #: and the most characters each keeps: made one clean line and cut when
-    #: read (fleet_agent/host_text.py), so no row can fail a payload's limit
+    #: read (fleet_agent/untrusted.py), so no row can fail a payload's limit
     #: downstream (`StateChanged`: 200 for a state, 2,000 for a detail). An
     #: empty state word is no state (None): a state is never "".
     TEXT_LIMITS: ClassVar[dict[str, int]] = {
@@ -155,7 +155,7 @@ class _VastRecord(BaseModel):
             clean = {key: _clean(value) for key, value in data.items()}
             for key, limit in cls.TEXT_LIMITS.items():
                 if isinstance(clean.get(key), str):
-                    clean[key] = one_line(clean[key], limit)
+                    clean[key] = single_line(clean[key], limit)
                     if key in cls.STATE_FIELDS and not clean[key]:
                         clean[key] = None
             if "gpu_frac" in clean:
