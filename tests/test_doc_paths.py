@@ -1,4 +1,4 @@
-"""Every repository path the docs and the code's comments name exists.
+"""Every repository path the docs and the code's comments name exists; links hold.
 
 Where it looks: README.md, docs/*.md and bench/README.md, and the docstrings
 and comments of the Python under fleet_agent/, activities/, workflows/,
@@ -25,7 +25,8 @@ A path passes when it exists (a file or a directory), and otherwise when:
 
 In the Markdown files, every relative link (`[text](path#anchor)`) must also
 resolve from the file that holds it, and an anchor into a Markdown file must
-name one of its headings (GitHub's slugs).
+name one of its headings (GitHub's slugs). And no commit hash is quoted in
+those Markdown files: the dated files under bench/results/ may keep one.
 """
 
 from __future__ import annotations
@@ -220,3 +221,21 @@ def test_only_this_repositorys_paths_are_picked_up() -> None:
         "extern/cuzk/bench/z.rs, /tmp/bench/a.py, var/fleet-agent.db and `tests/t.py`."
     )
     assert [m.group(1) for m in pattern.finditer(line)] == ["docs/X.md", "tests/t.py"]
+
+
+#: A commit hash as docs quote one: 7 to 40 hex digits with a letter and a
+#: digit among them (so plain numbers and words such as "added" pass).
+COMMIT_HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+
+
+def test_no_commit_hash_in_the_docs() -> None:
+    """The docs are a manual: where a figure was measured is told by its
+    dated file under bench/results/, which may quote the commit; git keeps
+    the history."""
+    hashes = [
+        f"{md.relative_to(ROOT)}:{n}: {match.group(0)}"
+        for md in MARKDOWN
+        for n, line in enumerate(md.read_text().splitlines(), 1)
+        for match in COMMIT_HASH.finditer(line)
+    ]
+    assert not hashes, "commit hashes in the docs:\n" + "\n".join(f"  {h}" for h in hashes)
