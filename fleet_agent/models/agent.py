@@ -89,7 +89,7 @@ class AgentState(BaseModel):
     decided_approvals: list[ApprovalDecision] = Field(default_factory=list)
     # The spend summary the latest run that read one brought back (as of its start).
     spend: SpendSummary | None = None
-    # Likewise the LLM cost summary (fleet_agent/models/llm_cost.py).
+    # Likewise the LLM cost summary (fleet_agent/models/runs.py).
     llm_cost: LlmCostSummary | None = None
 
 

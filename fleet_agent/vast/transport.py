@@ -9,7 +9,7 @@ the caller's decision, because a failed create may have rented a machine
 anyway (`VastError.ambiguous`).
 
 How answers map to errors (the service's shapes vary by endpoint, see
-docs/notes-vast.md): "Invalid user key" is an authentication failure whatever
+docs/SIMULATOR.md, "The API it serves"): "Invalid user key" is an authentication failure whatever
 the status (the search answers it with a 404); ``no_such_ask`` is an offer
 that is gone whatever the status (404 or 410); a JSON 404 is "not found"; a
 bare 404 (no JSON) may be a proxy and is only "not found" to callers that do
