@@ -1,15 +1,35 @@
-"""The agent's live configuration, and the partial patches `update_config` takes."""
+"""The agent's live configuration, and the partial patches `update_config` takes.
+
+`ConfigPatch` is derived from `AgentConfig`: every field but those in
+`NOT_PATCHABLE`, each with its own type and bounds, made optional (None: not
+changed). A field or bound is declared once, in `AgentConfig`, and the patch
+follows it (tests/test_config_patch.py checks that it does).
+
+The patch is the payload of `update_config` and of a start's `config`: its
+JSON schema, what it accepts and refuses (strict, unknown keys refused) and
+its messages are those of the hand-written model it replaced, so running
+agents replay the same.
+
+The derived model is built at run time with `pydantic.create_model`, which
+static checkers cannot see into. Under `TYPE_CHECKING` mypy is shown a class
+with the same base that takes any keyword and attribute: `apply` and
+`is_empty` stay typed, the names and values in a `ConfigPatch(...)` call are
+checked when it runs. Repeating the fields for the checker would bring back
+the second declaration this removes.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
+from pydantic.fields import FieldInfo
 
 from .approvals import ApprovalMode
 from .base import Strict
 
 __all__ = [
+    "NOT_PATCHABLE",
     "AgentConfig",
     "ConfigPatch",
     "Effort",
@@ -61,7 +81,7 @@ class AgentConfig(BaseModel):
     monitor_enabled: bool = True
     monitor_poll_seconds: Annotated[int, Field(ge=5, le=3_600)] = 30
     # The kill switch: set and cleared only by the freeze/unfreeze updates
-    # (not in ConfigPatch). No runs, no monitor, every fleet change refused.
+    # (NOT_PATCHABLE). No runs, no monitor, every fleet change refused.
     frozen: bool = False
     # Capacity measured in proofs (docs/DECISIONS.md, "Capacity measured in proofs").
     # A running machine whose prover has made no progress (no proof finished,
@@ -108,42 +128,13 @@ class AgentConfig(BaseModel):
         return self.run_timeout_seconds + waits
 
 
-class ConfigPatch(Strict):
-    """A partial `AgentConfig`: only the fields given are changed."""
+NOT_PATCHABLE: Final = frozenset({"frozen"})
+"""`AgentConfig` fields `update_config` may not change: `frozen` is the kill
+switch, set and cleared only by the freeze/unfreeze updates."""
 
-    target_proofs_per_hour: Annotated[float, Field(ge=0, le=1_000_000)] | None = None
-    paused: bool | None = None
-    heartbeat_seconds: Annotated[int, Field(ge=30, le=86_400)] | None = None
-    history_token_budget: Annotated[int, Field(ge=1_000, le=1_000_000)] | None = None
-    max_rounds: Annotated[int, Field(ge=1, le=50)] | None = None
-    max_output_tokens: Annotated[int, Field(ge=256, le=64_000)] | None = None
-    llm_effort: Effort | None = None
-    llm_thinking_display: ThinkingDisplay | None = None
-    p0_debounce_seconds: Annotated[float, Field(ge=0.1, le=600)] | None = None
-    p1_debounce_seconds: Annotated[float, Field(ge=0.1, le=3_600)] | None = None
-    continue_as_new_after_runs: Annotated[int, Field(ge=1, le=10_000)] | None = None
-    run_timeout_seconds: Annotated[int, Field(ge=60, le=86_400)] | None = None
-    max_instances: Annotated[int, Field(ge=0, le=10_000)] | None = None
-    max_fleet_dph: Annotated[float, Field(ge=0, le=100_000)] | None = None
-    max_instance_dph: Annotated[float, Field(ge=0, le=1_000)] | None = None
-    allowed_gpus: GpuList | None = None
-    min_reliability: Annotated[float, Field(ge=0, le=1)] | None = None
-    dry_run: bool | None = None
-    monitor_enabled: bool | None = None
-    monitor_poll_seconds: Annotated[int, Field(ge=5, le=3_600)] | None = None
-    not_proving_minutes: Annotated[float, Field(ge=5, le=1_440)] | None = None
-    offline_grace_minutes: Annotated[float, Field(ge=0, le=240)] | None = None
-    min_release_age_minutes: Annotated[float, Field(ge=0, le=10_080)] | None = None
-    spare_one_machine: bool | None = None
-    failed_host_ttl_hours: Annotated[float, Field(ge=0, le=720)] | None = None
-    max_creates_per_hour: Annotated[int, Field(ge=0, le=1_000)] | None = None
-    max_destroys_per_hour: Annotated[int, Field(ge=0, le=1_000)] | None = None
-    daily_budget_usd: Annotated[float, Field(ge=0, le=1_000_000)] | None = None
-    approval_mode: ApprovalMode | None = None
-    approval_above_dph: Annotated[float, Field(ge=0, le=1_000)] | None = None
-    approval_above_fleet_dph_increase: Annotated[float, Field(ge=0, le=100_000)] | None = None
-    approval_timeout_seconds: Annotated[int, Field(ge=60, le=86_400)] | None = None
-    min_fleet_fraction: Annotated[float, Field(ge=0, le=1)] | None = None
+
+class _ConfigPatchBase(Strict):
+    """What every `ConfigPatch` does; its fields come from `AgentConfig`."""
 
     def apply(self, config: AgentConfig) -> AgentConfig:
         """The config with this patch applied, validated as a whole."""
@@ -152,3 +143,46 @@ class ConfigPatch(Strict):
 
     def is_empty(self) -> bool:
         return not self.model_dump(exclude_none=True)
+
+
+def _optional(info: FieldInfo) -> tuple[Any, Any]:
+    """An `AgentConfig` field as a patch field: its type with its bounds (the
+    field's metadata: ge, le, max_length, strict ...), or None, by default None.
+    The bounds stay on the inner type, as `Annotated[int, Field(ge=1)] | None`
+    would put them, so the JSON schema and messages are those of the type."""
+    # Any: a type built at run time is a value to mypy, not a type.
+    bounded: Any = info.annotation
+    if info.metadata:
+        bounded = Annotated[(bounded, *info.metadata)]
+    return bounded | None, Field(default=None, description=info.description)
+
+
+def _patch_fields() -> dict[str, tuple[Any, Any]]:
+    """Every patchable `AgentConfig` field, in its order, made optional."""
+    return {
+        name: _optional(info)
+        for name, info in AgentConfig.model_fields.items()
+        if name not in NOT_PATCHABLE
+    }
+
+
+if TYPE_CHECKING:
+    # What mypy sees: a model built at run time has no static fields, so the
+    # checker takes any keyword and any attribute, and the pydantic validation
+    # below judges them (unknown keys refused, strict types). `apply` and
+    # `is_empty` keep their static types from the base.
+    class ConfigPatch(_ConfigPatchBase):
+        """A partial `AgentConfig`: only the fields given are changed."""
+
+        def __init__(self, **changes: Any) -> None: ...
+
+        def __getattr__(self, name: str) -> Any: ...
+
+else:
+    ConfigPatch = create_model(
+        "ConfigPatch",
+        __base__=_ConfigPatchBase,
+        __module__=__name__,
+        __doc__="A partial `AgentConfig`: only the fields given are changed.",
+        **_patch_fields(),
+    )
