@@ -32,6 +32,8 @@ from fleet_agent.settings import Settings
 from fleet_agent.store import SchemaError, StoreRefused, redacted_url
 from fleet_agent.store.engine import DATABASE_URL_ENV
 from fleet_agent.tuning import WorkerTuning
+from runtime.stopping import stop_event
+from runtime.telemetry import MetricsUnavailable, install_stack_metrics
 from starter.agent_client import AgentClient, CliError
 from starter.console import DEFAULT_CONSOLE_PORT, console_for_stack
 from starter.devserver import DevServerConfig
@@ -40,8 +42,6 @@ from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
 from starter.stack_options import StackOptions, dev_config
 from starter.stack_server import SERVER_START_TIMEOUT, Server, temporal_server
 from starter.stack_sim import shared_simulator, simulator
-from starter.stopping import stop_event
-from starter.telemetry import MetricsUnavailable, install_stack_metrics
 
 __all__ = ["StackOptions", "up"]
 

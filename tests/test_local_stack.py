@@ -16,9 +16,9 @@ import pytest
 
 from fleet_agent.local_stack import DEFAULT_TEMPORAL_PORT, env_port, stack_paths
 from fleet_agent.store import default_database_url
+from runtime.connect import default_address
 from starter.agent_client import CliError, resolved_address
 from starter.cli import main
-from starter.connect import default_address
 from starter.devserver import load_dev_config
 from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
 
