@@ -74,9 +74,9 @@ async def start(agent: AgentClient, target: float | None, paused: bool, sets: li
 
 
 async def say(agent: AgentClient, text: str, author: str) -> int:
-    started = await actions.send_plain_message(agent, text, author)
+    sent = await send_message(agent, text, author)
     print(
-        f"{_started_note(agent, started)}; message sent (answered in the next run; "
+        f"{_started_note(agent, sent.started)}; message sent (answered in the next run; "
         f"`{CLI} ask` or `say --wait` waits for the answer)"
     )
     return 0
