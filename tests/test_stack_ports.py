@@ -290,7 +290,7 @@ async def test_the_commands_up_prints_for_another_port_reach_its_run_log(tmp_pat
     try:
         await up.until("agent started")
         # The operator's shell: none of the stack's settings but what the line sets.
-        for verb in ("ask", "runs"):
+        for verb in ("ask", "runs", "fleet"):
             argv, assigned = banner_command(up.text, verb)
             assert assigned == {"TEMPORAL_PORT": str(port)}, assigned
             done = await asyncio.to_thread(
@@ -305,7 +305,7 @@ async def test_the_commands_up_prints_for_another_port_reach_its_run_log(tmp_pat
             assert done.returncode == 0, (verb, done.stdout, done.stderr)
             if verb == "ask":
                 assert re.search(r"^run #\d+ answered:", done.stdout, re.MULTILINE), done.stdout
-            else:
+            elif verb == "runs":
                 assert "no runs yet" not in done.stdout and "#1" in done.stdout, done.stdout
     finally:
         code = await up.finish(signal.SIGINT)
