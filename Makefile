@@ -58,7 +58,7 @@ $(STAMP): pyproject.toml
 # the workflow sandbox imports the workflow modules afresh for every
 # workflow it starts, and without bytecode compiles them each time
 # (fleet_agent/bytecode.py). Up to date, this takes a twentieth of a second.
-COMPILE := $(BIN)/python -m compileall -q workflows activities fleet_agent starter worker.py
+COMPILE := $(BIN)/python -m compileall -q workflows activities fleet_agent runtime starter worker.py
 
 run: $(RUN_STAMP)
 	$(COMPILE)

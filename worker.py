@@ -48,9 +48,9 @@ from fleet_agent.store import NEW_STORE_FLAG, SchemaError, Store, StoreRefused, 
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.tuning import WorkerTuning
 from fleet_agent.vast.client import VastClient
-from starter.connect import connect, is_connect_failure, target_address, unreachable
-from starter.stopping import stop_event
-from starter.telemetry import MetricsUnavailable, install_metrics
+from runtime.connect import connect, is_connect_failure, target_address, unreachable
+from runtime.stopping import stop_event
+from runtime.telemetry import MetricsUnavailable, install_metrics
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import TASK_QUEUE
 

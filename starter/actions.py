@@ -1,7 +1,7 @@
 """What the operator asks of an agent, without printing: the CLI commands
 (starter/commands.py) and the web console (starter/console/) both call these.
-Messages go through starter/answers.py (`send_message`), which gives each an
-id to find its answer by.
+Messages go through starter/answers.py (`send_message`, the one sender), which
+gives each an id to find its answer by.
 
 Inputs are validated locally with the same models the workflow uses, because a
 signal the workflow cannot parse is only recorded in its `rejected` list — the
@@ -11,7 +11,6 @@ Temporal through the given `AgentClient` only.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -20,7 +19,6 @@ from fleet_agent.models import (
     ApprovalDecisionRequest,
     ApprovalOutcome,
     CancelWake,
-    HumanMessage,
     ResetSession,
     TriggerNow,
 )
@@ -32,7 +30,6 @@ __all__ = [
     "payload",
     "request_reset",
     "request_trigger",
-    "send_plain_message",
 ]
 
 
@@ -45,21 +42,6 @@ def payload(model: type[BaseModel], what: str, **fields: Any) -> dict[str, Any]:
     except ValidationError as exc:
         raise UsageError(f"invalid {what}: {validation_message(exc)}") from None
     return given
-
-
-async def send_plain_message(agent: AgentClient, text: str, author: str) -> bool:
-    """Signal `human_message` without a message id (starting the agent if it
-    is not running); True if it was started. No id, so a worker of the
-    previous version still takes it (docs/DECISIONS.md, "Operating it every
-    day: the CLI"); `starter.answers.send_message` sends one with an id. A
-    message the agent refused is a `CliError`."""
-    arg = payload(HumanMessage, "message", text=text, author=author)
-    sent_at = datetime.now(UTC)
-    started = await agent.signal_with_start("human_message", arg)
-    refused = await agent.refusal("human_message", arg, sent_at)
-    if refused is not None:
-        raise CliError(f"agent {agent.agent_id!r} refused the message: {refused.error}")
-    return started
 
 
 async def request_trigger(agent: AgentClient, reason: str | None) -> bool:

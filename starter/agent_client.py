@@ -38,7 +38,7 @@ from fleet_agent.models import (
     FreezeReport,
     RejectedInput,
 )
-from starter.connect import connect, target_address, unreachable
+from runtime.connect import connect, target_address, unreachable
 from starter.hints import CLI
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
@@ -105,7 +105,7 @@ async def open_client(
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     runtime: Runtime | None = None,
 ) -> Client:
-    """Connect like `starter.connect.connect`, failing with one line within the timeout."""
+    """Connect like `runtime.connect.connect`, failing with one line within the timeout."""
     where = resolved_address(address, profile)
     try:
         async with asyncio.timeout(connect_timeout):

@@ -12,6 +12,7 @@ from typing import Any
 
 from temporalio.client import Client
 
+from runtime.connect import is_connect_failure, unreachable
 from starter.agent_client import (
     AgentClient,
     CliError,
@@ -20,7 +21,6 @@ from starter.agent_client import (
     resolved_address,
 )
 from starter.cli_options import agent_options, new_store_option, port_number, temporal_options
-from starter.connect import is_connect_failure, unreachable
 
 __all__ = ["add_service_commands"]
 
@@ -58,7 +58,7 @@ def _worker(args: argparse.Namespace) -> int:
     from fleet_agent.settings import Settings
     from fleet_agent.store import SchemaError, StoreRefused
     from fleet_agent.tuning import WorkerTuning
-    from starter.telemetry import MetricsUnavailable
+    from runtime.telemetry import MetricsUnavailable
 
     for env, value in (
         ("TEMPORAL_ADDRESS", args.address),

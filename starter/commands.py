@@ -4,6 +4,7 @@ the requests themselves are in starter/actions.py and starter/answers.py
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -22,6 +23,7 @@ from starter.answers import (
     wait_for_answer,
 )
 from starter.config_args import checked_changes, parse_assignments, patch_from
+from starter.fleet_view import ledger_spend
 from starter.hints import CLI
 from starter.render import (
     approvals_table,
@@ -74,9 +76,9 @@ async def start(agent: AgentClient, target: float | None, paused: bool, sets: li
 
 
 async def say(agent: AgentClient, text: str, author: str) -> int:
-    started = await actions.send_plain_message(agent, text, author)
+    sent = await send_message(agent, text, author)
     print(
-        f"{_started_note(agent, started)}; message sent (answered in the next run; "
+        f"{_started_note(agent, sent.started)}; message sent (answered in the next run; "
         f"`{CLI} ask` or `say --wait` waits for the answer)"
     )
     return 0
@@ -159,7 +161,9 @@ async def status(agent: AgentClient, as_json: bool) -> int:
     if as_json:
         print(st.model_dump_json(indent=2))
     else:
-        print(status_text(st, datetime.now(UTC)))
+        # The spend as of now, from the ledger: the query's is as of the last run's start.
+        ledger = await asyncio.to_thread(ledger_spend, agent.agent_id)
+        print(status_text(st, datetime.now(UTC), ledger))
     return 0
 
 

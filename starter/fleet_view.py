@@ -23,6 +23,7 @@ from fleet_agent.store import FleetSnapshots, Store, StoredSnapshot
 from fleet_agent.store.spend_reads import SpendReads
 from fleet_agent.vast.models import phase_of
 from starter.agent_client import CliError
+from starter.runlog_view import open_store
 
 __all__ = [
     "STALE_AFTER",
@@ -31,6 +32,7 @@ __all__ = [
     "FleetView",
     "build_fleet_view",
     "flags_of",
+    "ledger_spend",
     "read_fleet_view",
 ]
 
@@ -213,3 +215,24 @@ def read_fleet_view(store: Store, agent_id: str, now: datetime | None = None) ->
             "(a worker of this version adds the fleet table when it starts)"
         ) from None
     return build_fleet_view(agent_id, stored, spend, now)
+
+
+def ledger_spend(agent_id: str, now: datetime | None = None) -> SpendSummary | None:
+    """The agent's spend as of `now`, from the ledger (accrued to the monitor's
+    latest poll, and by every tool that rents or releases): what `status` and
+    the console show, fresher than the status query's figure, which is as of
+    the last run's start. None when the run log cannot be read or holds no
+    machine of the agent (a CLI far from the worker's store): the query's
+    figure stands in. Reads only (synchronous)."""
+    now = now or datetime.now(UTC)
+    try:
+        store = open_store()
+    except CliError:
+        return None
+    try:
+        spend = SpendReads(store).summary(agent_id, now)
+    except SQLAlchemyError:
+        return None
+    finally:
+        store.dispose()
+    return spend if spend.accrued_until is not None else None

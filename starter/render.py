@@ -17,6 +17,7 @@ from fleet_agent.models import (
     FreezeReport,
     LastRun,
     PendingApproval,
+    SpendSummary,
     Verdict,
     Wake,
 )
@@ -133,15 +134,21 @@ def dph_change_text(added: float, removed: float) -> str:
     return f"[{' '.join(parts)}]"
 
 
-def spend_text(st: AgentStatus) -> str:
-    """The status's spend line: the figures the last run read, and when."""
-    s = st.spend
+def spend_text(st: AgentStatus, ledger: SpendSummary | None = None) -> str:
+    """The status's spend line: the ledger's figures as of now when it could be
+    read (`ledger`), else the ones the last run read, and when."""
+    s = ledger or st.spend
     if s is None:
         return f"— (no run has read it yet) · budget ${st.config.daily_budget_usd:.2f}/day"
+    if ledger is not None:
+        until = f"accrued to {fmt_time(s.accrued_until)}" if s.accrued_until else "no poll yet"
+        when = f"as of {fmt_time(s.as_of)} from the ledger ({until})"
+    else:
+        when = f"as of {fmt_time(s.as_of)}, when the last run read it"
     return (
         f"today ${s.today_usd:.2f} of ${st.config.daily_budget_usd:.2f} budget · "
         f"24 h ${s.last_24h_usd:.2f} · month ${s.month_usd:.2f} · now ${s.current_dph:.3f}/h"
-        f" ({s.open_instances} machine(s)) · as of {fmt_time(s.as_of)}, when the last run read it"
+        f" ({s.open_instances} machine(s)) · {when}"
     )
 
 
@@ -161,8 +168,9 @@ def llm_cost_text(st: AgentStatus) -> str:
     )
 
 
-def status_text(st: AgentStatus, now: datetime) -> str:
-    """The human-readable `fleet-agent status`."""
+def status_text(st: AgentStatus, now: datetime, ledger: SpendSummary | None = None) -> str:
+    """The human-readable `fleet-agent status`; its spend is `ledger`'s (the
+    store's, as of now) when given, else the query's (as of the last run)."""
     cfg = st.config
     rows: list[tuple[str, str]] = [
         ("phase", st.phase.value + (" (config: paused)" if cfg.paused else "")),
@@ -195,7 +203,7 @@ def status_text(st: AgentStatus, now: datetime) -> str:
             f"{cfg.target_proofs_per_hour:g} proofs/h · max {cfg.max_instances} instances · "
             f"max ${cfg.max_fleet_dph:g}/h fleet" + (" · dry run" if cfg.dry_run else ""),
         ),
-        ("spend", spend_text(st)),
+        ("spend", spend_text(st, ledger)),
         (
             "LLM",
             f"effort {cfg.llm_effort} · thinking {cfg.llm_thinking_display} · "

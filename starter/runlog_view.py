@@ -1,8 +1,9 @@
 """The run log from the store: `fleet-agent runs` and the `show-run` audit view.
 
-Reads only. The store's URL comes from FLEET_DATABASE_URL (default: the SQLite
-file under ./var/ that the worker writes); a missing SQLite file is reported
-instead of silently created, since an empty log would mislead the operator.
+Reads only. The store is the worker's (fleet_agent.store.default_database_url:
+FLEET_DATABASE_URL, else the local stack's file for TEMPORAL_PORT); a missing
+SQLite file is reported instead of silently created, since an empty log would
+mislead the operator.
 A run executed again after a `temporal workflow reset` has several attempts;
 each is shown, the original as `#12` and the later ones as `#12 replay 2`.
 """
@@ -10,7 +11,6 @@ each is shown, the original as `#12` and the later ones as `#12 replay 2`.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,14 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from fleet_agent.models import LlmTotals
-from fleet_agent.store import SCHEMA_VERSION, MessageRecord, RunRecord, Store, redacted_url
+from fleet_agent.store import (
+    SCHEMA_VERSION,
+    MessageRecord,
+    RunRecord,
+    Store,
+    default_database_url,
+    redacted_url,
+)
 from fleet_agent.store.engine import DATABASE_URL_ENV
 from fleet_agent.transcript import StoredReply, StoredToolResults
 from starter.agent_client import CliError
@@ -49,14 +56,10 @@ __all__ = [
 _MAX_TRIGGERS_WIDTH = 40
 
 
-def store_url() -> str:
-    """FLEET_DATABASE_URL, else the worker's default file (without creating ./var/)."""
-    url = os.environ.get(DATABASE_URL_ENV, "").strip()
-    return url or f"sqlite:///{Path.cwd() / 'var' / 'fleet-agent.db'}"
-
-
 def open_store() -> Store:
-    url = store_url()
+    """The run log the worker writes (`default_database_url`), opened for reading;
+    a `CliError` when it is missing, unreadable or of another schema version."""
+    url = default_database_url(make_folder=False)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").is_file():
         raise CliError(

@@ -17,14 +17,23 @@ import contextlib
 import importlib
 import logging
 import os
+import shlex
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fleet_agent.local_stack import StackPaths
+from fleet_agent.local_stack import (
+    DEFAULT_TEMPORAL_PORT,
+    TEMPORAL_PORT_ENV,
+    StackPaths,
+    stack_paths,
+)
 from fleet_agent.models import ConfigPatch
 from fleet_agent.settings import Settings
 from fleet_agent.store import SchemaError, StoreRefused, redacted_url
+from fleet_agent.store.engine import DATABASE_URL_ENV
 from fleet_agent.tuning import WorkerTuning
+from runtime.stopping import stop_event
+from runtime.telemetry import MetricsUnavailable, install_stack_metrics
 from starter.agent_client import AgentClient, CliError
 from starter.console import DEFAULT_CONSOLE_PORT, console_for_stack
 from starter.devserver import DevServerConfig
@@ -33,8 +42,6 @@ from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
 from starter.stack_options import StackOptions, dev_config
 from starter.stack_server import SERVER_START_TIMEOUT, Server, temporal_server
 from starter.stack_sim import shared_simulator, simulator
-from starter.stopping import stop_event
-from starter.telemetry import MetricsUnavailable, install_stack_metrics
 
 __all__ = ["StackOptions", "up"]
 
@@ -50,9 +57,7 @@ def _banner(
     db_url: str,
     provider: str,
 ) -> str:
-    # TEMPORAL_PORT points the commands at this stack's server and run log alike.
-    port = server.address.rpartition(":")[2]
-    env = "" if server.address == "127.0.0.1:7233" else f"TEMPORAL_PORT={port} "
+    env = _cli_env(server.address, db_url, from_settings=settings.database_url is not None)
     agent = "" if opts.agent_id == "fleet-agent" else f" --agent-id {opts.agent_id}"
     if sim_url:
         vast = f"simulator at {sim_url} (VAST_API_URL exported)"
@@ -267,6 +272,22 @@ async def _serve(
 def _import_worker() -> None:
     importlib.import_module("worker")
     importlib.import_module("fleet_agent.llm.factory")
+
+
+def _cli_env(address: str, db_url: str, *, from_settings: bool) -> str:
+    """The variables that point the CLI at this stack, as the banner prints them.
+
+    TEMPORAL_PORT leads to the stack's server and run log alike (the CLI finds
+    its store with `default_database_url`); a stack on a named Temporal
+    database keeps its store elsewhere, so that one is named too. A store set
+    with FLEET_DATABASE_URL is the operator's own setting, and not repeated
+    (it may hold a password).
+    """
+    port = int(address.rpartition(":")[2])
+    env = "" if port == DEFAULT_TEMPORAL_PORT else f"{TEMPORAL_PORT_ENV}={port} "
+    if not from_settings and db_url != stack_paths(port).store_url:
+        env += f"{DATABASE_URL_ENV}={shlex.quote(db_url)} "
+    return env
 
 
 def _stack_store(paths: StackPaths) -> str:

@@ -62,7 +62,7 @@ async def probe_temporal(host: str, port: int, namespace: str, variable: str) ->
     """
     try:
         # A runtime of its own: the process's default is the metrics' to set
-        # (starter/telemetry.py), and it can only be set before first use.
+        # (runtime/telemetry.py), and it can only be set before first use.
         return await open_client(
             f"{host}:{port}",
             namespace,

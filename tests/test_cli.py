@@ -177,6 +177,8 @@ async def test_say_starts_the_agent_and_the_run_log_shows_it(
     messages = [t for t in first.triggers if t.kind == TriggerKind.HUMAN_MESSAGE]
     # The author is who ran the CLI, never text given to it (issue 42).
     assert [(m.text, m.author) for m in messages] == [("hello from the cli", os_identity())]
+    # One sender for `say` and `ask`: the message has an id to find its answer by.
+    assert [m.message_id[:2] for m in messages] == ["m-"], messages
     assert first.in_prompt
 
     # A trigger with nothing to say gives a no-op run, which is left out of the prompt.

@@ -16,10 +16,11 @@ import pytest
 
 from fleet_agent.local_stack import DEFAULT_TEMPORAL_PORT, env_port, stack_paths
 from fleet_agent.store import default_database_url
+from runtime.connect import default_address
 from starter.agent_client import CliError, resolved_address
 from starter.cli import main
-from starter.connect import default_address
 from starter.devserver import load_dev_config
+from starter.stack import _cli_env
 from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
 
 
@@ -85,6 +86,24 @@ def test_port_variables_choose_the_stack_for_every_command(
     monkeypatch.setenv("TEMPORAL_PORT", "seventy")
     with pytest.raises(CliError, match="TEMPORAL_PORT must be a port number"):
         resolved_address(None, None)
+
+
+def test_the_banner_names_what_the_cli_needs_to_find_the_stack(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert _cli_env("127.0.0.1:7233", stack_paths(7233).store_url, from_settings=False) == ""
+    assert (
+        _cli_env("127.0.0.1:7300", stack_paths(7300).store_url, from_settings=False)
+        == "TEMPORAL_PORT=7300 "
+    )
+    # A named Temporal database keeps its store where TEMPORAL_PORT does not lead.
+    named = stack_paths(7300, db_filename="other.db").store_url
+    assert _cli_env("127.0.0.1:7300", named, from_settings=False) == (
+        f"TEMPORAL_PORT=7300 FLEET_DATABASE_URL={named} "
+    )
+    # The operator's own FLEET_DATABASE_URL is not repeated (it may hold a password).
+    assert _cli_env("127.0.0.1:7233", "postgresql://u:pw@h/db", from_settings=True) == ""
 
 
 @pytest.mark.parametrize(

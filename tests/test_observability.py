@@ -51,14 +51,14 @@ from fleet_agent.search_attributes import SEARCH_ATTRIBUTES, search_attribute_mo
 from fleet_agent.settings import Settings
 from fleet_agent.store import Store
 from fleet_agent.verdict import ANSWER_PREVIEW_CHARS, answer_preview
-from starter.cli import main as cli_main
-from starter.devserver import load_dev_config
-from starter.telemetry import (
+from runtime.telemetry import (
     STACK_METRICS_ADDRESS,
     MetricsUnavailable,
     install_stack_metrics,
     metrics_runtime,
 )
+from starter.cli import main as cli_main
+from starter.devserver import load_dev_config
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, running_worker, status_after
 from tests.ports import free_port

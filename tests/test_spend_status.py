@@ -1,20 +1,28 @@
 """Where spend shows: the run's context, the `status` query (as of the last
-run that read it), `fleet-agent status`, and the $/hour each run rented and
-released in the run log. A whole agent (autopilot) on the time-skipping
-server with the simulator's fleet."""
+run that read it), `fleet-agent status` and the console (the ledger's, as of
+now), and the $/hour each run rented and released in the run log. A whole
+agent (autopilot) on the time-skipping server with the simulator's fleet,
+and a status query gone stale against the ledger."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from starlette.testclient import TestClient
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.llm.autopilot import AutopilotProvider
-from fleet_agent.models import AgentStatus
+from fleet_agent.models import AgentConfig, AgentStatus, Phase, SpendSummary
 from fleet_agent.sim.server import SimServer
-from fleet_agent.store import Store
+from fleet_agent.store import SpendLedger, Store
+from fleet_agent.store.engine import DATABASE_URL_ENV
+from fleet_agent.vast.models import Instance
+from starter import commands
+from starter.agent_client import AgentClient
+from starter.console import ConsoleSettings, create_app
 from starter.render import status_text
 from starter.runlog_view import run_detail, runs_table
 from tests.helpers import eventually, finished_runs, running_worker, status
@@ -56,3 +64,74 @@ async def test_status_and_the_run_log_show_spend_and_the_dph_each_run_changed(
     )
     assert f"+${rented[0].dph_added:.3f}/h" in runs_table(runs)
     assert "fleet $/h: +" in run_detail(rented[0], [])
+
+
+class _StaleAgent(AgentClient):
+    """An agent whose status query still carries the spend its last run read:
+    $0.00/h, before the machine rented since."""
+
+    def __init__(self, as_of: datetime) -> None:
+        super().__init__(_unreachable, "fresh-spend")
+        self.as_of = as_of
+
+    async def status(self) -> AgentStatus:
+        return AgentStatus(
+            agent_id=self.agent_id,
+            session=1,
+            run_count=1,
+            phase=Phase.IDLE,
+            current_run=None,
+            pending_triggers=[],
+            next_heartbeat_at=None,
+            next_run_due_at=None,
+            wakes=[],
+            last_run=None,
+            config=AgentConfig(),
+            rejected=[],
+            executions=1,
+            history_length=10,
+            spend=SpendSummary(as_of=self.as_of),
+        )
+
+
+async def _unreachable() -> Client:
+    raise AssertionError("the stale agent never connects")
+
+
+async def test_status_and_the_console_show_the_ledgers_spend_as_of_now(
+    store: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The last run read the spend at its start; a machine was rented after it,
+    # and the monitor's poll has accrued it in the ledger since.
+    last_run = datetime.now(UTC) - timedelta(minutes=30)
+    rented = Instance.model_validate(
+        {
+            "id": 42,
+            "actual_status": "running",
+            "intended_status": "running",
+            "cur_state": "running",
+            "dph_total": 0.412,
+            "start_date": (last_run + timedelta(minutes=5)).timestamp(),
+        }
+    )
+    SpendLedger(store).accrue("fresh-spend", [rented], datetime.now(UTC))
+    monkeypatch.setenv(DATABASE_URL_ENV, str(store.engine.url))
+    agent = _StaleAgent(last_run)
+
+    assert await commands.status(agent, as_json=False) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "spend:" in ln)
+    assert "now $0.412/h (1 machine(s))" in line and "from the ledger" in line, line
+    # The query's figure keeps its as-of time: the last run's start.
+    assert await commands.status(agent, as_json=True) == 0
+    queried = AgentStatus.model_validate_json(capsys.readouterr().out).spend
+    assert queried is not None and (queried.current_dph, queried.as_of) == (0.0, last_run)
+
+    with TestClient(create_app(agent, ConsoleSettings()), base_url="http://127.0.0.1:8080") as c:
+        page = c.get("/parts/agent")
+    assert page.status_code == 200, page.text
+    assert "$0.41/h now" in page.text, page.text
+
+    # Without a run log to read (a CLI far from the worker's store), the query's stands in.
+    monkeypatch.setenv(DATABASE_URL_ENV, f"sqlite:///{store.engine.url.database}-missing")
+    assert await commands.status(agent, as_json=False) == 0
+    assert "now $0.000/h (0 machine(s)) · as of" in capsys.readouterr().out

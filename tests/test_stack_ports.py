@@ -16,10 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.server
+import itertools
 import os
 import re
+import shlex
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -265,3 +268,45 @@ def _runs(path: Path) -> list[RunRecord]:
 
 async def _has_pollers(address: str, count: int) -> bool:
     return len(await pollers(address)) >= count
+
+
+def banner_command(text: str, verb: str) -> tuple[list[str], dict[str, str]]:
+    """The `fleet-agent <verb>` line `up` printed under "try:", as argv and the
+    variables it sets, run as the console script would be."""
+    line = next((ln.strip() for ln in text.splitlines() if f"bin/fleet-agent {verb}" in ln), None)
+    assert line, f"`up` printed no `fleet-agent {verb}` line: {text}"
+    words = shlex.split(line)
+    env = dict(w.split("=", 1) for w in itertools.takewhile(lambda w: "=" in w, words))
+    rest = words[len(env) :]
+    assert rest[0] == ".venv/bin/fleet-agent", line
+    return [*UP[:-1], *rest[1:]], env
+
+
+async def test_the_commands_up_prints_for_another_port_reach_its_run_log(tmp_path: Path) -> None:
+    # As `make run TEMPORAL_PORT=P` starts it: the port through the environment.
+    port = free_port()
+    env = up_env(TEMPORAL_PORT=str(port), TEMPORAL_UI_PORT=str(free_port()))
+    up = await start_up(tmp_path, env=env)
+    try:
+        await up.until("agent started")
+        # The operator's shell: none of the stack's settings but what the line sets.
+        for verb in ("ask", "runs", "fleet"):
+            argv, assigned = banner_command(up.text, verb)
+            assert assigned == {"TEMPORAL_PORT": str(port)}, assigned
+            done = await asyncio.to_thread(
+                subprocess.run,
+                argv,
+                cwd=tmp_path,
+                env=up_env() | assigned,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, (verb, done.stdout, done.stderr)
+            if verb == "ask":
+                assert re.search(r"^run #\d+ answered:", done.stdout, re.MULTILINE), done.stdout
+            elif verb == "runs":
+                assert "no runs yet" not in done.stdout and "#1" in done.stdout, done.stdout
+    finally:
+        code = await up.finish(signal.SIGINT)
+    assert code == 0, up.text[-3000:]

@@ -72,20 +72,24 @@ _SQLITE_PRAGMAS = (
 _FILE_ID = "fleet_agent_sqlite_file_id"
 
 
-def default_database_url() -> str:
-    """`$FLEET_DATABASE_URL`, else the SQLite file of the local stack (folder created).
+def default_database_url(*, make_folder: bool = True) -> str:
+    """Where the run log is: `$FLEET_DATABASE_URL`, else the local stack's SQLite file.
 
-    That is `./var/fleet-agent.db` for the default stack, and the stack's own
-    folder for one on another `$TEMPORAL_PORT` (fleet_agent/local_stack.py),
-    so `TEMPORAL_PORT=7300 fleet-agent runs` reads that stack's run log.
+    The one answer for the worker, the CLI and the console. The file is
+    `./var/fleet-agent.db` for the default stack, and the stack's own folder
+    for one on another `$TEMPORAL_PORT` (fleet_agent/local_stack.py), so the
+    `TEMPORAL_PORT=7300 fleet-agent ask …` that `make run TEMPORAL_PORT=7300`
+    prints reads that stack's run log. `make_folder` creates the file's folder
+    (the worker's store is made there); readers pass False so that a wrong
+    guess leaves nothing behind.
     """
     url = os.environ.get(DATABASE_URL_ENV, "").strip()
     if url:
         return url
-    port = env_port(TEMPORAL_PORT_ENV) or DEFAULT_TEMPORAL_PORT
-    store = stack_paths(port).store
-    store.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{store}"
+    paths = stack_paths(env_port(TEMPORAL_PORT_ENV) or DEFAULT_TEMPORAL_PORT)
+    if make_folder:
+        paths.store.parent.mkdir(parents=True, exist_ok=True)
+    return paths.store_url
 
 
 def redacted_url(url: str | URL) -> str:

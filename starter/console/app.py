@@ -13,6 +13,7 @@ recorded as the request's identity, never as text from the form.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -26,7 +27,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fleet_agent.models import AgentStatus
+from fleet_agent.models import AgentStatus, SpendSummary
 from starter import actions
 from starter.agent_client import AgentClient
 from starter.answers import send_message
@@ -58,6 +59,7 @@ from starter.console.web import (
     page,
     same_origin,
 )
+from starter.fleet_view import ledger_spend
 
 __all__ = ["create_app"]
 
@@ -67,26 +69,32 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
 
 
-async def _status(agent: AgentClient) -> tuple[AgentStatus | None, str]:
-    """The status query, or why it failed (a page still shows the store's parts)."""
+async def _status(agent: AgentClient) -> tuple[AgentStatus | None, str, SpendSummary | None]:
+    """The status query, or why it failed (a page still shows the store's parts),
+    and the spend to show: the ledger's as of now, else the query's (as of the
+    last run's start)."""
     try:
-        return await agent_call(agent.status()), ""
+        status = await agent_call(agent.status())
     except ConsoleError as exc:
-        return None, exc.message
+        return None, exc.message, None
+    ledger = await asyncio.to_thread(ledger_spend, agent.agent_id)
+    return status, "", ledger or status.spend
 
 
 async def _agent_part(request: Request, **context: Any) -> Response:
-    status, error = await _status(agent_of(request))
-    return page(request, "_agent.html", status=200, st=status, st_error=error, **context)
+    status, error, spend = await _status(agent_of(request))
+    return page(
+        request, "_agent.html", status=200, st=status, st_error=error, spend=spend, **context
+    )
 
 
 async def dashboard(request: Request) -> Response:
-    status, error = await _status(agent_of(request))
+    status, error, spend = await _status(agent_of(request))
     try:
         history = await in_thread(recent_messages, agent_of(request).agent_id)
     except ConsoleError:  # the fleet part below says what is wrong with the store
         history = []
-    return page(request, "index.html", st=status, st_error=error, history=history)
+    return page(request, "index.html", st=status, st_error=error, spend=spend, history=history)
 
 
 async def agent_part(request: Request) -> Response:
