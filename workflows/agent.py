@@ -12,42 +12,46 @@ a model or a visible refusal, costs O(1), and is bounded in what it leaves in
 state (fleet_agent/triggers.py); the history is handed to a new execution as
 soon as it grows large, whatever phase the loop is in.
 
-The class is assembled from workflows/agent_core.py (state, shared rules),
-workflows/agent_inputs.py (signals, update, queries) and
-workflows/agent_runs.py (runs, the store loop).
+Every handler and the loop are declared here; what they do lives in plain
+helpers the workflow holds, one module per concept: the execution's state and
+shared rules (workflows/agent_state.py), the intake of signals and the config
+update (agent_inputs.py), approvals (agent_approvals.py), the kill switch
+(agent_freeze.py), runs and the store loop (agent_runs.py), and the monitor
+(agent_monitor.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, FailureError, WorkflowAlreadyStartedError
-from temporalio.workflow import ParentClosePolicy
+from temporalio.common import RawValue
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    # Pass-through: pydantic models, pure helpers and the mixins' classes.
-    from fleet_agent.inputs import parse_start
+    # Pass-through: pydantic models, pure helpers and the helpers' classes.
     from fleet_agent.models import (
-        AgentInput,
-        AgentState,
-        MonitorConfig,
-        MonitorInput,
+        APPROVAL_CLOSED,
+        APPROVAL_REQUESTED,
+        AgentConfig,
+        AgentStatus,
+        ApprovalOutcome,
+        FreezeReport,
+        InboxItem,
         Phase,
-        Trigger,
         TriggerKind,
     )
-    from fleet_agent.triggers import TriggerBuffer
     from workflows import stubs
-    from workflows.agent_approvals import ApprovalsMixin
-    from workflows.agent_freeze import FreezeMixin
-    from workflows.agent_inputs import InputsMixin
-    from workflows.agent_runs import RunsMixin
-    from workflows.monitor import FleetMonitorWorkflow
+    from workflows.agent_approvals import ApprovalsBook
+    from workflows.agent_freeze import KillSwitch
+    from workflows.agent_inputs import Intake
+    from workflows.agent_monitor import MonitorLink
+    from workflows.agent_runs import RunLauncher
+    from workflows.agent_state import AgentExecution
     from workflows.policies import (
-        MONITOR_PRIORITY,
         STORE_RETRY,
         STORE_TIMEOUT,
         VISIBILITY_RETRY,
@@ -64,7 +68,7 @@ HANDOVER_STATUS_PATCH = "handover-status-at-start"
 
 
 @workflow.defn
-class FleetAgentWorkflow(InputsMixin, FreezeMixin, ApprovalsMixin, RunsMixin):
+class FleetAgentWorkflow:
     """The agent of one fleet (workflow ID = agent ID).
 
     Touches: its child runs (AgentRunWorkflow, ID `<agent>/run-<n>`), its
@@ -81,72 +85,58 @@ class FleetAgentWorkflow(InputsMixin, FreezeMixin, ApprovalsMixin, RunsMixin):
 
     @workflow.init
     def __init__(self, raw: Any = None) -> None:
-        self._agent_id = workflow.info().workflow_id
-        start = parse_start(raw)
-        self._fresh = start.state is None
-        self._state = start.state or AgentState()
-        if start.problem:
-            # A bad start config must not fail the workflow task forever:
-            # keep the defaults and show why in status.rejected.
-            self._reject("start config", start.problem, None)
-        elif self._fresh and start.config is not None:
-            self._state.config = start.config.apply(self._state.config)
-        self._buffer = TriggerBuffer(self._state.pending_triggers, self._state.unstored_keys)
-        self._phase = self._idle_phase()
-        self._current_run = None
-        self._due = None
-        self._changed = False
-        self._runs_this_execution = 0
-        self._signals = 0
-        self._lost = self._state.unrecorded_runs
-        self._heartbeat_from = self._state.last_run_ended_at or workflow.now()
-        # Whether this execution upserts search attributes (asked at its start).
-        self._search_attributes = False
-        self._upserted_phase: str | None = None
+        self._ex = ex = AgentExecution(workflow.info().workflow_id, raw)
+        self._monitor = MonitorLink(ex)
+        self._approvals = ApprovalsBook(ex)
+        self._intake = Intake(ex, self._monitor)
+        self._switch = KillSwitch(ex, self._approvals, self._monitor)
+        self._runs = RunLauncher(ex, self._approvals)
 
     # ------------------------------------------------------------ main loop
 
     @workflow.run
     async def run(self, raw: Any = None) -> None:
-        flight = self._state.run_in_flight
+        ex = self._ex
+        flight = ex.state.run_in_flight
         if flight is not None and workflow.patched(HANDOVER_STATUS_PATCH):
-            self._current_run, self._phase = flight.run, Phase.RUNNING
+            ex.current_run, ex.phase = flight.run, Phase.RUNNING
         if workflow.patched(SEARCH_ATTRIBUTES_PATCH):
             await self._check_search_attributes()
-        if self._fresh:
+        if ex.fresh:
             await self._continue_numbering()
-            self._buffer.add_internal(self._make_trigger(TriggerKind.AGENT_STARTED, "fresh start"))
+            ex.buffer.add_internal(ex.make_trigger(TriggerKind.AGENT_STARTED, "fresh start"))
         # Runs in the background for the life of this execution: it moves
         # message texts and lost-run records to the store as they come.
-        self._store_task = asyncio.create_task(self._store_loop())
-        await self._ensure_monitor()
+        self._store_task = asyncio.create_task(self._runs.store_loop())
+        await self._monitor.ensure()
         if flight is not None:
-            await self._finish_handed_over_run(flight)
+            await self._runs.finish_handed_over_run(flight)
         while True:
             await self._wait_until_due()
-            if self._state.reset_reason is not None:
-                await self._continue_as_new(reset=True)
-            if self._should_continue_as_new():
-                await self._continue_as_new(reset=False)
-            await self._run_once()
+            if ex.state.reset_reason is not None:
+                await ex.continue_as_new(reset=True)
+            if ex.should_continue_as_new():
+                await ex.continue_as_new(reset=False)
+            await self._runs.run_once()
 
     async def _continue_numbering(self) -> None:
         """A fresh start (after a terminate, say) never reuses run numbers."""
+        ex = self._ex
         counters = await workflow.execute_activity(
             stubs.load_agent_counters,
-            self._agent_id,
+            ex.agent_id,
             start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,
             summary="continue run numbering from the store",
         )
-        self._state.run_count = max(self._state.run_count, counters.max_run)
-        self._state.session = max(self._state.session, counters.max_session)
+        ex.state.run_count = max(ex.state.run_count, counters.max_run)
+        ex.state.session = max(ex.state.session, counters.max_session)
 
     async def _check_search_attributes(self) -> None:
         """Upsert search attributes in this execution only if the namespace has
         them all: an unregistered one would fail every workflow task."""
         try:
-            self._search_attributes = await workflow.execute_activity(
+            self._ex.search_attributes = await workflow.execute_activity(
                 stubs.search_attributes_ready,
                 start_to_close_timeout=VISIBILITY_TIMEOUT,
                 retry_policy=VISIBILITY_RETRY,
@@ -154,49 +144,7 @@ class FleetAgentWorkflow(InputsMixin, FreezeMixin, ApprovalsMixin, RunsMixin):
             )
         except ActivityError as exc:
             workflow.logger.warning("search attributes not checked: %s", exc.cause or exc)
-        self._show()
-
-    def _monitor_config(self) -> MonitorConfig:
-        config = self._state.config
-        return MonitorConfig(
-            poll_seconds=config.monitor_poll_seconds,
-            target_proofs_per_hour=config.target_proofs_per_hour,
-            # A frozen agent's monitor stops: no triggers, no reconcile.
-            enabled=config.monitor_enabled and not config.frozen,
-            not_proving_minutes=config.not_proving_minutes,
-            offline_grace_minutes=config.offline_grace_minutes,
-            min_release_age_minutes=config.min_release_age_minutes,
-            failed_host_ttl_hours=config.failed_host_ttl_hours,
-            spare_one_machine=config.spare_one_machine,
-        )
-
-    async def _ensure_monitor(self) -> None:
-        """Start `<agent>/monitor` unless it runs already (it outlives continue-as-new)."""
-        if not self._monitor_config().enabled:
-            return
-        try:
-            monitor = await workflow.start_child_workflow(
-                FleetMonitorWorkflow.run,
-                MonitorInput(agent_id=self._agent_id, config=self._monitor_config()),
-                id=f"{self._agent_id}/monitor",
-                task_queue=workflow.info().task_queue,
-                # Abandon: a continue-as-new of the agent must not stop the monitor.
-                parent_close_policy=ParentClosePolicy.ABANDON,
-                static_summary="fleet monitor",
-                priority=MONITOR_PRIORITY,
-            )
-            # Nobody awaits the monitor's end; read its outcome so a terminated
-            # monitor is not reported as an exception never retrieved.
-            monitor.add_done_callback(lambda t: t.cancelled() or t.exception())
-        except WorkflowAlreadyStartedError:
-            await self._configure_monitor()
-
-    async def _configure_monitor(self) -> None:
-        handle = workflow.get_external_workflow_handle(f"{self._agent_id}/monitor")
-        try:
-            await handle.signal(FleetMonitorWorkflow.configure, self._monitor_config())
-        except FailureError as exc:
-            workflow.logger.info("monitor not reachable: %s", exc)
+        self._ex.show()
 
     async def _wait_until_due(self) -> None:
         """Sleep until a run is due, a reset is asked for, or history is long.
@@ -204,57 +152,152 @@ class FleetAgentWorkflow(InputsMixin, FreezeMixin, ApprovalsMixin, RunsMixin):
         The timer is only replaced when the due time actually moves, so a burst
         of a thousand signals inside one debounce window adds no timers.
         """
+        ex = self._ex
         while True:
-            if self._state.reset_reason is not None or self._should_continue_as_new():
+            if ex.state.reset_reason is not None or ex.should_continue_as_new():
                 return
-            due = self._compute_due()
+            due = ex.compute_due()
             now = workflow.now()
             if due is not None and due.at <= now:
                 return
-            self._due = due
-            self._changed = False
-            self._phase = (
-                self._idle_phase()
-                if self._state.config.paused or self._state.config.frozen
+            ex.due = due
+            ex.changed = False
+            ex.phase = (
+                ex.idle_phase()
+                if ex.state.config.paused or ex.state.config.frozen
                 else Phase.DEBOUNCING
                 if due is not None and due.cause == "debounce"
                 else Phase.IDLE
             )
-            self._show()
+            ex.show()
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
-                    lambda: self._changed or self._must_continue_as_new(),
+                    lambda: ex.changed or ex.must_continue_as_new(),
                     timeout=None if due is None else due.at - now,
                     timeout_summary=None if due is None else due.label,
                 )
 
-    # ------------------------------------------------------------ continue-as-new
+    # ------------------------------------------------------------ signals
+    # Each is parsed from loose JSON into a model or a visible refusal
+    # (status.rejected): workflows/agent_inputs.py.
 
-    async def _continue_as_new(self, *, reset: bool) -> NoReturn:
-        """Hand the whole state to a fresh execution (a run in flight included).
+    @workflow.signal(
+        description='P0: a message from the operator, {"text": str, "author": str, '
+        '"message_id": str (optional, the sender\'s)} or a bare string'
+    )
+    def human_message(self, raw: Any) -> None:
+        """P0: the operator talks to the agent. `{"text", "author"}` or a bare string."""
+        self._intake.human_message(raw)
 
-        Message texts go to the store first, so the new execution's input
-        holds previews only; it carries texts itself only when the store has
-        been away so long that the history nears Temporal's limits.
-        """
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        await workflow.wait_condition(
-            lambda: not self._buffer.unstored_keys or self._history_critical()
-        )
-        state = self._state.model_copy(deep=True)
-        state.unstored_keys = self._buffer.unstored_keys
-        state.executions += 1
-        if reset:
-            reason = state.reset_reason or "reset"
-            state.reset_reason = None
-            state.session += 1
-            TriggerBuffer(state.pending_triggers, state.unstored_keys).add_internal(
-                Trigger(
-                    seq=state.next_trigger_seq,
-                    kind=TriggerKind.SESSION_RESET,
-                    received_at=workflow.now(),
-                    reason=reason,
-                )
-            )
-            state.next_trigger_seq += 1
-        workflow.continue_as_new(AgentInput(state=state))
+    @workflow.signal(
+        description='P1: {"instance_id", "old_state", "new_state", "detail"}; sent by the monitor'
+    )
+    def state_changed(self, raw: Any) -> None:
+        """P1: an instance changed state (sent by the fleet monitor); coalesced per instance."""
+        self._intake.state_changed(raw)
+
+    @workflow.signal(
+        description='P0: run as soon as the 2 s window allows; {"reason": str} optional'
+    )
+    def trigger_now(self, raw: Any = None) -> None:
+        """P0: run as soon as the P0 window allows. Argument optional."""
+        self._intake.trigger_now(raw)
+
+    @workflow.signal(
+        description="new conversation after the current run; counters, wakes, triggers kept"
+    )
+    def reset_session(self, raw: Any = None) -> None:
+        """Start a new conversation after the current run; counters, wakes and
+        pending triggers carry over."""
+        self._intake.reset_session(raw)
+
+    @workflow.signal(description='drop a pending wake: {"wake_id": str}')
+    def cancel_wake(self, raw: Any) -> None:
+        """Drop one pending wake by id."""
+        self._intake.cancel_wake(raw)
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """Any other signal name: recorded in status.rejected, never silently lost."""
+        self._intake.unknown_signal(name, args)
+
+    @workflow.signal(name=APPROVAL_REQUESTED, description="internal: a run waits for an approval")
+    def approval_requested(self, raw: Any) -> None:
+        """A run of this agent waits for an operator's decision (internal)."""
+        self._approvals.requested(raw)
+
+    @workflow.signal(name=APPROVAL_CLOSED, description="internal: an approval wait ended")
+    def approval_closed(self, raw: Any) -> None:
+        """A run stopped waiting without a decision from here (its timeout)."""
+        self._approvals.closed(raw)
+
+    # ------------------------------------------------------------ updates
+    # Bare decorators: with arguments the SDK types an async update as
+    # returning a coroutine, which breaks execute_update for callers under
+    # mypy. Each validator refuses a bad request before it reaches history.
+
+    @workflow.update
+    async def update_config(self, raw: Any) -> AgentConfig:
+        """Change part of the config; returns the resulting config. Passes the
+        monitor its part (poll interval, target, enabled)."""
+        return await self._intake.update_config(raw)
+
+    @update_config.validator
+    def _validate_config(self, raw: Any) -> None:
+        self._intake.validate_config(raw)
+
+    @workflow.update
+    async def freeze(self, raw: Any) -> FreezeReport:
+        """Kill switch: `{"reason", "destroy_all", "author"}`. Stops runs, the
+        monitor and every fleet change; with `destroy_all`, destroys every
+        machine of this agent at vast.ai and returns once none is listed
+        (workflows/agent_freeze.py)."""
+        return await self._switch.freeze(raw)
+
+    @freeze.validator
+    def _validate_freeze(self, raw: Any) -> None:
+        self._switch.validate_freeze(raw)
+
+    @workflow.update
+    async def unfreeze(self, raw: Any) -> AgentConfig:
+        """Undo `freeze`: `{"reason", "author"}`. The monitor starts again and
+        the next run is told, so it re-plans the fleet."""
+        return await self._switch.unfreeze(raw)
+
+    @unfreeze.validator
+    def _validate_unfreeze(self, raw: Any) -> None:
+        self._switch.validate_unfreeze(raw)
+
+    @workflow.update
+    async def decide_approval(self, raw: Any) -> ApprovalOutcome:
+        """An operator approves or denies a pending approval:
+        `{"approval_id", "approve", "note", "author"}`. Forwarded to the run
+        that waits for it; answers with the approval and the decision."""
+        return await self._approvals.decide(raw)
+
+    @decide_approval.validator
+    def _validate_decision(self, raw: Any) -> None:
+        self._approvals.validate_decision(raw)
+
+    # ------------------------------------------------------------ queries
+
+    @workflow.query(
+        name="live_config",
+        description="the config in force now (fleet tools read it right before acting)",
+    )
+    def live_config(self) -> AgentConfig:
+        """The current config, so a fleet tool call applies guardrails accepted
+        after its run started (read-only)."""
+        return self._ex.state.config
+
+    @workflow.query(
+        description="phase, run count, session, pending triggers, wakes, last run, config"
+    )
+    def status(self) -> AgentStatus:
+        """What the agent is doing now (contract: see docs/ARCHITECTURE.md)."""
+        return self._intake.status()
+
+    @workflow.query(description="internal: operator message texts not yet in the store")
+    def unstored_messages(self) -> list[InboxItem]:
+        """For the store_operator_messages activity (texts cross history once)."""
+        return self._ex.buffer.unstored_items()

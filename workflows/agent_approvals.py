@@ -6,7 +6,9 @@ know), and the agent forwards the decision to the waiting run by signal. The
 run tells the agent what it waits for (`approval_requested`) and when a wait
 ended without a decision (`approval_closed`); the agent keeps the list in its
 durable state, so `status`, the Web UI and a continue-as-new all see it. A
-`freeze` denies every pending approval. Deterministic: workflow code.
+`freeze` denies every pending approval. `ApprovalsBook` holds that logic;
+FleetAgentWorkflow (workflows/agent.py) declares the handlers and delegates to
+it. Deterministic: workflow code.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ with workflow.unsafe.imports_passed_through():
         ApprovalOutcome,
         PendingApproval,
     )
-    from workflows.agent_core import AgentCore
+    from workflows.agent_state import AgentExecution
 
-__all__ = ["ApprovalsMixin"]
+__all__ = ["ApprovalsBook"]
 
 # Runs go one at a time and call tools in turn, so one approval is pending at
 # most; the bound only keeps forged signals from growing the state.
@@ -39,17 +41,20 @@ _MAX_PENDING = 10
 _MAX_DECIDED = 20
 
 
-class ApprovalsMixin(AgentCore):
-    """`decide_approval` and the run → agent approval signals."""
+class ApprovalsBook:
+    """The pending approvals in the agent's state, and the decisions on them."""
 
-    @workflow.signal(name=APPROVAL_REQUESTED, description="internal: a run waits for an approval")
-    def approval_requested(self, raw: Any) -> None:
+    def __init__(self, ex: AgentExecution) -> None:
+        self._ex = ex
+
+    def requested(self, raw: Any) -> None:
         """A run of this agent waits for an operator's decision (internal)."""
-        self._signals += 1
-        pending = self._valid(parse_payload(PendingApproval, raw), APPROVAL_REQUESTED, raw)
+        ex = self._ex
+        ex.signals += 1
+        pending = ex.valid(parse_payload(PendingApproval, raw), APPROVAL_REQUESTED, raw)
         if pending is None:
             return
-        state = self._state
+        state = ex.state
         state.pending_approvals = [
             *[p for p in state.pending_approvals if p.id != pending.id][-(_MAX_PENDING - 1) :],
             pending,
@@ -57,23 +62,19 @@ class ApprovalsMixin(AgentCore):
         workflow.logger.warning(
             "approval %s needed: %s (%s)", pending.id, pending.tool, pending.reason
         )
-        self._show()
+        ex.show()
 
-    @workflow.signal(name=APPROVAL_CLOSED, description="internal: an approval wait ended")
-    def approval_closed(self, raw: Any) -> None:
+    def closed(self, raw: Any) -> None:
         """A run stopped waiting without a decision from here (its timeout)."""
-        self._signals += 1
-        closed = self._valid(parse_payload(ApprovalClosed, raw), APPROVAL_CLOSED, raw)
+        ex = self._ex
+        ex.signals += 1
+        closed = ex.valid(parse_payload(ApprovalClosed, raw), APPROVAL_CLOSED, raw)
         if closed is not None and self._take_pending(closed.approval_id) is not None:
             self._remember(closed.decision)
-            self._show()
+            ex.show()
 
-    # Bare decorator: see update_config.
-    @workflow.update
-    async def decide_approval(self, raw: Any) -> ApprovalOutcome:
-        """An operator approves or denies a pending approval:
-        `{"approval_id", "approve", "note", "author"}`. Forwarded to the run
-        that waits for it; answers with the approval and the decision."""
+    async def decide(self, raw: Any) -> ApprovalOutcome:
+        """An operator's decision: recorded, then forwarded to the run that waits."""
         req = parse_payload(ApprovalDecisionRequest, raw).value
         pending = None if req is None else self._take_pending(req.approval_id)
         if req is None or pending is None:
@@ -90,34 +91,32 @@ class ApprovalsMixin(AgentCore):
         workflow.logger.warning(
             "approval %s %s by %s", pending.id, "granted" if req.approve else "denied", req.author
         )
-        self._show()
+        self._ex.show()
         error = await self._tell_run(pending, decision)
         return ApprovalOutcome(approval=pending, decision=decision, error=error)
 
-    @decide_approval.validator
-    def _validate_decision(self, raw: Any) -> None:
-        # Refused before it reaches history: an unknown, decided or expired ID.
+    def validate_decision(self, raw: Any) -> None:
+        """Refused before it reaches history: an unknown, decided or expired ID."""
         parsed = parse_payload(ApprovalDecisionRequest, raw)
         if parsed.value is None:
             raise ValueError(f"decide_approval refused: {parsed.error}")
+        state = self._ex.state
         wanted = parsed.value.approval_id
-        if any(p.id == wanted for p in self._state.pending_approvals):
+        if any(p.id == wanted for p in state.pending_approvals):
             return
-        for earlier in reversed(self._state.decided_approvals):
+        for earlier in reversed(state.decided_approvals):
             if earlier.approval_id == wanted:
                 verdict = "approved" if earlier.approve else "denied"
                 raise ValueError(
                     f"approval {wanted} was already decided: {verdict} by {earlier.author} "
                     f"({earlier.by}) at {earlier.at:%Y-%m-%d %H:%M:%S} UTC"
                 )
-        waiting = ", ".join(p.id for p in self._state.pending_approvals) or "none"
+        waiting = ", ".join(p.id for p in state.pending_approvals) or "none"
         raise ValueError(f"no pending approval {wanted!r} (pending: {waiting})")
 
-    # ------------------------------------------------------------ helpers
-
-    async def _deny_all_pending(self, author: str, reason: str) -> None:
+    async def deny_all(self, author: str, reason: str) -> None:
         """The freeze's part: every pending approval is denied, and its run told."""
-        for pending in list(self._state.pending_approvals):
+        for pending in list(self._ex.state.pending_approvals):
             self._take_pending(pending.id)
             decision = ApprovalDecision(
                 approval_id=pending.id,
@@ -130,18 +129,19 @@ class ApprovalsMixin(AgentCore):
             self._remember(decision)
             await self._tell_run(pending, decision)
 
-    def _drop_approvals_of(self, run: int) -> None:
+    def drop_of(self, run: int) -> None:
         """A run ended: whatever it waited for is no longer pending."""
-        self._state.pending_approvals = [p for p in self._state.pending_approvals if p.run != run]
+        state = self._ex.state
+        state.pending_approvals = [p for p in state.pending_approvals if p.run != run]
 
     def _take_pending(self, approval_id: str) -> PendingApproval | None:
-        state = self._state
+        state = self._ex.state
         found = next((p for p in state.pending_approvals if p.id == approval_id), None)
         state.pending_approvals = [p for p in state.pending_approvals if p.id != approval_id]
         return found
 
     def _remember(self, decision: ApprovalDecision) -> None:
-        state = self._state
+        state = self._ex.state
         state.decided_approvals = [*state.decided_approvals[-(_MAX_DECIDED - 1) :], decision]
 
     async def _tell_run(self, pending: PendingApproval, decision: ApprovalDecision) -> str:

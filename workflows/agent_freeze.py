@@ -1,4 +1,4 @@
-"""The kill switch of FleetAgentWorkflow: the `freeze` and `unfreeze` updates.
+"""The kill switch of FleetAgentWorkflow: what its `freeze` and `unfreeze` updates do.
 
 Decisions (docs/DECISIONS.md, "The kill switch"): a freeze takes effect
 before its update returns — no run starts, the monitor stops, and every
@@ -7,7 +7,8 @@ tools read the live config). With `destroy_all` the update waits until vast.ai
 no longer lists any machine of the agent (activity stop_fleet, retried
 without limit), so the answer the operator gets is the truth. `unfreeze`
 restarts the monitor and queues a config-change trigger, so the next run
-re-plans the fleet.
+re-plans the fleet. The updates are declared on the workflow
+(workflows/agent.py); `KillSwitch` holds their logic.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ with workflow.unsafe.imports_passed_through():
         UnfreezeRequest,
     )
     from workflows import stubs
-    from workflows.agent_core import AgentCore
+    from workflows.agent_approvals import ApprovalsBook
+    from workflows.agent_monitor import MonitorLink
+    from workflows.agent_state import AgentExecution
     from workflows.policies import (
         FLEET_HEARTBEAT_TIMEOUT,
         FLEET_READ_TIMEOUT,
@@ -39,51 +42,54 @@ with workflow.unsafe.imports_passed_through():
         UNLIMITED_RETRY,
     )
 
-__all__ = ["FreezeMixin"]
+__all__ = ["KillSwitch"]
 
 # A destroy_all attempt: destroys paced 3 s apart, then up to 3 min of checks.
 _DESTROY_ALL_TIMEOUT = timedelta(minutes=15)
 
 
-class FreezeMixin(AgentCore):
-    """The `freeze` and `unfreeze` updates of FleetAgentWorkflow."""
+class KillSwitch:
+    """Freezing and unfreezing the agent: its config, its approvals, its monitor, its fleet."""
 
-    # Bare decorator: see update_config.
-    @workflow.update
+    def __init__(self, ex: AgentExecution, approvals: ApprovalsBook, monitor: MonitorLink) -> None:
+        self._ex = ex
+        self._approvals = approvals
+        self._monitor = monitor
+
     async def freeze(self, raw: Any) -> FreezeReport:
-        """Kill switch: `{"reason", "destroy_all", "author"}`. Stops runs, the
-        monitor and every fleet change; with `destroy_all`, destroys every
-        machine of this agent at vast.ai and returns once none is listed."""
+        """Stop runs, the monitor and every fleet change; with `destroy_all`,
+        destroy every machine of this agent and return once none is listed."""
+        ex = self._ex
         req = parse_payload(FreezeRequest, raw, optional=True).value
         if req is None:
             raise ApplicationError("invalid freeze request", non_retryable=True)
-        already = self._state.config.frozen
+        already = ex.state.config.frozen
         info = FreezeInfo(
             reason=req.reason, author=req.author, at=workflow.now(), destroy_all=req.destroy_all
         )
         if not already:
-            self._state.config = self._state.config.model_copy(update={"frozen": True})
-            self._state.freeze = info
-            if self._current_run is None:
-                self._phase = self._idle_phase()  # the loop agrees once it wakes
+            ex.state.config = ex.state.config.model_copy(update={"frozen": True})
+            ex.state.freeze = info
+            if ex.current_run is None:
+                ex.phase = ex.idle_phase()  # the loop agrees once it wakes
             workflow.logger.warning("frozen by %s: %s", req.author, req.reason or "(no reason)")
-            self._notify()
+            ex.notify()
             # A run waiting for a human must not rent once it is approved later.
-            await self._deny_all_pending(req.author, req.reason)
-            self._show()
-            await self._configure_monitor()  # disabled: it ends within a poll
+            await self._approvals.deny_all(req.author, req.reason)
+            ex.show()
+            await self._monitor.configure()  # disabled: it ends within a poll
         fleet, error = await self._stop_fleet(req.destroy_all)
         return FreezeReport(
             frozen=True,
             already_frozen=already,
-            info=self._state.freeze or info,
+            info=ex.state.freeze or info,
             fleet=fleet,
             error=error,
         )
 
-    @freeze.validator
-    def _validate_freeze(self, raw: Any) -> None:
-        # Refused before it reaches history: a bad request leaves no trace.
+    @staticmethod
+    def validate_freeze(raw: Any) -> None:
+        """Refused before it reaches history: a bad request leaves no trace."""
         error = parse_payload(FreezeRequest, raw, optional=True).error
         if error:
             raise ValueError(f"freeze refused: {error}")
@@ -93,7 +99,7 @@ class FreezeMixin(AgentCore):
         try:
             report = await workflow.execute_activity(
                 stubs.stop_fleet,
-                StopFleetRequest(agent_id=self._agent_id, destroy_all=destroy_all),
+                StopFleetRequest(agent_id=self._ex.agent_id, destroy_all=destroy_all),
                 start_to_close_timeout=_DESTROY_ALL_TIMEOUT if destroy_all else FLEET_READ_TIMEOUT,
                 heartbeat_timeout=FLEET_HEARTBEAT_TIMEOUT,
                 retry_policy=UNLIMITED_RETRY if destroy_all else FLEET_RETRY,
@@ -110,33 +116,33 @@ class FreezeMixin(AgentCore):
             )
         return report, ""
 
-    @workflow.update
     async def unfreeze(self, raw: Any) -> AgentConfig:
-        """Undo `freeze`: `{"reason", "author"}`. The monitor starts again and
-        the next run is told, so it re-plans the fleet."""
+        """Undo a freeze: the monitor starts again and the next run is told,
+        so it re-plans the fleet."""
+        ex = self._ex
         req = parse_payload(UnfreezeRequest, raw, optional=True).value
         if req is None:
             raise ApplicationError("invalid unfreeze request", non_retryable=True)
-        if not self._state.config.frozen:
-            return self._state.config
-        self._state.config = self._state.config.model_copy(update={"frozen": False})
-        self._state.freeze = None
-        if self._current_run is None:
-            self._phase = self._idle_phase()  # the loop agrees once it wakes
+        if not ex.state.config.frozen:
+            return ex.state.config
+        ex.state.config = ex.state.config.model_copy(update={"frozen": False})
+        ex.state.freeze = None
+        if ex.current_run is None:
+            ex.phase = ex.idle_phase()  # the loop agrees once it wakes
         why = f" ({req.reason})" if req.reason else ""
-        self._buffer.add_config_change(
-            self._state.next_trigger_seq,
+        ex.buffer.add_config_change(
+            ex.state.next_trigger_seq,
             workflow.now(),
             f"unfrozen by {req.author}{why}: fleet changes are allowed again",
         )
-        self._state.next_trigger_seq += 1
-        self._notify()
-        self._show()
-        await self._ensure_monitor()
-        return self._state.config
+        ex.state.next_trigger_seq += 1
+        ex.notify()
+        ex.show()
+        await self._monitor.ensure()
+        return ex.state.config
 
-    @unfreeze.validator
-    def _validate_unfreeze(self, raw: Any) -> None:
+    @staticmethod
+    def validate_unfreeze(raw: Any) -> None:
         error = parse_payload(UnfreezeRequest, raw, optional=True).error
         if error:
             raise ValueError(f"unfreeze refused: {error}")

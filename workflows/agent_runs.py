@@ -9,7 +9,7 @@ moves operator message texts to the store, retrying for as long as the store
 is away. A run does not wait for that: a message whose text is not stored yet
 goes into the run whole (up to RUN_CARRIES_UNSTORED_BYTES of them), and the
 run's `load_context` stores it (the same key: whichever write comes second
-is a no-op).
+is a no-op). `RunLauncher` does this for the workflow's loop (workflows/agent.py).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.wakes import add_wake, due_wakes
     from fleet_agent.wakes import cancel_wake as remove_wake
     from workflows import stubs
-    from workflows.agent_core import AgentCore
+    from workflows.agent_approvals import ApprovalsBook
+    from workflows.agent_state import AgentExecution
     from workflows.metrics import record_run_finished, record_run_started
     from workflows.policies import (
         HANDOVER_HEARTBEAT_TIMEOUT,
@@ -50,53 +51,57 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run import AgentRunWorkflow
     from workflows.search_attributes import run_start_attributes
 
-__all__ = ["RunsMixin"]
+__all__ = ["RUN_CARRIES_TEXTS_PATCH", "RunLauncher"]
 
 _MAX_UNRECORDED = 20
 
 
-#: The run stores the message texts it carries (`_run_once`).
+#: The run stores the message texts it carries (`RunLauncher.run_once`).
 RUN_CARRIES_TEXTS_PATCH = "run-carries-unstored-texts"
 
 
-class RunsMixin(AgentCore):
+class RunLauncher:
     """Starting, awaiting and recording runs; the background store loop."""
 
-    async def _run_once(self) -> None:
-        state = self._state
+    def __init__(self, ex: AgentExecution, approvals: ApprovalsBook) -> None:
+        self._ex = ex
+        self._approvals = approvals
+
+    async def run_once(self) -> None:
+        """Start the next run with the pending triggers (or a heartbeat) and wait for it."""
+        ex = self._ex
+        state = ex.state
         # The run reads message texts from the store. A few not there yet go
         # into the run whole and its load_context stores them: under load the
         # store loop's activity can outlast the P0 window (docs/DECISIONS.md,
         # "A run does not wait for the store"). Histories from before replay
         # the wait.
         if not (
-            self._buffer.unstored_bytes <= RUN_CARRIES_UNSTORED_BYTES
+            ex.buffer.unstored_bytes <= RUN_CARRIES_UNSTORED_BYTES
             and workflow.patched(RUN_CARRIES_TEXTS_PATCH)
         ):
             await self._until_stored()
         now = workflow.now()
         fired, state.wakes = due_wakes(state.wakes, now)
         for wake in fired:
-            self._buffer.add_internal(
-                self._make_trigger(TriggerKind.WAKE, wake.reason, wake_id=wake.id)
-            )
-        triggers = self._buffer.take() or [self._make_trigger(TriggerKind.HEARTBEAT)]
+            ex.buffer.add_internal(ex.make_trigger(TriggerKind.WAKE, wake.reason, wake_id=wake.id))
+        triggers = ex.buffer.take() or [ex.make_trigger(TriggerKind.HEARTBEAT)]
         state.run_count += 1
         number = state.run_count
-        self._current_run, self._phase, self._due = number, Phase.RUNNING, None
-        record_run_started(self._agent_id, triggers, now)
-        self._show()
+        ex.current_run, ex.phase, ex.due = number, Phase.RUNNING, None
+        record_run_started(ex.agent_id, triggers, now)
+        ex.show()
         run_input = RunInput(
-            agent_id=self._agent_id,
+            agent_id=ex.agent_id,
             run=number,
             session=state.session,
             triggers=triggers,
             config=state.config,
             wakes=state.wakes,
             next_heartbeat_at=now + timedelta(seconds=state.config.heartbeat_seconds),
-            search_attributes=self._search_attributes,
+            search_attributes=ex.search_attributes,
         )
-        workflow_id = f"{self._agent_id}/run-{number}"
+        workflow_id = f"{ex.agent_id}/run-{number}"
         try:
             handle = await workflow.start_child_workflow(
                 AgentRunWorkflow.run,
@@ -110,8 +115,8 @@ class RunsMixin(AgentCore):
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 static_summary=f"run #{number}: {trigger_summary(triggers)}",
                 # Set with the start: no event of their own.
-                search_attributes=run_start_attributes(self._agent_id, triggers)
-                if self._search_attributes
+                search_attributes=run_start_attributes(ex.agent_id, triggers)
+                if ex.search_attributes
                 else None,
             )
         except WorkflowAlreadyStartedError as exc:
@@ -126,19 +131,20 @@ class RunsMixin(AgentCore):
             started_at=now,
             triggers=len(triggers),
         )
-        await workflow.wait_condition(lambda: handle.done() or self._must_continue_as_new())
+        await workflow.wait_condition(lambda: handle.done() or ex.must_continue_as_new())
         if not handle.done():
-            await self._continue_as_new(reset=False)
+            await ex.continue_as_new(reset=False)
         try:
             result = await handle
         except ChildWorkflowError as exc:
             result = self._lost_run(number, now, exc.cause or exc)
         self._apply_result(result)
 
-    async def _finish_handed_over_run(self, flight: RunInFlight) -> None:
+    async def finish_handed_over_run(self, flight: RunInFlight) -> None:
         """Wait for the run an earlier execution started and handed over."""
-        self._current_run, self._phase = flight.run, Phase.RUNNING
-        self._show()
+        ex = self._ex
+        ex.current_run, ex.phase = flight.run, Phase.RUNNING
+        ex.show()
         waiting = workflow.start_activity(
             stubs.wait_for_run,
             WaitForRun(
@@ -147,15 +153,15 @@ class RunsMixin(AgentCore):
                 run_id=flight.run_id,
                 started_at=flight.started_at,
             ),
-            start_to_close_timeout=timedelta(seconds=self._state.config.run_deadline_seconds())
+            start_to_close_timeout=timedelta(seconds=ex.state.config.run_deadline_seconds())
             + STORE_TIMEOUT,
             heartbeat_timeout=HANDOVER_HEARTBEAT_TIMEOUT,
             retry_policy=UNLIMITED_RETRY,
             summary=f"wait for run #{flight.run} (started before continue-as-new)",
         )
-        await workflow.wait_condition(lambda: waiting.done() or self._must_continue_as_new())
+        await workflow.wait_condition(lambda: waiting.done() or ex.must_continue_as_new())
         if not waiting.done():
-            await self._continue_as_new(reset=False)
+            await ex.continue_as_new(reset=False)
         try:
             result = await waiting
         except ActivityError as exc:
@@ -177,23 +183,25 @@ class RunsMixin(AgentCore):
     def _lost_run(self, run: int, started: datetime, cause: object) -> RunResult:
         """A run whose workflow timed out or was terminated: closed as failed
         in the store by the store loop, for as long as the store takes."""
+        lost = self._ex.lost
         error = str(cause)
         if not error.startswith("run workflow did not complete"):
             error = f"run workflow did not complete: {error}"
         workflow.logger.error("run %s did not complete: %s", run, cause)
         result = self._failed(run, started, error)
-        if len(self._lost) >= _MAX_UNRECORDED:
+        if len(lost) >= _MAX_UNRECORDED:
             # The store has been away for many runs: keep the newest records.
-            dropped = self._lost.pop(0)
+            dropped = lost.pop(0)
             workflow.logger.error(
                 "run %s stays open in the store (too many lost runs)", dropped.run
             )
-        self._lost.append(result)
+        lost.append(result)
         return result
 
     def _apply_result(self, result: RunResult) -> None:
-        state = self._state
-        record_run_finished(self._agent_id, result)
+        ex = self._ex
+        state = ex.state
+        record_run_finished(ex.agent_id, result)
         for request in result.wake_requests:
             if request.op == "add" and request.wake is not None:
                 state.wakes = add_wake(state.wakes, request.wake)
@@ -222,29 +230,31 @@ class RunsMixin(AgentCore):
         # The heartbeat counts from the end of the last run, whatever its kind.
         state.last_run_ended_at = ended
         state.run_in_flight = None
-        self._drop_approvals_of(result.run)
-        self._heartbeat_from = ended
-        self._current_run = None
-        self._phase = Phase.IDLE
-        self._runs_this_execution += 1
+        self._approvals.drop_of(result.run)
+        ex.heartbeat_from = ended
+        ex.current_run = None
+        ex.phase = Phase.IDLE
+        ex.runs_this_execution += 1
 
     # ------------------------------------------------------------ the store loop
 
-    async def _store_loop(self) -> None:
+    async def store_loop(self) -> None:
         """Move operator message texts and lost-run records to the store.
 
         Retries for as long as the store is away (STORE_RETRY has no attempt
         limit): a message accepted is never dropped, a lost run never stays
         "running" in the run log.
         """
+        ex = self._ex
+        buffer, lost = ex.buffer, ex.lost
         while True:
-            await workflow.wait_condition(lambda: bool(self._buffer.unstored_keys or self._lost))
-            if self._buffer.unstored_keys:
-                waiting = len(self._buffer.unstored_keys)
+            await workflow.wait_condition(lambda: bool(buffer.unstored_keys or lost))
+            if buffer.unstored_keys:
+                waiting = len(buffer.unstored_keys)
                 try:
                     stored = await workflow.execute_activity(
                         stubs.store_operator_messages,
-                        StoreMessagesRequest(agent_id=self._agent_id),
+                        StoreMessagesRequest(agent_id=ex.agent_id),
                         start_to_close_timeout=STORE_TIMEOUT,
                         retry_policy=STORE_RETRY,
                         summary=f"store operator messages ({waiting} waiting)",
@@ -255,14 +265,14 @@ class RunsMixin(AgentCore):
                     workflow.logger.error("could not store messages: %s", exc.cause or exc)
                     await workflow.sleep(STORE_TIMEOUT, summary="store retry pause")
                     continue
-                self._buffer.mark_stored(stored)
-            if self._lost:
-                result = self._lost[0]
+                buffer.mark_stored(stored)
+            if lost:
+                result = lost[0]
                 try:
                     await workflow.execute_activity(
                         stubs.record_run,
                         RecordRunRequest(
-                            agent_id=self._agent_id, session=self._state.session, result=result
+                            agent_id=ex.agent_id, session=ex.state.session, result=result
                         ),
                         start_to_close_timeout=STORE_TIMEOUT,
                         retry_policy=STORE_RETRY,
@@ -273,12 +283,13 @@ class RunsMixin(AgentCore):
                     workflow.logger.warning(
                         "run %s has no record to close: %s", result.run, exc.cause or exc
                     )
-                self._lost.pop(0)
+                lost.pop(0)
 
     async def _until_stored(self) -> None:
-        while self._buffer.unstored_keys:
+        ex = self._ex
+        while ex.buffer.unstored_keys:
             await workflow.wait_condition(
-                lambda: not self._buffer.unstored_keys or self._must_continue_as_new()
+                lambda: not ex.buffer.unstored_keys or ex.must_continue_as_new()
             )
-            if self._must_continue_as_new():
-                await self._continue_as_new(reset=False)
+            if ex.must_continue_as_new():
+                await ex.continue_as_new(reset=False)
