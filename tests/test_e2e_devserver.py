@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +24,25 @@ from fleet_agent.models import RunStatus, TriggerKind
 from fleet_agent.sim import SimServer
 from fleet_agent.store import RunRecord, Store
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
-from tests.helpers import assert_sequential, eventually, finished_runs, running_worker, status
+from tests.helpers import (
+    assert_sequential,
+    eventually,
+    finished_runs,
+    running_worker,
+    runs_that_waited,
+    status,
+)
 from workflows import FleetAgentWorkflow
 
 ACTED = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
 
 
-# Every reply takes this long, so runs that overlapped would show in the fake
-# Messages API's max_concurrent.
-SLOW_LLM = 0.25
+# The agent's debounce windows in the forced continue-as-new test, and a reply
+# slower than both: a trigger that arrives as a run's call starts is due
+# before the call ends, so runs that overlapped would show in the store's
+# records and in the fake Messages API's max_concurrent.
+P0_WINDOW, P1_WINDOW = 0.3, 1.0
+SLOW_LLM = 1.5
 
 
 def _planner(req: Request) -> Reply:
@@ -64,7 +75,7 @@ async def test_forced_continue_as_new_loses_no_trigger_or_wake(
     fake_llm.set_responder(_planner)
     rng = random.Random(7)
     async with running_worker(dev_env.client, store) as h:
-        handle = await h.start_agent(p0_debounce_seconds=0.3, p1_debounce_seconds=1.0)
+        handle = await h.start_agent(p0_debounce_seconds=P0_WINDOW, p1_debounce_seconds=P1_WINDOW)
         sent: list[str] = []
         for i in range(60):
             kind = rng.choice(["human", "human", "state", "state", "now"])
@@ -101,6 +112,9 @@ async def test_forced_continue_as_new_loses_no_trigger_or_wake(
                     seen.append(t.reason)
         assert sorted(seen) == sorted(sent), "each signal handled by exactly one run"
         assert [r.run for r in runs] == list(range(1, len(runs) + 1)), "no gap, no reuse"
+        # Some trigger was due while the run before it was in flight: the
+        # loop had to wait for a run, or the check below could not fail.
+        assert runs_that_waited(runs, timedelta(seconds=P1_WINDOW))
         assert_sequential(runs)
         st = await status(handle)
         assert st.executions >= 3, "the server suggested continue-as-new several times"
