@@ -89,10 +89,11 @@ chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py
 
 # The console's browser test drives Debian's chromium (never a downloaded
-# browser build); where it cannot be installed the test skips and says why.
+# browser build); where it cannot be installed the test skips and says why
+# (with CI set, it fails instead).
 /usr/bin/chromium:
 	(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
-		|| echo "could not install chromium: the console's browser test will skip"
+		|| echo "could not install chromium: the console's browser test will skip (fail with CI set)"
 
 clean:
 	rm -rf $(VENV) var/*.db* var/sim-state.json* var/stack-* .pytest_cache .mypy_cache .ruff_cache

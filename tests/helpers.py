@@ -215,6 +215,20 @@ def assert_sequential(runs: Sequence[RunRecord]) -> None:
         assert before.ended_at <= after.started_at, (before.run, after.run)
 
 
+def runs_that_waited(runs: Sequence[RunRecord], window: timedelta) -> list[int]:
+    """Runs holding a trigger whose debounce `window` closed while the run
+    before was still in flight: had the loop not waited for that run, they
+    would have overlapped it. A test of "no overlap" needs some, or it cannot
+    fail."""
+    ordered = sorted(runs, key=lambda r: r.run)
+    return [
+        after.run
+        for before, after in itertools.pairwise(ordered)
+        if before.ended_at is not None
+        and any(t.received_at + window < before.ended_at for t in after.triggers)
+    ]
+
+
 def json_rows(content: str) -> list[dict[str, Any]]:
     """The JSON list inside a fleet tool's result (search results, fleet status)."""
     rows: list[dict[str, Any]] = json.loads(content[content.index("[") : content.rindex("]") + 1])

@@ -14,7 +14,9 @@ All of it under the console's CSP (`script-src 'self'`): the browser reports
 no violation.
 
 Chromium comes from Debian's package (`make test` installs it); without it
-the test skips and says so. FLEET_CONSOLE_SCREENSHOTS=DIR saves screenshots.
+the test skips and says so, except in CI (the `CI` variable set), where a
+missing chromium fails it: CI must run it. FLEET_CONSOLE_SCREENSHOTS=DIR saves
+screenshots.
 """
 
 from __future__ import annotations
@@ -53,13 +55,42 @@ VERDICT = '\n<verdict>{"action": false, "state_changed": false}</verdict>'
 ACTED = 'Rented.\n<verdict>{"action": true, "state_changed": true}</verdict>'
 UI = "http://ui.test:8233"
 
-pytestmark = [
-    pytest.mark.devserver,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason=f"no chromium at {CHROMIUM}: `apt-get install chromium` (make test does)",
-    ),
-]
+pytestmark = pytest.mark.devserver
+
+
+def need_chromium(chromium: Path = CHROMIUM) -> None:
+    """Skip without chromium, saying why; fail instead when `CI` is set, so
+    the browser test never goes quietly missing from a CI run."""
+    if chromium.exists():
+        return
+    why = f"no chromium at {chromium}: `apt-get install chromium` (make test does)"
+    if os.environ.get("CI"):
+        pytest.fail(f"{why}; CI is set, so the console's browser test must run")
+    pytest.skip(why)
+
+
+def _outcome(chromium: Path) -> str:
+    """What `need_chromium` does about `chromium`: "ran", "skipped" or "failed"
+    (caught here, so that a wrong skip cannot pass for a skipped test)."""
+    try:
+        need_chromium(chromium)
+    except pytest.skip.Exception:
+        return "skipped"
+    except pytest.fail.Exception:
+        return "failed"
+    return "ran"
+
+
+def test_without_chromium_it_skips_but_fails_in_ci(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "chromium"
+    monkeypatch.delenv("CI", raising=False)
+    assert _outcome(missing) == "skipped"
+    monkeypatch.setenv("CI", "true")
+    assert _outcome(missing) == "failed"
+    with pytest.raises(pytest.fail.Exception, match="CI is set"):
+        need_chromium(missing)
 
 
 def _last_tool(req: Request) -> str:
@@ -110,6 +141,7 @@ async def test_the_console_in_a_browser(
     fake_llm: FakeAnthropic,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    need_chromium()
     from playwright.async_api import async_playwright, expect
 
     fake_llm.set_responder(_script)

@@ -185,33 +185,51 @@ def test_the_budget_fails_closed_on_a_nan_figure_and_counts_creates_in_flight() 
 # ------------------------------------------------------------------ the tool
 
 
-async def test_a_create_past_the_daily_budget_is_refused_with_the_figures(
+async def test_the_daily_budget_refuses_the_offer_just_over_and_rents_the_one_that_fits(
     tools: FleetActivities, sim: SimServer, store: Store, configs: StaticConfigs
 ) -> None:
-    first, second = await _offers(tools, 2)
-    dph = first["dph"]
-    # A day of the first machine fits; nothing more does, an hour later.
-    configs.config = AgentConfig(
-        min_release_age_minutes=0, daily_budget_usd=round(dph * 24 + 0.01, 4)
-    )
+    """An hour into a rental, the budget sits between the fleet with a
+    cheaper offer and the fleet with a dearer one: the fleet alone fits, the
+    dearer offer is refused by the budget (no other rule), the cheaper one is
+    rented. With the offer left out of the sum, the dearer one would pass."""
+    first, *others = await _offers(tools, 40)
+    configs.config = AgentConfig(min_release_age_minutes=0)
     made = await _create(tools, first["offer_id"])
     assert made.mutating and not made.is_error, made.content
     sim.market.advance(3600)  # no poll meanwhile: the tool accrues the fleet itself
-    refused = await _create(tools, second["offer_id"])
+    (iid,) = sim.market.instance_ids()
+    spent, fleet = _charged(sim)[iid], made.dph_delta
+    assert spent > fleet  # the parameters' download is billed on top of the hour
+
+    def day(dph: float) -> float:
+        """The worst 24 hours at `dph` from now on: the one from the rental
+        (its hour spent, 23 h to come), when that beats a day from now."""
+        return max(spent + dph * 23, dph * 24)
+
+    # Offers whose worst window starts at the rental (so the refusal's
+    # figures are known), one dearer than the other by at least a cent an hour.
+    fitting = [o for o in others if fleet + o["dph"] < spent]
+    cheap = fitting[0]
+    dear = next(o for o in fitting if o["dph"] >= cheap["dph"] + 0.01)
+    budget = round(day(fleet + dear["dph"]) - 0.05, 2)
+    assert (
+        day(fleet) < day(fleet + cheap["dph"]) <= budget - 0.05 < budget < day(fleet + dear["dph"])
+    ), "the fleet alone and with the cheaper offer fit; with the dearer one it does not"
+    configs.config = AgentConfig(min_release_age_minutes=0, daily_budget_usd=budget)
+
+    refused = await _create(tools, dear["offer_id"])
     assert refused.is_error and not refused.mutating and refused.dph_delta == 0
     assert refused.content.startswith("Refused by the daily budget"), refused.content
     assert "Nothing was rented" in refused.content
-    (iid,) = sim.market.instance_ids()
-    # The worst window starts at the rental: its first hour (with the
-    # parameters' download) spent, then the fleet with the offer for 23 h.
-    spent = _charged(sim)[iid]
-    assert spent > dph  # the download is billed on top of the hour
+    assert sim.market.instance_ids() == [iid]
     assert f"from 2026-04-01 12:00 UTC, ${spent:.2f} spent since 12:00 UTC" in refused.content
-    assert f" + this offer ${second['dph']:.3f}/h) × 23.00 h" in refused.content
+    assert f" + this offer ${dear['dph']:.3f}/h) × 23.00 h" in refused.content
+    assert f"over daily_budget_usd=${budget:.2f}" in refused.content
     assert "bounds any 24 hours" in refused.content
-    # Raised by the operator: the same offer is rented.
-    configs.config = AgentConfig(min_release_age_minutes=0, daily_budget_usd=500)
-    assert (await _create(tools, second["offer_id"])).mutating
+
+    rented = await _create(tools, cheap["offer_id"])
+    assert rented.mutating and not rented.is_error, rented.content
+    assert len(sim.market.instance_ids()) == 2
 
 
 async def test_create_opens_destroy_closes_and_the_results_carry_the_dph(

@@ -7,7 +7,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -103,31 +103,64 @@ def test_a_garbled_request_line_gets_a_400_not_a_crash(sim: SimServer) -> None:
     assert httpx.get(f"{sim.url}/api/v0/gpu_types/").status_code == 200
 
 
+# Generous deadlines for what should take a moment, far below the faults'
+# own durations: a test fails fast only when the simulator waited for a fault.
+DEADLINE_S = 30.0
+FAULT_S = 600.0
+
+
+def _wait_until(condition: Callable[[], bool], what: str) -> None:
+    """Poll `condition` until it holds, failing after DEADLINE_S."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def _done_within_deadline(call: Callable[[], object]) -> bool:
+    """Run `call` in a daemon thread; whether it returned within DEADLINE_S."""
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(timeout=DEADLINE_S)
+    return not worker.is_alive()
+
+
 def test_a_slow_create_does_not_hold_up_other_clients() -> None:
+    """Other clients are answered while a create is held: all of them
+    before the held create answers (it answers only when the simulator stops)."""
     with SimServer(seed=4, speed=0, scenario="ideal", offers=50, rate_limits=False) as sim:
-        sim.market.set_faults(create_delay_next=1, create_delay_seconds=3.0)
+        sim.market.set_faults(create_delay_next=1, create_delay_seconds=FAULT_S)
         offer = sim.market.offer_ids()[0]
-        slow = threading.Thread(
-            target=lambda: httpx.put(
-                f"{sim.url}/api/v0/asks/{offer}/", json={"image": "x"}, headers=AUTH, timeout=10
-            )
-        )
+        answers: list[object] = []
+
+        def rent() -> None:
+            try:
+                answers.append(
+                    httpx.put(
+                        f"{sim.url}/api/v0/asks/{offer}/",
+                        json={"image": "x"},
+                        headers=AUTH,
+                        timeout=FAULT_S,
+                    )
+                )
+            except httpx.HTTPError as exc:
+                answers.append(exc)
+
+        slow = threading.Thread(target=rent, daemon=True)
         slow.start()
-        deadline = time.monotonic() + 5
-        while sim.market.counters["create_delays"] < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        started = time.monotonic()
+        _wait_until(lambda: sim.market.counters["create_delays"] >= 1, "the create to be held")
         with httpx.Client(base_url=sim.url, headers=AUTH) as client:
             for _ in range(20):
                 assert client.get("/api/v1/instances/").status_code == 200
-        assert time.monotonic() - started < 1.5
-        slow.join()
+        assert answers == [], "the other clients waited for the held create"
+    slow.join(timeout=DEADLINE_S)
+    assert len(answers) == 1, "stopping the simulator ends the held create"
 
 
 def test_stop_is_prompt_cuts_a_hang_short_and_frees_the_port() -> None:
     sim = SimServer(seed=5, speed=0, scenario="ideal", offers=50, rate_limits=False).start()
     port = int(sim.url.rsplit(":", 1)[1])
-    sim.market.set_faults(create_hang_next=1, hang_seconds=60.0)
+    sim.market.set_faults(create_hang_next=1, hang_seconds=FAULT_S)
     offer = sim.market.offer_ids()[0]
     answers: list[httpx.Response | Exception] = []
 
@@ -135,21 +168,21 @@ def test_stop_is_prompt_cuts_a_hang_short_and_frees_the_port() -> None:
         try:
             answers.append(
                 httpx.put(
-                    f"{sim.url}/api/v0/asks/{offer}/", json={"image": "x"}, headers=AUTH, timeout=10
+                    f"{sim.url}/api/v0/asks/{offer}/",
+                    json={"image": "x"},
+                    headers=AUTH,
+                    timeout=FAULT_S,
                 )
             )
         except httpx.HTTPError as exc:
             answers.append(exc)
 
-    hanging = threading.Thread(target=rent)
+    hanging = threading.Thread(target=rent, daemon=True)
     hanging.start()
-    deadline = time.monotonic() + 5
-    while not sim.market.state()["instances"] and time.monotonic() < deadline:
-        time.sleep(0.01)
-    started = time.monotonic()
-    sim.stop()
-    assert time.monotonic() - started < 2.0
-    hanging.join(timeout=5)
+    _wait_until(lambda: bool(sim.market.state()["instances"]), "the hanging create to rent")
+    # The hang lasts FAULT_S: a stop that waited for it would miss the deadline.
+    assert _done_within_deadline(sim.stop), "stop waited for the hang"
+    hanging.join(timeout=DEADLINE_S)
     # The machine is rented; its answer never comes as a success.
     assert len(answers) == 1
     assert not isinstance(answers[0], httpx.Response) or answers[0].status_code == 503
