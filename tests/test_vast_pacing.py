@@ -178,8 +178,10 @@ async def test_concurrent_callers_of_one_client_are_spaced() -> None:
     assert len(creates) == 4 and len(lists) == 3
     # From below only, with room for a request delayed in transit.
     assert all(b - a >= 0.6 * CREATE for a, b in itertools.pairwise(creates))
-    assert creates[-1] - creates[0] >= 3 * CREATE * 0.9
-    assert lists[-1] - lists[0] >= 2 * DOCUMENTED.list.interval_s * SCALE * 0.9
+    # The span loses what the first request lost in transit: a loaded make test
+    # once measured 2.429 s for 2.43. Without pacing it is a few milliseconds.
+    assert creates[-1] - creates[0] >= 3 * CREATE * 0.8
+    assert lists[-1] - lists[0] >= 2 * DOCUMENTED.list.interval_s * SCALE * 0.8
 
 
 async def test_two_clients_can_share_one_pacer() -> None:

@@ -105,8 +105,9 @@ class AgentConfig(BaseModel):
     # machine that is not capacity (dead, stopped, not proving) is not limited.
     max_creates_per_hour: Annotated[int, Field(ge=0, le=1_000)] = 30
     max_destroys_per_hour: Annotated[int, Field(ge=0, le=1_000)] = 30
-    # A create is refused when spend today (UTC) plus the fleet's $/h, the
-    # offer's included, until midnight UTC would exceed this (the spend ledger).
+    # A bound on any 24 hours: a create is refused when the costliest 24-hour
+    # window holding the present (spend so far, then the fleet's $/h with the
+    # offer and the creates in flight) would exceed it (fleet_agent/fleet/budget.py).
     daily_budget_usd: Annotated[float, Field(ge=0, le=1_000_000)] = 500.0
     # Approvals (docs/DECISIONS.md, "Approvals"): when a fleet change waits
     # for an operator's `decide_approval`, and for how long.
