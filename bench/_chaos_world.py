@@ -24,9 +24,9 @@ from temporalio.service import RPCError
 from fleet_agent.models import AgentInput, AgentStatus, ConfigPatch
 from fleet_agent.sim import SimServer
 from fleet_agent.store import RunRecord, Store
-from tests.fakes import FAKE_API_KEY, FakeAnthropic, Reply, Request
-from tests.fakes.autopilot_llm import autopilot_reply
-from tests.fakes.tcp_proxy import TcpProxy
+from testkit.fakes import FAKE_API_KEY, FakeAnthropic, Reply, Request
+from testkit.fakes.autopilot_llm import autopilot_reply
+from testkit.fakes.tcp_proxy import TcpProxy
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 

@@ -1,8 +1,8 @@
 """Shared bits of the benchmarks: import path, percentiles, the printed table.
 
 Importing this module puts the repository root on `sys.path`, so a benchmark
-run as `python bench/<name>.py` can import `tests.fakes` (the test doubles are
-not part of the installed package).
+run as `python bench/<name>.py` can import `testkit` (the fakes and harnesses
+it shares with the tests; not part of the installed package).
 """
 
 from __future__ import annotations

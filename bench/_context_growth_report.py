@@ -18,7 +18,7 @@ from activities.runlog import RunLogActivities
 from fleet_agent.llm_models import DEFAULT_MODEL, cost_usd
 from fleet_agent.models import LoadContextRequest, TokenUsage
 from fleet_agent.store import Store
-from tests.fakes import Request
+from testkit.fakes import Request
 
 if TYPE_CHECKING:
     from context_growth import Sampler

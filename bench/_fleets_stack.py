@@ -28,7 +28,7 @@ from sqlalchemy import create_engine, make_url
 
 from fleet_agent.fleet.labels import create_label
 from fleet_agent.sim import SimServer
-from tests.sim_helpers import PROVER_CREATE, PROVER_HOST
+from testkit.sim_helpers import PROVER_CREATE, PROVER_HOST
 
 __all__ = [
     "ListCounter",

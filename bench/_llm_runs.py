@@ -30,8 +30,8 @@ from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
-from tests.fakes import FAKE_API_KEY, FakeAnthropic, Responder
-from tests.servers import start_time_skipping_env
+from testkit.fakes import FAKE_API_KEY, FakeAnthropic, Responder
+from testkit.servers import start_time_skipping_env
 from worker import build_worker
 from workflows import FleetAgentWorkflow
 

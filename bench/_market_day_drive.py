@@ -22,7 +22,7 @@ from fleet_agent.prover import ProverSpec
 from fleet_agent.sim.fate import MEAN_RATE_JITTER
 from fleet_agent.sim.server import SimServer
 from fleet_agent.vast.client import VastClient
-from tests.helpers import status_or_none
+from testkit.agents import status_or_none
 from workflows import FleetAgentWorkflow
 
 #: The steps in which the clocks move while the agent takes in a change:

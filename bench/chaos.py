@@ -47,7 +47,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
 
-import _common  # puts the repository root on sys.path (for tests.fakes)
+import _common  # puts the repository root on sys.path (for testkit.fakes)
 from _chaos_hostile import hostile_host
 from _chaos_world import QUICK, RECOVERY_TARGET_S, Outcome, World, until, warm_up
 

@@ -44,9 +44,9 @@ from temporalio.client import WorkflowHistory
 
 from fleet_agent.llm_models import DEFAULT_MODEL, EFFORTS, KNOWN_MODELS, cost_usd
 from fleet_agent.models import AgentConfig, TokenUsage
-from tests.fakes import DEFAULT_TEXT, Reply, Request
-from tests.fakes.anthropic_cache import prompt_tokens
-from tests.helpers import status
+from testkit.agents import status
+from testkit.fakes import DEFAULT_TEXT, Reply, Request
+from testkit.fakes.anthropic_cache import prompt_tokens
 from workflows import FleetAgentWorkflow
 
 _SENTENCES = [

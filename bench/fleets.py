@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import _common  # puts the repository root on sys.path (for tests.fakes)
+import _common  # puts the repository root on sys.path (for testkit.fakes)
 from _cpu import CpuWindow, descendants_named
 from _fleets_p0 import p0_parts, summarize
 from _fleets_reads import (
@@ -48,8 +48,8 @@ from fleet_agent.models import AgentInput, ConfigPatch
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from starter.devserver import load_dev_config
-from tests.fakes import DEFAULT_TEXT, FAKE_API_KEY, FakeAnthropic, Reply
-from tests.servers import start_dev_env
+from testkit.fakes import DEFAULT_TEXT, FAKE_API_KEY, FakeAnthropic, Reply
+from testkit.servers import start_dev_env
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 

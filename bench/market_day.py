@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import _common  # puts the repository root on sys.path (for tests.fakes)
+import _common  # puts the repository root on sys.path (for testkit.fakes)
 from _market_day_demand import demand_report, parse_shares
 from _market_day_drive import drive
 from _market_day_failures import failures_line
@@ -56,10 +56,10 @@ from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
-from tests.fakes import FakeAnthropic
-from tests.fakes.autopilot_llm import autopilot_reply
-from tests.helpers import running_worker
-from tests.servers import start_time_skipping_env
+from testkit.agents import running_worker
+from testkit.fakes import FakeAnthropic
+from testkit.fakes.autopilot_llm import autopilot_reply
+from testkit.servers import start_time_skipping_env
 
 #: Fault levels on top of the simulator's "realistic" scenario (its own rates:
 #: 3 % of boots fail and 3 % hang, machines die at 0.3 %/h, provers fail at

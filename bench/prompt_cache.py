@@ -4,7 +4,7 @@ Runs one agent for N runs (100) on the time-skipping Temporal test server with
 a real worker (the simulator behind the fleet tools, a SQLite store in a
 temporary directory) and the real `AnthropicProvider` talking to the fake
 Messages API, whose prompt cache accounts writes, reads and TTLs like the real
-one (tests/fakes/anthropic_cache.py). The fake's clock is the Temporal
+one (testkit/fakes/anthropic_cache.py). The fake's clock is the Temporal
 server's: a run five simulated minutes after the previous one finds a
 5-minute entry expired, as the real API would.
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import _common  # puts the repository root on sys.path (for tests.fakes)
+import _common  # puts the repository root on sys.path (for testkit.fakes)
 from _llm_runs import HEARTBEAT_S, agent_stack
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
@@ -42,7 +42,7 @@ from fleet_agent.llm_models import DEFAULT_MODEL, EFFORTS, KNOWN_MODELS, cost_us
 from fleet_agent.models import AgentConfig, TokenUsage
 from fleet_agent.prompt_cache import cached_request
 from fleet_agent.store import Store
-from tests.fakes import DEFAULT_TEXT, Reply, Request
+from testkit.fakes import DEFAULT_TEXT, Reply, Request
 from workflows import FleetAgentWorkflow
 
 TARGET_SHARE = 0.70

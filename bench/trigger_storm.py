@@ -28,15 +28,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import _common  # puts the repository root on sys.path (for tests.fakes)
+import _common  # puts the repository root on sys.path (for testkit.fakes)
 from temporalio.client import Client, WorkflowHandle
 
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.models import AgentInput, AgentStatus, ConfigPatch, Phase, TriggerKind
 from fleet_agent.store import RunRecord, Store
 from starter.devserver import load_dev_config
-from tests.fakes import DEFAULT_TEXT, FAKE_API_KEY, FakeAnthropic, Reply
-from tests.servers import start_dev_env
+from testkit.fakes import DEFAULT_TEXT, FAKE_API_KEY, FakeAnthropic, Reply
+from testkit.servers import start_dev_env
 from worker import build_worker
 from workflows import FleetAgentWorkflow
 

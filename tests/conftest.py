@@ -26,10 +26,10 @@ from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from starter.devserver import load_dev_config
-from tests.fakes.anthropic_server import FakeAnthropic
-from tests.fakes.configs import StaticConfigs
+from testkit.fakes.anthropic_server import FakeAnthropic
+from testkit.fakes.configs import StaticConfigs
+from testkit.servers import start_dev_env, start_time_skipping_env
 from tests.hang_dump import tasks_dumped_before
-from tests.servers import start_dev_env, start_time_skipping_env
 
 # A developer's .env in the checkout must not change what the tests see: the
 # settings, and the CLI and worker processes the tests start, read none.

@@ -3,38 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import os
 import signal
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
-from activities.fleet import FleetActivities
-from fleet_agent.llm.anthropic_provider import AnthropicProvider
-from fleet_agent.llm.base import LlmProvider
 from fleet_agent.models import (
     AgentConfig,
-    AgentInput,
     AgentStatus,
-    ConfigPatch,
     FleetToolRequest,
     RunStatus,
     TokenUsage,
 )
 from fleet_agent.store import RunRecord, Store
-from fleet_agent.tuning import WorkerTuning
-from worker import build_worker
+from testkit.agents import Harness as Harness
+from testkit.agents import running_worker as running_worker
+from testkit.agents import status as status
+from testkit.agents import status_or_none as status_or_none
 from workflows import FleetAgentWorkflow
 
 T = TypeVar("T")
@@ -59,96 +52,6 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
-class Harness:
-    """A worker on its own task queue, and the agents started on it."""
-
-    def __init__(self, client: Client, task_queue: str, *, has_fleet: bool = False) -> None:
-        self.client = client
-        self.task_queue = task_queue
-        self.has_fleet = has_fleet
-        self.agent_ids: set[str] = set()
-
-    async def start_agent(
-        self, *, agent_id: str | None = None, **config: Any
-    ) -> WorkflowHandle[FleetAgentWorkflow, None]:
-        """Start (or attach to) an agent; the handle follows continue-as-new."""
-        agent_id = agent_id or f"agent-{uuid.uuid4().hex[:8]}"
-        if not self.has_fleet:
-            # Without fleet activities there is nothing for a monitor to poll.
-            config.setdefault("monitor_enabled", False)
-        await self.client.start_workflow(
-            FleetAgentWorkflow.run,
-            AgentInput(config=ConfigPatch(**config) if config else None),
-            id=agent_id,
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
-        self.agent_ids.add(agent_id)
-        # No run ID: signals and queries reach the newest execution of the chain.
-        return self.client.get_workflow_handle_for(FleetAgentWorkflow.run, agent_id)
-
-    async def terminate_all(self) -> None:
-        # An agent left running without its worker would hold up time skipping
-        # for every later test (its timers keep firing tasks nobody polls).
-        for agent_id in self.agent_ids:
-            with contextlib.suppress(Exception):
-                await self.client.get_workflow_handle(agent_id).terminate("test finished")
-
-
-@asynccontextmanager
-async def running_worker(
-    client: Client,
-    store: Store,
-    *,
-    provider: LlmProvider | None = None,
-    fleet: FleetActivities | None = None,
-    sandbox: bool = True,
-) -> AsyncIterator[Harness]:
-    """A full fleet-agent worker on a fresh task queue; its workflows in the
-    SDK's sandbox unless `sandbox` is False (whatever FLEET_WORKFLOW_SANDBOX
-    says: the tests are where the sandbox checks our workflow code)."""
-    harness = Harness(
-        client, f"fleet-agent-test-{uuid.uuid4().hex[:8]}", has_fleet=fleet is not None
-    )
-    # Ours to close: an anthropic client left to the garbage collector closes
-    # itself on whatever loop runs then, which may be a workflow's (the
-    # sandbox refuses it, and logs "Task exception was never retrieved").
-    own: AnthropicProvider | None = None
-    if provider is None:
-        provider = own = AnthropicProvider()
-    worker = build_worker(
-        client,
-        store=store,
-        provider=provider,
-        fleet=fleet,
-        task_queue=harness.task_queue,
-        # A test's worker stops at once: what still runs then belongs to
-        # workflows the test has ended.
-        tuning=replace(WorkerTuning.from_env(), shutdown_grace_s=0.0, workflow_sandbox=sandbox),
-    )
-    try:
-        async with worker:
-            try:
-                yield harness
-            finally:
-                await harness.terminate_all()
-    finally:
-        if own is not None:
-            await own.aclose()
-
-
-async def status(handle: WorkflowHandle[FleetAgentWorkflow, None]) -> AgentStatus:
-    """Query the agent, giving up fast if the server does not answer (the
-    time-skipping test server can hang a query racing a continue-as-new)."""
-    for _ in range(5):
-        try:
-            return await handle.query(FleetAgentWorkflow.status, rpc_timeout=timedelta(seconds=3))
-        except RPCError as exc:
-            if exc.status not in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
-                raise
-    raise AssertionError("the status query kept timing out")
-
-
 async def message_after_a_reset(
     handle: WorkflowHandle[FleetAgentWorkflow, None], text: str
 ) -> None:
@@ -165,17 +68,6 @@ async def message_after_a_reset(
             if exc.status != RPCStatusCode.NOT_FOUND or attempt == 49:
                 raise
             await asyncio.sleep(0.1)
-
-
-async def status_or_none(handle: WorkflowHandle[FleetAgentWorkflow, None]) -> AgentStatus | None:
-    """Status, or None while nobody answers queries: a worker started as a
-    separate process (or restarted) answers only once it polls, and on a
-    loaded machine its start-up outlasts `status`'s 15 s. For use inside
-    `eventually`, whose deadline then bounds the wait."""
-    try:
-        return await status(handle)
-    except AssertionError:
-        return None
 
 
 async def status_after(handle: WorkflowHandle[FleetAgentWorkflow, None], run: int) -> AgentStatus:

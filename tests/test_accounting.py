@@ -18,7 +18,7 @@ from fleet_agent.store import Store
 from fleet_agent.transcript import StoredReply
 from starter.render import status_text
 from starter.runlog_view import run_detail, runs_table
-from tests.fakes.anthropic_server import FakeAnthropic
+from testkit.fakes.anthropic_server import FakeAnthropic
 from tests.helpers import eventually, finish_ok, running_worker, wait_runs
 from tests.helpers import status as status_of
 from tests.store_backends import Backend, backend

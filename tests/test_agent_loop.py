@@ -18,7 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 from fleet_agent.models import Phase, RunStatus, TriggerKind
 from fleet_agent.store import RunRecord, Store
 from starter.render import verdict_text
-from tests.fakes.anthropic_server import ErrorReply, FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import ErrorReply, FakeAnthropic, Reply, Request
 from tests.helpers import (
     assert_sequential,
     finished_runs,

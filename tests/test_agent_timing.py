@@ -30,7 +30,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.models import TriggerKind
 from fleet_agent.store import RunRecord, Store
-from tests.fakes.anthropic_server import FakeAnthropic, Reply
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply
 from tests.helpers import (
     assert_sequential,
     eventually,

@@ -11,7 +11,7 @@ from activities.fleet import FleetActivities
 from fleet_agent.models import ApprovalOutcome, PendingApproval
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
-from tests.fakes.anthropic_server import FakeAnthropic
+from testkit.fakes.anthropic_server import FakeAnthropic
 from tests.helpers import eventually, running_worker, status
 from tests.test_approvals import Agent, _creates, _pending, _renter, _start
 from workflows import FleetAgentWorkflow

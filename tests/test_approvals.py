@@ -24,7 +24,7 @@ from fleet_agent.models import (
 )
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, json_rows, running_worker, status
 from workflows import FleetAgentWorkflow
 

@@ -18,7 +18,7 @@ import activities.compact
 from fleet_agent.compaction import summary_cap
 from fleet_agent.prompt import estimate_tokens
 from fleet_agent.store import Store
-from tests.fakes.anthropic_server import ErrorReply, FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import ErrorReply, FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, wait_runs
 from workflows import FleetAgentWorkflow
 

@@ -36,7 +36,7 @@ from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from starter.agent_client import AgentClient
 from starter.console import ConsoleSettings, running_console
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, json_rows, running_worker, status
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -19,9 +19,9 @@ from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.fleet.triage import triage
 from fleet_agent.models import AgentConfig, PollRequest, ToolResult
 from fleet_agent.sim.server import SimServer
-from tests.fakes.configs import StaticConfigs
+from testkit.fakes.configs import StaticConfigs
+from testkit.sim_helpers import prover_url, row
 from tests.helpers import tool_request
-from tests.sim_helpers import prover_url, row
 
 AGENT = "fleet-agent"
 _req = partial(tool_request, AGENT)

@@ -23,7 +23,7 @@ from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import RunStatus, TriggerKind
 from fleet_agent.sim import SimServer
 from fleet_agent.store import RunRecord, Store
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import (
     assert_sequential,
     eventually,

@@ -1,5 +1,5 @@
 """The fake Messages API's prompt cache accounts like the real one
-(tests/fakes/anthropic_cache.py), seen through the real SDK and provider."""
+(testkit/fakes/anthropic_cache.py), seen through the real SDK and provider."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmPermanentError
 from fleet_agent.models import TokenUsage
-from tests.fakes import FakeAnthropic
-from tests.fakes.anthropic_cache import LOOKBACK_BLOCKS
+from testkit.fakes import FakeAnthropic
+from testkit.fakes.anthropic_cache import LOOKBACK_BLOCKS
 
 KEY = "sk-ant-test"
 MODEL = "claude-sonnet-5-5"

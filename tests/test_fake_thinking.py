@@ -1,4 +1,4 @@
-"""The fake Messages API thinks like the real models (tests/fakes/anthropic_models.py,
+"""The fake Messages API thinks like the real models (testkit/fakes/anthropic_models.py,
 anthropic_thinking.py, anthropic_signatures.py), seen through the real SDK
 only — streaming and not — never through our provider."""
 
@@ -12,9 +12,9 @@ import anthropic
 import pytest
 from anthropic.types import Message
 
-from tests.fakes import FakeAnthropic, Reply, Request
-from tests.fakes.anthropic_signatures import BOUND_ELSEWHERE, INVALID_SIGNATURE
-from tests.fakes.anthropic_thinking import THINKING_TOKENS
+from testkit.fakes import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_signatures import BOUND_ELSEWHERE, INVALID_SIGNATURE
+from testkit.fakes.anthropic_thinking import THINKING_TOKENS
 
 KEY = "sk-ant-test-thinking"
 SONNET_55 = "claude-sonnet-5-5"

@@ -21,11 +21,11 @@ from fleet_agent.store import Store, ToolJournal
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
-from tests.fakes.anthropic_server import FakeAnthropic
-from tests.fakes.autopilot_llm import autopilot_reply
-from tests.fakes.configs import StaticConfigs
+from testkit.fakes.anthropic_server import FakeAnthropic
+from testkit.fakes.autopilot_llm import autopilot_reply
+from testkit.fakes.configs import StaticConfigs
+from testkit.servers import start_time_skipping_env
 from tests.helpers import eventually, finished_runs, running_worker, status, tool_request
-from tests.servers import start_time_skipping_env
 
 AGENT = "fleet-test"
 

@@ -18,7 +18,7 @@ from fleet_agent.models import AgentConfig, ApprovalDecision, ConfigPatch, ToolR
 from fleet_agent.prompt import limits_text
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store, ToolJournal
-from tests.fakes.configs import StaticConfigs
+from testkit.fakes.configs import StaticConfigs
 from tests.helpers import tool_request
 
 AGENT = "gates-test"

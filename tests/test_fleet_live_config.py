@@ -20,7 +20,7 @@ from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, running_worker, wait_runs
 from workflows import FleetAgentWorkflow
 

@@ -22,7 +22,7 @@ from fleet_agent.models import (
 )
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import FailedHosts, Store
-from tests.fakes.configs import StaticConfigs
+from testkit.fakes.configs import StaticConfigs
 from tests.helpers import eventually, finished_runs, running_worker, status, tool_request
 
 AGENT = "fleet-agent"

@@ -30,7 +30,7 @@ from fleet_agent.sim import SimServer
 from fleet_agent.store import SpendLedger, Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
-from tests.fakes.configs import StaticConfigs
+from testkit.fakes.configs import StaticConfigs
 from tests.helpers import tool_request
 
 AGENT = "spend-test"

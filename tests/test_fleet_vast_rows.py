@@ -23,8 +23,8 @@ from fleet_agent.sim.query import matches, sort_records
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
-from tests.fakes.configs import StaticConfigs
-from tests.fakes.vast_stub import StubRequest, VastStub, instances_page
+from testkit.fakes.configs import StaticConfigs
+from testkit.fakes.vast_stub import StubRequest, VastStub, instances_page
 from tests.helpers import tool_request
 
 AGENT = "a"

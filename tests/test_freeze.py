@@ -16,7 +16,7 @@ from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig, AgentState, FreezeInfo, FreezeReport, Phase
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
-from tests.fakes.configs import StaticConfigs
+from testkit.fakes.configs import StaticConfigs
 from tests.helpers import eventually, running_worker, status
 from tests.test_fleet import _req
 from workflows import FleetAgentWorkflow

@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from fleet_agent.inputs import parse_start
 from fleet_agent.models import AgentConfig, Phase, TriggerKind
 from fleet_agent.store import Store
-from tests.fakes.anthropic_server import FakeAnthropic
+from testkit.fakes.anthropic_server import FakeAnthropic
 from tests.helpers import eventually, running_worker, status, wait_runs
 from workflows import FleetAgentWorkflow
 

@@ -7,6 +7,7 @@ what the worker registers.
 - the CLI loads no worker or activity code until a command needs a worker;
 - the worker side (worker.py, activities/) never imports the CLI (starter/),
   and what both need (runtime/) imports neither: the layers have no cycle;
+- bench/ never imports tests/: what both use is in testkit/;
 - every declaration in workflows/stubs.py names an activity the worker
   registers, with the same parameter and return types.
 """
@@ -83,6 +84,10 @@ def _imports(path: Path) -> set[str]:
         ("worker.py", {"starter"}),
         ("activities", {"starter", "worker"}),
         ("runtime", {"activities", "workflows", "worker", "starter"}),
+        # What tests and benchmarks share lives in testkit/: bench never
+        # imports tests/, and testkit/ imports neither.
+        ("bench", {"tests"}),
+        ("testkit", {"tests", "bench"}),
     ],
 )
 def test_no_module_imports_against_the_layers(package: str, forbidden: set[str]) -> None:

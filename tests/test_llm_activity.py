@@ -37,8 +37,8 @@ from fleet_agent.models import (
 from fleet_agent.store import Store
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.transcript import PAUSED_TEXT, StoredReply, reply_text
-from tests.fakes.anthropic_cache import cache_markers
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_cache import cache_markers
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 
 AGENT = "agent-llm"
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

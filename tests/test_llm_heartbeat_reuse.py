@@ -43,7 +43,7 @@ from fleet_agent.models import (
 )
 from fleet_agent.store import Store
 from fleet_agent.transcript import StoredReply, reply_text
-from tests.fakes.anthropic_server import FakeAnthropic, Reply
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply
 
 AGENT = "agent-reuse"
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

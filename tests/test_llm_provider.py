@@ -29,11 +29,11 @@ from fleet_agent.llm.base import (
 from fleet_agent.llm.classify import classify, classify_mid_stream, parse_retry_after
 from fleet_agent.llm_models import DEFAULT_MODEL
 from fleet_agent.models import TokenUsage
-from tests.fakes import DEFAULT_TEXT, ErrorReply, FakeAnthropic, Reply, Request
+from testkit.fakes import DEFAULT_TEXT, ErrorReply, FakeAnthropic, Reply, Request
 from tests.helpers import eventually
 
 KEY = "sk-ant-api03-TESTSECRET0123456789abcdef"
-# The default model: it thinks (tests/fakes/anthropic_models.py).
+# The default model: it thinks (testkit/fakes/anthropic_models.py).
 MODEL = DEFAULT_MODEL
 SYSTEM = "You manage a GPU fleet."
 TOOLS: list[dict[str, Any]] = [

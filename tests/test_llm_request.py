@@ -32,8 +32,8 @@ from fleet_agent.transcript import (
     dumps,
     tool_results_seq,
 )
-from tests.fakes.anthropic_models import behaviour
-from tests.fakes.anthropic_validation import validate_messages_request
+from testkit.fakes.anthropic_models import behaviour
+from testkit.fakes.anthropic_validation import validate_messages_request
 
 ALLOWED = {"model", "max_tokens", "messages", "system", "tools", "thinking", "output_config"}
 TOOLS = [{"name": "get_fleet_status", "input_schema": {"type": "object"}}]
@@ -79,7 +79,7 @@ def test_no_model_is_ever_sent_what_sonnet_5_5_refuses(model: str) -> None:
 @pytest.mark.parametrize("model", sorted(KNOWN_MODELS))
 def test_the_documented_api_accepts_every_request_built_for_every_model(model: str) -> None:
     """The fake Messages API's per-model checks follow Anthropic's pages, not
-    this code (tests/fakes/anthropic_models.py): each request built for a
+    this code (testkit/fakes/anthropic_models.py): each request built for a
     model of the table passes them, summariser's (low effort, no tools) and
     runs' alike, at the largest budget a config allows."""
     info = KNOWN_MODELS[model]

@@ -28,11 +28,11 @@ from fleet_agent.llm.timing import (
 )
 from fleet_agent.llm_models import DEFAULT_MODEL
 from fleet_agent.transcript import StoredReply, api_messages, dumps, tool_calls_of
-from tests.fakes import DEFAULT_TEXT, MID_STREAM_TEXT, ErrorReply, FakeAnthropic, Reply
+from testkit.fakes import DEFAULT_TEXT, MID_STREAM_TEXT, ErrorReply, FakeAnthropic, Reply
 from tests.helpers import eventually
 
 KEY = "sk-ant-api03-STREAMSECRET0123456789"
-# The default model: it thinks (tests/fakes/anthropic_models.py).
+# The default model: it thinks (testkit/fakes/anthropic_models.py).
 MODEL = DEFAULT_MODEL
 TOOLS: list[dict[str, Any]] = [
     {

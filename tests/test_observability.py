@@ -59,10 +59,10 @@ from runtime.telemetry import (
 )
 from starter.cli import main as cli_main
 from starter.devserver import load_dev_config
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.servers import start_dev_env
 from tests.helpers import eventually, running_worker, status_after
 from tests.ports import free_port
-from tests.servers import start_dev_env
 from worker import worker_activities
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, metrics
 

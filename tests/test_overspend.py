@@ -25,7 +25,7 @@ from activities.fleet import FleetActivities
 from fleet_agent.models import AgentConfig, PendingApproval, PollRequest
 from fleet_agent.sim import SimServer
 from fleet_agent.store import SpendLedger, Store
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, json_rows, running_worker, status, tool_request
 from workflows import FleetAgentWorkflow
 

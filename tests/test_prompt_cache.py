@@ -18,7 +18,7 @@ from fleet_agent.models import AgentConfig
 from fleet_agent.prompt import context_message, estimate_tokens, system_prompt
 from fleet_agent.prompt_cache import MAX_BREAKPOINTS, breakpoints, cached_request
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS, tool_schemas
-from tests.fakes import validate_messages_request
+from testkit.fakes import validate_messages_request
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TOOLS = tool_schemas(LOCAL_TOOLS | FLEET_TOOLS)

@@ -13,8 +13,8 @@ from activities.fleet import FleetActivities
 from fleet_agent.models import TokenUsage
 from fleet_agent.store import Store
 from fleet_agent.transcript import StoredReply
-from tests.fakes.anthropic_cache import cache_markers
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_cache import cache_markers
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, wait_runs
 from workflows import FleetAgentWorkflow
 

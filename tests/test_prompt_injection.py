@@ -4,7 +4,7 @@ instruction, and a model that obeys anyway is held by the rules in code.
 
 End to end: a real worker on the time-skipping server, the fleet on the
 simulator over HTTP, the real anthropic client against the fake Messages API.
-The fleet is rented by the autopilot's decisions (tests/fakes/autopilot_llm.py);
+The fleet is rented by the autopilot's decisions (testkit/fakes/autopilot_llm.py);
 then one of its machines gets a status message carrying the injection, with
 newlines and markup of our own prompt's format, and a machine of someone else
 in the same account carries it as its label. The responder then plays a model
@@ -30,8 +30,8 @@ from fleet_agent.llm.autopilot_run import Run
 from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
 from fleet_agent.untrusted import fence
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
-from tests.fakes.autopilot_llm import autopilot_reply
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.autopilot_llm import autopilot_reply
 from tests.helpers import eventually, running_worker
 from workflows import FleetAgentWorkflow
 

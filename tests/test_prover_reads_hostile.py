@@ -35,7 +35,7 @@ from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.models import Instance
 from fleet_agent.vast.pacing import NO_PACING
-from tests.fakes.vast_stub import StubRequest, VastStub, instances_page
+from testkit.fakes.vast_stub import StubRequest, VastStub, instances_page
 from tests.test_fleet_vast_rows import NOW, _row
 
 

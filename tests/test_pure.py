@@ -51,7 +51,7 @@ from fleet_agent.wakes import (
     decide_wake,
     due_wakes,
 )
-from tests.fakes import validate_messages_request
+from testkit.fakes import validate_messages_request
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 

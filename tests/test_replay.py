@@ -43,7 +43,8 @@ from fleet_agent.sim import SimServer
 from fleet_agent.store import RunRecord, Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.servers import start_time_skipping_env
 from tests.helpers import (
     eventually,
     finished_runs,
@@ -54,7 +55,6 @@ from tests.helpers import (
     status_after,
     wait_runs,
 )
-from tests.servers import start_time_skipping_env
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import STORE_TIMEOUT
 

@@ -19,7 +19,7 @@ from fleet_agent.models import RunStatus
 from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
 from starter.devserver import find_temporal_cli
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, json_rows, running_worker, status_after, wait_runs
 
 ACTED = 'Rented one.\n<verdict>{"action": true, "state_changed": true}</verdict>'

@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.models import InboxItem, TriggerKind
 from fleet_agent.store import Store
-from tests.fakes.anthropic_server import FakeAnthropic
+from testkit.fakes.anthropic_server import FakeAnthropic
 from tests.helpers import eventually, finished_runs, running_worker, status
 from workflows import FleetAgentWorkflow
 

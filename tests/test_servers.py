@@ -1,4 +1,4 @@
-"""The test servers' start survives a server that never listens (tests/servers.py)."""
+"""The test servers' start survives a server that never listens (testkit/servers.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.testing import WorkflowEnvironment
 
 from starter.devserver import find_temporal_cli
-from tests.servers import STARTUP_TIMEOUT, started
+from testkit.servers import STARTUP_TIMEOUT, started
 
 #: Long enough to see a server on a held port fail to listen.
 NEVER_LISTENS = timedelta(seconds=1)

@@ -15,7 +15,7 @@ import pytest
 
 from fleet_agent.sim import SimServer
 from fleet_agent.sim.billing import BYTES_PER_BILLED_GB, BYTES_PER_BILLED_KB
-from tests.sim_helpers import advance_until, api, find_offer, rent, row, truth
+from testkit.sim_helpers import advance_until, api, find_offer, rent, row, truth
 
 
 def _server(path: Path | None = None) -> SimServer:

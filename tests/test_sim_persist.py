@@ -11,8 +11,8 @@ import pytest
 
 from fleet_agent.sim import SimServer, StateError
 from fleet_agent.sim.persist import market_to_json
+from testkit.sim_helpers import advance_until, find_offer, prover_status, rent, row, truth
 from tests.helpers import eventually
-from tests.sim_helpers import advance_until, find_offer, prover_status, rent, row, truth
 
 
 def _server(path: Path | None, seed: int = 41) -> SimServer:

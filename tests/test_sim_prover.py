@@ -11,7 +11,7 @@ import pytest
 
 from fleet_agent.capacity import cpu_bound_proofs_per_hour, proofs_per_hour
 from fleet_agent.sim import PROVER_STATUS_PORT, SimServer
-from tests.sim_helpers import (
+from testkit.sim_helpers import (
     advance_until,
     api,
     find_offer,

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from fleet_agent.sim import SimServer, prover_http
-from tests.sim_helpers import advance_until, api, find_offer, prover_url, rent, row
+from testkit.sim_helpers import advance_until, api, find_offer, prover_url, rent, row
 
 
 @pytest.fixture

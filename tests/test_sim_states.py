@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from fleet_agent.sim import Market, SimServer
-from tests.sim_helpers import (
+from testkit.sim_helpers import (
     advance_until,
     api,
     find_offer,

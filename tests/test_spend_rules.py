@@ -37,7 +37,7 @@ from fleet_agent.store import SpendLedger, Store, ToolJournal
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.models import Instance, Offer
 from fleet_agent.vast.pacing import NO_PACING
-from tests.fakes.configs import StaticConfigs
+from testkit.fakes.configs import StaticConfigs
 from tests.helpers import eventually, tool_request
 
 AGENT = "rules-test"

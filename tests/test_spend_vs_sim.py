@@ -29,9 +29,9 @@ from fleet_agent.sim import SimServer
 from fleet_agent.store import SpendLedger, Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
-from tests.fakes.configs import StaticConfigs
+from testkit.fakes.configs import StaticConfigs
+from testkit.sim_helpers import rent
 from tests.helpers import tool_request
-from tests.sim_helpers import rent
 
 AGENT = "ledger-vs-sim"
 START = datetime(2026, 4, 1, 22, 10, tzinfo=UTC)  # the day changes 1 h 50 min in

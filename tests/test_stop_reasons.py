@@ -12,7 +12,7 @@ from fleet_agent.models import AgentStatus, RunStatus
 from fleet_agent.store import RunRecord, Store
 from fleet_agent.transcript import PAUSED_TEXT
 from starter.runlog_view import run_detail, runs_table
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, status_after, wait_runs
 
 ACTED = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'

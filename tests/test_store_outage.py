@@ -23,8 +23,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import QueuePool
 
 from fleet_agent.store import Store, create_engine_for
+from testkit.fakes.tcp_proxy import SilentListener, TcpProxy
 from tests.conftest import postgres_url
-from tests.fakes.tcp_proxy import SilentListener, TcpProxy
 from tests.ports import free_port
 from tests.store_backends import require_postgres
 

@@ -1,5 +1,5 @@
 """The default model thinks: runs against a Messages API that behaves like
-Claude Sonnet 5.5 (tests/fakes: adaptive thinking by default, signatures it
+Claude Sonnet 5.5 (testkit/fakes: adaptive thinking by default, signatures it
 checks, a 400 for a tool-use cycle's thinking dropped, altered or
 reordered, redacted_thinking now and then, thinking tokens by effort).
 
@@ -24,7 +24,7 @@ from fleet_agent.models import CompactRequest, RunStatus
 from fleet_agent.store import RunRecord, Store
 from fleet_agent.transcript import FOLD_HEADING, StoredReply, settled
 from starter.runlog_view import run_detail
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, wait_runs
 from tests.test_compact_activity import BUDGET as COMPACT_BUDGET
 from tests.test_compact_activity import add_run

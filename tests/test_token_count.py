@@ -24,8 +24,8 @@ from fleet_agent.transcript import (
     dumps,
     tool_results_seq,
 )
-from tests.fakes.anthropic_cache import prompt_tokens
-from tests.fakes.anthropic_server import ErrorReply, FakeAnthropic
+from testkit.fakes.anthropic_cache import prompt_tokens
+from testkit.fakes.anthropic_server import ErrorReply, FakeAnthropic
 
 SYSTEM = [{"type": "text", "text": "You manage a fleet."}]
 TOOLS: list[dict[str, Any]] = []

@@ -18,7 +18,7 @@ import pytest
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastRateLimited
 from fleet_agent.vast.pacing import DOCUMENTED, NO_PACING, Pacer, endpoint_of
-from tests.fakes.vast_stub import StubRequest, VastStub, instances_page
+from testkit.fakes.vast_stub import StubRequest, VastStub, instances_page
 
 KEY = "pacing-key-0123456789"
 

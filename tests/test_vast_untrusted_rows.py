@@ -23,7 +23,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.instances import CREATE_TIMEOUT_S
 from fleet_agent.vast.models import Instance, Offer
 from fleet_agent.vast.pacing import NO_PACING
-from tests.fakes.vast_stub import StubRequest, VastStub, instances_page
+from testkit.fakes.vast_stub import StubRequest, VastStub, instances_page
 from tests.helpers import tool_request
 from tests.test_fleet_vast_rows import AGENT, CATALOGUE, _bundles, _market, _row, _tools
 

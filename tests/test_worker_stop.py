@@ -18,8 +18,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.models import AgentInput, ConfigPatch
-from tests.fakes import FakeAnthropic, Reply
-from tests.fakes.anthropic_payloads import DEFAULT_TEXT
+from testkit.fakes import FakeAnthropic, Reply
+from testkit.fakes.anthropic_payloads import DEFAULT_TEXT
 from tests.helpers import (
     as_background_job,
     eventually,

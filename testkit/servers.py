@@ -38,7 +38,7 @@ async def started(
         except RuntimeError as exc:  # the bridge's "did not start within …"
             if attempt == attempts:
                 raise
-            print(f"tests.servers: {exc}; starting another", file=sys.stderr)
+            print(f"testkit.servers: {exc}; starting another", file=sys.stderr)
     raise AssertionError("unreachable")
 
 
