@@ -22,8 +22,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
 from fleet_agent.models import AgentInput, AgentStatus, ConfigPatch
-from fleet_agent.sim import SimServer
 from fleet_agent.store import RunRecord, Store
+from simulator import SimServer
 from testkit.fakes import FAKE_API_KEY, FakeAnthropic, Reply, Request
 from testkit.fakes.autopilot_llm import autopilot_reply
 from testkit.fakes.tcp_proxy import TcpProxy

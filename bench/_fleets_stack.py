@@ -27,7 +27,7 @@ from _cpu import process_cpu_s
 from sqlalchemy import create_engine, make_url
 
 from fleet_agent.fleet.labels import create_label
-from fleet_agent.sim import SimServer
+from simulator import SimServer
 from testkit.sim_helpers import PROVER_CREATE, PROVER_HOST
 
 __all__ = [

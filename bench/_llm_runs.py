@@ -26,10 +26,10 @@ from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmOptions, LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import AgentInput, ConfigPatch, Effort
 from fleet_agent.settings import ProverSpec
-from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
+from simulator import SimServer
 from testkit.fakes import FAKE_API_KEY, FakeAnthropic, Responder
 from testkit.servers import start_time_skipping_env
 from worker import build_worker

@@ -19,9 +19,9 @@ from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 from fleet_agent.fleet.spare import cheapest_spared_cover
 from fleet_agent.models import AgentConfig
 from fleet_agent.prover import ProverSpec
-from fleet_agent.sim.fate import MEAN_RATE_JITTER
-from fleet_agent.sim.server import SimServer
 from fleet_agent.vast.client import VastClient
+from simulator.fate import MEAN_RATE_JITTER
+from simulator.server import SimServer
 from testkit.agents import status_or_none
 from workflows import FleetAgentWorkflow
 

@@ -45,8 +45,8 @@ from _fleets_table import flat, print_rows
 from temporalio.client import Client
 
 from fleet_agent.models import AgentInput, ConfigPatch
-from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
+from simulator import SimServer
 from starter.devserver import load_dev_config
 from testkit.fakes import DEFAULT_TEXT, FAKE_API_KEY, FakeAnthropic, Reply
 from testkit.servers import start_dev_env

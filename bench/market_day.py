@@ -52,10 +52,10 @@ from activities.fleet import FleetActivities
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.llm_models import EFFORTS
 from fleet_agent.prover import ProverSpec
-from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
+from simulator.server import SimServer
 from testkit.agents import running_worker
 from testkit.fakes import FakeAnthropic
 from testkit.fakes.autopilot_llm import autopilot_reply

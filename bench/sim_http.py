@@ -21,7 +21,7 @@ from collections.abc import Callable
 import _common  # noqa: F401  (puts the repository root on sys.path)
 import httpx
 
-from fleet_agent.sim import DEFAULT_API_KEY, SimServer
+from simulator import DEFAULT_API_KEY, SimServer
 
 _SEARCH = {
     "rentable": {"eq": True},

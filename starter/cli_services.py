@@ -91,9 +91,9 @@ def _worker(args: argparse.Namespace) -> int:
 def _sim(args: argparse.Namespace) -> int:
     # Imported here: the simulator is optional and `fleet-agent` must work without it.
     try:
-        from fleet_agent.sim import DEFAULT_API_KEY, SCENARIOS, StateError, serve
+        from simulator import DEFAULT_API_KEY, SCENARIOS, StateError, serve
     except ImportError as exc:
-        raise CliError(f"the vast.ai simulator (fleet_agent.sim) is not available: {exc}") from None
+        raise CliError(f"the vast.ai simulator (simulator) is not available: {exc}") from None
     if args.scenario not in SCENARIOS:
         raise UsageError(f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}")
     try:

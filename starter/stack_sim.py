@@ -35,9 +35,9 @@ def simulator(opts: StackOptions, state_path: str | None) -> Iterator[str | None
         yield None
         return
     try:
-        from fleet_agent.sim import SimServer, StateError
+        from simulator import SimServer, StateError
     except ImportError:
-        print("vast.ai simulator not available (fleet_agent.sim): running without a fleet")
+        print("vast.ai simulator not available (simulator): running without a fleet")
         yield None
         return
     try:
@@ -69,7 +69,7 @@ def _vast_env(url: str) -> Iterator[None]:
     """Export the simulator's VAST_API_URL, (public, test-only) key and
     loopback switch (its provers listen on 127.0.0.1), then restore."""
     from fleet_agent.prover import LOOPBACK_ENV
-    from fleet_agent.sim import DEFAULT_API_KEY
+    from simulator import DEFAULT_API_KEY
 
     saved = {k: os.environ.get(k) for k in ("VAST_API_URL", "VAST_API_KEY", LOOPBACK_ENV)}
     os.environ["VAST_API_URL"] = url

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from fleet_agent.sim import SimServer
+from simulator import SimServer
 
 #: A host the prover can run on, with open ports for its status endpoint.
 PROVER_HOST: dict[str, Any] = {

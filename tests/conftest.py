@@ -21,10 +21,10 @@ from temporalio.testing import WorkflowEnvironment
 from activities.fleet import FleetActivities
 from fleet_agent.env_file import ENV_FILE_ENV
 from fleet_agent.settings import ProverSpec
-from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
+from simulator import SimServer
 from starter.devserver import load_dev_config
 from testkit.fakes.anthropic_server import FakeAnthropic
 from testkit.fakes.configs import StaticConfigs

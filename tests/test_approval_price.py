@@ -9,8 +9,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.models import ApprovalOutcome, PendingApproval
-from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
+from simulator.server import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic
 from tests.helpers import eventually, running_worker, status
 from tests.test_approvals import Agent, _creates, _pending, _renter, _start

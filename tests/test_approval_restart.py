@@ -21,8 +21,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.models import AgentInput, ApprovalOutcome, ConfigPatch, PendingApproval
-from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
+from simulator import SimServer
 from testkit.fakes import FakeAnthropic
 from tests.helpers import eventually, status_or_none, worker_process_env
 from tests.test_approvals import _create_result, _renter

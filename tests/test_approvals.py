@@ -22,8 +22,8 @@ from fleet_agent.models import (
     Phase,
     SpendSummary,
 )
-from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
+from simulator.server import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, json_rows, running_worker, status
 from workflows import FleetAgentWorkflow

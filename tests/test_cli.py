@@ -32,8 +32,8 @@ from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.llm.base import LlmOptions, LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import TokenUsage, TriggerKind
 from fleet_agent.settings import ProverSpec, Settings
-from fleet_agent.sim import DEFAULT_API_KEY, SimServer
 from fleet_agent.store import RunRecord, Store
+from simulator import DEFAULT_API_KEY, SimServer
 from starter.agent_client import DEFAULT_CONNECT_TIMEOUT
 from starter.cli import main
 from starter.identity import os_identity

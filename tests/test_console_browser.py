@@ -32,8 +32,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.models import PendingApproval
-from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
+from simulator import SimServer
 from starter.agent_client import AgentClient
 from starter.console import ConsoleSettings, running_console
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request

@@ -18,7 +18,7 @@ from fleet_agent.fleet.provers import ProverTrack
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.fleet.triage import triage
 from fleet_agent.models import AgentConfig, PollRequest, ToolResult
-from fleet_agent.sim.server import SimServer
+from simulator.server import SimServer
 from testkit.fakes.configs import StaticConfigs
 from testkit.sim_helpers import prover_url, row
 from tests.helpers import tool_request

@@ -21,8 +21,8 @@ from temporalio.testing import WorkflowEnvironment
 from activities.fleet import FleetActivities
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import RunStatus, TriggerKind
-from fleet_agent.sim import SimServer
 from fleet_agent.store import RunRecord, Store
+from simulator import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import (
     assert_sequential,

@@ -12,8 +12,8 @@ from temporalio.testing import WorkflowEnvironment
 from fleet_agent.fleet.snapshot import PROVING
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import MonitorConfig, MonitorInput, TriggerKind
-from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
+from simulator.server import SimServer
 from tests.helpers import eventually, finished_runs, running_worker, status
 from workflows import FleetAgentWorkflow
 from workflows.monitor import FIRST_PROOF_PATCH, FleetMonitorWorkflow

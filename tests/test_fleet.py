@@ -16,11 +16,11 @@ from fleet_agent.fleet.labels import create_label
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig, ToolResult, TriggerKind
 from fleet_agent.settings import ProverSpec
-from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
 from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
+from simulator import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic
 from testkit.fakes.autopilot_llm import autopilot_reply
 from testkit.fakes.configs import StaticConfigs

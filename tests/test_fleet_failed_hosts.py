@@ -19,8 +19,8 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.models import ToolResult
-from fleet_agent.sim import SimServer
 from fleet_agent.store import FailedHosts, Store
+from simulator import SimServer
 from tests.helpers import tool_request
 
 AGENT = "hosts-test"

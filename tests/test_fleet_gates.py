@@ -16,8 +16,8 @@ from temporalio.testing import ActivityEnvironment
 from activities.fleet import FleetActivities
 from fleet_agent.models import AgentConfig, ApprovalDecision, ConfigPatch, ToolResult
 from fleet_agent.prompt import limits_text
-from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store, ToolJournal
+from simulator.server import SimServer
 from testkit.fakes.configs import StaticConfigs
 from tests.helpers import tool_request
 

@@ -16,10 +16,10 @@ from fleet_agent.fleet.guardrails import offer_refusal
 from fleet_agent.fleet.offer_query import offer_filters
 from fleet_agent.models import AgentConfig
 from fleet_agent.prover import ProverSpec
-from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
+from simulator import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, running_worker, wait_runs
 from workflows import FleetAgentWorkflow

@@ -20,8 +20,8 @@ from fleet_agent.models import (
     ToolResult,
     TriggerKind,
 )
-from fleet_agent.sim.server import SimServer
 from fleet_agent.store import FailedHosts, Store
+from simulator.server import SimServer
 from testkit.fakes.configs import StaticConfigs
 from tests.helpers import eventually, finished_runs, running_worker, status, tool_request
 

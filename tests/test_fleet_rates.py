@@ -13,7 +13,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.models import AgentConfig, ConfigPatch
-from fleet_agent.sim.server import SimServer
+from simulator.server import SimServer
 from testkit.fakes.configs import StaticConfigs
 from tests.helpers import tool_request
 

@@ -18,10 +18,10 @@ from temporalio.testing import ActivityEnvironment
 from activities.fleet import FleetActivities
 from fleet_agent.models import AgentConfig, PollRequest
 from fleet_agent.settings import ProverSpec
-from fleet_agent.sim import SimServer
 from fleet_agent.store import SpendLedger, Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
+from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
 from tests.helpers import tool_request
 

@@ -19,10 +19,10 @@ from activities.fleet import FleetActivities
 from fleet_agent.fleet.labels import create_label
 from fleet_agent.models import AgentConfig, PollRequest
 from fleet_agent.prover import ProverSpec
-from fleet_agent.sim.query import matches, sort_records
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
+from simulator.query import matches, sort_records
 from testkit.fakes.configs import StaticConfigs
 from testkit.fakes.vast_stub import StubRequest, VastStub, instances_page
 from tests.helpers import tool_request

@@ -15,8 +15,8 @@ from temporalio.testing import ActivityEnvironment
 from activities.fleet import FleetActivities
 from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot
 from fleet_agent.models import PollRequest, SpendSummary, ToolResult
-from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store, StoredSnapshot
+from simulator.server import SimServer
 from starter.cli import main
 from starter.fleet_render import fleet_text
 from starter.fleet_view import Flag, build_fleet_view, flags_of, read_fleet_view

@@ -26,10 +26,10 @@ from fleet_agent.fleet.reconcile import ReconcileRequest
 from fleet_agent.fleet.settle import settle_label
 from fleet_agent.models import AgentConfig, PollRequest
 from fleet_agent.settings import ProverSpec
-from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
+from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
 from tests.helpers import eventually, tool_request
 

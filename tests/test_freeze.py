@@ -14,8 +14,8 @@ from activities.fleet import FleetActivities
 from fleet_agent.details import agent_details
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig, AgentState, FreezeInfo, FreezeReport, Phase
-from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
+from simulator.server import SimServer
 from testkit.fakes.configs import StaticConfigs
 from tests.helpers import eventually, running_worker, status
 from tests.test_fleet import _req

@@ -3,7 +3,8 @@ what the worker registers.
 
 - workflows/ loads no HTTP client, vendor SDK or database driver (they would
   run inside the workflow sandbox);
-- fleet_agent/ never imports temporalio;
+- fleet_agent/ never imports temporalio, nor the simulator (simulator/),
+  which stands for vast.ai and uses only fleet_agent/;
 - the CLI loads no worker or activity code until a command needs a worker;
 - the worker side (worker.py, activities/) never imports the CLI (starter/),
   and what both need (runtime/) imports neither: the layers have no cycle;
@@ -76,7 +77,13 @@ def _imports(path: Path) -> set[str]:
 @pytest.mark.parametrize(
     ("package", "forbidden"),
     [
-        ("fleet_agent", {"temporalio", "activities", "workflows", "worker", "starter"}),
+        (
+            "fleet_agent",
+            {"temporalio", "activities", "workflows", "worker", "starter", "simulator"},
+        ),
+        # The simulator stands for vast.ai: it may use the domain's models and
+        # rules, and nothing of the agent's machinery.
+        ("simulator", {"temporalio", "activities", "workflows", "worker", "starter", "runtime"}),
         ("workflows", {"activities", "worker", "starter"}),
         # The web console is CLI layer: it talks to agents through AgentClient only.
         ("starter/console", {"activities", "worker"}),

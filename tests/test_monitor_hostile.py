@@ -18,8 +18,8 @@ from temporalio.testing import WorkflowEnvironment
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import StateChanged, TriggerKind
-from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
+from simulator.server import SimServer
 from tests.helpers import eventually, finished_runs, running_worker
 from workflows.monitor import FleetMonitorWorkflow, state_change
 

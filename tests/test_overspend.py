@@ -23,8 +23,8 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.models import AgentConfig, PendingApproval, PollRequest
-from fleet_agent.sim import SimServer
 from fleet_agent.store import SpendLedger, Store
+from simulator import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, json_rows, running_worker, status, tool_request
 from workflows import FleetAgentWorkflow

@@ -27,9 +27,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.llm.autopilot_run import Run
-from fleet_agent.sim.server import SimServer
 from fleet_agent.store import Store
 from fleet_agent.untrusted import fence
+from simulator.server import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from testkit.fakes.autopilot_llm import autopilot_reply
 from tests.helpers import eventually, running_worker

@@ -39,10 +39,10 @@ from temporalio.workflow import NondeterminismError
 from activities.fleet import FleetActivities
 from fleet_agent.models import Phase, RunInput, RunResult, RunStatus, TriggerKind
 from fleet_agent.settings import ProverSpec
-from fleet_agent.sim import SimServer
 from fleet_agent.store import RunRecord, Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
+from simulator import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from testkit.servers import start_time_skipping_env
 from tests.helpers import (

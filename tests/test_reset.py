@@ -16,8 +16,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.models import RunStatus
-from fleet_agent.sim import SimServer
 from fleet_agent.store import Store, ToolJournal
+from simulator import SimServer
 from starter.devserver import find_temporal_cli
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, json_rows, running_worker, status_after, wait_runs

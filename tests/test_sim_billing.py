@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fleet_agent.sim import SimServer
-from fleet_agent.sim.billing import BYTES_PER_BILLED_GB, BYTES_PER_BILLED_KB
+from simulator import SimServer
+from simulator.billing import BYTES_PER_BILLED_GB, BYTES_PER_BILLED_KB
 from testkit.sim_helpers import advance_until, api, find_offer, rent, row, truth
 
 

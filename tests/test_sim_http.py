@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from fleet_agent.sim import DEFAULT_API_KEY, SimServer
+from simulator import DEFAULT_API_KEY, SimServer
 
 AUTH = {"Authorization": f"Bearer {DEFAULT_API_KEY}"}
 

@@ -13,12 +13,12 @@ from fleet_agent.capacity import record_proofs_per_hour
 from fleet_agent.fleet.offer_query import allowed_gpu_names, offer_filters
 from fleet_agent.models import AgentConfig
 from fleet_agent.prover import ProverSpec
-from fleet_agent.sim import DEFAULT_OFFERS, ApiError, Market
-from fleet_agent.sim.catalogue import gpu_names
-from fleet_agent.sim.gpus import GPU_SPECS
-from fleet_agent.sim.market import _first
-from fleet_agent.sim.prover import rental_ram_mb
-from fleet_agent.sim.query import sort_records
+from simulator import DEFAULT_OFFERS, ApiError, Market
+from simulator.catalogue import gpu_names
+from simulator.gpus import GPU_SPECS
+from simulator.market import _first
+from simulator.prover import rental_ram_mb
+from simulator.query import sort_records
 
 CONSUMER = {s.name for s in GPU_SPECS if s.kind == "consumer"}
 

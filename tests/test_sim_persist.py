@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fleet_agent.sim import SimServer, StateError
-from fleet_agent.sim.persist import market_to_json
+from simulator import SimServer, StateError
+from simulator.persist import market_to_json
 from testkit.sim_helpers import advance_until, find_offer, prover_status, rent, row, truth
 from tests.helpers import eventually
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from fleet_agent.capacity import cpu_bound_proofs_per_hour, proofs_per_hour
-from fleet_agent.sim import PROVER_STATUS_PORT, SimServer
+from simulator import PROVER_STATUS_PORT, SimServer
 from testkit.sim_helpers import (
     advance_until,
     api,

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from fleet_agent.sim import SimServer, prover_http
+from simulator import SimServer, prover_http
 from testkit.sim_helpers import advance_until, api, find_offer, prover_url, rent, row
 
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from fleet_agent.sim import SimServer
-from fleet_agent.sim.ratelimit import RateLimiter
+from simulator import SimServer
+from simulator.ratelimit import RateLimiter
 
 
 class FakeClock:

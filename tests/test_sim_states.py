@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fleet_agent.sim import Market, SimServer
+from simulator import Market, SimServer
 from testkit.sim_helpers import (
     advance_until,
     api,

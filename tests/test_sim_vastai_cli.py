@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fleet_agent.sim import SimServer
+from simulator import SimServer
 
 KEY = "cli-test-key-42"
 VASTAI = Path(sys.executable).with_name("vastai")

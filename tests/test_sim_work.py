@@ -13,8 +13,8 @@ import pytest
 
 from fleet_agent.fleet.prover_status import parse_status
 from fleet_agent.fleet.provers import ProverTrack, advance, not_proving_reason
-from fleet_agent.sim import SimServer
 from fleet_agent.vast.models import Instance
+from simulator import SimServer
 from testkit.sim_helpers import advance_until, find_offer, prover_status, rent, row, truth
 
 

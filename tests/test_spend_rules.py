@@ -32,11 +32,11 @@ from activities.fleet_create import Renter
 from fleet_agent.fleet.guardrails import fleet_dph, offer_refusal, rent_refusal, rented_refusal
 from fleet_agent.models import AgentConfig, ApprovalDecision, StopFleetRequest, ToolResult
 from fleet_agent.settings import ProverSpec
-from fleet_agent.sim import SimServer
 from fleet_agent.store import SpendLedger, Store, ToolJournal
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.models import Instance, Offer
 from fleet_agent.vast.pacing import NO_PACING
+from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
 from tests.helpers import eventually, tool_request
 

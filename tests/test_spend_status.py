@@ -16,10 +16,10 @@ from temporalio.testing import WorkflowEnvironment
 from activities.fleet import FleetActivities
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import AgentConfig, AgentStatus, Phase, SpendSummary
-from fleet_agent.sim.server import SimServer
 from fleet_agent.store import SpendLedger, Store
 from fleet_agent.store.engine import DATABASE_URL_ENV
 from fleet_agent.vast.models import Instance
+from simulator.server import SimServer
 from starter import commands
 from starter.agent_client import AgentClient
 from starter.console import ConsoleSettings, create_app

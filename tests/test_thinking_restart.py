@@ -17,9 +17,9 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.models import AgentInput, ConfigPatch, RunStatus
-from fleet_agent.sim import SimServer
 from fleet_agent.store import Store
 from fleet_agent.transcript import StoredReply, settled
+from simulator import SimServer
 from testkit.fakes import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, worker_process_env
 from tests.test_approval_restart import _Worker

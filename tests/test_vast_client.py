@@ -10,7 +10,6 @@ from typing import Any
 import httpx
 import pytest
 
-from fleet_agent.sim import SimServer, proofs_per_hour
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import (
     VastAuthError,
@@ -25,6 +24,7 @@ from fleet_agent.vast.errors import (
 )
 from fleet_agent.vast.models import TERMINAL_STATUSES, Instance
 from fleet_agent.vast.pacing import NO_PACING
+from simulator import SimServer, proofs_per_hour
 
 KEY = "test-key-0123456789abcdef"
 IMAGE = "ghcr.io/example/prover:1"

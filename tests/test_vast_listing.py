@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from fleet_agent.sim import SimServer
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.listing import SharedListing
 from fleet_agent.vast.models import Instance
 from fleet_agent.vast.pacing import NO_PACING
+from simulator import SimServer
 
 KEY = "test-key-listing-0123456789"
 IMAGE = "ghcr.io/example/prover:1"

@@ -9,7 +9,7 @@ destroyed; and traffic from the cumulative counters `inet_down_billed` /
 unit is undocumented: we read them as KB of 1,024 bytes and a billed GB as
 1,024³ bytes (the vastai CLI divides them by 1,024 to show MB; one public
 measurement found KB). The simulator bills by the same rules
-(fleet_agent/sim/billing.py).
+(simulator/billing.py).
 """
 
 from __future__ import annotations

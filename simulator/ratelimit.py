@@ -42,7 +42,7 @@ class Limit:
     json_body: bool = False
 
 
-#: Limits by the API's route name and method (see `fleet_agent.sim.api`).
+#: Limits by the API's route name and method (see `simulator.api`).
 LIMITS: dict[tuple[str, str], Limit] = {
     ("GET", "instances_v1"): Limit(interval_s=1.0, threshold="1.0"),
     ("GET", "instance"): Limit(interval_s=2.0, threshold="2.0"),

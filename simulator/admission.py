@@ -1,6 +1,6 @@
 """Which API requests get through: injected faults and vast.ai's rate limits.
 
-A mixin of `fleet_agent.sim.market.Market`. ``*_next``/``*_rate`` fault rolls
+A mixin of `simulator.market.Market`. ``*_next``/``*_rate`` fault rolls
 (`_fault`) live here too, since rents and lists spend them as well.
 """
 
@@ -55,7 +55,7 @@ class MarketAdmission(MarketState):
         """None if an API request gets through, else why it is refused (429).
 
         Faults first (a `rate_limit` burst, `min_interval_s`), then vast.ai's
-        documented per-endpoint limits (`fleet_agent.sim.ratelimit`) when on.
+        documented per-endpoint limits (`simulator.ratelimit`) when on.
         Identity is whatever the client presented (its key, or its address)."""
         with self.lock:
             self.counters["requests"] += 1

@@ -1,7 +1,7 @@
 """A rented machine's state: its fields, how they are saved, and what they show.
 
-The behaviour is layered on top: `fleet_agent.sim.prover_phases.ProverPhases`
-(the prover's phases), then `fleet_agent.sim.lifecycle.Machine` (timers,
+The behaviour is layered on top: `simulator.prover_phases.ProverPhases`
+(the prover's phases), then `simulator.lifecycle.Machine` (timers,
 container transitions, control events).
 """
 
@@ -26,7 +26,7 @@ class MachineState:
     image: str
     runtype: str | None
     disk_gb: float
-    #: Whether the container starts the prover (see `fleet_agent.sim.prover.starts_prover`).
+    #: Whether the container starts the prover (see `simulator.prover.starts_prover`).
     starts_prover: bool = True
     rng_state: Any = None
     status: str | None = None
@@ -43,7 +43,7 @@ class MachineState:
     outbid_stopped: bool = False
     destroyed_at: float | None = None
     #: Seconds spent ``stopped`` before `destroyed_at` (billed storage only; see
-    #: `fleet_agent.sim.instances.SimInstance.charges`).
+    #: `simulator.instances.SimInstance.charges`).
     stopped_s: float = 0.0
     # Prover.
     phase: str = "off"

@@ -1,6 +1,6 @@
 """The account's instances as the API serves them: show, destroy, list, filters.
 
-A mixin of `fleet_agent.sim.market.Market`, next to `MarketControls`; both
+A mixin of `simulator.market.Market`, next to `MarketControls`; both
 work on the state `MarketState` declares.
 """
 

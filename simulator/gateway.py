@@ -6,7 +6,7 @@ one real listening socket per instance (on the simulator's host), opened and
 closed as machines come and go, all accepted by one selector thread: uvicorn
 serves a fixed set of sockets, so the accepting stays here. Each accepted
 connection goes to uvicorn, on a loop of its own (`ThreadedServer` without a
-listener), serving the Starlette app of `fleet_agent.sim.prover_http`, which
+listener), serving the Starlette app of `simulator.prover_http`, which
 says what a running, frozen or dead machine answers.
 """
 

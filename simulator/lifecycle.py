@@ -7,9 +7,9 @@ drawing any new timer from the machine's own seeded RNG. Control events (stop,
 start, freeze, reboot, kill, destroy) first advance to their time, then apply.
 So the state at a time does not depend on how often anyone looked.
 
-Layers: `fleet_agent.sim.fate` (what is drawn at rent time and the
-constants), `fleet_agent.sim.machine_state` (the fields, saving, views),
-`fleet_agent.sim.prover_phases` (the prover), and this module (timers,
+Layers: `simulator.fate` (what is drawn at rent time and the
+constants), `simulator.machine_state` (the fields, saving, views),
+`simulator.prover_phases` (the prover), and this module (timers,
 container transitions, control events).
 
 Container (``actual_status``): None while scheduling, ``loading``, ``running``,

@@ -3,7 +3,7 @@
 The renter's own actions (``PUT /api/v0/instances/{id}/`` stop/start/label,
 ``PUT /api/v0/instances/reboot/{id}/``), the control API's (kill, stop, start,
 freeze, unfreeze, reboot, outbid, prover faults), the prover's status endpoint
-and the state report. A mixin of `fleet_agent.sim.market.Market`: it raises
+and the state report. A mixin of `simulator.market.Market`: it raises
 KeyError for an unknown instance and ValueError for a bad request, and the
 API turns them into 404 and 400.
 """
@@ -218,14 +218,14 @@ class MarketControls(MarketState):
                 # The truth, which no API row carries: proofs being finished now.
                 "proofs_per_hour": round(sum(v["proofs_per_hour"] for v in instances), 3),
                 "proofs_completed": sum(v["proofs_completed"] for v in instances),
-                # $/hour billed now (fleet_agent/sim/billing.py).
+                # $/hour billed now (simulator/billing.py).
                 "spend_per_hour": round(sum(billed_dph(i) for i in self._instances.values()), 4),
                 "counters": dict(self.counters),
             }
 
     def charges(self) -> dict[str, Any]:
         """What the account was billed so far, per instance, destroyed ones
-        included, in sim time ($, 6 decimals; fleet_agent/sim/billing.py)."""
+        included, in sim time ($, 6 decimals; simulator/billing.py)."""
         with self.lock:
             self._sync()
             rows = dict(self._closed_charges)

@@ -3,7 +3,7 @@
 The renter's ``PUT /api/v0/instances/{id}/`` (stop, start, label) and
 ``PUT /api/v0/instances/reboot/{id}/``; the unauthenticated control API under
 ``/_sim/``; and the shape of a rate-limited answer. A mixin of
-`fleet_agent.sim.api.SimApi`.
+`simulator.api.SimApi`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Randomness comes from separate streams derived from the seed: the market's
 arrivals, id assignment, fault rolls, one stream per offer and one per
 instance. With ``speed=0`` and the same calls, two markets with one seed
 behave identically. `to_json`/`load_json` save and restore all of it
-(`fleet_agent.sim.persist` writes the file).
+(`simulator.persist` writes the file).
 """
 
 from __future__ import annotations

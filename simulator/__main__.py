@@ -1,4 +1,4 @@
-"""``python -m fleet_agent.sim``: run the vast.ai simulator in the foreground."""
+"""``python -m simulator``: run the vast.ai simulator in the foreground."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments and serve until Ctrl-C."""
-    parser = argparse.ArgumentParser(prog="python -m fleet_agent.sim", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m simulator", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--seed", type=int, default=0)

@@ -2,7 +2,7 @@
 
 Served by uvicorn and Starlette (the console's stack) in a background thread
 with its own event loop (`ThreadedServer`); the Starlette app
-(`fleet_agent.sim.http_app`) hands each request to `SimApi` on a thread pool,
+(`simulator.http_app`) hands each request to `SimApi` on a thread pool,
 every request calling into the one `Market` behind its lock. Responses always
 carry a Content-Length, so HTTP/1.1 keep-alive works for httpx and requests
 alike, and JSON is sent as exactly ``application/json`` (the vastai CLI

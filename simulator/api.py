@@ -1,7 +1,7 @@
 """The simulator's HTTP surface as plain functions: request in, `Reply` out.
 
 This module knows the service's paths, payloads, auth and error shapes; the
-socket plumbing lives in `fleet_agent.sim.server`. Routes (trailing slash
+socket plumbing lives in `simulator.server`. Routes (trailing slash
 optional, as on the service):
 
 * public: ``GET /api/v0/gpu_names/unique/``, ``GET /api/v0/gpu_types/``

@@ -2,7 +2,7 @@
 
 One JSON document, written atomically (a temporary file, then a rename) so a
 crash never leaves half a file. Offers are stored as the four numbers they are
-rebuilt from (`fleet_agent.sim.catalogue.make_offer`), so 10,000 offers take a
+rebuilt from (`simulator.catalogue.make_offer`), so 10,000 offers take a
 few hundred KB. The clock goes on from the saved time plus the time the
 simulator was down times its speed: the market kept running meanwhile, as the
 real one would have.

@@ -1,5 +1,5 @@
 """The prover inside a running container: fetching parameters, loading them,
-proving, failing. A layer of `fleet_agent.sim.lifecycle.Machine`."""
+proving, failing. A layer of `simulator.lifecycle.Machine`."""
 
 from __future__ import annotations
 

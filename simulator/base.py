@@ -22,7 +22,7 @@ PortRelease = Callable[[int], None]
 
 
 class MarketState:
-    """The market's attributes; `fleet_agent.sim.market.Market` sets them."""
+    """The market's attributes; `simulator.market.Market` sets them."""
 
     lock: threading.RLock
     seed: int
@@ -45,7 +45,7 @@ class MarketState:
     _envs: dict[int, InstanceEnv]
     _next_instance_id: int
     _rentals: list[tuple[int, str]]
-    #: Final charges of instances no longer listed (`fleet_agent.sim.billing.charges`).
+    #: Final charges of instances no longer listed (`simulator.billing.charges`).
     _closed_charges: dict[int, dict[str, Any]]
 
     def _sync(self) -> None:

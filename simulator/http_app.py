@@ -4,7 +4,7 @@ Every request, whatever its path and method, goes to `SimApi.handle` with the
 raw request target (path and query as sent, undecoded, as the stdlib server
 gave it), the headers and the body; the `Reply` comes back as bytes with the
 content type the service uses. Routing, auth, rate limits and error shapes
-stay in `fleet_agent.sim.api`, which knows nothing of Starlette.
+stay in `simulator.api`, which knows nothing of Starlette.
 
 `SimApi` is synchronous and takes the market's lock, and the "create_delay"
 fault sleeps inside it, so it runs on a thread pool rather than on the event

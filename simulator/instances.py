@@ -1,6 +1,6 @@
 """One rented instance: the offer it came from, the request, its machine, its row.
 
-The lifecycle lives in `fleet_agent.sim.lifecycle.Machine`; this module adds
+The lifecycle lives in `simulator.lifecycle.Machine`; this module adds
 what the API shows: the instance row of ``/api/v1/instances/`` and
 ``/api/v0/instances/{id}/`` (state fields, prices, host fields, port
 mappings), and the truth the control API reports (proofs, prover phase).
