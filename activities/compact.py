@@ -1,7 +1,7 @@
 """Compaction: fold the runs that leave the history window into the session summary.
 
 `compact_session` asks the model to rewrite the summary when there is a
-model, and falls back to the deterministic digest (fleet_agent/compaction.py)
+model, and falls back to the deterministic digest (fleet_agent/llm/compaction.py)
 when there is none (autopilot), or when the model's call fails, times out or
 returns more than the summary's cap. So it fails only when the store does;
 and even then the prompt stays within budget (the window drops the runs; the
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from temporalio import activity
 
 from activities.heartbeat import heartbeating
-from fleet_agent.compaction import (
+from fleet_agent.llm.base import LlmError, LlmOptions, LlmProvider
+from fleet_agent.llm.compaction import (
     FoldedAction,
     FoldedMessage,
     FoldedRun,
@@ -30,15 +31,14 @@ from fleet_agent.compaction import (
     summary_block,
     summary_body_cap,
 )
-from fleet_agent.history import TrimmedHistory, entry_texts, history_messages
-from fleet_agent.llm.base import LlmError, LlmOptions, LlmProvider
+from fleet_agent.llm.history import TrimmedHistory, entry_texts, history_messages
+from fleet_agent.llm.model_table import ModelInfo
+from fleet_agent.llm.prompt import estimate_tokens
 from fleet_agent.llm.request import reply_budget
-from fleet_agent.llm_models import ModelInfo
+from fleet_agent.llm.tools import MUTATING_TOOLS
+from fleet_agent.llm.transcript import StoredReply, StoredToolResults
 from fleet_agent.models import CompactRequest, CompactResult, TriggerKind
-from fleet_agent.prompt import estimate_tokens
 from fleet_agent.store import HistoryEntry, Store, SummaryRecord
-from fleet_agent.tools import MUTATING_TOOLS
-from fleet_agent.transcript import StoredReply, StoredToolResults
 
 __all__ = [
     "SUMMARY_TIMEOUT_SECONDS",

@@ -30,6 +30,11 @@ from fleet_agent.fleet.labels import LabelTooLong, create_label
 from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest, duplicate_labels
 from fleet_agent.fleet.settle import settle_label
 from fleet_agent.fleet.snapshot import FleetSnapshot
+from fleet_agent.llm.tools import (
+    CreateInstanceInput,
+    SearchOffersInput,
+    parse_tool_input,
+)
 from fleet_agent.models import (
     AgentConfig,
     FleetToolRequest,
@@ -41,11 +46,6 @@ from fleet_agent.models import (
 )
 from fleet_agent.prover import ProverSpec
 from fleet_agent.store import FleetSnapshots, Store, ToolCallRecord, ToolJournal
-from fleet_agent.tools import (
-    CreateInstanceInput,
-    SearchOffersInput,
-    parse_tool_input,
-)
 from fleet_agent.untrusted import fence
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError

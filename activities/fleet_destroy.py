@@ -23,9 +23,9 @@ from fleet_agent.fleet.drain import DRAIN_KEY_PURPOSE, DRAIN_LIMIT_S, drain_toke
 from fleet_agent.fleet.labels import is_ours
 from fleet_agent.fleet.prover_status import send_drain
 from fleet_agent.fleet.snapshot import FleetInstance
+from fleet_agent.llm.tools import DestroyInstanceInput, parse_tool_input
 from fleet_agent.models import FleetToolRequest, ToolResult
 from fleet_agent.store import ToolCallRecord
-from fleet_agent.tools import DestroyInstanceInput, parse_tool_input
 from fleet_agent.untrusted import fence
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError

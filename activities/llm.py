@@ -50,16 +50,14 @@ from activities.compact import prompt_history
 from activities.heartbeat import beat, heartbeating
 from activities.llm_errors import to_application_error
 from fleet_agent.llm.base import LlmError, LlmOptions, LlmProvider, TokenCounter
+from fleet_agent.llm.model_table import ModelInfo, context_window
+from fleet_agent.llm.prompt import system_prompt
+from fleet_agent.llm.prompt_cache import CachedRequest, cached_request
 from fleet_agent.llm.request import reply_budget
-from fleet_agent.llm_models import ModelInfo, context_window
-from fleet_agent.models import LlmRequest, LlmResult, RequestLayout
-from fleet_agent.prompt import system_prompt
-from fleet_agent.prompt_cache import CachedRequest, cached_request
-from fleet_agent.request_fit import RequestTooLarge, cut_context, fit_request
-from fleet_agent.store import Store
-from fleet_agent.token_count import RequestTokens
-from fleet_agent.tools import LOCAL_TOOLS, tool_schemas
-from fleet_agent.transcript import (
+from fleet_agent.llm.request_fit import RequestTooLarge, cut_context, fit_request
+from fleet_agent.llm.token_count import RequestTokens
+from fleet_agent.llm.tools import LOCAL_TOOLS, tool_schemas
+from fleet_agent.llm.transcript import (
     CONTEXT_SEQ,
     StoredReply,
     api_messages,
@@ -68,7 +66,9 @@ from fleet_agent.transcript import (
     reply_text,
     tool_calls_of,
 )
-from fleet_agent.verdict import answer_preview, parse_verdict
+from fleet_agent.llm.verdict import answer_preview, parse_verdict
+from fleet_agent.models import LlmRequest, LlmResult, RequestLayout
+from fleet_agent.store import Store
 
 __all__ = [
     "HEARTBEAT_REPLY_MAX_BYTES",
@@ -219,7 +219,7 @@ class LlmActivities:
         system, tools = system_prompt(req.agent_id), tool_schemas(self._tools)
 
         def build(layout: RequestLayout) -> CachedRequest:
-            # Stable parts first, with cache breakpoints (fleet_agent/prompt_cache.py).
+            # Stable parts first, with cache breakpoints (fleet_agent/llm/prompt_cache.py).
             current = api_messages(rows, fold_upto=layout.folded_upto)
             return cached_request(
                 system=system,

@@ -18,7 +18,24 @@ from activities.fleet_results import replay_note
 from activities.heartbeat import heartbeating
 from activities.metrics import record_run_cost
 from fleet_agent.accounting import replies_cost
-from fleet_agent.llm_models import KNOWN_MODELS, ModelInfo
+from fleet_agent.llm.model_table import KNOWN_MODELS, ModelInfo
+from fleet_agent.llm.prompt import (
+    context_message,
+    estimate_tokens,
+    render_trigger_block,
+    system_prompt,
+)
+from fleet_agent.llm.tools import MUTATING_TOOLS
+from fleet_agent.llm.transcript import (
+    CONTEXT_SEQ,
+    StoredReply,
+    StoredToolResults,
+    assistant_seq,
+    dumps,
+    reply_text,
+    settled,
+    tool_results_seq,
+)
 from fleet_agent.models import (
     AgentConfig,
     AgentCounters,
@@ -33,24 +50,7 @@ from fleet_agent.models import (
     Trigger,
     TriggerKind,
 )
-from fleet_agent.prompt import (
-    context_message,
-    estimate_tokens,
-    render_trigger_block,
-    system_prompt,
-)
 from fleet_agent.store import Store, ToolJournal
-from fleet_agent.tools import MUTATING_TOOLS
-from fleet_agent.transcript import (
-    CONTEXT_SEQ,
-    StoredReply,
-    StoredToolResults,
-    assistant_seq,
-    dumps,
-    reply_text,
-    settled,
-    tool_results_seq,
-)
 from fleet_agent.triggers import message_key
 
 __all__ = ["FleetView", "NoFleet", "RunLogActivities"]
@@ -310,7 +310,7 @@ class RunLogActivities:
     def _settle(self, req: RecordRunRequest) -> None:
         """A run with its final answer sends nothing more: its replies keep
         their thinking readable and capped, without the signatures only the
-        API reads (fleet_agent/transcript.py, `settled`). Idempotent."""
+        API reads (fleet_agent/llm/transcript.py, `settled`). Idempotent."""
         store, run = self._store, req.result.run
         for message in store.run_messages(req.agent_id, run):
             if message.kind != "assistant":

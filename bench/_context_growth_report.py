@@ -15,7 +15,7 @@ from prompt_cache import _share, _summariser, _usage, windows
 
 import activities.runlog
 from activities.runlog import RunLogActivities
-from fleet_agent.llm_models import DEFAULT_MODEL, cost_usd
+from fleet_agent.llm.model_table import DEFAULT_MODEL, cost_usd
 from fleet_agent.models import LoadContextRequest, TokenUsage
 from fleet_agent.store import Store
 from testkit.fakes import Request
@@ -83,7 +83,7 @@ def report(
     naive_usd = sum(r["naive_usd_per_run"] * _span(r["runs"]) for r in rows)
     overhead = s._overhead(rounds)
     # Whole-request bound: system and tools, the history's budget (summary
-    # included) and the current run's share, as large (fleet_agent/request_fit.py).
+    # included) and the current run's share, as large (fleet_agent/llm/request_fit.py).
     request_bound = overhead + 2 * args.budget
 
     # Extrapolation to 100,000 runs. Ours: flat once the budget has filled,

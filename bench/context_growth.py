@@ -42,7 +42,7 @@ from _llm_runs import HEARTBEAT_S, AgentStack, agent_stack
 from prompt_cache import _RUN, ACTED, ANSWERED, _share, _summariser, _usage, plan, windows
 from temporalio.client import WorkflowHistory
 
-from fleet_agent.llm_models import DEFAULT_MODEL, EFFORTS, KNOWN_MODELS, cost_usd
+from fleet_agent.llm.model_table import DEFAULT_MODEL, EFFORTS, KNOWN_MODELS, cost_usd
 from fleet_agent.models import AgentConfig, TokenUsage
 from testkit.agents import status
 from testkit.fakes import DEFAULT_TEXT, Reply, Request

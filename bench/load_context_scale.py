@@ -49,7 +49,8 @@ from temporalio.testing import ActivityEnvironment
 from activities.compact import CompactActivities
 from activities.runlog import RunLogActivities
 from fleet_agent.llm.autopilot import AutopilotProvider
-from fleet_agent.llm_models import DEFAULT_MODEL
+from fleet_agent.llm.model_table import DEFAULT_MODEL
+from fleet_agent.llm.transcript import StoredReply, assistant_seq
 from fleet_agent.models import (
     AgentConfig,
     CompactRequest,
@@ -63,7 +64,6 @@ from fleet_agent.models import (
     TriggerKind,
 )
 from fleet_agent.store import Store
-from fleet_agent.transcript import StoredReply, assistant_seq
 
 AGENT = "scale"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

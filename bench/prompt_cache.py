@@ -37,10 +37,10 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 import activities.llm
-import fleet_agent.history
-from fleet_agent.llm_models import DEFAULT_MODEL, EFFORTS, KNOWN_MODELS, cost_usd
+import fleet_agent.llm.history
+from fleet_agent.llm.model_table import DEFAULT_MODEL, EFFORTS, KNOWN_MODELS, cost_usd
+from fleet_agent.llm.prompt_cache import cached_request
 from fleet_agent.models import AgentConfig, TokenUsage
-from fleet_agent.prompt_cache import cached_request
 from fleet_agent.store import Store
 from testkit.fakes import DEFAULT_TEXT, Reply, Request
 from workflows import FleetAgentWorkflow
@@ -185,7 +185,7 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     if args.sliding:
         # The comparison only: every run is a block of its own, so the
         # window slides by one run whenever the budget is full.
-        vars(fleet_agent.history)["BLOCKS_PER_BUDGET"] = 10**9
+        vars(fleet_agent.llm.history)["BLOCKS_PER_BUDGET"] = 10**9
     if args.stable_ttl != "1h":
         # The comparison only: the activity lays the request out with this TTL
         # on the stable breakpoints instead of the hour it uses.

@@ -2,7 +2,7 @@
 
 Each stored reply (`fa_messages`, kind 'assistant') keeps the usage the API
 reported and the model that answered; the price table is
-fleet_agent/llm_models.py with FLEET_LLM_PRICES applied. The run's cost is
+fleet_agent/llm/model_table.py with FLEET_LLM_PRICES applied. The run's cost is
 written beside its record (`fa_run_costs`) when the run is recorded; the
 store sums it per session, per day and over 24 h (fleet_agent/store/run_costs.py).
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from fleet_agent.llm_models import ModelInfo, cost_usd
-from fleet_agent.transcript import StoredReply
+from fleet_agent.llm.model_table import ModelInfo, cost_usd
+from fleet_agent.llm.transcript import StoredReply
 
 __all__ = ["price_of", "replies_cost"]
 

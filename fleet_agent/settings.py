@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from fleet_agent.env_settings import EnvModel, SettingsError, one_line
-from fleet_agent.llm_models import (
+from fleet_agent.llm.model_table import (
     DEFAULT_MODEL,
     KNOWN_MODELS,
     PRICES_ENV,
@@ -211,7 +211,7 @@ class Settings(BaseModel):
         FLEET_LLM_PROVIDER defaults to anthropic when a key is set, else autopilot.
         Raises `ValueError` (one line naming the variable) for a bad setting,
         among them a FLEET_LLM_MODEL the anthropic provider would run on that
-        is not a known model (fleet_agent/llm_models.py, FLEET_LLM_PRICES):
+        is not a known model (fleet_agent/llm/model_table.py, FLEET_LLM_PRICES):
         workers read the settings when they start, so that is an error at
         start, not at the first run. The autopilot never uses the model and
         does not check it.

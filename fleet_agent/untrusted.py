@@ -10,7 +10,7 @@ model (the fleet view, the trigger block, tool results) it goes through
 bidirectional marks) become spaces, runs of spaces one, the text is cut to a
 few hundred characters, and it is put between « and », with any « or » of its
 own turned into ‹ and ›, so it can neither end its fence early nor start a
-line. The system prompt (fleet_agent/prompt.py) tells the model that what is
+line. The system prompt (fleet_agent/llm/prompt.py) tells the model that what is
 fenced is data, never instructions.
 
 Labels in the fleet view are not fenced: a machine is in it only when its

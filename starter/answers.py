@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from fleet_agent.llm.verdict import strip_verdict
 from fleet_agent.models import HumanMessage, RunStatus, Verdict
 from fleet_agent.store import RunRecord, Store
-from fleet_agent.verdict import strip_verdict
 from starter.agent_client import AgentClient, CliError, UsageError, validation_message
 from starter.hints import CLI
 

@@ -1,6 +1,6 @@
 """How the run log shows what the LLM cost: per round, per run, per session.
 
-The price table is the worker's (fleet_agent/llm_models.py with
+The price table is the worker's (fleet_agent/llm/model_table.py with
 FLEET_LLM_PRICES applied), read from this process's environment.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 
 from fleet_agent.accounting import price_of, replies_cost
-from fleet_agent.llm_models import KNOWN_MODELS, PRICES_ENV, model_table
+from fleet_agent.llm.model_table import KNOWN_MODELS, PRICES_ENV, model_table
+from fleet_agent.llm.transcript import StoredReply
 from fleet_agent.models import LlmTotals, TokenUsage
-from fleet_agent.transcript import StoredReply
 
 __all__ = ["cached_share", "round_cost", "totals_line"]
 

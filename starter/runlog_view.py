@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from fleet_agent.llm.transcript import StoredReply, StoredToolResults
 from fleet_agent.models import LlmTotals
 from fleet_agent.store import (
     SCHEMA_VERSION,
@@ -29,7 +30,6 @@ from fleet_agent.store import (
     redacted_url,
 )
 from fleet_agent.store.engine import DATABASE_URL_ENV
-from fleet_agent.transcript import StoredReply, StoredToolResults
 from starter.agent_client import CliError
 from starter.cost_view import cached_share, round_cost
 from starter.render import (

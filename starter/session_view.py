@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from fleet_agent.prompt import format_time
+from fleet_agent.llm.prompt import format_time
 from fleet_agent.store import SummaryRecord
 from starter.agent_client import CliError
 from starter.runlog_view import open_store

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot
+from fleet_agent.llm.transcript import StoredReply, dumps
 from fleet_agent.models import TokenUsage, Trigger, TriggerKind, Verdict
 from fleet_agent.store import Store
 from fleet_agent.store.tables import SpendHourRow, table_of
-from fleet_agent.transcript import StoredReply, dumps
 from tests.helpers import finish_ok
 
 AGENT = "console-agent"

@@ -10,8 +10,8 @@ from typing import Any
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.fleet.trade import TRADE_CHECK_REASON
 from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.llm.prompt import context_message
 from fleet_agent.models import AgentConfig, Wake
-from fleet_agent.prompt import context_message
 
 __all__ = [
     "FLEET_TOOLS",

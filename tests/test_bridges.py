@@ -20,8 +20,8 @@ from fleet_agent.fleet.open_gap import GAP_CHECK_SECONDS
 from fleet_agent.fleet.policy import plan_fleet
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.llm.prompt import system_prompt
 from fleet_agent.models import Wake
-from fleet_agent.prompt import system_prompt
 from tests.policy_rows import context_of, machine, offer, tool_results, trade_check
 
 TOOLS = [{"name": n} for n in ("search_offers", "create_instance", "destroy_instance")]

@@ -11,15 +11,15 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.compact import CompactActivities, prompt_history
 from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.llm.prompt import format_time
+from fleet_agent.llm.transcript import StoredReply, StoredToolResults, dumps
 from fleet_agent.models import (
     CompactRequest,
     ToolResult,
     Trigger,
     TriggerKind,
 )
-from fleet_agent.prompt import format_time
 from fleet_agent.store import Store
-from fleet_agent.transcript import StoredReply, StoredToolResults, dumps
 from tests.helpers import finish_ok
 
 AGENT = "a"

@@ -15,8 +15,8 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 import activities.compact
-from fleet_agent.compaction import summary_cap
-from fleet_agent.prompt import estimate_tokens
+from fleet_agent.llm.compaction import summary_cap
+from fleet_agent.llm.prompt import estimate_tokens
 from fleet_agent.store import Store
 from testkit.fakes.anthropic_server import ErrorReply, FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, wait_runs

@@ -1,11 +1,11 @@
-"""The pure rules of compaction (fleet_agent/compaction.py): the digest, its
+"""The pure rules of compaction (fleet_agent/llm/compaction.py): the digest, its
 cap, and the fold point agreeing with the history window."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from fleet_agent.compaction import (
+from fleet_agent.llm.compaction import (
     FoldedAction,
     FoldedMessage,
     FoldedRun,
@@ -15,9 +15,9 @@ from fleet_agent.compaction import (
     summary_body_cap,
     summary_cap,
 )
-from fleet_agent.history import history_messages
+from fleet_agent.llm.history import history_messages
+from fleet_agent.llm.prompt import estimate_tokens, format_time
 from fleet_agent.models import RunStatus
-from fleet_agent.prompt import estimate_tokens, format_time
 from fleet_agent.store import HistoryEntry
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)

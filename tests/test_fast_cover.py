@@ -9,7 +9,7 @@ from typing import Any
 from fleet_agent.fleet.bridges import fast
 from fleet_agent.fleet.fast_cover import FAST_COVER_PREMIUM, faster_cover, under_meanwhile
 from fleet_agent.fleet.policy import choose_offers
-from fleet_agent.prompt import system_prompt
+from fleet_agent.llm.prompt import system_prompt
 from tests.policy_rows import context_of, machine, offer, reply_to_search
 
 TOOLS = [{"name": n} for n in ("search_offers", "create_instance", "destroy_instance")]

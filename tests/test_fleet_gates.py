@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.fleet import FleetActivities
+from fleet_agent.llm.prompt import limits_text
 from fleet_agent.models import AgentConfig, ApprovalDecision, ConfigPatch, ToolResult
-from fleet_agent.prompt import limits_text
 from fleet_agent.store import Store, ToolJournal
 from simulator.server import SimServer
 from testkit.fakes.configs import StaticConfigs

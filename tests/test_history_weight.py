@@ -16,8 +16,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
+from fleet_agent.llm.transcript import StoredToolResults
 from fleet_agent.store import Store
-from fleet_agent.transcript import StoredToolResults
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, status, wait_runs
 from tests.test_replay import agent_chain

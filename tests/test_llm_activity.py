@@ -18,6 +18,8 @@ from temporalio.testing import ActivityEnvironment
 from activities.llm import LlmActivities, LlmHeartbeat
 from activities.runlog import RunLogActivities
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
+from fleet_agent.llm.tools import FLEET_TOOLS, LOCAL_TOOLS
+from fleet_agent.llm.transcript import PAUSED_TEXT, StoredReply, reply_text
 from fleet_agent.models import (
     AgentConfig,
     LlmRequest,
@@ -35,8 +37,6 @@ from fleet_agent.models import (
     Verdict,
 )
 from fleet_agent.store import Store
-from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS
-from fleet_agent.transcript import PAUSED_TEXT, StoredReply, reply_text
 from testkit.fakes.anthropic_cache import cache_markers
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 

@@ -32,6 +32,7 @@ from activities.llm import LlmActivities
 from activities.runlog import RunLogActivities
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.timing import LLM_HEARTBEAT_TIMEOUT, llm_attempt_timeout
+from fleet_agent.llm.transcript import StoredReply, reply_text
 from fleet_agent.models import (
     AgentConfig,
     LlmRequest,
@@ -42,7 +43,6 @@ from fleet_agent.models import (
     TriggerKind,
 )
 from fleet_agent.store import Store
-from fleet_agent.transcript import StoredReply, reply_text
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply
 
 AGENT = "agent-reuse"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fleet_agent.llm import anthropic_provider
-from fleet_agent.llm_models import (
+from fleet_agent.llm.model_table import (
     DEFAULT_MODEL,
     KNOWN_MODELS,
     ModelInfo,

@@ -27,7 +27,7 @@ from fleet_agent.llm.base import (
     LlmRetryableError,
 )
 from fleet_agent.llm.classify import classify, classify_mid_stream, parse_retry_after
-from fleet_agent.llm_models import DEFAULT_MODEL
+from fleet_agent.llm.model_table import DEFAULT_MODEL
 from fleet_agent.models import TokenUsage
 from testkit.fakes import DEFAULT_TEXT, ErrorReply, FakeAnthropic, Reply, Request
 from tests.helpers import eventually

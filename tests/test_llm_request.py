@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from fleet_agent.llm.base import LlmOptions
+from fleet_agent.llm.model_table import EFFORTS, KNOWN_MODELS, known_info
 from fleet_agent.llm.request import (
     FORBIDDEN_FIELDS,
     THINKING_ROOM,
@@ -21,9 +22,7 @@ from fleet_agent.llm.request import (
     longest_reply,
     reply_budget,
 )
-from fleet_agent.llm_models import EFFORTS, KNOWN_MODELS, known_info
-from fleet_agent.models import ToolResult
-from fleet_agent.transcript import (
+from fleet_agent.llm.transcript import (
     PAUSED_TEXT,
     StoredReply,
     StoredToolResults,
@@ -32,6 +31,7 @@ from fleet_agent.transcript import (
     dumps,
     tool_results_seq,
 )
+from fleet_agent.models import ToolResult
 from testkit.fakes.anthropic_models import behaviour
 from testkit.fakes.anthropic_validation import validate_messages_request
 

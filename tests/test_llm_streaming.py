@@ -21,13 +21,13 @@ from activities.llm_errors import to_application_error
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmOptions, LlmPermanentError, LlmReply, LlmRetryableError
 from fleet_agent.llm.classify import classify
+from fleet_agent.llm.model_table import DEFAULT_MODEL
 from fleet_agent.llm.timing import (
     CHUNK_READ_TIMEOUT_SECONDS,
     LLM_HEARTBEAT_TIMEOUT,
     llm_attempt_timeout,
 )
-from fleet_agent.llm_models import DEFAULT_MODEL
-from fleet_agent.transcript import StoredReply, api_messages, dumps, tool_calls_of
+from fleet_agent.llm.transcript import StoredReply, api_messages, dumps, tool_calls_of
 from testkit.fakes import DEFAULT_TEXT, MID_STREAM_TEXT, ErrorReply, FakeAnthropic, Reply
 from tests.helpers import eventually
 

@@ -32,6 +32,7 @@ from activities.visibility import VisibilityActivities, missing_attributes
 from fleet_agent.details import agent_details, last_run_line, run_details
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
+from fleet_agent.llm.verdict import ANSWER_PREVIEW_CHARS, answer_preview
 from fleet_agent.metrics_address import metrics_address
 from fleet_agent.models import (
     AgentConfig,
@@ -50,7 +51,6 @@ from fleet_agent.models import (
 from fleet_agent.search_attributes import SEARCH_ATTRIBUTES, search_attribute_mode
 from fleet_agent.settings import Settings
 from fleet_agent.store import Store
-from fleet_agent.verdict import ANSWER_PREVIEW_CHARS, answer_preview
 from runtime.telemetry import (
     STACK_METRICS_ADDRESS,
     MetricsUnavailable,

@@ -15,8 +15,8 @@ from fleet_agent.fleet.open_gap import (
 )
 from fleet_agent.fleet.policy import plan_fleet
 from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.llm.prompt import system_prompt
 from fleet_agent.models import Wake
-from fleet_agent.prompt import system_prompt
 from tests.policy_rows import FLEET_TOOLS, context_of, machine, offer, tool_results
 
 TOOLS = FLEET_TOOLS

@@ -1,5 +1,5 @@
-"""The request laid out for the prompt cache (fleet_agent/prompt_cache.py) and the
-history that moves in blocks (fleet_agent/history.py): pure, no I/O."""
+"""The request laid out for the prompt cache (fleet_agent/llm/prompt_cache.py) and the
+history that moves in blocks (fleet_agent/llm/history.py): pure, no I/O."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from fleet_agent.history import BLOCKS_PER_BUDGET, block_starts, history_messages
+from fleet_agent.llm.history import BLOCKS_PER_BUDGET, block_starts, history_messages
+from fleet_agent.llm.prompt import context_message, estimate_tokens, system_prompt
+from fleet_agent.llm.prompt_cache import MAX_BREAKPOINTS, breakpoints, cached_request
+from fleet_agent.llm.tools import FLEET_TOOLS, LOCAL_TOOLS, tool_schemas
 from fleet_agent.models import AgentConfig
-from fleet_agent.prompt import context_message, estimate_tokens, system_prompt
-from fleet_agent.prompt_cache import MAX_BREAKPOINTS, breakpoints, cached_request
-from fleet_agent.tools import FLEET_TOOLS, LOCAL_TOOLS, tool_schemas
 from testkit.fakes import validate_messages_request
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

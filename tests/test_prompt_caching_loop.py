@@ -10,9 +10,9 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
+from fleet_agent.llm.transcript import StoredReply
 from fleet_agent.models import TokenUsage
 from fleet_agent.store import Store
-from fleet_agent.transcript import StoredReply
 from testkit.fakes.anthropic_cache import cache_markers
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, wait_runs

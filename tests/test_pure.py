@@ -12,23 +12,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from fleet_agent.history import block_starts, history_messages
-from fleet_agent.models import (
-    AgentConfig,
-    ConfigPatch,
-    Priority,
-    TokenUsage,
-    ToolCall,
-    ToolResult,
-    Trigger,
-    TriggerKind,
-    Verdict,
-    Wake,
-)
-from fleet_agent.prompt import estimate_tokens, render_trigger_block
-from fleet_agent.schedule import next_due
-from fleet_agent.tools import CancelWakeInput, ScheduleNextCheckInput, parse_tool_input
-from fleet_agent.transcript import (
+from fleet_agent.llm.history import block_starts, history_messages
+from fleet_agent.llm.prompt import estimate_tokens, render_trigger_block
+from fleet_agent.llm.tools import CancelWakeInput, ScheduleNextCheckInput, parse_tool_input
+from fleet_agent.llm.transcript import (
     FOLD_HEADING,
     PAUSED_TEXT,
     SETTLED_THINKING_CHARS,
@@ -42,8 +29,21 @@ from fleet_agent.transcript import (
     tool_calls_of,
     tool_results_seq,
 )
+from fleet_agent.llm.verdict import parse_verdict, strip_verdict
+from fleet_agent.models import (
+    AgentConfig,
+    ConfigPatch,
+    Priority,
+    TokenUsage,
+    ToolCall,
+    ToolResult,
+    Trigger,
+    TriggerKind,
+    Verdict,
+    Wake,
+)
+from fleet_agent.schedule import next_due
 from fleet_agent.triggers import TriggerBuffer
-from fleet_agent.verdict import parse_verdict, strip_verdict
 from fleet_agent.wakes import (
     MAX_PENDING_WAKES,
     add_wake,
@@ -453,7 +453,7 @@ def test_budget_drops_the_oldest_runs_first(budget: int) -> None:
     assert 1 <= trimmed.included < 20
     kept = [int(m["content"].split()[0].removeprefix("FINAL-")) for m in trimmed.messages[1::2]]
     assert kept == list(range(21 - trimmed.included, 21)), "a contiguous run of the newest"
-    # The window starts at a block (fleet_agent/history.py), and the block
+    # The window starts at a block (fleet_agent/llm/history.py), and the block
     # before it would have broken the budget; so at most about a block (a
     # quarter of the budget) plus one run is left unused.
     costs = [estimate_tokens(m["content"]) for m in history_messages(entries, 10**9).messages]

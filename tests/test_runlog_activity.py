@@ -14,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.runlog import RunLogActivities
+from fleet_agent.llm.transcript import CONTEXT_SEQ
 from fleet_agent.models import (
     AgentConfig,
     InboxItem,
@@ -26,7 +27,6 @@ from fleet_agent.models import (
     TriggerKind,
 )
 from fleet_agent.store import Store
-from fleet_agent.transcript import CONTEXT_SEQ
 
 AGENT = "agent-runlog"
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -16,9 +16,9 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.fleet_results import replayed, slim
 from activities.runlog import RunLogActivities
+from fleet_agent.llm.transcript import StoredToolResults, tool_results_seq
 from fleet_agent.models import AgentConfig, FleetToolRequest, StoreToolResults, ToolResult
 from fleet_agent.store import Store, ToolJournal
-from fleet_agent.transcript import StoredToolResults, tool_results_seq
 
 AGENT = "agent-slim"
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -19,8 +19,8 @@ from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.fleet.spare import BAND, SPARE_MAX, cheapest_spared_cover, hold_level
 from fleet_agent.fleet.triage import hold_of
 from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.llm.prompt import context_message, limits_text
 from fleet_agent.models import AgentConfig
-from fleet_agent.prompt import context_message, limits_text
 from tests.policy_rows import machine, offer, trade_check
 
 

@@ -17,8 +17,8 @@ from fleet_agent.fleet.swap import (
 )
 from fleet_agent.fleet.trade import TRADE_CHECK_REASON
 from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.llm.prompt import system_prompt
 from fleet_agent.models import Wake
-from fleet_agent.prompt import system_prompt
 from tests.policy_rows import (
     FLEET_TOOLS,
     context_of,

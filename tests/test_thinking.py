@@ -17,12 +17,12 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.compact import CompactActivities
 from activities.fleet import FleetActivities
-from fleet_agent.compaction import summary_body_cap
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
+from fleet_agent.llm.compaction import summary_body_cap
 from fleet_agent.llm.request import THINKING_ROOM
+from fleet_agent.llm.transcript import FOLD_HEADING, StoredReply, settled
 from fleet_agent.models import CompactRequest, RunStatus
 from fleet_agent.store import RunRecord, Store
-from fleet_agent.transcript import FOLD_HEADING, StoredReply, settled
 from starter.runlog_view import run_detail
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, wait_runs

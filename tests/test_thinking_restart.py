@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from fleet_agent.llm.transcript import StoredReply, settled
 from fleet_agent.models import AgentInput, ConfigPatch, RunStatus
 from fleet_agent.store import Store
-from fleet_agent.transcript import StoredReply, settled
 from simulator import SimServer
 from testkit.fakes import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, worker_process_env

@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
-from fleet_agent.models import RequestLayout, ToolResult
-from fleet_agent.prompt_cache import CachedRequest, cached_request
-from fleet_agent.request_fit import RequestTooLarge, cut_context, fit_request
-from fleet_agent.token_count import COUNT_FROM_SHARE, RequestTokens
-from fleet_agent.transcript import (
+from fleet_agent.llm.prompt_cache import CachedRequest, cached_request
+from fleet_agent.llm.request_fit import RequestTooLarge, cut_context, fit_request
+from fleet_agent.llm.token_count import COUNT_FROM_SHARE, RequestTokens
+from fleet_agent.llm.transcript import (
     CONTEXT_SEQ,
     FOLD_HEADING,
     StoredReply,
@@ -24,6 +23,7 @@ from fleet_agent.transcript import (
     dumps,
     tool_results_seq,
 )
+from fleet_agent.models import RequestLayout, ToolResult
 from testkit.fakes.anthropic_cache import prompt_tokens
 from testkit.fakes.anthropic_server import ErrorReply, FakeAnthropic
 

@@ -15,7 +15,7 @@ from fleet_agent.fleet.trade import (
     trade_offers,
 )
 from fleet_agent.llm.autopilot import AutopilotProvider
-from fleet_agent.prompt import system_prompt
+from fleet_agent.llm.prompt import system_prompt
 from tests.policy_rows import (
     FLEET_TOOLS,
     context_of,

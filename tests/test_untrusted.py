@@ -14,8 +14,8 @@ import pytest
 from activities.fleet_results import vast_failure, vast_text
 from fleet_agent.fleet.provers import ProverTrack
 from fleet_agent.fleet.snapshot import NOT_PROVING, summarize
+from fleet_agent.llm.prompt import render_trigger_block
 from fleet_agent.models import Trigger, TriggerKind
-from fleet_agent.prompt import render_trigger_block
 from fleet_agent.untrusted import DEFAULT_CHARS, fence, single_line
 from fleet_agent.vast.errors import VastAuthError, VastServerError
 from fleet_agent.vast.models import Instance

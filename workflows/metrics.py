@@ -21,8 +21,8 @@ from temporalio.common import MetricMeter
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models only.
     from fleet_agent.fleet.snapshot import FleetSnapshot
+    from fleet_agent.llm.verdict import acted
     from fleet_agent.models import AgentState, Phase, RunResult, ToolResult, Trigger, TriggerKind
-    from fleet_agent.verdict import acted
 
 __all__ = [
     "record_agent_state",

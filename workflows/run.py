@@ -21,6 +21,11 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.details import run_details
     from fleet_agent.llm.request import longest_reply
     from fleet_agent.llm.timing import LLM_HEARTBEAT_TIMEOUT, llm_attempt_timeout
+    from fleet_agent.llm.tools import (
+        FLEET_TOOLS,
+        MUTATING_TOOLS,
+    )
+    from fleet_agent.llm.verdict import judge
     from fleet_agent.models import (
         APPROVAL_DECIDED,
         ApprovalDecision,
@@ -37,11 +42,6 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         ToolResult,
     )
-    from fleet_agent.tools import (
-        FLEET_TOOLS,
-        MUTATING_TOOLS,
-    )
-    from fleet_agent.verdict import judge
     from workflows import stubs
     from workflows.metrics import record_tool_results
     from workflows.policies import (
@@ -178,7 +178,7 @@ class AgentRunWorkflow:
         calls run only from a complete reply; a reply cut off by `max_tokens`
         (or any other truncation) runs none of its calls and the model is
         asked to go on, once; `pause_turn` is continued by sending the paused
-        reply back (with a note: fleet_agent/transcript.py); `refusal` ends the
+        reply back (with a note: fleet_agent/llm/transcript.py); `refusal` ends the
         run without acting; `model_context_window_exceeded` folds the run so
         far into a digest and asks again, once.
         """

@@ -14,8 +14,8 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure rules.
+    from fleet_agent.llm.tools import CancelWakeInput, ScheduleNextCheckInput, parse_tool_input
     from fleet_agent.models import RunInput, ToolCall, ToolResult, Wake, WakeRequest
-    from fleet_agent.tools import CancelWakeInput, ScheduleNextCheckInput, parse_tool_input
     from fleet_agent.wakes import cancel_wake, decide_wake
 
 __all__ = ["WakeTools"]

@@ -22,9 +22,9 @@ from temporalio.common import (
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and a pure table.
+    from fleet_agent.llm.verdict import acted
     from fleet_agent.models import Phase, RunResult, Trigger
     from fleet_agent.search_attributes import SearchAttribute, search_phase
-    from fleet_agent.verdict import acted
 
 __all__ = ["PATCH", "agent_updates", "run_result_updates", "run_start_attributes"]
 

@@ -23,7 +23,7 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
-from fleet_agent.llm_models import DEFAULT_MODEL, ModelInfo, known_info
+from fleet_agent.llm.model_table import DEFAULT_MODEL, ModelInfo, known_info
 from fleet_agent.models import TokenUsage
 
 from .base import (
@@ -56,7 +56,7 @@ MODEL_ENV = "FLEET_LLM_MODEL"  # read directly only when the caller names no mod
 
 
 def default_model() -> str:
-    """The pinned default model (`DEFAULT_MODEL`, fleet_agent/llm_models.py)."""
+    """The pinned default model (`DEFAULT_MODEL`, fleet_agent/llm/model_table.py)."""
     return DEFAULT_MODEL
 
 

@@ -2,7 +2,7 @@
 
 Pure. `build_request` turns a prompt and the caller's `LlmOptions` into the
 keyword arguments of `messages.create` / `messages.stream`, taking from the
-model table (fleet_agent/llm_models.py) what the model accepts:
+model table (fleet_agent/llm/model_table.py) what the model accepts:
 
 - an adaptive-thinking model (Sonnet 5.5 thinks when a request has no
   `thinking` field) gets ``thinking: {"type": "adaptive", "display": ...}``,
@@ -16,7 +16,7 @@ https://platform.claude.com/docs/en/models/sonnet-5-5/migration-guide: "thinking
 budgets, sampling parameters, assistant prefill, forced tool choice, and
 thinking: {"type": "disabled"}"): there is no parameter for any of them, and
 a conversation that ends with an assistant message is refused here
-(`PrefillRefused`) rather than sent — fleet_agent/transcript.py continues a
+(`PrefillRefused`) rather than sent — fleet_agent/llm/transcript.py continues a
 paused or cut-off turn with a user message instead, on every model.
 
 `max_tokens` bounds thinking and answer together ("the tokens Claude spends
@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fleet_agent.llm_models import EFFORTS, ModelInfo
+from fleet_agent.llm.model_table import EFFORTS, ModelInfo
 from fleet_agent.models import Effort, ThinkingDisplay
 
 from .base import LlmOptions, SystemPrompt

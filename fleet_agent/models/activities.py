@@ -63,7 +63,7 @@ class ContextInfo(BaseModel):
 
 
 class RequestLayout(BaseModel):
-    """How a run's request was shrunk to fit (fleet_agent/request_fit.py).
+    """How a run's request was shrunk to fit (fleet_agent/llm/request_fit.py).
 
     A thinking model's blocks are bound to everything before them, so a
     request may only ever keep the previous round's layout and add to its
@@ -106,7 +106,7 @@ class LlmResult(BaseModel):
     verdict_error: str = ""
     seconds: float = 0.0
     replayed: bool = False
-    # A final reply's first ANSWER_PREVIEW_CHARS (fleet_agent/verdict.py), for
+    # A final reply's first ANSWER_PREVIEW_CHARS (fleet_agent/llm/verdict.py), for
     # the Web UI; the whole text stays in the store.
     answer: str = ""
     # The layout the reply's request was made under: the next round's start.

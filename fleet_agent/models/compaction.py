@@ -1,4 +1,4 @@
-"""Payloads of the `compact_session` activity (fleet_agent/compaction.py)."""
+"""Payloads of the `compact_session` activity (fleet_agent/llm/compaction.py)."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ class AgentConfig(BaseModel):
     # for its thinking, by effort (fleet_agent/llm/request.py).
     max_output_tokens: Annotated[int, Field(ge=256, le=64_000)] = 4_096
     # How hard the model thinks (docs/DECISIONS.md, "Effort"); sent only to
-    # models that take it (fleet_agent/llm_models.py).
+    # models that take it (fleet_agent/llm/model_table.py).
     llm_effort: Effort = "medium"
     # "summarized": the model's thinking is kept readable for `show-run` and
     # the console; it never enters a later run's prompt.

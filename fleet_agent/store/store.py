@@ -139,7 +139,7 @@ class Store(RunWrites, RunReads, RunCosts, Inbox, SessionSummaries):
 
     def replace_message(self, agent_id: str, run: int, seq: int, content: str) -> None:
         """Rewrite the content of a stored message (a finished run's settled
-        replies, fleet_agent/transcript.py); nothing when there is none."""
+        replies, fleet_agent/llm/transcript.py); nothing when there is none."""
         with self._engine.begin() as conn:
             conn.execute(
                 update(MessageRow)

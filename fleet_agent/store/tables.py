@@ -250,7 +250,7 @@ class ProverTrackRow(SQLModel, table=True):
 class SummaryRow(SQLModel, table=True):
     """One version of a session's rolling summary: it covers the session's runs
     `first_run`..`upto_run`; `from_run`..`upto_run` are the runs this version
-    folded in. Written by the run `made_by_run` (fleet_agent/compaction.py)."""
+    folded in. Written by the run `made_by_run` (fleet_agent/llm/compaction.py)."""
 
     __tablename__ = SUMMARIES_TABLE
     __table_args__ = (

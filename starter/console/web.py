@@ -18,8 +18,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
+from fleet_agent.llm.verdict import strip_verdict
 from fleet_agent.store import RunRecord
-from fleet_agent.verdict import strip_verdict
 from starter.agent_client import AgentClient, CliError, UsageError
 from starter.console.auth import IDENTITY_KEY, VIA_KEY, Tokens
 from starter.console.data import RunNotFound

@@ -19,7 +19,7 @@ request's JSON) only approximates it. `RequestTokens`:
 - falls back to the calibrated estimate when counting fails or times out, or
   the provider cannot count.
 
-Only the whole-request guard (fleet_agent/request_fit.py) uses these figures.
+Only the whole-request guard (fleet_agent/llm/request_fit.py) uses these figures.
 The history window keeps the plain estimate: its block boundaries must be
 the same on every worker and every round, or the cached prefix would move.
 """
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet_agent.llm.base import LlmError, SystemPrompt, TokenCounter
-from fleet_agent.prompt import estimate_tokens
+from fleet_agent.llm.prompt import estimate_tokens
 
 __all__ = [
     "COUNT_FROM_SHARE",

@@ -7,11 +7,11 @@ budget is enforced here, deterministically: the oldest runs go first, and a
 single oversized entry is cut in the middle, so the prompt can never overflow
 the way a failed compaction let it. The runs given are those after the
 session's summary, and the budget is the window's share of
-`history_token_budget` (fleet_agent/compaction.py); the runs that leave are
+`history_token_budget` (fleet_agent/llm/compaction.py); the runs that leave are
 folded into the next summary.
 
 **Blocks, for the prompt cache.** The history is the long, stable part of the
-request's cached prefix (fleet_agent/prompt_cache.py). A window that drops the
+request's cached prefix (fleet_agent/llm/prompt_cache.py). A window that drops the
 oldest run whenever a new one comes in would change the prefix's first
 history message on every run and defeat the cache. So the window's start only
 ever lands on a *block start*: the session's runs are cut into blocks of about
@@ -34,7 +34,7 @@ from datetime import datetime
 from itertools import accumulate
 from typing import Any, Protocol
 
-from fleet_agent.prompt import estimate_tokens, format_time
+from fleet_agent.llm.prompt import estimate_tokens, format_time
 
 __all__ = [
     "BLOCKS_PER_BUDGET",

@@ -6,15 +6,15 @@ whose prefix is byte-identical up to one of those points reads it back at a
 tenth of the input price. A breakpoint finds an earlier entry up to 20 content
 blocks before it, so one on the newest block also reads what the previous
 request cached. At most four breakpoints per request; prefixes shorter than
-the model's minimum (fleet_agent/llm_models.py) are not cached at all.
+the model's minimum (fleet_agent/llm/model_table.py) are not cached at all.
 
 The request, from the most stable part to the least, with its breakpoints:
 
 1. tools and the system instructions (the same for every run of an agent) —
    breakpoint A, on the system text;
-2. the session summary (a second system block, fleet_agent/compaction.py;
+2. the session summary (a second system block, fleet_agent/llm/compaction.py;
    there is none until runs leave the history window) — breakpoint B;
-3. the history of earlier runs (fleet_agent/history.py: only grows at its end
+3. the history of earlier runs (fleet_agent/llm/history.py: only grows at its end
    between two moves of its start, which happen in blocks) — breakpoint C on
    its last message, so the next run reads the whole history back;
 4. this run: its context message (the clock, target, limits, fleet) and its

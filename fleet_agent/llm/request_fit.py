@@ -1,7 +1,7 @@
 """The whole request within its budget and the model's window, before it is sent.
 
-The history has its budget (fleet_agent/history.py, with the summary's share
-in fleet_agent/compaction.py); this run's own messages (its context and its
+The history has its budget (fleet_agent/llm/history.py, with the summary's share
+in fleet_agent/llm/compaction.py); this run's own messages (its context and its
 rounds of tool calls and results) get a share as large (`run_share`).
 
 A thinking model's blocks are bound to everything before them: a request
@@ -12,13 +12,13 @@ https://platform.claude.com/docs/en/build-with-claude/preserved-thinking).
 So a request is shrunk only by *layouts* (`RequestLayout`): the layout of
 the previous round's request is kept as it is, and when it no longer fits,
 the whole run so far is folded into a digest in its context message
-(fleet_agent/transcript.py), which leaves no thinking block of the run to
+(fleet_agent/llm/transcript.py), which leaves no thinking block of the run to
 echo; only then are the oldest history runs left out and the context cut.
 The reply carries its layout, and the next round starts from it.
 
 1. when this run's messages are over their share, the run so far is folded;
 2. the whole request (system, tools, summary, history, this run) is counted
-   when its estimate nears the window (fleet_agent/token_count.py); over the
+   when its estimate nears the window (fleet_agent/llm/token_count.py); over the
    model's window less the reply's `max_tokens`, the run is folded, then the
    oldest history runs are left out, a pair of messages at a time, then the
    context message is cut in the middle;
@@ -33,9 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fleet_agent.llm.prompt_cache import CachedRequest
+from fleet_agent.llm.token_count import Count, RequestTokens
 from fleet_agent.models import RequestLayout
-from fleet_agent.prompt_cache import CachedRequest
-from fleet_agent.token_count import Count, RequestTokens
 
 __all__ = ["Fitted", "RequestTooLarge", "cut_context", "fit_request"]
 

@@ -1,9 +1,9 @@
 """The rolling session summary: what runs that left the history window become.
 
-The history window (fleet_agent/history.py) drops whole blocks of runs. Here
+The history window (fleet_agent/llm/history.py) drops whole blocks of runs. Here
 those runs are *folded* into a summary instead of being lost: the summary of
 the session so far, plus the dropped runs, become the next summary. It fills
-the request's summary slot (breakpoint B of fleet_agent/prompt_cache.py), so
+the request's summary slot (breakpoint B of fleet_agent/llm/prompt_cache.py), so
 it changes only when a block leaves the window, and the prefix stays
 byte-identical between two moves.
 
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fleet_agent.history import HistoryLike, window_start
-from fleet_agent.prompt import estimate_tokens, format_time
+from fleet_agent.llm.history import HistoryLike, window_start
+from fleet_agent.llm.prompt import estimate_tokens, format_time
 
 __all__ = [
     "SUMMARY_SHARE",

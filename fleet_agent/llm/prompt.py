@@ -3,8 +3,8 @@ own first message.
 
 The system text is fixed per agent so that it can open the request's cached
 prefix; what changes from run to run (clock, target, limits, fleet) is in the
-run's message. The earlier runs of the session come from fleet_agent/history.py
-and the request is laid out for prompt caching in fleet_agent/prompt_cache.py.
+run's message. The earlier runs of the session come from fleet_agent/llm/history.py
+and the request is laid out for prompt caching in fleet_agent/llm/prompt_cache.py.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from fleet_agent.fleet.trade import (
     TRADE_CHECK_SECONDS,
     TRADE_SAVING,
 )
+from fleet_agent.llm.verdict import VERDICT_INSTRUCTIONS
 from fleet_agent.models import AgentConfig, Trigger, TriggerKind, Wake
 from fleet_agent.untrusted import fence, single_line
-from fleet_agent.verdict import VERDICT_INSTRUCTIONS
 
 __all__ = [
     "context_message",

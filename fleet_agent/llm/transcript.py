@@ -11,7 +11,7 @@ exactly as received: rebuilding the message or filtering out
 redacted_thinking blocks triggers a 400 error",
 https://platform.claude.com/docs/en/build-with-claude/thinking-tool-workflows).
 Only this run's replies are sent back; earlier runs enter the prompt as their
-final text (fleet_agent/history.py), their thinking never. So once a run has
+final text (fleet_agent/llm/history.py), their thinking never. So once a run has
 its final answer, its replies are *settled* (`settled`): the signatures and
 encrypted data that only the API can read are dropped and a summarised
 thinking is capped, which keeps the transcript readable and its size small.
