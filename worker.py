@@ -37,16 +37,16 @@ from activities.llm import LlmActivities
 from activities.runlog import RunLogActivities
 from activities.visibility import VisibilityActivities
 from fleet_agent.bytecode import bytecode_warning
-from fleet_agent.env_file import export_env_file
+from fleet_agent.config.env_file import export_env_file
+from fleet_agent.config.settings import Settings
+from fleet_agent.config.tuning import WorkerTuning
 from fleet_agent.llm.base import LlmProvider
 from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.llm.model_table import KNOWN_MODELS, ModelInfo
 from fleet_agent.llm.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.process_exit import end_process
 from fleet_agent.search_attributes import SearchAttributeMode
-from fleet_agent.settings import Settings
 from fleet_agent.store import NEW_STORE_FLAG, SchemaError, Store, StoreRefused, store_refusal
-from fleet_agent.tuning import WorkerTuning
 from fleet_agent.vast.client import VastClient
 from runtime.connect import connect, is_connect_failure, target_address, unreachable
 from runtime.stopping import stop_event
@@ -127,7 +127,7 @@ def build_worker(
     """A worker with every workflow and activity of fleet-agent on `task_queue`,
     its slots, pollers and cache set by `tuning` (default: the FLEET_WORKER_*
     variables over the defaults; the reasons for each figure are in
-    fleet_agent/tuning.py)."""
+    fleet_agent/config/tuning.py)."""
     tuning = tuning or WorkerTuning.from_env()
     return Worker(
         client,

@@ -22,10 +22,10 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
+from fleet_agent.config.settings import ProverSpec
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmOptions, LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import AgentInput, ConfigPatch, Effort
-from fleet_agent.settings import ProverSpec
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING

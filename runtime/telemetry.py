@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from fleet_agent.metrics_address import METRICS_ENV, METRICS_ENV_ALIAS, metrics_address
+from fleet_agent.config.metrics_address import METRICS_ENV, METRICS_ENV_ALIAS, metrics_address
 
 __all__ = [
     "STACK_METRICS_ADDRESS",

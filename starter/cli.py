@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from fleet_agent.env_file import SettingsError, export_env_file
+from fleet_agent.config.env_file import SettingsError, export_env_file
 from fleet_agent.process_exit import end_process
 from starter import commands
 from starter.agent_client import (

@@ -55,9 +55,9 @@ def _worker(args: argparse.Namespace) -> int:
     """`python worker.py` with optional connection overrides (read by env config)."""
     # Imported here: only the service commands need the activities and providers.
     import worker
-    from fleet_agent.settings import Settings
+    from fleet_agent.config.settings import Settings
+    from fleet_agent.config.tuning import WorkerTuning
     from fleet_agent.store import SchemaError, StoreRefused
-    from fleet_agent.tuning import WorkerTuning
     from runtime.telemetry import MetricsUnavailable
 
     for env, value in (

@@ -7,7 +7,7 @@ Ctrl-C/SIGTERM, or after the first run with `--check` (a smoke test).
 
 One stack per port: a second `up` of a running stack attaches to it and starts
 nothing (starter/stack_attach.py), or adds just a worker with `--add-worker`.
-Each stack keeps its own files, its store among them (fleet_agent/local_stack.py).
+Each stack keeps its own files, its store among them (fleet_agent/config/local_stack.py).
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ import shlex
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fleet_agent.local_stack import (
+from fleet_agent.config.local_stack import (
     DEFAULT_TEMPORAL_PORT,
     TEMPORAL_PORT_ENV,
     StackPaths,
     stack_paths,
 )
+from fleet_agent.config.settings import Settings
+from fleet_agent.config.tuning import WorkerTuning
 from fleet_agent.models import ConfigPatch
-from fleet_agent.settings import Settings
 from fleet_agent.store import SchemaError, StoreRefused, redacted_url
 from fleet_agent.store.engine import DATABASE_URL_ENV
-from fleet_agent.tuning import WorkerTuning
 from runtime.stopping import stop_event
 from runtime.telemetry import MetricsUnavailable, install_stack_metrics
 from starter.agent_client import AgentClient, CliError

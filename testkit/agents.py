@@ -17,11 +17,11 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.fleet import FleetActivities
+from fleet_agent.config.tuning import WorkerTuning
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmProvider
 from fleet_agent.models import AgentInput, AgentStatus, ConfigPatch
 from fleet_agent.store import Store
-from fleet_agent.tuning import WorkerTuning
 from worker import build_worker
 from workflows import FleetAgentWorkflow
 

@@ -19,8 +19,8 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
-from fleet_agent.env_file import ENV_FILE_ENV
-from fleet_agent.settings import ProverSpec
+from fleet_agent.config.env_file import ENV_FILE_ENV
+from fleet_agent.config.settings import ProverSpec
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING

@@ -18,6 +18,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities import fleet_stop
 from activities.fleet import FleetActivities
+from fleet_agent.config.settings import ProverSpec
 from fleet_agent.fleet.budget import budget_refusal
 from fleet_agent.models import (
     AgentConfig,
@@ -25,7 +26,6 @@ from fleet_agent.models import (
     PollRequest,
     StopFleetRequest,
 )
-from fleet_agent.settings import ProverSpec
 from fleet_agent.store import SpendLedger, Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING

@@ -21,11 +21,11 @@ from activities import heartbeat
 from activities.fleet import FleetActivities
 from activities.fleet_create import Renter
 from activities.fleet_spend import SpendBook
+from fleet_agent.config.settings import ProverSpec
 from fleet_agent.fleet.labels import create_label
 from fleet_agent.fleet.reconcile import ReconcileRequest
 from fleet_agent.fleet.settle import settle_label
 from fleet_agent.models import AgentConfig, PollRequest
-from fleet_agent.settings import ProverSpec
 from fleet_agent.store import Store, ToolJournal
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING

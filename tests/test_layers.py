@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 
 from activities.fleet import FleetActivities
+from fleet_agent.config.settings import ProverSpec
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.llm.tools import FLEET_TOOLS
-from fleet_agent.settings import ProverSpec
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from worker import worker_activities

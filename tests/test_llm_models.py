@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet_agent.config.settings import Settings
 from fleet_agent.llm import anthropic_provider
 from fleet_agent.llm.model_table import (
     DEFAULT_MODEL,
@@ -21,7 +22,6 @@ from fleet_agent.llm.model_table import (
     model_table,
 )
 from fleet_agent.models import TokenUsage
-from fleet_agent.settings import Settings
 from starter.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,9 +14,9 @@ from temporalio.service import RPCError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.fleet import FleetActivities
+from fleet_agent.config.settings import ProverSpec
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import PollRequest
-from fleet_agent.settings import ProverSpec
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING

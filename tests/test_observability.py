@@ -29,11 +29,12 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from activities.visibility import VisibilityActivities, missing_attributes
+from fleet_agent.config.metrics_address import metrics_address
+from fleet_agent.config.settings import Settings
 from fleet_agent.details import agent_details, last_run_line, run_details
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.verdict import ANSWER_PREVIEW_CHARS, answer_preview
-from fleet_agent.metrics_address import metrics_address
 from fleet_agent.models import (
     AgentConfig,
     AgentInput,
@@ -49,7 +50,6 @@ from fleet_agent.models import (
     Verdict,
 )
 from fleet_agent.search_attributes import SEARCH_ATTRIBUTES, search_attribute_mode
-from fleet_agent.settings import Settings
 from fleet_agent.store import Store
 from runtime.telemetry import (
     STACK_METRICS_ADDRESS,

@@ -37,8 +37,8 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.workflow import NondeterminismError
 
 from activities.fleet import FleetActivities
+from fleet_agent.config.settings import ProverSpec
 from fleet_agent.models import Phase, RunInput, RunResult, RunStatus, TriggerKind
-from fleet_agent.settings import ProverSpec
 from fleet_agent.store import RunRecord, Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING

@@ -29,9 +29,9 @@ from temporalio.testing import ActivityEnvironment
 from activities import fleet_stop
 from activities.fleet import FleetActivities
 from activities.fleet_create import Renter
+from fleet_agent.config.settings import ProverSpec
 from fleet_agent.fleet.guardrails import fleet_dph, offer_refusal, rent_refusal, rented_refusal
 from fleet_agent.models import AgentConfig, ApprovalDecision, StopFleetRequest, ToolResult
-from fleet_agent.settings import ProverSpec
 from fleet_agent.store import SpendLedger, Store, ToolJournal
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.models import Instance, Offer

@@ -22,9 +22,9 @@ import pytest_asyncio
 from temporalio.testing import ActivityEnvironment
 
 from activities.fleet import FleetActivities
+from fleet_agent.config.settings import ProverSpec
 from fleet_agent.fleet.labels import create_label
 from fleet_agent.models import PollRequest
-from fleet_agent.settings import ProverSpec
 from fleet_agent.store import SpendLedger, Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from fleet_agent.settings import Settings
+from fleet_agent.config.settings import Settings
 from fleet_agent.store import SCHEMA_VERSION, Store, StoreCondition, store_refusal
 
 T0 = datetime(2025, 3, 4, tzinfo=UTC)

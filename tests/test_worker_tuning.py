@@ -1,4 +1,4 @@
-"""Worker tuning from the environment (fleet_agent/tuning.py) and its use by
+"""Worker tuning from the environment (fleet_agent/config/tuning.py) and its use by
 build_worker."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from fleet_agent.config.tuning import WorkerTuning
 from fleet_agent.llm.autopilot import AutopilotProvider
-from fleet_agent.tuning import WorkerTuning
 
 
 def test_tuning_from_env_names_the_bad_variable() -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from fleet_agent.config.settings import Settings
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.llm.base import LlmProvider
-from fleet_agent.settings import Settings
 
 __all__ = ["provider_from_settings"]
 
