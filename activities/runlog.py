@@ -36,6 +36,7 @@ from fleet_agent.llm.transcript import (
     settled,
     tool_results_seq,
 )
+from fleet_agent.loop.triggers import message_key
 from fleet_agent.models import (
     AgentConfig,
     AgentCounters,
@@ -51,7 +52,6 @@ from fleet_agent.models import (
     TriggerKind,
 )
 from fleet_agent.store import Store, ToolJournal
-from fleet_agent.triggers import message_key
 
 __all__ = ["FleetView", "NoFleet", "RunLogActivities"]
 

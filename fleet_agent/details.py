@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from fleet_agent.loop.schedule import Due
 from fleet_agent.models import AgentState, LastRun, Phase, RunResult, Trigger
-from fleet_agent.schedule import Due
 
 __all__ = ["agent_details", "last_run_line", "run_details", "trigger_summary"]
 

@@ -28,7 +28,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
-from fleet_agent.inputs import payload_preview
+from fleet_agent.loop.inputs import payload_preview
 from fleet_agent.models import (
     AgentConfig,
     AgentInput,

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fleet_agent.inputs import parse_config_patch
+from fleet_agent.loop.inputs import parse_config_patch
 from fleet_agent.models import AgentConfig, ConfigPatch
 from starter.agent_client import UsageError, validation_message
 

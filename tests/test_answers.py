@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from fleet_agent.loop.triggers import TriggerBuffer
 from fleet_agent.models import HumanMessage, RunStatus, Trigger, TriggerKind, Verdict
 from fleet_agent.store import Store
-from fleet_agent.triggers import TriggerBuffer
 from starter.agent_client import UsageError
 from starter.answers import (
     ANSWER_TIMEOUT_EXIT,

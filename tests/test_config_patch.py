@@ -17,7 +17,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from fleet_agent.inputs import parse_config_patch
+from fleet_agent.loop.inputs import parse_config_patch
 from fleet_agent.models import AgentConfig, ConfigPatch
 from fleet_agent.models.config import NOT_PATCHABLE
 

@@ -14,7 +14,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from fleet_agent.inputs import parse_start
+from fleet_agent.loop.inputs import parse_start
 from fleet_agent.models import AgentConfig, Phase, TriggerKind
 from fleet_agent.store import Store
 from testkit.fakes.anthropic_server import FakeAnthropic

@@ -30,6 +30,15 @@ from fleet_agent.llm.transcript import (
     tool_results_seq,
 )
 from fleet_agent.llm.verdict import parse_verdict, strip_verdict
+from fleet_agent.loop.schedule import next_due
+from fleet_agent.loop.triggers import TriggerBuffer
+from fleet_agent.loop.wakes import (
+    MAX_PENDING_WAKES,
+    add_wake,
+    cancel_wake,
+    decide_wake,
+    due_wakes,
+)
 from fleet_agent.models import (
     AgentConfig,
     ConfigPatch,
@@ -41,15 +50,6 @@ from fleet_agent.models import (
     TriggerKind,
     Verdict,
     Wake,
-)
-from fleet_agent.schedule import next_due
-from fleet_agent.triggers import TriggerBuffer
-from fleet_agent.wakes import (
-    MAX_PENDING_WAKES,
-    add_wake,
-    cancel_wake,
-    decide_wake,
-    due_wakes,
 )
 from testkit.fakes import validate_messages_request
 

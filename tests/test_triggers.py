@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from fleet_agent.models import AgentConfig, Priority, RunInput, TriggerKind
-from fleet_agent.triggers import (
+from fleet_agent.loop.triggers import (
     MAX_PENDING_BYTES,
     MAX_UNSTORED_BYTES,
     PREVIEW_CHARS,
@@ -14,6 +13,7 @@ from fleet_agent.triggers import (
     message_key,
     preview,
 )
+from fleet_agent.models import AgentConfig, Priority, RunInput, TriggerKind
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 STATES = ["loading", "running", "exited", "offline"]

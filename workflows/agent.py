@@ -9,7 +9,7 @@ continue-as-new in the middle of a run.
 
 Nothing that arrives can hurt it: every signal is parsed from loose JSON into
 a model or a visible refusal, costs O(1), and is bounded in what it leaves in
-state (fleet_agent/triggers.py); the history is handed to a new execution as
+state (fleet_agent/loop/triggers.py); the history is handed to a new execution as
 soon as it grows large, whatever phase the loop is in.
 
 Every handler and the loop are declared here; what they do lives in plain

@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure helpers.
-    from fleet_agent.inputs import parse_payload
+    from fleet_agent.loop.inputs import parse_payload
     from fleet_agent.models import (
         APPROVAL_CLOSED,
         APPROVAL_DECIDED,

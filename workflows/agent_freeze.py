@@ -21,7 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure rules only.
-    from fleet_agent.inputs import parse_payload
+    from fleet_agent.loop.inputs import parse_payload
     from fleet_agent.models import (
         AgentConfig,
         FreezeInfo,

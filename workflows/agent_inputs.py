@@ -2,7 +2,7 @@
 
 Every signal takes loose JSON and is parsed into a model or a visible refusal
 (`status.rejected`), in O(1): a flood of them costs the workflow task little
-and leaves bounded state (fleet_agent/triggers.py). A signal with an unknown
+and leaves bounded state (fleet_agent/loop/triggers.py). A signal with an unknown
 name is recorded too. The update's validator refuses bad values before they
 reach history. The handlers are declared on the workflow (workflows/agent.py);
 `Intake` holds what they do.
@@ -21,7 +21,8 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
-    from fleet_agent.inputs import parse_config_patch, parse_payload
+    from fleet_agent.loop.inputs import parse_config_patch, parse_payload
+    from fleet_agent.loop.wakes import cancel_wake as remove_wake
     from fleet_agent.models import (
         AgentConfig,
         AgentStatus,
@@ -31,7 +32,6 @@ with workflow.unsafe.imports_passed_through():
         StateChanged,
         TriggerNow,
     )
-    from fleet_agent.wakes import cancel_wake as remove_wake
     from workflows.agent_monitor import MonitorLink
     from workflows.agent_state import AgentExecution
 

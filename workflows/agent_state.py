@@ -22,7 +22,9 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
     from fleet_agent.details import agent_details
-    from fleet_agent.inputs import Parsed, parse_start, payload_preview
+    from fleet_agent.loop.inputs import Parsed, parse_start, payload_preview
+    from fleet_agent.loop.schedule import Due, next_due
+    from fleet_agent.loop.triggers import Refusal, TriggerBuffer
     from fleet_agent.models import (
         AgentInput,
         AgentState,
@@ -32,9 +34,7 @@ with workflow.unsafe.imports_passed_through():
         Trigger,
         TriggerKind,
     )
-    from fleet_agent.schedule import Due, next_due
     from fleet_agent.search_attributes import search_phase
-    from fleet_agent.triggers import Refusal, TriggerBuffer
     from workflows.metrics import record_agent_state
     from workflows.search_attributes import agent_updates
 

@@ -1,6 +1,6 @@
 """A run's wake tools: `schedule_next_check` and `cancel_wake`.
 
-Decided inside the run (fleet_agent/wakes.py rules) against the wakes the run
+Decided inside the run (fleet_agent/loop/wakes.py rules) against the wakes the run
 started with plus its own; the parent workflow, which owns the wakes, applies
 the requests when the run ends. Deterministic: workflow code.
 """
@@ -15,8 +15,8 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure rules.
     from fleet_agent.llm.tools import CancelWakeInput, ScheduleNextCheckInput, parse_tool_input
+    from fleet_agent.loop.wakes import cancel_wake, decide_wake
     from fleet_agent.models import RunInput, ToolCall, ToolResult, Wake, WakeRequest
-    from fleet_agent.wakes import cancel_wake, decide_wake
 
 __all__ = ["WakeTools"]
 
