@@ -111,7 +111,7 @@ class FleetActivities:
         """How many of the agent's creates may still be renting: journalled
         as started, no result, younger than their activity's timeout."""
         since = self._clock() - CREATE_MAY_RUN_S
-        calls = await self._calls.creates_in_flight_of(agent_id)
+        calls = await self._calls.creates_in_flight(agent_id)
         return sum(1 for c in calls if c.started_at.timestamp() >= since)
 
     # ------------------------------------------------------------ reads
@@ -242,7 +242,7 @@ class FleetActivities:
         listed = {i.label for i in fleet}
         reserved = [
             c.reserved_dph if c.reserved_dph is not None else config.max_instance_dph
-            for c in await self._calls.creates_in_flight(req)
+            for c in await self._calls.creates_in_flight(req.agent_id, req.tool_use_id)
             if create_label(req.agent_id, c.run, c.tool_use_id) not in listed
         ]
         refusal = rent_refusal(offer, fleet, config, self._prover, reserved=reserved)

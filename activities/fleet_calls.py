@@ -119,16 +119,12 @@ class ToolCalls:
         holds `reserved_dph` against the caps until it has a result."""
         await asyncio.to_thread(self._journal.start, req, self._now(), reserved_dph)
 
-    async def creates_in_flight(self, req: FleetToolRequest) -> list[CreateInFlight]:
-        """The agent's other create calls started and not finished (a run
-        that timed out may have left one still renting)."""
+    async def creates_in_flight(self, agent_id: str, except_call: str = "") -> list[CreateInFlight]:
+        """The agent's create calls started and not finished, but `except_call`
+        (a run that timed out may have left one still renting)."""
         return await asyncio.to_thread(
-            self._journal.creates_in_flight, req.agent_id, self._now(), req.tool_use_id
+            self._journal.creates_in_flight, agent_id, self._now(), except_call
         )
-
-    async def creates_in_flight_of(self, agent_id: str) -> list[CreateInFlight]:
-        """Every create call of the agent started and not finished."""
-        return await asyncio.to_thread(self._journal.creates_in_flight, agent_id, self._now())
 
     async def finish(self, req: FleetToolRequest, result: ToolResult) -> ToolResult:
         """Record `result`; returns the recorded one (an earlier, overlapping

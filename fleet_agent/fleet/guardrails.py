@@ -117,18 +117,10 @@ def machine_refusal(offer: Offer, prover: ProverSpec) -> str | None:
     return None
 
 
-def _priced(dph: float | None) -> bool:
-    return dph is not None and 0.0 <= dph < float("inf")
-
-
 def fleet_dph(fleet: Sequence[Instance], *, unpriced: float) -> float:
     """What `fleet` bills per hour (dead, stopped and frozen machines
     included); a machine whose row states no usable price counts `unpriced`."""
-    return sum(
-        i.dph_total if i.dph_total is not None and _priced(i.dph_total) else unpriced
-        for i in fleet
-        if not i.is_gone
-    )
+    return sum(unpriced if i.price is None else i.price for i in fleet if not i.is_gone)
 
 
 def rent_refusal(
@@ -176,8 +168,8 @@ def rented_refusal(
     it at (`dph_total` of its row, which may differ from the offer's), or
     None. `fleet`: the agent's machines as listed now, `rented` among them;
     `approved_dph`: the $/h an operator approved for this call."""
-    dph = rented.dph_total
-    if dph is None or not _priced(dph):
+    dph = rented.price
+    if dph is None:
         return "vast.ai states no usable price for it"
     if not dph <= config.max_instance_dph:
         return (

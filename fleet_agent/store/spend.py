@@ -187,7 +187,7 @@ class SpendLedger(SpendReads):
         traffic = traffic_usd(inst, d_down, d_up)
         # A row without a usable price keeps the machine's last rate: read
         # as $0 it would hide spend from the budget (prices fail closed).
-        priced = inst.dph_total is not None and inst.dph_total >= 0
+        priced = inst.price is not None
         rate = billed_dph(inst) if priced else row.dph
         usd = rate * (end - old).total_seconds() / 3600.0
         done = self._move(
@@ -198,7 +198,7 @@ class SpendLedger(SpendReads):
             ended_at=None,  # a machine closed as vanished and listed again is open again
             closed_by="",
             dph=rate,
-            dph_total=inst.dph_total if inst.dph_total is not None and priced else row.dph_total,
+            dph_total=row.dph_total if inst.price is None else inst.price,
             inet_down_billed=down,
             inet_up_billed=up,
             usd=row.usd + usd + traffic,

@@ -276,6 +276,13 @@ class Instance(_VastRecord):
         return slice_ram_mb(self.cpu_ram, self.gpu_frac)
 
     @property
+    def price(self) -> float | None:
+        """`dph_total` when the row states a usable one (finite, not negative),
+        else None: an unpriced machine is never read as $0 (prices fail closed)."""
+        dph = self.dph_total
+        return dph if dph is not None and 0.0 <= dph < math.inf else None
+
+    @property
     def is_gone(self) -> bool:
         """Destroyed and released: a row the service may still show, no fleet member."""
         fields = (self.actual_status, self.intended_status, self.cur_state, self.next_state)
