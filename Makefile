@@ -57,7 +57,7 @@ $(STAMP): pyproject.toml
 # The project's bytecode, written even where PYTHONDONTWRITEBYTECODE is set:
 # the workflow sandbox imports the workflow modules afresh for every
 # workflow it starts, and without bytecode compiles them each time
-# (fleet_agent/bytecode.py). Up to date, this takes a twentieth of a second.
+# (runtime/bytecode.py). Up to date, this takes a twentieth of a second.
 COMPILE := $(BIN)/python -m compileall -q workflows activities fleet_agent runtime starter worker.py
 
 run: $(RUN_STAMP)

@@ -36,7 +36,6 @@ from activities.links import LinkActivities
 from activities.llm import LlmActivities
 from activities.runlog import RunLogActivities
 from activities.visibility import VisibilityActivities
-from fleet_agent.bytecode import bytecode_warning
 from fleet_agent.config.env_file import export_env_file
 from fleet_agent.config.settings import Settings
 from fleet_agent.config.tuning import WorkerTuning
@@ -44,11 +43,12 @@ from fleet_agent.llm.base import LlmProvider
 from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.llm.model_table import KNOWN_MODELS, ModelInfo
 from fleet_agent.llm.tools import FLEET_TOOLS, LOCAL_TOOLS
-from fleet_agent.process_exit import end_process
-from fleet_agent.search_attributes import SearchAttributeMode
 from fleet_agent.store import NEW_STORE_FLAG, SchemaError, Store, StoreRefused, store_refusal
 from fleet_agent.vast.client import VastClient
+from fleet_agent.visibility.search_attributes import SearchAttributeMode
+from runtime.bytecode import bytecode_warning
 from runtime.connect import connect, is_connect_failure, target_address, unreachable
+from runtime.process_exit import end_process
 from runtime.stopping import stop_event
 from runtime.telemetry import MetricsUnavailable, install_metrics
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
@@ -354,5 +354,5 @@ def _cli(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # Not through the interpreter's finalization, which the SDK's threads can
-    # abort (a refusal's exit 1 became -6): fleet_agent/process_exit.py.
+    # abort (a refusal's exit 1 became -6): runtime/process_exit.py.
     end_process(_cli())

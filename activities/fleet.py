@@ -27,6 +27,7 @@ from fleet_agent.fleet.approvals import create_gate
 from fleet_agent.fleet.failed_hosts import failed_host_refusal
 from fleet_agent.fleet.guardrails import above_approved, fleet_dph, rent_refusal
 from fleet_agent.fleet.labels import LabelTooLong, create_label
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest, duplicate_labels
 from fleet_agent.fleet.settle import settle_label
 from fleet_agent.fleet.snapshot import FleetSnapshot
@@ -44,7 +45,6 @@ from fleet_agent.models import (
     StopFleetRequest,
     ToolResult,
 )
-from fleet_agent.prover import ProverSpec
 from fleet_agent.store import FleetSnapshots, Store, ToolCallRecord, ToolJournal
 from fleet_agent.untrusted import fence
 from fleet_agent.vast.client import VastClient

@@ -27,9 +27,9 @@ from temporalio.exceptions import ApplicationError
 
 from fleet_agent.fleet.drain import DRAIN_KEY_PURPOSE, drain_token
 from fleet_agent.fleet.guardrails import rented_refusal
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.fleet.settle import Settled, settle_label
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
-from fleet_agent.prover import ProverSpec
 from fleet_agent.untrusted import fence
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError, VastNotFound

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB, stuck_loading_minutes
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.fleet.prover_status import read_statuses
 from fleet_agent.fleet.provers import ProverTrack, advance, not_proving_reason
 from fleet_agent.fleet.snapshot import estimate
 from fleet_agent.fleet.triage import GRACE_STATES, in_grace
 from fleet_agent.models import PollRequest
-from fleet_agent.prover import ProverSpec
 from fleet_agent.store import FailedHosts, ProverTracks, Store
 from fleet_agent.untrusted import fence
 from fleet_agent.vast.models import Instance

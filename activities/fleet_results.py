@@ -12,11 +12,11 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
-from fleet_agent.capacity import proofs_per_hour
+from fleet_agent.fleet.capacity import proofs_per_hour
 from fleet_agent.fleet.load_time import est_load_minutes
 from fleet_agent.fleet.offer_cost import transfer_dph
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.models import ApprovalAsk, FleetToolRequest, ToolResult
-from fleet_agent.prover import ProverSpec
 from fleet_agent.store import ToolCallRecord
 from fleet_agent.untrusted import fence
 from fleet_agent.vast.errors import VastAuthError, VastError

@@ -22,9 +22,9 @@ from fleet_agent.fleet.failed_hosts import Exclusions, exclusions
 from fleet_agent.fleet.guardrails import gpu_allowed, offer_refusal
 from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.offer_query import allowed_gpu_names, offer_filters
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.llm.tools import SearchOffersInput
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
-from fleet_agent.prover import ProverSpec
 from fleet_agent.store import FailedHost, FailedHosts, Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError

@@ -17,7 +17,6 @@ from activities.compact import prompt_history
 from activities.fleet_results import replay_note
 from activities.heartbeat import heartbeating
 from activities.metrics import record_run_cost
-from fleet_agent.accounting import replies_cost
 from fleet_agent.llm.model_table import KNOWN_MODELS, ModelInfo
 from fleet_agent.llm.prompt import (
     context_message,
@@ -52,6 +51,7 @@ from fleet_agent.models import (
     TriggerKind,
 )
 from fleet_agent.store import Store, ToolJournal
+from fleet_agent.store.accounting import replies_cost
 
 __all__ = ["FleetView", "NoFleet", "RunLogActivities"]
 

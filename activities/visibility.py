@@ -19,7 +19,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.service import RPCError
 
-from fleet_agent.search_attributes import (
+from fleet_agent.visibility.search_attributes import (
     SEARCH_ATTRIBUTES,
     SEARCH_ATTRIBUTES_ENV,
     SearchAttributeMode,
@@ -55,7 +55,7 @@ class VisibilityActivities:
 
     @activity.defn
     async def search_attributes_ready(self) -> bool:
-        """True when every attribute of fleet_agent/search_attributes.py is
+        """True when every attribute of fleet_agent/visibility/search_attributes.py is
         registered on the worker's namespace with its type (reads the
         namespace's search attributes through the worker's client). A server
         that cannot say (the time-skipping test server, an operator API this

@@ -16,9 +16,9 @@ from fleet_agent.fleet.guardrails import offer_refusal
 from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.offer_query import allowed_gpu_names, offer_filters
 from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.fleet.spare import cheapest_spared_cover
 from fleet_agent.models import AgentConfig
-from fleet_agent.prover import ProverSpec
 from fleet_agent.vast.client import VastClient
 from simulator.fate import MEAN_RATE_JITTER
 from simulator.server import SimServer

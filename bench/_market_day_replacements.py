@@ -8,7 +8,7 @@ from typing import Any
 
 from _market_day_truth import CONFIG, Day, Life, target_at
 
-from fleet_agent.fleet.band import TOP_MARGIN
+from fleet_agent.autopilot.band import TOP_MARGIN
 from fleet_agent.fleet.provers import MIN_STALL_S, STALL_INTERVALS
 from fleet_agent.fleet.spare import hold_level
 from fleet_agent.models import AgentConfig
@@ -23,7 +23,7 @@ def replacements_of(day: Day, *, spare: bool = True) -> list[dict[str, Any]]:
     over its level, a target about to fall) would otherwise take the next
     rental, hours later, from a failure after it that needed it (seed 7's
     day: a needed replacement rented at once read as 182 minutes late).
-    A temporary bridge (fleet_agent/fleet/bridges.py) is neither: it is no
+    A temporary bridge (fleet_agent/autopilot/bridges.py) is neither: it is no
     cover for the target, so its failure calls for no replacement (the cover
     it bridged is replaced when it fails), and a bridge rented after a
     failure does not replace it."""

@@ -48,7 +48,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.compact import CompactActivities
 from activities.runlog import RunLogActivities
-from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.llm.model_table import DEFAULT_MODEL
 from fleet_agent.llm.transcript import StoredReply, assistant_seq
 from fleet_agent.models import (

@@ -49,9 +49,9 @@ from _market_day_truth import (
 )
 
 from activities.fleet import FleetActivities
-from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.autopilot.provider import AutopilotProvider
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.llm.model_table import EFFORTS
-from fleet_agent.prover import ProverSpec
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING

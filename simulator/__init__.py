@@ -8,7 +8,7 @@ file that survives restarts. Each rented instance's prover serves its status
 on a mapped port (`PROVER_STATUS_PORT`). See docs/SIMULATOR.md.
 """
 
-from fleet_agent.capacity import proofs_per_hour, seconds_per_proof
+from fleet_agent.fleet.capacity import proofs_per_hour, seconds_per_proof
 
 from .api import RATE_LIMIT_TEXT, Reply, SimApi
 from .clock import SimClock

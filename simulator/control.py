@@ -13,8 +13,8 @@ from __future__ import annotations
 import hmac
 from typing import Any, Literal
 
-from fleet_agent.capacity import concurrent_proofs
-from fleet_agent.prover import DRAIN_TOKEN_ENV
+from fleet_agent.fleet.capacity import concurrent_proofs
+from fleet_agent.fleet.prover import DRAIN_TOKEN_ENV
 
 from .base import MarketState
 from .billing import billed_dph, charges

@@ -1,7 +1,7 @@
 """The GPU models the simulated market lists, with their share and price.
 
 Names are spelled as vast.ai spells ``gpu_name``. Memory and compute capability
-come from the capacity model's table (`fleet_agent.capacity.GPU_PROVING`), so
+come from the capacity model's table (`fleet_agent.fleet.capacity.GPU_PROVING`), so
 the market and the proving model never disagree about a card. Shares and
 median prices are our estimate of vast.ai's public listings: consumer cards
 dominate, most of them too small or too slow to prove, and the cards a prover
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from fleet_agent.capacity import GPU_PROVING
+from fleet_agent.fleet.capacity import GPU_PROVING
 
 __all__ = ["GPU_SPECS", "GpuSpec", "HostKind"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fleet_agent.capacity import (
+from fleet_agent.fleet.capacity import (
     BASELINE_RAM_PER_PROOF_GIB,
     GPU_PROVING,
     MIN_COMPUTE_CAP,

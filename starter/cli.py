@@ -25,7 +25,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from fleet_agent.config.env_file import SettingsError, export_env_file
-from fleet_agent.process_exit import end_process
+from runtime.process_exit import end_process
 from starter import commands
 from starter.agent_client import (
     DEFAULT_QUERY_TIMEOUT,
@@ -279,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     short-lived client process while the interpreter finalizes
     (temporalio/sdk-python#300), which would turn a clean exit into SIGABRT.
     Everything the command owns is closed by then; only output is flushed
-    (fleet_agent/process_exit.py).
+    (runtime/process_exit.py).
     """
     code = run(argv)
     if argv is not None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 
-from fleet_agent.accounting import price_of, replies_cost
 from fleet_agent.llm.model_table import KNOWN_MODELS, PRICES_ENV, model_table
 from fleet_agent.llm.transcript import StoredReply
 from fleet_agent.models import LlmTotals, TokenUsage
+from fleet_agent.store.accounting import price_of, replies_cost
 
 __all__ = ["cached_share", "round_cost", "totals_line"]
 

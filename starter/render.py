@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from fleet_agent.details import trigger_summary
 from fleet_agent.models import (
     AgentConfig,
     AgentStatus,
@@ -21,6 +20,7 @@ from fleet_agent.models import (
     Verdict,
     Wake,
 )
+from fleet_agent.visibility.details import trigger_summary
 from starter.hints import CLI
 
 __all__ = [

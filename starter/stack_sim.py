@@ -68,7 +68,7 @@ def shared_simulator(url: str | None) -> Iterator[str | None]:
 def _vast_env(url: str) -> Iterator[None]:
     """Export the simulator's VAST_API_URL, (public, test-only) key and
     loopback switch (its provers listen on 127.0.0.1), then restore."""
-    from fleet_agent.prover import LOOPBACK_ENV
+    from fleet_agent.fleet.prover import LOOPBACK_ENV
     from simulator import DEFAULT_API_KEY
 
     saved = {k: os.environ.get(k) for k in ("VAST_API_URL", "VAST_API_KEY", LOOPBACK_ENV)}

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from fleet_agent.process_exit import end_process
+from runtime.process_exit import end_process
 
 __all__ = ["flood", "main"]
 
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--instances", type=int, default=200)
     print(json.dumps(asyncio.run(_state_changes(parser.parse_args()))))
     # As the CLI and the worker do: an abort at finalization once failed a
-    # storm whose flood had all gone (fleet_agent/process_exit.py).
+    # storm whose flood had all gone (runtime/process_exit.py).
     end_process(0)
 
 

@@ -1,5 +1,5 @@
 """Snapshot rows and search results as the autopilot's policy reads them
-(fleet_agent/fleet/policy.py), for the policy's tests."""
+(fleet_agent/autopilot/policy.py), for the policy's tests."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from fleet_agent.autopilot.provider import AutopilotProvider
+from fleet_agent.autopilot.trade import TRADE_CHECK_REASON
 from fleet_agent.fleet.snapshot import FleetSnapshot
-from fleet_agent.fleet.trade import TRADE_CHECK_REASON
-from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.llm.prompt import context_message
 from fleet_agent.models import AgentConfig, Wake
 

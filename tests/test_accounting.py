@@ -10,12 +10,12 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
-from fleet_agent.accounting import price_of, replies_cost
-from fleet_agent.details import agent_details
 from fleet_agent.llm.model_table import KNOWN_MODELS, model_table
 from fleet_agent.llm.transcript import StoredReply
 from fleet_agent.models import AgentState, AgentStatus, Phase, TokenUsage
 from fleet_agent.store import Store
+from fleet_agent.store.accounting import price_of, replies_cost
+from fleet_agent.visibility.details import agent_details
 from starter.render import status_text
 from starter.runlog_view import run_detail, runs_table
 from testkit.fakes.anthropic_server import FakeAnthropic

@@ -14,7 +14,6 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
-from fleet_agent.details import agent_details
 from fleet_agent.models import (
     AgentState,
     ApprovalOutcome,
@@ -23,6 +22,7 @@ from fleet_agent.models import (
     SpendSummary,
 )
 from fleet_agent.store import Store
+from fleet_agent.visibility.details import agent_details
 from simulator.server import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, json_rows, running_worker, status

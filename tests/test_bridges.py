@@ -1,5 +1,5 @@
 """Bridges: fast temporary machines beside a large gap's cover, and how the
-policy treats a temporary machine (fleet_agent/fleet/bridges.py, policy.py)."""
+policy treats a temporary machine (fleet_agent/autopilot/bridges.py, policy.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet_agent.fleet.bridges import (
+from fleet_agent.autopilot.bridges import (
     BRIDGE_CHECK_SECONDS,
     BRIDGE_MAX_MACHINES,
     BRIDGE_RESERVE,
@@ -16,10 +16,10 @@ from fleet_agent.fleet.bridges import (
     bridge_room,
     bridges,
 )
-from fleet_agent.fleet.open_gap import GAP_CHECK_SECONDS
-from fleet_agent.fleet.policy import plan_fleet
+from fleet_agent.autopilot.open_gap import GAP_CHECK_SECONDS
+from fleet_agent.autopilot.policy import plan_fleet
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
-from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.llm.prompt import system_prompt
 from fleet_agent.models import Wake
 from tests.policy_rows import context_of, machine, offer, tool_results, trade_check

@@ -1,5 +1,5 @@
 """Which workflow modules the sandbox would compile from source at every
-workflow start (fleet_agent/bytecode.py), and the worker's warning."""
+workflow start (runtime/bytecode.py), and the worker's warning."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import py_compile
 from pathlib import Path
 
-from fleet_agent.bytecode import bytecode_warning, without_bytecode
+from runtime.bytecode import bytecode_warning, without_bytecode
 
 
 def _package(tmp_path: Path) -> Path:

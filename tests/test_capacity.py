@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from fleet_agent.capacity import (
+from fleet_agent.fleet.capacity import (
     SYNTHESIS_CORE_SECONDS,
     concurrent_proofs,
     cpu_bound_proofs_per_hour,

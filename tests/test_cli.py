@@ -28,8 +28,8 @@ import pytest_asyncio
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.config.settings import ProverSpec, Settings
-from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.llm.base import LlmOptions, LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import TokenUsage, TriggerKind
 from fleet_agent.store import RunRecord, Store

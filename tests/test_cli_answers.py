@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.models import TriggerKind
 from fleet_agent.store import Store
 from starter.cli import main

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio.testing import ActivityEnvironment
 
 from activities.compact import CompactActivities, prompt_history
-from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.llm.prompt import format_time
 from fleet_agent.llm.transcript import StoredReply, StoredToolResults, dumps
 from fleet_agent.models import (

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.store import FleetSnapshots, Store
-from fleet_agent.trends import fleet_point, fleet_rows
+from fleet_agent.store.run_fleets import fleet_point, fleet_rows
 from starter.agent_client import AgentClient, open_client
 from starter.console import ConsoleSettings, create_app
 from starter.console.chart import trend_svg

@@ -19,7 +19,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
-from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.models import RunStatus, TriggerKind
 from fleet_agent.store import RunRecord, Store
 from simulator import SimServer

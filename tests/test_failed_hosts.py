@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 from fleet_agent.fleet.failed_hosts import exclusions, failed_host_refusal
 from fleet_agent.fleet.offer_query import offer_filters
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.fleet.provers import ProverTrack
 from fleet_agent.models import AgentConfig
-from fleet_agent.prover import ProverSpec
 from fleet_agent.store import FailedHost, FailedHosts, ProverTracks, Store
 from fleet_agent.vast.models import Offer
 from tests.store_backends import store_on_both_backends  # noqa: F401  (a fixture)

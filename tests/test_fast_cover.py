@@ -1,4 +1,4 @@
-"""A fast cover where no bridge fits (fleet_agent/fleet/fast_cover.py): the
+"""A fast cover where no bridge fits (fleet_agent/autopilot/fast_cover.py): the
 pure rule, and the autopilot renting so after a failure at a small target."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fleet_agent.fleet.bridges import fast
-from fleet_agent.fleet.fast_cover import FAST_COVER_PREMIUM, faster_cover, under_meanwhile
-from fleet_agent.fleet.policy import choose_offers
+from fleet_agent.autopilot.bridges import fast
+from fleet_agent.autopilot.fast_cover import FAST_COVER_PREMIUM, faster_cover, under_meanwhile
+from fleet_agent.autopilot.policy import choose_offers
 from fleet_agent.llm.prompt import system_prompt
 from tests.policy_rows import context_of, machine, offer, reply_to_search
 

@@ -9,8 +9,8 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.fleet.snapshot import PROVING
-from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import MonitorConfig, MonitorInput, TriggerKind
 from fleet_agent.store import Store
 from simulator.server import SimServer

@@ -12,9 +12,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.fleet import FleetActivities
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.config.settings import ProverSpec
 from fleet_agent.fleet.labels import create_label
-from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.llm.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.models import AgentConfig, ToolResult, TriggerKind
 from fleet_agent.store import Store, ToolJournal

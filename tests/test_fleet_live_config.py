@@ -14,8 +14,8 @@ from temporalio.testing import WorkflowEnvironment
 from activities.fleet import FleetActivities
 from fleet_agent.fleet.guardrails import offer_refusal
 from fleet_agent.fleet.offer_query import offer_filters
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.models import AgentConfig
-from fleet_agent.prover import ProverSpec
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING

@@ -12,8 +12,8 @@ import pytest
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.fleet import FleetActivities
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.fleet.snapshot import FleetSnapshot
-from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import (
     AgentConfig,
     PollRequest,

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from fleet_agent.autopilot.policy import plan_fleet
 from fleet_agent.config.settings import Settings
 from fleet_agent.fleet.guardrails import gpu_allowed, offer_refusal, rent_refusal
 from fleet_agent.fleet.labels import LabelTooLong, create_label, is_ours, parse_label
 from fleet_agent.fleet.offer_query import allowed_gpu_names, offer_filters
-from fleet_agent.fleet.policy import plan_fleet
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.fleet.snapshot import summarize
 from fleet_agent.models import AgentConfig
-from fleet_agent.prover import ProverSpec
 from fleet_agent.vast.models import Instance, Offer
 
 NOW = 1_750_000_000.0

@@ -17,8 +17,8 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.fleet.labels import create_label
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.models import AgentConfig, PollRequest
-from fleet_agent.prover import ProverSpec
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING

@@ -11,10 +11,10 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.fleet import FleetActivities
-from fleet_agent.details import agent_details
-from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.models import AgentConfig, AgentState, FreezeInfo, FreezeReport, Phase
 from fleet_agent.store import Store
+from fleet_agent.visibility.details import agent_details
 from simulator.server import SimServer
 from testkit.fakes.configs import StaticConfigs
 from tests.helpers import eventually, running_worker, status

@@ -8,6 +8,9 @@ what the worker registers.
 - the CLI loads no worker or activity code until a command needs a worker;
 - the worker side (worker.py, activities/) never imports the CLI (starter/),
   and what both need (runtime/) imports neither: the layers have no cycle;
+- the rules tools enforce (fleet_agent/fleet/) and the domain below them
+  never import the offline policy (fleet_agent/autopilot/), which builds on
+  them;
 - bench/ never imports tests/: what both use is in testkit/;
 - every declaration in workflows/stubs.py names an activity the worker
   registers, with the same parameter and return types.
@@ -27,8 +30,8 @@ from typing import Any
 import pytest
 
 from activities.fleet import FleetActivities
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.config.settings import ProverSpec
-from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.llm.tools import FLEET_TOOLS
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
@@ -79,7 +82,7 @@ def _imports(path: Path) -> set[str]:
     [
         (
             "fleet_agent",
-            {"temporalio", "activities", "workflows", "worker", "starter", "simulator"},
+            {"temporalio", "activities", "workflows", "worker", "starter", "simulator", "runtime"},
         ),
         # The simulator stands for vast.ai: it may use the domain's models and
         # rules, and nothing of the agent's machinery.
@@ -107,6 +110,29 @@ def test_no_module_imports_against_the_layers(package: str, forbidden: set[str])
         if _imports(path) & forbidden
     }
     assert offenders == {}
+
+
+def _modules_imported(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+@pytest.mark.parametrize("package", ["fleet", "models", "store", "vast", "config", "loop"])
+def test_the_rules_never_import_the_autopilot(package: str) -> None:
+    paths = list((ROOT / "fleet_agent" / package).rglob("*.py"))
+    assert paths, f"nothing to check in fleet_agent/{package}"
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(
+            m for m in _modules_imported(path) if m.startswith("fleet_agent.autopilot")
+        )
+        for path in paths
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
 
 
 def _definition_name(fn: Any) -> str:

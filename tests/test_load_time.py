@@ -7,6 +7,7 @@ import pytest
 
 from activities.fleet_provers import failure_of
 from activities.fleet_results import offer_row
+from fleet_agent.autopilot.policy import plan_fleet
 from fleet_agent.fleet.load_time import (
     BOOT_MINUTES,
     STUCK_LOADING_MAX_MINUTES,
@@ -14,9 +15,8 @@ from fleet_agent.fleet.load_time import (
     est_load_minutes,
     stuck_loading_minutes,
 )
-from fleet_agent.fleet.policy import plan_fleet
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.fleet.snapshot import summarize
-from fleet_agent.prover import ProverSpec
 from fleet_agent.vast.models import Instance, Offer
 
 

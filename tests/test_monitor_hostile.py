@@ -15,8 +15,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.fleet.snapshot import FleetSnapshot
-from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import StateChanged, TriggerKind
 from fleet_agent.store import Store
 from simulator.server import SimServer

@@ -14,8 +14,8 @@ from temporalio.service import RPCError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.fleet import FleetActivities
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.config.settings import ProverSpec
-from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.models import PollRequest
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient

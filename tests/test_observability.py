@@ -31,7 +31,6 @@ from temporalio.worker import Replayer, Worker
 from activities.visibility import VisibilityActivities, missing_attributes
 from fleet_agent.config.metrics_address import metrics_address
 from fleet_agent.config.settings import Settings
-from fleet_agent.details import agent_details, last_run_line, run_details
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.verdict import ANSWER_PREVIEW_CHARS, answer_preview
@@ -49,8 +48,9 @@ from fleet_agent.models import (
     TriggerKind,
     Verdict,
 )
-from fleet_agent.search_attributes import SEARCH_ATTRIBUTES, search_attribute_mode
 from fleet_agent.store import Store
+from fleet_agent.visibility.details import agent_details, last_run_line, run_details
+from fleet_agent.visibility.search_attributes import SEARCH_ATTRIBUTES, search_attribute_mode
 from runtime.telemetry import (
     STACK_METRICS_ADDRESS,
     MetricsUnavailable,

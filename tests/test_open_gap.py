@@ -1,5 +1,5 @@
 """An open gap is looked at again on a check, not on every run
-(fleet_agent/fleet/open_gap.py, the autopilot, the prompt)."""
+(fleet_agent/autopilot/open_gap.py, the autopilot, the prompt)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet_agent.fleet.open_gap import (
+from fleet_agent.autopilot.open_gap import (
     GAP_CHECK_SECONDS,
     gap_check_reason,
     gap_checked,
     leaves_gap_open,
 )
-from fleet_agent.fleet.policy import plan_fleet
-from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.autopilot.policy import plan_fleet
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.llm.prompt import system_prompt
 from fleet_agent.models import Wake
 from tests.policy_rows import FLEET_TOOLS, context_of, machine, offer, tool_results

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from fleet_agent.fleet.band import SPARE_PREMIUM, inside_band
+from fleet_agent.autopilot.band import SPARE_PREMIUM, inside_band
+from fleet_agent.autopilot.policy import BAND, SMALL_GAP, TOP_MARGIN, choose_offers, plan_fleet
 from fleet_agent.fleet.oracle import Cover, Item
-from fleet_agent.fleet.policy import BAND, SMALL_GAP, TOP_MARGIN, choose_offers, plan_fleet
 from fleet_agent.fleet.spare import SPARE_MAX
 from fleet_agent.llm.prompt import system_prompt
 from tests.policy_rows import machine, offer

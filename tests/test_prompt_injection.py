@@ -26,7 +26,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
-from fleet_agent.llm.autopilot_run import Run
+from fleet_agent.autopilot.run_view import Run
 from fleet_agent.store import Store
 from fleet_agent.untrusted import fence
 from simulator.server import SimServer

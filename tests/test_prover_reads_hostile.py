@@ -23,6 +23,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.fleet.labels import create_label
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.fleet.prover_status import (
     READ_TIMEOUT_S,
     parse_status,
@@ -30,7 +31,6 @@ from fleet_agent.fleet.prover_status import (
     send_drain,
 )
 from fleet_agent.models import PollRequest
-from fleet_agent.prover import ProverSpec
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.models import Instance

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fleet_agent.fleet.policy import SMALL_GAP, plan_fleet
+from fleet_agent.autopilot.policy import SMALL_GAP, plan_fleet
 from fleet_agent.fleet.prover_status import parse_status
 from fleet_agent.fleet.provers import (
     MIN_PROOFS_MEASURED,

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from fleet_agent.capacity import record_proofs_per_hour
+from fleet_agent.fleet.capacity import record_proofs_per_hour
 from fleet_agent.fleet.offer_query import allowed_gpu_names, offer_filters
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.models import AgentConfig
-from fleet_agent.prover import ProverSpec
 from simulator import DEFAULT_OFFERS, ApiError, Market
 from simulator.catalogue import gpu_names
 from simulator.gpus import GPU_SPECS

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from fleet_agent.capacity import cpu_bound_proofs_per_hour, proofs_per_hour
+from fleet_agent.fleet.capacity import cpu_bound_proofs_per_hour, proofs_per_hour
 from simulator import PROVER_STATUS_PORT, SimServer
 from testkit.sim_helpers import (
     advance_until,

@@ -14,7 +14,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
-from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.models import AgentConfig, AgentStatus, Phase, SpendSummary
 from fleet_agent.store import SpendLedger, Store
 from fleet_agent.store.engine import DATABASE_URL_ENV

@@ -1,5 +1,5 @@
 """A swap: one smaller rental so that a settled fleet past the band can
-release a machine (fleet_agent/fleet/swap.py, policy.py, the autopilot)."""
+release a machine (fleet_agent/autopilot/swap.py, policy.py, the autopilot)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet_agent.fleet.policy import plan_fleet
-from fleet_agent.fleet.swap import (
+from fleet_agent.autopilot.policy import plan_fleet
+from fleet_agent.autopilot.provider import AutopilotProvider
+from fleet_agent.autopilot.swap import (
     SWAP_CHECK_REASON,
     SWAP_CHECK_SECONDS,
     Held,
     swap_offers,
     wants_swap,
 )
-from fleet_agent.fleet.trade import TRADE_CHECK_REASON
-from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.autopilot.trade import TRADE_CHECK_REASON
 from fleet_agent.llm.prompt import system_prompt
 from fleet_agent.models import Wake
 from tests.policy_rows import (

@@ -1,20 +1,20 @@
 """A trade: a much cheaper machine of a dear one's size, so that the dear one
-can go once it proves (fleet_agent/fleet/trade.py, policy.py, the autopilot)."""
+can go once it proves (fleet_agent/autopilot/trade.py, policy.py, the autopilot)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from fleet_agent.fleet.policy import plan_fleet
-from fleet_agent.fleet.swap import Held
-from fleet_agent.fleet.trade import (
+from fleet_agent.autopilot.policy import plan_fleet
+from fleet_agent.autopilot.provider import AutopilotProvider
+from fleet_agent.autopilot.swap import Held
+from fleet_agent.autopilot.trade import (
     TRADE_CHECK_REASON,
     TRADE_CHECK_SECONDS,
     released_once_proving,
     trade_offers,
 )
-from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.llm.prompt import system_prompt
 from tests.policy_rows import (
     FLEET_TOOLS,

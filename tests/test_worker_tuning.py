@@ -11,8 +11,8 @@ import pytest
 from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.config.tuning import WorkerTuning
-from fleet_agent.llm.autopilot import AutopilotProvider
 
 
 def test_tuning_from_env_names_the_bad_variable() -> None:

@@ -22,7 +22,6 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
-    from fleet_agent.details import trigger_summary
     from fleet_agent.loop.triggers import RUN_CARRIES_UNSTORED_BYTES
     from fleet_agent.loop.wakes import add_wake, due_wakes
     from fleet_agent.loop.wakes import cancel_wake as remove_wake
@@ -38,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         TriggerKind,
         WaitForRun,
     )
+    from fleet_agent.visibility.details import trigger_summary
     from workflows import stubs
     from workflows.agent_approvals import ApprovalsBook
     from workflows.agent_state import AgentExecution

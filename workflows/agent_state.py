@@ -21,7 +21,6 @@ with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
     from pydantic import BaseModel
 
-    from fleet_agent.details import agent_details
     from fleet_agent.loop.inputs import Parsed, parse_start, payload_preview
     from fleet_agent.loop.schedule import Due, next_due
     from fleet_agent.loop.triggers import Refusal, TriggerBuffer
@@ -34,7 +33,8 @@ with workflow.unsafe.imports_passed_through():
         Trigger,
         TriggerKind,
     )
-    from fleet_agent.search_attributes import search_phase
+    from fleet_agent.visibility.details import agent_details
+    from fleet_agent.visibility.search_attributes import search_phase
     from workflows.metrics import record_agent_state
     from workflows.search_attributes import agent_updates
 

@@ -18,7 +18,6 @@ with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure helpers; reloading them per
     # workflow run would only cost time and break isinstance checks.
 
-    from fleet_agent.details import run_details
     from fleet_agent.llm.request import longest_reply
     from fleet_agent.llm.timing import LLM_HEARTBEAT_TIMEOUT, llm_attempt_timeout
     from fleet_agent.llm.tools import (
@@ -42,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         ToolResult,
     )
+    from fleet_agent.visibility.details import run_details
     from workflows import stubs
     from workflows.metrics import record_tool_results
     from workflows.policies import (

@@ -1,4 +1,4 @@
-"""Typed keys of our search attributes (fleet_agent/search_attributes.py)
+"""Typed keys of our search attributes (fleet_agent/visibility/search_attributes.py)
 and what the workflows upsert.
 
 Upserts happen only when the agent learned, at the start of its execution,
@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and a pure table.
     from fleet_agent.llm.verdict import acted
     from fleet_agent.models import Phase, RunResult, Trigger
-    from fleet_agent.search_attributes import SearchAttribute, search_phase
+    from fleet_agent.visibility.search_attributes import SearchAttribute, search_phase
 
 __all__ = ["PATCH", "agent_updates", "run_result_updates", "run_start_attributes"]
 

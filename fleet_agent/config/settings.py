@@ -24,6 +24,7 @@ from pydantic import (
 
 from fleet_agent.config.env_settings import EnvModel, SettingsError, one_line
 from fleet_agent.config.metrics_address import METRICS_ENV, METRICS_ENV_ALIAS, metrics_address
+from fleet_agent.fleet.prover import LOOPBACK_ENV, ProverSpec
 from fleet_agent.llm.model_table import (
     DEFAULT_MODEL,
     KNOWN_MODELS,
@@ -32,14 +33,13 @@ from fleet_agent.llm.model_table import (
     model_info,
     model_table,
 )
-from fleet_agent.prover import LOOPBACK_ENV, ProverSpec
-from fleet_agent.search_attributes import (
+from fleet_agent.store.guard import NEW_STORE_ENV
+from fleet_agent.vast.origin import normalize_base_url
+from fleet_agent.visibility.search_attributes import (
     SEARCH_ATTRIBUTES_ENV,
     SearchAttributeMode,
     search_attribute_mode,
 )
-from fleet_agent.store.guard import NEW_STORE_ENV
-from fleet_agent.vast.origin import normalize_base_url
 
 __all__ = ["DEFAULT_VAST_URL", "MODEL_ENV", "ProverSpec", "Settings", "SettingsEnv"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from fleet_agent.prover import DRAIN_TOKEN_ENV
+from fleet_agent.fleet.prover import DRAIN_TOKEN_ENV
 
 from .provers import ProverTrack
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fleet_agent.capacity import min_cuda
+from fleet_agent.fleet.capacity import min_cuda
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.models import AgentConfig
-from fleet_agent.prover import ProverSpec
 from fleet_agent.untrusted import fence
 from fleet_agent.vast.models import Instance, Offer
 

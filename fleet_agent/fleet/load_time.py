@@ -1,7 +1,7 @@
 """How long a rented machine takes before it proves: an estimate from its link.
 
 After boot, a prover downloads its ~47 GiB of proof parameters
-(fleet_agent/capacity.py); on vast.ai's market the host's download speed
+(fleet_agent/fleet/capacity.py); on vast.ai's market the host's download speed
 (`inet_down`, Mb/s) spreads over two orders of magnitude, so it decides
 whether a new machine proves 10 minutes after the rental or an hour. The
 model sees the estimate in every offer row (`est_load_minutes`, with

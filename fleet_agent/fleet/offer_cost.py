@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fleet_agent.prover import ProverSpec
+from fleet_agent.fleet.prover import ProverSpec
 
 from .load_time import PARAMS_GB
 

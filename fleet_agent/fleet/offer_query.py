@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
+from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.models import AgentConfig
-from fleet_agent.prover import ProverSpec
 
 from .guardrails import gpu_allowed
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from fleet_agent.prover import LOOPBACK_ENV
+from fleet_agent.fleet.prover import LOOPBACK_ENV
 from fleet_agent.untrusted import single_line
 from fleet_agent.vast.models import Instance
 

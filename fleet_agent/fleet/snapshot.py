@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from fleet_agent.capacity import proofs_per_hour
+from fleet_agent.fleet.capacity import proofs_per_hour
 from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB, stuck_loading_minutes
 from fleet_agent.fleet.provers import ProverTrack, not_proving_reason
 from fleet_agent.fleet.reconcile import duplicate_labels

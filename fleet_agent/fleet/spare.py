@@ -68,7 +68,7 @@ def cheapest_spared_cover(
 
     `held`: the rates of machines the fleet has already (kept whatever is
     chosen); the subset is then the cheapest whose joint fleet holds the
-    joint fleet's level. The autopilot rents so (fleet_agent/fleet/policy.py):
+    joint fleet's level. The autopilot rents so (fleet_agent/autopilot/policy.py):
     a cover of the target first and the spare after it took two rentals,
     the second often a dear one for a small gap.
     """

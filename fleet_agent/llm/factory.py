@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.config.settings import Settings
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
-from fleet_agent.llm.autopilot import AutopilotProvider
 from fleet_agent.llm.base import LlmProvider
 
 __all__ = ["provider_from_settings"]

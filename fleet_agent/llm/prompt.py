@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from fleet_agent.fleet.bridges import (
+from fleet_agent.autopilot.bridges import (
     BRIDGE_CHECK_SECONDS,
     BRIDGE_FAST_MINUTES,
     BRIDGE_MAX_MACHINES,
@@ -23,9 +23,9 @@ from fleet_agent.fleet.bridges import (
     BRIDGE_MIN_GAP,
     BRIDGE_SHARE,
 )
-from fleet_agent.fleet.fast_cover import FAST_COVER_PREMIUM
-from fleet_agent.fleet.open_gap import GAP_CHECK_PREFIX, GAP_CHECK_SECONDS, GAP_GROWTH_SHARE
-from fleet_agent.fleet.policy import (
+from fleet_agent.autopilot.fast_cover import FAST_COVER_PREMIUM
+from fleet_agent.autopilot.open_gap import GAP_CHECK_PREFIX, GAP_CHECK_SECONDS, GAP_GROWTH_SHARE
+from fleet_agent.autopilot.policy import (
     BAND,
     INSIDE_BAND_PREMIUM,
     SMALL_GAP,
@@ -33,13 +33,13 @@ from fleet_agent.fleet.policy import (
     TOP_MARGIN,
     UNMEASURED_SHARE,
 )
-from fleet_agent.fleet.swap import SWAP_CHECK_REASON, SWAP_CHECK_SECONDS
-from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
-from fleet_agent.fleet.trade import (
+from fleet_agent.autopilot.swap import SWAP_CHECK_REASON, SWAP_CHECK_SECONDS
+from fleet_agent.autopilot.trade import (
     TRADE_CHECK_REASON,
     TRADE_CHECK_SECONDS,
     TRADE_SAVING,
 )
+from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.verdict import VERDICT_INSTRUCTIONS
 from fleet_agent.models import AgentConfig, Trigger, TriggerKind, Wake
 from fleet_agent.untrusted import fence, single_line

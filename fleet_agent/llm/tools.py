@@ -9,9 +9,9 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fleet_agent.errors import describe_validation_error
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.models import ToolResult
+from fleet_agent.models.errors import describe_validation_error
 
 __all__ = [
     "FLEET_TOOLS",

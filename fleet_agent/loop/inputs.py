@@ -13,8 +13,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from fleet_agent.errors import describe_validation_error
 from fleet_agent.models import AgentState, ConfigPatch
+from fleet_agent.models.errors import describe_validation_error
 
 __all__ = [
     "MAX_ERROR_CHARS",

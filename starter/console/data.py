@@ -20,7 +20,7 @@ from fleet_agent.fleet.snapshot import FleetInstance
 from fleet_agent.llm.transcript import CONTEXT_SEQ
 from fleet_agent.models import RunStatus, TriggerKind
 from fleet_agent.store import MessageRecord, RunRecord, SpendHour, SummaryRecord, TrendReads
-from fleet_agent.trends import FleetPoint, fleet_point, fleet_rows
+from fleet_agent.store.run_fleets import FleetPoint, fleet_point, fleet_rows
 from starter.agent_client import CliError
 from starter.fleet_view import FleetView, read_fleet_view
 from starter.runlog_view import open_store, read_run, read_runs

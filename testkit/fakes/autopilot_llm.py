@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from fleet_agent.llm.autopilot import AutopilotProvider
+from fleet_agent.autopilot.provider import AutopilotProvider
 
 from .anthropic_server import Reply, Request
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet_agent.fleet.band import (
+from fleet_agent.autopilot.band import (
     INSIDE_BAND_PREMIUM,
     SMALL_GAP,
     SPARE_PREMIUM,
@@ -29,10 +29,10 @@ from fleet_agent.fleet.band import (
     cheapest_kept,
     inside_band,
 )
+from fleet_agent.autopilot.swap import Held, wants_swap
 from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 from fleet_agent.fleet.spare import BAND, cheapest_spared_cover
-from fleet_agent.fleet.swap import Held, wants_swap
 from fleet_agent.fleet.triage import hold_of_alive, triage
 
 __all__ = [

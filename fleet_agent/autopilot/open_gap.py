@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from fleet_agent.fleet.band import SMALL_GAP
+from fleet_agent.autopilot.band import SMALL_GAP
 
 __all__ = [
     "GAP_CHECK_PREFIX",

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet_agent.fleet.band import INSIDE_BAND_PREMIUM, SPARE_PREMIUM, TOP_MARGIN
+from fleet_agent.autopilot.band import INSIDE_BAND_PREMIUM, SPARE_PREMIUM, TOP_MARGIN
 from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.oracle import Item, cheapest_cover_between, planning_unit
 from fleet_agent.fleet.spare import BAND

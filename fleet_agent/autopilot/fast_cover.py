@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fleet_agent.fleet.bridges import fast
+from fleet_agent.autopilot.bridges import fast
 from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.spare import BAND
 

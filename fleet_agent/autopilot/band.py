@@ -1,5 +1,5 @@
 """The band's rules, shared by the autopilot's rentals and releases
-(fleet_agent/fleet/policy.py): how far under the target a gap may stay open,
+(fleet_agent/autopilot/policy.py): how far under the target a gap may stay open,
 how far under the band's top a plan ends, the cheapest set that lands inside
 the band (and what a spare may cost there), and the subset of a fleet a
 release keeps. Pure functions.

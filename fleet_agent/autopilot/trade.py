@@ -29,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fleet_agent.fleet.band import TOP_MARGIN
+from fleet_agent.autopilot.band import TOP_MARGIN
+from fleet_agent.autopilot.policy import plan_fleet
+from fleet_agent.autopilot.swap import Held
 from fleet_agent.fleet.offer_cost import offer_dph
-from fleet_agent.fleet.policy import plan_fleet
 from fleet_agent.fleet.spare import BAND, SPARE_MAX, hold_level
-from fleet_agent.fleet.swap import Held
 
 __all__ = [
     "TRADE_CHECK_REASON",

@@ -62,7 +62,7 @@ class ProverSpec(BaseModel):
 
     The machine needs are pushed into the offer search and checked again on
     every offer before it is rented (fleet_agent/fleet/guardrails.py). Their
-    defaults follow the capacity model (fleet_agent/capacity.py): a proof
+    defaults follow the capacity model (fleet_agent/fleet/capacity.py): a proof
     holds a ~47 GiB parameter set in host RAM, so 60 GiB per GPU lets every
     GPU we pay for prove; the parameters are downloaded after boot, which
     takes over half an hour under 200 Mb/s; the image is built for CUDA 12.

@@ -12,25 +12,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fleet_agent.fleet.bridges import (
+from fleet_agent.autopilot.bridges import (
     BRIDGE_CHECK_SECONDS,
     BRIDGE_SEARCH_LIMIT,
     bridge_room,
     bridges,
     wants_bridges,
 )
-from fleet_agent.fleet.fast_cover import faster_cover, under_meanwhile
-from fleet_agent.fleet.open_gap import (
+from fleet_agent.autopilot.fast_cover import faster_cover, under_meanwhile
+from fleet_agent.autopilot.open_gap import (
     GAP_CHECK_SECONDS,
     gap_check_reason,
     gap_checked,
     leaves_gap_open,
 )
-from fleet_agent.fleet.policy import BAND, TOP_MARGIN, FleetPlan, choose_offers, plan_fleet
-from fleet_agent.fleet.swap import SWAP_CHECK_REASON, SWAP_CHECK_SECONDS, swap_offers
-from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
-from fleet_agent.fleet.trade import TRADE_CHECK_REASON, TRADE_CHECK_SECONDS, trade_offers
-from fleet_agent.llm.autopilot_run import (
+from fleet_agent.autopilot.policy import BAND, TOP_MARGIN, FleetPlan, choose_offers, plan_fleet
+from fleet_agent.autopilot.run_view import (
     CREATES,
     INSTANCES,
     MESSAGE,
@@ -40,6 +37,9 @@ from fleet_agent.llm.autopilot_run import (
     tool_use,
     verdict,
 )
+from fleet_agent.autopilot.swap import SWAP_CHECK_REASON, SWAP_CHECK_SECONDS, swap_offers
+from fleet_agent.autopilot.trade import TRADE_CHECK_REASON, TRADE_CHECK_SECONDS, trade_offers
+from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.base import LlmOptions, LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.models import TokenUsage
 
