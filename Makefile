@@ -83,10 +83,10 @@ lint: $(STAMP)
 	$(BIN)/mypy .
 
 bench: $(STAMP)
-	$(BIN)/python bench/trigger_storm.py
+	$(BIN)/python -m bench.perf.trigger_storm
 
 chaos: $(STAMP)
-	$(BIN)/python bench/chaos.py
+	$(BIN)/python -m bench.perf.chaos
 
 # The console's browser test drives Debian's chromium (never a downloaded
 # browser build); where it cannot be installed the test skips and says why

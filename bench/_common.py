@@ -1,15 +1,16 @@
-"""Shared bits of the benchmarks: import path, percentiles, the printed table.
+"""Shared bits of the benchmarks of every folder: where results go,
+percentiles, the printed table, the JSON written.
 
-Importing this module puts the repository root on `sys.path`, so a benchmark
-run as `python bench/<name>.py` can import `testkit` (the fakes and harnesses
-it shares with the tests; not part of the installed package).
+The benchmarks are a package run from the repository root
+(`python -m bench.perf.sim_http`), so `testkit` (the fakes and harnesses they
+share with the tests; not part of the installed package) and `worker` import
+as they do in the tests, with no path set by hand.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -20,9 +21,6 @@ __all__ = ["RESULTS", "ROOT", "percentile", "print_table", "write_json"]
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 
 def percentile(values: Sequence[float], pct: float) -> float | None:

@@ -1,6 +1,6 @@
 """The short chaos suite, as `make test` runs it: real processes, real faults.
 
-`bench/chaos.py --quick --together` SIGKILLs a worker in the middle of an LLM call and
+`python -m bench.perf.chaos --quick --together` SIGKILLs a worker in the middle of an LLM call and
 cuts the store off for 15 s, each in a world of its own (the two at once) (dev server and
 workers as processes, PostgreSQL behind a proxy), and checks the invariants:
 no duplicate rental, no runs in parallel, every operator message in exactly
@@ -25,7 +25,8 @@ async def test_quick_chaos_holds_every_invariant(tmp_path: Path) -> None:
     out = tmp_path / "chaos.json"
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        str(ROOT / "bench" / "chaos.py"),
+        "-m",
+        "bench.perf.chaos",
         "--quick",
         "--together",
         "--outage",

@@ -362,7 +362,7 @@ async def test_five_hours_of_market_hold_500_proofs_per_hour(
     """A scripted LLM (the autopilot policy behind the Messages API), realistic
     faults with machines dying every few hours, five simulated hours in
     2-minute steps of workflow time and market time, on two markets. The
-    whole day, with target changes and the oracle, is bench/market_day.py.
+    whole day, with target changes and the oracle, is bench/market_day/day.py.
 
     Within the band 90 % of the four hours after the first on the mean of
     the two markets, and 80 % on each: one path of five hours is luck as

@@ -6,7 +6,7 @@ accepted and refused the rest visibly, and that what it carries (the status
 answer, run inputs, continue-as-new inputs) stays small. The dev server runs
 with temporal-dev.yaml's settings only (`plain_dev_env`), as `make run` does.
 How long `status` takes, during a flood and after it, is a figure of
-bench/chaos.py, not an assertion here: each query below gives up after 2 s and
+bench/perf/chaos.py, not an assertion here: each query below gives up after 2 s and
 is asked again until a deadline, so a loaded machine is slower, not red.
 """
 

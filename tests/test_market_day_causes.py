@@ -1,18 +1,12 @@
-"""The market day's minutes out of band by cause (bench/_market_day_causes.py),
+"""The market day's minutes out of band by cause (bench/market_day/_causes.py),
 on a made-up day whose every minute out has a known cause."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-
-from _market_day_causes import CAUSES, out_of_band_causes  # noqa: E402
-from _market_day_truth import Day, Life  # noqa: E402
+from bench.market_day._causes import CAUSES, out_of_band_causes
+from bench.market_day._truth import Day, Life
 
 STEP = 120.0
 TARGET = 500.0

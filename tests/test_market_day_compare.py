@@ -1,4 +1,4 @@
-"""Market days of two versions side by side (bench/market_day_compare.py), on
+"""Market days of two versions side by side (bench/market_day/compare.py), on
 made-up days: where a day parted, the summaries, the counts up and down, and
 the errors of bad input."""
 
@@ -12,12 +12,10 @@ from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
+from bench.market_day._causes import CAUSES
+from bench.market_day.compare import compare, load_days, parted_at
 
-from _market_day_causes import CAUSES  # noqa: E402
-from market_day_compare import compare, load_days, parted_at  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _day(
@@ -103,12 +101,14 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     run = subprocess.run(
         [
             sys.executable,
-            str(BENCH / "market_day_compare.py"),
+            "-m",
+            "bench.market_day.compare",
             str(other),
             str(empty),
             "--json-out",
             str(out),
         ],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,

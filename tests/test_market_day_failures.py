@@ -1,17 +1,10 @@
-"""Each failure of the market day (bench/_market_day_failures.py), on a
+"""Each failure of the market day (bench/market_day/_failures.py), on a
 made-up day."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-
-from _market_day_failures import after_failures, failures_line  # noqa: E402
-from _market_day_truth import Day, Life  # noqa: E402
+from bench.market_day._failures import after_failures, failures_line
+from bench.market_day._truth import Day, Life
 
 H = 3600.0
 M = 60.0

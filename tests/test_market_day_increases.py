@@ -1,17 +1,10 @@
 """The hour after each increase of the market day's target
-(bench/_market_day_increases.py), on a made-up day."""
+(bench/market_day/_increases.py), on a made-up day."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-
-from _market_day_increases import after_increases, increases_line  # noqa: E402
-from _market_day_truth import Day, Life  # noqa: E402
+from bench.market_day._increases import after_increases, increases_line
+from bench.market_day._truth import Day, Life
 
 H = 3600.0
 SCHEDULE = ((0.0, 500.0), (1.5, 800.0), (3.0, 300.0), (4.0, 500.0))

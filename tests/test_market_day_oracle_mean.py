@@ -1,19 +1,12 @@
-"""The market day's oracle through a period (bench/_market_day_report.py,
+"""The market day's oracle through a period (bench/market_day/_report.py,
 `market_through`, `Day.market`): a made-up day whose oracle falls after each
 change, so the ratio at the change and the ratio to the mean differ by a
 known amount."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-
-from _market_day_report import day_report, market_through  # noqa: E402
-from _market_day_truth import Day  # noqa: E402
+from bench.market_day._report import day_report, market_through
+from bench.market_day._truth import Day
 
 H = 3600.0
 
@@ -26,7 +19,7 @@ def _day() -> Day:
     t = 0.0
     while t <= 8 * H:
         # A sample is taken after a step: the one at hour 6 is the fleet
-        # before the change (bench/market_day.py, `_drive`).
+        # before the change (bench/market_day/day.py, `_drive`).
         target, dph = (500.0, 5.0) if t <= 6 * H else (800.0, 8.0)
         day.samples.append((t, target, target, dph))
         t += 120.0

@@ -1,19 +1,13 @@
 """The market day's failures paired with their replacements, and which ones
-the fleet needed replaced (bench/_market_day_replacements.py), on made-up
+the fleet needed replaced (bench/market_day/_replacements.py), on made-up
 days (the market day's target is 500 until hour 6, 800 until hour 12)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-
-from _market_day_replacements import replacements_of  # noqa: E402
-from _market_day_truth import Day, Life  # noqa: E402
+from bench.market_day._replacements import replacements_of
+from bench.market_day._truth import Day, Life
 
 H = 3600.0
 

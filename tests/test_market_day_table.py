@@ -1,4 +1,4 @@
-"""The table of market days from their JSON (bench/market_day_table.py),
+"""The table of market days from their JSON (bench/market_day/table.py),
 on made-up days: a row with what misses its target in bold, the lines
 across seeds and groups, and bad input refused with a clear error."""
 
@@ -12,12 +12,10 @@ from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
+from bench.market_day._causes import CAUSES
+from bench.market_day.table import across, row, seed_groups
 
-from _market_day_causes import CAUSES  # noqa: E402
-from market_day_table import across, row, seed_groups  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _day(seed: int, band: float, ratios: list[float], **extra: Any) -> dict[str, Any]:
@@ -86,7 +84,8 @@ def test_groups_are_ranges_of_the_seeds_present_then_all() -> None:
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(BENCH / "market_day_table.py"), *args],
+        [sys.executable, "-m", "bench.market_day.table", *args],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,

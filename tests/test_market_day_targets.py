@@ -1,5 +1,5 @@
 """The market day's schedule can be shortened for measuring what follows a
-change on many markets (bench/_market_day_truth.py `parse_targets`, read from
+change on many markets (bench/market_day/_truth.py `parse_targets`, read from
 MARKET_DAY_TARGETS); a bad schedule is refused with what is wrong."""
 
 from __future__ import annotations
@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
+from bench.market_day._truth import DAY_TARGETS, parse_targets
 
-from _market_day_truth import DAY_TARGETS, parse_targets  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_schedule_is_read_as_hours_and_targets() -> None:
@@ -48,8 +46,8 @@ def test_the_bench_stops_on_a_bad_schedule_with_what_is_wrong() -> None:
     traceback."""
     env = {**os.environ, "MARKET_DAY_TARGETS": "0:500,6"}
     done = subprocess.run(
-        [sys.executable, "-c", "import _market_day_truth"],
-        cwd=BENCH,
+        [sys.executable, "-c", "import bench.market_day._truth"],
+        cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,

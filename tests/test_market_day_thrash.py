@@ -1,20 +1,14 @@
-"""Thrash on the market day (bench/_market_day_report.py `thrashed_of`) is
+"""Thrash on the market day (bench/market_day/_report.py `thrashed_of`) is
 judged on the simulator's clock, not between the bench's samples: a bridge
 rented 5 s into the day and released 21.75 minutes later is no thrash,
 although the samples 2 minutes apart saw it for exactly 20."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-
-from _market_day_report import thrashed_of  # noqa: E402
-from _market_day_truth import Day, observe  # noqa: E402
+from bench.market_day._report import thrashed_of
+from bench.market_day._truth import Day, observe
 
 EPOCH = 1_796_406_000.0  # the simulator's clock at the day's start
 

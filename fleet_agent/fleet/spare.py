@@ -63,7 +63,7 @@ def cheapest_spared_cover(
     """The minimum-cost subset of `items` that holds its own `hold_level`:
     the target, and enough more that losing any one of its machines of up to
     (BAND + SPARE_MAX) × target leaves (1 − BAND) × target. The yardstick of
-    a fleet that holds a spare (bench/market_day.py), as `cheapest_cover` is
+    a fleet that holds a spare (bench/market_day/day.py), as `cheapest_cover` is
     of one that holds the target. `met` False when nothing holds its level.
 
     `held`: the rates of machines the fleet has already (kept whatever is

@@ -230,7 +230,7 @@ class ToolJournal:
     ) -> list[tuple[int, str, dict[str, Any]]]:
         """(run, tool_use_id, input) of every create_instance call of this
         agent in `runs`: what each rental was for, by its reason
-        (bench/market_day.py counts swaps and trades so)."""
+        (bench/market_day/day.py counts swaps and trades so)."""
         return self._creates(agent_id, runs)
 
     def _creates(

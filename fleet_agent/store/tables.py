@@ -179,7 +179,7 @@ class ToolCallRow(SQLModel, table=True):
         UniqueConstraint("agent_id", "tool_use_id", name="uq_fa_tool_calls_agent_tool_use"),
         # The views' look-up of a fleet's temporary creates (agent, name, runs):
         # at 100,000 rows an agent 20 ms without it on SQLite, 0.5 ms with
-        # (PostgreSQL 28 / 1.1; bench/journal_lookup.py). Schema 5.
+        # (PostgreSQL 28 / 1.1; bench/perf/journal_lookup.py). Schema 5.
         Index("ix_fa_tool_calls_agent_name_run", "agent_id", "name", "run"),
     )
 

@@ -54,7 +54,7 @@ _PENALTY_MARGIN_S = 0.5
 # Added to every minimum interval, for the same reason: the service measures
 # from when it admits a request, and one sent on time behind a request that
 # was slow on its way arrives too soon. Without it, walking the instance list
-# page by page drew a 429 every few seconds under load (bench/fleets.py).
+# page by page drew a 429 every few seconds under load (bench/perf/fleets.py).
 _INTERVAL_MARGIN_S = 0.1
 _ID = re.compile(r"/\d+(?=/|$)")
 
