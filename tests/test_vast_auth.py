@@ -10,9 +10,9 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastAuthError, VastNotFound, VastOfferGone
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
-from tests.vast_helpers import IMAGE, KEY, sim, vast
+from tests.vast_helpers import IMAGE, KEY, sim
 
-__all__ = ["sim", "vast"]  # the fixtures, imported for pytest
+__all__ = ["sim"]  # the fixture, imported for pytest
 
 
 async def test_search_with_a_wrong_key_is_an_auth_failure_not_not_found(sim: SimServer) -> None:

@@ -9,9 +9,9 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastConnectionError
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
-from tests.vast_helpers import IMAGE, KEY, sim, vast
+from tests.vast_helpers import IMAGE, KEY, sim
 
-__all__ = ["sim", "vast"]  # the fixtures, imported for pytest
+__all__ = ["sim"]  # the fixture, imported for pytest
 
 
 async def test_client_settings_from_environment(
