@@ -50,8 +50,9 @@ os.environ["FLEET_WORKFLOW_SANDBOX"] = "on"
 SLOW_MODULES = (
     "test_agent_loop.py",
     "test_floods.py",
-    "test_fleet.py",
-    "test_cli.py",
+    "test_fleet_market_day.py",
+    "test_cli_up.py",
+    "test_cli_operator.py",
     "test_e2e_devserver.py",
     "test_chaos.py",
     "test_approvals.py",

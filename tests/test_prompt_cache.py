@@ -7,7 +7,6 @@ import copy
 import inspect
 import json
 import random
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,19 +18,10 @@ from fleet_agent.llm.prompt_cache import MAX_BREAKPOINTS, breakpoints, cached_re
 from fleet_agent.llm.tools import FLEET_TOOLS, LOCAL_TOOLS, tool_schemas
 from fleet_agent.models import AgentConfig
 from testkit.fakes import validate_messages_request
+from tests.loop_helpers import Entry
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TOOLS = tool_schemas(LOCAL_TOOLS | FLEET_TOOLS)
-
-
-@dataclass(frozen=True)
-class Entry:
-    run: int
-    started_at: datetime
-    status: str
-    trigger_block: str
-    final_text: str
-    actions_digest: str = ""
 
 
 def entry(run: int, chars: int = 600) -> Entry:

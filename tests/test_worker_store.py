@@ -3,7 +3,7 @@
 Real worker processes (`python worker.py`, `fleet-agent worker`) against the
 real dev server; an agent is started on the worker's task queue and left
 without a worker (paused, no monitor), so it simply stays Running.
-`fleet-agent up` is covered in test_cli.py.
+`fleet-agent up` is covered in test_cli_up.py.
 """
 
 from __future__ import annotations

@@ -1,0 +1,160 @@
+"""`fleet-agent up` as a subprocess with its own dev server on free ports:
+`--check` runs the stack and exits zero, and `up` serves until SIGTERM, then
+stops everything."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleet_agent.store import Store
+from tests.cli_helpers import Result, cli
+from tests.helpers import finished_runs
+from tests.ports import free_port
+
+pytestmark = pytest.mark.devserver
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def up_command(tmp_path: Path, *extra: str) -> tuple[list[str], dict[str, str], int]:
+    """`fleet-agent up` as the console script runs it, on free ports, autopilot, temp files."""
+    port, ui_port = free_port(), free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"ANTHROPIC_API_KEY", "FLEET_LLM_PROVIDER", "VAST_API_KEY", "VAST_API_URL"}
+    }
+    env |= {
+        "FLEET_DATABASE_URL": f"sqlite:///{tmp_path / 'fleet.db'}",
+        "TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
+        # Tests run in parallel: the console on a port of its own, no metrics.
+        "CONSOLE_PORT": str(free_port()),
+        "METRICS_PORT": "off",
+        # The code under test, whichever checkout the environment has installed.
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    }
+    argv = [
+        sys.executable,
+        "-c",
+        "from starter.cli import main; main()",
+        "up",
+        "--port",
+        str(port),
+        "--ui-port",
+        str(ui_port),
+        "--db-filename",
+        str(tmp_path / "temporal.db"),
+        *extra,
+    ]
+    return argv, env, port
+
+
+async def stop(proc: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
+    """SIGTERM (so `up` stops its dev server too) and collect the rest of the output."""
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return await asyncio.wait_for(proc.communicate(), timeout=30)
+    except TimeoutError:
+        proc.kill()
+        raise
+
+
+async def test_up_check_runs_the_stack_and_exits_zero(tmp_path: Path) -> None:
+    argv, env, port = up_command(tmp_path, "--check")
+    proc = await asyncio.create_subprocess_exec(
+        *argv, env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    finally:
+        await stop(proc)
+    text = out.decode()
+    assert proc.returncode == 0, (text, err.decode()[-2000:])
+    assert "started here" in text and "LLM:        autopilot" in text
+    assert "simulator at http://127.0.0.1:" in text
+    assert "check: run #1 ok" in text
+    # Hints name commands that work as shown from the checkout (not on PATH).
+    assert '.venv/bin/fleet-agent ask "how is the fleet?"' in text
+    assert ".venv/bin/temporal workflow query --address" in text
+    assert not listening(port), "the dev server outlived `up --check`"
+    store = Store(env["FLEET_DATABASE_URL"])
+    try:
+        assert [r.run for r in finished_runs(store, "fleet-agent")] == [1]
+    finally:
+        store.dispose()
+
+    # The agent stays running in the dev server's database. With its store
+    # gone, `up` refuses to start it on a new, empty one...
+    _delete_store(tmp_path)
+    refused = await _up_to_exit(argv, env, tmp_path)
+    assert refused.code == 1, refused
+    assert "does not exist" in refused.err and "'fleet-agent'" in refused.err, refused
+    assert "--new-store" in refused.err and not (tmp_path / "fleet.db").exists()
+    assert not listening(port), "the dev server outlived a refused `up`"
+
+    # ... until told to: the agent goes on with its run numbers in a new store.
+    accepted = await _up_to_exit([*argv, "--new-store"], env, tmp_path)
+    assert accepted.code == 0, accepted
+    assert "check: run #2 ok" in accepted.out
+    store = Store(env["FLEET_DATABASE_URL"])
+    try:
+        assert [r.run for r in finished_runs(store, "fleet-agent")] == [2]
+    finally:
+        store.dispose()
+
+
+def _delete_store(folder: Path) -> None:
+    """The SQLite store `up_command` points at, with its WAL files, as an accident would."""
+    for path in folder.glob("fleet.db*"):
+        path.unlink()
+
+
+async def _up_to_exit(argv: list[str], env: dict[str, str], cwd: Path) -> Result:
+    proc = await asyncio.create_subprocess_exec(
+        *argv, env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    finally:
+        await stop(proc)
+    assert proc.returncode is not None
+    return Result(proc.returncode, out.decode(), err.decode()[-3000:])
+
+
+async def test_up_serves_until_sigterm_then_stops_everything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv, env, port = up_command(tmp_path, "--agent-id", "up-test")
+    proc = await asyncio.create_subprocess_exec(
+        *argv, env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    try:
+        seen: list[str] = []
+        async with asyncio.timeout(40):
+            while not any(line.startswith("agent started") for line in seen):
+                line = (await proc.stdout.readline()).decode()
+                assert line, f"`up` ended early: {''.join(seen)}"
+                seen.append(line)
+        result = await cli(
+            capsys, "status", "--json", "--agent-id", "up-test", "--address", f"127.0.0.1:{port}"
+        )
+        assert result.code == 0, result
+        assert json.loads(result.out)["agent_id"] == "up-test"
+    finally:
+        rest, err = await stop(proc)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert "stopping" in rest.decode()
+    assert not listening(port), "the dev server outlived `up`"

@@ -1,0 +1,82 @@
+"""The fleet monitor against the simulator: a failure becomes one signal to the
+agent, and a replacement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from activities.fleet import FleetActivities
+from fleet_agent.autopilot.provider import AutopilotProvider
+from fleet_agent.models import TriggerKind
+from fleet_agent.store import Store
+from simulator import SimServer
+from tests.fleet_helpers import _instances
+from tests.helpers import eventually, finished_runs, running_worker, status
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "death"),
+    [(True, "exited"), (False, "exited"), (True, "offline")],
+    ids=["sandboxed", "unsandboxed", "offline-past-grace"],
+)
+async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
+    ts_env: WorkflowEnvironment,
+    store: Store,
+    sim: SimServer,
+    fleet: FleetActivities,
+    sandbox: bool,
+    death: str,
+) -> None:
+    """The agent, its monitor and a run with fleet tools, in the sandbox and
+    out of it (FLEET_WORKFLOW_SANDBOX=off). A container that exited is
+    replaced by the run its signal wakes; a host that went offline is waited
+    out for `offline_grace_minutes` (5), then signalled again and replaced."""
+    async with running_worker(
+        ts_env.client, store, provider=AutopilotProvider(), fleet=fleet, sandbox=sandbox
+    ) as h:
+        # A long heartbeat: after the kill only the monitor may notice it first.
+        handle = await h.start_agent(
+            target_proofs_per_hour=40, monitor_poll_seconds=30, heartbeat_seconds=36_000
+        )
+
+        async def running_fleet() -> list[dict[str, Any]]:
+            sim.market.advance(60)
+            await ts_env.sleep(60)  # the monitor polls the advanced market
+            instances = _instances(sim)
+            st = await status(handle)
+            settled = st.current_run is None and not st.pending_triggers
+            steady = all(i["actual_status"] == "running" for i in instances)
+            return instances if instances and settled and steady else []
+
+        up = await eventually(running_fleet, timeout=60, what="a running fleet")
+        before = {i["id"] for i in _instances(sim)}
+        victim = up[0]["id"]
+        runs_before = len(finished_runs(store, handle.id))
+        sim.market.kill(victim, death)
+        killed_at = sim.market.now()
+
+        async def replaced() -> bool:
+            sim.market.advance(30)
+            await ts_env.sleep(30)
+            ids = {i["id"] for i in _instances(sim)}
+            return victim not in ids and bool(ids - before)
+
+        await eventually(replaced, timeout=60, what="the dead machine replaced")
+        runs = finished_runs(store, handle.id)[runs_before:]
+        changes = [
+            t
+            for r in runs
+            for t in r.triggers
+            if t.kind == TriggerKind.STATE_CHANGED and t.instance_id == str(victim)
+        ]
+        assert [(c.old_state, c.new_state) for c in changes][:1] == [("running", death)]
+        assert sum(1 for c in changes if c.new_state == death) == 1, "one signal per transition"
+        if death == "offline":
+            assert sim.market.now() - killed_at >= 5 * 60, "waited out for the grace"
+            assert [c.new_state for c in changes] == ["offline", "offline past grace"]
+        acting = next(r for r in runs if any(t in r.triggers for t in changes[-1:]))
+        assert acting.mutating_calls >= 2, acting.actions_digest  # destroy + create
+        assert "destroy_instance" in acting.actions_digest
