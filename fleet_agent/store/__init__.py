@@ -3,6 +3,7 @@
 Temporal-free and synchronous: activities call it from their thread pool.
 """
 
+from .agent_configs import AgentConfigs
 from .engine import create_engine_for, default_database_url, redacted_url
 from .fleet_snapshots import FleetSnapshots, StoredSnapshot
 from .guard import NEW_STORE_ENV, NEW_STORE_FLAG, StoreRefused, store_refusal
@@ -20,6 +21,7 @@ __all__ = [
     "NEW_STORE_ENV",
     "NEW_STORE_FLAG",
     "SCHEMA_VERSION",
+    "AgentConfigs",
     "CreateInFlight",
     "FailedHost",
     "FailedHosts",

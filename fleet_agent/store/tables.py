@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlalchemy import Index, Table, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from .tables_agent import AgentConfigRow
 from .tables_fleet import FLEET_SNAPSHOTS_TABLE, FleetSnapshotRow
 from .tables_money import (
     RUN_COSTS_TABLE,
@@ -301,4 +302,5 @@ def all_tables() -> list[Table]:
         table_of(RunCostRow),
         table_of(SummaryRow),
         table_of(FleetSnapshotRow),
+        table_of(AgentConfigRow),
     ]
