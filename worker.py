@@ -36,6 +36,7 @@ from activities.links import LinkActivities
 from activities.llm import LlmActivities
 from activities.runlog import RunLogActivities
 from activities.visibility import VisibilityActivities
+from activities.watchdog import WatchdogActivities
 from fleet_agent.config.env_file import export_env_file
 from fleet_agent.config.settings import Settings
 from fleet_agent.config.tuning import WorkerTuning
@@ -51,7 +52,12 @@ from runtime.connect import connect, is_connect_failure, target_address, unreach
 from runtime.process_exit import end_process
 from runtime.stopping import stop_event
 from runtime.telemetry import MetricsUnavailable, install_metrics
-from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
+from workflows import (
+    AgentRunWorkflow,
+    AgentWatchdogWorkflow,
+    FleetAgentWorkflow,
+    FleetMonitorWorkflow,
+)
 from workflows.policies import TASK_QUEUE
 
 __all__ = ["build_worker", "main", "open_worker_store", "running_agents", "worker_activities"]
@@ -87,6 +93,7 @@ def worker_activities(
     tools = LOCAL_TOOLS | FLEET_TOOLS if fleet is not None else LOCAL_TOOLS
     llm = LlmActivities(store, provider, tools)
     compact = CompactActivities(store, provider)
+    watchdog = WatchdogActivities(store)
     fleet_activities: list[Callable[..., Any]] = []
     if fleet is not None:
         fleet_activities = [
@@ -109,6 +116,9 @@ def worker_activities(
         links.wait_for_run,
         links.agent_is_open,
         VisibilityActivities(search_attributes).search_attributes_ready,
+        watchdog.ensure_agent,
+        watchdog.save_agent_config,
+        watchdog.recall_agent,
         *fleet_activities,
     ]
 
@@ -144,7 +154,12 @@ def build_worker(
         # right after an LLM reply arrived loses at most this much of it
         # (the reply rides in the heartbeat details; see activities/llm.py).
         max_heartbeat_throttle_interval=HEARTBEAT_SEND_INTERVAL,
-        workflows=[FleetAgentWorkflow, AgentRunWorkflow, FleetMonitorWorkflow],
+        workflows=[
+            FleetAgentWorkflow,
+            AgentRunWorkflow,
+            FleetMonitorWorkflow,
+            AgentWatchdogWorkflow,
+        ],
         # The SDK's sandbox unless turned off: it re-imports the workflow
         # modules for every run and crosses into the sandbox for every
         # payload: about a tenth of the worker's CPU at 300 agents

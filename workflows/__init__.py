@@ -1,4 +1,5 @@
-"""Temporal workflows of fleet-agent: the agent loop, one run, the fleet monitor.
+"""Temporal workflows of fleet-agent: the agent loop, one run, the fleet
+monitor, and the watchdog that starts an agent that is not running.
 
 The three classes are imported on first use (PEP 562), not here: the
 workflow sandbox executes this package's `__init__` afresh for every new
@@ -16,11 +17,18 @@ if TYPE_CHECKING:
     from workflows.agent import FleetAgentWorkflow
     from workflows.monitor import FleetMonitorWorkflow
     from workflows.run import AgentRunWorkflow
+    from workflows.watchdog import AgentWatchdogWorkflow
 
-__all__ = ["AgentRunWorkflow", "FleetAgentWorkflow", "FleetMonitorWorkflow"]
+__all__ = [
+    "AgentRunWorkflow",
+    "AgentWatchdogWorkflow",
+    "FleetAgentWorkflow",
+    "FleetMonitorWorkflow",
+]
 
 _HOMES = {
     "AgentRunWorkflow": "workflows.run",
+    "AgentWatchdogWorkflow": "workflows.watchdog",
     "FleetAgentWorkflow": "workflows.agent",
     "FleetMonitorWorkflow": "workflows.monitor",
 }

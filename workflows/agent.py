@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         APPROVAL_CLOSED,
         APPROVAL_REQUESTED,
         AgentConfig,
+        AgentRestarted,
         AgentStatus,
         ApprovalOutcome,
         FreezeReport,
@@ -51,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_monitor import MonitorLink
     from workflows.agent_runs import RunLauncher
     from workflows.agent_state import AgentExecution
+    from workflows.agent_watchdog import ConfigKeeper
     from workflows.policies import (
         STORE_RETRY,
         STORE_TIMEOUT,
@@ -59,12 +61,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.search_attributes import PATCH as SEARCH_ATTRIBUTES_PATCH
 
-__all__ = ["HANDOVER_STATUS_PATCH", "FleetAgentWorkflow"]
+__all__ = ["HANDOVER_STATUS_PATCH", "WATCHDOG_PATCH", "FleetAgentWorkflow"]
 
 #: An execution handed a run in flight says so from its first task (before
 #: that, status showed it idle until its monitor check and search-attribute
 #: check were done: under load, seconds).
 HANDOVER_STATUS_PATCH = "handover-status-at-start"
+#: The config is kept in the store, and a fresh execution recalls it and how
+#: the previous one ended (workflows/agent_watchdog.py).
+WATCHDOG_PATCH = "watchdog-recall"
 
 
 @workflow.defn
@@ -74,8 +79,10 @@ class FleetAgentWorkflow:
     Touches: its child runs (AgentRunWorkflow, ID `<agent>/run-<n>`), its
     monitor (`<agent>/monitor`), the run waiting for an approval (the
     decision, by signal), and through activities the store (run
-    numbering on a fresh start, operator message texts, runs lost to a
-    timeout) and the Temporal client (a run handed over by continue-as-new).
+    numbering and the last known config on a fresh start, the config as it
+    changes, operator message texts, runs lost to a timeout) and the Temporal
+    client (a run handed over by continue-as-new, how the previous execution
+    ended).
     Signals: human_message, state_changed, trigger_now, reset_session,
     cancel_wake, and from its runs approval_requested / approval_closed (any
     other name is refused visibly); updates: update_config, freeze, unfreeze,
@@ -91,6 +98,7 @@ class FleetAgentWorkflow:
         self._intake = Intake(ex, self._monitor)
         self._switch = KillSwitch(ex, self._approvals, self._monitor)
         self._runs = RunLauncher(ex, self._approvals)
+        self._keeper = ConfigKeeper(ex)
 
     # ------------------------------------------------------------ main loop
 
@@ -102,9 +110,18 @@ class FleetAgentWorkflow:
             ex.current_run, ex.phase = flight.run, Phase.RUNNING
         if workflow.patched(SEARCH_ATTRIBUTES_PATCH):
             await self._check_search_attributes()
+        watchdog = workflow.patched(WATCHDOG_PATCH)
         if ex.fresh:
             await self._continue_numbering()
-            ex.buffer.add_internal(ex.make_trigger(TriggerKind.AGENT_STARTED, "fresh start"))
+            restarted = await self._keeper.recall() if watchdog else None
+            if restarted is not None:
+                ex.state.restarted = restarted
+                self._announce_restart(restarted)
+            else:
+                ex.buffer.add_internal(ex.make_trigger(TriggerKind.AGENT_STARTED, "fresh start"))
+        if watchdog:
+            # For the life of this execution: each new config goes to the store.
+            self._keeper_task = asyncio.create_task(self._keeper.keep())
         # Runs in the background for the life of this execution: it moves
         # message texts and lost-run records to the store as they come.
         self._store_task = asyncio.create_task(self._runs.store_loop())
@@ -131,6 +148,17 @@ class FleetAgentWorkflow:
         )
         ex.state.run_count = max(ex.state.run_count, counters.max_run)
         ex.state.session = max(ex.state.session, counters.max_session)
+
+    def _announce_restart(self, fact: AgentRestarted) -> None:
+        """THE place where a restart is announced (the watchdog brought the
+        agent back, or a start after it had ended). The first run is told as
+        its `agent_started` trigger, the worker's log says it, and
+        `status.restarted` / the Web UI keep it. Sending it as a notification
+        (issue 44's notify activity) belongs here, and only here."""
+        ex = self._ex
+        text = fact.text()
+        workflow.logger.warning("agent %s %s", ex.agent_id, text)
+        ex.buffer.add_internal(ex.make_trigger(TriggerKind.AGENT_STARTED, text))
 
     async def _check_search_attributes(self) -> None:
         """Upsert search attributes in this execution only if the namespace has

@@ -238,4 +238,5 @@ class Intake:
             pending_approvals=state.pending_approvals,
             spend=state.spend,
             llm_cost=state.llm_cost,
+            restarted=state.restarted,
         )

@@ -79,6 +79,10 @@ class AgentExecution:
             self.reject("start config", start.problem, None)
         elif self.fresh and start.config is not None:
             self.state.config = start.config.apply(self.state.config)
+        # A fresh start applies them over the last known config (agent_watchdog.py).
+        self.start_config = start.config
+        #: "watchdog" when the agent's Schedule started this execution.
+        self.started_by = start.started_by
         self.buffer = TriggerBuffer(self.state.pending_triggers, self.state.unstored_keys)
         self.phase = self.idle_phase()
         self.current_run: int | None = None

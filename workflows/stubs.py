@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.fleet.snapshot import FleetSnapshot
     from fleet_agent.models import (
         AgentCounters,
+        AgentRecall,
         CompactRequest,
         CompactResult,
         ContextInfo,
@@ -31,14 +32,17 @@ with workflow.unsafe.imports_passed_through():
         LlmResult,
         LoadContextRequest,
         PollRequest,
+        RecallRequest,
         RecordRunRequest,
         RunResult,
+        SaveConfigRequest,
         StopFleetReport,
         StopFleetRequest,
         StoreMessagesRequest,
         StoreToolResults,
         ToolResult,
         WaitForRun,
+        WatchdogInput,
     )
 
 __all__ = [
@@ -48,12 +52,15 @@ __all__ = [
     "compact_session",
     "create_instance",
     "destroy_instance",
+    "ensure_agent",
     "get_fleet_status",
     "load_agent_counters",
     "load_context",
     "poll_fleet",
+    "recall_agent",
     "reconcile_labels",
     "record_run",
+    "save_agent_config",
     "search_attributes_ready",
     "search_offers",
     "stop_fleet",
@@ -187,3 +194,24 @@ async def search_attributes_ready() -> bool:
 async def stop_fleet(req: StopFleetRequest) -> StopFleetReport:
     """Implemented by `FleetActivities.stop_fleet` (activities/fleet.py)."""
     _declared("stop_fleet")
+
+
+# ---------------------------------------------------------------- watchdog (activities/watchdog.py)
+
+
+@activity.defn(name="ensure_agent")
+async def ensure_agent(req: WatchdogInput) -> str:
+    """Start the agent unless it is running; its run ID."""
+    _declared("ensure_agent")
+
+
+@activity.defn(name="save_agent_config")
+async def save_agent_config(req: SaveConfigRequest) -> None:
+    """Keep the agent's config as its last known one in the store."""
+    _declared("save_agent_config")
+
+
+@activity.defn(name="recall_agent")
+async def recall_agent(req: RecallRequest) -> AgentRecall:
+    """A fresh execution's last known config and how the previous one ended."""
+    _declared("recall_agent")

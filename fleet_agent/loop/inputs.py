@@ -95,6 +95,7 @@ class StartInput:
     state: AgentState | None
     config: ConfigPatch | None
     problem: str = ""  # a refused start config: the agent starts on defaults
+    started_by: str = ""  # "watchdog" when its schedule started it
 
 
 def parse_start(raw: Any) -> StartInput:
@@ -109,7 +110,7 @@ def parse_start(raw: Any) -> StartInput:
         return StartInput(None, None)
     if not isinstance(raw, dict):
         return StartInput(None, None, f"expected a JSON object, got {_shape(raw)}")
-    unknown = sorted(set(raw) - {"config", "state"})
+    unknown = sorted(set(raw) - {"config", "state", "started_by"})
     state = AgentState.model_validate(raw["state"]) if raw.get("state") is not None else None
     problem = f"unknown field(s): {', '.join(unknown)}"[:MAX_ERROR_CHARS] if unknown else ""
     config: ConfigPatch | None = None
@@ -117,4 +118,5 @@ def parse_start(raw: Any) -> StartInput:
         parsed = parse_payload(ConfigPatch, raw["config"])
         config, error = parsed.value, parsed.error
         problem = "; ".join(p for p in (problem, error) if p)
-    return StartInput(state, config, problem)
+    started_by = raw.get("started_by")
+    return StartInput(state, config, problem, started_by if isinstance(started_by, str) else "")

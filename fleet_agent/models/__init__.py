@@ -85,14 +85,26 @@ from .trigger import (
     Trigger,
     TriggerKind,
 )
+from .watchdog import (
+    WATCHDOG,
+    AgentRecall,
+    AgentRestarted,
+    PreviousEnd,
+    RecallRequest,
+    SaveConfigRequest,
+    WatchdogInput,
+)
 
 __all__ = [
     "APPROVAL_CLOSED",
     "APPROVAL_DECIDED",
     "APPROVAL_REQUESTED",
+    "WATCHDOG",
     "AgentConfig",
     "AgentCounters",
     "AgentInput",
+    "AgentRecall",
+    "AgentRestarted",
     "AgentState",
     "AgentStatus",
     "ApprovalAsk",
@@ -125,7 +137,9 @@ __all__ = [
     "PendingApproval",
     "Phase",
     "PollRequest",
+    "PreviousEnd",
     "Priority",
+    "RecallRequest",
     "RecordRunRequest",
     "RejectedInput",
     "RequestLayout",
@@ -134,6 +148,7 @@ __all__ = [
     "RunInput",
     "RunResult",
     "RunStatus",
+    "SaveConfigRequest",
     "SpendSummary",
     "StateChanged",
     "StopFleetReport",
@@ -152,4 +167,5 @@ __all__ = [
     "WaitForRun",
     "Wake",
     "WakeRequest",
+    "WatchdogInput",
 ]

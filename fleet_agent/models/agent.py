@@ -13,6 +13,7 @@ from .freeze import FreezeInfo
 from .runs import LastRun, LlmCostSummary, RunResult, Wake
 from .spend import SpendSummary
 from .trigger import Trigger
+from .watchdog import AgentRestarted
 
 __all__ = [
     "AgentInput",
@@ -91,6 +92,11 @@ class AgentState(BaseModel):
     spend: SpendSummary | None = None
     # Likewise the LLM cost summary (fleet_agent/models/runs.py).
     llm_cost: LlmCostSummary | None = None
+    # The config last written to the store (the watchdog's restart reads it):
+    # written again only when `config` differs (workflows/agent.py).
+    stored_config: AgentConfig | None = None
+    # Set when this agent came back after its previous execution ended.
+    restarted: AgentRestarted | None = None
 
 
 class AgentInput(BaseModel):
@@ -101,6 +107,8 @@ class AgentInput(BaseModel):
 
     config: ConfigPatch | None = None
     state: AgentState | None = None
+    # Who started it, when not an operator: "watchdog" (fleet_agent/models/watchdog.py).
+    started_by: str = ""
 
 
 class AgentStatus(BaseModel):
@@ -130,3 +138,5 @@ class AgentStatus(BaseModel):
     spend: SpendSummary | None = None
     # LLM cost as of the last run's start (`llm_cost.as_of`); None before any.
     llm_cost: LlmCostSummary | None = None
+    # Set when the agent came back after its previous execution ended (the watchdog).
+    restarted: AgentRestarted | None = None

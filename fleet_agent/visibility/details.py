@@ -66,6 +66,8 @@ def agent_details(state: AgentState, phase: Phase, current_run: int | None, due:
             f"expires {_hms(pending.expires_at)} — `.venv/bin/fleet-agent approve {pending.id}` "
             f"or `.venv/bin/fleet-agent deny {pending.id}`",
         )
+    if state.restarted is not None:
+        lines.append(f"{state.restarted.text()} (`.venv/bin/fleet-agent status`)")
     if current_run is not None:
         lines.append(f"running: run #{current_run}")
     elif due is not None:
