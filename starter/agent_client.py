@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -315,6 +315,10 @@ class AgentClient:
         return None
 
     # ------------------------------------------------------------ errors
+
+    def rpc(self, what: str) -> AbstractContextManager[None]:
+        """Service errors of a call made with `client()` as one-line `CliError`s."""
+        return self._rpc(what)
 
     @contextmanager
     def _rpc(self, what: str, *, needs_worker: bool = False) -> Iterator[None]:

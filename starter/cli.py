@@ -26,7 +26,7 @@ from temporalio.service import RPCError
 
 from fleet_agent.config.env_file import SettingsError, export_env_file
 from runtime.process_exit import end_process
-from starter import commands
+from starter import cancel, commands
 from starter.agent_client import (
     DEFAULT_QUERY_TIMEOUT,
     AgentClient,
@@ -38,6 +38,7 @@ from starter.cli_options import agent_options, json_option
 from starter.cli_services import add_service_commands
 from starter.cli_store import add_store_commands
 from starter.identity import os_identity
+from starter.watchdog import WATCHDOG_ENV, watchdog_interval
 
 __all__ = ["build_parser", "main", "run"]
 
@@ -108,12 +109,37 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = agent_cmd(
         "start",
-        "start the agent (or attach to the running one)",
-        lambda a, ns: commands.start(a, ns.target, ns.paused, ns.set),
+        "start the agent (or attach to the running one), and create or update its "
+        "watchdog, which starts it again if it ends",
+        lambda a, ns: commands.start(
+            a, ns.target, ns.paused, ns.set, watchdog_interval(ns.watchdog_minutes)
+        ),
     )
     p.add_argument("--target", type=float, metavar="N", help="target proofs per hour")
     p.add_argument("--paused", action="store_true", help="start paused (no runs until unpaused)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="initial config")
+    p.add_argument(
+        "--watchdog-minutes",
+        type=float,
+        metavar="N",
+        help=f"how often the watchdog looks (default ${WATCHDOG_ENV}, else 5; "
+        "fractions allowed, at least 1 second)",
+    )
+
+    p = agent_cmd(
+        "cancel",
+        "stop the agent for good: delete its watchdog, then cancel its workflow "
+        "(asks first unless --yes)",
+        lambda a, ns: cancel.cancel(a, ns.yes, ns.wait),
+    )
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to wait for the agent to end (default 60)",
+    )
 
     p = agent_cmd(
         "say",

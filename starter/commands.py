@@ -8,7 +8,7 @@ import asyncio
 import json
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fleet_agent.models import FreezeRequest, UnfreezeRequest
@@ -34,6 +34,7 @@ from starter.render import (
     wakes_table,
 )
 from starter.runlog_view import open_store
+from starter.watchdog import ensure_watchdog, watchdog_id
 
 __all__ = [
     "ask",
@@ -45,6 +46,7 @@ __all__ = [
     "status",
     "trigger",
     "wakes",
+    "watchdog",
 ]
 
 
@@ -58,7 +60,13 @@ def _dump(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-async def start(agent: AgentClient, target: float | None, paused: bool, sets: list[str]) -> int:
+async def start(
+    agent: AgentClient,
+    target: float | None,
+    paused: bool,
+    sets: list[str],
+    watchdog_every: timedelta,
+) -> int:
     changes = parse_assignments(sets)
     if target is not None:
         changes["target_proofs_per_hour"] = target
@@ -72,7 +80,21 @@ async def start(agent: AgentClient, target: float | None, paused: bool, sets: li
         if changes:
             keys = " ".join(f"--set {k}=…" for k in changes)
             print(f"config options were not applied; use `{CLI} config {keys}`")
+    await watchdog(agent, watchdog_every)
     return 0
+
+
+async def watchdog(agent: AgentClient, every: timedelta) -> None:
+    """Create or update the agent's watchdog schedule, and say so."""
+    with agent.rpc("create the watchdog schedule"):
+        created = await ensure_watchdog(
+            await agent.client(), agent.agent_id, agent.task_queue, every
+        )
+    print(
+        f"watchdog {'created' if created else 'updated'}: schedule "
+        f"{watchdog_id(agent.agent_id)!r} starts the agent within {every.total_seconds():g}s "
+        f"if it ends; `{CLI} cancel` stops the agent and removes it"
+    )
 
 
 async def say(agent: AgentClient, text: str, author: str) -> int:

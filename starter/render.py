@@ -189,6 +189,11 @@ def status_text(st: AgentStatus, now: datetime, ledger: SpendSummary | None = No
                 for p in st.pending_approvals
             ]
         ),
+        *(
+            [("restarted", f"{fmt_time(st.restarted.at)}: {st.restarted.text()}")]
+            if st.restarted is not None
+            else []
+        ),
         ("session", str(st.session)),
         ("runs", f"{st.run_count} (execution {st.executions}, history {st.history_length} events)"),
         ("current run", "—" if st.current_run is None else f"#{st.current_run}"),

@@ -34,6 +34,7 @@ from fleet_agent.store import SchemaError, StoreRefused, redacted_url
 from fleet_agent.store.engine import DATABASE_URL_ENV
 from runtime.stopping import stop_event
 from runtime.telemetry import MetricsUnavailable, install_stack_metrics
+from starter import commands
 from starter.agent_client import AgentClient, CliError
 from starter.console import DEFAULT_CONSOLE_PORT, console_for_stack
 from starter.devserver import DevServerConfig
@@ -42,6 +43,7 @@ from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
 from starter.stack_options import StackOptions, dev_config
 from starter.stack_server import SERVER_START_TIMEOUT, Server, temporal_server
 from starter.stack_sim import shared_simulator, simulator
+from starter.watchdog import watchdog_interval
 
 __all__ = ["StackOptions", "up"]
 
@@ -228,6 +230,8 @@ async def _serve(
         else:
             # Without a fleet there is nothing to poll: a fresh agent starts without its monitor.
             started = await agent.start(None if fleet else ConfigPatch(monitor_enabled=False))
+            # `make run` too: the agent comes back if it is ended (starter/watchdog.py).
+            await commands.watchdog(agent, watchdog_interval())
             print(
                 _banner(
                     opts,

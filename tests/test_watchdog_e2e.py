@@ -1,0 +1,169 @@
+"""The watchdog on the real dev server: a terminated agent comes back, a
+cancelled one does not (issue 44, "never silent").
+
+A real worker (fake Messages API), the CLI run in a thread as an operator
+would run it, and the Temporal Schedule it creates, looking every 2 seconds
+(`--watchdog-minutes` takes fractions for this).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import uuid
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import WorkflowEnvironment
+
+from fleet_agent.models import AgentStatus
+from fleet_agent.store import AgentConfigs, RunRecord, Store
+from starter.cli import main
+from starter.watchdog import watchdog_id
+from testkit.agents import Harness
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply
+from tests.helpers import eventually, finished_runs, running_worker, status_or_none
+from workflows import FleetAgentWorkflow
+
+ACTED = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
+EVERY = "0.034"  # minutes: a look every 2 s
+
+
+async def cli(h: Harness, client: Client, *argv: str) -> int:
+    """The CLI in a thread (it owns an event loop), aimed at the test's worker."""
+    address = client.service_client.config.target_host
+    return await asyncio.to_thread(
+        main, [*argv, "--address", address, "--task-queue", h.task_queue]
+    )
+
+
+async def start(h: Harness, client: Client, agent_id: str) -> None:
+    code = await cli(
+        h,
+        client,
+        "start",
+        "--agent-id",
+        agent_id,
+        "--watchdog-minutes",
+        EVERY,
+        "--set",
+        "monitor_enabled=false",
+        "--set",
+        "p0_debounce_seconds=0.2",
+    )
+    assert code == 0
+    h.agent_ids.add(agent_id)
+
+
+async def schedule_exists(client: Client, agent_id: str) -> bool:
+    try:
+        await client.get_schedule_handle(watchdog_id(agent_id)).describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return True
+
+
+async def delete_schedule(client: Client, agent_id: str) -> None:
+    if await schedule_exists(client, agent_id):
+        await client.get_schedule_handle(watchdog_id(agent_id)).delete()
+
+
+async def test_terminated_agent_comes_back_with_its_numbering_config_and_how_it_ended(
+    dev_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+) -> None:
+    fake_llm.set_responder(lambda req: Reply(text=ACTED))
+    client = dev_env.client
+    agent_id = f"wd-{uuid.uuid4().hex[:8]}"
+    async with running_worker(client, store) as h:
+        try:
+            await start(h, client, agent_id)
+            handle = client.get_workflow_handle_for(FleetAgentWorkflow.run, agent_id)
+            first = (await handle.describe()).run_id
+            await handle.execute_update(
+                FleetAgentWorkflow.update_config, {"target_proofs_per_hour": 3.5}
+            )
+            await handle.signal(FleetAgentWorkflow.human_message, "before the terminate")
+            await eventually(lambda: _runs(store, agent_id, 1), what="run 1")
+
+            async def kept() -> bool:
+                config = AgentConfigs(store).load(agent_id)
+                return config is not None and config.target_proofs_per_hour == 3.5
+
+            await eventually(kept, what="the changed config kept in the store")
+            await client.get_workflow_handle(agent_id).terminate(reason="operator slip")
+
+            async def back() -> AgentStatus | None:
+                desc = await handle.describe()
+                if desc.run_id == first or desc.status != WorkflowExecutionStatus.RUNNING:
+                    return None
+                st = await status_or_none(handle)
+                # Queries are answered at once: wait until the recall is done.
+                return st if st is not None and st.restarted is not None else None
+
+            st = await eventually(back, timeout=20.0, what="the agent back, by the watchdog")
+            assert st is not None and st.restarted is not None
+            assert st.restarted.started_by == "watchdog"
+            assert st.restarted.previous.status == "terminated"
+            assert st.restarted.previous.reason == "operator slip"
+            assert st.restarted.config_restored
+            assert st.config.target_proofs_per_hour == 3.5, "last known config, from the store"
+            assert st.config.monitor_enabled is False
+            runs = await eventually(lambda: _runs(store, agent_id, 2), what="the restart's run")
+            assert runs[-1].run == runs[0].run + 1, "run numbering continues"
+            prompt = fake_llm.requests[-1].all_text()
+            assert "restarted by the watchdog; it had ended: terminated" in prompt
+        finally:
+            await delete_schedule(client, agent_id)
+
+
+async def test_cancel_deletes_the_watchdog_first_and_nothing_restarts_the_agent(
+    dev_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+) -> None:
+    fake_llm.set_responder(lambda req: Reply(text=ACTED))
+    client = dev_env.client
+    agent_id = f"wd-{uuid.uuid4().hex[:8]}"
+    async with running_worker(client, store) as h:
+        try:
+            await start(h, client, agent_id)
+            assert await schedule_exists(client, agent_id)
+            # A look that finds the agent running leaves it alone.
+            handle = client.get_workflow_handle_for(FleetAgentWorkflow.run, agent_id)
+            first = (await handle.describe()).run_id
+            schedule = client.get_schedule_handle(watchdog_id(agent_id))
+            await schedule.trigger()
+
+            async def looked() -> int:
+                return (await schedule.describe()).info.num_actions
+
+            await eventually(looked, what="a look by the watchdog")
+            assert await cli(h, client, "cancel", "--agent-id", agent_id, "--yes") == 0
+            assert not await schedule_exists(client, agent_id)
+            desc = await handle.describe()
+            assert desc.run_id == first, "the running agent was untouched by the look"
+            assert desc.status == WorkflowExecutionStatus.CANCELED
+            # The schedule looked every 2 s: 5 looks' worth of time, and nothing came back.
+            ended = asyncio.get_running_loop().time() + 10.0
+            while asyncio.get_running_loop().time() < ended:
+                desc = await handle.describe()
+                assert (desc.run_id, desc.status) == (first, WorkflowExecutionStatus.CANCELED)
+                await asyncio.sleep(0.5)
+        finally:
+            await delete_schedule(client, agent_id)
+
+
+def test_cancel_without_a_terminal_or_yes_refuses_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    # No server at this address: the refusal comes before any connection.
+    assert main(["cancel", "--agent-id", "a1", "--address", "127.0.0.1:9"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "confirm with --yes" in err[0], err
+
+
+async def _runs(store: Store, agent_id: str, n: int) -> list[RunRecord]:
+    runs = finished_runs(store, agent_id)
+    return list(runs) if len(runs) >= n else []
