@@ -16,7 +16,12 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and the execution's state.
-    from fleet_agent.models import AgentRestarted, RecallRequest, SaveConfigRequest
+    from fleet_agent.models import (
+        AgentRestarted,
+        FreezeInfo,
+        RecallRequest,
+        SaveConfigRequest,
+    )
     from workflows import stubs
     from workflows.agent_state import AgentExecution
     from workflows.policies import STORE_RETRY, STORE_TIMEOUT
@@ -46,6 +51,13 @@ class ConfigKeeper:
         if recall.config is not None:
             explicit = ex.start_config
             ex.state.config = explicit.apply(recall.config) if explicit else recall.config
+            if ex.state.config.frozen and ex.state.freeze is None:
+                # The kill switch holds across a restart, and shows as such.
+                ex.state.freeze = FreezeInfo(
+                    reason="frozen before the agent ended (its kept config says so)",
+                    author="the store",
+                    at=workflow.now(),
+                )
         if recall.previous is None:
             return None
         return AgentRestarted(
