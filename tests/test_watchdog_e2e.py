@@ -128,7 +128,11 @@ async def test_cancel_deletes_the_watchdog_first_and_nothing_restarts_the_agent(
     async with running_worker(client, store) as h:
         try:
             await start(h, client, agent_id)
-            assert await schedule_exists(client, agent_id)
+            described = await client.get_schedule_handle(watchdog_id(agent_id)).describe()
+            note = described.schedule.state.note or ""
+            assert f"fleet-agent cancel --agent-id {agent_id}" in note, note
+            memo = await described.memo()
+            assert memo["stop"].endswith(f"cancel --agent-id {agent_id}"), memo
             # A look that finds the agent running leaves it alone.
             handle = client.get_workflow_handle_for(FleetAgentWorkflow.run, agent_id)
             first = (await handle.describe()).run_id

@@ -20,6 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 from fleet_agent.models import (
     AgentConfig,
     AgentRestarted,
+    AgentState,
     AgentStatus,
     Phase,
     PreviousEnd,
@@ -27,6 +28,7 @@ from fleet_agent.models import (
 from fleet_agent.store import AgentConfigs, Store
 from fleet_agent.store.tables import table_of
 from fleet_agent.store.tables_agent import AgentConfigRow
+from fleet_agent.visibility.details import agent_details
 from starter.agent_client import UsageError
 from starter.render import status_text
 from starter.watchdog import WATCHDOG_ENV, watchdog_interval
@@ -132,6 +134,9 @@ def test_the_restart_fact_says_who_brought_it_back_and_how_it_had_ended() -> Non
         restarted=_restart(reason="bad deploy"),
     )
     assert "restarted:" in status_text(st, AT) and "bad deploy" in status_text(st, AT)
+    state = AgentState(restarted=_restart(reason="bad deploy"))
+    details = agent_details(state, Phase.IDLE, None, None)
+    assert "restarted by the watchdog; it had ended: terminated" in details, "the Web UI"
 
 
 def test_the_watchdog_interval_comes_from_the_option_the_environment_or_5_minutes(
