@@ -93,7 +93,9 @@ class WatchdogActivities:
 
 async def previous_end(client: Client, agent_id: str, run_id: str) -> PreviousEnd | None:
     """The newest ended execution of `agent_id` other than `run_id`, with the
-    reason and identity its closing event records; None if there is none."""
+    reason and identity its closing event records; None if there is none.
+    Visibility may lag the end by a second or so (Elasticsearch): a start
+    right after a terminate can miss it; the watchdog's, minutes later, not."""
     newest = None
     query = _ENDED_QUERY.format(agent_id=agent_id.replace('"', ""))
     async for wf in client.list_workflows(query, limit=_LISTED):
