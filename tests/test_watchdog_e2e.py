@@ -171,3 +171,28 @@ def test_cancel_without_a_terminal_or_yes_refuses_in_one_line(
 async def _runs(store: Store, agent_id: str, n: int) -> list[RunRecord]:
     runs = finished_runs(store, agent_id)
     return list(runs) if len(runs) >= n else []
+
+
+async def test_cancel_with_a_run_in_flight_lets_the_run_finish_and_record_itself(
+    dev_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+) -> None:
+    fake_llm.set_responder(lambda req: Reply(text=ACTED))
+    fake_llm.latency = 2.0  # real seconds: the run is in its LLM call when cancel comes
+    client = dev_env.client
+    agent_id = f"wd-{uuid.uuid4().hex[:8]}"
+    async with running_worker(client, store) as h:
+        try:
+            await start(h, client, agent_id)
+            handle = client.get_workflow_handle_for(FleetAgentWorkflow.run, agent_id)
+            await handle.signal(FleetAgentWorkflow.human_message, "one last thing")
+            await eventually(lambda: _llm_in_flight(fake_llm), what="the LLM call in flight")
+            assert await cli(h, client, "cancel", "--agent-id", agent_id, "--yes") == 0
+            assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+            runs = await eventually(lambda: _runs(store, agent_id, 1), what="the run recorded")
+            assert runs[0].status.value == "ok", runs[0]
+        finally:
+            await delete_schedule(client, agent_id)
+
+
+async def _llm_in_flight(fake: FakeAnthropic) -> bool:
+    return fake.in_flight > 0
