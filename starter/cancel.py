@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sys
 import time
 
@@ -28,6 +29,8 @@ from starter.watchdog import delete_watchdog, watchdog_id
 __all__ = ["cancel", "confirmed"]
 
 _POLL_SECONDS = 0.5
+# What Temporal appends to the ID of each workflow a Schedule starts.
+_LOOK_SUFFIX = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
 def confirmed(agent_id: str, yes: bool) -> bool:
@@ -90,6 +93,8 @@ async def _end_looks(agent: AgentClient) -> None:
         f'AND WorkflowId STARTS_WITH "{prefix}-"'
     )
     async for wf in client.list_workflows(query):
+        if not _LOOK_SUFFIX.fullmatch(wf.id[len(prefix) + 1 :]):
+            continue  # a look of agent "<id>-x", whose prefix starts with ours
         # One that ended meanwhile is not found: that is as good.
         with contextlib.suppress(RPCError):
             await client.get_workflow_handle(wf.id, run_id=wf.run_id).terminate(

@@ -9,18 +9,25 @@ would run it, and the Temporal Schedule it creates, looking every 2 seconds
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import uuid
+from datetime import timedelta
+from functools import partial
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import (
+    Client,
+    ScheduleActionExecutionStartWorkflow,
+    WorkflowExecutionStatus,
+)
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.models import AgentStatus
 from fleet_agent.store import AgentConfigs, RunRecord, Store
 from starter.cli import main
-from starter.watchdog import watchdog_id
+from starter.watchdog import ensure_watchdog, watchdog_id
 from testkit.agents import Harness
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply
 from tests.helpers import eventually, finished_runs, running_worker, status_or_none
@@ -196,3 +203,50 @@ async def test_cancel_with_a_run_in_flight_lets_the_run_finish_and_record_itself
 
 async def _llm_in_flight(fake: FakeAnthropic) -> bool:
     return fake.in_flight > 0
+
+
+async def test_cancel_ends_the_looks_in_flight_of_its_agent_only(
+    dev_env: WorkflowEnvironment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No worker on this task queue: a look the schedule starts waits there,
+    # running, as it would while the worker is down.
+    client = dev_env.client
+    queue = f"no-worker-{uuid.uuid4().hex[:8]}"
+    agent_id = f"wd-{uuid.uuid4().hex[:8]}"
+    neighbour = f"{agent_id}-x"  # its looks' IDs start with agent_id's prefix
+    try:
+        for each in (agent_id, neighbour):
+            await ensure_watchdog(client, each, queue, timedelta(hours=1))
+            await client.get_schedule_handle(watchdog_id(each)).trigger()
+        looks: dict[str, str] = {}
+        for each in (agent_id, neighbour):
+            look = await eventually(partial(_look, client, each), what=f"{each}'s look")
+            assert look is not None
+            looks[each] = look
+        argv = ["cancel", "--agent-id", agent_id, "--yes", "--task-queue", queue]
+        address = client.service_client.config.target_host
+        assert await asyncio.to_thread(main, [*argv, "--address", address]) == 0
+        ended = await client.get_workflow_handle(looks[agent_id]).describe()
+        assert ended.status == WorkflowExecutionStatus.TERMINATED
+        kept = await client.get_workflow_handle(looks[neighbour]).describe()
+        assert kept.status == WorkflowExecutionStatus.RUNNING
+    finally:
+        for each in (agent_id, neighbour):
+            await delete_schedule(client, each)
+            query = f'WorkflowId STARTS_WITH "{watchdog_id(each)}-"'
+            async for wf in client.list_workflows(query):
+                with contextlib.suppress(RPCError):
+                    await client.get_workflow_handle(wf.id).terminate(reason="test done")
+
+
+async def _look(client: Client, agent_id: str) -> str | None:
+    """The ID of the look this agent's schedule started, once visibility
+    lists it running (as `cancel` finds looks)."""
+    schedule = await client.get_schedule_handle(watchdog_id(agent_id)).describe()
+    for action in schedule.info.running_actions:
+        if not isinstance(action, ScheduleActionExecutionStartWorkflow):
+            continue
+        query = f'WorkflowId = "{action.workflow_id}" AND ExecutionStatus = "Running"'
+        async for _ in client.list_workflows(query):
+            return action.workflow_id
+    return None
