@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_freeze import KillSwitch
     from workflows.agent_inputs import Intake
     from workflows.agent_monitor import MonitorLink
+    from workflows.agent_notify import NOTIFY_PATCH, Notifier
     from workflows.agent_runs import RunLauncher
     from workflows.agent_state import AgentExecution
     from workflows.policies import (
@@ -86,6 +87,10 @@ class FleetAgentWorkflow:
     @workflow.init
     def __init__(self, raw: Any = None) -> None:
         self._ex = ex = AgentExecution(workflow.info().workflow_id, raw)
+        ex.notifier = Notifier(ex)
+        # In the first task, before any handler can emit: histories from
+        # before notifications replay without them.
+        ex.notifier.enabled = workflow.patched(NOTIFY_PATCH)
         self._monitor = MonitorLink(ex)
         self._approvals = ApprovalsBook(ex)
         self._intake = Intake(ex, self._monitor)
@@ -108,6 +113,10 @@ class FleetAgentWorkflow:
         # Runs in the background for the life of this execution: it moves
         # message texts and lost-run records to the store as they come.
         self._store_task = asyncio.create_task(self._runs.store_loop())
+        if ex.notifier.enabled:
+            # Beside the loop, for the life of this execution: delivers the
+            # notifications the helpers queue, never holding up a run.
+            self._notify_task = asyncio.create_task(ex.notifier.loop())
         await self._monitor.ensure()
         if flight is not None:
             await self._runs.finish_handed_over_run(flight)

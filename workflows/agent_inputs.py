@@ -238,4 +238,6 @@ class Intake:
             pending_approvals=state.pending_approvals,
             spend=state.spend,
             llm_cost=state.llm_cost,
+            notify_failures=state.notify.failures,
+            notify_delivered=state.notify.delivered,
         )

@@ -30,6 +30,8 @@ with workflow.unsafe.imports_passed_through():
         LlmRequest,
         LlmResult,
         LoadContextRequest,
+        NotifyRequest,
+        NotifyResult,
         PollRequest,
         RecordRunRequest,
         RunResult,
@@ -56,6 +58,7 @@ __all__ = [
     "record_run",
     "search_attributes_ready",
     "search_offers",
+    "send_notification",
     "stop_fleet",
     "store_operator_messages",
     "store_tool_results",
@@ -187,3 +190,12 @@ async def search_attributes_ready() -> bool:
 async def stop_fleet(req: StopFleetRequest) -> StopFleetReport:
     """Implemented by `FleetActivities.stop_fleet` (activities/fleet.py)."""
     _declared("stop_fleet")
+
+
+# ---------------------------------------------------------------- notify (activities/notify.py)
+
+
+@activity.defn(name="send_notification")
+async def send_notification(req: NotifyRequest) -> NotifyResult:
+    """Implemented by `NotifyActivities.send_notification` (activities/notify.py)."""
+    _declared("send_notification")

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from .approvals import ApprovalDecision, PendingApproval
 from .config import AgentConfig, ConfigPatch
 from .freeze import FreezeInfo
+from .notify import NotifyFailure, NotifyState
 from .runs import LastRun, LlmCostSummary, RunResult, Wake
 from .spend import SpendSummary
 from .trigger import Trigger
@@ -91,6 +92,8 @@ class AgentState(BaseModel):
     spend: SpendSummary | None = None
     # Likewise the LLM cost summary (fleet_agent/models/runs.py).
     llm_cost: LlmCostSummary | None = None
+    # Notifications: the quiet window, the queue, the failures (models/notify.py).
+    notify: NotifyState = Field(default_factory=NotifyState)
 
 
 class AgentInput(BaseModel):
@@ -130,3 +133,7 @@ class AgentStatus(BaseModel):
     spend: SpendSummary | None = None
     # LLM cost as of the last run's start (`llm_cost.as_of`); None before any.
     llm_cost: LlmCostSummary | None = None
+    # The latest notification deliveries that failed after their retries
+    # (redacted: no URL), and how many went out in this agent's life.
+    notify_failures: list[NotifyFailure] = Field(default_factory=list)
+    notify_delivered: int = 0

@@ -23,6 +23,7 @@ from .tables_money import (
     SpendHourRow,
     SpendInstanceRow,
 )
+from .tables_notify import NOTIFICATIONS_TABLE, NotificationRow
 from .timestamps import UTCDateTime
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "INBOX_TABLE",
     "MESSAGES_TABLE",
     "META_TABLE",
+    "NOTIFICATIONS_TABLE",
     "PROVER_TRACKS_TABLE",
     "RUNS_TABLE",
     "RUN_COSTS_TABLE",
@@ -45,6 +47,7 @@ __all__ = [
     "InboxRow",
     "MessageRow",
     "MetaRow",
+    "NotificationRow",
     "ProverTrackRow",
     "RunCostRow",
     "RunRow",
@@ -301,4 +304,5 @@ def all_tables() -> list[Table]:
         table_of(RunCostRow),
         table_of(SummaryRow),
         table_of(FleetSnapshotRow),
+        table_of(NotificationRow),
     ]
