@@ -43,12 +43,16 @@ def split_urls(raw: str | None) -> list[str]:
 
 
 def redact(url: str) -> str:
-    """`scheme://host` only: no user, password, token, path or query."""
+    """`scheme://host` only: no user, password, token, path or query. A
+    "host" that is no host name (no dot: Slack's and Discord's first token
+    stands there) is hidden too."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
     except ValueError:
         return "(unreadable URL)"
+    if "." not in host and host != "localhost":
+        host = "(hidden)"
     return f"{parts.scheme or '?'}://{host}"
 
 
@@ -56,9 +60,10 @@ def scrub(text: str, urls: Iterable[str]) -> str:
     """`text` with every URL, and every long piece of one (a password, a
     token, a webhook path), replaced: for error text that may quote them."""
     for url in urls:
-        text = text.replace(url, redact(url))
-        host = urlsplit(url).hostname or ""
+        shown = redact(url)
+        text = text.replace(url, shown)
+        host = shown.split("://", 1)[-1]
         for piece in re.split(r"[/:@?&=#,]+", url.split("://", 1)[-1]):
-            if len(piece) >= 6 and piece != host:
+            if len(piece) >= 6 and piece.lower() not in host:
                 text = text.replace(piece, "***")
     return text

@@ -48,9 +48,10 @@ class Notifications:
             "error": "",
             "updated_at": require_aware(at, "at"),
         }
-        stmt = self._insert(table).values(**values).on_conflict_do_nothing()
+        # RETURNING, not rowcount: psycopg reports no count for this insert.
+        stmt = self._insert(table).values(**values).on_conflict_do_nothing().returning(table.c.id)
         with self._engine.begin() as conn:
-            if conn.execute(stmt).rowcount == 1:
+            if conn.execute(stmt).first() is not None:
                 return True
             again = (
                 update(table)
@@ -62,8 +63,9 @@ class Notifications:
                     )
                 )
                 .values(status=CLAIMED, updated_at=at)
+                .returning(table.c.id)
             )
-            return conn.execute(again).rowcount == 1
+            return conn.execute(again).first() is not None
 
     def record(self, key: str, destination: str, error: str, at: datetime) -> None:
         """The outcome of a claimed send: sent (`error` empty) or failed."""
