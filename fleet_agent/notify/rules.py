@@ -10,12 +10,22 @@ again finds the key in the store and sends nothing (activities/notify.py).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from fleet_agent.models.config import AgentConfig
 from fleet_agent.models.notify import NotifyEvent
 
-__all__ = ["MAX_REMEMBERED", "admit", "idempotency_key", "pair", "remember"]
+__all__ = [
+    "BAND_TOLERANCE",
+    "MAX_REMEMBERED",
+    "BandStep",
+    "admit",
+    "band_step",
+    "idempotency_key",
+    "pair",
+    "remember",
+]
 
 #: The (kind, subject) pairs remembered for the quiet window: bounded state.
 MAX_REMEMBERED = 50
@@ -44,6 +54,40 @@ def remember(event: NotifyEvent, sent: dict[str, datetime]) -> dict[str, datetim
         newest = sorted(updated.items(), key=lambda kv: kv[1])[-MAX_REMEMBERED:]
         updated = dict(newest)
     return updated
+
+
+#: The fleet is "below target" under this fraction of it: a fleet that hovers
+#: at its target (a machine reloading) is not news.
+BAND_TOLERANCE = 0.95
+
+
+@dataclass(frozen=True, slots=True)
+class BandStep:
+    """The monitor's band state after one poll, and what to tell (if anything)."""
+
+    under_since: datetime | None
+    notified: bool
+    event: str | None = None  # "under_target" | "back_in_band"
+
+
+def band_step(
+    under_since: datetime | None,
+    notified: bool,
+    *,
+    capacity: float,
+    target: float,
+    now: datetime,
+    after_minutes: float,
+) -> BandStep:
+    """One poll of the fleet against its target: under it for `after_minutes`
+    notifies once; back in band after that notifies once; a dip shorter than
+    that notifies nothing."""
+    if target > 0 and capacity < target * BAND_TOLERANCE:
+        since = under_since or now
+        if not notified and now - since >= timedelta(minutes=after_minutes):
+            return BandStep(since, True, "under_target")
+        return BandStep(since, notified)
+    return BandStep(None, False, "back_in_band" if notified else None)
 
 
 def idempotency_key(agent_id: str, event: NotifyEvent, quiet_minutes: float) -> str:
