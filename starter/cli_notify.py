@@ -11,31 +11,36 @@ from __future__ import annotations
 import argparse
 import asyncio
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleet_agent.models import NotifyEvent
-from fleet_agent.notify.deliver import send_one
-from fleet_agent.notify.render import render
-from fleet_agent.notify.settings import NotifyEnv, redact
+from starter.cli_options import agent_options
+
+if TYPE_CHECKING:
+    from fleet_agent.notify.settings import NotifyEnv
 
 __all__ = ["add_notify_commands", "notify_test"]
 
 
 def add_notify_commands(sub: Any) -> None:
-    p = sub.add_parser(
-        "notify",
-        help="notifications: `notify test` sends a test to every FLEET_NOTIFY_URLS destination",
+    help = "notifications: `notify test` sends a test to every FLEET_NOTIFY_URLS destination"
+    p = sub.add_parser("notify", help=help, description=help)
+    p.add_argument(
+        "action",
+        choices=["test"],
+        help="test: send a test notification to every URL and print the result for each",
     )
-    actions = p.add_subparsers(dest="notify_command", required=True, metavar="ACTION")
-    t = actions.add_parser(
-        "test", help="send a test notification to every URL and print the result for each"
-    )
-    t.add_argument("--agent-id", default="fleet-agent", help="the name the test shows")
-    t.set_defaults(handler=lambda ns: asyncio.run(notify_test(ns)))
+    agent_options(p, temporal=False)  # the agent the test names
+    p.set_defaults(handler=lambda ns: asyncio.run(notify_test(ns)))
 
 
 async def notify_test(args: argparse.Namespace, env: NotifyEnv | None = None) -> int:
     """0 when every destination took the test, 1 when one failed or none is set."""
+    # Here, not at the top: other commands need neither apprise nor pydantic-settings.
+    from fleet_agent.models import NotifyEvent
+    from fleet_agent.notify.deliver import send_one
+    from fleet_agent.notify.render import render
+    from fleet_agent.notify.settings import NotifyEnv, redact
+
     env = env or NotifyEnv.load()
     urls = env.url_list()
     if not urls:

@@ -22,11 +22,13 @@ __all__ = ["Mail", "Post", "SmtpReceiver", "WebhookReceiver"]
 
 @dataclass(frozen=True)
 class Post:
-    """One webhook POST: its path, its JSON body, when it arrived (monotonic)."""
+    """One webhook POST: its path, its JSON body, when it arrived (monotonic,
+    and by the wall clock for comparing with a workflow's time)."""
 
     path: str
     body: dict[str, Any]
     at: float
+    wall: float = 0.0
 
 
 class WebhookReceiver:
@@ -45,7 +47,7 @@ class WebhookReceiver:
                     body = json.loads(raw)
                 except ValueError:
                     body = {"raw": raw.decode(errors="replace")}
-                receiver.posts.append(Post(self.path, body, time.monotonic()))
+                receiver.posts.append(Post(self.path, body, time.monotonic(), time.time()))
                 self.send_response(receiver.status)
                 self.end_headers()
 
