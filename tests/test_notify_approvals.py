@@ -14,6 +14,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
@@ -182,6 +183,17 @@ async def test_a_freeze_notifies_once_within_the_quiet_window(
             assert sum(t.endswith("] frozen by ops") for t in titles) == 2, titles
             assert sum(t.endswith("] unfrozen by ops") for t in titles) == 1, titles
             assert "Reason: again" in hook.posts[-1].body["message"]
+            # The workflow held the repeats back itself (not only the store's
+            # key, which would also drop a repeat within the same time bucket).
+            history = await handle.fetch_history()
+            sent = [
+                e
+                for e in history.events
+                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                and e.activity_task_scheduled_event_attributes.activity_type.name
+                == "send_notification"
+            ]
+            assert len(sent) == 3
 
 
 async def test_a_failing_destination_holds_no_run_and_shows_in_status(
