@@ -34,9 +34,11 @@ class Post:
 class WebhookReceiver:
     """Records every POST; answers `status` (200, or e.g. 500 to fail them)."""
 
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, *, fail_first: int = 0) -> None:
         self.posts: list[Post] = []
         self.status = status
+        #: Answer the first `fail_first` POSTs with 500 (a flaky destination).
+        self.fail_first = fail_first
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -48,7 +50,8 @@ class WebhookReceiver:
                 except ValueError:
                     body = {"raw": raw.decode(errors="replace")}
                 receiver.posts.append(Post(self.path, body, time.monotonic(), time.time()))
-                self.send_response(receiver.status)
+                failing = len(receiver.posts) <= receiver.fail_first
+                self.send_response(500 if failing else receiver.status)
                 self.end_headers()
 
             def log_message(self, *args: Any) -> None:

@@ -107,3 +107,32 @@ async def test_an_expired_approval_and_a_budget_refusal_notify(
             await eventually(_count(hook, "refused (budget)"), timeout=60, what="the refusal")
             refused = next(p for p in hook.posts if "refused (budget)" in p.body["title"])
             assert "Refused by the daily budget" in refused.body["message"]
+
+
+async def test_a_retried_delivery_posts_once_where_it_went_through(
+    ts_env: WorkflowEnvironment,
+    store: Store,
+    sim: SimServer,
+    fleet: FleetActivities,
+    fake_llm: FakeAnthropic,
+) -> None:
+    """Two destinations, one answering 500 to its first POST: Temporal retries
+    the activity, which sends again only to that one."""
+    fake_llm.set_responder(lambda req: Reply(text=DONE))
+    with WebhookReceiver() as steady, WebhookReceiver(fail_first=1) as flaky:
+        env = NotifyEnv.model_validate({"FLEET_NOTIFY_URLS": f"{steady.url()} {flaky.url()}"})
+        async with running_worker(ts_env.client, store, fleet=fleet, notify=env) as h:
+            handle: Any = await h.start_agent(monitor_enabled=False)
+            await handle.execute_update(
+                FleetAgentWorkflow.freeze, {"reason": "audit", "author": "ops"}
+            )
+
+            async def delivered() -> bool:
+                return (await status(handle)).notify_delivered == 1
+
+            await ts_env.sleep(10)  # past the retry's backoff
+            await eventually(delivered, timeout=60, what="the retried delivery")
+            assert len(flaky.posts) == 2  # the 500, then the retry
+            assert len(steady.posts) == 1  # not sent again by the retry
+            st = await status(handle)
+            assert st.notify_failures == []
