@@ -136,3 +136,18 @@ async def test_a_retried_delivery_posts_once_where_it_went_through(
             assert len(steady.posts) == 1  # not sent again by the retry
             st = await status(handle)
             assert st.notify_failures == []
+
+
+async def test_the_daily_digest_comes_at_midnight_when_asked_for(
+    ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+) -> None:
+    fake_llm.set_responder(lambda req: Reply(text=DONE))
+    with WebhookReceiver() as hook:
+        env = NotifyEnv.model_validate({"FLEET_NOTIFY_URLS": hook.url()})
+        async with running_worker(ts_env.client, store, notify=env) as h:
+            # Paused: no heartbeat runs while a day passes.
+            await h.start_agent(monitor_enabled=False, paused=True, notify_events=["daily_digest"])
+            await ts_env.sleep(25 * 3600)
+            await eventually(_count(hook, "daily digest"), timeout=60, what="the digest")
+            (post,) = hook.posts
+            assert "Spend today $" in post.body["message"] and "approvals 0" in post.body["message"]

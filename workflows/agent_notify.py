@@ -91,6 +91,17 @@ class Notifier:
         if state.failed_streak == self._ex.state.config.notify_failed_runs:
             self.emit("runs_failing", "runs", count=state.failed_streak, run=run, error=error[:400])
 
+    def agent_restarted(self, how_ended: str) -> bool:
+        """For the watchdog's restart (a fresh start of a terminated agent):
+        "restarted by the watchdog", how it had ended, the next run number.
+        Call it after the run numbering continued from the store."""
+        return self.emit(
+            "agent_restarted",
+            "watchdog",
+            how_ended=how_ended[:300],
+            next_run=self._ex.state.run_count + 1,
+        )
+
     # ------------------------------------------------------------ the loop
 
     async def loop(self) -> None:
