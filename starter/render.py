@@ -223,9 +223,9 @@ def notify_text(st: AgentStatus) -> str:
     if not st.notify_failures:
         return f"{sent}, none failed"
     last = st.notify_failures[-1]
+    what = f"{last.kind} {last.subject}".strip()
     return (
-        f"{sent}; {len(st.notify_failures)} FAILED, latest {fmt_time(last.at)} "
-        f"{last.kind} {last.subject}: {last.error}"
+        f"{sent}; {len(st.notify_failures)} FAILED, latest {fmt_time(last.at)} {what}: {last.error}"
     )
 
 

@@ -13,13 +13,21 @@ import pytest
 
 from activities.fleet_results import vast_failure
 from fleet_agent.fleet.budget import budget_refusal
-from fleet_agent.models import DEFAULT_NOTIFY_EVENTS, AgentConfig, NotifyEvent, ToolResult
+from fleet_agent.models import (
+    DEFAULT_NOTIFY_EVENTS,
+    AgentConfig,
+    AgentStatus,
+    NotifyEvent,
+    NotifyFailure,
+    ToolResult,
+)
 from fleet_agent.notify.classify import auth_failure, refusal_kind, run_notices
 from fleet_agent.notify.render import render
 from fleet_agent.notify.rules import admit, idempotency_key, remember
 from fleet_agent.notify.settings import NotifyEnv, redact, scrub, split_urls
 from fleet_agent.vast.errors import VastAuthError
 from starter.cli_notify import notify_test
+from starter.render import notify_text, status_text
 from testkit.notify_receivers import WebhookReceiver
 from tests.ports import free_port
 
@@ -156,3 +164,32 @@ async def test_notify_test_prints_each_destination_redacted(
         assert post.body["title"] == "[fleet-1] test notification"
     empty = await notify_test(argparse.Namespace(agent_id="x"), NotifyEnv.model_validate({}))
     assert empty == 1 and "set FLEET_NOTIFY_URLS" in capsys.readouterr().out
+
+
+def test_status_shows_deliveries_and_the_latest_failure() -> None:
+    failure = NotifyFailure(at=T0, kind="frozen", error="json://127.0.0.1: refused")
+    st = AgentStatus.model_validate(
+        {
+            "agent_id": "a",
+            "session": 1,
+            "run_count": 0,
+            "phase": "idle",
+            "current_run": None,
+            "pending_triggers": [],
+            "next_heartbeat_at": None,
+            "next_run_due_at": None,
+            "wakes": [],
+            "last_run": None,
+            "config": AgentConfig(),
+            "rejected": [],
+            "executions": 1,
+            "history_length": 1,
+            "notify_delivered": 4,
+            "notify_failures": [failure],
+        }
+    )
+    assert notify_text(st) == (
+        "4 delivered; 1 FAILED, latest 2026-12-06 09:00:00Z frozen: json://127.0.0.1: refused"
+    )
+    assert "notifications:" in status_text(st, T0)
+    assert notify_text(st.model_copy(update={"notify_failures": []})) == "4 delivered, none failed"
