@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.metrics import record_notification
 from fleet_agent.models import NotifyRequest, NotifyResult
-from fleet_agent.notify.deliver import send_one
+from fleet_agent.notify.deliver import UNUSABLE, send_one
 from fleet_agent.notify.render import render
 from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import Notifications, Store
@@ -81,5 +81,7 @@ class NotifyActivities:
                 f"{len(result.failed)} of {len(urls)} destination(s) failed: "
                 + "; ".join(result.failed),
                 type="NotifyFailed",
+                # A URL apprise cannot use stays so: retrying cannot help.
+                non_retryable=all(UNUSABLE in f for f in result.failed),
             )
         return result

@@ -97,6 +97,15 @@ async def test_a_claim_is_taken_once_and_a_failure_can_be_claimed_again(store: S
     assert book.recent_failures("a") == []
 
 
+async def test_a_url_apprise_cannot_use_is_not_retried(store: Store) -> None:
+    acts = _activity(store, "nosuchscheme://host.example.com/SECRET-part")
+    with pytest.raises(ApplicationError) as failed:
+        await ActivityEnvironment().run(acts.send_notification, _request())
+    assert failed.value.non_retryable
+    assert "nosuchscheme://host.example.com: not an apprise URL" in failed.value.message
+    assert "SECRET" not in failed.value.message
+
+
 async def test_no_destination_sends_nothing_and_succeeds(store: Store) -> None:
     result = await ActivityEnvironment().run(_activity(store).send_notification, _request())
     assert (result.configured, result.sent) == (0, 0)

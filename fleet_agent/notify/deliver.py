@@ -12,14 +12,17 @@ import apprise
 from .render import Rendered
 from .settings import redact, scrub
 
-__all__ = ["send_one"]
+__all__ = ["UNUSABLE", "send_one"]
+
+#: What a URL apprise cannot use fails with: no retry can help.
+UNUSABLE = "not an apprise URL apprise can use"
 
 
 async def send_one(url: str, message: Rendered) -> str:
     """Deliver `message` to `url`: "" when sent, else why not (no secret in it)."""
     target = apprise.Apprise()
     if not target.add(url):
-        return f"{redact(url)}: not an apprise URL apprise can use"
+        return f"{redact(url)}: {UNUSABLE}"
     body = f"{message.body}\n\n{message.link}" if message.link else message.body
     with apprise.LogCapture(  # type: ignore[no-untyped-call]
         level=apprise.logging.WARNING, fmt="%(message)s"
