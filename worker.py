@@ -34,6 +34,7 @@ from activities.compact import CompactActivities
 from activities.fleet import FleetActivities
 from activities.links import LinkActivities
 from activities.llm import LlmActivities
+from activities.notify import NotifyActivities
 from activities.runlog import RunLogActivities
 from activities.visibility import VisibilityActivities
 from activities.watchdog import WatchdogActivities
@@ -44,6 +45,7 @@ from fleet_agent.llm.base import LlmProvider
 from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.llm.model_table import KNOWN_MODELS, ModelInfo
 from fleet_agent.llm.tools import FLEET_TOOLS, LOCAL_TOOLS
+from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import NEW_STORE_FLAG, SchemaError, Store, StoreRefused, store_refusal
 from fleet_agent.vast.client import VastClient
 from fleet_agent.visibility.search_attributes import SearchAttributeMode
@@ -78,6 +80,7 @@ def worker_activities(
     fleet: FleetActivities | None = None,
     prices: Mapping[str, ModelInfo] = KNOWN_MODELS,
     search_attributes: SearchAttributeMode = "auto",
+    notify: NotifyEnv | None = None,
 ) -> list[Callable[..., Any]]:
     """Every activity a worker registers; the workflows call them through the
     declarations in workflows/stubs.py (tests/test_layers.py checks they match).
@@ -86,7 +89,8 @@ def worker_activities(
     (and its monitor, if enabled, finds no poll activity: disable it).
     `prices` (FLEET_LLM_PRICES applied) prices each run's LLM rounds;
     `search_attributes` (FLEET_SEARCH_ATTRIBUTES) says whether the workflows
-    may upsert search attributes (activities/visibility.py).
+    may upsert search attributes (activities/visibility.py). `notify`: where
+    notifications go (default: FLEET_NOTIFY_URLS from the environment or .env).
     """
     runlog = RunLogActivities(store, fleet, prices)
     links = LinkActivities(store)
@@ -119,6 +123,9 @@ def worker_activities(
         watchdog.ensure_agent,
         watchdog.save_agent_config,
         watchdog.recall_agent,
+        NotifyActivities(
+            store, notify if notify is not None else NotifyEnv.load()
+        ).send_notification,
         *fleet_activities,
     ]
 
@@ -133,6 +140,7 @@ def build_worker(
     prices: Mapping[str, ModelInfo] = KNOWN_MODELS,
     search_attributes: SearchAttributeMode = "auto",
     tuning: WorkerTuning | None = None,
+    notify: NotifyEnv | None = None,
 ) -> Worker:
     """A worker with every workflow and activity of fleet-agent on `task_queue`,
     its slots, pollers and cache set by `tuning` (default: the FLEET_WORKER_*
@@ -167,7 +175,7 @@ def build_worker(
         workflow_runner=SandboxedWorkflowRunner()
         if tuning.workflow_sandbox
         else UnsandboxedWorkflowRunner(),
-        activities=worker_activities(store, provider, fleet, prices, search_attributes),
+        activities=worker_activities(store, provider, fleet, prices, search_attributes, notify),
     )
 
 

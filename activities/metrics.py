@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
-__all__ = ["record_run_cost"]
+__all__ = ["record_notification", "record_run_cost"]
 
 
 def record_run_cost(agent_id: str, cost_usd: float) -> None:
@@ -20,3 +20,13 @@ def record_run_cost(agent_id: str, cost_usd: float) -> None:
     ).create_histogram_float(
         "fleet_run_llm_cost_usd", "LLM cost of each run; its sum is the LLM spend", "USD"
     ).record(cost_usd)
+
+
+def record_notification(agent_id: str, kind: str, outcome: str) -> None:
+    """One delivery to one destination (`fleet_notifications_total`), by
+    event kind and outcome: sent, failed, or duplicate (its key had gone out)."""
+    activity.metric_meter().with_additional_attributes(
+        {"agent_id": agent_id, "kind": kind, "outcome": outcome}
+    ).create_counter(
+        "fleet_notifications", "notification deliveries per destination, by outcome"
+    ).add(1)

@@ -34,6 +34,7 @@ from starter.agent_client import (
     UsageError,
     open_client,
 )
+from starter.cli_notify import add_notify_commands
 from starter.cli_options import agent_options, json_option
 from starter.cli_services import add_service_commands
 from starter.cli_store import add_store_commands
@@ -254,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_store_commands(sub)
     add_service_commands(sub)
+    add_notify_commands(sub)
     return parser
 
 

@@ -215,10 +215,23 @@ def status_text(st: AgentStatus, now: datetime, ledger: SpendSummary | None = No
             f"{cfg.max_output_tokens:,} output tokens for the answer",
         ),
         ("LLM cost", llm_cost_text(st)),
+        ("notifications", notify_text(st)),
     ]
     lines = [f"agent {st.agent_id}"]
     lines += [f"  {label + ':':<15} {value}" for label, value in rows]
     return "\n".join(lines)
+
+
+def notify_text(st: AgentStatus) -> str:
+    """Deliveries so far and the latest that failed (its destination redacted)."""
+    sent = f"{st.notify_delivered} delivered"
+    if not st.notify_failures:
+        return f"{sent}, none failed"
+    last = st.notify_failures[-1]
+    what = f"{last.kind} {last.subject}".strip()
+    return (
+        f"{sent}; {len(st.notify_failures)} FAILED, latest {fmt_time(last.at)} {what}: {last.error}"
+    )
 
 
 def _wakes_line(wakes: Sequence[Wake], now: datetime) -> str:

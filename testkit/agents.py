@@ -21,6 +21,7 @@ from fleet_agent.config.tuning import WorkerTuning
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmProvider
 from fleet_agent.models import AgentInput, AgentStatus, ConfigPatch
+from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import Store
 from worker import build_worker
 from workflows import FleetAgentWorkflow
@@ -72,10 +73,13 @@ async def running_worker(
     provider: LlmProvider | None = None,
     fleet: FleetActivities | None = None,
     sandbox: bool = True,
+    notify: NotifyEnv | None = None,
 ) -> AsyncIterator[Harness]:
     """A full fleet-agent worker on a fresh task queue; its workflows in the
     SDK's sandbox unless `sandbox` is False (whatever FLEET_WORKFLOW_SANDBOX
-    says: the tests are where the sandbox checks our workflow code)."""
+    says: the tests are where the sandbox checks our workflow code).
+    Notifications go to `notify`'s URLs, by default nowhere (never to a
+    FLEET_NOTIFY_URLS of the environment running the tests)."""
     harness = Harness(
         client, f"fleet-agent-test-{uuid.uuid4().hex[:8]}", has_fleet=fleet is not None
     )
@@ -94,6 +98,7 @@ async def running_worker(
         # A test's worker stops at once: what still runs then belongs to
         # workflows the test has ended.
         tuning=replace(WorkerTuning.from_env(), shutdown_grace_s=0.0, workflow_sandbox=sandbox),
+        notify=notify or NotifyEnv.model_validate({}),
     )
     try:
         async with worker:

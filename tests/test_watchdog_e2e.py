@@ -25,11 +25,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.models import AgentStatus
+from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import AgentConfigs, RunRecord, Store
 from starter.cli import main
 from starter.watchdog import ensure_watchdog, watchdog_id
 from testkit.agents import Harness
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply
+from testkit.notify_receivers import WebhookReceiver
 from tests.helpers import eventually, finished_runs, running_worker, status_or_none
 from workflows import FleetAgentWorkflow
 
@@ -84,46 +86,67 @@ async def test_terminated_agent_comes_back_with_its_numbering_config_and_how_it_
     fake_llm.set_responder(lambda req: Reply(text=ACTED))
     client = dev_env.client
     agent_id = f"wd-{uuid.uuid4().hex[:8]}"
-    async with running_worker(client, store) as h:
-        try:
-            await start(h, client, agent_id)
-            handle = client.get_workflow_handle_for(FleetAgentWorkflow.run, agent_id)
-            first = (await handle.describe()).run_id
-            await handle.execute_update(
-                FleetAgentWorkflow.update_config, {"target_proofs_per_hour": 3.5}
-            )
-            await handle.signal(FleetAgentWorkflow.human_message, "before the terminate")
-            await eventually(lambda: _runs(store, agent_id, 1), what="run 1")
+    with WebhookReceiver() as hook:
+        notify = NotifyEnv.model_validate({"FLEET_NOTIFY_URLS": hook.url()})
+        async with running_worker(client, store, notify=notify) as h:
+            await _terminate_and_come_back(h, client, store, fake_llm, hook, agent_id)
 
-            async def kept() -> bool:
-                config = AgentConfigs(store).load(agent_id)
-                return config is not None and config.target_proofs_per_hour == 3.5
 
-            await eventually(kept, what="the changed config kept in the store")
-            await client.get_workflow_handle(agent_id).terminate(reason="operator slip")
+async def _terminate_and_come_back(
+    h: Harness,
+    client: Client,
+    store: Store,
+    fake_llm: FakeAnthropic,
+    hook: WebhookReceiver,
+    agent_id: str,
+) -> None:
+    try:
+        await start(h, client, agent_id)
+        handle = client.get_workflow_handle_for(FleetAgentWorkflow.run, agent_id)
+        first = (await handle.describe()).run_id
+        await handle.execute_update(
+            FleetAgentWorkflow.update_config, {"target_proofs_per_hour": 3.5}
+        )
+        await handle.signal(FleetAgentWorkflow.human_message, "before the terminate")
+        await eventually(lambda: _runs(store, agent_id, 1), what="run 1")
 
-            async def back() -> AgentStatus | None:
-                desc = await handle.describe()
-                if desc.run_id == first or desc.status != WorkflowExecutionStatus.RUNNING:
-                    return None
-                st = await status_or_none(handle)
-                # Queries are answered at once: wait until the recall is done.
-                return st if st is not None and st.restarted is not None else None
+        async def kept() -> bool:
+            config = AgentConfigs(store).load(agent_id)
+            return config is not None and config.target_proofs_per_hour == 3.5
 
-            st = await eventually(back, timeout=20.0, what="the agent back, by the watchdog")
-            assert st is not None and st.restarted is not None
-            assert st.restarted.started_by == "watchdog"
-            assert st.restarted.previous.status == "terminated"
-            assert st.restarted.previous.reason == "operator slip"
-            assert st.restarted.config_restored
-            assert st.config.target_proofs_per_hour == 3.5, "last known config, from the store"
-            assert st.config.monitor_enabled is False
-            runs = await eventually(lambda: _runs(store, agent_id, 2), what="the restart's run")
-            assert runs[-1].run == runs[0].run + 1, "run numbering continues"
-            prompt = fake_llm.requests[-1].all_text()
-            assert "restarted by the watchdog; it had ended: terminated" in prompt
-        finally:
-            await delete_schedule(client, agent_id)
+        await eventually(kept, what="the changed config kept in the store")
+        await client.get_workflow_handle(agent_id).terminate(reason="operator slip")
+
+        async def back() -> AgentStatus | None:
+            desc = await handle.describe()
+            if desc.run_id == first or desc.status != WorkflowExecutionStatus.RUNNING:
+                return None
+            st = await status_or_none(handle)
+            # Queries are answered at once: wait until the recall is done.
+            return st if st is not None and st.restarted is not None else None
+
+        st = await eventually(back, timeout=20.0, what="the agent back, by the watchdog")
+        assert st is not None and st.restarted is not None
+        assert st.restarted.started_by == "watchdog"
+        assert st.restarted.previous.status == "terminated"
+        assert st.restarted.previous.reason == "operator slip"
+        assert st.restarted.config_restored
+        assert st.config.target_proofs_per_hour == 3.5, "last known config, from the store"
+        assert st.config.monitor_enabled is False
+        runs = await eventually(lambda: _runs(store, agent_id, 2), what="the restart's run")
+        assert runs[-1].run == runs[0].run + 1, "run numbering continues"
+        prompt = fake_llm.requests[-1].all_text()
+        assert "restarted by the watchdog; it had ended: terminated" in prompt
+
+        async def told() -> list[str]:
+            texts = [str(p.body) for p in hook.posts]
+            return [t for t in texts if "restarted by the watchdog" in t]
+
+        (text,) = await eventually(told, what="the restart's notification")
+        assert "terminated (reason: operator slip)" in text, text
+        assert f"Runs continue from #{runs[-1].run}" in text, text
+    finally:
+        await delete_schedule(client, agent_id)
 
 
 async def test_cancel_deletes_the_watchdog_first_and_nothing_restarts_the_agent(

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.models import (
         APPROVAL_CLOSED,
         APPROVAL_REQUESTED,
+        WATCHDOG,
         AgentConfig,
         AgentRestarted,
         AgentStatus,
@@ -50,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_freeze import KillSwitch
     from workflows.agent_inputs import Intake
     from workflows.agent_monitor import MonitorLink
+    from workflows.agent_notify import NOTIFY_PATCH, Notifier
     from workflows.agent_runs import RunLauncher
     from workflows.agent_state import AgentExecution
     from workflows.agent_watchdog import ConfigKeeper
@@ -93,6 +95,10 @@ class FleetAgentWorkflow:
     @workflow.init
     def __init__(self, raw: Any = None) -> None:
         self._ex = ex = AgentExecution(workflow.info().workflow_id, raw)
+        ex.notifier = Notifier(ex)
+        # In the first task, before any handler can emit: histories from
+        # before notifications replay without them.
+        ex.notifier.enabled = workflow.patched(NOTIFY_PATCH)
         self._monitor = MonitorLink(ex)
         self._approvals = ApprovalsBook(ex)
         self._intake = Intake(ex, self._monitor)
@@ -125,6 +131,10 @@ class FleetAgentWorkflow:
         # Runs in the background for the life of this execution: it moves
         # message texts and lost-run records to the store as they come.
         self._store_task = asyncio.create_task(self._runs.store_loop())
+        if ex.notifier.enabled:
+            # Beside the loop, for the life of this execution: delivers the
+            # notifications the helpers queue, never holding up a run.
+            self._notify_task = asyncio.create_task(ex.notifier.loop())
         await self._monitor.ensure()
         if flight is not None:
             await self._runs.finish_handed_over_run(flight)
@@ -152,13 +162,14 @@ class FleetAgentWorkflow:
     def _announce_restart(self, fact: AgentRestarted) -> None:
         """THE place where a restart is announced (the watchdog brought the
         agent back, or a start after it had ended). The first run is told as
-        its `agent_started` trigger, the worker's log says it, and
-        `status.restarted` / the Web UI keep it. Sending it as a notification
-        (issue 44's notify activity) belongs here, and only here."""
+        its `agent_started` trigger, the worker's log says it,
+        `status.restarted` / the Web UI keep it, and a human is notified
+        (`agent_restarted`, when the config admits it)."""
         ex = self._ex
         text = fact.text()
         workflow.logger.warning("agent %s %s", ex.agent_id, text)
         ex.buffer.add_internal(ex.make_trigger(TriggerKind.AGENT_STARTED, text))
+        ex.notifier.agent_restarted(fact.how_ended(), by_watchdog=fact.started_by == WATCHDOG)
 
     async def _check_search_attributes(self) -> None:
         """Upsert search attributes in this execution only if the namespace has

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalOutcome,
         PendingApproval,
     )
+    from workflows.agent_notify import approval_facts
     from workflows.agent_state import AgentExecution
 
 __all__ = ["ApprovalsBook"]
@@ -62,6 +63,7 @@ class ApprovalsBook:
         workflow.logger.warning(
             "approval %s needed: %s (%s)", pending.id, pending.tool, pending.reason
         )
+        ex.notifier.emit("approval_requested", pending.id, **approval_facts(pending))
         ex.show()
 
     def closed(self, raw: Any) -> None:
@@ -69,8 +71,13 @@ class ApprovalsBook:
         ex = self._ex
         ex.signals += 1
         closed = ex.valid(parse_payload(ApprovalClosed, raw), APPROVAL_CLOSED, raw)
-        if closed is not None and self._take_pending(closed.approval_id) is not None:
+        if closed is None:
+            return
+        pending = self._take_pending(closed.approval_id)
+        if pending is not None:
             self._remember(closed.decision)
+            if closed.decision.by == "timeout":
+                ex.notifier.emit("approval_expired", pending.id, **approval_facts(pending))
             ex.show()
 
     async def decide(self, raw: Any) -> ApprovalOutcome:
@@ -143,6 +150,7 @@ class ApprovalsBook:
     def _remember(self, decision: ApprovalDecision) -> None:
         state = self._ex.state
         state.decided_approvals = [*state.decided_approvals[-(_MAX_DECIDED - 1) :], decision]
+        state.notify.digest_approvals += 1
 
     async def _tell_run(self, pending: PendingApproval, decision: ApprovalDecision) -> str:
         run = workflow.get_external_workflow_handle(pending.run_workflow_id)

@@ -73,6 +73,9 @@ class KillSwitch:
             if ex.current_run is None:
                 ex.phase = ex.idle_phase()  # the loop agrees once it wakes
             workflow.logger.warning("frozen by %s: %s", req.author, req.reason or "(no reason)")
+            ex.notifier.emit(
+                "frozen", "", author=req.author, reason=req.reason, destroy_all=req.destroy_all
+            )
             ex.notify()
             # A run waiting for a human must not rent once it is approved later.
             await self._approvals.deny_all(req.author, req.reason)
@@ -130,6 +133,7 @@ class KillSwitch:
         if ex.current_run is None:
             ex.phase = ex.idle_phase()  # the loop agrees once it wakes
         why = f" ({req.reason})" if req.reason else ""
+        ex.notifier.emit("unfrozen", "", author=req.author, reason=req.reason)
         ex.buffer.add_config_change(
             ex.state.next_trigger_seq,
             workflow.now(),

@@ -239,4 +239,6 @@ class Intake:
             spend=state.spend,
             llm_cost=state.llm_cost,
             restarted=state.restarted,
+            notify_failures=state.notify.failures,
+            notify_delivered=state.notify.delivered,
         )

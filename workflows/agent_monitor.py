@@ -40,6 +40,9 @@ class MonitorLink:
             min_release_age_minutes=config.min_release_age_minutes,
             failed_host_ttl_hours=config.failed_host_ttl_hours,
             spare_one_machine=config.spare_one_machine,
+            notify_events=list(config.notify_events),
+            notify_under_target_minutes=config.notify_under_target_minutes,
+            notify_quiet_minutes=config.notify_quiet_minutes,
         )
 
     async def ensure(self) -> None:

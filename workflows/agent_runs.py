@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         TriggerKind,
         WaitForRun,
     )
+    from fleet_agent.notify.classify import auth_failure
     from fleet_agent.visibility.details import trigger_summary
     from workflows import stubs
     from workflows.agent_approvals import ApprovalsBook
@@ -202,6 +203,7 @@ class RunLauncher:
         ex = self._ex
         state = ex.state
         record_run_finished(ex.agent_id, result)
+        self._notify(result)
         for request in result.wake_requests:
             if request.op == "add" and request.wake is not None:
                 state.wakes = add_wake(state.wakes, request.wake)
@@ -235,6 +237,23 @@ class RunLauncher:
         ex.current_run = None
         ex.phase = Phase.IDLE
         ex.runs_this_execution += 1
+
+    def _notify(self, result: RunResult) -> None:
+        """What a run's end tells a human: its notices, a rejected key, a
+        streak of failures (workflows/agent_notify.py)."""
+        notifier = self._ex.notifier
+        for notice in result.notices:
+            notifier.emit(
+                notice.kind,
+                notice.subject,
+                run=result.run,
+                reason=notice.text[:300],
+                error=notice.text[:300],
+            )
+        provider = auth_failure(result.error) if result.error else None
+        if provider is not None:
+            notifier.emit("auth_failing", provider, run=result.run, error=result.error[:400])
+        notifier.run_ended(result.run, result.status == RunStatus.FAILED, result.error)
 
     # ------------------------------------------------------------ the store loop
 

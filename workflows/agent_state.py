@@ -13,7 +13,7 @@ does it. Deterministic: runs inside the workflow sandbox.
 
 from __future__ import annotations
 
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from temporalio import workflow
 
@@ -37,6 +37,9 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.visibility.search_attributes import search_phase
     from workflows.metrics import record_agent_state
     from workflows.search_attributes import agent_updates
+
+if TYPE_CHECKING:
+    from workflows.agent_notify import Notifier
 
 __all__ = ["AgentExecution"]
 
@@ -97,6 +100,8 @@ class AgentExecution:
         # Whether this execution upserts search attributes (asked at its start).
         self.search_attributes = False
         self.upserted_phase: str | None = None
+        #: Set by the workflow: what the helpers tell of (workflows/agent_notify.py).
+        self.notifier: Notifier
 
     # ------------------------------------------------------------ continue-as-new
 

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.models import MonitorConfig, MonitorInput, PollRequest, StateChanged
     from workflows import stubs
     from workflows.metrics import record_fleet
+    from workflows.monitor_band import MONITOR_NOTIFY_PATCH, Band
     from workflows.policies import FLEET_HEARTBEAT_TIMEOUT, STORE_TIMEOUT
 
 __all__ = [
@@ -110,7 +111,9 @@ class FleetMonitorWorkflow:
     or when the agent disables it; a `configure` signal takes effect at once.
     The activity agent_is_open (→ Temporal) is asked only after a failed poll
     or a failed signal, and before every poll by monitors started before
-    `OPEN_IN_POLL_PATCH`. Continues as new to keep its history short."""
+    `OPEN_IN_POLL_PATCH`. Tells a human when the fleet stays below target and
+    when it is back (activity send_notification, `MONITOR_NOTIFY_PATCH`:
+    workflows/monitor_band.py). Continues as new to keep its history short."""
 
     @workflow.init
     def __init__(self, inp: MonitorInput) -> None:
@@ -122,6 +125,8 @@ class FleetMonitorWorkflow:
         self._proving = set(inp.proving) if inp.proving is not None else None
         # Instances waited out at the last poll (offline or unknown, in grace).
         self._waiting = set(inp.waiting)
+        # The fleet below target, for notifications (workflows/monitor_band.py).
+        self._band = Band(inp.under_since, inp.under_notified)
 
     @workflow.signal
     def configure(self, config: MonitorConfig) -> None:
@@ -175,6 +180,8 @@ class FleetMonitorWorkflow:
                     return
                 self._last = snap
                 record_fleet(inp.agent_id, snap)
+                if workflow.patched(MONITOR_NOTIFY_PATCH):
+                    await self._band.after_poll(inp.agent_id, self._config, snap)
                 if snap.duplicate_labels:
                     await self._reconcile(inp.agent_id, snap.duplicate_labels)
                 new = snap.states()
@@ -214,6 +221,8 @@ class FleetMonitorWorkflow:
                         polls=polls,
                         proving=sorted(self._proving) if self._proving is not None else None,
                         waiting=sorted(self._waiting),
+                        under_since=self._band.under_since,
+                        under_notified=self._band.notified,
                     )
                 )
             self._reconfigured = False

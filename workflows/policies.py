@@ -108,3 +108,14 @@ COMPACT_RETRY = RetryPolicy(
 # have the activity; the next execution asks again).
 VISIBILITY_TIMEOUT = timedelta(seconds=10)
 VISIBILITY_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
+
+# Notifications: a few tries over about a minute and a half, then the failure
+# is shown in status (workflows/agent_notify.py); a delivery never holds a run.
+NOTIFY_TIMEOUT = timedelta(seconds=60)
+NOTIFY_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=3.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=4,
+    non_retryable_error_types=[],
+)

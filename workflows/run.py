@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         ToolResult,
     )
+    from fleet_agent.notify.classify import MAX_NOTICES, run_notices
     from fleet_agent.visibility.details import run_details
     from workflows import stubs
     from workflows.metrics import record_tool_results
@@ -263,6 +264,9 @@ class AgentRunWorkflow:
             result.mutating_calls += sum(1 for o in outcomes if o.mutating)
             result.dph_added += sum(o.dph_delta for o in outcomes if o.dph_delta > 0)
             result.dph_removed -= sum(o.dph_delta for o in outcomes if o.dph_delta < 0)
+            # For the agent to notify (no command: replays as before).
+            notices = run_notices(outcomes)
+            result.notices = [*result.notices, *notices][:MAX_NOTICES]
             await self._store_results(rnd, outcomes)
         result.status = RunStatus.MAX_ROUNDS
         result.verdict_error = f"no final message after {inp.config.max_rounds} rounds"

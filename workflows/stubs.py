@@ -31,6 +31,8 @@ with workflow.unsafe.imports_passed_through():
         LlmRequest,
         LlmResult,
         LoadContextRequest,
+        NotifyRequest,
+        NotifyResult,
         PollRequest,
         RecallRequest,
         RecordRunRequest,
@@ -63,6 +65,7 @@ __all__ = [
     "save_agent_config",
     "search_attributes_ready",
     "search_offers",
+    "send_notification",
     "stop_fleet",
     "store_operator_messages",
     "store_tool_results",
@@ -215,3 +218,12 @@ async def save_agent_config(req: SaveConfigRequest) -> None:
 async def recall_agent(req: RecallRequest) -> AgentRecall:
     """A fresh execution's last known config and how the previous one ended."""
     _declared("recall_agent")
+
+
+# ---------------------------------------------------------------- notify (activities/notify.py)
+
+
+@activity.defn(name="send_notification")
+async def send_notification(req: NotifyRequest) -> NotifyResult:
+    """Implemented by `NotifyActivities.send_notification` (activities/notify.py)."""
+    _declared("send_notification")

@@ -208,6 +208,11 @@ class MonitorConfig(BaseModel):
     min_release_age_minutes: float = 45.0
     failed_host_ttl_hours: float = 24.0
     spare_one_machine: bool = False
+    # Notifications the monitor sends (fleet below target, back in band):
+    # AgentConfig's fields of these names. Empty from agents before them.
+    notify_events: list[str] = Field(default_factory=list)
+    notify_under_target_minutes: float = 30.0
+    notify_quiet_minutes: float = 30.0
 
 
 class PollRequest(BaseModel):
@@ -239,3 +244,7 @@ class MonitorInput(BaseModel):
     # at the last poll: one whose grace ends while it is still down is
     # signalled, so a run replaces it then, not at the next heartbeat.
     waiting: list[int] = Field(default_factory=list)
+    # Since when the fleet is below target, and whether that notified
+    # (fleet_agent/notify/rules.py, `band_step`), carried the same way.
+    under_since: datetime | None = None
+    under_notified: bool = False

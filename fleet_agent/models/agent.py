@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from .approvals import ApprovalDecision, PendingApproval
 from .config import AgentConfig, ConfigPatch
 from .freeze import FreezeInfo
+from .notify import NotifyFailure, NotifyState
 from .runs import LastRun, LlmCostSummary, RunResult, Wake
 from .spend import SpendSummary
 from .trigger import Trigger
@@ -97,6 +98,8 @@ class AgentState(BaseModel):
     stored_config: AgentConfig | None = None
     # Set when this agent came back after its previous execution ended.
     restarted: AgentRestarted | None = None
+    # Notifications: the quiet window, the queue, the failures (models/notify.py).
+    notify: NotifyState = Field(default_factory=NotifyState)
 
 
 class AgentInput(BaseModel):
@@ -140,3 +143,7 @@ class AgentStatus(BaseModel):
     llm_cost: LlmCostSummary | None = None
     # Set when the agent came back after its previous execution ended (the watchdog).
     restarted: AgentRestarted | None = None
+    # The latest notification deliveries that failed after their retries
+    # (redacted: no URL), and how many went out in this agent's life.
+    notify_failures: list[NotifyFailure] = Field(default_factory=list)
+    notify_delivered: int = 0

@@ -27,6 +27,7 @@ from pydantic.fields import FieldInfo
 
 from .approvals import ApprovalMode
 from .base import Strict
+from .notify import DEFAULT_NOTIFY_EVENTS, NotifyEventKind
 
 __all__ = [
     "NOT_PATCHABLE",
@@ -34,6 +35,7 @@ __all__ = [
     "ConfigPatch",
     "Effort",
     "GpuList",
+    "NotifyEventList",
     "ThinkingDisplay",
 ]
 
@@ -44,6 +46,9 @@ ThinkingDisplay = Literal["omitted", "summarized"]
 """`thinking.display`: whether the model's thinking comes back as a summary
 ("summarized") or as an empty text with its signature ("omitted")."""
 
+
+NotifyEventList = Annotated[list[NotifyEventKind], Field(max_length=20)]
+"""`notify_events`: the kinds of event that notify (fleet_agent/models/notify.py)."""
 
 GpuList = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=50)]
 
@@ -121,6 +126,15 @@ class AgentConfig(BaseModel):
     # A destroy of a healthy machine that leaves expected capacity below this
     # fraction of the target needs an approval (refused when approval_mode is off).
     min_fleet_fraction: Annotated[float, Field(ge=0, le=1)] = 0.5
+    # Notifications (docs/OPERATIONS.md, "Alerts: Slack, e-mail and more"):
+    # the events that tell a human (default: those that need one) ...
+    notify_events: NotifyEventList = Field(default_factory=lambda: list(DEFAULT_NOTIFY_EVENTS))
+    # ... at most one per event kind and subject within this window ...
+    notify_quiet_minutes: Annotated[float, Field(ge=0, le=10_080)] = 30.0
+    # ... the fleet below target this long before it is news ...
+    notify_under_target_minutes: Annotated[float, Field(ge=1, le=10_080)] = 30.0
+    # ... and this many failed runs in a row.
+    notify_failed_runs: Annotated[int, Field(ge=1, le=1_000)] = 3
 
     def run_deadline_seconds(self) -> int:
         """How long a run may take: its own time, plus the time it may wait

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from .config import AgentConfig
+from .notify import RunNotice
 from .spend import SpendSummary
 from .trigger import Trigger
 
@@ -200,3 +201,5 @@ class RunResult(BaseModel):
     # The first ANSWER_PREVIEW_CHARS of the final answer, so the Web UI shows
     # it in the run's result; the whole text is in the store.
     answer: str = ""
+    # What the run saw that notifies a human (fleet_agent/notify/classify.py).
+    notices: list[RunNotice] = Field(default_factory=list)

@@ -79,15 +79,20 @@ class AgentRestarted(BaseModel):
 
     def text(self) -> str:
         """`restarted by the watchdog; it had ended: terminated (reason …) by … at …`."""
-        p = self.previous
         who = "the watchdog" if self.started_by == WATCHDOG else "a start request"
-        line = f"restarted by {who}; it had ended: {p.status}"
+        line = f"restarted by {who}; it had ended: {self.how_ended()}"
+        if self.config_restored:
+            line += "; last known config restored from the store"
+        return line
+
+    def how_ended(self) -> str:
+        """`terminated (reason: …) by … at …`: the previous execution's end."""
+        p = self.previous
+        line = p.status
         if p.reason:
             line += f" (reason: {p.reason[:200]})"
         if p.by:
             line += f" by {p.by[:80]}"
         if p.ended_at is not None:
             line += f" at {p.ended_at.strftime('%Y-%m-%d %H:%M:%S')} UTC"
-        if self.config_restored:
-            line += "; last known config restored from the store"
         return line

@@ -9,6 +9,7 @@ from .fleet_snapshots import FleetSnapshots, StoredSnapshot
 from .guard import NEW_STORE_ENV, NEW_STORE_FLAG, StoreRefused, store_refusal
 from .hosts import FailedHost, FailedHosts
 from .journal import CreateInFlight, ToolCallRecord, ToolCallStatus, ToolJournal
+from .notifications import Notifications
 from .provers import ProverTracks
 from .records import HistoryEntry, MessageRecord, RunRecord, SessionRecord, StoreCondition
 from .schema import SCHEMA_VERSION, SchemaError
@@ -28,6 +29,7 @@ __all__ = [
     "FleetSnapshots",
     "HistoryEntry",
     "MessageRecord",
+    "Notifications",
     "ProverTracks",
     "RunRecord",
     "SchemaError",

@@ -15,6 +15,8 @@ Versions:
    output tokens its model spent thinking.
 7. `fa_tool_calls` gains `reserved_dph` (NULL): the price a create holds
    against the caps while it is in flight.
+8. `fa_notifications`: one row per notification and destination, whose
+   unique (key, destination) makes a delivery happen once (notifications.py).
 
 A table that is only added (no change to an existing one) needs no new
 version: `upgrade` creates every missing table of the current metadata.
@@ -33,6 +35,7 @@ from .tables import (
     RUNS_TABLE,
     TOOL_CALLS_TABLE,
     MetaRow,
+    NotificationRow,
     RunRow,
     all_tables,
     table_of,
@@ -40,7 +43,7 @@ from .tables import (
 
 __all__ = ["SCHEMA_VERSION", "SchemaError", "read_version", "upgrade"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 VERSION_KEY = "schema_version"
 
 # Tables of version 1: a database with any of them and no fa_meta is version 1.
@@ -213,6 +216,12 @@ def _v6_to_v7(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE fa_tool_calls ADD COLUMN reserved_dph FLOAT")
 
 
+def _v7_to_v8(conn: Connection) -> None:
+    """fa_notifications: created (with its unique key) by a version 8 worker;
+    a version 7 store has no notifications to carry over."""
+    table_of(NotificationRow).create(conn, checkfirst=True)
+
+
 # _MIGRATIONS[n] takes a database from version n to n + 1.
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
@@ -221,4 +230,5 @@ _MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _v4_to_v5,
     5: _v5_to_v6,
     6: _v6_to_v7,
+    7: _v7_to_v8,
 }

@@ -24,6 +24,7 @@ from .tables_money import (
     SpendHourRow,
     SpendInstanceRow,
 )
+from .tables_notify import NOTIFICATIONS_TABLE, NotificationRow
 from .timestamps import UTCDateTime
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "INBOX_TABLE",
     "MESSAGES_TABLE",
     "META_TABLE",
+    "NOTIFICATIONS_TABLE",
     "PROVER_TRACKS_TABLE",
     "RUNS_TABLE",
     "RUN_COSTS_TABLE",
@@ -46,6 +48,7 @@ __all__ = [
     "InboxRow",
     "MessageRow",
     "MetaRow",
+    "NotificationRow",
     "ProverTrackRow",
     "RunCostRow",
     "RunRow",
@@ -303,4 +306,5 @@ def all_tables() -> list[Table]:
         table_of(SummaryRow),
         table_of(FleetSnapshotRow),
         table_of(AgentConfigRow),
+        table_of(NotificationRow),
     ]

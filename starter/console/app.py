@@ -5,7 +5,8 @@ It talks to the agent through the CLI's own `AgentClient` and actions
 (starter/actions.py) and reads the store through the CLI's read functions
 (starter/console/data.py): no second way to reach the agent. Pages:
 `/` (status, chat, trigger and reset, approvals, wakes, fleet, 24 h plot),
-`/runs` (the run log, with filters) and `/runs/N` (a run's transcript).
+`/runs` (the run log, with filters), `/runs/N` (a run's transcript) and
+`/approvals/ID` (one pending approval, for a phone: what notifications link to).
 
 Who may use it and as whom is starter/console/auth.py's; every action is
 recorded as the request's identity, never as text from the form.
@@ -140,6 +141,20 @@ def _int_param(request: Request, name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ConsoleError(f"{name} must be a whole number, not {raw!r}") from None
+
+
+async def approval_page(request: Request) -> Response:
+    """One pending approval and its approve/deny buttons, on a page of its
+    own: what a notification links to (a phone that opened the console once
+    with ``?token=`` has the session cookie). Read-only: deciding goes through
+    `decide` and its confirmation step."""
+    approval_id = str(request.path_params["approval_id"])
+    st = await agent_call(agent_of(request).status())
+    approval = next((a for a in st.pending_approvals if a.id == approval_id), None)
+    waiting = ", ".join(a.id for a in st.pending_approvals)
+    return page(
+        request, "approval.html", approval=approval, approval_id=approval_id, waiting=waiting
+    )
 
 
 # ---------------------------------------------------------------- actions
@@ -317,6 +332,7 @@ def create_app(agent: AgentClient, settings: ConsoleSettings | None = None) -> S
             Route("/trigger", _guarded(trigger), methods=post),
             Route("/reset", _guarded(reset), methods=post),
             Route("/wakes/{wake_id}/cancel", _guarded(cancel_wake), methods=post),
+            Route("/approvals/{approval_id}", approval_page),
             Route("/approvals/{approval_id}/decide", _guarded(decide), methods=post),
             Mount("/static", StaticFiles(directory=PACKAGE_DIR / "static"), name="static"),
         ],

@@ -1,0 +1,99 @@
+"""The link in an approval's notification opens the console's approval page,
+as a phone would: a console with a token, a phone that opened it once with
+`?token=` (the session cookie), then the link (no secret in it) → the
+approval's page → approve → the confirmation step → decided. The agent is
+real (time-skipping server, scripted model, simulated vast.ai); the console
+is served in-process over ASGI.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from activities.fleet import FleetActivities
+from fleet_agent.notify.render import approval_link
+from fleet_agent.store import Store
+from simulator.server import SimServer
+from starter.agent_client import AgentClient
+from starter.console import ConsoleSettings, create_app
+from starter.console.auth import parse_tokens
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from tests.helpers import eventually, json_rows, running_worker, status
+
+BASE = "http://127.0.0.1:8080"
+DONE = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
+
+
+def _renter(req: Request) -> Reply:
+    results = req.tool_results()
+    if not results:
+        return Reply(tool_calls=[("search_offers", {"limit": 3})])
+    content = str(results[-1].get("content"))
+    if "offer_id" in content and "Rented" not in content:
+        offer = json_rows(content)[0]["offer_id"]
+        return Reply(tool_calls=[("create_instance", {"offer_id": offer, "reason": "target"})])
+    return Reply(text=DONE)
+
+
+async def test_the_notification_link_opens_the_approval_page_and_decides_it(
+    ts_env: WorkflowEnvironment,
+    store: Store,
+    sim: SimServer,
+    fleet: FleetActivities,
+    fake_llm: FakeAnthropic,
+) -> None:
+    fake_llm.set_responder(_renter)
+    async with running_worker(ts_env.client, store, fleet=fleet) as h:
+        handle: Any = await h.start_agent(
+            target_proofs_per_hour=50,
+            monitor_enabled=False,
+            approval_mode="threshold",
+            approval_above_dph=0.01,
+        )
+
+        async def asked() -> str | None:
+            st = await status(handle)
+            return st.pending_approvals[0].id if st.pending_approvals else None
+
+        approval_id = await eventually(asked, timeout=60, what="an approval")
+        assert approval_id is not None
+
+        async def connect() -> Client:
+            return ts_env.client
+
+        settings = ConsoleSettings(tokens=parse_tokens("alice:phone-token-0123456789"))
+        app = create_app(AgentClient(connect, handle.id, task_queue=h.task_queue), settings)
+        link = approval_link(BASE, approval_id)
+        assert "token" not in link
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url=BASE, headers={"Origin": BASE}
+        ) as phone:
+            # Without the token the link shows nothing of the approval.
+            refused = await phone.get(link)
+            assert refused.status_code == 401 and approval_id not in refused.text
+            # Logged in once (the cookie), the link opens the page.
+            assert (await phone.get("/?token=phone-token-0123456789")).status_code == 200
+            page = await phone.get(link)
+            assert page.status_code == 200
+            assert f"Approval {approval_id} needed" in page.text
+            assert 'name="viewport"' in page.text and "approve…" in page.text
+            # Approve: first the confirmation step, nothing decided yet ...
+            step = await phone.post(
+                f"/approvals/{approval_id}/decide", data={"decision": "approve"}
+            )
+            assert step.status_code == 200 and f"yes, approve {approval_id}" in step.text
+            assert (await status(handle)).pending_approvals
+            # ... then decided, as alice (the token's name).
+            done = await phone.post(
+                f"/approvals/{approval_id}/decide",
+                data={"decision": "approve", "confirm": approval_id},
+            )
+            assert done.status_code in (200, 303)
+            st = await status(handle)
+            assert st.pending_approvals == []
+            again = await phone.get(link)
+            assert "no longer pending" in again.text
