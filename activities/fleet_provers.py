@@ -23,7 +23,7 @@ from fleet_agent.fleet.provers import ProverTrack, advance, not_proving_reason
 from fleet_agent.fleet.snapshot import estimate
 from fleet_agent.fleet.triage import GRACE_STATES, in_grace
 from fleet_agent.models import PollRequest
-from fleet_agent.store import FailedHosts, ProverTracks, Store
+from fleet_agent.store import FailedHosts, ProofDays, ProverTracks, Store
 from fleet_agent.untrusted import fence
 from fleet_agent.vast.models import Instance
 
@@ -70,6 +70,7 @@ class ProverWatch:
 
     def __init__(self, store: Store, prover: ProverSpec, clock: Callable[[], float]) -> None:
         self._tracks = ProverTracks(store)
+        self._proof_days = ProofDays(store)
         self._hosts = FailedHosts(store)
         self._port = prover.status_port
         self._allow_loopback = prover.allow_loopback
@@ -118,6 +119,14 @@ class ProverWatch:
             tracks[inst.id] = await self._record_failure(req, inst, track, now)
         at = datetime.fromtimestamp(now, UTC)
         await asyncio.to_thread(self._tracks.replace, req.agent_id, tracks, at)
+        # For the daily digest: what the counters rose by since the last poll
+        # (a machine's first read counts from 0: it was rented by this agent).
+        finished = sum(
+            max(0, tracks[iid].proofs_completed - (old[iid].proofs_completed if iid in old else 0))
+            for iid in reads
+            if iid in tracks
+        )
+        await asyncio.to_thread(self._proof_days.add, req.agent_id, finished, at)
         if self._forgot_at is None or now - self._forgot_at >= FORGET_EVERY_S:
             # Expired entries exclude nothing already; dropping them keeps the
             # table as small as the failures that still count (any agent).

@@ -1,6 +1,7 @@
 """The delivery of notifications: `send_notification`, through apprise.
 
-Touches: the store (`fa_notifications`, the idempotency keys), every
+Touches: the store (`fa_notifications`, the idempotency keys; the digest's
+proofs from `fa_proof_days`), every
 destination in `FLEET_NOTIFY_URLS` (the worker's environment only: no URL
 ever reaches a workflow, the store, a log line or an error), and the
 `fleet_notifications_total` counter.
@@ -27,7 +28,7 @@ from fleet_agent.models import NotifyRequest, NotifyResult
 from fleet_agent.notify.deliver import UNUSABLE, send_one
 from fleet_agent.notify.render import render
 from fleet_agent.notify.settings import NotifyEnv
-from fleet_agent.store import Notifications, Store
+from fleet_agent.store import Notifications, ProofDays, Store
 
 __all__ = ["NotifyActivities", "destination_id"]
 
@@ -42,6 +43,7 @@ class NotifyActivities:
 
     def __init__(self, store: Store, env: NotifyEnv | None = None) -> None:
         self._book = Notifications(store)
+        self._proof_days = ProofDays(store)
         self._env = env or NotifyEnv()
 
     @activity.defn(name="send_notification")
@@ -51,7 +53,13 @@ class NotifyActivities:
         result = NotifyResult(configured=len(urls))
         if not urls:
             return result
-        message = render(req.agent_id, req.event, self._env.console_url)
+        event = req.event
+        if event.kind == "daily_digest" and "proofs" not in event.facts:
+            # The day the digest reports on is its subject; the monitor's polls
+            # counted its proofs in the store, which the workflow cannot read.
+            proofs = await asyncio.to_thread(self._proof_days.on, req.agent_id, event.subject)
+            event = event.model_copy(update={"facts": {**event.facts, "proofs": proofs}})
+        message = render(req.agent_id, event, self._env.console_url)
         for url in urls:
             dest = destination_id(url)
             now = datetime.now(UTC)

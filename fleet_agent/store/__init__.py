@@ -10,6 +10,7 @@ from .guard import NEW_STORE_ENV, NEW_STORE_FLAG, StoreRefused, store_refusal
 from .hosts import FailedHost, FailedHosts
 from .journal import CreateInFlight, ToolCallRecord, ToolCallStatus, ToolJournal
 from .notifications import Notifications
+from .proof_days import ProofDays
 from .provers import ProverTracks
 from .records import HistoryEntry, MessageRecord, RunRecord, SessionRecord, StoreCondition
 from .schema import SCHEMA_VERSION, SchemaError
@@ -30,6 +31,7 @@ __all__ = [
     "HistoryEntry",
     "MessageRecord",
     "Notifications",
+    "ProofDays",
     "ProverTracks",
     "RunRecord",
     "SchemaError",

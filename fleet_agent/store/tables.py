@@ -13,7 +13,7 @@ from sqlalchemy import Index, Table, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from .tables_agent import AgentConfigRow
-from .tables_fleet import FLEET_SNAPSHOTS_TABLE, FleetSnapshotRow
+from .tables_fleet import FLEET_SNAPSHOTS_TABLE, PROOF_DAYS_TABLE, FleetSnapshotRow, ProofDayRow
 from .tables_money import (
     RUN_COSTS_TABLE,
     RUN_SPEND_TABLE,
@@ -34,6 +34,7 @@ __all__ = [
     "MESSAGES_TABLE",
     "META_TABLE",
     "NOTIFICATIONS_TABLE",
+    "PROOF_DAYS_TABLE",
     "PROVER_TRACKS_TABLE",
     "RUNS_TABLE",
     "RUN_COSTS_TABLE",
@@ -49,6 +50,7 @@ __all__ = [
     "MessageRow",
     "MetaRow",
     "NotificationRow",
+    "ProofDayRow",
     "ProverTrackRow",
     "RunCostRow",
     "RunRow",
@@ -305,6 +307,7 @@ def all_tables() -> list[Table]:
         table_of(RunCostRow),
         table_of(SummaryRow),
         table_of(FleetSnapshotRow),
+        table_of(ProofDayRow),
         table_of(AgentConfigRow),
         table_of(NotificationRow),
     ]
