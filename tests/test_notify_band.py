@@ -11,9 +11,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.autopilot.provider import AutopilotProvider
+from fleet_agent.config.settings import ProverSpec
 from fleet_agent.notify.rules import band_step
 from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import Store
+from fleet_agent.vast.client import VastClient
+from fleet_agent.vast.pacing import NO_PACING
+from simulator.server import SimServer
 from testkit.notify_receivers import WebhookReceiver
 from tests.helpers import eventually, running_worker
 
@@ -76,3 +80,32 @@ async def test_the_monitor_tells_when_the_fleet_stays_below_target(
             assert "target 50 proofs/h" in hook.posts[0].body["message"]
             await ts_env.sleep(300)
             assert len(hook.posts) == 1  # once, however long it stays below
+
+
+async def test_a_key_vast_ai_refuses_to_the_monitor_notifies_once(
+    ts_env: WorkflowEnvironment, store: Store, sim: SimServer
+) -> None:
+    """No run needs to be there: the monitor's polls meet the refused key."""
+    async with VastClient(
+        "not-the-key", sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
+    ) as vast:
+        fleet = FleetActivities(
+            vast, ProverSpec(allow_loopback=True), store=store, clock=sim.market.now
+        )
+        with WebhookReceiver() as hook:
+            env = NotifyEnv.model_validate({"FLEET_NOTIFY_URLS": hook.url()})
+            async with running_worker(
+                ts_env.client, store, provider=AutopilotProvider(), fleet=fleet, notify=env
+            ) as h:
+                # A quiet window of a minute: only the monitor's own memory can
+                # keep twenty refused polls to one notification.
+                await h.start_agent(paused=True, monitor_poll_seconds=30, notify_quiet_minutes=1)
+
+                async def told() -> list[str]:
+                    return [t for t in await _posts(hook) if "authentication failing" in t]
+
+                (title,) = await eventually(told, timeout=60, what="the refused key, told")
+                assert "vast.ai" in title
+                assert "the fleet monitor's poll" in hook.posts[0].body["message"]
+                await ts_env.sleep(600)  # twenty more polls, all refused
+                assert len(await told()) == 1, "once until a poll succeeds"

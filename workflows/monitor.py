@@ -168,6 +168,8 @@ class FleetMonitorWorkflow:
                 )
             except ActivityError as exc:
                 workflow.logger.warning("fleet poll failed: %s", exc.cause or exc)
+                if workflow.patched(MONITOR_NOTIFY_PATCH):
+                    await self._band.after_failed_poll(inp.agent_id, self._config, exc.cause)
                 # No answer from the poll: ask on its own, or a monitor whose
                 # polls all fail would outlive its agent.
                 if open_in_poll and not await self._agent_is_open(inp.agent_id):

@@ -103,9 +103,10 @@ def render(agent_id: str, event: NotifyEvent, console_url: str | None = None) ->
             f"Last: run #{f.get('run')}: {f.get('error', '')[:400]}",
         )
     if k == "auth_failing":
+        where = f.get("where") or f"Run #{f.get('run')}"
         return Rendered(
             f"{tag} {s} authentication failing",
-            f"Run #{f.get('run')}: {f.get('error', '')[:400]}\nCheck the worker's key for {s}.",
+            f"{where}: {f.get('error', '')[:400]}\nCheck the worker's key for {s}.",
         )
     if k == "agent_restarted":
         return Rendered(
