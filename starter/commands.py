@@ -25,6 +25,7 @@ from starter.answers import (
 from starter.config_args import checked_changes, parse_assignments, patch_from
 from starter.fleet_view import ledger_spend
 from starter.hints import CLI
+from starter.notify_view import stored_failures, with_stored_failures
 from starter.render import (
     approvals_table,
     config_text,
@@ -185,7 +186,8 @@ async def status(agent: AgentClient, as_json: bool) -> int:
     else:
         # The spend as of now, from the ledger: the query's is as of the last run's start.
         ledger = await asyncio.to_thread(ledger_spend, agent.agent_id)
-        print(status_text(st, datetime.now(UTC), ledger))
+        failures = await asyncio.to_thread(stored_failures, agent.agent_id)
+        print(status_text(with_stored_failures(st, failures), datetime.now(UTC), ledger))
     return 0
 
 

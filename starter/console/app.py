@@ -61,6 +61,7 @@ from starter.console.web import (
     same_origin,
 )
 from starter.fleet_view import ledger_spend
+from starter.notify_view import stored_failures, with_stored_failures
 
 __all__ = ["create_app"]
 
@@ -79,7 +80,9 @@ async def _status(agent: AgentClient) -> tuple[AgentStatus | None, str, SpendSum
     except ConsoleError as exc:
         return None, exc.message, None
     ledger = await asyncio.to_thread(ledger_spend, agent.agent_id)
-    return status, "", ledger or status.spend
+    # The monitor's failed deliveries are only in the store.
+    failures = await asyncio.to_thread(stored_failures, agent.agent_id)
+    return with_stored_failures(status, failures), "", ledger or status.spend
 
 
 async def _agent_part(request: Request, **context: Any) -> Response:
