@@ -5,8 +5,9 @@ After each poll the monitor (workflows/monitor.py) steps the band rule
 `notify_under_target_minutes` notifies once, back in band after that notifies
 once. The monitor sees every poll, so it owns this rule rather than the agent,
 which sees the fleet only in runs; and a poll vast.ai refused for the key
-(`auth_failing`, once until a poll succeeds), which no run may be there to see. The delivery is awaited with its failure
-caught (logged, counted by the activity's metric): a poll never fails for it.
+(`auth_failing`, once until a poll succeeds), which no run may be there to
+see. The delivery is awaited with its failure caught (logged, counted by the
+activity's metric): a poll never fails for it.
 
 Touches: the activity send_notification (→ FLEET_NOTIFY_URLS, the store's keys).
 New commands only under `MONITOR_NOTIFY_PATCH`. Deterministic: workflow code.
