@@ -3,7 +3,8 @@
 `SimServer` runs it in a thread for tests (``with SimServer(speed=0) as sim``),
 `serve` runs it in the foreground for ``fleet-agent sim``; `Market` is the
 model behind both, with its own clock (`Market.advance`), seeded randomness,
-fault switches (`Faults`, `SCENARIOS`), vast.ai's rate limits, and a state
+fault switches (`Faults`, `SCENARIOS`), a work source with deadlines
+(`DemandConfig`), vast.ai's rate limits, and a state
 file that survives restarts. Each rented instance's prover serves its status
 on a mapped port (`PROVER_STATUS_PORT`). See docs/SIMULATOR.md.
 """
@@ -12,6 +13,7 @@ from fleet_agent.fleet.capacity import proofs_per_hour, seconds_per_proof
 
 from .api import RATE_LIMIT_TEXT, Reply, SimApi
 from .clock import SimClock
+from .demand import DemandConfig, demand_from_options
 from .faults import SCENARIOS, Faults, scenario
 from .market import DEFAULT_OFFERS, ApiError, Market, RentResult
 from .persist import StateError
@@ -27,6 +29,7 @@ __all__ = [
     "RATE_LIMIT_TEXT",
     "SCENARIOS",
     "ApiError",
+    "DemandConfig",
     "Faults",
     "Market",
     "RentResult",
@@ -35,6 +38,7 @@ __all__ = [
     "SimClock",
     "SimServer",
     "StateError",
+    "demand_from_options",
     "proofs_per_hour",
     "scenario",
     "seconds_per_proof",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from .demand import demand_from_options
 from .faults import SCENARIOS
 from .market import DEFAULT_OFFERS
 from .persist import StateError
@@ -36,9 +37,20 @@ def main(argv: list[str] | None = None) -> None:
         help=f"state file kept across restarts (default {DEFAULT_STATE_PATH})",
     )
     parser.add_argument("--no-state", action="store_true", help="keep nothing across restarts")
+    add_demand_options(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
+    try:
+        demand = demand_from_options(
+            args.demand_curve,
+            args.demand_event,
+            args.demand_burst_rate,
+            args.demand_deadline_minutes,
+            args.demand_seed,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
     try:
         serve(
             args.host,
@@ -50,9 +62,28 @@ def main(argv: list[str] | None = None) -> None:
             offers=args.offers,
             rate_limits=not args.no_rate_limits,
             state_path=None if args.no_state else args.state,
+            demand=demand,
         )
     except StateError as exc:
         parser.exit(2, f"{exc}\nRemove the file (or pass --no-state) to start a fresh market.\n")
+
+
+def add_demand_options(parser: argparse.ArgumentParser) -> None:
+    """The work source's ``--demand-*`` options (docs/SIMULATOR.md, "Demand")."""
+    parser.add_argument(
+        "--demand-curve",
+        help='daily demand, proofs/hour at UTC hours, linear between: "0:100,14:800,22:200"',
+    )
+    parser.add_argument(
+        "--demand-event",
+        action="append",
+        help='a known daily event, e.g. "14:00-16:00x3" (repeatable)',
+    )
+    parser.add_argument("--demand-burst-rate", type=float, help="random bursts per sim day")
+    parser.add_argument(
+        "--demand-deadline-minutes", type=float, help="minutes to prove each item (default 30)"
+    )
+    parser.add_argument("--demand-seed", type=int, help="seed of the arrivals (default --seed)")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 The renter's ``PUT /api/v0/instances/{id}/`` (stop, start, label) and
 ``PUT /api/v0/instances/reboot/{id}/``; the unauthenticated control API under
-``/_sim/``; and the shape of a rate-limited answer. A mixin of
+``/_sim/``, and ``GET /demand`` (the work queue, for the agent's demand
+adapter; unauthenticated like the control API); and the shape of a rate-limited answer. A mixin of
 `simulator.api.SimApi`.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from .demand import DemandConfig
 from .errors import ApiError
 from .market import Market
 from .replies import Handler, Reply, Request, no_such_instance
@@ -128,6 +130,26 @@ class ControlRoutes:
             raise ApiError(400, "invalid_args", str(exc)) from None
         return Reply(200, {"success": True})
 
+    def _demand(self, req: Request) -> Reply:
+        body = self.market.demand_body()
+        if body is None:
+            raise ApiError(404, "no_demand", "no demand is configured (POST /_sim/demand)")
+        return Reply(200, body)
+
+    def _sim_demand(self, req: Request) -> Reply:
+        body = req.body if isinstance(req.body, dict) else None
+        if body is None:
+            raise ApiError(400, "invalid_args", "body must be an object of demand settings")
+        settings = {k: v for k, v in body.items() if k != "enabled"}
+        current = self.market.demand_state()
+        if current is not None:  # change what the body names, keep the rest
+            settings = {**current["config"], **settings}
+        try:
+            config = None if body.get("enabled") is False else DemandConfig.from_dict(settings)
+        except ValueError as exc:
+            raise ApiError(400, "invalid_args", str(exc)) from None
+        return Reply(200, {"success": True, "demand": self.market.set_demand(config)})
+
     def _sim_rate_limits(self, req: Request) -> Reply:
         enabled = req.body.get("enabled") if isinstance(req.body, dict) else None
         if not isinstance(enabled, bool):
@@ -181,4 +203,6 @@ def control_routes() -> list[tuple[str, re.Pattern[str], str, Handler, bool]]:
             False,
         ),
         ("POST", re.compile(r"/_sim/rate-limits/"), "_sim", ControlRoutes._sim_rate_limits, False),
+        ("GET", re.compile(r"/demand/"), "_sim", ControlRoutes._demand, False),
+        ("POST", re.compile(r"/_sim/demand/"), "_sim", ControlRoutes._sim_demand, False),
     ]

@@ -59,3 +59,9 @@ class MarketState:
 
     def _current(self, inst: SimInstance) -> SimInstance:
         raise NotImplementedError
+
+    def demand_state(self) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _demand_status(self, inst: SimInstance, body: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError

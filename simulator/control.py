@@ -170,7 +170,7 @@ class MarketControls(MarketState):
             if inst.machine.status == "frozen":
                 return "hang", None
             body = inst.prover_status(self.faults.work_share)
-            return ("ok", body) if body is not None else ("closed", None)
+            return ("ok", self._demand_status(inst, body)) if body else ("closed", None)
 
     def drain_prover(self, instance_id: int, token: str) -> int:
         """``POST /drain`` on the instance's status port: the HTTP status it
@@ -221,6 +221,8 @@ class MarketControls(MarketState):
                 # $/hour billed now (simulator/billing.py).
                 "spend_per_hour": round(sum(billed_dph(i) for i in self._instances.values()), 4),
                 "counters": dict(self.counters),
+                # The work source's queue and counters (None: `work_share` rules).
+                "demand": self.demand_state(),
             }
 
     def charges(self) -> dict[str, Any]:

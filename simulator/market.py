@@ -27,6 +27,7 @@ from .billing import charges
 from .catalogue import offer_pricing
 from .clock import SimClock
 from .control import MarketControls
+from .demand_market import MarketDemand
 from .errors import ApiError
 from .faults import Faults, scenario
 from .instances import InstanceEnv, SimInstance
@@ -71,7 +72,7 @@ class RentResult:
     answer: Literal["ok", "server_error", "hang"]
 
 
-class Market(MarketAdmission, MarketInstances, MarketControls):
+class Market(MarketAdmission, MarketInstances, MarketControls, MarketDemand):
     """The model: thread-safe, seeded, on its own clock."""
 
     def __init__(
@@ -111,8 +112,7 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
         # The first id from the book's stream (a seed's market starts as it
         # always did), the ones after it from a stream of their own: drawn
         # from the book's, each rental changed the ids, and so the machines,
-        # of every offer listed after it, and a policy that rented one
-        # machine more met another market for the rest of the day.
+        # of every offer listed after it.
         self._next_instance_id = 20_000_000 + self._ids_rng.randrange(1_000_000)
         self._instance_ids_rng = random.Random(f"{seed}:instance-ids")
         self._last_call: dict[tuple[str, str], float] = {}
@@ -182,10 +182,11 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
     # ------------------------------------------------------------ offers
 
     def _sync(self) -> None:
-        """Bring the market up to the clock: offers arrive and leave; destroyed
-        instances past their linger time are dropped."""
+        """Bring the market up to the clock: offers arrive and leave, work
+        arrives and is proved; destroyed instances past their linger time go."""
         now = self.clock.now()
         self._book.sync(now, churn=self.faults.offer_churn)
+        self._demand_sync()  # before the drops: a dropped machine's work returns
         linger = self.faults.destroy_linger_s
         for inst in list(self._instances.values()):
             gone = inst.machine.destroyed_at
@@ -260,8 +261,7 @@ class Market(MarketAdmission, MarketInstances, MarketControls):
             # A rental's faults are rolled on a stream of its own, keyed by the
             # offer (rented once at most): on the market's stream, which every
             # request's rate-limit roll draws from, one listing more or less
-            # anywhere changed the fate of every later rental, and two runs of
-            # one seed's market day parted at the first poll that raced a step.
+            # anywhere changed the fate of every later rental.
             rolls = random.Random(f"{self.seed}:rent:{offer_id}")
             if offer is not None and self._fault("offer_taken", rolls):
                 # Someone else rented it between our search and this request.

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from .api import SimApi
+from .demand import DemandConfig
 from .gateway import ProverGateway
 from .http_app import create_app
 from .market import DEFAULT_OFFERS, Market
@@ -58,6 +59,7 @@ class SimServer:
     about the market's size ask for a few hundred), `rate_limits` switches
     vast.ai's documented limits (on unless a test is not about pacing), and
     `state_path` keeps the market across restarts (None: nothing is saved).
+    `demand` starts the work source's demand model (simulator/demand.py).
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class SimServer:
         offers: int = DEFAULT_OFFERS,
         rate_limits: bool = True,
         state_path: str | Path | None = None,
+        demand: DemandConfig | None = None,
     ) -> None:
         self.api_key = api_key
         self.state_path = Path(state_path) if state_path is not None else None
@@ -94,6 +97,8 @@ class SimServer:
         self.restored = False
         if self.state_path is not None:
             self.restored = load_state(self.market, self.state_path)
+        if demand is not None:  # not in the state file: it starts afresh
+            self.market.set_demand(demand)
         self._stopping = threading.Event()
         self._api = SimApi(self.market, api_key, wait=self._stopping.wait)
         self._host, self._port = host, port
@@ -210,6 +215,7 @@ def serve(
     offers: int = DEFAULT_OFFERS,
     rate_limits: bool = True,
     state_path: str | Path | None = DEFAULT_STATE_PATH,
+    demand: DemandConfig | None = None,
 ) -> None:
     """Run a simulator until Ctrl-C or SIGTERM (for ``fleet-agent sim --port PORT``)."""
     sim = SimServer(
@@ -222,6 +228,7 @@ def serve(
         offers=offers,
         rate_limits=rate_limits,
         state_path=state_path,
+        demand=demand,
     )
     # Ctrl-C or SIGTERM at any moment once the server answers (even before
     # serve_forever is reached) stops it cleanly, saving its state. Installed

@@ -91,11 +91,21 @@ def _worker(args: argparse.Namespace) -> int:
 def _sim(args: argparse.Namespace) -> int:
     # Imported here: the simulator is optional and `fleet-agent` must work without it.
     try:
-        from simulator import DEFAULT_API_KEY, SCENARIOS, StateError, serve
+        from simulator import DEFAULT_API_KEY, SCENARIOS, StateError, demand_from_options, serve
     except ImportError as exc:
         raise CliError(f"the vast.ai simulator (simulator) is not available: {exc}") from None
     if args.scenario not in SCENARIOS:
         raise UsageError(f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}")
+    try:
+        demand = demand_from_options(
+            args.demand_curve,
+            args.demand_event,
+            args.demand_burst_rate,
+            args.demand_deadline_minutes,
+            args.demand_seed,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     try:
         serve(
             args.host,
@@ -107,6 +117,7 @@ def _sim(args: argparse.Namespace) -> int:
             offers=args.offers,
             rate_limits=not args.no_rate_limits,
             state_path=None if args.no_state else args.state,
+            demand=demand,
         )
     except StateError as exc:
         raise CliError(f"{exc}; remove it, or pass --no-state, to start a fresh market") from None
@@ -170,6 +181,12 @@ def add_service_commands(sub: Any) -> None:
         help="state file kept across restarts (default var/sim-state.json)",
     )
     p.add_argument("--no-state", action="store_true", help="keep nothing across restarts")
+    # The work source's demand (docs/SIMULATOR.md, "Demand: work with deadlines").
+    p.add_argument("--demand-curve", help='proofs/hour at UTC hours: "0:100,14:800,22:200"')
+    p.add_argument("--demand-event", action="append", help='e.g. "14:00-16:00x3" (repeatable)')
+    p.add_argument("--demand-burst-rate", type=float, help="random bursts per sim day")
+    p.add_argument("--demand-deadline-minutes", type=float, help="default 30")
+    p.add_argument("--demand-seed", type=int, help="seed of the arrivals (default --seed)")
     p.set_defaults(handler=_sim)
 
     p = sub.add_parser(
