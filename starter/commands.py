@@ -85,8 +85,13 @@ async def start(
     return 0
 
 
-async def watchdog(agent: AgentClient, every: timedelta) -> None:
-    """Create or update the agent's watchdog schedule, and say so."""
+def _agent_arg(agent: AgentClient) -> str:
+    return "" if agent.agent_id == "fleet-agent" else f" --agent-id {agent.agent_id}"
+
+
+async def watchdog(agent: AgentClient, every: timedelta, env: str = "") -> None:
+    """Create or update the agent's watchdog schedule, and say so (`env`: the
+    variables that lead the CLI to this stack, as its banner prints them)."""
     with agent.rpc("create the watchdog schedule"):
         created = await ensure_watchdog(
             await agent.client(), agent.agent_id, agent.task_queue, every
@@ -94,7 +99,7 @@ async def watchdog(agent: AgentClient, every: timedelta) -> None:
     print(
         f"watchdog {'created' if created else 'updated'}: schedule "
         f"{watchdog_id(agent.agent_id)!r} starts the agent within {every.total_seconds():g}s "
-        f"if it ends; `{CLI} cancel` stops the agent and removes it"
+        f"if it ends; `{env}{CLI} cancel{_agent_arg(agent)}` stops the agent and removes it"
     )
 
 

@@ -231,7 +231,8 @@ async def _serve(
             # Without a fleet there is nothing to poll: a fresh agent starts without its monitor.
             started = await agent.start(None if fleet else ConfigPatch(monitor_enabled=False))
             # `make run` too: the agent comes back if it is ended (starter/watchdog.py).
-            await commands.watchdog(agent, watchdog_interval())
+            env = _cli_env(server.address, db_url, from_settings=settings.database_url is not None)
+            await commands.watchdog(agent, watchdog_interval(), env)
             print(
                 _banner(
                     opts,

@@ -275,6 +275,8 @@ def banner_command(text: str, verb: str) -> tuple[list[str], dict[str, str]]:
     variables it sets, run as the console script would be."""
     line = next((ln.strip() for ln in text.splitlines() if f"bin/fleet-agent {verb}" in ln), None)
     assert line, f"`up` printed no `fleet-agent {verb}` line: {text}"
+    if "`" in line:  # a command quoted in a sentence (the watchdog's `cancel`)
+        line = next(part for part in line.split("`") if f"bin/fleet-agent {verb}" in part)
     words = shlex.split(line)
     env = dict(w.split("=", 1) for w in itertools.takewhile(lambda w: "=" in w, words))
     rest = words[len(env) :]
@@ -307,6 +309,20 @@ async def test_the_commands_up_prints_for_another_port_reach_its_run_log(tmp_pat
                 assert re.search(r"^run #\d+ answered:", done.stdout, re.MULTILINE), done.stdout
             elif verb == "runs":
                 assert "no runs yet" not in done.stdout and "#1" in done.stdout, done.stdout
+        # Last: the watchdog's line names how to stop the agent for good.
+        argv, assigned = banner_command(up.text, "cancel")
+        assert assigned == {"TEMPORAL_PORT": str(port)}, assigned
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [*argv, "--yes"],
+            cwd=tmp_path,
+            env=up_env() | assigned,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert "nothing restarts it" in done.stdout, done.stdout
     finally:
         code = await up.finish(signal.SIGINT)
     assert code == 0, up.text[-3000:]
