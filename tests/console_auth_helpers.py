@@ -13,7 +13,6 @@ from starlette.testclient import TestClient
 from temporalio.client import Client
 
 from fleet_agent.models import (
-    AgentConfig,
     AgentStatus,
     ApprovalDecision,
     ApprovalOutcome,
@@ -22,6 +21,7 @@ from fleet_agent.models import (
 )
 from starter.agent_client import AgentClient
 from starter.console import ConsoleSettings, create_app
+from tests.helpers import idle_status
 
 BASE = "http://127.0.0.1:8080"
 ALICE = "alice-token-0123456789abcdef"
@@ -54,21 +54,11 @@ class RecordingAgent(AgentClient):
         self.decisions: list[dict[str, Any]] = []
 
     async def status(self) -> AgentStatus:
-        return AgentStatus(
-            agent_id=self.agent_id,
-            session=1,
+        return idle_status(
+            self.agent_id,
             run_count=3,
             phase=Phase.RUNNING,
             current_run=3,
-            pending_triggers=[],
-            next_heartbeat_at=None,
-            next_run_due_at=None,
-            wakes=[],
-            last_run=None,
-            config=AgentConfig(),
-            rejected=[],
-            executions=1,
-            history_length=10,
             pending_approvals=[] if self.decisions else [PENDING],
         )
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import signal
 import uuid
@@ -20,6 +19,7 @@ from fleet_agent.models import (
     AgentConfig,
     AgentStatus,
     FleetToolRequest,
+    Phase,
     RunStatus,
     TokenUsage,
 )
@@ -28,6 +28,7 @@ from testkit.agents import Harness as Harness
 from testkit.agents import running_worker as running_worker
 from testkit.agents import status as status
 from testkit.agents import status_or_none as status_or_none
+from testkit.fakes.scripts import json_rows as json_rows
 from workflows import FleetAgentWorkflow
 
 T = TypeVar("T")
@@ -121,12 +122,6 @@ def runs_that_waited(runs: Sequence[RunRecord], window: timedelta) -> list[int]:
     ]
 
 
-def json_rows(content: str) -> list[dict[str, Any]]:
-    """The JSON list inside a fleet tool's result (search results, fleet status)."""
-    rows: list[dict[str, Any]] = json.loads(content[content.index("[") : content.rindex("]") + 1])
-    return rows
-
-
 def tool_request(
     agent_id: str,
     name: str,
@@ -193,3 +188,25 @@ def worker_process_env(dev_env: WorkflowEnvironment, db_url: str, **extra: str) 
         "FLEET_PROVER_ALLOW_LOOPBACK": "1",
         **extra,
     }
+
+
+def idle_status(agent_id: str = "a1", **fields: Any) -> AgentStatus:
+    """An agent's status as the query answers it, idle after a few runs, with
+    `fields` over it: for tests of what the CLI and the console show."""
+    base: dict[str, Any] = {
+        "agent_id": agent_id,
+        "session": 1,
+        "run_count": 1,
+        "phase": Phase.IDLE,
+        "current_run": None,
+        "pending_triggers": [],
+        "next_heartbeat_at": None,
+        "next_run_due_at": None,
+        "wakes": [],
+        "last_run": None,
+        "config": AgentConfig(),
+        "rejected": [],
+        "executions": 1,
+        "history_length": 10,
+    }
+    return AgentStatus(**(base | fields))

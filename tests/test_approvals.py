@@ -24,24 +24,15 @@ from fleet_agent.models import (
 from fleet_agent.store import Store
 from fleet_agent.visibility.details import agent_details
 from simulator.server import SimServer
-from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
-from tests.helpers import eventually, json_rows, running_worker, status
+from testkit.fakes.anthropic_server import FakeAnthropic
+from testkit.fakes.scripts import renter
+from tests.helpers import eventually, running_worker, status
 from workflows import FleetAgentWorkflow
 
-DONE = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
 Agent = WorkflowHandle[FleetAgentWorkflow, None]
 
 
-def _renter(req: Request) -> Reply:
-    """Rents the cheapest offer once per run: search, create, then a final word."""
-    results = req.tool_results()
-    if not results:
-        return Reply(tool_calls=[("search_offers", {"limit": 3})])
-    content = str(results[-1].get("content"))
-    if "offer_id" in content and "Rented" not in content:
-        offer = json_rows(content)[0]["offer_id"]
-        return Reply(tool_calls=[("create_instance", {"offer_id": offer, "reason": "target"})])
-    return Reply(text=DONE)
+_renter = renter()
 
 
 def _creates(sim: SimServer) -> int:

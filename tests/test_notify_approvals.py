@@ -23,27 +23,19 @@ from fleet_agent.models import PendingApproval
 from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import Store
 from simulator.server import SimServer
-from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply
+from testkit.fakes.scripts import DONE, renter
 from testkit.notify_receivers import SmtpReceiver, WebhookReceiver
-from tests.helpers import eventually, json_rows, running_worker, status
+from tests.helpers import eventually, running_worker, status
 from tests.ports import free_port
 from workflows import FleetAgentWorkflow
 
-DONE = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
 CONSOLE = "https://console.example.test:8443"
 SECRET_PATH = "hook-s3cret-T0KEN"
 Agent = WorkflowHandle[FleetAgentWorkflow, None]
 
 
-def _renter(req: Request) -> Reply:
-    results = req.tool_results()
-    if not results:
-        return Reply(tool_calls=[("search_offers", {"limit": 3})])
-    content = str(results[-1].get("content"))
-    if "offer_id" in content and "Rented" not in content:
-        offer = json_rows(content)[0]["offer_id"]
-        return Reply(tool_calls=[("create_instance", {"offer_id": offer, "reason": "target"})])
-    return Reply(text=DONE)
+_renter = renter()
 
 
 def _seen(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:

@@ -21,22 +21,14 @@ from simulator.server import SimServer
 from starter.agent_client import AgentClient
 from starter.console import ConsoleSettings, create_app
 from starter.console.auth import parse_tokens
-from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
-from tests.helpers import eventually, json_rows, running_worker, status
+from testkit.fakes.anthropic_server import FakeAnthropic
+from testkit.fakes.scripts import renter
+from tests.helpers import eventually, running_worker, status
 
 BASE = "http://127.0.0.1:8080"
-DONE = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
 
 
-def _renter(req: Request) -> Reply:
-    results = req.tool_results()
-    if not results:
-        return Reply(tool_calls=[("search_offers", {"limit": 3})])
-    content = str(results[-1].get("content"))
-    if "offer_id" in content and "Rented" not in content:
-        offer = json_rows(content)[0]["offer_id"]
-        return Reply(tool_calls=[("create_instance", {"offer_id": offer, "reason": "target"})])
-    return Reply(text=DONE)
+_renter = renter()
 
 
 async def test_the_notification_link_opens_the_approval_page_and_decides_it(

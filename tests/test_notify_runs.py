@@ -17,12 +17,11 @@ from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import Store
 from simulator.server import SimServer
 from testkit.fakes.anthropic_payloads import ErrorReply
-from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic, Reply
+from testkit.fakes.scripts import DONE, renter
 from testkit.notify_receivers import WebhookReceiver
-from tests.helpers import eventually, json_rows, running_worker, status
+from tests.helpers import eventually, running_worker, status
 from workflows import FleetAgentWorkflow
-
-DONE = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
 
 
 def _titles(hook: WebhookReceiver) -> list[str]:
@@ -36,15 +35,7 @@ def _count(hook: WebhookReceiver, part: str) -> Callable[[], Awaitable[int]]:
     return probe
 
 
-def _renter(req: Request) -> Reply:
-    results = req.tool_results()
-    if not results:
-        return Reply(tool_calls=[("search_offers", {"limit": 3})])
-    content = str(results[-1].get("content"))
-    if "offer_id" in content and "Rented" not in content and "Refused" not in content:
-        offer = json_rows(content)[0]["offer_id"]
-        return Reply(tool_calls=[("create_instance", {"offer_id": offer, "reason": "target"})])
-    return Reply(text=DONE)
+_renter = renter(stop_on_refusal=True)
 
 
 async def test_a_refused_key_and_failed_runs_notify_once_each(

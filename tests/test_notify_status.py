@@ -9,33 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from fleet_agent.models import AgentConfig, AgentStatus, NotifyFailure, Phase
+from fleet_agent.models import AgentStatus, NotifyFailure
 from fleet_agent.store import Notifications, Store
 from starter.notify_view import stored_failures, with_stored_failures
 from starter.render import status_text
+from tests.helpers import idle_status
 
 AT = datetime(2026, 12, 6, 9, 30, tzinfo=UTC)
 
 
 def _status(failures: list[NotifyFailure]) -> AgentStatus:
-    return AgentStatus(
-        agent_id="a1",
-        session=1,
-        run_count=4,
-        phase=Phase.IDLE,
-        current_run=None,
-        pending_triggers=[],
-        next_heartbeat_at=None,
-        next_run_due_at=None,
-        wakes=[],
-        last_run=None,
-        config=AgentConfig(),
-        rejected=[],
-        executions=1,
-        history_length=10,
-        notify_failures=failures,
-        notify_delivered=2,
-    )
+    return idle_status(run_count=4, notify_failures=failures, notify_delivered=2)
 
 
 def test_the_monitors_failed_delivery_shows_in_status(

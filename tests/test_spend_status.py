@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.autopilot.provider import AutopilotProvider
-from fleet_agent.models import AgentConfig, AgentStatus, Phase, SpendSummary
+from fleet_agent.models import AgentStatus, SpendSummary
 from fleet_agent.store import SpendLedger, Store
 from fleet_agent.store.engine import DATABASE_URL_ENV
 from fleet_agent.vast.models import Instance
@@ -25,7 +25,7 @@ from starter.agent_client import AgentClient
 from starter.console import ConsoleSettings, create_app
 from starter.render import status_text
 from starter.runlog_view import run_detail, runs_table
-from tests.helpers import eventually, finished_runs, running_worker, status
+from tests.helpers import eventually, finished_runs, idle_status, running_worker, status
 
 
 async def test_status_and_the_run_log_show_spend_and_the_dph_each_run_changed(
@@ -75,23 +75,7 @@ class _StaleAgent(AgentClient):
         self.as_of = as_of
 
     async def status(self) -> AgentStatus:
-        return AgentStatus(
-            agent_id=self.agent_id,
-            session=1,
-            run_count=1,
-            phase=Phase.IDLE,
-            current_run=None,
-            pending_triggers=[],
-            next_heartbeat_at=None,
-            next_run_due_at=None,
-            wakes=[],
-            last_run=None,
-            config=AgentConfig(),
-            rejected=[],
-            executions=1,
-            history_length=10,
-            spend=SpendSummary(as_of=self.as_of),
-        )
+        return idle_status(self.agent_id, spend=SpendSummary(as_of=self.as_of))
 
 
 async def _unreachable() -> Client:

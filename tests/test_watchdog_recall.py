@@ -32,7 +32,7 @@ from fleet_agent.visibility.details import agent_details
 from starter.agent_client import UsageError
 from starter.render import status_text
 from starter.watchdog import WATCHDOG_ENV, watchdog_interval
-from tests.helpers import eventually, running_worker, status
+from tests.helpers import eventually, idle_status, running_worker, status
 from workflows import FleetAgentWorkflow
 
 AT = datetime(2026, 12, 6, 9, 30, tzinfo=UTC)
@@ -116,23 +116,7 @@ def test_the_restart_fact_says_who_brought_it_back_and_how_it_had_ended() -> Non
         "restarted by the watchdog; it had ended: terminated (reason: bad deploy) by ops@host "
         "at 2026-12-06 09:30:00 UTC; last known config restored from the store"
     )
-    st = AgentStatus(
-        agent_id="a1",
-        session=1,
-        run_count=4,
-        phase=Phase.IDLE,
-        current_run=None,
-        pending_triggers=[],
-        next_heartbeat_at=None,
-        next_run_due_at=None,
-        wakes=[],
-        last_run=None,
-        config=AgentConfig(),
-        rejected=[],
-        executions=1,
-        history_length=10,
-        restarted=_restart(reason="bad deploy"),
-    )
+    st = idle_status(run_count=4, restarted=_restart(reason="bad deploy"))
     assert "restarted:" in status_text(st, AT) and "bad deploy" in status_text(st, AT)
     state = AgentState(restarted=_restart(reason="bad deploy"))
     details = agent_details(state, Phase.IDLE, None, None)

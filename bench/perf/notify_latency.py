@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import tempfile
 import time
@@ -34,25 +33,13 @@ from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from starter.devserver import load_dev_config
 from testkit.agents import running_worker
-from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic
+from testkit.fakes.scripts import renter
 from testkit.notify_receivers import WebhookReceiver
 from testkit.servers import start_dev_env
 from workflows import FleetAgentWorkflow
 
-DONE = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
-
-
-def _renter(req: Request) -> Reply:
-    results = req.tool_results()
-    if not results:
-        return Reply(tool_calls=[("search_offers", {"limit": 3})])
-    content = str(results[-1].get("content"))
-    if "offer_id" in content and "Rented" not in content:
-        rows = json.loads(content[content.index("[") : content.rindex("]") + 1])
-        return Reply(
-            tool_calls=[("create_instance", {"offer_id": rows[0]["offer_id"], "reason": "t"})]
-        )
-    return Reply(text=DONE)
+_renter = renter()
 
 
 async def _wait(probe: Any, what: str, within: float = 60) -> Any:
