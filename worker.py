@@ -3,8 +3,9 @@
 Settings come from the environment (see README): Temporal connection
 (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, env-config profiles), the store
 (FLEET_DATABASE_URL, FLEET_NEW_STORE), the LLM (FLEET_LLM_PROVIDER,
-ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, FLEET_LLM_MODEL) and vast.ai
-(VAST_API_URL, VAST_API_KEY). Credentials stay in this process: activities
+ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, FLEET_LLM_MODEL), vast.ai
+(VAST_API_URL, VAST_API_KEY) and the demand source (FLEET_DEMAND_SOURCE,
+FLEET_DEMAND_URL, FLEET_DEMAND_TOKEN). Credentials stay in this process: activities
 read them here, never from workflow history or the store.
 
 A missing or empty store is created only when no agent is running on the

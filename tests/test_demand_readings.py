@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from fleet_agent.config.settings import Settings
 from fleet_agent.demand.reading import MAX_DEADLINES, DemandReading, parse_reading
 from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.demand.sources import curio_reading, metric_sum
+from tests.test_settings_env import _worker_stops
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 
@@ -249,3 +251,12 @@ def test_private_and_loopback_sources_are_allowed() -> None:
     assert local.token is not None and local.token.get_secret_value() == "t"
     assert "**" in repr(local.token)
     assert Settings.from_env({}).demand.source == "none"
+
+
+async def test_the_worker_refuses_a_metadata_demand_url_in_one_line(tmp_path: Path) -> None:
+    code, err = await _worker_stops(
+        tmp_path, FLEET_DEMAND_SOURCE="http", FLEET_DEMAND_URL="http://169.254.169.254/latest"
+    )
+    assert code == 1
+    assert err.startswith("worker: error: FLEET_DEMAND_URL refused: 169.254.169.254 is link-local")
+    assert err.count("\n") == 1, "one line, no traceback"
