@@ -1,7 +1,8 @@
 """Reading demand: the activity `read_demand`.
 
 Touches: the demand source the worker's environment names
-(`FLEET_DEMAND_SOURCE`, `FLEET_DEMAND_URL`, `FLEET_DEMAND_TOKEN`:
+(`FLEET_DEMAND_SOURCE`, `FLEET_DEMAND_URL`, `FLEET_DEMAND_TOKEN`,
+`FLEET_DEMAND_METRICS_URL`:
 fleet_agent/demand/settings.py), over HTTP (activities/demand_sources.py);
 nothing else: no store, no vast.ai. The token stays in this process.
 
@@ -37,8 +38,8 @@ class DemandSource(Protocol):
 
 def source_from_env(env: DemandEnv) -> DemandSource:
     """The client `env` names (checked when it was loaded: DemandEnv.load)."""
-    if env.source == "curio" and env.url:
-        return CurioSource(env.url)
+    if env.source == "curio" and env.url and env.metrics_url:
+        return CurioSource(env.url, env.metrics_url)
     if env.source == "http" and env.url:
         token = env.token.get_secret_value() if env.token is not None else None
         return HttpJsonSource(env.url, token)

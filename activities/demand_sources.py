@@ -124,13 +124,17 @@ class HttpJsonSource:
 
 
 class CurioSource:
-    """A Curio node's web GUI at `origin` (e.g. ``http://10.0.0.5:4701``):
-    ``CurioWeb.PSListQueue`` and two lines of ``/debug/metrics``."""
+    """A Curio node: ``CurioWeb.PSListQueue`` on its web GUI at `origin`
+    (e.g. ``http://10.0.0.5:4701``) and two lines of ``/debug/metrics`` on
+    its RPC server at `metrics_origin` (e.g. ``http://10.0.0.5:12300``)."""
 
     name = "curio"
 
-    def __init__(self, origin: str, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self, origin: str, metrics_origin: str, clock: Callable[[], datetime] | None = None
+    ) -> None:
         self._origin = origin.rstrip("/")
+        self._metrics_origin = metrics_origin.rstrip("/")
         self._clock = clock or (lambda: datetime.now(UTC))
 
     async def read(self) -> DemandReadResult:
@@ -152,7 +156,7 @@ class CurioSource:
         """The lines of the two metrics, read as a stream, the rest dropped."""
         wanted = (CURIO_ARRIVALS, CURIO_QUEUE_COUNT)
         kept: list[str] = []
-        async with http.stream("GET", self._origin + CURIO_METRICS_PATH) as resp:
+        async with http.stream("GET", self._metrics_origin + CURIO_METRICS_PATH) as resp:
             if resp.status_code != 200:
                 raise _Failed(f"metrics: HTTP {resp.status_code}")
             size, pending = 0, b""

@@ -141,7 +141,7 @@ def test_curio_rows_and_metrics_make_a_reading() -> None:
     reading = curio_reading(answer, lines, NOW)
     assert isinstance(reading, DemandReading)
     assert (reading.queued, reading.in_flight, reading.arrived_total) == (1, 1, 42)
-    assert reading.deadlines == [NOW + timedelta(minutes=26), NOW + timedelta(minutes=29)]
+    assert reading.deadlines == [NOW + timedelta(minutes=41), NOW + timedelta(minutes=44)]
     assert not reading.saturated
     full = curio_reading(answer, [*lines[:2], "curio_psvc_proofshare_queue_count 8"], NOW)
     assert isinstance(full, DemandReading) and full.saturated
@@ -225,6 +225,22 @@ def test_metric_values_that_are_no_count_are_no_value() -> None:
             {"FLEET_DEMAND_SOURCE": "curio", "FLEET_DEMAND_URL": "http://10.0.0.5:4701/api"},
             "FLEET_DEMAND_URL is the Curio GUI's origin only",
         ),
+        (
+            {
+                "FLEET_DEMAND_SOURCE": "curio",
+                "FLEET_DEMAND_URL": "http://10.0.0.5:4701",
+                "FLEET_DEMAND_METRICS_URL": "http://169.254.169.254:12300",
+            },
+            "FLEET_DEMAND_METRICS_URL refused",
+        ),
+        (
+            {
+                "FLEET_DEMAND_SOURCE": "http",
+                "FLEET_DEMAND_URL": "http://10.0.0.5/d",
+                "FLEET_DEMAND_METRICS_URL": "http://10.0.0.5:12300",
+            },
+            "FLEET_DEMAND_METRICS_URL is for FLEET_DEMAND_SOURCE=curio only",
+        ),
     ],
 )
 def test_bad_demand_settings_stop_the_worker_in_one_line(env: dict[str, str], says: str) -> None:
@@ -240,6 +256,19 @@ def test_private_and_loopback_sources_are_allowed() -> None:
         {"FLEET_DEMAND_SOURCE": "curio", "FLEET_DEMAND_URL": "http://10.0.0.5:4701/"}
     )
     assert curio.url == "http://10.0.0.5:4701"
+    assert curio.metrics_url == "http://10.0.0.5:12300"
+    apart = DemandEnv.load(
+        {
+            "FLEET_DEMAND_SOURCE": "curio",
+            "FLEET_DEMAND_URL": "http://[fd12::5]:4701",
+            "FLEET_DEMAND_METRICS_URL": "http://10.0.0.6:12300/",
+        }
+    )
+    assert apart.metrics_url == "http://10.0.0.6:12300"
+    v6 = DemandEnv.load(
+        {"FLEET_DEMAND_SOURCE": "curio", "FLEET_DEMAND_URL": "http://[fd12::5]:4701"}
+    )
+    assert v6.metrics_url == "http://[fd12::5]:12300"
     local = DemandEnv.load(
         {
             "FLEET_DEMAND_SOURCE": "http",

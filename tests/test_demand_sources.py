@@ -119,15 +119,15 @@ def _curio(rows: list[dict[str, Any]], queue: int, arrived: int) -> None:
 
 async def test_curio_queue_and_metrics_make_a_reading(stand: str) -> None:
     _curio(
-        [_row(2, None, False), _row(3, None, False), _row(6, 31, False), _row(20, 30, True)],
+        [_row(2, None, False), _row(3, None, False), _row(6, 31, False), _row(50, 30, True)],
         queue=3,
         arrived=117,
     )
-    result = await CurioSource(stand, clock=lambda: NOW).read()
+    result = await CurioSource(stand, stand, clock=lambda: NOW).read()
     assert result.refusal == "" and result.reading is not None
     r = result.reading
     assert (r.queued, r.in_flight, r.arrived_total, r.saturated) == (2, 1, 117, False)
-    assert r.deadlines[0] == (NOW + timedelta(minutes=24)).replace(microsecond=123456)
+    assert r.deadlines[0] == (NOW + timedelta(minutes=39)).replace(microsecond=123456)
     assert r.as_of == NOW and r.source == "curio"
     post = next(s for s in _Stand.seen if s[0] == "POST")
     assert post[1] == "/api/webrpc/v0"
@@ -137,7 +137,7 @@ async def test_curio_queue_and_metrics_make_a_reading(stand: str) -> None:
 
 async def test_curio_at_its_high_water_mark_is_saturated(stand: str) -> None:
     _curio([_row(i, None, False) for i in range(8)], queue=8, arrived=400)
-    result = await CurioSource(stand, clock=lambda: NOW).read()
+    result = await CurioSource(stand, stand, clock=lambda: NOW).read()
     assert result.reading is not None and result.reading.saturated
     assert "saturated" in result.summary
 
@@ -145,11 +145,11 @@ async def test_curio_at_its_high_water_mark_is_saturated(stand: str) -> None:
 async def test_curio_failures_are_refusals(stand: str) -> None:
     _curio([], queue=0, arrived=0)
     _Stand.mode = "rpc_error"
-    assert (await CurioSource(stand).read()).refusal == "PSListQueue answered an error"
+    assert (await CurioSource(stand, stand).read()).refusal == "PSListQueue answered an error"
     _Stand.mode = "redirect"
-    assert (await CurioSource(stand).read()).refusal == "PSListQueue: HTTP 302"
+    assert (await CurioSource(stand, stand).read()).refusal == "PSListQueue: HTTP 302"
     _Stand.mode = "huge"
-    assert (await CurioSource(stand).read()).refusal == "the answer is larger than 64 KB"
+    assert (await CurioSource(stand, stand).read()).refusal == "the answer is larger than 64 KB"
 
 
 def _generic(**changes: Any) -> dict[str, Any]:
@@ -241,6 +241,7 @@ def test_the_settings_pick_the_client() -> None:
         {"FLEET_DEMAND_SOURCE": "curio", "FLEET_DEMAND_URL": "http://10.1.2.3:4701"}
     )
     assert isinstance(source_from_env(curio), CurioSource)
+    assert curio.metrics_url == "http://10.1.2.3:12300"
     http = DemandEnv.load(
         {"FLEET_DEMAND_SOURCE": "http", "FLEET_DEMAND_URL": "https://d.example/x"}
     )

@@ -6,6 +6,9 @@ the worker reads demand.
   the generic JSON shape; the simulator's ``/demand``);
 - `FLEET_DEMAND_URL`: the GUI's origin (`curio`) or the endpoint (`http`),
   checked at start (fleet_agent/demand/sources.py, `demand_url`);
+- `FLEET_DEMAND_METRICS_URL`: `curio` only, optional: the origin of the
+  node's RPC server, which serves ``/debug/metrics`` (default: the GUI's
+  host on port 12300, `curio run --listen`'s default);
 - `FLEET_DEMAND_TOKEN`: an optional bearer token for the `http` source. A
   secret: it stays in the worker's environment, never in a workflow, the
   store or a log line.
@@ -25,7 +28,7 @@ from pydantic import Field, SecretStr
 
 from fleet_agent.config.env_settings import EnvModel, SettingsError
 
-from .sources import demand_url
+from .sources import curio_metrics_origin, demand_url
 
 __all__ = ["DemandEnv", "DemandSourceKind"]
 
@@ -38,6 +41,7 @@ class DemandEnv(EnvModel):
     source: DemandSourceKind = Field("none", alias="FLEET_DEMAND_SOURCE")
     url: str | None = Field(None, alias="FLEET_DEMAND_URL")
     token: SecretStr | None = Field(None, alias="FLEET_DEMAND_TOKEN")
+    metrics_url: str | None = Field(None, alias="FLEET_DEMAND_METRICS_URL")
 
     @classmethod
     def load(
@@ -54,14 +58,27 @@ class DemandEnv(EnvModel):
             )
         if read.token is not None and read.source != "http":
             raise SettingsError("FLEET_DEMAND_TOKEN is for FLEET_DEMAND_SOURCE=http only")
-        try:
-            url = demand_url(read.url, "FLEET_DEMAND_URL", token=read.token is not None)
-        except ValueError as exc:
-            raise SettingsError(str(exc)) from None
-        parts = urlsplit(url)
-        if read.source == "curio" and (parts.path or parts.query):
-            raise SettingsError(
-                "FLEET_DEMAND_URL is the Curio GUI's origin only (http://host:4701), "
-                f"not {read.url!r}"
-            )
-        return read.model_copy(update={"url": url})
+        if read.metrics_url is not None and read.source != "curio":
+            raise SettingsError("FLEET_DEMAND_METRICS_URL is for FLEET_DEMAND_SOURCE=curio only")
+        url = _checked(read.url, "FLEET_DEMAND_URL", read.token is not None)
+        if read.source == "http":
+            return read.model_copy(update={"url": url})
+        _origin_only(url, "FLEET_DEMAND_URL", "the Curio GUI's origin only (http://host:4701)")
+        metrics = _checked(
+            read.metrics_url or curio_metrics_origin(url), "FLEET_DEMAND_METRICS_URL", False
+        )
+        _origin_only(metrics, "FLEET_DEMAND_METRICS_URL", "the Curio node's origin only")
+        return read.model_copy(update={"url": url, "metrics_url": metrics})
+
+
+def _checked(raw: str, name: str, token: bool) -> str:
+    try:
+        return demand_url(raw, name, token=token)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def _origin_only(url: str, name: str, what: str) -> None:
+    parts = urlsplit(url)
+    if parts.path or parts.query:
+        raise SettingsError(f"{name} is {what}, not {url!r}")

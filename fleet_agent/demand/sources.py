@@ -2,28 +2,32 @@
 metrics, and the check of the source's URL.
 
 **Curio** (filecoin-project/curio), a node selling SNARK proofs on the
-market, is read through two interfaces of its web GUI (default port 4701,
-deps/config/types.go GuiAddress):
+market, is read through two of its HTTP servers:
 
-- JSON-RPC 2.0 at ``/api/webrpc/v0`` (web/api/routes.go mounts
-  web/api/webrpc/routes.go's ``/v0`` under ``/api/webrpc``), method
-  ``CurioWeb.PSListQueue`` (web/api/webrpcporep/proofshare.go): rows of
-  the ``proofshare_queue`` table (harmony/harmonydb/sql/20250115-proofshare.sql)
+- its web GUI (default port 4701, deps/config/types.go GuiAddress):
+  JSON-RPC 2.0 at ``/api/webrpc/v0`` (web/srv.go mounts web/api/routes.go
+  under ``/api``, which mounts web/api/webrpcporep/routes.go under
+  ``/webrpc``, which serves web/api/webrpc/routes.go's ``/v0``), method
+  ``CurioWeb.PSListQueue`` (web/api/webrpcporep/proofshare.go): rows of the
+  ``proofshare_queue`` table (harmony/harmonydb/sql/20250115-proofshare.sql)
   with ``obtained_at``, ``compute_task_id``, ``compute_done``. A row not
   computed is queued without a compute task, in flight with one. Its
-  deadline is ``obtained_at`` + 30 minutes ("Proofs must complete within 30
-  minutes": documentation/en/experimental-features/Snark-Market.md).
+  deadline is ``obtained_at`` + 45 minutes ("Proofs must complete within
+  45 minutes": documentation/en/experimental-features/Snark-Market.md).
   **PSListQueue returns the 15 newest rows only** (``LIMIT 15``): counts
   and deadlines are those of the newest work, which is all a node holds
   while it pulls at most 8 items (below);
-- Prometheus text at ``/debug/metrics`` (lib/metrics/exporter.go, namespace
-  ``curio``) for the counter ``curio_psvc_proofshare_newly_added_total``
-  (work inserted locally: the arrivals, counted by the counter rather than
-  by rows, since the rows are capped) and the gauge
-  ``curio_psvc_proofshare_queue_count`` (tasks/proofshare/metrics.go).
-  The node requests work until its queue holds
-  ``RequestQueueHighWaterMark`` = 8 items (tasks/proofshare/task_request.go):
-  at 8 it takes no more, so the reading is **saturated** there.
+- its RPC server (``curio run --listen``, default port 12300:
+  cmd/curio/run.go), which serves Prometheus text at ``/debug/metrics``
+  (cmd/curio/rpc/rpc.go; documentation/en/configuration/prometheus-metrics.md;
+  namespace ``curio``, lib/metrics/exporter.go): the counter
+  ``curio_psvc_proofshare_newly_added_total`` (work inserted locally: the
+  arrivals, counted by the counter rather than by rows, since the rows are
+  capped) and the gauge ``curio_psvc_proofshare_queue_count``
+  (tasks/proofshare/metrics.go). The node requests work until its queue
+  holds ``RequestQueueHighWaterMark`` = 8 items
+  (tasks/proofshare/task_request.go): at 8 it takes no more, so the
+  reading is **saturated** there.
 
 Curio counts no proofs done or late in these interfaces: both are 0.
 
@@ -50,8 +54,10 @@ __all__ = [
     "CURIO_DEADLINE_MINUTES",
     "CURIO_HIGH_WATER_MARK",
     "CURIO_METRICS_PATH",
+    "CURIO_METRICS_PORT",
     "CURIO_QUEUE_COUNT",
     "CURIO_RPC_PATH",
+    "curio_metrics_origin",
     "curio_reading",
     "curio_request",
     "demand_url",
@@ -63,7 +69,9 @@ CURIO_METRICS_PATH = "/debug/metrics"
 CURIO_ARRIVALS = "curio_psvc_proofshare_newly_added_total"
 CURIO_QUEUE_COUNT = "curio_psvc_proofshare_queue_count"
 CURIO_HIGH_WATER_MARK = 8
-CURIO_DEADLINE_MINUTES = 30
+CURIO_DEADLINE_MINUTES = 45
+#: `curio run --listen`'s default port, where /debug/metrics is served.
+CURIO_METRICS_PORT = 12300
 #: Rows read from one PSListQueue answer (Curio sends 15).
 _MAX_ROWS = 1000
 _METADATA_NAMES = frozenset(
@@ -162,6 +170,15 @@ def curio_reading(answer: Any, metric_lines: list[str], now: datetime) -> Demand
         )
     except Refused as exc:
         return str(exc)
+
+
+def curio_metrics_origin(gui_origin: str) -> str:
+    """The node's RPC origin that serves /debug/metrics, by default: the
+    GUI's host on `CURIO_METRICS_PORT`."""
+    parts = urlsplit(gui_origin)
+    host = parts.hostname or ""
+    literal = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{literal}:{CURIO_METRICS_PORT}"
 
 
 def _host_refusal(host: str) -> str | None:

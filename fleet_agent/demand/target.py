@@ -17,9 +17,9 @@ a target, in four steps:
      can do: it counts as at risk, not in the rate. h − L is taken as at
      least `MIN_GAP_MINUTES`, so one item due right after the lead time
      does not ask for an unbounded rate. Items without a deadline are
-     taken as due `default_deadline_minutes` from now (30: "Proofs must
-     complete within 30 minutes", Curio's
-     documentation/en/experimental-features/Snark-Market.md).
+     taken as due `default_deadline_minutes` from now (30 by default:
+     shorter than Curio's 45, documentation/en/experimental-features/
+     Snark-Market.md, since such an item may have waited already).
 2. **Censoring.** A saturated source (Curio pulls work only up to its
    queue's high-water mark, 8 items: tasks/proofshare/task_request.go,
    RequestQueueHighWaterMark) shows at most what it took, not what the
