@@ -178,6 +178,9 @@ def test_the_target_is_clamped() -> None:
     assert low.target_per_h == 5 and low.action == "hold"
     outside = demand_target(_reading(), _rate(0), 0, 900, POLICY, NOW)
     assert (outside.action, outside.target_per_h) == ("lower", 400)
+    # Below min_target with a need above it: the need, not the floor.
+    below = demand_target(_reading(), _rate(50), 0, 0, POLICY, NOW)
+    assert (below.action, below.target_per_h) == ("raise", 60)
 
 
 def test_lowering_waits_and_takes_the_highest_need_of_the_wait() -> None:

@@ -164,20 +164,20 @@ def demand_target(
     }
     lowest = policy.min_target
     current = min(max(current_target, lowest), policy.max_target)
-    if current != current_target:
-        return DemandDecision(
-            target_per_h=current,
-            action="raise" if current > current_target else "lower",
-            reason=f"target {current_target:g} outside [{lowest:g}, {policy.max_target:g}]: "
-            f"{current:g}/h; {why}",
-            **figures,
-        )
     if clamped > current:
         cap = " (max_target)" if clamped < need else ""
         return DemandDecision(
             target_per_h=round(clamped, 2),
             action="raise",
             reason=f"raise to {clamped:.1f}/h{cap}: need {need:.1f}/h; {why}",
+            **figures,
+        )
+    if current != current_target:
+        return DemandDecision(
+            target_per_h=current,
+            action="raise" if current > current_target else "lower",
+            reason=f"target {current_target:g} outside [{lowest:g}, {policy.max_target:g}]: "
+            f"{current:g}/h; {why}",
             **figures,
         )
     line = current * (1 - policy.hysteresis)
