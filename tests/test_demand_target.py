@@ -239,7 +239,7 @@ def test_a_saturated_source_raises_stepwise() -> None:
         got = demand_target(
             _reading(queued=8, saturated=True),
             _rate(0),
-            0,
+            targets[-1],  # the fleet holds its target: the next step
             targets[-1],
             POLICY.model_copy(update={"default_deadline_minutes": 600}),
             NOW,
@@ -248,7 +248,11 @@ def test_a_saturated_source_raises_stepwise() -> None:
         targets.append(got.target_per_h)
     assert targets == [20, 25, 31.25, 39.06, 48.83]
     # A small target still steps by at least 1 proof/h.
-    small = demand_target(_reading(saturated=True), _rate(0), 0, 2, POLICY, NOW)
+    small = demand_target(_reading(saturated=True), _rate(0), 2, 2, POLICY, NOW)
     assert small.target_per_h == 5  # min_target: the floor
     tiny = POLICY.model_copy(update={"min_target": 0})
-    assert demand_target(_reading(saturated=True), _rate(0), 0, 2, tiny, NOW).target_per_h == 3
+    assert demand_target(_reading(saturated=True), _rate(0), 2, 2, tiny, NOW).target_per_h == 3
+    # While machines still load (capacity short of the target) it waits.
+    waiting = demand_target(_reading(saturated=True), _rate(0), 10, 20, POLICY, NOW)
+    assert (waiting.action, waiting.target_per_h) == ("hold", 20)
+    assert "next step once the fleet holds its target" in waiting.reason

@@ -25,7 +25,10 @@ a target, in four steps:
    RequestQueueHighWaterMark) shows at most what it took, not what the
    market offered: the observed rate is a lower bound. The need is then at
    least the current target raised by `saturated_step` (a fraction, at
-   least 1 proof/h); the next reading raises again while it stays saturated.
+   least 1 proof/h), once the fleet holds its current target (capacity ≥
+   `HELD_SHARE` of it): one step per step of capacity, not one per
+   reading, so a source that stays saturated while machines load does not
+   run the target up to `max_target`.
 3. **Clamp** to [`min_target`, `max_target`].
 4. **Hysteresis.** A need above the current target raises it at once
    (missing deadlines costs the work). A need below target × (1 −
@@ -48,8 +51,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .forecast import Forecast
 from .reading import DemandReading
 
-__all__ = ["MIN_GAP_MINUTES", "DemandDecision", "DemandPolicy", "backlog_rate", "demand_target"]
+__all__ = [
+    "HELD_SHARE",
+    "MIN_GAP_MINUTES",
+    "DemandDecision",
+    "DemandPolicy",
+    "backlog_rate",
+    "demand_target",
+]
 
+#: The share of its target the fleet must hold before a saturated source steps it again.
+HELD_SHARE = 0.9
 #: The shortest time after the lead time that an item's rate is spread over.
 MIN_GAP_MINUTES = 5.0
 _HOUR = timedelta(hours=1)
@@ -147,7 +159,9 @@ def demand_target(
         why += f" needs +{extra:.1f}/h by its deadlines"
     if at_risk:
         why += f", {at_risk} due before new machines could prove"
-    if reading.saturated:
+    if reading.saturated and capacity < current_target * HELD_SHARE:
+        why += "; source saturated: next step once the fleet holds its target"
+    elif reading.saturated:
         stepped = current_target + max(1.0, current_target * policy.saturated_step)
         if stepped > need:
             need = stepped
