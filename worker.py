@@ -3,8 +3,9 @@
 Settings come from the environment (see README): Temporal connection
 (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, env-config profiles), the store
 (FLEET_DATABASE_URL, FLEET_NEW_STORE), the LLM (FLEET_LLM_PROVIDER,
-ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, FLEET_LLM_MODEL) and vast.ai
-(VAST_API_URL, VAST_API_KEY). Credentials stay in this process: activities
+ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, FLEET_LLM_MODEL), vast.ai
+(VAST_API_URL, VAST_API_KEY) and the demand source (FLEET_DEMAND_SOURCE,
+FLEET_DEMAND_URL, FLEET_DEMAND_TOKEN). Credentials stay in this process: activities
 read them here, never from workflow history or the store.
 
 A missing or empty store is created only when no agent is running on the
@@ -31,6 +32,7 @@ from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRu
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.compact import CompactActivities
+from activities.demand import DemandActivities, source_from_env
 from activities.fleet import FleetActivities
 from activities.links import LinkActivities
 from activities.llm import LlmActivities
@@ -81,6 +83,7 @@ def worker_activities(
     prices: Mapping[str, ModelInfo] = KNOWN_MODELS,
     search_attributes: SearchAttributeMode = "auto",
     notify: NotifyEnv | None = None,
+    demand: DemandActivities | None = None,
 ) -> list[Callable[..., Any]]:
     """Every activity a worker registers; the workflows call them through the
     declarations in workflows/stubs.py (tests/test_layers.py checks they match).
@@ -91,6 +94,7 @@ def worker_activities(
     `search_attributes` (FLEET_SEARCH_ATTRIBUTES) says whether the workflows
     may upsert search attributes (activities/visibility.py). `notify`: where
     notifications go (default: FLEET_NOTIFY_URLS from the environment or .env).
+    `demand`: the demand source's reader (default: none configured).
     """
     runlog = RunLogActivities(store, fleet, prices)
     links = LinkActivities(store)
@@ -126,6 +130,7 @@ def worker_activities(
         NotifyActivities(
             store, notify if notify is not None else NotifyEnv.load()
         ).send_notification,
+        (demand or DemandActivities()).read_demand,
         *fleet_activities,
     ]
 
@@ -141,6 +146,7 @@ def build_worker(
     search_attributes: SearchAttributeMode = "auto",
     tuning: WorkerTuning | None = None,
     notify: NotifyEnv | None = None,
+    demand: DemandActivities | None = None,
 ) -> Worker:
     """A worker with every workflow and activity of fleet-agent on `task_queue`,
     its slots, pollers and cache set by `tuning` (default: the FLEET_WORKER_*
@@ -175,7 +181,9 @@ def build_worker(
         workflow_runner=SandboxedWorkflowRunner()
         if tuning.workflow_sandbox
         else UnsandboxedWorkflowRunner(),
-        activities=worker_activities(store, provider, fleet, prices, search_attributes, notify),
+        activities=worker_activities(
+            store, provider, fleet, prices, search_attributes, notify, demand
+        ),
     )
 
 
@@ -336,6 +344,7 @@ async def _serve(
             prices=settings.llm_models,
             search_attributes=settings.search_attributes,
             tuning=tuning,
+            demand=DemandActivities(source_from_env(settings.demand)),
         )
         built.append(worker)
         await worker.run()

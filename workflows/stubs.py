@@ -19,6 +19,7 @@ from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models only.
+    from fleet_agent.demand.reading import DemandReadRequest, DemandReadResult
     from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest
     from fleet_agent.fleet.snapshot import FleetSnapshot
     from fleet_agent.models import (
@@ -59,6 +60,7 @@ __all__ = [
     "load_agent_counters",
     "load_context",
     "poll_fleet",
+    "read_demand",
     "recall_agent",
     "reconcile_labels",
     "record_run",
@@ -227,3 +229,12 @@ async def recall_agent(req: RecallRequest) -> AgentRecall:
 async def send_notification(req: NotifyRequest) -> NotifyResult:
     """Implemented by `NotifyActivities.send_notification` (activities/notify.py)."""
     _declared("send_notification")
+
+
+# ---------------------------------------------------------------- demand (activities/demand.py)
+
+
+@activity.defn(name="read_demand")
+async def read_demand(req: DemandReadRequest) -> DemandReadResult:
+    """One reading of the worker's demand source, or why there is none."""
+    _declared("read_demand")

@@ -24,6 +24,7 @@ from pydantic import (
 
 from fleet_agent.config.env_settings import EnvModel, SettingsError, one_line
 from fleet_agent.config.metrics_address import METRICS_ENV, METRICS_ENV_ALIAS, metrics_address
+from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.fleet.prover import LOOPBACK_ENV, ProverSpec
 from fleet_agent.llm.model_table import (
     DEFAULT_MODEL,
@@ -195,6 +196,8 @@ class Settings(BaseModel):
     metrics_address: str | None = None
     # FLEET_SEARCH_ATTRIBUTES: whether the workflows upsert search attributes.
     search_attributes: SearchAttributeMode = "auto"
+    # FLEET_DEMAND_*: where demand is read (fleet_agent/demand/settings.py).
+    demand: DemandEnv = Field(default_factory=lambda: DemandEnv.load({}))
 
     @property
     def llm_model_info(self) -> ModelInfo:
@@ -222,6 +225,7 @@ class Settings(BaseModel):
         models = model_table(e.llm_prices)
         if provider == "anthropic":
             model_info(e.llm_model, models)
+        demand = DemandEnv.load(env, env_file=env_file)
         ports = {METRICS_ENV: e.metrics_port or "", METRICS_ENV_ALIAS: e.fleet_metrics_port or ""}
         return cls(
             database_url=e.database_url,
@@ -235,4 +239,5 @@ class Settings(BaseModel):
             prover=e.prover(),
             metrics_address=metrics_address(ports),
             search_attributes=e.search_attributes,
+            demand=demand,
         )

@@ -1,0 +1,180 @@
+"""The demand sources' HTTP clients: Curio's web GUI and a generic JSON endpoint.
+
+Each `read()` returns a `DemandReadResult`: a reading, or one line saying
+why there is none; it never raises for what the source answers or fails
+to. The limits are the prover status reads' (fleet_agent/fleet/prover_status.py):
+a deadline of `READ_TIMEOUT_S` for the whole answer (a source that
+trickles a byte at a time does not hold the activity), JSON answers read
+up to 64 KB and no further, no redirects (a 302 to 169.254.169.254 is an
+answer, not a hop), no proxy from the environment.
+
+Curio's ``/debug/metrics`` is a whole node's metrics, often past 64 KB:
+it is read line by line, keeping only the lines of the two metrics needed
+(fleet_agent/demand/sources.py), up to `_MAX_METRICS` bytes in all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from fleet_agent.demand.reading import DemandReadResult, parse_reading
+from fleet_agent.demand.sources import (
+    CURIO_ARRIVALS,
+    CURIO_METRICS_PATH,
+    CURIO_QUEUE_COUNT,
+    CURIO_RPC_PATH,
+    curio_reading,
+    curio_request,
+)
+from fleet_agent.fleet.prover_status import READ_TIMEOUT_S
+
+__all__ = ["MAX_ANSWER", "CurioSource", "HttpJsonSource", "NoSource"]
+
+MAX_ANSWER = 64 * 1024
+_MAX_METRICS = 16 * 1024 * 1024
+_MAX_LINE = 4096
+_MAX_SERIES = 1000
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Failed(Exception):
+    """The one line a read failed with."""
+
+
+def _client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(READ_TIMEOUT_S), trust_env=False, follow_redirects=False
+    )
+
+
+async def _body(resp: httpx.Response, limit: int = MAX_ANSWER) -> bytes:
+    chunks, size = [], 0
+    async for chunk in resp.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):  # RecursionError: 64 KB of "[[[[..."
+        raise _Failed("the answer is not JSON") from None
+
+
+async def _guarded(source: str, read: Callable[[], Any]) -> DemandReadResult:
+    """`read()` under the deadline, every failure one line."""
+    try:
+        async with asyncio.timeout(READ_TIMEOUT_S):
+            outcome = await read()
+    except (TimeoutError, httpx.TimeoutException):
+        outcome = f"no answer within {READ_TIMEOUT_S:g} s"
+    except _TooLarge:
+        outcome = f"the answer is larger than {MAX_ANSWER // 1024} KB"
+    except _Failed as exc:
+        outcome = str(exc)
+    except (httpx.HTTPError, ValueError) as exc:
+        outcome = f"connection failed ({type(exc).__name__})"
+    if isinstance(outcome, str):
+        return DemandReadResult(source=source, refusal=outcome)
+    return DemandReadResult(source=source, reading=outcome)
+
+
+class NoSource:
+    """`FLEET_DEMAND_SOURCE=none`: every read says so."""
+
+    name = "none"
+
+    async def read(self) -> DemandReadResult:
+        return DemandReadResult(source=self.name, refusal="no demand source (FLEET_DEMAND_SOURCE)")
+
+
+class HttpJsonSource:
+    """``GET`` a URL that answers the generic shape (docs/OPERATIONS.md,
+    "Demand mode: sources"), with an optional bearer token."""
+
+    name = "http"
+
+    def __init__(self, url: str, token: str | None = None) -> None:
+        self._url = url
+        self._headers = {"Accept": "application/json"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+
+    async def read(self) -> DemandReadResult:
+        return await _guarded(self.name, self._read)
+
+    async def _read(self) -> Any:
+        async with _client() as http, http.stream("GET", self._url, headers=self._headers) as resp:
+            if resp.status_code != 200:
+                raise _Failed(f"HTTP {resp.status_code}")
+            body = await _body(resp)
+        return parse_reading(_json(body), self.name)
+
+
+class CurioSource:
+    """A Curio node: ``CurioWeb.PSListQueue`` on its web GUI at `origin`
+    (e.g. ``http://10.0.0.5:4701``) and two lines of ``/debug/metrics`` on
+    its RPC server at `metrics_origin` (e.g. ``http://10.0.0.5:12300``)."""
+
+    name = "curio"
+
+    def __init__(
+        self, origin: str, metrics_origin: str, clock: Callable[[], datetime] | None = None
+    ) -> None:
+        self._origin = origin.rstrip("/")
+        self._metrics_origin = metrics_origin.rstrip("/")
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    async def read(self) -> DemandReadResult:
+        return await _guarded(self.name, self._read)
+
+    async def _read(self) -> Any:
+        async with _client() as http:
+            answer = await self._queue(http)
+            lines = await self._metrics(http)
+        return curio_reading(answer, lines, self._clock())
+
+    async def _queue(self, http: httpx.AsyncClient) -> Any:
+        async with http.stream("POST", self._origin + CURIO_RPC_PATH, json=curio_request()) as resp:
+            if resp.status_code != 200:
+                raise _Failed(f"PSListQueue: HTTP {resp.status_code}")
+            return _json(await _body(resp))
+
+    async def _metrics(self, http: httpx.AsyncClient) -> list[str]:
+        """The lines of the two metrics, read as a stream, the rest dropped."""
+        wanted = (CURIO_ARRIVALS, CURIO_QUEUE_COUNT)
+        kept: list[str] = []
+        async with http.stream("GET", self._metrics_origin + CURIO_METRICS_PATH) as resp:
+            if resp.status_code != 200:
+                raise _Failed(f"metrics: HTTP {resp.status_code}")
+            size, pending = 0, b""
+            async for chunk in resp.aiter_bytes():
+                size += len(chunk)
+                if size > _MAX_METRICS:
+                    raise _Failed(f"metrics larger than {_MAX_METRICS // 2**20} MB")
+                *lines, pending = (pending + chunk).split(b"\n")
+                if len(pending) > _MAX_LINE:
+                    pending = b""  # an endless line: none of ours
+                kept += [
+                    t
+                    for line in lines
+                    if len(line) <= _MAX_LINE
+                    and (t := line.decode("utf-8", "replace")).startswith(wanted)
+                ]
+                if len(kept) > _MAX_SERIES:
+                    raise _Failed("metrics: too many series of the demand metrics")
+            if pending.decode("utf-8", "replace").startswith(wanted):
+                kept.append(pending.decode("utf-8", "replace"))
+        return kept

@@ -1,0 +1,237 @@
+"""What the demand sources answer, read without I/O: Curio's queue and
+metrics, and the check of the source's URL.
+
+**Curio** (filecoin-project/curio), a node selling SNARK proofs on the
+market, is read through two of its HTTP servers:
+
+- its web GUI (default port 4701, deps/config/types.go GuiAddress):
+  JSON-RPC 2.0 at ``/api/webrpc/v0`` (web/srv.go mounts web/api/routes.go
+  under ``/api``, which mounts web/api/webrpcporep/routes.go under
+  ``/webrpc``, which serves web/api/webrpc/routes.go's ``/v0``), method
+  ``CurioWeb.PSListQueue`` (web/api/webrpcporep/proofshare.go): rows of the
+  ``proofshare_queue`` table (harmony/harmonydb/sql/20250115-proofshare.sql)
+  with ``obtained_at``, ``compute_task_id``, ``compute_done``. A row not
+  computed is queued without a compute task, in flight with one. Its
+  deadline is ``obtained_at`` + 45 minutes ("Proofs must complete within
+  45 minutes": documentation/en/experimental-features/Snark-Market.md).
+  **PSListQueue returns the 15 newest rows only** (``LIMIT 15``): counts
+  and deadlines are those of the newest work, which is all a node holds
+  while it pulls at most 8 items (below);
+- its RPC server (``curio run --listen``, default port 12300:
+  cmd/curio/run.go), which serves Prometheus text at ``/debug/metrics``
+  (cmd/curio/rpc/rpc.go; documentation/en/configuration/prometheus-metrics.md;
+  namespace ``curio``, lib/metrics/exporter.go): the counter
+  ``curio_psvc_proofshare_newly_added_total`` (work inserted locally: the
+  arrivals, counted by the counter rather than by rows, since the rows are
+  capped) and the gauge ``curio_psvc_proofshare_queue_count``
+  (tasks/proofshare/metrics.go). The node requests work until its queue
+  holds ``RequestQueueHighWaterMark`` = 8 items
+  (tasks/proofshare/task_request.go): at 8 it takes no more, so the
+  reading is **saturated** there.
+
+Curio counts no proofs done or late in these interfaces: both are 0.
+
+**The URL** (`FLEET_DEMAND_URL`) is the operator's: a Curio GUI sits on a
+private network, so private and loopback addresses are allowed, but
+link-local ones (169.254.0.0/16, fe80::/10: the clouds' metadata service),
+multicast, unspecified and the metadata services' names are refused, and
+so are credentials in the URL. A bearer token (`FLEET_DEMAND_TOKEN`)
+needs https unless the host is loopback or a private address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from .reading import MAX_COUNT, MAX_TOTAL, DemandReading, Refused, parse_count, parse_time
+
+__all__ = [
+    "CURIO_ARRIVALS",
+    "CURIO_DEADLINE_MINUTES",
+    "CURIO_HIGH_WATER_MARK",
+    "CURIO_METRICS_PATH",
+    "CURIO_METRICS_PORT",
+    "CURIO_QUEUE_COUNT",
+    "CURIO_RPC_PATH",
+    "curio_metrics_origin",
+    "curio_reading",
+    "curio_request",
+    "demand_url",
+    "metric_sum",
+]
+
+CURIO_RPC_PATH = "/api/webrpc/v0"
+CURIO_METRICS_PATH = "/debug/metrics"
+CURIO_ARRIVALS = "curio_psvc_proofshare_newly_added_total"
+CURIO_QUEUE_COUNT = "curio_psvc_proofshare_queue_count"
+CURIO_HIGH_WATER_MARK = 8
+CURIO_DEADLINE_MINUTES = 45
+#: `curio run --listen`'s default port, where /debug/metrics is served.
+CURIO_METRICS_PORT = 12300
+#: Rows read from one PSListQueue answer (Curio sends 15).
+_MAX_ROWS = 1000
+_METADATA_NAMES = frozenset(
+    {"metadata", "metadata.google.internal", "metadata.goog", "instance-data"}
+)
+
+
+def curio_request(request_id: int = 1) -> dict[str, Any]:
+    """The JSON-RPC 2.0 call of ``CurioWeb.PSListQueue`` (it takes no parameters)."""
+    return {"jsonrpc": "2.0", "method": "CurioWeb.PSListQueue", "params": [], "id": request_id}
+
+
+def metric_sum(lines: list[str], name: str) -> float | None:
+    """The sum of `name`'s samples (every label set) in Prometheus text
+    lines; None when there is none. Values that are not finite and
+    non-negative make it None too: a counter is neither."""
+    total, seen = 0.0, False
+    for line in lines:
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        rest = line[len(name) :]
+        if rest[:1] == "{":
+            close = rest.rfind("}")
+            if close < 0:
+                continue
+            rest = rest[close + 1 :]
+        elif rest[:1] not in (" ", "\t"):
+            continue  # another metric whose name starts with this one
+        fields = rest.split()
+        if not fields:
+            continue
+        try:
+            value = float(fields[0])
+        except ValueError:
+            return None
+        if not (math.isfinite(value) and value >= 0):
+            return None
+        total, seen = total + value, True
+    return total if seen else None
+
+
+def _rows(answer: Any) -> list[Any]:
+    if not isinstance(answer, dict) or answer.get("jsonrpc") != "2.0":
+        raise Refused("PSListQueue: not a JSON-RPC 2.0 answer")
+    if answer.get("error") is not None:
+        raise Refused("PSListQueue answered an error")
+    rows = answer.get("result")
+    if rows is None:
+        return []  # Go's nil slice: an empty queue
+    if not isinstance(rows, list):
+        raise Refused("PSListQueue: result is not a list")
+    if len(rows) > _MAX_ROWS:
+        raise Refused(f"PSListQueue: more than {_MAX_ROWS} rows")
+    return rows
+
+
+def curio_reading(answer: Any, metric_lines: list[str], now: datetime) -> DemandReading | str:
+    """The reading in a PSListQueue answer and the metrics' lines (only
+    those of the two metrics are needed), taken at `now`; or why there is
+    none, in one line."""
+    try:
+        queued = in_flight = 0
+        deadlines: list[datetime] = []
+        for row in _rows(answer):
+            if not isinstance(row, dict):
+                raise Refused("PSListQueue: a row is not an object")
+            done, task = row.get("compute_done"), row.get("compute_task_id")
+            if not isinstance(done, bool):
+                raise Refused("PSListQueue: compute_done is not true or false")
+            if task is not None:
+                parse_count(row, "compute_task_id", 2**63 - 1)
+            if done:
+                continue
+            obtained = parse_time(row.get("obtained_at"), "obtained_at")
+            deadlines.append(obtained + timedelta(minutes=CURIO_DEADLINE_MINUTES))
+            if task is None:
+                queued += 1
+            else:
+                in_flight += 1
+        arrived = metric_sum(metric_lines, CURIO_ARRIVALS)
+        count = metric_sum(metric_lines, CURIO_QUEUE_COUNT)
+        values = {"arrivals": arrived or 0.0, "queue": count if count is not None else 0.0}
+        # The same bounds as a generic answer's fields.
+        parse_count(values, "arrivals", MAX_TOTAL)
+        depth = parse_count({"queue": math.floor(values["queue"])}, "queue", MAX_COUNT)
+        depth = depth if count is not None else queued + in_flight
+        deadlines.sort()
+        return DemandReading(
+            as_of=now,
+            queued=queued,
+            in_flight=in_flight,
+            arrived_total=int(values["arrivals"]),
+            deadlines=deadlines,
+            saturated=depth >= CURIO_HIGH_WATER_MARK,
+            source="curio",
+        )
+    except Refused as exc:
+        return str(exc)
+
+
+def curio_metrics_origin(gui_origin: str) -> str:
+    """The node's RPC origin that serves /debug/metrics, by default: the
+    GUI's host on `CURIO_METRICS_PORT`."""
+    parts = urlsplit(gui_origin)
+    host = parts.hostname or ""
+    literal = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{literal}:{CURIO_METRICS_PORT}"
+
+
+def _host_refusal(host: str) -> str | None:
+    if host.lower().rstrip(".") in _METADATA_NAMES:
+        return "a cloud metadata service"
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None  # a name: the operator's resolver answers for it
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_link_local:
+        return "link-local (the clouds' metadata service lives there)"
+    if ip.is_multicast or ip.is_unspecified:
+        return "not an address to read from"
+    if ip == ipaddress.ip_address("fd00:ec2::254"):
+        return "a cloud metadata service"
+    return None
+
+
+def _is_near(host: str) -> bool:
+    """Loopback, `localhost` or a private address: a token may go in the clear."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_private
+
+
+def demand_url(raw: str, name: str, *, token: bool = False) -> str:
+    """`raw` stripped of a trailing slash, checked (see the module doc);
+    `ValueError` starting with `name` (one line) when it is refused."""
+    url = raw.strip().rstrip("/")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 - raises on a port that is no port
+    except ValueError:
+        raise ValueError(f"{name} is not a URL, not {raw!r}") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise ValueError(f"{name} must be http(s)://host[:port][/path], not {raw!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{name} must not carry credentials (use FLEET_DEMAND_TOKEN)")
+    if parts.fragment:
+        raise ValueError(f"{name} must not carry a fragment, not {raw!r}")
+    refusal = _host_refusal(host)
+    if refusal is not None:
+        raise ValueError(f"{name} refused: {host} is {refusal}")
+    if token and parts.scheme == "http" and not _is_near(host):
+        raise ValueError(
+            f"{name} must be https when FLEET_DEMAND_TOKEN is set, unless it points at "
+            f"loopback or a private address: plain http would send the token in the clear"
+        )
+    return url
