@@ -47,7 +47,7 @@ DEFAULT_CURVE = "0:250,5:200,9:450,13:700,17:600,21:350"
 #: The on-time share demand mode is held to (issue 45), %.
 ON_TIME_GOAL = 99.5
 #: How the agent's target is set, by path: `fixed` holds `--target`. A
-#: `demand` path (target_mode demand, fleet_agent/demand/) slots in here.
+#: `demand` path (the agent's target_mode demand, issue 45) slots in here.
 PATHS: dict[str, dict[str, Any]] = {"fixed": {}}
 #: The oracle's time grid, seconds.
 SLOT_S = 600.0
