@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.demand_day import day
+from bench.demand_day import _day, day
 from bench.demand_day._oracle import (
     OfferType,
     arrivals_per_slot,
@@ -108,3 +108,11 @@ def test_the_demand_day_runs_a_short_span(tmp_path: Path) -> None:
     assert 0 <= d["on_time_pct"] <= 100 and d["usd"] > 0
     assert d["oracle"]["feasible"] and d["oracle"]["usd_per_proof"] > 0
     assert "| fixed | 1 |" in md.read_text()
+
+
+def test_the_curve_is_moved_so_the_day_starts_at_its_start_hour() -> None:
+    config = DemandConfig(curve=((0.0, 100.0), (12.0, 700.0)))
+    start = 400 * 86_400 + 14.5 * 3600  # a sim clock at 14:30 UTC
+    moved = _day.on_the_day(config, start, start_hour=12)
+    assert moved.base_rate(start) == pytest.approx(700.0)
+    assert moved.base_rate(start + 12 * 3600) == pytest.approx(100.0)

@@ -39,7 +39,7 @@ from testkit.fakes import FakeAnthropic
 from testkit.fakes.autopilot_llm import autopilot_reply
 from testkit.servers import start_time_skipping_env
 
-__all__ = ["DEFAULT_CURVE", "ON_TIME_GOAL", "PATHS", "default_demand", "run_day"]
+__all__ = ["DEFAULT_CURVE", "ON_TIME_GOAL", "PATHS", "default_demand", "on_the_day", "run_day"]
 
 #: Proofs/h by UTC hour of the sim clock: a quiet night, a working-day rise,
 #: an afternoon peak (the market day's targets span 300-800 proofs/h).
@@ -65,6 +65,15 @@ def default_demand(curve: str = DEFAULT_CURVE) -> DemandConfig:
     )
 
 
+def on_the_day(demand: DemandConfig, start_s: float, start_hour: float) -> DemandConfig:
+    """`demand` with its curve moved so that its `start_hour` falls at sim
+    time `start_s`: the simulator's clock starts at the wall clock's time,
+    and the curve is by UTC hour of it (bursts stay where the seed puts them)."""
+    shift = (start_s % 86_400) / 3600 - start_hour
+    curve = sorted(((h + shift) % 24, r) for h, r in demand.curve)
+    return dataclasses.replace(demand, curve=tuple(curve))
+
+
 async def _advance(env: Any, sim: SimServer, seconds: float, step: int) -> None:
     """Market time and workflow time together, `step` at a time."""
     left = seconds
@@ -84,9 +93,11 @@ async def run_day(
     *,
     step: int = 120,
     warmup_h: float = 1.0,
+    start_hour: float = 0.0,
     oracle_limit_s: float = 60.0,
 ) -> dict[str, Any]:
-    """The day on `path` at `target` proofs/h, and its oracle."""
+    """The day on `path` at `target` proofs/h, its demand from the curve's
+    `start_hour` on, and its oracle."""
     prover = ProverSpec(allow_loopback=True)  # the simulator's provers listen on loopback
     settings = {**CONFIG, **PATHS[path], "target_proofs_per_hour": target}
     started = time.monotonic()
@@ -114,6 +125,7 @@ async def run_day(
                         rows = await allowed_rows(vast, prover, AgentConfig(**settings))
                         before = _account(sim)
                         start_minute = math.ceil(sim.market.now() / 60.0)
+                        demand = on_the_day(demand, start_minute * 60.0, start_hour)
                         sim.market.set_demand(demand)
                         await _advance(env, sim, hours * 3600, step)
                         # No more arrivals: every deadline passes, then is counted.
@@ -133,7 +145,8 @@ async def run_day(
             await env.shutdown()
             store.dispose()
     day = _figures(work, before, after)
-    day["start_utc_hour"] = round((start_minute * 60 % 86_400) / 3600, 2)
+    day["start_hour"] = start_hour
+    day["curve_on_the_sim_clock"] = [list(p) for p in demand.curve]
     day["wall_s"] = round(time.monotonic() - started, 1)
     types = offer_types(rows)
     arrivals = arrivals_per_slot(demand, seed, start_minute, minutes, SLOT_S)

@@ -76,7 +76,8 @@ def _markdown(args: argparse.Namespace, days: list[dict[str, Any]], best: Any) -
         f"    {' '.join(sys.argv[:1] and ['.venv/bin/python -m bench.demand_day.day'])}"
         f" {' '.join(args.argv)}",
         "",
-        f"{args.hours} h of demand (curve `{args.curve}`, 3 bursts a day, 30-minute deadline)"
+        f"{args.hours} h of demand from the curve's hour {args.start_hour} (curve `{args.curve}`,"
+        " 3 bursts a day, 30-minute deadline)"
         f" after {args.warmup} h of warm-up; the autopilot; `bench/demand_day/`.",
         "",
         "| " + " | ".join(cols) + " |",
@@ -106,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         help="fixed targets to run, e.g. 700,900,1100: the cheapest meeting the goal is reported",
     )
     parser.add_argument("--curve", default=DEFAULT_CURVE, help="the demand curve, HOUR:RATE,...")
+    parser.add_argument(
+        "--start-hour", type=float, default=0.0, help="the curve's hour the demand starts at (0)"
+    )
     parser.add_argument("--warmup", type=float, default=1.0, help="hours before the demand (1)")
     parser.add_argument("--step", type=int, default=120, help="seconds per step")
     parser.add_argument("--oracle-limit", type=float, default=60.0, help="MILP seconds at most")
@@ -134,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                 demand,
                 step=args.step,
                 warmup_h=args.warmup,
+                start_hour=args.start_hour,
                 oracle_limit_s=args.oracle_limit,
             )
         )
