@@ -87,14 +87,19 @@ def test_offer_types_group_the_book_and_lead_times_follow_the_link() -> None:
     row = {"gpu": "RTX 4090", "num_gpus": 1, "est_proofs_per_hour": 40, "dph": 0.4}
     rows = [
         {**row, "inet_down_mbps": 1000},
-        {**row, "inet_down_mbps": 950, "dph": 0.6},
+        {**row, "inet_down_mbps": 950, "dph": 0.44},
         {**row, "inet_down_mbps": 50, "dph": 0.9},  # a slow link: another lead band
         {**row, "est_proofs_per_hour": 0},  # proves nothing: left out
     ]
     types = offer_types(rows)
     assert [t.available for t in types] == [2, 1]
-    assert types[0].dph == pytest.approx(0.5)
+    assert types[0].dph == pytest.approx(0.42)
     assert types[0].lead_s == pytest.approx(expected_lead_s(950))
+    # Another price band is another type; past `max_types`, one type holds the rest.
+    dear = {**row, "inet_down_mbps": 1000, "dph": 1.2}
+    many = offer_types([*rows, dear], max_types=2)
+    assert [(t.name, t.available) for t in many][1:] == [("rest", 2)]
+    assert many[1].lead_s == pytest.approx(expected_lead_s(50))
 
 
 def test_the_demand_day_runs_a_short_span(tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ Simplifications: proofs are fluid (no proof is split in the simulator, and a
 machine proves several at once); arrivals count as available from the start
 of their slot; lead times are the expected ones, rounded up to whole slots;
 the offer book is the one listed at the start, aggregated into types (a GPU
-model and a lead-time band: mean rate, mean price, the longest lead), with
+model, a lead-time band and a price band: mean rate, mean price, the
+longest lead), with
 no machine failing. So the oracle is a bound to measure against, not a plan.
 """
 
@@ -56,6 +57,8 @@ __all__ = [
 
 #: Lead-time bands (minutes) an offer type is split by, besides its GPU model.
 LEAD_BANDS_MIN = (15.0, 30.0, 60.0)
+#: Price bands: each 15 % wider in $ per proof than the one before.
+PRICE_BAND = 1.15
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,33 +99,42 @@ def expected_lead_s(inet_down_mbps: float) -> float:
     return 22.5 + pull + fetch + 60.0
 
 
-def offer_types(rows: Iterable[Mapping[str, Any]], max_types: int = 16) -> list[OfferType]:
+def offer_types(rows: Iterable[Mapping[str, Any]], max_types: int = 20) -> list[OfferType]:
     """The book's offers (activities.fleet_results.offer_row rows: GPU,
     estimated proofs/h, $/h with the parameters' transfer, download speed)
-    aggregated into types by GPU model, GPU count and lead band: mean rate
-    (times the simulator's mean rate jitter), mean price, the longest lead;
-    the `max_types` cheapest per proof."""
-    groups: dict[tuple[str, int, int], list[tuple[float, float, float]]] = defaultdict(list)
+    aggregated into types by GPU model, GPU count, lead band and price band
+    (15 % wide in $ per proof, so a type's mean is near its offers' prices):
+    mean rate (times the simulator's mean rate jitter), mean price, the
+    longest lead. The `max_types` - 1 cheapest per proof are kept as they
+    are, the rest merged into one (the longest lead of all)."""
+    groups: dict[tuple[str, int, int, int], list[tuple[float, float, float]]] = defaultdict(list)
     for r in rows:
         rate = float(r.get("est_proofs_per_hour") or 0.0)
-        if rate <= 0:
+        dph = offer_dph(r)
+        if rate <= 0 or dph <= 0:
             continue
         lead = expected_lead_s(float(r.get("inet_down_mbps") or 0.0))
         band = sum(lead > b * 60 for b in LEAD_BANDS_MIN)
-        key = (str(r.get("gpu")), int(r.get("num_gpus") or 1), band)
-        groups[key].append((rate * MEAN_RATE_JITTER, offer_dph(r), lead))
-    types = [
+        price = math.floor(math.log(dph / rate) / math.log(PRICE_BAND))
+        key = (str(r.get("gpu")), int(r.get("num_gpus") or 1), band, price)
+        groups[key].append((rate * MEAN_RATE_JITTER, dph, lead))
+    named = [
+        (f"{n}x{gpu}/lead{band}/p{price}", items) for (gpu, n, band, price), items in groups.items()
+    ]
+    named.sort(key=lambda g: sum(i[1] for i in g[1]) / sum(i[0] for i in g[1]))
+    if len(named) > max_types:
+        rest = [i for _, items in named[max_types - 1 :] for i in items]
+        named = [*named[: max_types - 1], ("rest", rest)]
+    return [
         OfferType(
-            name=f"{n}x{gpu}/lead{band}",
-            proofs_per_hour=sum(g[0] for g in items) / len(items),
-            dph=sum(g[1] for g in items) / len(items),
-            lead_s=max(g[2] for g in items),
+            name=name,
+            proofs_per_hour=sum(i[0] for i in items) / len(items),
+            dph=sum(i[1] for i in items) / len(items),
+            lead_s=max(i[2] for i in items),
             available=len(items),
         )
-        for (gpu, n, band), items in groups.items()
+        for name, items in named
     ]
-    types.sort(key=lambda t: t.dph / t.proofs_per_hour)
-    return types[:max_types]
 
 
 def arrivals_per_slot(
