@@ -166,6 +166,7 @@ async def run_day(
         "arrivals": oracle.proofs,
         "offer_types": len(types),
         "rentals": oracle.rentals,
+        "solve_s": oracle.solve_s,
     }
     per = day["usd_per_proof_on_time"]
     day["vs_oracle"] = _r(per / oracle.usd_per_proof) if per and oracle.usd_per_proof else None

@@ -149,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         shown["oracle_usd_per_proof"] = oracle["usd_per_proof"]
         _common.print_table(title, shown)
         print(
-            f"  oracle: {oracle['message']}, {oracle['offer_types']} offer types, "
+            f"  oracle: {oracle['message']} in {oracle['solve_s']} s, "
+            f"{oracle['offer_types']} offer types, "
             f"{oracle['arrivals']:.0f} arrivals (the day's: {day['arrived']})"
         )
     best = best_fixed([d for d in days if d["path"] == "fixed"]) if args.search else None
