@@ -30,6 +30,23 @@ from workflows import FleetAgentWorkflow
 REACT_STEP_S = 5
 
 
+async def allowed_rows(
+    vast: VastClient, prover: ProverSpec, config: AgentConfig
+) -> list[dict[str, Any]]:
+    """The offers listed now that the agent's guardrails allow, as offer
+    rows (estimated proofs/h, $/h, download speed): the book an oracle
+    rents from (also bench/demand_day/)."""
+    names = allowed_gpu_names(config.allowed_gpus, await vast.gpu_names())
+    found = await vast.search_offers_paged(
+        offer_filters(config, prover, names),
+        page_size=500,
+        max_pages=6,
+        allocated_storage=prover.disk_gb,
+    )
+    allowed = [o for o in found.offers if offer_refusal(o, config, prover) is None]
+    return [offer_row(o, prover) for o in allowed]
+
+
 async def _oracle(
     vast: VastClient, prover: ProverSpec, config: AgentConfig, state: dict[str, Any]
 ) -> dict[str, Any]:
@@ -46,15 +63,7 @@ async def _oracle(
     estimates (`oracle_on_estimates_dph`, the yardstick before 2026-12-01),
     the oracle's fleet falls short of the target in truth by 1.5 % on
     average, and favours offers over our own machines by as much."""
-    names = allowed_gpu_names(config.allowed_gpus, await vast.gpu_names())
-    found = await vast.search_offers_paged(
-        offer_filters(config, prover, names),
-        page_size=500,
-        max_pages=6,
-        allocated_storage=prover.disk_gb,
-    )
-    allowed = [o for o in found.offers if offer_refusal(o, config, prover) is None]
-    rows = [offer_row(o, prover) for o in allowed]
+    rows = await allowed_rows(vast, prover, config)
     estimated = [
         Item(key=int(r["offer_id"]), cost=offer_dph(r), rate=r["est_proofs_per_hour"]) for r in rows
     ]
