@@ -89,64 +89,62 @@ async def test_terminated_agent_comes_back_with_its_numbering_config_and_how_it_
     with WebhookReceiver() as hook:
         notify = NotifyEnv.model_validate({"FLEET_NOTIFY_URLS": hook.url()})
         async with running_worker(client, store, notify=notify) as h:
-            await _terminate_and_come_back(h, client, store, fake_llm, hook, agent_id)
+            try:
+                st, runs, told = await _terminate_and_come_back(h, client, store, hook, agent_id)
+            finally:
+                await delete_schedule(client, agent_id)
+    assert st.restarted is not None
+    assert st.restarted.started_by == "watchdog"
+    assert st.restarted.previous.status == "terminated"
+    assert st.restarted.previous.reason == "operator slip"
+    assert st.restarted.config_restored
+    assert st.config.target_proofs_per_hour == 3.5, "last known config, from the store"
+    assert st.config.monitor_enabled is False
+    assert runs[-1].run == runs[0].run + 1, "run numbering continues"
+    prompt = fake_llm.requests[-1].all_text()
+    assert "restarted by the watchdog; it had ended: terminated" in prompt
+    assert "terminated (reason: operator slip)" in told, told
+    assert f"Runs continue from #{runs[-1].run}" in told, told
 
 
 async def _terminate_and_come_back(
-    h: Harness,
-    client: Client,
-    store: Store,
-    fake_llm: FakeAnthropic,
-    hook: WebhookReceiver,
-    agent_id: str,
-) -> None:
-    try:
-        await start(h, client, agent_id)
-        handle = client.get_workflow_handle_for(FleetAgentWorkflow.run, agent_id)
-        first = (await handle.describe()).run_id
-        await handle.execute_update(
-            FleetAgentWorkflow.update_config, {"target_proofs_per_hour": 3.5}
-        )
-        await handle.signal(FleetAgentWorkflow.human_message, "before the terminate")
-        await eventually(lambda: _runs(store, agent_id, 1), what="run 1")
+    h: Harness, client: Client, store: Store, hook: WebhookReceiver, agent_id: str
+) -> tuple[AgentStatus, list[RunRecord], str]:
+    """Start the agent, change its config, terminate it; once the watchdog has
+    brought it back: its status, its runs (the restart's included) and the
+    notification that said so."""
+    await start(h, client, agent_id)
+    handle = client.get_workflow_handle_for(FleetAgentWorkflow.run, agent_id)
+    first = (await handle.describe()).run_id
+    await handle.execute_update(FleetAgentWorkflow.update_config, {"target_proofs_per_hour": 3.5})
+    await handle.signal(FleetAgentWorkflow.human_message, "before the terminate")
+    await eventually(lambda: _runs(store, agent_id, 1), what="run 1")
 
-        async def kept() -> bool:
-            config = AgentConfigs(store).load(agent_id)
-            return config is not None and config.target_proofs_per_hour == 3.5
+    async def kept() -> bool:
+        config = AgentConfigs(store).load(agent_id)
+        return config is not None and config.target_proofs_per_hour == 3.5
 
-        await eventually(kept, what="the changed config kept in the store")
-        await client.get_workflow_handle(agent_id).terminate(reason="operator slip")
+    await eventually(kept, what="the changed config kept in the store")
+    await client.get_workflow_handle(agent_id).terminate(reason="operator slip")
 
-        async def back() -> AgentStatus | None:
-            desc = await handle.describe()
-            if desc.run_id == first or desc.status != WorkflowExecutionStatus.RUNNING:
-                return None
-            st = await status_or_none(handle)
-            # Queries are answered at once: wait until the recall is done.
-            return st if st is not None and st.restarted is not None else None
+    async def back() -> AgentStatus | None:
+        desc = await handle.describe()
+        if desc.run_id == first or desc.status != WorkflowExecutionStatus.RUNNING:
+            return None
+        st = await status_or_none(handle)
+        # Queries are answered at once: wait until the recall is done.
+        return st if st is not None and st.restarted is not None else None
 
-        st = await eventually(back, timeout=20.0, what="the agent back, by the watchdog")
-        assert st is not None and st.restarted is not None
-        assert st.restarted.started_by == "watchdog"
-        assert st.restarted.previous.status == "terminated"
-        assert st.restarted.previous.reason == "operator slip"
-        assert st.restarted.config_restored
-        assert st.config.target_proofs_per_hour == 3.5, "last known config, from the store"
-        assert st.config.monitor_enabled is False
-        runs = await eventually(lambda: _runs(store, agent_id, 2), what="the restart's run")
-        assert runs[-1].run == runs[0].run + 1, "run numbering continues"
-        prompt = fake_llm.requests[-1].all_text()
-        assert "restarted by the watchdog; it had ended: terminated" in prompt
+    st = await eventually(back, timeout=20.0, what="the agent back, by the watchdog")
+    assert st is not None
+    runs = await eventually(lambda: _runs(store, agent_id, 2), what="the restart's run")
 
-        async def told() -> list[str]:
-            texts = [str(p.body) for p in hook.posts]
-            return [t for t in texts if "restarted by the watchdog" in t]
+    async def told() -> list[str]:
+        texts = [str(p.body) for p in hook.posts]
+        return [t for t in texts if "restarted by the watchdog" in t]
 
-        (text,) = await eventually(told, what="the restart's notification")
-        assert "terminated (reason: operator slip)" in text, text
-        assert f"Runs continue from #{runs[-1].run}" in text, text
-    finally:
-        await delete_schedule(client, agent_id)
+    (text,) = await eventually(told, what="the restart's notification")
+    return st, runs, text
 
 
 async def test_cancel_deletes_the_watchdog_first_and_nothing_restarts_the_agent(
