@@ -26,7 +26,16 @@ from fleet_agent.store import Store
 from worker import build_worker
 from workflows import FleetAgentWorkflow
 
-__all__ = ["Harness", "running_worker", "status", "status_or_none"]
+__all__ = ["ASKS_EVERY_CREATE", "Harness", "running_worker", "status", "status_or_none"]
+
+#: An agent's config whose every create waits for an approval (every offer
+#: costs more than $0.01/h), with no monitor: for tests of approvals.
+ASKS_EVERY_CREATE: dict[str, Any] = {
+    "target_proofs_per_hour": 50,
+    "monitor_enabled": False,
+    "approval_mode": "threshold",
+    "approval_above_dph": 0.01,
+}
 
 
 class Harness:

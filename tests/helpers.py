@@ -19,11 +19,13 @@ from fleet_agent.models import (
     AgentConfig,
     AgentStatus,
     FleetToolRequest,
+    PendingApproval,
     Phase,
     RunStatus,
     TokenUsage,
 )
 from fleet_agent.store import RunRecord, Store
+from testkit.agents import ASKS_EVERY_CREATE as ASKS_EVERY_CREATE
 from testkit.agents import Harness as Harness
 from testkit.agents import running_worker as running_worker
 from testkit.agents import status as status
@@ -210,3 +212,15 @@ def idle_status(agent_id: str = "a1", **fields: Any) -> AgentStatus:
         "history_length": 10,
     }
     return AgentStatus(**(base | fields))
+
+
+async def first_pending(handle: Any, what: str = "an approval to be asked for") -> PendingApproval:
+    """The agent's first pending approval, once there is one (60 s at most)."""
+
+    async def probe() -> PendingApproval | None:
+        st = await status(handle)
+        return st.pending_approvals[0] if st.pending_approvals else None
+
+    found = await eventually(probe, timeout=60, what=what)
+    assert found is not None
+    return found

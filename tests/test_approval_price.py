@@ -12,8 +12,8 @@ from fleet_agent.models import ApprovalOutcome, PendingApproval
 from fleet_agent.store import Store
 from simulator.server import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic
-from tests.helpers import eventually, running_worker, status
-from tests.test_approvals import Agent, _creates, _pending, _renter, _start
+from tests.helpers import eventually, first_pending, running_worker, status
+from tests.test_approvals import Agent, _creates, _renter, _start
 from workflows import FleetAgentWorkflow
 
 
@@ -34,7 +34,7 @@ async def test_a_price_that_rose_during_the_wait_is_asked_for_again(
     fake_llm.set_responder(_renter)
     async with running_worker(ts_env.client, store, fleet=fleet) as h:
         handle = await _start(h)
-        first = await _pending(handle, ts_env)
+        first = await first_pending(handle)
         # The host raises its ask while the operator reads the first one.
         assert sim.market.reprice_offer(first.arguments["offer_id"], 1.5)
         await _approve(handle, first)

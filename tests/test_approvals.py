@@ -26,7 +26,7 @@ from fleet_agent.visibility.details import agent_details
 from simulator.server import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic
 from testkit.fakes.scripts import renter
-from tests.helpers import eventually, running_worker, status
+from tests.helpers import ASKS_EVERY_CREATE, eventually, first_pending, running_worker, status
 from workflows import FleetAgentWorkflow
 
 Agent = WorkflowHandle[FleetAgentWorkflow, None]
@@ -37,16 +37,6 @@ _renter = renter()
 
 def _creates(sim: SimServer) -> int:
     return int(sim.market.state()["counters"]["creates"])
-
-
-async def _pending(handle: Agent, ts_env: WorkflowEnvironment) -> PendingApproval:
-    async def probe() -> PendingApproval | None:
-        st = await status(handle)
-        return st.pending_approvals[0] if st.pending_approvals else None
-
-    found = await eventually(probe, timeout=60, what="an approval to be asked for")
-    assert found is not None
-    return found
 
 
 def _create_result(fake: FakeAnthropic) -> str:
@@ -70,13 +60,7 @@ def _create_result(fake: FakeAnthropic) -> str:
 
 
 async def _start(h: Any, **config: Any) -> Agent:
-    handle: Agent = await h.start_agent(
-        target_proofs_per_hour=50,
-        monitor_enabled=False,
-        approval_mode="threshold",
-        approval_above_dph=0.01,
-        **config,
-    )
+    handle: Agent = await h.start_agent(**(ASKS_EVERY_CREATE | config))
     return handle
 
 
@@ -90,7 +74,7 @@ async def test_an_approved_create_rents_once_and_says_who_approved(
     fake_llm.set_responder(_renter)
     async with running_worker(ts_env.client, store, fleet=fleet) as h:
         handle = await _start(h)
-        pending = await _pending(handle, ts_env)
+        pending = await first_pending(handle)
         assert pending.tool == "create_instance" and pending.run == 1
         assert pending.dph > 0.01 and "approval_above_dph" in pending.reason
         assert pending.expires_at - pending.asked_at == timedelta(hours=1)
@@ -147,7 +131,7 @@ async def test_a_denied_or_expired_approval_rents_nothing_and_the_model_reads_wh
     fake_llm.set_responder(_renter)
     async with running_worker(ts_env.client, store, fleet=fleet) as h:
         handle = await _start(h, approval_timeout_seconds=120)
-        first = await _pending(handle, ts_env)
+        first = await first_pending(handle)
         await handle.execute_update(
             FleetAgentWorkflow.decide_approval,
             {"approval_id": first.id, "approve": False, "note": "too dear", "author": "bob"},
@@ -161,7 +145,7 @@ async def test_a_denied_or_expired_approval_rents_nothing_and_the_model_reads_wh
 
         # The next run asks again; nobody answers within approval_timeout_seconds.
         await handle.signal(FleetAgentWorkflow.trigger_now, {"reason": "try again"})
-        second = await _pending(handle, ts_env)
+        second = await first_pending(handle)
         assert second.id != first.id and second.run > first.run
         assert second.expires_at - second.asked_at == timedelta(seconds=120)
         await ts_env.sleep(130)
@@ -186,7 +170,7 @@ async def test_a_freeze_denies_the_pending_approval(
     fake_llm.set_responder(_renter)
     async with running_worker(ts_env.client, store, fleet=fleet) as h:
         handle = await _start(h)
-        pending = await _pending(handle, ts_env)
+        pending = await first_pending(handle)
         await handle.execute_update(FleetAgentWorkflow.freeze, {"reason": "audit", "author": "ops"})
         await eventually(lambda: _ended(handle, pending.run), timeout=60, what="the run to end")
         told = _create_result(fake_llm)

@@ -19,14 +19,13 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
-from fleet_agent.models import PendingApproval
 from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import Store
 from simulator.server import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply
 from testkit.fakes.scripts import DONE, renter
 from testkit.notify_receivers import SmtpReceiver, WebhookReceiver
-from tests.helpers import eventually, running_worker, status
+from tests.helpers import ASKS_EVERY_CREATE, eventually, first_pending, running_worker, status
 from tests.ports import free_port
 from workflows import FleetAgentWorkflow
 
@@ -69,24 +68,8 @@ async def _history_text(handle: Agent) -> str:
 
 
 async def _start(h: Any, **config: Any) -> Agent:
-    handle: Agent = await h.start_agent(
-        target_proofs_per_hour=50,
-        monitor_enabled=False,
-        approval_mode="threshold",
-        approval_above_dph=0.01,
-        **config,
-    )
+    handle: Agent = await h.start_agent(**(ASKS_EVERY_CREATE | config))
     return handle
-
-
-async def _pending(handle: Agent) -> PendingApproval:
-    async def probe() -> PendingApproval | None:
-        st = await status(handle)
-        return st.pending_approvals[0] if st.pending_approvals else None
-
-    found = await eventually(probe, timeout=60, what="an approval to be asked for")
-    assert found is not None
-    return found
 
 
 async def test_an_approval_asked_sends_one_post_and_one_mail_that_link_to_it(
@@ -106,7 +89,7 @@ async def test_an_approval_asked_sends_one_post_and_one_mail_that_link_to_it(
         )
         async with running_worker(ts_env.client, store, fleet=fleet, notify=env) as h:
             handle = await _start(h)
-            pending = await _pending(handle)
+            pending = await first_pending(handle)
             link = f"{CONSOLE}/approvals/{pending.id}"
 
             await eventually(
@@ -200,7 +183,7 @@ async def test_a_failing_destination_holds_no_run_and_shows_in_status(
     env = NotifyEnv.model_validate({"FLEET_NOTIFY_URLS": dead})
     async with running_worker(ts_env.client, store, fleet=fleet, notify=env) as h:
         handle = await _start(h)
-        pending = await _pending(handle)
+        pending = await first_pending(handle)
         await handle.execute_update(
             FleetAgentWorkflow.decide_approval,
             {"approval_id": pending.id, "approve": True, "author": "alice"},

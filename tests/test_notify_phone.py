@@ -23,7 +23,7 @@ from starter.console import ConsoleSettings, create_app
 from starter.console.auth import parse_tokens
 from testkit.fakes.anthropic_server import FakeAnthropic
 from testkit.fakes.scripts import renter
-from tests.helpers import eventually, running_worker, status
+from tests.helpers import ASKS_EVERY_CREATE, eventually, running_worker, status
 
 BASE = "http://127.0.0.1:8080"
 
@@ -40,12 +40,7 @@ async def test_the_notification_link_opens_the_approval_page_and_decides_it(
 ) -> None:
     fake_llm.set_responder(_renter)
     async with running_worker(ts_env.client, store, fleet=fleet) as h:
-        handle: Any = await h.start_agent(
-            target_proofs_per_hour=50,
-            monitor_enabled=False,
-            approval_mode="threshold",
-            approval_above_dph=0.01,
-        )
+        handle: Any = await h.start_agent(**ASKS_EVERY_CREATE)
 
         async def asked() -> str | None:
             st = await status(handle)

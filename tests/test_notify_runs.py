@@ -20,7 +20,7 @@ from testkit.fakes.anthropic_payloads import ErrorReply
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply
 from testkit.fakes.scripts import DONE, renter
 from testkit.notify_receivers import WebhookReceiver
-from tests.helpers import eventually, running_worker, status
+from tests.helpers import ASKS_EVERY_CREATE, eventually, running_worker, status
 from workflows import FleetAgentWorkflow
 
 
@@ -76,13 +76,7 @@ async def test_an_expired_approval_and_a_budget_refusal_notify(
     with WebhookReceiver() as hook:
         env = NotifyEnv.model_validate({"FLEET_NOTIFY_URLS": hook.url()})
         async with running_worker(ts_env.client, store, fleet=fleet, notify=env) as h:
-            handle: Any = await h.start_agent(
-                target_proofs_per_hour=50,
-                monitor_enabled=False,
-                approval_mode="threshold",
-                approval_above_dph=0.01,
-                approval_timeout_seconds=120,
-            )
+            handle: Any = await h.start_agent(**ASKS_EVERY_CREATE, approval_timeout_seconds=120)
             await eventually(_count(hook, "needed"), timeout=60, what="the approval asked")
             await ts_env.sleep(130)
             await eventually(_count(hook, "expired"), timeout=60, what="the expiry")

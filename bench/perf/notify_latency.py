@@ -32,7 +32,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from starter.devserver import load_dev_config
-from testkit.agents import running_worker
+from testkit.agents import ASKS_EVERY_CREATE, running_worker
 from testkit.fakes.anthropic_server import FakeAnthropic
 from testkit.fakes.scripts import renter
 from testkit.notify_receivers import WebhookReceiver
@@ -79,13 +79,7 @@ async def main(rounds: int) -> None:
                     notify=notify,
                 ) as h,
             ):
-                handle = await h.start_agent(
-                    target_proofs_per_hour=50,
-                    monitor_enabled=False,
-                    approval_mode="threshold",
-                    approval_above_dph=0.01,
-                    notify_quiet_minutes=0,
-                )
+                handle = await h.start_agent(**ASKS_EVERY_CREATE, notify_quiet_minutes=0)
                 for n in range(rounds):
 
                     async def asked() -> Any:
