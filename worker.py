@@ -130,9 +130,13 @@ def worker_activities(
         NotifyActivities(
             store, notify if notify is not None else NotifyEnv.load()
         ).send_notification,
-        (demand or DemandActivities()).read_demand,
+        *_demand_activities((demand or DemandActivities()).with_store(store)),
         *fleet_activities,
     ]
+
+
+def _demand_activities(demand: DemandActivities) -> list[Callable[..., Any]]:
+    return [demand.read_demand, demand.observe_demand]
 
 
 def build_worker(

@@ -16,6 +16,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.demand import DemandActivities
 from activities.fleet import FleetActivities
 from fleet_agent.config.tuning import WorkerTuning
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
@@ -83,12 +84,14 @@ async def running_worker(
     fleet: FleetActivities | None = None,
     sandbox: bool = True,
     notify: NotifyEnv | None = None,
+    demand: DemandActivities | None = None,
 ) -> AsyncIterator[Harness]:
     """A full fleet-agent worker on a fresh task queue; its workflows in the
     SDK's sandbox unless `sandbox` is False (whatever FLEET_WORKFLOW_SANDBOX
     says: the tests are where the sandbox checks our workflow code).
     Notifications go to `notify`'s URLs, by default nowhere (never to a
-    FLEET_NOTIFY_URLS of the environment running the tests)."""
+    FLEET_NOTIFY_URLS of the environment running the tests). `demand`: the
+    demand source's reader (default: none)."""
     harness = Harness(
         client, f"fleet-agent-test-{uuid.uuid4().hex[:8]}", has_fleet=fleet is not None
     )
@@ -108,6 +111,7 @@ async def running_worker(
         # workflows the test has ended.
         tuning=replace(WorkerTuning.from_env(), shutdown_grace_s=0.0, workflow_sandbox=sandbox),
         notify=notify or NotifyEnv.model_validate({}),
+        demand=demand,
     )
     try:
         async with worker:

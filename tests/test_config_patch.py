@@ -23,6 +23,14 @@ from fleet_agent.models.config import NOT_PATCHABLE
 
 PATCHABLE = [name for name in AgentConfig.model_fields if name not in NOT_PATCHABLE]
 DEFAULTS = AgentConfig().model_dump(mode="json")
+#: A value like the field's, for fields whose default is an empty list.
+EXAMPLES: dict[str, Any] = {
+    "demand_events": [
+        {"start": "2026-12-06T14:00:00Z", "end": "2026-12-06T16:00:00Z", "multiplier": 3.0}
+    ]
+}
+#: What a value needs beside it to make a valid config (demand mode needs a max_target).
+CONTEXT: dict[str, dict[str, Any]] = {"target_mode": {"max_target": 1000.0}}
 
 
 def _accepts(model: type[BaseModel], raw: dict[str, Any]) -> bool:
@@ -113,7 +121,8 @@ def _probes(kind: object, metadata: list[object], example: object) -> Iterator[t
 def _cases() -> Iterator[Any]:
     for name in PATCHABLE:
         info = AgentConfig.model_fields[name]
-        for value, ok in _probes(info.annotation, info.metadata, DEFAULTS[name]):
+        example = EXAMPLES.get(name, DEFAULTS[name])
+        for value, ok in _probes(info.annotation, info.metadata, example):
             verdict = "ok" if ok else "refused"
             yield pytest.param(name, value, ok, id=f"{name}-{verdict}-{value!r:.24}")
 
@@ -122,7 +131,7 @@ def _cases() -> Iterator[Any]:
 def test_every_bound_of_the_config_holds_in_the_patch(
     name: str, value: Any, accepted: bool
 ) -> None:
-    raw = {name: value}
+    raw = {name: value, **CONTEXT.get(name, {})}
     assert _accepts(AgentConfig, raw) is accepted, "the probe itself is wrong"
     error = parse_config_patch(raw).error
     if accepted:

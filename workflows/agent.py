@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.models import (
         APPROVAL_CLOSED,
         APPROVAL_REQUESTED,
+        DEMAND_TARGET,
         WATCHDOG,
         AgentConfig,
         AgentRestarted,
@@ -86,10 +87,11 @@ class FleetAgentWorkflow:
     client (a run handed over by continue-as-new, how the previous execution
     ended).
     Signals: human_message, state_changed, trigger_now, reset_session,
-    cancel_wake, and from its runs approval_requested / approval_closed (any
-    other name is refused visibly); updates: update_config, freeze, unfreeze,
-    decide_approval; queries: status, live_config. It never fails: a failed run is recorded and
-    the loop goes on.
+    cancel_wake, from its runs approval_requested / approval_closed, and
+    from its monitor demand_target (any other name is refused visibly);
+    updates: update_config, freeze, unfreeze, decide_approval; queries:
+    status, live_config. It never fails: a failed run is recorded and the
+    loop goes on.
     """
 
     @workflow.init
@@ -254,6 +256,14 @@ class FleetAgentWorkflow:
     def cancel_wake(self, raw: Any) -> None:
         """Drop one pending wake by id."""
         self._intake.cancel_wake(raw)
+
+    @workflow.signal(
+        name=DEMAND_TARGET,
+        description="internal: the monitor's new target in demand mode (target_mode demand)",
+    )
+    def demand_target(self, raw: Any) -> None:
+        """Hold the target the monitor decided from demand; the next run hears why."""
+        self._intake.demand_target(raw)
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:

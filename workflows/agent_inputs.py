@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         AgentConfig,
         AgentStatus,
         CancelWake,
+        DemandTargetChange,
         HumanMessage,
         ResetSession,
         StateChanged,
@@ -54,6 +55,7 @@ _FLEET_FIELDS = frozenset(
         "max_creates_per_hour",
         "max_destroys_per_hour",
         "daily_budget_usd",
+        "target_mode",
     }
 )
 # Config fields the monitor's poll uses (besides monitor_*): sent to it at once.
@@ -64,11 +66,19 @@ _MONITOR_FIELDS = frozenset(
         "offline_grace_minutes",
         "min_release_age_minutes",
         "failed_host_ttl_hours",
+        "target_mode",
+        "min_target",
+        "max_target",
+        "demand_headroom",
+        "demand_hysteresis",
+        "demand_lower_after_minutes",
+        "demand_lead_minutes",
+        "demand_events",
     }
 )
 _KNOWN_SIGNALS = (
     "human_message, state_changed, trigger_now, reset_session, cancel_wake, "
-    "approval_requested, approval_closed"
+    "approval_requested, approval_closed, demand_target"
 )
 
 
@@ -141,6 +151,37 @@ class Intake:
         if not existed:
             ex.reject("cancel_wake", f"no pending wake {req.wake_id!r}", raw)
         ex.notify()
+
+    def demand_target(self, raw: Any) -> None:
+        """The monitor's new target in demand mode: held from now, clamped to
+        [min_target, max_target], and told to the next run as a config
+        change with the rule's reason. Refused (status.rejected) when the
+        agent is not in demand mode or is frozen."""
+        ex = self._ex
+        ex.signals += 1
+        change = ex.valid(parse_payload(DemandTargetChange, raw), "demand_target", raw)
+        if change is None:
+            return
+        config = ex.state.config
+        if config.target_mode != "demand":
+            ex.reject("demand_target", "not in demand mode (target_mode is fixed)", raw)
+            return
+        if config.frozen:
+            ex.reject("demand_target", "the agent is frozen", raw)
+            return
+        ex.state.demand = change
+        target = min(max(change.target_per_h, config.min_target), config.max_target)
+        old = config.target_proofs_per_hour
+        if target != old:
+            ex.state.config = config.model_copy(update={"target_proofs_per_hour": target})
+            ex.buffer.add_config_change(
+                ex.state.next_trigger_seq,
+                workflow.now(),
+                f"target_proofs_per_hour: {old:g} → {target:g} (demand: {change.reason})",
+            )
+            ex.state.next_trigger_seq += 1
+            ex.notify()
+        ex.show()
 
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         """Any other signal name: recorded in status.rejected, never silently lost."""
@@ -241,4 +282,5 @@ class Intake:
             restarted=state.restarted,
             notify_failures=state.notify.failures,
             notify_delivered=state.notify.delivered,
+            demand=state.demand,
         )

@@ -43,6 +43,9 @@ class MonitorLink:
             notify_events=list(config.notify_events),
             notify_under_target_minutes=config.notify_under_target_minutes,
             notify_quiet_minutes=config.notify_quiet_minutes,
+            target_mode=config.target_mode,
+            demand_policy=config.demand_policy() if config.target_mode == "demand" else None,
+            demand_events=list(config.demand_events),
         )
 
     async def ensure(self) -> None:

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import stubs
     from workflows.metrics import record_fleet
     from workflows.monitor_band import MONITOR_NOTIFY_PATCH, Band
+    from workflows.monitor_demand import MONITOR_DEMAND_PATCH, DemandFollower
     from workflows.policies import FLEET_HEARTBEAT_TIMEOUT, STORE_TIMEOUT
 
 __all__ = [
@@ -113,7 +114,10 @@ class FleetMonitorWorkflow:
     or a failed signal, and before every poll by monitors started before
     `OPEN_IN_POLL_PATCH`. Tells a human when the fleet stays below target and
     when it is back (activity send_notification, `MONITOR_NOTIFY_PATCH`:
-    workflows/monitor_band.py). Continues as new to keep its history short."""
+    workflows/monitor_band.py). In demand mode, sets the agent's target from
+    the demand source (activity observe_demand → the source and the store;
+    signal `demand_target`; `MONITOR_DEMAND_PATCH`: workflows/monitor_demand.py).
+    Continues as new to keep its history short."""
 
     @workflow.init
     def __init__(self, inp: MonitorInput) -> None:
@@ -127,6 +131,8 @@ class FleetMonitorWorkflow:
         self._waiting = set(inp.waiting)
         # The fleet below target, for notifications (workflows/monitor_band.py).
         self._band = Band(inp.under_since, inp.under_notified)
+        # Demand mode's memory (workflows/monitor_demand.py).
+        self._demand = DemandFollower(inp.demand_below_since, inp.demand_below_peak)
 
     @workflow.signal
     def configure(self, config: MonitorConfig) -> None:
@@ -184,6 +190,13 @@ class FleetMonitorWorkflow:
                 record_fleet(inp.agent_id, snap)
                 if workflow.patched(MONITOR_NOTIFY_PATCH):
                     await self._band.after_poll(inp.agent_id, self._config, snap)
+                if workflow.patched(MONITOR_DEMAND_PATCH):
+                    target = await self._demand.after_poll(agent, inp.agent_id, self._config, snap)
+                    if target is not None:
+                        # Held from now; the agent's configure says the same.
+                        self._config = self._config.model_copy(
+                            update={"target_proofs_per_hour": target}
+                        )
                 if snap.duplicate_labels:
                     await self._reconcile(inp.agent_id, snap.duplicate_labels)
                 new = snap.states()
@@ -211,6 +224,7 @@ class FleetMonitorWorkflow:
                     f"{len(snap.instances)} instances · {snap.capacity_proofs_per_hour:.0f} of "
                     f"{snap.target_proofs_per_hour:.0f} proofs/h · ${snap.fleet_dph:.2f}/h · "
                     f"{self._signalled} changes signalled"
+                    + (f"\n{self._demand.last}" if self._demand.last else "")
                 )
             polls += 1
             if polls % _POLLS_PER_EXECUTION == 0 or workflow.info().is_continue_as_new_suggested():
@@ -225,6 +239,8 @@ class FleetMonitorWorkflow:
                         waiting=sorted(self._waiting),
                         under_since=self._band.under_since,
                         under_notified=self._band.notified,
+                        demand_below_since=self._demand.below_since,
+                        demand_below_peak=self._demand.below_peak,
                     )
                 )
             self._reconfigured = False

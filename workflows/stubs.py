@@ -19,6 +19,7 @@ from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models only.
+    from fleet_agent.demand.point import DemandStepRequest, DemandStepResult
     from fleet_agent.demand.reading import DemandReadRequest, DemandReadResult
     from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest
     from fleet_agent.fleet.snapshot import FleetSnapshot
@@ -59,6 +60,7 @@ __all__ = [
     "get_fleet_status",
     "load_agent_counters",
     "load_context",
+    "observe_demand",
     "poll_fleet",
     "read_demand",
     "recall_agent",
@@ -238,3 +240,9 @@ async def send_notification(req: NotifyRequest) -> NotifyResult:
 async def read_demand(req: DemandReadRequest) -> DemandReadResult:
     """One reading of the worker's demand source, or why there is none."""
     _declared("read_demand")
+
+
+@activity.defn(name="observe_demand")
+async def observe_demand(req: DemandStepRequest) -> DemandStepResult:
+    """Read demand, decide the target, keep the point (activities/demand.py)."""
+    _declared("observe_demand")

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from activities.demand import DemandActivities
+from activities.demand_sources import HttpJsonSource
 from activities.fleet import FleetActivities
 from bench.demand_day._oracle import arrivals_per_slot, offer_types, solve
 from bench.market_day._drive import allowed_rows, until_acted
@@ -46,9 +48,22 @@ __all__ = ["DEFAULT_CURVE", "ON_TIME_GOAL", "PATHS", "default_demand", "on_the_d
 DEFAULT_CURVE = "0:250,5:200,9:450,13:700,17:600,21:350"
 #: The on-time share demand mode is held to (issue 45), %.
 ON_TIME_GOAL = 99.5
-#: How the agent's target is set, by path: `fixed` holds `--target`. A
-#: `demand` path (the agent's target_mode demand, issue 45) slots in here.
-PATHS: dict[str, dict[str, Any]] = {"fixed": {}}
+#: How the agent's target is set, by path: `fixed` holds `--target`;
+#: `demand` (target_mode demand) starts at `--target` and follows the
+#: simulator's GET /demand from there, within [min_target, max_target].
+PATHS: dict[str, dict[str, Any]] = {
+    "fixed": {},
+    "demand": {
+        "target_mode": "demand",
+        "min_target": 150.0,
+        "max_target": 3000.0,
+        "demand_headroom": 0.2,
+        "demand_hysteresis": 0.15,
+        "demand_lower_after_minutes": 30.0,
+        # The market's machines take 10-60 minutes from rental to first proof.
+        "demand_lead_minutes": 30.0,
+    },
+}
 #: The oracle's time grid, seconds.
 SLOT_S = 600.0
 
@@ -116,8 +131,13 @@ async def run_day(
                     sim.api_key, sim.url, timeout=5, backoff_base=0.01, pacing=NO_PACING
                 ) as vast:
                     fleet = FleetActivities(vast, prover, store=store, clock=sim.market.now)
+                    demand_source = DemandActivities(HttpJsonSource(f"{sim.url}/demand"))
                     async with running_worker(
-                        env.client, store, provider=AutopilotProvider(), fleet=fleet
+                        env.client,
+                        store,
+                        provider=AutopilotProvider(),
+                        fleet=fleet,
+                        demand=demand_source if path == "demand" else None,
                     ) as h:
                         handle = await h.start_agent(**settings)
                         moved = await until_acted(env, sim, handle, 0, step)

@@ -31,10 +31,11 @@ Pure and deterministic: `now` is given (a workflow's clock).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
+from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleet_agent.untrusted import single_line
 
@@ -42,6 +43,7 @@ from .reading import DemandSample
 
 __all__ = [
     "MAX_DAYS",
+    "MAX_EVENT_DAYS",
     "MIN_RECENT_MINUTES",
     "MIN_WINDOW_MINUTES",
     "RECENT_AS_DAYS",
@@ -53,6 +55,8 @@ __all__ = [
 ]
 
 MAX_DAYS = 7
+#: The longest known event an operator may declare.
+MAX_EVENT_DAYS = 7
 RECENT_MINUTES = 60
 MIN_RECENT_MINUTES = 30
 MIN_WINDOW_MINUTES = 30
@@ -70,6 +74,35 @@ class DemandEvent(BaseModel):
     end: datetime
     multiplier: float = Field(gt=0, le=100, allow_inf_nan=False)
     note: str = Field("", max_length=200)
+
+    @field_validator("start", "end")
+    @classmethod
+    def _utc(cls, at: datetime) -> datetime:
+        if at.tzinfo is None:
+            raise ValueError("needs a UTC offset (e.g. 2026-12-06T14:00:00Z)")
+        return at.astimezone(UTC)
+
+    @field_validator("note")
+    @classmethod
+    def _one_line(cls, note: str) -> str:
+        # It reaches the prompt and the console: one plain line.
+        return single_line(note, 200)
+
+    @model_validator(mode="after")
+    def _window(self) -> Self:
+        if self.end <= self.start:
+            raise ValueError("an event must end after it starts")
+        if self.end - self.start > timedelta(days=MAX_EVENT_DAYS):
+            raise ValueError(f"an event lasts at most {MAX_EVENT_DAYS} days")
+        return self
+
+    def describe(self) -> str:
+        """`x3 14:00-16:00 UTC 2026-12-06 (launch)`."""
+        note = f" ({self.note})" if self.note else ""
+        return (
+            f"x{self.multiplier:g} {self.start:%H:%M}-{self.end:%H:%M} UTC "
+            f"{self.start:%Y-%m-%d}{note}"
+        )
 
     def overlaps(self, start: datetime, end: datetime) -> bool:
         return self.start < end and start < self.end

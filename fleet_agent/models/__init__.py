@@ -83,7 +83,9 @@ from .runs import (
     WakeRequest,
 )
 from .signals import (
+    DEMAND_TARGET,
     CancelWake,
+    DemandTargetChange,
     HumanMessage,
     ResetSession,
     StateChanged,
@@ -111,6 +113,7 @@ __all__ = [
     "APPROVAL_DECIDED",
     "APPROVAL_REQUESTED",
     "DEFAULT_NOTIFY_EVENTS",
+    "DEMAND_TARGET",
     "NOTIFY_EVENT_KINDS",
     "WATCHDOG",
     "AgentConfig",
@@ -131,6 +134,7 @@ __all__ = [
     "CompactResult",
     "ConfigPatch",
     "ContextInfo",
+    "DemandTargetChange",
     "Effort",
     "FleetToolRequest",
     "FreezeInfo",

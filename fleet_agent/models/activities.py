@@ -7,6 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from fleet_agent.demand.forecast import DemandEvent
+from fleet_agent.demand.target import DemandPolicy
+
 from .approvals import ApprovalAsk, ApprovalDecision
 from .config import AgentConfig
 from .runs import LlmCostSummary, RunInput, RunResult, TokenUsage, Verdict
@@ -213,6 +216,12 @@ class MonitorConfig(BaseModel):
     notify_events: list[str] = Field(default_factory=list)
     notify_under_target_minutes: float = 30.0
     notify_quiet_minutes: float = 30.0
+    # Demand mode (AgentConfig.target_mode): the monitor sets the target from
+    # the demand source by `demand_policy` and `demand_events`. "fixed" from
+    # agents before it.
+    target_mode: str = "fixed"
+    demand_policy: DemandPolicy | None = None
+    demand_events: list[DemandEvent] = Field(default_factory=list)
 
 
 class PollRequest(BaseModel):
@@ -248,3 +257,7 @@ class MonitorInput(BaseModel):
     # (fleet_agent/notify/rules.py, `band_step`), carried the same way.
     under_since: datetime | None = None
     under_notified: bool = False
+    # Demand mode: since when the need stays below the lowering line, and its
+    # peak since (fleet_agent/demand/target.py), carried the same way.
+    demand_below_since: datetime | None = None
+    demand_below_peak: float = 0.0

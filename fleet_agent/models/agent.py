@@ -12,6 +12,7 @@ from .config import AgentConfig, ConfigPatch
 from .freeze import FreezeInfo
 from .notify import NotifyFailure, NotifyState
 from .runs import LastRun, LlmCostSummary, RunResult, Wake
+from .signals import DemandTargetChange
 from .spend import SpendSummary
 from .trigger import Trigger
 from .watchdog import AgentRestarted
@@ -100,6 +101,8 @@ class AgentState(BaseModel):
     restarted: AgentRestarted | None = None
     # Notifications: the quiet window, the queue, the failures (models/notify.py).
     notify: NotifyState = Field(default_factory=NotifyState)
+    # Demand mode: the monitor's last change of the target (None: none yet).
+    demand: DemandTargetChange | None = None
 
 
 class AgentInput(BaseModel):
@@ -147,3 +150,6 @@ class AgentStatus(BaseModel):
     # (redacted: no URL), and how many went out in this agent's life.
     notify_failures: list[NotifyFailure] = Field(default_factory=list)
     notify_delivered: int = 0
+    # Demand mode: the monitor's last change of the target, and the reading
+    # it was decided on (the store has every reading: DemandHistory).
+    demand: DemandTargetChange | None = None

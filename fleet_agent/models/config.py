@@ -20,10 +20,13 @@ the second declaration this removes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
+
+from fleet_agent.demand.forecast import DemandEvent
+from fleet_agent.demand.target import DemandPolicy
 
 from .approvals import ApprovalMode
 from .base import Strict
@@ -33,9 +36,11 @@ __all__ = [
     "NOT_PATCHABLE",
     "AgentConfig",
     "ConfigPatch",
+    "DemandEventList",
     "Effort",
     "GpuList",
     "NotifyEventList",
+    "TargetMode",
     "ThinkingDisplay",
 ]
 
@@ -49,6 +54,13 @@ ThinkingDisplay = Literal["omitted", "summarized"]
 
 NotifyEventList = Annotated[list[NotifyEventKind], Field(max_length=20)]
 """`notify_events`: the kinds of event that notify (fleet_agent/models/notify.py)."""
+
+TargetMode = Literal["fixed", "demand"]
+"""`target_mode`: `fixed` holds `target_proofs_per_hour` as set; `demand` has
+the monitor set it from the demand source (docs/OPERATIONS.md, "Demand mode")."""
+
+DemandEventList = Annotated[list[DemandEvent], Field(max_length=20)]
+"""`demand_events`: known changes of demand ("x3 from 14:00 to 16:00", UTC)."""
 
 GpuList = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=50)]
 
@@ -135,6 +147,41 @@ class AgentConfig(BaseModel):
     notify_under_target_minutes: Annotated[float, Field(ge=1, le=10_080)] = 30.0
     # ... and this many failed runs in a row.
     notify_failed_runs: Annotated[int, Field(ge=1, le=1_000)] = 3
+    # Demand mode (docs/OPERATIONS.md, "Demand mode"): with `demand` the
+    # monitor sets target_proofs_per_hour from the worker's demand source
+    # (FLEET_DEMAND_SOURCE) by fleet_agent/demand/target.py's rule, within
+    # [min_target, max_target]; max_target must then be set (0: unset).
+    target_mode: TargetMode = "fixed"
+    min_target: Annotated[float, Field(ge=0, le=1_000_000)] = 0.0
+    max_target: Annotated[float, Field(ge=0, le=1_000_000)] = 0.0
+    # The share held above the need, the dip below target that may lower it,
+    # and for how long; rental to first proof (what the forecast looks ahead).
+    demand_headroom: Annotated[float, Field(ge=0, le=5)] = 0.2
+    demand_hysteresis: Annotated[float, Field(ge=0, lt=1)] = 0.15
+    demand_lower_after_minutes: Annotated[float, Field(ge=0, le=1_440)] = 30.0
+    demand_lead_minutes: Annotated[float, Field(ge=0, le=1_440)] = 20.0
+    # Known changes ahead, multiplying the forecast; the fleet is rented a
+    # lead time before each starts.
+    demand_events: DemandEventList = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _demand_bounds(self) -> Self:
+        if self.target_mode == "demand" and self.max_target <= 0:
+            raise ValueError("target_mode demand needs max_target above 0")
+        if self.max_target > 0 and self.min_target > self.max_target:
+            raise ValueError("min_target must not exceed max_target")
+        return self
+
+    def demand_policy(self) -> DemandPolicy:
+        """The target rule's knobs (fleet_agent/demand/target.py) from this config."""
+        return DemandPolicy(
+            min_target=self.min_target,
+            max_target=max(self.max_target, self.min_target, 1.0),
+            headroom=self.demand_headroom,
+            hysteresis=self.demand_hysteresis,
+            lower_after_minutes=self.demand_lower_after_minutes,
+            lead_minutes=self.demand_lead_minutes,
+        )
 
     def run_deadline_seconds(self) -> int:
         """How long a run may take: its own time, plus the time it may wait

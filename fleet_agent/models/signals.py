@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fleet_agent.demand.point import DemandPoint
 
 from .base import Strict
+
+#: The monitor's signal to its agent in demand mode (workflows/monitor_demand.py).
+DEMAND_TARGET = "demand_target"
 
 # Letters, digits and `._:-`: safe inside the JSON the store searches.
 MESSAGE_ID_PATTERN = r"^[A-Za-z0-9._:-]*$"
 
 __all__ = [
+    "DEMAND_TARGET",
     "MESSAGE_ID_PATTERN",
     "CancelWake",
+    "DemandTargetChange",
     "HumanMessage",
     "ResetSession",
     "StateChanged",
@@ -62,3 +69,18 @@ class CancelWake(Strict):
     """`cancel_wake` signal: drop one pending wake."""
 
     wake_id: Annotated[str, Field(min_length=1, max_length=100)]
+
+
+class DemandTargetChange(BaseModel):
+    """`demand_target` signal, from the agent's own monitor in demand mode:
+    hold `target_per_h` from now (fleet_agent/demand/target.py decided it on
+    `point`). Not `Strict`: its times cross JSON as text. Unknown fields and
+    values out of bounds are still refused (status.rejected)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    target_per_h: Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)]
+    previous_per_h: Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)] = 0.0
+    action: Literal["raise", "lower", "hold"]
+    reason: Annotated[str, Field(max_length=600)] = ""
+    point: DemandPoint | None = None

@@ -4,6 +4,7 @@ Temporal-free and synchronous: activities call it from their thread pool.
 """
 
 from .agent_configs import AgentConfigs
+from .demand_history import DemandHistory
 from .engine import create_engine_for, default_database_url, redacted_url
 from .fleet_snapshots import FleetSnapshots, StoredSnapshot
 from .guard import NEW_STORE_ENV, NEW_STORE_FLAG, StoreRefused, store_refusal
@@ -25,6 +26,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AgentConfigs",
     "CreateInFlight",
+    "DemandHistory",
     "FailedHost",
     "FailedHosts",
     "FleetSnapshots",

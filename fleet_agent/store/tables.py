@@ -13,6 +13,7 @@ from sqlalchemy import Index, Table, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from .tables_agent import AgentConfigRow
+from .tables_demand import DEMAND_POINTS_TABLE, DemandPointRow
 from .tables_fleet import FLEET_SNAPSHOTS_TABLE, PROOF_DAYS_TABLE, FleetSnapshotRow, ProofDayRow
 from .tables_money import (
     RUN_COSTS_TABLE,
@@ -28,6 +29,7 @@ from .tables_notify import NOTIFICATIONS_TABLE, NotificationRow
 from .timestamps import UTCDateTime
 
 __all__ = [
+    "DEMAND_POINTS_TABLE",
     "FAILED_HOSTS_TABLE",
     "FLEET_SNAPSHOTS_TABLE",
     "INBOX_TABLE",
@@ -44,6 +46,7 @@ __all__ = [
     "SPEND_INSTANCES_TABLE",
     "SUMMARIES_TABLE",
     "TOOL_CALLS_TABLE",
+    "DemandPointRow",
     "FailedHostRow",
     "FleetSnapshotRow",
     "InboxRow",
@@ -310,4 +313,5 @@ def all_tables() -> list[Table]:
         table_of(ProofDayRow),
         table_of(AgentConfigRow),
         table_of(NotificationRow),
+        table_of(DemandPointRow),
     ]
