@@ -38,8 +38,9 @@ def decide(
     """The target decision on `reading`, with `history` (the points kept
     before it) for the forecast."""
     now = reading.as_of
-    samples = [s for s in history if s.at < now]
-    samples.append(DemandSample.of(reading))
+    # History after the reading (a source whose clock stepped back) lies
+    # outside every window the forecast reads: no need to drop it here.
+    samples = [*history, DemandSample.of(reading)]
     ahead = forecast(samples, now, req.policy.lead_minutes, req.events)
     decision = demand_target(
         reading,
