@@ -130,6 +130,7 @@ async def run_day(
     prover = ProverSpec(allow_loopback=True)  # the simulator's provers listen on loopback
     settings = {**CONFIG, **PATHS[path], "target_proofs_per_hour": target}
     started = time.monotonic()
+    SLEEP_TIMEOUTS[0] = 0
     with (
         tempfile.TemporaryDirectory(dir=os.environ.get("MARKET_DAY_TMP")) as tmp,
         FakeAnthropic() as fake,
