@@ -102,7 +102,7 @@ class NoSource:
 
 class HttpJsonSource:
     """``GET`` a URL that answers the generic shape (docs/OPERATIONS.md,
-    "Demand mode: sources"), with an optional bearer token."""
+    "Demand sources"), with an optional bearer token."""
 
     name = "http"
 
