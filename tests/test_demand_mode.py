@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
@@ -21,7 +22,7 @@ from simulator import DemandConfig, SimServer
 from tests.helpers import eventually, finished_runs, running_worker, status
 
 DEMAND = DemandConfig(curve=((0.0, 600.0),), deadline_minutes=30.0, seed=3)
-MODE = {
+MODE: dict[str, Any] = {
     "target_mode": "demand",
     "min_target": 50.0,
     "max_target": 2000.0,

@@ -19,6 +19,8 @@ import math
 import os
 import tempfile
 import time
+from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +32,11 @@ from activities.fleet import FleetActivities
 from bench.demand_day._oracle import arrivals_per_slot, offer_types, solve
 from bench.market_day._drive import allowed_rows, until_acted
 from bench.market_day._truth import CONFIG
+from bench.market_day.day import llm_totals
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.models import AgentConfig
-from fleet_agent.store import Store
+from fleet_agent.store import DemandHistory, Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator.demand import DemandConfig, parse_curve
@@ -66,6 +69,12 @@ PATHS: dict[str, dict[str, Any]] = {
         "demand_lead_minutes": 30.0,
     },
 }
+#: The LLM path beside the autopilot: the real anthropic client against the
+#: fake Messages API (thinking blocks, signatures), which answers with the
+#: autopilot's decisions read from the prompt (testkit/fakes/autopilot_llm.py).
+PATHS["demand-llm"] = PATHS["demand"]
+#: Paths on the LLM (the others run the autopilot provider).
+LLM_PATHS = frozenset({"demand-llm"})
 #: The oracle's time grid, seconds.
 SLOT_S = 600.0
 
@@ -136,7 +145,10 @@ async def run_day(
         FakeAnthropic() as fake,
     ):
         fake.set_responder(autopilot_reply)
-        os.environ.pop("ANTHROPIC_API_KEY", None)
+        if path in LLM_PATHS:
+            os.environ.update(fake.env())
+        else:
+            os.environ.pop("ANTHROPIC_API_KEY", None)
         store = Store(f"sqlite:///{Path(tmp) / 'fleet.db'}")
         store.create_all()
         env = await start_time_skipping_env()
@@ -150,9 +162,9 @@ async def run_day(
                     async with running_worker(
                         env.client,
                         store,
-                        provider=AutopilotProvider(),
+                        provider=None if path in LLM_PATHS else AutopilotProvider(),
                         fleet=fleet,
-                        demand=demand_source if path == "demand" else None,
+                        demand=demand_source if PATHS[path].get("target_mode") else None,
                     ) as h:
                         handle = await h.start_agent(**settings)
                         moved = await until_acted(env, sim, handle, 0, step)
@@ -176,6 +188,8 @@ async def run_day(
                         await _advance(env, sim, demand.deadline_minutes * 60 + 120, step)
                         after = _account(sim)
                         work = sim.market.state()["demand"]
+                        llm = llm_totals(store, handle.id, fake) if path in LLM_PATHS else None
+                        targets = _targets(store, handle.id)
         finally:
             await env.shutdown()
             store.dispose()
@@ -184,6 +198,8 @@ async def run_day(
     day["curve_on_the_sim_clock"] = [list(p) for p in demand.curve]
     day["wall_s"] = round(time.monotonic() - started, 1)
     day["sleep_timeouts"] = SLEEP_TIMEOUTS[0]
+    day["llm"] = llm
+    day["targets"] = targets
     types = offer_types(rows)
     arrivals = arrivals_per_slot(demand, seed, start_minute, minutes, SLOT_S)
     oracle = solve(
@@ -207,6 +223,26 @@ async def run_day(
     per = day["usd_per_proof_on_time"]
     day["vs_oracle"] = _r(per / oracle.usd_per_proof) if per and oracle.usd_per_proof else None
     return {"path": path, "seed": seed, "target": target, **day}
+
+
+def _targets(store: Store, agent_id: str) -> dict[str, Any]:
+    """How the target moved (demand mode's points): its changes, range and
+    time-weighted mean; empty on a fixed path."""
+    points = DemandHistory(store).series(agent_id, datetime(2000, 1, 1, tzinfo=UTC), 100_000)
+    if not points:
+        return {}
+    changes = sum(1 for a, b in pairwise(points) if a.target_per_h != b.target_per_h)
+    span = (points[-1].at - points[0].at).total_seconds() or 1.0
+    weighted = sum(a.target_per_h * (b.at - a.at).total_seconds() for a, b in pairwise(points))
+    return {
+        "points": len(points),
+        "changes": changes,
+        "min": min(p.target_per_h for p in points),
+        "max": max(p.target_per_h for p in points),
+        "mean": round(weighted / span, 1),
+        "raises": sum(1 for p in points if p.action == "raise"),
+        "lowers": sum(1 for p in points if p.action == "lower"),
+    }
 
 
 def _account(sim: SimServer) -> dict[str, float]:
