@@ -53,8 +53,8 @@ from fleet_agent.models import (
     TriggerKind,
 )
 from fleet_agent.store import Store, ToolJournal
-from fleet_agent.store.demand_history import DemandHistory
 from fleet_agent.store.accounting import replies_cost
+from fleet_agent.store.demand_history import DemandHistory
 
 __all__ = ["FleetView", "NoFleet", "RunLogActivities"]
 

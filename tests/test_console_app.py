@@ -363,7 +363,7 @@ def test_the_plot_draws_demand_beside_capacity_when_there_are_readings(
 class _DemandAgent(AgentClient):
     """An agent in demand mode whose status query answers without Temporal."""
 
-    async def status(self) -> AgentStatus:  # type: ignore[override]
+    async def status(self) -> AgentStatus:
         config = AgentConfig(target_mode="demand", min_target=100, max_target=900)
         change = DemandTargetChange(
             target_per_h=260, previous_per_h=200, action="raise", reason="raise to 260/h: need"

@@ -15,7 +15,8 @@ A failed activity or signal is logged and tried again at the next poll; a
 poll never fails for demand.
 
 Touches: the activity observe_demand (→ the demand source, the store);
-the agent, by signal; the demand gauges (workflows/metrics.py). New commands only under `MONITOR_DEMAND_PATCH`.
+the agent, by signal; the demand gauges (workflows/metrics.py). New
+commands only under `MONITOR_DEMAND_PATCH`.
 Deterministic: workflow code.
 """
 
