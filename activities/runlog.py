@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Protocol
 
+from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -17,6 +18,7 @@ from activities.compact import prompt_history
 from activities.fleet_results import replay_note
 from activities.heartbeat import heartbeating
 from activities.metrics import record_run_cost
+from fleet_agent.demand.point import DemandPoint
 from fleet_agent.llm.model_table import KNOWN_MODELS, ModelInfo
 from fleet_agent.llm.prompt import (
     context_message,
@@ -52,6 +54,7 @@ from fleet_agent.models import (
 )
 from fleet_agent.store import Store, ToolJournal
 from fleet_agent.store.accounting import replies_cost
+from fleet_agent.store.demand_history import DemandHistory
 
 __all__ = ["FleetView", "NoFleet", "RunLogActivities"]
 
@@ -139,6 +142,7 @@ class RunLogActivities:
             req.workflow_run_id,
         )
         fleet_text = await self._fleet.snapshot_text(inp.agent_id, inp.config)
+        demand = await asyncio.to_thread(self._latest_demand, inp.agent_id, inp.config)
         spend = await self._fleet.spend_summary(inp.agent_id)
         if spend is not None:
             fleet_text += "\n" + spend.line(inp.config.daily_budget_usd)
@@ -151,6 +155,7 @@ class RunLogActivities:
             config=inp.config,
             wakes=inp.wakes,
             next_heartbeat_at=inp.next_heartbeat_at,
+            demand=demand,
         )
         await asyncio.to_thread(
             store.add_message,
@@ -188,6 +193,18 @@ class RunLogActivities:
             store.set_run_context, inp.agent_id, inp.run, info, req.workflow_run_id
         )
         return info
+
+    def _latest_demand(self, agent_id: str, config: AgentConfig) -> DemandPoint | None:
+        """The monitor's latest reading of demand, for `## Demand` (demand
+        mode only: a fixed agent's message stays as it was). A row that no
+        longer parses is logged and shown as no reading, never fails the run."""
+        if config.target_mode != "demand":
+            return None
+        try:
+            return DemandHistory(self._store).latest(agent_id)
+        except ValidationError as exc:
+            activity.logger.warning("demand point of %s unreadable: %s", agent_id, exc)
+            return None
 
     def _full_texts(self, agent_id: str, triggers: list[Trigger]) -> list[Trigger]:
         """`triggers` with each inbox text (`text_key`) in place of its preview.

@@ -23,6 +23,7 @@ from starter.answers import (
     wait_for_answer,
 )
 from starter.config_args import checked_changes, parse_assignments, patch_from
+from starter.demand_view import stored_demand
 from starter.fleet_view import ledger_spend
 from starter.hints import CLI
 from starter.notify_view import stored_failures, with_stored_failures
@@ -192,7 +193,9 @@ async def status(agent: AgentClient, as_json: bool) -> int:
         # The spend as of now, from the ledger: the query's is as of the last run's start.
         ledger = await asyncio.to_thread(ledger_spend, agent.agent_id)
         failures = await asyncio.to_thread(stored_failures, agent.agent_id)
-        print(status_text(with_stored_failures(st, failures), datetime.now(UTC), ledger))
+        demand = await asyncio.to_thread(stored_demand, st)
+        shown = with_stored_failures(st, failures)
+        print(status_text(shown, datetime.now(UTC), ledger, demand))
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from fleet_agent.demand.point import DemandPoint
 from fleet_agent.models import (
     AgentConfig,
     AgentStatus,
@@ -27,6 +28,7 @@ __all__ = [
     "approvals_table",
     "config_text",
     "decision_text",
+    "demand_text",
     "fmt_duration",
     "fmt_time",
     "fmt_when",
@@ -168,9 +170,39 @@ def llm_cost_text(st: AgentStatus) -> str:
     )
 
 
-def status_text(st: AgentStatus, now: datetime, ledger: SpendSummary | None = None) -> str:
+def demand_text(st: AgentStatus, latest: DemandPoint | None, now: datetime) -> str:
+    """The status's demand line: the mode, the latest reading (`latest`, the
+    store's, else the one the last change was decided on) and the last
+    change's reason. Fixed mode: just that."""
+    cfg = st.config
+    if cfg.target_mode != "demand":
+        return "fixed"
+    change = st.demand
+    point = latest or (change.point if change is not None else None)
+    parts = [f"demand within [{cfg.min_target:g}, {cfg.max_target:g}] proofs/h"]
+    if point is None:
+        parts.append("no reading yet")
+    else:
+        age = max(0, round((now - point.at).total_seconds() / 60))
+        parts.append(f"as of {point.at:%H:%M}Z ({age} min ago): {point.line()}")
+    if change is not None:
+        when = f" at {change.point.at:%H:%M}Z" if change.point is not None else ""
+        parts.append(
+            f"last change{when} {change.previous_per_h:g} → {change.target_per_h:g}: "
+            f"{change.reason or change.action}"
+        )
+    return " · ".join(parts)
+
+
+def status_text(
+    st: AgentStatus,
+    now: datetime,
+    ledger: SpendSummary | None = None,
+    demand: DemandPoint | None = None,
+) -> str:
     """The human-readable `fleet-agent status`; its spend is `ledger`'s (the
-    store's, as of now) when given, else the query's (as of the last run)."""
+    store's, as of now) when given, else the query's (as of the last run);
+    its demand reading `demand` (the store's latest) when given."""
     cfg = st.config
     rows: list[tuple[str, str]] = [
         ("phase", st.phase.value + (" (config: paused)" if cfg.paused else "")),
@@ -208,6 +240,7 @@ def status_text(st: AgentStatus, now: datetime, ledger: SpendSummary | None = No
             f"{cfg.target_proofs_per_hour:g} proofs/h · max {cfg.max_instances} instances · "
             f"max ${cfg.max_fleet_dph:g}/h fleet" + (" · dry run" if cfg.dry_run else ""),
         ),
+        ("target mode", demand_text(st, demand, now)),
         ("spend", spend_text(st, ledger)),
         (
             "LLM",

@@ -1,15 +1,17 @@
 """A store seeded for the console's tests: three runs of one agent over the
-last hours, each with the fleet in its context message, and spend hours."""
+last hours, each with the fleet in its context message, and spend hours;
+and, for demand mode's plot, readings of demand (`seed_demand`)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fleet_agent.demand.point import DemandPoint
 from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot
 from fleet_agent.llm.transcript import StoredReply, dumps
 from fleet_agent.models import TokenUsage, Trigger, TriggerKind, Verdict
-from fleet_agent.store import Store
+from fleet_agent.store import DemandHistory, Store
 from fleet_agent.store.tables import SpendHourRow, table_of
 from tests.helpers import finish_ok
 
@@ -83,3 +85,28 @@ def seed(store: Store) -> None:
                 hours.insert(),
                 {"agent_id": AGENT, "instance_id": 41, "hour": hour, "usd": 0.42, "seconds": 3600},
             )
+
+
+def seed_demand(store: Store, agent_id: str = AGENT, now: datetime = NOW) -> list[DemandPoint]:
+    """Demand readings every 30 min over the last 3 h: arrivals rising from
+    120/h, the forecast and the demand target above them; the first has too
+    little history for an arrival rate."""
+    points = [
+        DemandPoint(
+            at=now - timedelta(minutes=30 * back),
+            queued=10 + back,
+            in_flight=2,
+            recent_per_h=None if back == 6 else 120.0 + 20 * (6 - back),
+            forecast_per_h=130.0 + 20 * (6 - back),
+            need_per_h=150.0 + 20 * (6 - back),
+            target_per_h=200.0 if back > 3 else 260.0,
+            capacity_per_h=210.0,
+            action="raise" if back == 3 else "hold",
+            reason="raise to 260/h: need 210/h" if back == 3 else "hold",
+        )
+        for back in range(6, -1, -1)
+    ]
+    history = DemandHistory(store)
+    for p in points:
+        history.record(agent_id, p)
+    return points

@@ -7,6 +7,7 @@ the live agent.
 
 from __future__ import annotations
 
+import html
 import re
 import socket
 from collections.abc import Iterator
@@ -16,14 +17,16 @@ import pytest
 from starlette.testclient import TestClient
 
 from fleet_agent.fleet.snapshot import FleetSnapshot
+from fleet_agent.models import AgentConfig, AgentStatus, DemandTargetChange
 from fleet_agent.store import FleetSnapshots, Store
 from fleet_agent.store.run_fleets import fleet_point, fleet_rows
 from starter.agent_client import AgentClient, open_client
 from starter.console import ConsoleSettings, create_app
 from starter.console.chart import trend_svg
-from starter.console.data import read_trend
+from starter.console.data import Trend, read_trend
 from starter.console.web import LOOPBACK_HOSTS, allowed_hosts_for, same_origin
-from tests.console_seed import AGENT, NOW, SIGNATURE, THOUGHT, seed, snapshot
+from tests.console_seed import AGENT, NOW, SIGNATURE, THOUGHT, seed, seed_demand, snapshot
+from tests.helpers import idle_status
 
 BASE = "http://127.0.0.1:8080"
 
@@ -333,3 +336,51 @@ def test_the_plot_holds_each_run_and_hour_of_the_last_day(console: TestClient) -
     assert svg.count("<polyline") == 3 and svg.count('<rect class="dph"') == 3
     empty = trend_svg(read_trend("nobody", NOW))
     assert "no run in the last 24 h" in empty and "no spend in the last 24 h" in empty
+
+
+def test_the_plot_draws_demand_beside_capacity_when_there_are_readings(
+    console: TestClient, store: Store
+) -> None:
+    points = seed_demand(store)
+    trend = read_trend(AGENT, NOW)
+    assert [p.at for p in trend.demand] == [p.at for p in points]
+    svg = trend_svg(trend)
+    lines = dict(re.findall(r'<polyline class="(demand-[a-z]+)" fill="none" points="([^"]+)"', svg))
+    assert set(lines) == {"demand-arrivals", "demand-forecast", "demand-target"}
+    # Arrivals start at the first reading with a rate: one pair (a step) less.
+    assert len(lines["demand-arrivals"].split()) == len(lines["demand-forecast"].split()) - 2
+    for text in ("arrivals/h", "forecast", "demand target"):
+        assert f"— {text}</text>" in svg, text
+    # The axis holds the highest demand figure (260/h: the target), not only capacity.
+    alone = trend_svg(Trend(trend.start, trend.end, demand=trend.demand))
+    assert 'text-anchor="end">500</text>' in alone and "no run in the last 24 h" not in alone
+    assert "demand-" in console.get("/parts/fleet").text
+    # Without readings: no demand line, no demand legend.
+    plain = trend_svg(read_trend("nobody", NOW))
+    assert "demand-" not in plain and "arrivals/h" not in plain
+
+
+class _DemandAgent(AgentClient):
+    """An agent in demand mode whose status query answers without Temporal."""
+
+    async def status(self) -> AgentStatus:
+        config = AgentConfig(target_mode="demand", min_target=100, max_target=900)
+        change = DemandTargetChange(
+            target_per_h=260, previous_per_h=200, action="raise", reason="raise to 260/h: need"
+        )
+        return idle_status(AGENT, config=config, demand=change)
+
+
+def test_the_summary_has_a_demand_line_in_demand_mode(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(store)
+    points = seed_demand(store)
+    monkeypatch.setenv("FLEET_DATABASE_URL", str(store.engine.url))
+    app = create_app(_DemandAgent(lambda: None, AGENT), ConsoleSettings())  # type: ignore[arg-type,return-value]
+    with TestClient(app, base_url=BASE, headers={"Origin": BASE}) as client:
+        page = html.unescape(client.get("/").text)
+    line = page.split('<dd class="demand-line">', 1)[1].split("</dd>", 1)[0]
+    assert "demand within [100, 900] proofs/h" in line
+    assert points[-1].line() in line, "the store's latest reading"
+    assert "last change 200 → 260: raise to 260/h: need" in line

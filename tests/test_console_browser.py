@@ -9,7 +9,8 @@ $/h); a message sent from the chat box is
 answered on the page; the wake that answering run scheduled is cancelled from
 the page; trigger now and reset ask for a confirmation; the run log and the run's
 transcript load, with the link to the run's workflow in the Web UI. Wrong
-approval and wake IDs on the live agent get clear errors and lose nothing.
+approval and wake IDs on the live agent get clear errors and lose nothing. The plot draws demand
+beside capacity, each line in its own colour.
 All of it under the console's CSP (`script-src 'self'`): the browser reports
 no violation.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import html
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ from simulator import SimServer
 from starter.agent_client import AgentClient
 from starter.console import ConsoleSettings, running_console
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from tests.console_seed import seed_demand
 from tests.helpers import eventually, json_rows, running_worker, status
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -54,6 +57,13 @@ ANSWER = "ANSWER-7d1e: the fleet is fine."
 VERDICT = '\n<verdict>{"action": false, "state_changed": false}</verdict>'
 ACTED = 'Rented.\n<verdict>{"action": true, "state_changed": true}</verdict>'
 UI = "http://ui.test:8233"
+# Each demand line in its own colour (static/console.css), apart from the
+# capacity's blues and the target's red.
+DEMAND_COLOURS = {
+    "demand-arrivals": "rgb(255, 127, 14)",
+    "demand-forecast": "rgb(148, 103, 189)",
+    "demand-target": "rgb(140, 86, 75)",
+}
 
 pytestmark = pytest.mark.devserver
 
@@ -237,10 +247,20 @@ async def test_the_console_in_a_browser(
                 return (await agent.status()).session == 2
 
             await eventually(new_session, timeout=20, what="the reset to start session 2")
-            # The fleet as the newest run saw it: the machine run 1 rented.
+            # The fleet as the newest run saw it: the machine run 1 rented;
+            # and demand beside capacity, from readings the monitor of an
+            # agent in demand mode would have kept.
+            seed_demand(store, handle.id, datetime.now(UTC))
             await page.reload()
             await expect(page.locator("#fleet table")).to_contain_text("RTX")
-            await expect(page.locator("#trend svg polyline")).to_have_count(3)
+            plot = page.locator("#trend svg")
+            await expect(plot.locator("polyline")).to_have_count(6)
+            for css, colour in DEMAND_COLOURS.items():
+                line = plot.locator(f"polyline.{css}")
+                await expect(line).to_have_count(1)
+                await expect(line).to_have_css("stroke", colour)
+            for text in ("arrivals/h", "forecast", "demand target"):
+                await expect(plot).to_contain_text(f"— {text}")
             if shots:
                 await page.screenshot(path=f"{shots}/console.png", full_page=True)
 

@@ -1,5 +1,6 @@
 """The workflows' metrics through a stand-in meter: the monitor's poll sets the
-fleet gauges, and P0 latency counts operator triggers only."""
+fleet gauges, a demand decision the demand gauges, and P0 latency counts
+operator triggers only."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from typing import Any
 import pytest
 import temporalio.workflow
 
+from fleet_agent.demand.point import DemandPoint, DemandStepResult
+from fleet_agent.demand.target import DemandDecision, DemandPolicy
 from fleet_agent.fleet.snapshot import FleetSnapshot
-from fleet_agent.models import Trigger, TriggerKind
+from fleet_agent.models import MonitorConfig, Trigger, TriggerKind
 from workflows import metrics
+from workflows.monitor_demand import DemandFollower
 
 
 class _Gauges:
@@ -115,3 +119,72 @@ def test_p0_latency_counts_operator_triggers_only(monkeypatch: pytest.MonkeyPatc
         ("fleet_run_triggers", "kind=wake"): 1,
         ("fleet_run_triggers", "kind=state_changed"): 3,
     }
+
+
+POINT = DemandPoint(
+    at=datetime(2026, 12, 6, 12, 0, tzinfo=UTC),
+    queued=12,
+    in_flight=3,
+    recent_per_h=310,
+    forecast_per_h=330,
+    need_per_h=350,
+    target_per_h=400,
+    capacity_per_h=380,
+    action="raise",
+)
+DEMAND_GAUGES = {
+    "fleet_demand_arrivals_proofs_per_hour": 310,
+    "fleet_demand_forecast_proofs_per_hour": 330,
+    "fleet_demand_need_proofs_per_hour": 350,
+    "fleet_demand_backlog": 15,
+    "fleet_demand_target_proofs_per_hour": 400,
+}
+
+
+def test_a_demand_decision_sets_the_demand_gauges(monkeypatch: pytest.MonkeyPatch) -> None:
+    values: dict[str, float] = {}
+    monkeypatch.setattr(temporalio.workflow, "metric_meter", lambda: _Gauges(values))
+    metrics.record_demand("a", POINT)
+    assert values == DEMAND_GAUGES
+    values.clear()
+    metrics.record_demand("a", POINT.model_copy(update={"recent_per_h": None}))
+    assert "fleet_demand_arrivals_proofs_per_hour" not in values, "no rate yet: left as it was"
+    assert values["fleet_demand_backlog"] == 15
+
+
+async def test_the_monitor_records_the_point_of_each_decision(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DemandFollower.after_poll, its activity stood in for: the step's point
+    reaches the gauges, whether or not the target moves."""
+    values: dict[str, float] = {}
+    monkeypatch.setattr(temporalio.workflow, "metric_meter", lambda: _Gauges(values))
+    decision = DemandDecision(
+        target_per_h=400,
+        action="hold",
+        need_per_h=350,
+        forecast_per_h=330,
+        backlog_per_h=0,
+        backlog=15,
+        at_risk=0,
+        capacity_per_h=380,
+        saturated=False,
+        reason="hold",
+    )
+
+    async def step(*_: Any, **__: Any) -> DemandStepResult:
+        return DemandStepResult(source="sim", decision=decision, point=POINT)
+
+    monkeypatch.setattr(temporalio.workflow, "execute_activity", step)
+    config = MonitorConfig(
+        target_proofs_per_hour=400,
+        target_mode="demand",
+        demand_policy=DemandPolicy(max_target=900),
+    )
+    target = await DemandFollower(None, 0.0).after_poll(
+        None,  # type: ignore[arg-type]  # the target holds: nothing is signalled
+        "a",
+        config,
+        FleetSnapshot(capacity_proofs_per_hour=380),
+    )
+    assert target is None and values == DEMAND_GAUGES

@@ -20,12 +20,14 @@ from temporalio.common import MetricMeter
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models only.
+    from fleet_agent.demand.point import DemandPoint
     from fleet_agent.fleet.snapshot import FleetSnapshot
     from fleet_agent.llm.verdict import acted
     from fleet_agent.models import AgentState, Phase, RunResult, ToolResult, Trigger, TriggerKind
 
 __all__ = [
     "record_agent_state",
+    "record_demand",
     "record_fleet",
     "record_run_finished",
     "record_run_started",
@@ -142,3 +144,26 @@ def record_fleet(agent_id: str, snap: FleetSnapshot) -> None:
     ).set(snap.expected_proofs_per_hour)
     meter.create_gauge_float("fleet_dph_usd", "The fleet's $/hour now", "USD/h").set(snap.fleet_dph)
     meter.create_gauge("fleet_instances", "Machines of the fleet").set(len(snap.instances))
+
+
+def record_demand(agent_id: str, point: DemandPoint) -> None:
+    """Gauges of one demand decision (demand mode, after a poll): arrivals,
+    forecast, need, backlog and the target the rule chose. Arrivals are left
+    as they were while the history is too short for a rate."""
+    meter = _meter(agent_id)
+    if point.recent_per_h is not None:
+        meter.create_gauge_float(
+            "fleet_demand_arrivals_proofs_per_hour", "Proofs arriving per hour (the last hour)"
+        ).set(point.recent_per_h)
+    meter.create_gauge_float(
+        "fleet_demand_forecast_proofs_per_hour", "Arrivals per hour forecast a lead time ahead"
+    ).set(point.forecast_per_h)
+    meter.create_gauge_float(
+        "fleet_demand_need_proofs_per_hour", "Proofs/h needed for the forecast and the backlog"
+    ).set(point.need_per_h)
+    meter.create_gauge("fleet_demand_backlog", "Proofs queued or in flight at the source").set(
+        point.backlog
+    )
+    meter.create_gauge_float(
+        "fleet_demand_target_proofs_per_hour", "The target demand mode decided"
+    ).set(point.target_per_h)

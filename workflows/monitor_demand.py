@@ -15,7 +15,8 @@ A failed activity or signal is logged and tried again at the next poll; a
 poll never fails for demand.
 
 Touches: the activity observe_demand (→ the demand source, the store);
-the agent, by signal. New commands only under `MONITOR_DEMAND_PATCH`.
+the agent, by signal; the demand gauges (workflows/metrics.py). New
+commands only under `MONITOR_DEMAND_PATCH`.
 Deterministic: workflow code.
 """
 
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.fleet.snapshot import FleetSnapshot
     from fleet_agent.models import DEMAND_TARGET, DemandTargetChange, MonitorConfig
     from workflows import stubs
+    from workflows.metrics import record_demand
 
 __all__ = ["MONITOR_DEMAND_PATCH", "DemandFollower"]
 
@@ -87,6 +89,9 @@ class DemandFollower:
             workflow.logger.warning("demand not observed: %s", exc.cause or exc)
             return None
         self.last = step.summary
+        if step.point is not None:
+            # Emits no command: safe without a patch (workflows/metrics.py).
+            record_demand(agent_id, step.point)
         decision = step.decision
         if decision is None:
             workflow.logger.info("%s", step.summary)

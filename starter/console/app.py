@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.applications import Starlette
@@ -60,8 +61,10 @@ from starter.console.web import (
     page,
     same_origin,
 )
+from starter.demand_view import stored_demand
 from starter.fleet_view import ledger_spend
 from starter.notify_view import stored_failures, with_stored_failures
+from starter.render import demand_text
 
 __all__ = ["create_app"]
 
@@ -71,34 +74,53 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
 
 
-async def _status(agent: AgentClient) -> tuple[AgentStatus | None, str, SpendSummary | None]:
+async def _status(agent: AgentClient) -> tuple[AgentStatus | None, str, SpendSummary | None, str]:
     """The status query, or why it failed (a page still shows the store's parts),
-    and the spend to show: the ledger's as of now, else the query's (as of the
-    last run's start)."""
+    the spend to show: the ledger's as of now, else the query's (as of the
+    last run's start), and the demand line in demand mode ("" in fixed mode)."""
     try:
         status = await agent_call(agent.status())
     except ConsoleError as exc:
-        return None, exc.message, None
+        return None, exc.message, None, ""
     ledger = await asyncio.to_thread(ledger_spend, agent.agent_id)
-    # The monitor's failed deliveries are only in the store.
+    # The monitor's failed deliveries and its readings of demand are only in the store.
     failures = await asyncio.to_thread(stored_failures, agent.agent_id)
-    return with_stored_failures(status, failures), "", ledger or status.spend
+    demand = ""
+    if status.config.target_mode == "demand":
+        latest = await asyncio.to_thread(stored_demand, status)
+        demand = demand_text(status, latest, datetime.now(UTC))
+    return with_stored_failures(status, failures), "", ledger or status.spend, demand
 
 
 async def _agent_part(request: Request, **context: Any) -> Response:
-    status, error, spend = await _status(agent_of(request))
+    status, error, spend, demand = await _status(agent_of(request))
     return page(
-        request, "_agent.html", status=200, st=status, st_error=error, spend=spend, **context
+        request,
+        "_agent.html",
+        status=200,
+        st=status,
+        st_error=error,
+        spend=spend,
+        demand=demand,
+        **context,
     )
 
 
 async def dashboard(request: Request) -> Response:
-    status, error, spend = await _status(agent_of(request))
+    status, error, spend, demand = await _status(agent_of(request))
     try:
         history = await in_thread(recent_messages, agent_of(request).agent_id)
     except ConsoleError:  # the fleet part below says what is wrong with the store
         history = []
-    return page(request, "index.html", st=status, st_error=error, spend=spend, history=history)
+    return page(
+        request,
+        "index.html",
+        st=status,
+        st_error=error,
+        spend=spend,
+        demand=demand,
+        history=history,
+    )
 
 
 async def agent_part(request: Request) -> Response:

@@ -1,5 +1,7 @@
 """The console's 24 h plot as inline SVG, drawn on the server: capacity
-(running and expected) against the target, and the fleet's $/h.
+(running and expected) against the target, demand beside them (in demand
+mode: arrivals/h, the forecast and the target demand asks for, one point
+per monitor poll), and the fleet's $/h.
 
 Pure: a `Trend` in, SVG text out; no JavaScript, no plotting library. Capacity
 and target are step lines (each holds from one run's start to the next);
@@ -79,15 +81,28 @@ def trend_svg(trend: Trend) -> str:
         'role="img" aria-label="capacity against target, and $/h, over the last 24 hours" '
         'class="trend">'
     ]
-    cap_top = _nice(max([max(p.capacity, p.expected, p.target) for p in trend.points] or [0]))
+    demand = _demand_series(trend)
+    cap_top = _nice(
+        max(
+            [max(p.capacity, p.expected, p.target) for p in trend.points]
+            + [v for _, _, series in demand for _, v in series]
+            or [0]
+        )
+    )
     parts.append(_frame(_TOP, _MID, f"{cap_top:g}", "proofs/h"))
     if trend.points:
         for name, css in (("target", "target"), ("expected", "expected"), ("capacity", "capacity")):
             series = [(p.at, float(getattr(p, name))) for p in trend.points]
             coords = _steps(series, axis, cap_top, _MID)
             parts.append(f'<polyline class="{css}" fill="none" points="{coords}"/>')
-    else:
+    elif not trend.demand:
         parts.append(_note((_TOP + _MID) / 2, "no run in the last 24 h"))
+    for css, text, series in demand:
+        coords = _steps(series, axis, cap_top, _MID)
+        parts.append(
+            f'<polyline class="{css}" fill="none" points="{coords}"><title>{escape(text)}'
+            "</title></polyline>"
+        )
     bars = dph_bars(trend)
     dph_top = _nice(max([v for _, v in bars] or [0]))
     y_top = _MID + _GAP
@@ -102,7 +117,9 @@ def trend_svg(trend: Trend) -> str:
     if not bars:
         parts.append(_note((y_top + _BOTTOM) / 2, "no spend in the last 24 h"))
     parts.append(_time_ticks(axis))
-    parts.append(_legend())
+    parts.append(_legend(_LEGEND))
+    if demand:
+        parts.append(_legend([(css, text) for css, text, _ in demand], row=1))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -141,9 +158,30 @@ def _time_ticks(axis: _Axis) -> str:
     return "".join(ticks)
 
 
-def _legend() -> str:
-    items = (("capacity", "capacity running"), ("expected", "expected"), ("target", "target"))
+_LEGEND = [("capacity", "capacity running"), ("expected", "expected"), ("target", "target")]
+
+
+def _legend(items: Sequence[tuple[str, str]], row: int = 0) -> str:
+    y = _TOP + 12 + 14 * row
     return "".join(
-        f'<text class="legend {css}" x="{_LEFT + 8 + i * 130}" y="{_TOP + 12}">— {text}</text>'
+        f'<text class="legend {css}" x="{_LEFT + 8 + i * 130}" y="{y}">— {escape(text)}</text>'
         for i, (css, text) in enumerate(items)
     )
+
+
+def _demand_series(trend: Trend) -> list[tuple[str, str, list[tuple[datetime, float]]]]:
+    """(css class, legend, points) of each demand line with points: arrivals
+    per hour (none while history is too short), the forecast, and the target
+    demand mode asks for. None without readings."""
+    if not trend.demand:
+        return []
+    lines = [
+        (
+            "demand-arrivals",
+            "arrivals/h",
+            [(p.at, p.recent_per_h) for p in trend.demand if p.recent_per_h is not None],
+        ),
+        ("demand-forecast", "forecast", [(p.at, p.forecast_per_h) for p in trend.demand]),
+        ("demand-target", "demand target", [(p.at, p.target_per_h) for p in trend.demand]),
+    ]
+    return [line for line in lines if line[2]]

@@ -10,16 +10,27 @@ missing or unreadable store into a `CliError`.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal, get_args
 
+from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
+from fleet_agent.demand.point import DemandPoint
 from fleet_agent.fleet.snapshot import FleetInstance
 from fleet_agent.llm.transcript import CONTEXT_SEQ
 from fleet_agent.models import RunStatus, TriggerKind
-from fleet_agent.store import MessageRecord, RunRecord, SpendHour, SummaryRecord, TrendReads
+from fleet_agent.store import (
+    DemandHistory,
+    MessageRecord,
+    RunRecord,
+    SpendHour,
+    Store,
+    SummaryRecord,
+    TrendReads,
+)
 from fleet_agent.store.run_fleets import FleetPoint, fleet_point, fleet_rows
 from starter.agent_client import CliError
 from starter.fleet_view import FleetView, read_fleet_view
@@ -44,6 +55,7 @@ __all__ = [
 RunFilter = Literal["all", "acted", "errors", "human", "in-prompt", "skipped"]
 FILTERS: tuple[RunFilter, ...] = get_args(RunFilter)
 TREND_WINDOW = timedelta(hours=24)
+log = logging.getLogger("fleet_agent.console")
 
 
 def _keeps(run: RunRecord, which: RunFilter) -> bool:
@@ -157,19 +169,35 @@ def fleet_now(agent_id: str) -> FleetView:
         store.dispose()
 
 
+def _demand_series(
+    store: Store, agent_id: str, start: datetime, end: datetime
+) -> list[DemandPoint]:
+    """The demand readings in [start, end]; a row that no longer parses
+    leaves the plot without demand (logged), never without the fleet."""
+    try:
+        series = DemandHistory(store).series(agent_id, start)
+    except ValidationError as exc:
+        log.warning("demand history of %s unreadable: %s", agent_id, exc)
+        return []
+    return [p for p in series if p.at <= end]
+
+
 @dataclass(frozen=True)
 class Trend:
-    """The last 24 h: the fleet at each run's start, and spend per hour."""
+    """The last 24 h: the fleet at each run's start, spend per hour, and the
+    monitor's readings of demand (none outside demand mode)."""
 
     start: datetime
     end: datetime
     points: list[FleetPoint] = field(default_factory=list)
     hours: list[SpendHour] = field(default_factory=list)
+    demand: list[DemandPoint] = field(default_factory=list)
 
 
 def read_trend(agent_id: str, now: datetime | None = None) -> Trend:
     """Capacity and target from each run's context message, $/h from the
-    spend ledger's hours, over the 24 h before `now`."""
+    spend ledger's hours, demand from the demand history, over the 24 h
+    before `now`."""
     end = now or datetime.now(UTC)
     start = end - TREND_WINDOW
     store = open_store()
@@ -177,9 +205,10 @@ def read_trend(agent_id: str, now: datetime | None = None) -> Trend:
         reads = TrendReads(store)
         messages = reads.context_messages_since(agent_id, start)
         hours = reads.spend_hours_since(agent_id, start)
+        demand = _demand_series(store, agent_id, start, end)
     except SQLAlchemyError as exc:
         raise CliError(f"cannot read the run log ({store!r}): {str(exc).splitlines()[0]}") from None
     finally:
         store.dispose()
     points = [p for m in messages if (p := fleet_point(m.content, m.created_at, m.run))]
-    return Trend(start, end, points, hours)
+    return Trend(start, end, points, hours, demand)
