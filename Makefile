@@ -17,6 +17,9 @@ STAMP := $(VENV)/.installed
 TEMPORAL_PORT ?=
 TEMPORAL_UI_PORT ?=
 CONSOLE_PORT ?=
+# The simulator serves demand and the worker reads it (`up --sim-demand`):
+# SIM_DEMAND=default, or a curve of proofs/hour at UTC hours, "0:60,14:300".
+SIM_DEMAND ?=
 # More `fleet-agent up` options, e.g. UP_ARGS=--check.
 UP_ARGS ?=
 
@@ -64,7 +67,8 @@ run: $(RUN_STAMP)
 	$(COMPILE)
 	$(BIN)/fleet-agent up $(if $(TEMPORAL_PORT),--port $(TEMPORAL_PORT)) \
 	  $(if $(TEMPORAL_UI_PORT),--ui-port $(TEMPORAL_UI_PORT)) \
-	  $(if $(CONSOLE_PORT),--console-port $(CONSOLE_PORT)) $(UP_ARGS)
+	  $(if $(CONSOLE_PORT),--console-port $(CONSOLE_PORT)) \
+	  $(if $(SIM_DEMAND),--sim-demand '$(SIM_DEMAND)') $(UP_ARGS)
 
 # Four workers, a test module each at a time (module fixtures stay in one
 # process); every test brings its own servers, ports and databases. Most

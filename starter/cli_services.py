@@ -219,6 +219,12 @@ def add_service_commands(sub: Any) -> None:
         help="with this stack already running: add a worker to it, and nothing else "
         "(without the flag a second `up` only attaches)",
     )
+    p.add_argument(
+        "--sim-demand",
+        metavar="CURVE",
+        help='the simulator serves demand, and the worker reads it: "default" (a day for a '
+        'small fleet, 60-300 proofs/h) or proofs/hour at UTC hours, "0:60,14:300,20:100"',
+    )
     new_store_option(p)
     p.add_argument("--sim-seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--sim-speed", type=float, default=1.0, help=argparse.SUPPRESS)

@@ -39,6 +39,7 @@ from starter.agent_client import AgentClient, CliError
 from starter.console import DEFAULT_CONSOLE_PORT, console_for_stack
 from starter.devserver import DevServerConfig
 from starter.stack_attach import attach, check_summary, connect_retrying, first_run
+from starter.stack_demand import DemandWiring, demand_env, demand_lines
 from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
 from starter.stack_options import StackOptions, dev_config
 from starter.stack_server import SERVER_START_TIMEOUT, Server, temporal_server
@@ -58,6 +59,7 @@ def _banner(
     settings: Settings,
     db_url: str,
     provider: str,
+    wiring: DemandWiring | None,
 ) -> str:
     env = _cli_env(server.address, db_url, from_settings=settings.database_url is not None)
     agent = "" if opts.agent_id == "fleet-agent" else f" --agent-id {opts.agent_id}"
@@ -79,11 +81,17 @@ def _banner(
         f"  vast.ai:    {vast}",
         f"  run log:    {redacted_url(db_url)}",
         f"  LLM:        {provider}",
+    ]
+    demand, switch = demand_lines(wiring, settings.demand, opts.sim_demand)
+    if demand is not None:
+        lines.append(demand)
+    lines += [
         "try:",
         f'  {env}.venv/bin/fleet-agent ask{agent} "how is the fleet?"',
         f"  {env}.venv/bin/fleet-agent fleet{agent}",
         f"  {env}.venv/bin/fleet-agent status{agent}",
         f"  {env}.venv/bin/fleet-agent runs{agent}",
+        *([f"  {env}.venv/bin/fleet-agent config{agent} {switch}"] if switch else []),
         f"  .venv/bin/temporal workflow query --address {server.address} "
         f"--workflow-id {opts.agent_id} --type status",
     ]
@@ -177,6 +185,7 @@ async def _serve(
         else:
             server = Server(owner.temporal_address, owner.ui_url, started=False, log_path=None)
         await loading
+        from activities.demand import DemandActivities, source_from_env
         from fleet_agent.llm.factory import provider_from_settings
         from worker import build_worker, fleet_from_settings, open_worker_store
 
@@ -184,9 +193,16 @@ async def _serve(
         if owner is None:
             state = None if opts.sim_no_state else opts.sim_state or str(paths.sim_state)
             sim_url = stack.enter_context(simulator(opts, state))
+            demand_url = f"{sim_url}/demand" if sim_url and opts.sim_demand else None
         else:
             sim_url = stack.enter_context(shared_simulator(owner.sim_url))
-        settings = Settings.from_env()  # again: the simulator exported VAST_API_*
+            demand_url = owner.demand_url if sim_url else None
+        # The worker reads the simulator's demand (unless the operator named a source).
+        wiring = stack.enter_context(demand_env(demand_url)) if demand_url else None
+        try:  # again: VAST_API_*, FLEET_DEMAND_* were exported
+            settings = Settings.from_env()
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
         db_url = settings.database_url or _stack_store(paths)
         if owner is not None and owner.store and owner.store != redacted_url(db_url):
             raise CliError(
@@ -215,6 +231,7 @@ async def _serve(
             fleet=fleet,
             task_queue=opts.task_queue,
             prices=settings.llm_models,
+            demand=DemandActivities(source_from_env(settings.demand)),
         )
         worker_task = asyncio.create_task(worker.run())
         stack.push_async_callback(_stop_worker, worker_task, worker.shutdown)
@@ -224,7 +241,9 @@ async def _serve(
             print(
                 f"worker added to the running stack (pid {owner.pid}): Temporal "
                 f"{server.address}, task queue {opts.task_queue!r}, run log "
-                f"{redacted_url(db_url)}. Ctrl-C stops this worker only.",
+                f"{redacted_url(db_url)}"
+                + (f", demand {d.source} at {d.url}" if (d := settings.demand).url else "")
+                + ". Ctrl-C stops this worker only.",
                 flush=True,
             )
         else:
@@ -242,6 +261,7 @@ async def _serve(
                     settings,
                     db_url,
                     f"{provider.name}" + (f" ({model})" if model else ""),
+                    wiring,
                 ),
                 flush=True,
             )
@@ -256,7 +276,14 @@ async def _serve(
             )
             print(f"console: {console_url}", flush=True)
             owned.write(
-                _record(opts, config, sim_url=sim_url, store=redacted_url(db_url), ready=True)
+                _record(
+                    opts,
+                    config,
+                    sim_url=sim_url,
+                    demand_url=demand_url,
+                    store=redacted_url(db_url),
+                    ready=True,
+                )
             )
             print(f"agent {'started' if started else 'was already running: attached'}", flush=True)
         waiters: set[asyncio.Task[Any]] = {worker_task, asyncio.create_task(stop.wait())}

@@ -95,6 +95,9 @@ class StackRecord(BaseModel):
     #: The simulator the worker uses (None: vast.ai or no fleet); an added
     #: worker uses the same one.
     sim_url: str | None = None
+    #: The simulator's demand endpoint when it serves demand (`--sim-demand`);
+    #: an added worker reads it too, as the stack's does.
+    demand_url: str | None = None
     #: The store, its password masked: shown, never used to connect.
     store: str = ""
     ready: bool = False

@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet_agent.config.local_stack import (
     CONSOLE_PORT_ENV,
@@ -26,6 +26,9 @@ from starter.agent_client import CliError, UsageError
 from starter.devserver import ROOT, DevServerConfig, load_dev_config
 from starter.stack_guard import port_taken
 from starter.stack_server import check_ports
+
+if TYPE_CHECKING:
+    from simulator import DemandConfig
 
 __all__ = ["StackOptions", "dev_config", "up_main"]
 
@@ -49,6 +52,9 @@ class StackOptions:
     #: Keep no simulator state at all.
     sim_no_state: bool = False
     sim_rate_limits: bool = True
+    #: The simulator's demand (`--sim-demand`; starter/stack_demand.py): the
+    #: worker then reads it. None: no demand served.
+    sim_demand: DemandConfig | None = None
     new_store: bool = False
     #: The web console's port, for the console (None: CONSOLE_PORT, else 8080).
     console_port: int | None = None
@@ -92,6 +98,12 @@ def up_main(args: argparse.Namespace) -> int:
         console_port = args.console_port or env_port(CONSOLE_PORT_ENV) or DEFAULT_CONSOLE_PORT
     except ValueError as exc:  # a malformed setting, as a malformed option: exit 2
         raise UsageError(str(exc)) from None
+    sim_demand = None
+    if args.sim_demand is not None:
+        # Only then: the simulator's import is a tenth of a second more.
+        from starter.stack_demand import stack_demand
+
+        sim_demand = stack_demand(args.sim_demand)
     opts = StackOptions(
         agent_id=args.agent_id,
         task_queue=args.task_queue,
@@ -108,6 +120,7 @@ def up_main(args: argparse.Namespace) -> int:
         # `--sim-state ''` keeps nothing, as it always has.
         sim_no_state=args.sim_state == "",
         sim_rate_limits=not args.sim_no_rate_limits,
+        sim_demand=sim_demand,
         new_store=args.new_store,
         add_worker=args.add_worker,
     )

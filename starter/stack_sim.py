@@ -5,6 +5,7 @@ stack runs and restored afterwards, with FLEET_PROVER_ALLOW_LOOPBACK=1: the
 simulated provers listen on loopback, which a worker refuses to read
 otherwise (fleet_agent/fleet/prover_status.py). A worker added to a running stack
 (`up --add-worker`) uses that stack's simulator instead of starting one.
+With `--sim-demand` the simulator serves demand too (starter/stack_demand.py).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def simulator(opts: StackOptions, state_path: str | None) -> Iterator[str | None
             scenario=opts.sim_scenario,
             rate_limits=opts.sim_rate_limits,
             state_path=state_path,
+            demand=opts.sim_demand,
         )
     except StateError as exc:
         raise CliError(f"{exc}; remove the file to start a fresh simulated market") from None

@@ -1,0 +1,133 @@
+"""The local stack's demand (`fleet-agent up --sim-demand CURVE`, `make run SIM_DEMAND=…`).
+
+Touches: the in-process simulator's work source (a `DemandConfig`), and the
+worker's FLEET_DEMAND_SOURCE/FLEET_DEMAND_URL, exported while the stack runs
+and restored afterwards (as starter/stack_sim.py does VAST_API_*), so the
+worker's `http` source reads the simulator's ``GET /demand``. A demand
+source the operator named (environment or .env) wins: nothing is exported
+then, and the banner says so. A worker added with `--add-worker` gets the
+same variables from the stack file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fleet_agent.demand.settings import DemandEnv
+from starter.agent_client import CliError, UsageError
+
+if TYPE_CHECKING:
+    from simulator import DemandConfig
+
+__all__ = [
+    "DEFAULT_BURSTS_PER_DAY",
+    "DEFAULT_CURVE",
+    "DemandWiring",
+    "demand_env",
+    "demand_lines",
+    "stack_demand",
+    "suggested_max_target",
+]
+
+#: `--sim-demand default`: a day for a small local fleet (a few simulated
+#: machines of 25-100 proofs/h each): quiet at night, a peak of 300 proofs/h
+#: at 14:00 UTC (sim clock), two random bursts a day, the simulator's
+#: 30-minute deadlines.
+DEFAULT_CURVE = "0:60,8:150,14:300,20:100"
+DEFAULT_BURSTS_PER_DAY = 2.0
+SOURCE_ENV = "FLEET_DEMAND_SOURCE"
+URL_ENV = "FLEET_DEMAND_URL"
+
+
+def stack_demand(raw: str | None) -> DemandConfig | None:
+    """`--sim-demand`'s value as the simulator's settings (None: not given).
+    Raises `UsageError` for a bad curve, `CliError` without the simulator."""
+    if raw is None:
+        return None
+    if os.environ.get("VAST_API_KEY"):
+        raise CliError(
+            "--sim-demand serves demand from the simulator, which runs only without "
+            "VAST_API_KEY: unset it, or point the worker at your own FLEET_DEMAND_SOURCE"
+        )
+    try:
+        from simulator import demand_from_options
+    except ImportError as exc:
+        raise CliError(f"--sim-demand needs the vast.ai simulator (simulator): {exc}") from None
+    try:
+        if raw.strip() == "default":
+            config = demand_from_options(DEFAULT_CURVE, burst_rate_per_day=DEFAULT_BURSTS_PER_DAY)
+        else:
+            config = demand_from_options(raw)
+    except ValueError as exc:
+        raise UsageError(f"--sim-demand: {exc}") from None
+    assert config is not None  # a curve was given
+    return config
+
+
+def suggested_max_target(config: DemandConfig) -> int:
+    """The `max_target` the banner proposes: twice the curve's peak (room for
+    a burst and the headroom), in steps of 50 proofs/h."""
+    peak = max(rate for _, rate in config.curve)
+    return max(50, math.ceil(2 * peak / 50) * 50)
+
+
+@dataclass(frozen=True)
+class DemandWiring:
+    """The simulator's demand endpoint, and whether the worker was pointed at it."""
+
+    url: str
+    #: False: the operator's own FLEET_DEMAND_SOURCE wins, nothing was exported.
+    exported: bool
+
+
+def _operator_source() -> bool:
+    """Whether FLEET_DEMAND_SOURCE is set, in the environment or the .env file
+    (a bad value is reported by the settings, read before this)."""
+    try:
+        return "source" in DemandEnv.read().model_fields_set
+    except ValueError:
+        return True
+
+
+@contextlib.contextmanager
+def demand_env(url: str) -> Iterator[DemandWiring]:
+    """Export FLEET_DEMAND_SOURCE=http and FLEET_DEMAND_URL=`url` (the
+    simulator's ``/demand``) for the worker, unless the operator named a
+    source; restore both afterwards."""
+    if _operator_source():
+        yield DemandWiring(url, exported=False)
+        return
+    saved = {k: os.environ.get(k) for k in (SOURCE_ENV, URL_ENV)}
+    os.environ[SOURCE_ENV] = "http"
+    os.environ[URL_ENV] = url
+    try:
+        yield DemandWiring(url, exported=True)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def demand_lines(
+    wiring: DemandWiring | None, reads: DemandEnv, config: DemandConfig | None
+) -> tuple[str | None, str | None]:
+    """The banner's demand line (where the worker reads demand), and the
+    `fleet-agent config` arguments that switch the agent to demand mode
+    when the worker reads the simulator's. (None, None) when it reads none."""
+    if wiring is not None and wiring.exported and config is not None:
+        line = f"  demand:     simulator at {wiring.url} ({SOURCE_ENV}=http, {URL_ENV} exported)"
+        return line, f"--set target_mode=demand --set max_target={suggested_max_target(config)}"
+    if reads.source == "none":
+        return None, None
+    where = f"{reads.source} at {reads.url}"
+    if wiring is not None:
+        where += f" (your {SOURCE_ENV} wins; the simulator's {wiring.url} is not read)"
+    switch = "`fleet-agent config --set target_mode=demand --set max_target=...`"
+    return f"  demand:     {where}; demand mode: {switch}", None
