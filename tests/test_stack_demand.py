@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
+from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.store import Store
 from fleet_agent.store.demand_history import DemandHistory
 from starter.agent_client import CliError, UsageError
-from fleet_agent.demand.settings import DemandEnv
 from starter.stack_demand import demand_env, demand_lines, stack_demand, suggested_max_target
 from tests.helpers import eventually
 from tests.ports import free_port
@@ -64,10 +64,10 @@ async def test_the_agent_follows_the_simulators_demand_on_the_local_stack(tmp_pa
         # The banner's command, with a fast poll so the test takes seconds.
         await _cli([*argv, "--set", "monitor_poll_seconds=5"], tmp_path, shell)
 
-        async def moved() -> dict[str, Any] | None:
+        async def moved() -> dict[str, Any]:
             st = await status()
             moved = st["config"]["target_proofs_per_hour"] != start_target
-            return st if st["demand"] is not None and moved else None
+            return st if st["demand"] is not None and moved else {}
 
         st = await eventually(moved, timeout=45, interval=1, what="a target set from demand")
         assert st["config"]["target_mode"] == "demand"
