@@ -132,6 +132,17 @@ def test_the_need_is_the_forecast_with_headroom() -> None:
     assert got.reason.startswith("raise to 60.0/h: need 60.0/h; forecast 50.0/h")
 
 
+def test_a_need_creeping_up_within_the_raise_margin_holds_the_target() -> None:
+    """Readings a little higher each poll must not run the agent at every
+    poll: the target moves once the need is more than 5 % above it."""
+    target = 100.0
+    for per_h in (85, 86, 87):  # needs 102, 103.2, 104.4: within 5 %
+        got = demand_target(_reading(), _rate(per_h), 100, target, POLICY, NOW)
+        assert (got.action, got.target_per_h) == ("hold", 100), got.reason
+    got = demand_target(_reading(), _rate(88), 100, target, POLICY, NOW)  # need 105.6
+    assert (got.action, got.target_per_h) == ("raise", 105.6)
+
+
 def test_a_backlog_with_near_deadlines_raises_the_need() -> None:
     calm = demand_target(_reading(), _rate(20), 20, 24, POLICY, NOW)
     # 12 items due in 30 min, an empty fleet: new machines prove from minute

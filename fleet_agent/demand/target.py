@@ -30,8 +30,11 @@ a target, in four steps:
    reading, so a source that stays saturated while machines load does not
    run the target up to `max_target`.
 3. **Clamp** to [`min_target`, `max_target`].
-4. **Hysteresis.** A need above the current target raises it at once
-   (missing deadlines costs the work). A need below target × (1 −
+4. **Hysteresis.** A need above the current target by more than
+   `raise_margin` raises it at once (missing deadlines costs the work;
+   the margin, well inside the headroom, keeps a need that creeps up
+   reading by reading from moving the target, and so running the agent,
+   at every poll). A need below target × (1 −
    `hysteresis`) lowers it only once every need since has stayed below that
    line for `lower_after_minutes`, and then to the highest need of that
    stretch, so a dip or noisy readings do not release machines that are
@@ -76,6 +79,7 @@ class DemandPolicy(BaseModel):
     max_target: float = Field(gt=0, allow_inf_nan=False)
     headroom: float = Field(0.2, ge=0, le=5, allow_inf_nan=False)
     hysteresis: float = Field(0.15, ge=0, lt=1, allow_inf_nan=False)
+    raise_margin: float = Field(0.05, ge=0, le=1, allow_inf_nan=False)
     lower_after_minutes: float = Field(30.0, ge=0, allow_inf_nan=False)
     saturated_step: float = Field(0.25, gt=0, le=5, allow_inf_nan=False)
     #: Rental to first proof.
@@ -178,7 +182,7 @@ def demand_target(
     }
     lowest = policy.min_target
     current = min(max(current_target, lowest), policy.max_target)
-    if clamped > current:
+    if clamped > current * (1 + policy.raise_margin) or (clamped > current and current <= 0):
         cap = " (max_target)" if clamped < need else ""
         return DemandDecision(
             target_per_h=round(clamped, 2),
@@ -195,7 +199,7 @@ def demand_target(
             **figures,
         )
     line = current * (1 - policy.hysteresis)
-    if clamped >= line or clamped >= current:
+    if clamped >= line:
         return DemandDecision(
             target_per_h=current,
             action="hold",
