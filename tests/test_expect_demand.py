@@ -19,7 +19,8 @@ from temporalio.testing import WorkflowEnvironment
 from activities.fleet import FleetActivities
 from fleet_agent.demand.events import MAX_EVENTS, merge_event
 from fleet_agent.demand.forecast import DemandEvent
-from fleet_agent.models import RunStatus
+from fleet_agent.llm.verdict import judge
+from fleet_agent.models import RunResult, RunStatus, Verdict
 from fleet_agent.store import AgentConfigs, Store
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, running_worker, status, status_after, wait_runs
@@ -57,6 +58,16 @@ def test_merge_keeps_at_most_max_drops_the_one_ending_first_and_says_so() -> Non
     # The new event is kept even when it ends before all the others.
     first = merge_event(full, _event(0.5, hours=0.25), NOW)
     assert first.events[-1] == _event(0.5, hours=0.25) and first.dropped == [full[0]]
+
+
+def test_a_run_that_recorded_an_event_is_no_noop() -> None:
+    quiet = Verdict(action=False, state_changed=False)
+    result = RunResult(run=1, status=RunStatus.OK, verdict=quiet)
+    judge(result, [])
+    assert result.noop and not result.in_prompt
+    result = RunResult(run=1, status=RunStatus.OK, verdict=quiet, demand_events=[_event(2)])
+    judge(result, [])
+    assert not result.noop and result.in_prompt
 
 
 def _at(delta: timedelta) -> str:

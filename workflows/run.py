@@ -145,12 +145,12 @@ class AgentRunWorkflow:
             result.status = RunStatus.FAILED
             result.error = describe(exc)
             workflow.logger.warning("run %s failed: %s", inp.run, result.error)
+        result.demand_events = self._event_tools.added
         judge(result, self._inp.triggers)
         # Served by a query, never written to history (the answer's preview
         # is in the result anyway).
         workflow.set_current_details(run_details(result))
         result.wake_requests = self._wake_tools.requests
-        result.demand_events = self._event_tools.added
         result.ended_at = workflow.now()
         self._step = "recording"
         await workflow.execute_activity(
