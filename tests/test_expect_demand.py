@@ -76,12 +76,13 @@ def _at(delta: timedelta) -> str:
 
 def _calls() -> list[tuple[str, dict[str, Any]]]:
     """One good call, its duplicate, and hostile ones, in one reply."""
-    good = {"start": _at(timedelta(hours=2)), "end": _at(timedelta(hours=4)), "multiplier": 3}
+    start = _at(timedelta(hours=2))
+    good: dict[str, Any] = {"start": start, "end": _at(timedelta(hours=4)), "multiplier": 3}
     return [
         ("expect_demand", {**good, "note": "launch"}),
         ("expect_demand", good),
-        ("expect_demand", {**good, "end": good["start"]}),  # ends as it starts
-        ("expect_demand", {**good, "start": good["start"][:16]}),  # no offset
+        ("expect_demand", {**good, "end": start}),  # ends as it starts
+        ("expect_demand", {**good, "start": start[:16]}),  # no offset
         ("expect_demand", {**good, "multiplier": 500}),
         ("expect_demand", {**good, "end": _at(timedelta(days=9))}),  # over 7 days
         ("expect_demand", {"start": "tomorrow", "end": "later", "multiplier": 3}),
