@@ -4,7 +4,7 @@ The merge rule (fleet_agent/demand/events.py) on its own; then the agent
 loop on the time-skipping server with the local Messages API scripting the
 calls: a good call lands in status.config.demand_events, bad ones are tool
 errors that change nothing and the loop goes on; in demand mode the
-monitor is told the new events at once.
+monitor is told the new events at once, and the histories replay.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 
 from activities.fleet import FleetActivities
 from fleet_agent.demand.events import MAX_EVENTS, merge_event
@@ -24,7 +26,7 @@ from fleet_agent.models import RunResult, RunStatus, Verdict
 from fleet_agent.store import AgentConfigs, Store
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, running_worker, status, status_after, wait_runs
-from workflows import FleetAgentWorkflow
+from workflows import AgentRunWorkflow, FleetAgentWorkflow
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 DONE = 'Noted.\n<verdict>{"action": false, "state_changed": true}</verdict>'
@@ -183,5 +185,14 @@ async def test_in_demand_mode_the_monitor_is_told_the_new_event(
             return False
 
         await eventually(told, what="the monitor's configure signal with the event")
-        await ts_env.client.get_workflow_handle(f"{handle.id}/monitor").terminate("done")
         assert (await status(handle)).config.demand_events == st.config.demand_events
+        # The new path replays: the agent's history (with its patch marker
+        # and the configure signal) and the run that recorded the event.
+        replayer = Replayer(
+            workflows=[FleetAgentWorkflow, AgentRunWorkflow],
+            data_converter=pydantic_data_converter,
+        )
+        for workflow_id in (handle.id, f"{handle.id}/run-1"):
+            history = await ts_env.client.get_workflow_handle(workflow_id).fetch_history()
+            await replayer.replay_workflow(history)
+        await ts_env.client.get_workflow_handle(f"{handle.id}/monitor").terminate("done")
