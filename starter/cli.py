@@ -26,7 +26,7 @@ from temporalio.service import RPCError
 
 from fleet_agent.config.env_file import SettingsError, export_env_file
 from runtime.process_exit import end_process
-from starter import cancel, commands
+from starter import cancel, commands, expect
 from starter.agent_client import (
     DEFAULT_QUERY_TIMEOUT,
     AgentClient,
@@ -251,6 +251,24 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="value as JSON if it parses, else text; lists comma-separated",
     )
+    json_option(p)
+
+    p = agent_cmd(
+        "expect",
+        "add a known demand event (times UTC), e.g. `expect 3x 14:00-16:00`; "
+        "--list shows them, --clear removes them",
+        lambda a, ns: expect.expect(
+            a, ns.multiplier, ns.window, ns.date, ns.note, ns.list, ns.clear, ns.json
+        ),
+    )
+    p.add_argument("multiplier", nargs="?", metavar="MULTIPLIER", help="e.g. 3x")
+    p.add_argument("window", nargs="?", metavar="HH:MM-HH:MM", help="UTC, e.g. 14:00-16:00")
+    p.add_argument(
+        "--date", metavar="YYYY-MM-DD", help="UTC day (default today, or tomorrow once ended)"
+    )
+    p.add_argument("--note", help="what the event is (shown to the model)")
+    p.add_argument("--list", action="store_true", help="list the known events")
+    p.add_argument("--clear", action="store_true", help="remove every known event")
     json_option(p)
 
     add_store_commands(sub)

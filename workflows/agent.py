@@ -105,7 +105,7 @@ class FleetAgentWorkflow:
         self._approvals = ApprovalsBook(ex)
         self._intake = Intake(ex, self._monitor)
         self._switch = KillSwitch(ex, self._approvals, self._monitor)
-        self._runs = RunLauncher(ex, self._approvals)
+        self._runs = RunLauncher(ex, self._approvals, self._monitor)
         self._keeper = ConfigKeeper(ex)
 
     # ------------------------------------------------------------ main loop

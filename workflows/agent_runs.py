@@ -22,6 +22,7 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
+    from fleet_agent.demand.events import MAX_EVENTS, merge_event
     from fleet_agent.loop.triggers import RUN_CARRIES_UNSTORED_BYTES
     from fleet_agent.loop.wakes import add_wake, due_wakes
     from fleet_agent.loop.wakes import cancel_wake as remove_wake
@@ -41,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.visibility.details import trigger_summary
     from workflows import stubs
     from workflows.agent_approvals import ApprovalsBook
+    from workflows.agent_monitor import MonitorLink
     from workflows.agent_state import AgentExecution
     from workflows.metrics import record_run_finished, record_run_started
     from workflows.policies import (
@@ -52,21 +54,24 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run import AgentRunWorkflow
     from workflows.search_attributes import run_start_attributes
 
-__all__ = ["RUN_CARRIES_TEXTS_PATCH", "RunLauncher"]
+__all__ = ["DEMAND_EVENTS_PATCH", "RUN_CARRIES_TEXTS_PATCH", "RunLauncher"]
 
 _MAX_UNRECORDED = 20
 
 
 #: The run stores the message texts it carries (`RunLauncher.run_once`).
 RUN_CARRIES_TEXTS_PATCH = "run-carries-unstored-texts"
+#: A run's `expect_demand` events go into the config and to the monitor.
+DEMAND_EVENTS_PATCH = "run-demand-events"
 
 
 class RunLauncher:
     """Starting, awaiting and recording runs; the background store loop."""
 
-    def __init__(self, ex: AgentExecution, approvals: ApprovalsBook) -> None:
+    def __init__(self, ex: AgentExecution, approvals: ApprovalsBook, monitor: MonitorLink) -> None:
         self._ex = ex
         self._approvals = approvals
+        self._monitor = monitor
 
     async def run_once(self) -> None:
         """Start the next run with the pending triggers (or a heartbeat) and wait for it."""
@@ -140,6 +145,7 @@ class RunLauncher:
         except ChildWorkflowError as exc:
             result = self._lost_run(number, now, exc.cause or exc)
         self._apply_result(result)
+        await self._take_events(result)
 
     async def finish_handed_over_run(self, flight: RunInFlight) -> None:
         """Wait for the run an earlier execution started and handed over."""
@@ -171,6 +177,7 @@ class RunLauncher:
             # The run workflow ended without closing its record (timeout, terminate).
             result = self._lost_run(flight.run, flight.started_at, result.error)
         self._apply_result(result)
+        await self._take_events(result)
 
     def _failed(self, run: int, started: datetime, error: str) -> RunResult:
         return RunResult(
@@ -237,6 +244,37 @@ class RunLauncher:
         ex.current_run = None
         ex.phase = Phase.IDLE
         ex.runs_this_execution += 1
+
+    async def _take_events(self, result: RunResult) -> None:
+        """The known demand events the run recorded (`expect_demand`): into the
+        config, as `update_config` would put them (the kept config follows:
+        ConfigKeeper), and to the monitor, which forecasts with them. The rule
+        is the run's (fleet_agent/demand/events.py), applied again to the
+        config as it is now: an operator may have changed it meanwhile."""
+        if not result.demand_events or not workflow.patched(DEMAND_EVENTS_PATCH):
+            return
+        ex = self._ex
+        old = ex.state.config
+        events = list(old.demand_events)
+        now = workflow.now()
+        for event in result.demand_events:
+            merged = merge_event(events, event, now)
+            events = merged.events
+            for dropped in merged.dropped:
+                workflow.logger.warning(
+                    "agent %s dropped known event %s: run %s added %s (at most %s kept)",
+                    ex.agent_id,
+                    dropped.describe(),
+                    result.run,
+                    event.describe(),
+                    MAX_EVENTS,
+                )
+        if events == old.demand_events:
+            return
+        # No trigger and no new due time: the run that added them knows.
+        ex.state.config = old.model_copy(update={"demand_events": events})
+        if ex.state.config.monitor_enabled and not ex.state.config.frozen:
+            await self._monitor.configure()
 
     def _notify(self, result: RunResult) -> None:
         """What a run's end tells a human: its notices, a rejected key, a

@@ -4,9 +4,10 @@ load_context → call_llm ⇄ tools → record_run. The history of this workflow
 carries IDs and decisions (tool calls with their inputs, stop reasons, usage,
 each fleet tool result's one-line status and figures) and the run's input
 (triggers with message previews, config, wakes); the prompt, the replies and
-the fleet tools' texts live in the store, written by activities. The wake
-tools' short answers, error results made here and the final answer's first
-200 characters (for the Web UI) are the exceptions.
+the fleet tools' texts live in the store, written by activities. The local
+tools' short answers (wakes, known demand events), error results made here
+and the final answer's first 200 characters (for the Web UI) are the
+exceptions.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.run_approvals import ApprovalWaiter
     from workflows.run_compact import compact_if_due
+    from workflows.run_events import EventTools
     from workflows.run_texts import (
         COMPLETE,
         CUT_TEXT,
@@ -116,6 +118,7 @@ class AgentRunWorkflow:
         self._inp = inp
         self._approvals = ApprovalWaiter(inp)
         self._wake_tools = WakeTools(inp, workflow.now)
+        self._event_tools = EventTools(inp, workflow.now)
         result = RunResult(run=inp.run, status=RunStatus.RUNNING, started_at=started)
         context: ContextInfo | None = None
         final_round: int | None = None
@@ -142,6 +145,7 @@ class AgentRunWorkflow:
             result.status = RunStatus.FAILED
             result.error = describe(exc)
             workflow.logger.warning("run %s failed: %s", inp.run, result.error)
+        result.demand_events = self._event_tools.added
         judge(result, self._inp.triggers)
         # Served by a query, never written to history (the answer's preview
         # is in the result anyway).
@@ -292,6 +296,8 @@ class AgentRunWorkflow:
             return self._wake_tools.schedule(call)
         if call.name == "cancel_wake":
             return self._wake_tools.cancel(call)
+        if call.name == "expect_demand":
+            return self._event_tools.expect(call)
         if call.name not in FLEET_TOOLS:
             return ToolResult(
                 tool_use_id=call.id,

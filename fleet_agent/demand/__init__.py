@@ -5,11 +5,13 @@ activities/demand.py and activities/demand_sources.py read the sources).
 - `reading`: `DemandReading` and `DemandSample`, parsed as hostile input;
 - `forecast`: the same hours of earlier days blended with the recent rate,
   times the operator's events;
+- `events`: adding one known event to a config's list (`merge_event`);
 - `target`: `demand_target`, the rule that turns both into proofs/h;
 - `sources`: what Curio answers, read without I/O, and the URL check;
 - `settings`: `FLEET_DEMAND_SOURCE`, `FLEET_DEMAND_URL`, `FLEET_DEMAND_TOKEN`.
 """
 
+from .events import MAX_EVENTS, EventMerge, merge_event
 from .forecast import DemandEvent, Forecast, forecast
 from .reading import (
     DemandReading,
@@ -21,6 +23,7 @@ from .reading import (
 from .target import DemandDecision, DemandPolicy, demand_target
 
 __all__ = [
+    "MAX_EVENTS",
     "DemandDecision",
     "DemandEvent",
     "DemandPolicy",
@@ -28,8 +31,10 @@ __all__ = [
     "DemandReadResult",
     "DemandReading",
     "DemandSample",
+    "EventMerge",
     "Forecast",
     "demand_target",
     "forecast",
+    "merge_event",
     "parse_reading",
 ]

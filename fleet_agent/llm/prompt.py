@@ -222,7 +222,8 @@ why; do not retry it unchanged.
 - The heartbeat runs you regularly (its interval is in ## Limits). Use schedule_next_check \
 only for a specific later moment (e.g. an instance still loading in 15 min, or the temporary \
 machines' checks above, which no other trigger would bring), never for routine checks.
-- Answer operator messages directly and briefly.
+- Answer operator messages directly and briefly. Record a change of work an operator expects \
+("expect 3x from 14:00 to 16:00") with expect_demand, times in UTC.
 
 {VERDICT_INSTRUCTIONS}"""
 

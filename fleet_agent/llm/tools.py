@@ -5,10 +5,13 @@ Names and required parameters are part of the public contract.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from fleet_agent.demand.events import MAX_EVENTS
+from fleet_agent.demand.forecast import MAX_EVENT_DAYS, DemandEvent
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.models import ToolResult
 from fleet_agent.models.errors import describe_validation_error
@@ -21,13 +24,17 @@ __all__ = [
     "CancelWakeInput",
     "CreateInstanceInput",
     "DestroyInstanceInput",
+    "ExpectDemandInput",
     "ScheduleNextCheckInput",
     "SearchOffersInput",
     "parse_tool_input",
     "tool_schemas",
 ]
 
-LOCAL_TOOLS = frozenset({"schedule_next_check", "cancel_wake"})
+# Decided in the run workflow: no activity, no fleet.
+LOCAL_TOOLS = frozenset({"schedule_next_check", "cancel_wake", "expect_demand"})
+#: How far ahead a known event may start (a wrong year is an error, not a slot).
+EXPECT_HORIZON_DAYS = 31
 FLEET_TOOLS = frozenset(
     {"get_fleet_status", "search_offers", "create_instance", "destroy_instance"}
 )
@@ -120,6 +127,34 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
             "additionalProperties": False,
         },
     },
+    "expect_demand": {
+        "description": (
+            'Record a known change of demand an operator tells you of ("expect 3x from '
+            '14:00 to 16:00"): from start to end, demand is `multiplier` times the '
+            "forecast. In demand mode the target rises a lead time before it starts; in "
+            f"fixed mode it is only recorded. At most {MAX_EVENT_DAYS} days long, starting "
+            f"within {EXPECT_HORIZON_DAYS} days; ended events are dropped, at most "
+            f"{MAX_EVENTS} are kept."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "start": {
+                    "type": "string",
+                    "description": "RFC 3339 with its offset, UTC: 2026-12-06T14:00:00Z",
+                },
+                "end": {"type": "string", "description": "RFC 3339, UTC; after start"},
+                "multiplier": {"type": "number", "exclusiveMinimum": 0, "maximum": 100},
+                "note": {
+                    "type": "string",
+                    "maxLength": 200,
+                    "description": "what the event is (e.g. 'launch')",
+                },
+            },
+            "required": ["start", "end", "multiplier"],
+            "additionalProperties": False,
+        },
+    },
 }
 
 
@@ -168,6 +203,41 @@ class ScheduleNextCheckInput(_ToolInput):
 
 class CancelWakeInput(_ToolInput):
     wake_id: str
+
+
+class ExpectDemandInput(_ToolInput):
+    """`expect_demand`: times as RFC 3339 text with an offset (a bare date, a
+    time without an offset or a number is refused: the model must say when)."""
+
+    start: datetime
+    end: datetime
+    multiplier: Annotated[float, Field(gt=0, le=100)]
+    note: Annotated[str, Field(max_length=200)] = ""
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _rfc3339(cls, raw: Any) -> datetime:
+        if not isinstance(raw, str) or len(raw) > 40:
+            raise ValueError("expected an RFC 3339 time, e.g. 2026-12-06T14:00:00Z")
+        text = raw.strip()
+        try:
+            at = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"{text[:40]!r} is not an RFC 3339 time") from None
+        if len(text) < 16 or text[10] not in "Tt ":
+            raise ValueError("give a date and a time, e.g. 2026-12-06T14:00:00Z")
+        if at.tzinfo is None:
+            raise ValueError("needs a UTC offset, e.g. 2026-12-06T14:00:00Z")
+        return at
+
+    def event(self) -> DemandEvent | str:
+        """The event, or why it is not one (end before start, too long)."""
+        try:
+            return DemandEvent(
+                start=self.start, end=self.end, multiplier=self.multiplier, note=self.note
+            )
+        except ValidationError as exc:
+            return "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
 
 
 _I = TypeVar("_I", bound=_ToolInput)

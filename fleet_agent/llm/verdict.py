@@ -96,6 +96,9 @@ def judge(result: RunResult, triggers: Sequence[Trigger]) -> None:
         and not verdict.action
         and not verdict.state_changed
         and result.mutating_calls == 0
+        # Recording a known demand event changed the config: the run is
+        # remembered (in fixed mode no other part of the prompt shows it).
+        and not result.demand_events
     )
     human = any(t.kind == TriggerKind.HUMAN_MESSAGE for t in triggers)
     result.in_prompt = not result.noop or human

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self
 from pydantic import BaseModel, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
 
+from fleet_agent.demand.events import MAX_EVENTS
 from fleet_agent.demand.forecast import DemandEvent
 from fleet_agent.demand.target import DemandPolicy
 
@@ -59,7 +60,7 @@ TargetMode = Literal["fixed", "demand"]
 """`target_mode`: `fixed` holds `target_proofs_per_hour` as set; `demand` has
 the monitor set it from the demand source (docs/OPERATIONS.md, "Demand mode")."""
 
-DemandEventList = Annotated[list[DemandEvent], Field(max_length=20)]
+DemandEventList = Annotated[list[DemandEvent], Field(max_length=MAX_EVENTS)]
 """`demand_events`: known changes of demand ("x3 from 14:00 to 16:00", UTC)."""
 
 GpuList = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=50)]

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .config import AgentConfig
+from .config import AgentConfig, DemandEventList
 from .notify import RunNotice
 from .spend import SpendSummary
 from .trigger import Trigger
@@ -203,3 +203,6 @@ class RunResult(BaseModel):
     answer: str = ""
     # What the run saw that notifies a human (fleet_agent/notify/classify.py).
     notices: list[RunNotice] = Field(default_factory=list)
+    # Known demand events the model recorded (`expect_demand`), for the agent
+    # to add to its config (workflows/run_events.py).
+    demand_events: DemandEventList = Field(default_factory=list)
