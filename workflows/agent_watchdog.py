@@ -26,7 +26,15 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_state import AgentExecution
     from workflows.policies import STORE_RETRY, STORE_TIMEOUT
 
-__all__ = ["ConfigKeeper"]
+__all__ = ["KEEP_BEFORE_CAN_PATCH", "ConfigKeeper"]
+
+#: With it the keeper schedules no write once the execution is due to
+#: continue as new (the next execution writes the config it is handed): an activity
+#: scheduled in the task that continues as new is abandoned, and Temporal's
+#: time-skipping test server then never releases its clock (temporalio/
+#: sdk-java issue 1138), which stopped a benchmark day in demand mode, whose
+#: target changes keep the keeper busy.
+KEEP_BEFORE_CAN_PATCH = "keep-config-not-at-continue-as-new"
 
 
 class ConfigKeeper:
@@ -72,8 +80,14 @@ class ConfigKeeper:
         (the first one too), so a restart finds the latest. A write in flight
         at a continue-as-new is written again by the next execution."""
         ex = self._ex
+        spare_the_end = workflow.patched(KEEP_BEFORE_CAN_PATCH)
         while True:
-            await workflow.wait_condition(lambda: ex.state.config != ex.state.stored_config)
+            await workflow.wait_condition(
+                lambda: (
+                    ex.state.config != ex.state.stored_config
+                    and not (spare_the_end and ex.should_continue_as_new())
+                )
+            )
             config = ex.state.config.model_copy(deep=True)
             try:
                 await workflow.execute_activity(
