@@ -28,10 +28,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from temporalio.service import RPCError
+
 from bench import _common
 from bench.demand_day._day import DEFAULT_CURVE, ON_TIME_GOAL, PATHS, default_demand, run_day
 
 __all__ = ["best_fixed", "main"]
+
+#: Times a day is run before its failure stops the benchmark.
+DAY_ATTEMPTS = 2
 
 #: The figures printed per day (the JSON has them all).
 SHOWN = (
@@ -129,19 +134,30 @@ def main(argv: list[str] | None = None) -> int:
     demand = default_demand(args.curve)
     days = []
     for path, seed, target in runs:
-        day = asyncio.run(
-            run_day(
-                path,
-                seed,
-                args.hours,
-                target,
-                demand,
-                step=args.step,
-                warmup_h=args.warmup,
-                start_hour=args.start_hour,
-                oracle_limit_s=args.oracle_limit,
-            )
-        )
+        for attempt in range(1, DAY_ATTEMPTS + 1):
+            try:
+                day = asyncio.run(
+                    run_day(
+                        path,
+                        seed,
+                        args.hours,
+                        target,
+                        demand,
+                        step=args.step,
+                        warmup_h=args.warmup,
+                        start_hour=args.start_hour,
+                        oracle_limit_s=args.oracle_limit,
+                    )
+                )
+            except RPCError as exc:
+                # The time-skipping server stopped skipping (or died): a
+                # loaded machine. The day is run again from the start.
+                print(f"{path} seed {seed}: the test server failed ({exc}); attempt {attempt}")
+                if attempt == DAY_ATTEMPTS:
+                    raise
+                continue
+            day["attempts"] = attempt
+            break
         days.append(day)
         title = f"demand day — {path}, seed {seed}, target {target:.0f}"
         oracle = day["oracle"]
