@@ -133,11 +133,13 @@ async def run_day(
     warmup_h: float = 1.0,
     start_hour: float = 0.0,
     oracle_limit_s: float = 60.0,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The day on `path` at `target` proofs/h, its demand from the curve's
-    `start_hour` on, and its oracle."""
+    `start_hour` on, and its oracle; `overrides`: config keys over the
+    path's (`--set`)."""
     prover = ProverSpec(allow_loopback=True)  # the simulator's provers listen on loopback
-    settings = {**CONFIG, **PATHS[path], "target_proofs_per_hour": target}
+    settings = {**CONFIG, **PATHS[path], **(overrides or {}), "target_proofs_per_hour": target}
     started = time.monotonic()
     SLEEP_TIMEOUTS[0] = 0
     with (
@@ -222,7 +224,7 @@ async def run_day(
     }
     per = day["usd_per_proof_on_time"]
     day["vs_oracle"] = _r(per / oracle.usd_per_proof) if per and oracle.usd_per_proof else None
-    return {"path": path, "seed": seed, "target": target, **day}
+    return {"path": path, "seed": seed, "target": target, "overrides": overrides or {}, **day}
 
 
 def _targets(store: Store, agent_id: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -118,6 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=1.0, help="hours before the demand (1)")
     parser.add_argument("--step", type=int, default=120, help="seconds per step")
     parser.add_argument("--oracle-limit", type=float, default=60.0, help="MILP seconds at most")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an agent config key over the path's, e.g. demand_headroom=0.1 (repeatable)",
+    )
     parser.add_argument("--json-out", type=Path, default=None)
     parser.add_argument("--md-out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -126,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [p for p in paths if p not in PATHS]
     if unknown:
         parser.error(f"--paths: unknown {unknown}; known: {', '.join(PATHS)}")
+    overrides = {k: json.loads(v) for k, _, v in (item.partition("=") for item in args.set)}
     seeds = [int(s) for s in args.seeds.split(",")]
     targets = [float(t) for t in args.search.split(",")] if args.search else [args.target]
     runs = [(p, s, t) for p in paths for t in targets for s in seeds]
@@ -147,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                         warmup_h=args.warmup,
                         start_hour=args.start_hour,
                         oracle_limit_s=args.oracle_limit,
+                        overrides=overrides,
                     )
                 )
             except RPCError as exc:
