@@ -115,6 +115,16 @@ class AgentExecution:
             or info.get_current_history_length() >= _MAX_HISTORY_EVENTS
         )
 
+    def nearly_full(self) -> bool:
+        """Within a tenth of continuing as new (`must_continue_as_new`): a run
+        started now would most likely be handed over in flight."""
+        info = workflow.info()
+        return (
+            self.signals >= 0.9 * _MAX_SIGNALS_PER_EXECUTION
+            or info.get_current_history_size() >= 0.9 * _MAX_HISTORY_BYTES
+            or info.get_current_history_length() >= 0.9 * _MAX_HISTORY_EVENTS
+        )
+
     def should_continue_as_new(self) -> bool:
         """Between runs: also after `continue_as_new_after_runs` runs."""
         return (
