@@ -56,7 +56,9 @@ class DemandActivities:
 
     def __init__(self, source: DemandSource | None = None, store: Store | None = None) -> None:
         self._source = source or NoSource()
-        self._history = DemandHistory(store) if store is not None else None
+        self._store = store
+        # Made at the first step: only demand mode's monitors need it.
+        self._history: DemandHistory | None = None
 
     def with_store(self, store: Store) -> DemandActivities:
         """These activities on `store` (the worker's), the source kept."""
@@ -83,7 +85,9 @@ class DemandActivities:
         self, req: DemandStepRequest, reading: DemandReading, source: str
     ) -> DemandStepResult:
         if self._history is None:
-            raise RuntimeError("observe_demand needs the store (DemandActivities(store=...))")
+            if self._store is None:
+                raise RuntimeError("observe_demand needs the store (DemandActivities(store=...))")
+            self._history = DemandHistory(self._store)
         windows = history_windows(reading.as_of, req.policy.lead_minutes)
         history = self._history.samples(req.agent_id, windows)
         decision, point = decide(reading, history, req)
