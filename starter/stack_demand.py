@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from fleet_agent.demand.settings import DemandEnv
 from starter.agent_client import CliError, UsageError
+from starter.stack_sim import exported_env
 
 if TYPE_CHECKING:
     from simulator import DemandConfig
@@ -102,17 +103,8 @@ def demand_env(url: str) -> Iterator[DemandWiring]:
     if _operator_source():
         yield DemandWiring(url, exported=False)
         return
-    saved = {k: os.environ.get(k) for k in (SOURCE_ENV, URL_ENV)}
-    os.environ[SOURCE_ENV] = "http"
-    os.environ[URL_ENV] = url
-    try:
+    with exported_env({SOURCE_ENV: "http", URL_ENV: url}):
         yield DemandWiring(url, exported=True)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def demand_lines(

@@ -20,7 +20,7 @@ from starter.agent_client import CliError
 if TYPE_CHECKING:
     from starter.stack_options import StackOptions
 
-__all__ = ["shared_simulator", "simulator"]
+__all__ = ["exported_env", "shared_simulator", "simulator"]
 
 
 @contextlib.contextmanager
@@ -73,10 +73,17 @@ def _vast_env(url: str) -> Iterator[None]:
     from fleet_agent.fleet.prover import LOOPBACK_ENV
     from simulator import DEFAULT_API_KEY
 
-    saved = {k: os.environ.get(k) for k in ("VAST_API_URL", "VAST_API_KEY", LOOPBACK_ENV)}
-    os.environ["VAST_API_URL"] = url
-    os.environ["VAST_API_KEY"] = DEFAULT_API_KEY
-    os.environ[LOOPBACK_ENV] = "1"
+    with exported_env({"VAST_API_URL": url, "VAST_API_KEY": DEFAULT_API_KEY, LOOPBACK_ENV: "1"}):
+        yield
+
+
+@contextlib.contextmanager
+def exported_env(values: dict[str, str]) -> Iterator[None]:
+    """Set `values` in this process's environment (the worker's settings read
+    them), then put back exactly those keys as they were: only these, so
+    what else the stack sets meanwhile stays."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
     try:
         yield
     finally:

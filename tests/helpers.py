@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
@@ -224,3 +224,12 @@ async def first_pending(handle: Any, what: str = "an approval to be asked for") 
     found = await eventually(probe, timeout=60, what=what)
     assert found is not None
     return found
+
+
+async def previous_execution(
+    client: Client, handle: WorkflowHandle[Any, Any]
+) -> WorkflowHandle[Any, Any]:
+    """The execution the newest one of `handle`'s chain continued from."""
+    first = await anext(aiter(handle.fetch_history_events()))
+    run_id = first.workflow_execution_started_event_attributes.continued_execution_run_id
+    return client.get_workflow_handle(handle.id, run_id=run_id)

@@ -10,7 +10,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.store import Store
-from tests.helpers import eventually, running_worker, status
+from tests.helpers import eventually, previous_execution, running_worker, status
 
 
 async def test_a_run_due_near_the_limit_starts_in_the_next_execution(
@@ -35,9 +35,7 @@ async def test_a_run_due_near_the_limit_starts_in_the_next_execution(
 
         await eventually(second_run_done, what="the second run done")
         assert (await status(handle)).executions == 2
-        first = await anext(aiter(handle.fetch_history_events()))
-        previous = first.workflow_execution_started_event_attributes.continued_execution_run_id
-        old = ts_env.client.get_workflow_handle(handle.id, run_id=previous)
+        old = await previous_execution(ts_env.client, handle)
         children = [
             e
             async for e in old.fetch_history_events()

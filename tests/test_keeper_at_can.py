@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.store import AgentConfigs, Store
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
-from tests.helpers import eventually, running_worker, status
+from tests.helpers import eventually, previous_execution, running_worker, status
 
 DONE = 'Noted.\n<verdict>{"action": false, "state_changed": true}</verdict>'
 
@@ -49,9 +49,7 @@ async def test_a_config_changed_as_the_execution_ends_is_kept_by_the_next_one(
             return config is not None and len(config.demand_events) == 1
 
         await eventually(kept, what="the next execution keeping the config")
-        started = await anext(aiter(handle.fetch_history_events()))
-        previous = started.workflow_execution_started_event_attributes.continued_execution_run_id
-        old = ts_env.client.get_workflow_handle(handle.id, run_id=previous)
+        old = await previous_execution(ts_env.client, handle)
         saves = [
             e
             async for e in old.fetch_history_events()

@@ -16,7 +16,6 @@ from fleet_agent.fleet.budget import budget_refusal
 from fleet_agent.models import (
     DEFAULT_NOTIFY_EVENTS,
     AgentConfig,
-    AgentStatus,
     NotifyEvent,
     NotifyFailure,
     ToolResult,
@@ -29,6 +28,7 @@ from fleet_agent.vast.errors import VastAuthError
 from starter.cli_notify import notify_test
 from starter.render import notify_text, status_text
 from testkit.notify_receivers import WebhookReceiver
+from tests.helpers import idle_status
 from tests.ports import free_port
 
 T0 = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
@@ -168,25 +168,8 @@ async def test_notify_test_prints_each_destination_redacted(
 
 def test_status_shows_deliveries_and_the_latest_failure() -> None:
     failure = NotifyFailure(at=T0, kind="frozen", error="json://127.0.0.1: refused")
-    st = AgentStatus.model_validate(
-        {
-            "agent_id": "a",
-            "session": 1,
-            "run_count": 0,
-            "phase": "idle",
-            "current_run": None,
-            "pending_triggers": [],
-            "next_heartbeat_at": None,
-            "next_run_due_at": None,
-            "wakes": [],
-            "last_run": None,
-            "config": AgentConfig(),
-            "rejected": [],
-            "executions": 1,
-            "history_length": 1,
-            "notify_delivered": 4,
-            "notify_failures": [failure],
-        }
+    st = idle_status(
+        "a", run_count=0, history_length=1, notify_delivered=4, notify_failures=[failure]
     )
     assert notify_text(st) == (
         "4 delivered; 1 FAILED, latest 2026-12-06 09:00:00Z frozen: json://127.0.0.1: refused"

@@ -16,7 +16,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .forecast import DemandEvent
-from .reading import DemandSample
 from .target import DemandDecision, DemandPolicy
 
 __all__ = ["DemandPoint", "DemandStepRequest", "DemandStepResult"]
@@ -47,18 +46,6 @@ class DemandPoint(BaseModel):
     @property
     def backlog(self) -> int:
         return self.queued + self.in_flight
-
-    def sample(self) -> DemandSample:
-        """The forecast's view of this point."""
-        return DemandSample(
-            at=self.at,
-            arrived_total=self.arrived_total,
-            done_total=self.done_total,
-            late_total=self.late_total,
-            queued=self.queued,
-            in_flight=self.in_flight,
-            saturated=self.saturated,
-        )
 
     def line(self) -> str:
         """One line for `status`, the console and the model's context."""
