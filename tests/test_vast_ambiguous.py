@@ -12,6 +12,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastNotFound, VastProtocolError, VastServerError, VastTimeout
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
+from tests.helpers import eventually
 from tests.vast_helpers import IMAGE, KEY, _rent_one, sim, vast
 
 __all__ = ["sim", "vast"]  # the fixtures, imported for pytest
@@ -35,7 +36,13 @@ async def test_create_that_hangs_times_out_ambiguous(sim: SimServer) -> None:
         with pytest.raises(VastTimeout) as info:
             await _rent_one(vast, "fleet-hang-1")
         assert info.value.ambiguous is True
-        assert [i.label for i in await vast.list_instances(label="fleet-hang-1")] == [
+
+        # The simulator rents before it hangs, but on a loaded machine the
+        # request may not have reached the rent when the client gave up.
+        async def rented() -> list[str]:
+            return [i.label for i in await vast.list_instances(label="fleet-hang-1")]
+
+        assert await eventually(rented, timeout=10, what="the hung create's rental") == [
             "fleet-hang-1"
         ]
 
