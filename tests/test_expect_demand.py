@@ -92,6 +92,10 @@ def _calls() -> list[tuple[str, dict[str, Any]]]:
             "expect_demand",  # ended already
             {"start": _at(-timedelta(hours=3)), "end": _at(-timedelta(hours=2)), "multiplier": 2},
         ),
+        # Times whose conversion to UTC overflows (`astimezone` raised
+        # OverflowError inside the run workflow, and the run's task failed).
+        ("expect_demand", {**good, "start": "0001-01-01T00:30:00+01:00"}),
+        ("expect_demand", {**good, "end": "9999-12-31T23:30:00-05:00"}),
     ]
 
 
@@ -118,7 +122,7 @@ async def test_expect_demand_lands_in_the_config_and_bad_calls_are_tool_errors(
         results = fake_llm.requests[1].tool_results()
         texts = [str(r["content"]) for r in results]
         errors = [bool(r.get("is_error")) for r in results]
-        assert errors == [False, False, True, True, True, True, True, True], texts
+        assert errors == [False, False, True, True, True, True, True, True, True, True], texts
         assert texts[0].startswith("Recorded x3 ") and "(launch)" in texts[0]
         assert "events only act in demand mode" in texts[0]
         assert "already known" in texts[1]
@@ -128,7 +132,8 @@ async def test_expect_demand_lands_in_the_config_and_bad_calls_are_tool_errors(
         assert "at most 7 days" in texts[5]
         assert "not an RFC 3339 time" in texts[6]
         assert "ended already" in texts[7]
-        assert all("nothing was recorded" in t for t in texts[2:3] + texts[5:6] + texts[7:])
+        assert all("time out of range (years 1970 to 2199)" in t for t in texts[8:]), texts[8:]
+        assert all("nothing was recorded" in t for t in texts[2:3] + texts[5:6] + texts[7:8])
 
         # The loop goes on: another run, and the event is still there.
         await handle.signal(FleetAgentWorkflow.trigger_now, {"reason": "look"})

@@ -22,6 +22,13 @@ from tests.helpers import eventually, running_worker, status, wait_runs
 from workflows import FleetAgentWorkflow
 
 
+def _event(
+    start: str = "2026-12-07T14:00:00Z", end: str = "2026-12-07T16:00:00Z"
+) -> dict[str, Any]:
+    """A known demand event as JSON, as the CLI or a start config sends it."""
+    return {"start": start, "end": end, "multiplier": 2.0}
+
+
 @pytest.mark.parametrize(
     ("raw", "problem"),
     [
@@ -32,6 +39,13 @@ from workflows import FleetAgentWorkflow
         ({"confg": {"paused": True}}, "unknown field(s): confg"),
         ([], "expected a JSON object, got list"),
         ("start please", "expected a JSON object, got str"),
+        # Valid field by field, not as a whole: applying it raised in the
+        # workflow's first task, which failed for good.
+        ({"config": {"min_target": 500.0, "max_target": 100.0}}, "min_target must not exceed"),
+        (
+            {"config": {"demand_events": [_event("0001-01-01T00:30:00+01:00")]}},
+            "demand_events.0.start: Value error, time out of range",
+        ),
     ],
 )
 async def test_a_bad_start_input_starts_on_defaults_and_says_why(
@@ -79,6 +93,9 @@ def test_a_corrupt_continue_as_new_state_is_not_silently_replaced() -> None:
         (None, "expected a JSON object"),
         ("paused", "expected a JSON object"),
         ({}, "the update changes nothing"),
+        ({"demand_events": [_event("0001-01-01T00:30:00+01:00")]}, "time out of range"),
+        ({"demand_events": [_event(end="9999-12-31T23:30:00-05:00")]}, "time out of range"),
+        ({"min_target": 500.0, "max_target": 100.0}, "min_target must not exceed max_target"),
     ],
 )
 async def test_bad_config_updates_are_refused_with_a_clear_message(

@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
-    from fleet_agent.loop.inputs import parse_config_patch, parse_payload
+    from fleet_agent.loop.inputs import apply_patch, parse_config_patch, parse_payload
     from fleet_agent.loop.wakes import cancel_wake as remove_wake
     from fleet_agent.models import (
         AgentConfig,
@@ -205,7 +205,10 @@ class Intake:
             # an update accepted by older code.
             raise ApplicationError("invalid config", non_retryable=True)
         old = ex.state.config
-        ex.state.config = patch.apply(old)
+        applied = apply_patch(patch, old)
+        if applied.value is None:
+            raise ApplicationError(f"invalid config: {applied.error}", non_retryable=True)
+        ex.state.config = applied.value
         changed = sorted(
             k
             for k in patch.model_dump(exclude_none=True)
@@ -237,10 +240,7 @@ class Intake:
         parsed = parse_config_patch(raw)
         error = parsed.error
         if parsed.value is not None:
-            try:
-                parsed.value.apply(self._ex.state.config)
-            except ValueError as exc:
-                error = str(exc).splitlines()[0]
+            error = apply_patch(parsed.value, self._ex.state.config).error
         if error:
             raise ValueError(f"invalid config: {error}")
 

@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
     from pydantic import BaseModel
 
-    from fleet_agent.loop.inputs import Parsed, parse_start, payload_preview
+    from fleet_agent.loop.inputs import Parsed, apply_patch, parse_start, payload_preview
     from fleet_agent.loop.schedule import Due, next_due
     from fleet_agent.loop.triggers import Refusal, TriggerBuffer
     from fleet_agent.models import (
@@ -81,7 +81,11 @@ class AgentExecution:
             # keep the defaults and show why in status.rejected.
             self.reject("start config", start.problem, None)
         elif self.fresh and start.config is not None:
-            self.state.config = start.config.apply(self.state.config)
+            applied = apply_patch(start.config, self.state.config)
+            if applied.value is None:
+                self.reject("start config", applied.error, None)
+            else:
+                self.state.config = applied.value
         # A fresh start applies them over the last known config (agent_watchdog.py).
         self.start_config = start.config
         #: "watchdog" when the agent's Schedule started this execution.

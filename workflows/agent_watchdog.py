@@ -15,7 +15,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    # Pass-through: pydantic models and the execution's state.
+    # Pass-through: pydantic models, a pure rule and the execution's state.
+    from fleet_agent.loop.inputs import apply_patch
     from fleet_agent.models import (
         AgentRestarted,
         FreezeInfo,
@@ -58,7 +59,14 @@ class ConfigKeeper:
         restored = recall.config is not None
         if recall.config is not None:
             explicit = ex.start_config
-            ex.state.config = explicit.apply(recall.config) if explicit else recall.config
+            applied = apply_patch(explicit, recall.config) if explicit else None
+            if applied is not None and applied.value is None:
+                # The start's own config does not fit the kept one: the kept
+                # one holds, and status.rejected says why.
+                ex.reject("start config", applied.error, None)
+            ex.state.config = (
+                applied.value if applied is not None and applied.value else recall.config
+            )
             if ex.state.config.frozen and ex.state.freeze is None:
                 # The kill switch holds across a restart, and shows as such.
                 ex.state.freeze = FreezeInfo(

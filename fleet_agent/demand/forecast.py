@@ -38,6 +38,7 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleet_agent.untrusted import single_line
+from fleet_agent.wire import Wire
 
 from .reading import DemandSample
 
@@ -65,7 +66,7 @@ RECENT_AS_DAYS = 0.5
 _HOUR = timedelta(hours=1)
 
 
-class DemandEvent(BaseModel):
+class DemandEvent(Wire):
     """A known change of demand from `start` to `end` (UTC): ×`multiplier`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

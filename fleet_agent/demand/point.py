@@ -13,7 +13,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from fleet_agent.wire import Wire
 
 from .forecast import DemandEvent
 from .target import DemandDecision, DemandPolicy
@@ -21,7 +23,7 @@ from .target import DemandDecision, DemandPolicy
 __all__ = ["DemandPoint", "DemandStepRequest", "DemandStepResult"]
 
 
-class DemandPoint(BaseModel):
+class DemandPoint(Wire):
     """A reading and the decision taken on it (proofs/h unless said)."""
 
     model_config = ConfigDict(frozen=True)
@@ -59,7 +61,7 @@ class DemandPoint(BaseModel):
         )
 
 
-class DemandStepRequest(BaseModel):
+class DemandStepRequest(Wire):
     """`observe_demand`: read, keep, forecast and decide for one agent.
     `below_since` and `below_peak` are those of the last decision."""
 
@@ -74,7 +76,7 @@ class DemandStepRequest(BaseModel):
     below_peak: float = 0.0
 
 
-class DemandStepResult(BaseModel):
+class DemandStepResult(Wire):
     """The decision, or why there is none (no reading: the target holds)."""
 
     model_config = ConfigDict(frozen=True)

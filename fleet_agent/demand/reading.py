@@ -23,9 +23,10 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from fleet_agent.untrusted import single_line
+from fleet_agent.wire import Wire
 
 __all__ = [
     "MAX_COUNT",
@@ -53,7 +54,7 @@ _MIN_YEAR, _MAX_YEAR = 2000, 2200
 _MAX_TIME_CHARS = 64
 
 
-class _Model(BaseModel):
+class _Model(Wire):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -49,7 +49,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from fleet_agent.wire import Wire
 
 from .forecast import Forecast
 from .reading import DemandReading
@@ -70,7 +72,7 @@ MIN_GAP_MINUTES = 5.0
 _HOUR = timedelta(hours=1)
 
 
-class DemandPolicy(BaseModel):
+class DemandPolicy(Wire):
     """The knobs of the rule (proofs/h, fractions, minutes)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -93,7 +95,7 @@ class DemandPolicy(BaseModel):
         return self
 
 
-class DemandDecision(BaseModel):
+class DemandDecision(Wire):
     """A target and the figures it came from (proofs/h unless said)."""
 
     model_config = ConfigDict(frozen=True)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from fleet_agent.vast.models import Instance
+from fleet_agent.wire import Wire
 
 __all__ = [
     "LabelReconcile",
@@ -30,13 +31,13 @@ __all__ = [
 ]
 
 
-class ReconcileRequest(BaseModel):
+class ReconcileRequest(Wire):
     """Settle every create label of this agent that has more than one machine."""
 
     agent_id: str
 
 
-class LabelReconcile(BaseModel):
+class LabelReconcile(Wire):
     """What happened to one label that had duplicates."""
 
     label: str
@@ -46,7 +47,7 @@ class LabelReconcile(BaseModel):
     remaining: list[int] = Field(default_factory=list)
 
 
-class ReconcileReport(BaseModel):
+class ReconcileReport(Wire):
     """One entry per create label that had duplicates (none: nothing to do)."""
 
     labels: list[LabelReconcile] = Field(default_factory=list)

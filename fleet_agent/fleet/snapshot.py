@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from fleet_agent.fleet.capacity import proofs_per_hour
 from fleet_agent.fleet.load_time import DEFAULT_IMAGE_GB, stuck_loading_minutes
@@ -27,6 +27,7 @@ from fleet_agent.fleet.temporary import temporary_min_age
 from fleet_agent.fleet.triage import GRACE_STATES, NOT_PROVING, hold_of, in_grace
 from fleet_agent.untrusted import fence
 from fleet_agent.vast.models import Instance, phase_of
+from fleet_agent.wire import Wire
 
 #: The prover phase of a machine that proves, and the state word of the
 #: monitor's one `state_changed` when a machine first does (workflows/monitor.py).
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 
-class FleetInstance(BaseModel):
+class FleetInstance(Wire):
     id: int
     label: str
     state: str  # Instance.state: actual_status folded with intended/cur state
@@ -120,7 +121,7 @@ _HOST_FIELDS = ("gpu", "prover", "status_msg")
 _STATE_CHARS = 40
 
 
-class FleetSnapshot(BaseModel):
+class FleetSnapshot(Wire):
     """This agent's instances and the totals the model plans with."""
 
     instances: list[FleetInstance] = Field(default_factory=list)

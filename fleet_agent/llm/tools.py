@@ -8,13 +8,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from fleet_agent.demand.events import MAX_EVENTS
 from fleet_agent.demand.forecast import MAX_EVENT_DAYS, DemandEvent
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.models import ToolResult
 from fleet_agent.models.errors import describe_validation_error
+from fleet_agent.wire import Wire
 
 __all__ = [
     "FLEET_TOOLS",
@@ -174,8 +175,11 @@ def tool_schemas(names: frozenset[str] | None = None) -> list[dict[str, Any]]:
 _Reason = Annotated[str, Field(max_length=1000)]
 
 
-class _ToolInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class _ToolInput(Wire):
+    """A tool's input, checked in the workflow that runs the tool: bounded
+    like every value a workflow holds (fleet_agent/wire.py)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class SearchOffersInput(_ToolInput):
@@ -238,6 +242,8 @@ class ExpectDemandInput(_ToolInput):
             )
         except ValidationError as exc:
             return "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        except Exception as exc:  # whatever a time can raise: an answer, never a failed task
+            return f"not a valid event ({type(exc).__name__})"
 
 
 _I = TypeVar("_I", bound=_ToolInput)
@@ -247,10 +253,15 @@ def parse_tool_input(model: type[_I], tool_use_id: str, name: str, raw: Any) -> 
     """The validated input, or the error result to hand back to the model."""
     try:
         return model.model_validate(raw)
-    except ValidationError as exc:
+    except Exception as exc:  # any input, any validator: an answer, never a failed task
+        why = (
+            describe_validation_error(exc)
+            if isinstance(exc, ValidationError)
+            else f"{type(exc).__name__}: {str(exc)[:200]}"
+        )
         return ToolResult(
             tool_use_id=tool_use_id,
             name=name,
-            content=f"Invalid input for {name}: {describe_validation_error(exc)}",
+            content=f"Invalid input for {name}: {why}",
             is_error=True,
         )

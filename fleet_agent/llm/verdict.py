@@ -60,6 +60,8 @@ def parse_verdict(text: str) -> tuple[Verdict | None, str]:
         data = json.loads(text[start + len(_OPEN) : end])
     except json.JSONDecodeError as exc:
         return None, f"verdict is not JSON: {exc.msg}"
+    except RecursionError:  # "[[[[…": the model's text, and so anyone's who wrote in it
+        return None, "verdict is not JSON: nested too deep"
     if not isinstance(data, dict):
         return None, "verdict must be a JSON object"
     missing = [k for k in ("action", "state_changed") if k not in data]

@@ -3,7 +3,10 @@
 Signals, updates and the start input reach the workflow as loose JSON, so a
 malformed payload never fails a workflow task (which Temporal would retry
 forever, leaving the agent hung): it becomes a one-line refusal for
-`status.rejected`, the update's error or the CLI. Pure: safe in workflows.
+`status.rejected`, the update's error or the CLI. Nothing here raises on
+a payload: a value that makes a validator raise something other than a
+`ValidationError` (an `OverflowError` from a time near year 1, say) is a
+refusal too. Pure: safe in workflows.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from fleet_agent.models import AgentState, ConfigPatch
+from fleet_agent.models import AgentConfig, AgentState, ConfigPatch
 from fleet_agent.models.errors import describe_validation_error
 
 __all__ = [
     "MAX_ERROR_CHARS",
     "Parsed",
     "StartInput",
+    "apply_patch",
     "parse_config_patch",
     "parse_payload",
     "parse_start",
@@ -34,6 +38,13 @@ _M = TypeVar("_M", bound=BaseModel)
 def _clip(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _refusal(exc: Exception) -> str:
+    """One line for whatever validating a payload raised."""
+    if isinstance(exc, ValidationError):
+        return _clip(describe_validation_error(exc), MAX_ERROR_CHARS)
+    return _clip(f"{type(exc).__name__}: {exc}", MAX_ERROR_CHARS)
 
 
 def _shape(raw: Any) -> str:
@@ -76,8 +87,8 @@ def parse_payload(
         return Parsed(None, f"expected {accepted} ({fields}), got {_shape(raw)}"[:MAX_ERROR_CHARS])
     try:
         return Parsed(model.model_validate(raw))
-    except ValidationError as exc:
-        return Parsed(None, _clip(describe_validation_error(exc), MAX_ERROR_CHARS))
+    except Exception as exc:  # any value, any validator: a refusal, never a failed task
+        return Parsed(None, _refusal(exc))
 
 
 def parse_config_patch(raw: Any) -> Parsed[ConfigPatch]:
@@ -86,6 +97,17 @@ def parse_config_patch(raw: Any) -> Parsed[ConfigPatch]:
     if parsed.value is not None and parsed.value.is_empty():
         return Parsed(None, "the update changes nothing")
     return parsed
+
+
+def apply_patch(patch: ConfigPatch, config: AgentConfig) -> Parsed[AgentConfig]:
+    """`config` with `patch` applied and validated as a whole (a patch valid
+    field by field can still break a rule between fields, such as
+    `min_target` over `max_target`), or why not. Never raises: a start config
+    or a recalled one that does not apply must not fail the agent's task."""
+    try:
+        return Parsed(patch.apply(config))
+    except Exception as exc:
+        return Parsed(None, _refusal(exc))
 
 
 @dataclass(frozen=True)

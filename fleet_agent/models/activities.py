@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from fleet_agent.demand.forecast import DemandEvent
 from fleet_agent.demand.target import DemandPolicy
+from fleet_agent.wire import Wire
 
 from .approvals import ApprovalAsk, ApprovalDecision
 from .config import AgentConfig
@@ -35,14 +36,14 @@ __all__ = [
 ]
 
 
-class AgentCounters(BaseModel):
+class AgentCounters(Wire):
     """The highest run and session numbers the store has seen for an agent."""
 
     max_run: int = 0
     max_session: int = 0
 
 
-class LoadContextRequest(BaseModel):
+class LoadContextRequest(Wire):
     run_input: RunInput
     started_at: datetime
     # `workflow.info().run_id` of the run workflow: a run executed again after a
@@ -50,7 +51,7 @@ class LoadContextRequest(BaseModel):
     workflow_run_id: str = ""
 
 
-class ContextInfo(BaseModel):
+class ContextInfo(Wire):
     """What `load_context` tells the run about the prompt it prepared."""
 
     history_runs_included: int = 0
@@ -65,7 +66,7 @@ class ContextInfo(BaseModel):
     llm_cost: LlmCostSummary | None = None
 
 
-class RequestLayout(BaseModel):
+class RequestLayout(Wire):
     """How a run's request was shrunk to fit (fleet_agent/llm/request_fit.py).
 
     A thinking model's blocks are bound to everything before them, so a
@@ -82,7 +83,7 @@ class RequestLayout(BaseModel):
     context_keep: float = Field(default=1.0, gt=0, le=1)
 
 
-class LlmRequest(BaseModel):
+class LlmRequest(Wire):
     agent_id: str
     run: int
     session: int
@@ -92,13 +93,13 @@ class LlmRequest(BaseModel):
     layout: RequestLayout = Field(default_factory=RequestLayout)
 
 
-class ToolCall(BaseModel):
+class ToolCall(Wire):
     id: str
     name: str
     input: dict[str, Any] = Field(default_factory=dict)
 
 
-class LlmResult(BaseModel):
+class LlmResult(Wire):
     """The decision-relevant part of one LLM reply (and a final answer's preview);
     its text stays in the store."""
 
@@ -116,7 +117,7 @@ class LlmResult(BaseModel):
     layout: RequestLayout = Field(default_factory=RequestLayout)
 
 
-class ToolResult(BaseModel):
+class ToolResult(Wire):
     tool_use_id: str
     name: str
     content: str
@@ -142,7 +143,7 @@ class ToolResult(BaseModel):
     preface: str = ""
 
 
-class FleetToolRequest(BaseModel):
+class FleetToolRequest(Wire):
     """One fleet tool call; the label of a create derives from (agent, run, tool_use_id)."""
 
     agent_id: str
@@ -160,7 +161,7 @@ class FleetToolRequest(BaseModel):
     slim: bool = False
 
 
-class StoreToolResults(BaseModel):
+class StoreToolResults(Wire):
     """The user message answering one round: its tool results, and a note to
     the model when the round needs one (a reply cut off without tool calls)."""
 
@@ -171,7 +172,7 @@ class StoreToolResults(BaseModel):
     note: str = ""
 
 
-class StoreMessagesRequest(BaseModel):
+class StoreMessagesRequest(Wire):
     """`store_operator_messages`: copy the message texts still only in the
     agent's state into the store. No texts here: the activity reads them with
     a query, so they do not pass through history a second time."""
@@ -179,7 +180,7 @@ class StoreMessagesRequest(BaseModel):
     agent_id: str
 
 
-class WaitForRun(BaseModel):
+class WaitForRun(Wire):
     """`wait_for_run`: the run handed over by an earlier execution of the agent."""
 
     run: int
@@ -188,7 +189,7 @@ class WaitForRun(BaseModel):
     started_at: datetime
 
 
-class RecordRunRequest(BaseModel):
+class RecordRunRequest(Wire):
     agent_id: str
     session: int
     result: RunResult
@@ -199,7 +200,7 @@ class RecordRunRequest(BaseModel):
     workflow_run_id: str = ""
 
 
-class MonitorConfig(BaseModel):
+class MonitorConfig(Wire):
     """What the agent tells its monitor; sent again when the agent's config changes."""
 
     poll_seconds: int = 30
@@ -224,7 +225,7 @@ class MonitorConfig(BaseModel):
     demand_events: list[DemandEvent] = Field(default_factory=list)
 
 
-class PollRequest(BaseModel):
+class PollRequest(Wire):
     """`poll_fleet`: this agent's instances, summarised against its target, with
     their provers read and judged by the agent's rules."""
 
@@ -238,7 +239,7 @@ class PollRequest(BaseModel):
     spare_one_machine: bool = False
 
 
-class MonitorInput(BaseModel):
+class MonitorInput(Wire):
     agent_id: str
     config: MonitorConfig = Field(default_factory=MonitorConfig)
     # id -> state of the last poll, carried through continue-as-new so a new

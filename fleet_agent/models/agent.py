@@ -7,6 +7,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from fleet_agent.wire import Wire
+
 from .approvals import ApprovalDecision, PendingApproval
 from .config import AgentConfig, ConfigPatch
 from .freeze import FreezeInfo
@@ -35,7 +37,7 @@ class Phase(StrEnum):
     FROZEN = "frozen"  # the kill switch: see fleet_agent/models/freeze.py
 
 
-class RejectedInput(BaseModel):
+class RejectedInput(Wire):
     """A signal that was not kept: kept visible, never silently dropped.
 
     `preview` is the start of the payload's text (a message's text, a reason),
@@ -48,7 +50,7 @@ class RejectedInput(BaseModel):
     preview: str = ""
 
 
-class RunInFlight(BaseModel):
+class RunInFlight(Wire):
     """A run that was still going when the agent continued as new.
 
     Runs are started with ParentClosePolicy.ABANDON, so a continue-as-new in
@@ -63,7 +65,7 @@ class RunInFlight(BaseModel):
     triggers: int = 0
 
 
-class AgentState(BaseModel):
+class AgentState(Wire):
     """The whole durable state of an agent, handed to continue-as-new as is."""
 
     session: int = 1
@@ -117,7 +119,7 @@ class AgentInput(BaseModel):
     started_by: str = ""
 
 
-class AgentStatus(BaseModel):
+class AgentStatus(Wire):
     """The `status` query: what an operator needs to see at a glance."""
 
     agent_id: str

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from fleet_agent.wire import Wire
+
 from .base import Strict
 
 __all__ = [
@@ -44,14 +46,14 @@ APPROVAL_DECIDED = "approval_decided"  # agent → run: an ApprovalDecision
 ApprovalMode = Literal["off", "threshold", "always"]
 
 
-class ApprovalAsk(BaseModel):
+class ApprovalAsk(Wire):
     """A tool's answer when its change needs an approval: nothing was done."""
 
     reason: str
     dph: float = 0.0  # how the fleet's $/h changes: + for a create, − for a destroy
 
 
-class PendingApproval(BaseModel):
+class PendingApproval(Wire):
     """An approval a run waits for: shown by `status` and the Web UI."""
 
     id: str
@@ -75,7 +77,7 @@ class ApprovalDecisionRequest(Strict):
     author: Annotated[str, Field(min_length=1, max_length=100)] = "operator"
 
 
-class ApprovalDecision(BaseModel):
+class ApprovalDecision(Wire):
     """A decision as the run receives it (and the agent remembers it).
 
     `by` says how it came: an operator's `decide_approval`, a `freeze`
@@ -101,7 +103,7 @@ class ApprovalClosed(BaseModel):
     decision: ApprovalDecision
 
 
-class ApprovalOutcome(BaseModel):
+class ApprovalOutcome(Wire):
     """The `decide_approval` update's answer."""
 
     approval: PendingApproval

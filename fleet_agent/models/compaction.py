@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from fleet_agent.wire import Wire
 
 __all__ = ["CompactRequest", "CompactResult"]
 
 
-class CompactRequest(BaseModel):
+class CompactRequest(Wire):
     agent_id: str
     session: int
     # The run whose prompt is being prepared: runs before it may be folded.
@@ -15,7 +15,7 @@ class CompactRequest(BaseModel):
     history_token_budget: int
 
 
-class CompactResult(BaseModel):
+class CompactResult(Wire):
     """What was folded; IDs and figures only (the summary's text stays in the store)."""
 
     folded_runs: int = 0

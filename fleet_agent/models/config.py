@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self
 
-from pydantic import BaseModel, Field, create_model, model_validator
+from pydantic import Field, create_model, model_validator
 from pydantic.fields import FieldInfo
 
 from fleet_agent.demand.events import MAX_EVENTS
 from fleet_agent.demand.forecast import DemandEvent
 from fleet_agent.demand.target import DemandPolicy
+from fleet_agent.wire import Wire
 
 from .approvals import ApprovalMode
 from .base import Strict
@@ -66,7 +67,7 @@ DemandEventList = Annotated[list[DemandEvent], Field(max_length=MAX_EVENTS)]
 GpuList = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=50)]
 
 
-class AgentConfig(BaseModel):
+class AgentConfig(Wire):
     """Live configuration of one agent; changed with the `update_config` update."""
 
     target_proofs_per_hour: Annotated[float, Field(ge=0, le=1_000_000)] = 0.0

@@ -10,7 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from fleet_agent.wire import Wire
 
 from .base import Strict
 
@@ -42,7 +44,7 @@ class UnfreezeRequest(Strict):
     author: _Author = "operator"
 
 
-class FreezeInfo(BaseModel):
+class FreezeInfo(Wire):
     """Who froze the agent, why and when (shown by `status`)."""
 
     reason: str
@@ -51,14 +53,14 @@ class FreezeInfo(BaseModel):
     destroy_all: bool = False
 
 
-class StopFleetRequest(BaseModel):
+class StopFleetRequest(Wire):
     """`stop_fleet`: this agent's machines, destroyed when `destroy_all`."""
 
     agent_id: str
     destroy_all: bool = False
 
 
-class StopFleetReport(BaseModel):
+class StopFleetReport(Wire):
     """What `stop_fleet` found and did at vast.ai."""
 
     instances: list[int] = Field(default_factory=list)  # this agent's, before
@@ -67,7 +69,7 @@ class StopFleetReport(BaseModel):
     dph_stopped: float = 0.0  # what no longer bills
 
 
-class FreezeReport(BaseModel):
+class FreezeReport(Wire):
     """The `freeze` update's answer."""
 
     frozen: bool

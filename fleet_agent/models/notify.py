@@ -13,7 +13,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from fleet_agent.wire import Wire
 
 __all__ = [
     "DEFAULT_NOTIFY_EVENTS",
@@ -62,7 +64,7 @@ DEFAULT_NOTIFY_EVENTS: tuple[NotifyEventKind, ...] = (
 )
 
 
-class NotifyEvent(BaseModel):
+class NotifyEvent(Wire):
     """Something a human should hear of. `subject` names what it is about
     (an approval id, a provider, a date): the quiet window and the idempotency
     key are per (kind, subject). `facts` are the figures the text shows."""
@@ -73,7 +75,7 @@ class NotifyEvent(BaseModel):
     facts: dict[str, Any] = Field(default_factory=dict)
 
 
-class NotifyRequest(BaseModel):
+class NotifyRequest(Wire):
     """One delivery: the event, its agent and its idempotency key
     (agent, kind, subject, time bucket: fleet_agent/notify/rules.py)."""
 
@@ -82,7 +84,7 @@ class NotifyRequest(BaseModel):
     event: NotifyEvent
 
 
-class NotifyResult(BaseModel):
+class NotifyResult(Wire):
     """What a delivery did: destinations sent to now, those sent before under
     the same key (a retry, a replay), and those that failed (redacted)."""
 
@@ -92,7 +94,7 @@ class NotifyResult(BaseModel):
     configured: int = 0
 
 
-class NotifyFailure(BaseModel):
+class NotifyFailure(Wire):
     """A delivery that failed after its retries: shown in `status` and the console."""
 
     at: datetime
@@ -101,7 +103,7 @@ class NotifyFailure(BaseModel):
     error: str
 
 
-class NotifyState(BaseModel):
+class NotifyState(Wire):
     """What the agent workflow keeps for notifications (in `AgentState.notify`,
     handed on by continue-as-new): bounded lists only."""
 
@@ -126,7 +128,7 @@ class NotifyState(BaseModel):
     digest_approvals: int = 0
 
 
-class RunNotice(BaseModel):
+class RunNotice(Wire):
     """Something a run saw that notifies (a create refused, a key rejected),
     carried in its `RunResult` for the agent to emit."""
 

@@ -6,7 +6,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from fleet_agent.wire import Wire
 
 from .config import AgentConfig, DemandEventList
 from .notify import RunNotice
@@ -27,7 +29,7 @@ __all__ = [
 ]
 
 
-class Wake(BaseModel):
+class Wake(Wire):
     """A future run the agent asked for with `schedule_next_check`."""
 
     id: str
@@ -36,7 +38,7 @@ class Wake(BaseModel):
     requested_by_run: int
 
 
-class WakeRequest(BaseModel):
+class WakeRequest(Wire):
     """What a run decided about wakes; the parent workflow applies it."""
 
     op: Literal["add", "cancel"]
@@ -44,7 +46,7 @@ class WakeRequest(BaseModel):
     wake_id: str = ""
 
 
-class Verdict(BaseModel):
+class Verdict(Wire):
     """The verdict tag that ends every run's final text."""
 
     action: bool
@@ -58,7 +60,7 @@ class RunStatus(StrEnum):
     MAX_ROUNDS = "max_rounds"
 
 
-class TokenUsage(BaseModel):
+class TokenUsage(Wire):
     """Tokens of one LLM round, or summed over rounds, as the Messages API counts
     them: `input_tokens` is only the uncached rest of the prompt; the prompt is
     `input_tokens + cache_creation_input_tokens + cache_read_input_tokens`.
@@ -95,7 +97,7 @@ class TokenUsage(BaseModel):
         )
 
 
-class LlmTotals(BaseModel):
+class LlmTotals(Wire):
     """Tokens, dollars and seconds of the LLM summed over runs.
 
     Each run counts once, by its latest finished attempt (an attempt after a
@@ -117,7 +119,7 @@ class LlmTotals(BaseModel):
         return self.usage.cache_read_input_tokens / prompt if prompt else 0.0
 
 
-class LlmCostSummary(BaseModel):
+class LlmCostSummary(Wire):
     """The agent's LLM cost today (UTC) and over the last 24 h, as of `as_of`.
 
     A run counts in a window when it started in it.
@@ -138,7 +140,7 @@ class LlmCostSummary(BaseModel):
         )
 
 
-class LastRun(BaseModel):
+class LastRun(Wire):
     run: int
     status: RunStatus
     verdict: Verdict | None
@@ -155,7 +157,7 @@ class LastRun(BaseModel):
     answer: str = ""
 
 
-class RunInput(BaseModel):
+class RunInput(Wire):
     """Everything one `AgentRunWorkflow` needs; texts stay in the store."""
 
     agent_id: str
@@ -169,7 +171,7 @@ class RunInput(BaseModel):
     search_attributes: bool = False
 
 
-class RunResult(BaseModel):
+class RunResult(Wire):
     """What a run hands back to the agent workflow."""
 
     run: int

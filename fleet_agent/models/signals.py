@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from fleet_agent.demand.point import DemandPoint
+from fleet_agent.wire import Wire
 
 from .base import Strict
 
@@ -71,7 +72,7 @@ class CancelWake(Strict):
     wake_id: Annotated[str, Field(min_length=1, max_length=100)]
 
 
-class DemandTargetChange(BaseModel):
+class DemandTargetChange(Wire):
     """`demand_target` signal, from the agent's own monitor in demand mode:
     hold `target_per_h` from now (fleet_agent/demand/target.py decided it on
     `point`). Not `Strict`: its times cross JSON as text. Unknown fields and

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel
+from fleet_agent.wire import Wire
 
 __all__ = ["SpendSummary"]
 
 
-class SpendSummary(BaseModel):
+class SpendSummary(Wire):
     """Spend of one agent's machines, as the ledger had accrued it at `as_of`.
 
     Days and months are UTC. `last_24h_usd` counts the oldest hour of the

@@ -8,8 +8,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from pydantic_core import PydanticUndefined
+
+from fleet_agent.wire import Wire
 
 __all__ = [
     "InboxItem",
@@ -48,7 +50,7 @@ PRIORITY_OF: dict[TriggerKind, Priority] = {
 }
 
 
-class Trigger(BaseModel):
+class Trigger(Wire):
     """One reason for a run, buffered in workflow state until a run consumes it.
 
     `seq` is unique within the agent's continue-as-new chain, so tests and
@@ -108,7 +110,7 @@ def _trigger_defaults() -> dict[str, Any]:
     }
 
 
-class InboxItem(BaseModel):
+class InboxItem(Wire):
     """The full text of one human message, kept in the store's inbox under `key`."""
 
     key: Annotated[str, Field(min_length=1, max_length=200)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel
+from fleet_agent.wire import Wire
 
 from .config import AgentConfig
 
@@ -29,28 +29,28 @@ __all__ = [
 WATCHDOG = "watchdog"
 
 
-class WatchdogInput(BaseModel):
+class WatchdogInput(Wire):
     """Input of `AgentWatchdogWorkflow` and of its `ensure_agent` activity."""
 
     agent_id: str
     task_queue: str
 
 
-class SaveConfigRequest(BaseModel):
+class SaveConfigRequest(Wire):
     """The agent's config, to keep as its last known one (`save_agent_config`)."""
 
     agent_id: str
     config: AgentConfig
 
 
-class RecallRequest(BaseModel):
+class RecallRequest(Wire):
     """A fresh execution asks what came before it (`recall_agent`)."""
 
     agent_id: str
     run_id: str
 
 
-class PreviousEnd(BaseModel):
+class PreviousEnd(Wire):
     """How the agent's previous execution ended, as Temporal recorded it."""
 
     run_id: str
@@ -60,7 +60,7 @@ class PreviousEnd(BaseModel):
     by: str = ""  # the identity that terminated or cancelled it, when recorded
 
 
-class AgentRecall(BaseModel):
+class AgentRecall(Wire):
     """What a fresh execution finds: its last known config (None: never
     kept) and how the previous execution ended (None: there was none)."""
 
@@ -68,7 +68,7 @@ class AgentRecall(BaseModel):
     previous: PreviousEnd | None = None
 
 
-class AgentRestarted(BaseModel):
+class AgentRestarted(Wire):
     """The agent came back after its previous execution ended: kept in its
     state, shown in `status` and the Web UI, announced once."""
 
