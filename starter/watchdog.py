@@ -11,6 +11,7 @@ watchdog: an agent that comes back".
 
 from __future__ import annotations
 
+import hashlib
 import os
 from datetime import timedelta
 
@@ -40,6 +41,7 @@ __all__ = [
     "ensure_watchdog",
     "watchdog_id",
     "watchdog_interval",
+    "watchdog_offset",
 ]
 
 WATCHDOG_ENV = "FLEET_WATCHDOG_MINUTES"
@@ -56,6 +58,18 @@ _WORKFLOW = "AgentWatchdogWorkflow"
 def watchdog_id(agent_id: str) -> str:
     """The schedule's ID, and the prefix of the ID of each look it starts."""
     return f"fleet-agent-watchdog-{agent_id}"
+
+
+def watchdog_offset(agent_id: str, every: timedelta) -> timedelta:
+    """Where in each interval the agent's looks fall: a fixed point from a
+    hash of its ID. An interval alone is aligned to the epoch, so every
+    agent's look came in the same second (at :00, :05, ...): 101 agents
+    started 101 workflows at once, and the messages that arrived then waited
+    seconds for the worker (docs/DECISIONS.md, "The watchdog's looks are
+    spread"). Whole seconds, as a Schedule's spec takes them."""
+    seconds = int(every.total_seconds())
+    digest = hashlib.sha256(agent_id.encode()).digest()
+    return timedelta(seconds=int.from_bytes(digest[:8], "big") % max(seconds, 1))
 
 
 def watchdog_interval(minutes: float | None = None) -> timedelta:
@@ -87,7 +101,9 @@ def _schedule(agent_id: str, task_queue: str, every: timedelta, paused: bool) ->
             task_queue=task_queue,
             static_summary=f"watchdog look at agent {agent_id!r}",
         ),
-        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
+        spec=ScheduleSpec(
+            intervals=[ScheduleIntervalSpec(every=every, offset=watchdog_offset(agent_id, every))]
+        ),
         policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP, catchup_window=_CATCHUP),
         state=ScheduleState(note=note, paused=paused),
     )

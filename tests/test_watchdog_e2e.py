@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import io
 import uuid
+from collections import Counter
 from datetime import timedelta
 from functools import partial
 
@@ -28,7 +29,7 @@ from fleet_agent.models import AgentStatus
 from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import AgentConfigs, RunRecord, Store
 from starter.cli import main
-from starter.watchdog import ensure_watchdog, watchdog_id
+from starter.watchdog import ensure_watchdog, watchdog_id, watchdog_offset
 from testkit.agents import Harness
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply
 from testkit.notify_receivers import WebhookReceiver
@@ -271,3 +272,33 @@ async def _look(client: Client, agent_id: str) -> str | None:
         async for _ in client.list_workflows(query):
             return action.workflow_id
     return None
+
+
+def test_the_looks_of_many_agents_are_spread_over_the_interval() -> None:
+    every = timedelta(minutes=5)
+    offsets = [watchdog_offset(f"fleet-{i:03d}", every) for i in range(101)]
+    assert all(timedelta(0) <= o < every and o.microseconds == 0 for o in offsets)
+    # Aligned, all 101 looked in the same second; spread by a hash, about 3
+    # fall in each 10 s of the interval (9 at most, for these IDs).
+    per_bucket = Counter(int(o.total_seconds()) // 10 for o in offsets)
+    assert len(per_bucket) == 30 and max(per_bucket.values()) <= 10, per_bucket
+    assert watchdog_offset("fleet-000", every) == offsets[0]  # stable across processes
+
+
+async def test_each_agents_schedule_looks_at_its_own_offset(dev_env: WorkflowEnvironment) -> None:
+    client = dev_env.client
+    queue = f"no-worker-{uuid.uuid4().hex[:8]}"
+    agents = [f"wd-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    every = timedelta(hours=1)
+    try:
+        nexts = []
+        for agent_id in agents:
+            await ensure_watchdog(client, agent_id, queue, every)
+            described = await client.get_schedule_handle(watchdog_id(agent_id)).describe()
+            (interval,) = described.schedule.spec.intervals
+            assert interval.offset == watchdog_offset(agent_id, every)
+            nexts.append(described.info.next_action_times[0])
+        assert nexts[0] != nexts[1]
+    finally:
+        for agent_id in agents:
+            await delete_schedule(client, agent_id)

@@ -6,8 +6,10 @@ counted), a fake Anthropic Messages API (a no-op answer after --llm-latency s)
 and ONE real worker process (`python worker.py`; `--workers K` for more; its
 store a SQLite file, or a new database on the PostgreSQL server `--postgres`
 names). Then N agents, each with its own ID, its monitor on (polling every
-30 s) and a 60-second heartbeat, and --machines-per-fleet machines of its own at the
-simulator, so every listing of the account walks agents × machines rows.
+30 s), a 60-second heartbeat and its watchdog schedule (every 5 min, as
+`fleet-agent start` creates it; --watchdog-minutes), and --machines-per-fleet
+machines of its own at the simulator, so every listing of the account walks
+agents × machines rows.
 For --seconds T it sends each agent a human message every 30 s (staggered),
 then reads the store and the histories: the worker's memory and CPU, the P0
 latency (send → the start of the run that took the message), the answer
@@ -26,7 +28,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,7 @@ from fleet_agent.models import AgentInput, ConfigPatch
 from fleet_agent.store import Store
 from simulator import SimServer
 from starter.devserver import load_dev_config
+from starter.watchdog import DEFAULT_WATCHDOG_MINUTES, ensure_watchdog
 from testkit.fakes import DEFAULT_TEXT, FAKE_API_KEY, FakeAnthropic, Reply
 from testkit.servers import start_dev_env
 from workflows import FleetAgentWorkflow
@@ -161,6 +164,11 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
             client = env.client
             t_start = time.monotonic()
             config = ConfigPatch(heartbeat_seconds=HEARTBEAT_S, monitor_poll_seconds=30)
+            if args.watchdog_minutes > 0:
+                # As `fleet-agent start` leaves each agent: with its watchdog schedule.
+                every = timedelta(minutes=args.watchdog_minutes)
+                for agent in agents:
+                    await ensure_watchdog(client, agent, TASK_QUEUE, every)
             for agent in agents:
                 await client.start_workflow(
                     FleetAgentWorkflow.run,
@@ -229,6 +237,7 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
         "machines": machines,
         "store": "postgresql" if args.postgres else "sqlite",
         "workers": args.workers,
+        "watchdog_minutes": args.watchdog_minutes,
         "seconds": seconds,
         "startup_s": startup_s,
         "agents_started_up": started_up,
@@ -321,6 +330,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="URL",
         help="the store on this PostgreSQL server (a new database per N, dropped after); "
         "default a SQLite file",
+    )
+    parser.add_argument(
+        "--watchdog-minutes",
+        type=float,
+        default=DEFAULT_WATCHDOG_MINUTES,
+        help="each agent's watchdog schedule, as `fleet-agent start` creates it "
+        f"({DEFAULT_WATCHDOG_MINUTES:g}; 0: none, as before the watchdog)",
     )
     parser.add_argument("--label", default="", help="a name for this run in the JSON")
     parser.add_argument("--json-out", type=Path, help="default bench/results/fleets-<time>.json")
