@@ -39,7 +39,7 @@ async def test_create_that_hangs_times_out_ambiguous(sim: SimServer) -> None:
 
         # The simulator rents before it hangs, but on a loaded machine the
         # request may not have reached the rent when the client gave up.
-        async def rented() -> list[str]:
+        async def rented() -> list[str | None]:
             return [i.label for i in await vast.list_instances(label="fleet-hang-1")]
 
         assert await eventually(rented, timeout=10, what="the hung create's rental") == [

@@ -128,8 +128,15 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
         tempfile.TemporaryDirectory() as tmp,
         fresh_store(Path(tmp), args.postgres) as db,
         FakeAnthropic() as fake,
+        # About 2 % of the simulated market passes the prover filter
+        # (testkit/sim_helpers.py PROVER_HOST: 41 of 2,000 offers), and each
+        # agent's machines are rented from it.
         SimServer(
-            seed=1, speed=1, scenario="ideal", offers=max(2000, 8 * n), rate_limits=False
+            seed=1,
+            speed=1,
+            scenario="ideal",
+            offers=max(2000, 60 * n * max(args.machines_per_fleet, 1)),
+            rate_limits=False,
         ) as sim,
     ):
         fake.set_responder(lambda req: Reply(text=DEFAULT_TEXT, delay=args.llm_latency))
