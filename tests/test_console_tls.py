@@ -63,6 +63,7 @@ async def test_with_a_certificate_and_key_the_console_serves_https(
                     return None
 
             landed = await eventually(answered, timeout=30, what="the console to answer")
+            assert landed is not None
             # Followed: the 303 to the page without the token, with the cookie.
             assert landed.status_code in (200, 503) and str(landed.url) == f"{base}/runs"
             visit = landed.history[0]

@@ -100,7 +100,7 @@ async def test_a_cross_site_post_neither_starts_a_workflow_nor_signals_the_agent
     # The HTTP API's routes and bodies: temporalio/api,
     # temporal/api/workflowservice/v1/service.proto (google.api.http), with
     # the server's payload shorthand (JSON values as payloads).
-    start = (
+    start: tuple[str, dict[str, object]] = (
         f"/api/v1/namespaces/{config.namespace}/workflows/{FRESH}/signal-with-start/human_message",
         {
             "workflowType": {"name": "FleetAgentWorkflow"},
@@ -108,7 +108,7 @@ async def test_a_cross_site_post_neither_starts_a_workflow_nor_signals_the_agent
             "signalInput": {"payloads": [message]},
         },
     )
-    signal = (
+    signal: tuple[str, dict[str, object]] = (
         f"/api/v1/namespaces/{config.namespace}/workflows/{RUNNING}/signal/human_message",
         {"input": {"payloads": [message]}},
     )
