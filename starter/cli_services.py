@@ -30,7 +30,13 @@ def _console(args: argparse.Namespace) -> int:
     # Imported here: only this command needs the web stack.
     from starter.console import ConsoleSettings, serve
     from starter.console.auth import TOKEN_ENV, parse_tokens
+    from starter.console.tls import check_transport, console_tls
     from starter.console.web import ALLOWED_HOSTS_ENV, allowed_hosts_for
+
+    # The transport before anything else: the certificate and key load (or
+    # fail, naming them), and a bind beyond loopback without them is refused.
+    tls = console_tls(args.tls_cert, args.tls_key)
+    check_transport(args.host, tls, args.insecure_http)
 
     def connect() -> Awaitable[Client]:
         return open_client(
@@ -47,7 +53,7 @@ def _console(args: argparse.Namespace) -> int:
         allowed_hosts=allowed_hosts_for(args.host, os.environ.get(ALLOWED_HOSTS_ENV)),
         tokens=parse_tokens(os.environ.get(TOKEN_ENV)),
     )
-    serve(agent, settings, args.host, args.port)
+    serve(agent, settings, args.host, args.port, tls=tls, insecure_http=args.insecure_http)
     return 0
 
 
@@ -149,8 +155,27 @@ def add_service_commands(sub: Any) -> None:
     p.add_argument(
         "--host",
         default="127.0.0.1",
-        help="address to bind (default %(default)s); any other than loopback needs a token: "
-        "env CONSOLE_TOKEN, or one generated and shown at start",
+        help="address to bind (default %(default)s); any other than loopback needs a token "
+        "(env CONSOLE_TOKEN, or one generated and shown at start) and TLS (--tls-cert and "
+        "--tls-key) or --insecure-http",
+    )
+    p.add_argument(
+        "--tls-cert",
+        metavar="PEM",
+        default=os.environ.get("CONSOLE_TLS_CERT") or None,
+        help="serve https with this certificate (its chain after it; env CONSOLE_TLS_CERT)",
+    )
+    p.add_argument(
+        "--tls-key",
+        metavar="PEM",
+        default=os.environ.get("CONSOLE_TLS_KEY") or None,
+        help="the certificate's private key, unencrypted (env CONSOLE_TLS_KEY)",
+    )
+    p.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="bound beyond loopback without TLS, serve plain http anyway: the token "
+        "crosses the network in the clear (a network you trust, or a TLS proxy in front)",
     )
     p.add_argument(
         "--ui-url",

@@ -6,6 +6,7 @@ interpreter, so nothing is downloaded at run time.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -35,16 +36,8 @@ class DevServerConfig(BaseModel):
         values = {**self.dynamic_config, **(overrides or {})}
         args: list[str] = []
         for key, value in values.items():
-            rendered = (
-                "true"
-                if value is True
-                else "false"
-                if value is False
-                else f'"{value}"'
-                if isinstance(value, str)
-                else str(value)
-            )
-            args += ["--dynamic-config-value", f"{key}={rendered}"]
+            # The CLI reads each value as JSON: lists (frontend.httpAllowedHosts) too.
+            args += ["--dynamic-config-value", f"{key}={json.dumps(value)}"]
         return args
 
     def server_args(self) -> list[str]:

@@ -32,6 +32,8 @@ class Server:
     ui_url: str
     started: bool
     log_path: Path | None
+    #: The server's process, when this program started it.
+    pid: int | None = None
 
 
 async def _listening(host: str, port: int) -> bool:
@@ -110,7 +112,7 @@ async def temporal_server(config: DevServerConfig) -> AsyncIterator[Server]:
         )
     try:
         await _wait_listening(proc, config, log_path)
-        yield Server(address, ui_url, started=True, log_path=log_path)
+        yield Server(address, ui_url, started=True, log_path=log_path, pid=proc.pid)
     finally:
         await _stop_process(proc)
 

@@ -10,7 +10,9 @@ answered on the page; the wake that answering run scheduled is cancelled from
 the page; trigger now and reset ask for a confirmation; the run log and the run's
 transcript load, with the link to the run's workflow in the Web UI. Wrong
 approval and wake IDs on the live agent get clear errors and lose nothing. The plot draws demand
-beside capacity, each line in its own colour.
+beside capacity, each line in its own colour. And, on its own, a console over
+https opened by a `?token=` link from another site: the browser lands on the
+page with the session cookie and keeps no URL with the token.
 All of it under the console's CSP (`script-src 'self'`): the browser reports
 no violation.
 
@@ -38,8 +40,12 @@ from fleet_agent.store import Store
 from simulator import SimServer
 from starter.agent_client import AgentClient
 from starter.console import ConsoleSettings, running_console
+from starter.console.auth import COOKIE
+from starter.console.tls import console_tls
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from tests.console_auth_helpers import ALICE, PENDING, RecordingAgent
 from tests.console_seed import seed_demand
+from tests.console_tls_helpers import cert_files
 from tests.helpers import eventually, json_rows, running_worker, status
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -281,3 +287,64 @@ async def test_the_console_in_a_browser(
             assert link is not None
             assert link.startswith(f"{UI}/namespaces/default/workflows/{handle.id}%2Frun-{run}/")
             await browser.close()
+
+
+async def test_a_token_link_leaves_no_token_in_the_browser(tmp_path: Path) -> None:
+    """The phone's way in, in a real browser: a `?token=` link to a console
+    served over https, opened from another site's page (a chat's web app, a
+    webmail), lands on the page it names with the session cookie, and no URL
+    the browser shows or offers again holds the token: the address bar, the
+    back and forward list, the history page (chrome://history)."""
+    need_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    certs = cert_files(tmp_path)
+    tls = console_tls(str(certs.cert), str(certs.key))
+    settings = ConsoleSettings(ui_url=UI, tokens=(("alice", ALICE),))
+    chat = "http://chat.example/"
+    async with (
+        running_console(RecordingAgent(), settings, tls=tls) as base,
+        async_playwright() as pw,
+    ):
+        page_url = f"{base}/approvals/{PENDING.id}"
+        link = f"{page_url}?token={ALICE}"
+        # A persistent profile: the browser keeps a history, as a phone's does.
+        context = await pw.chromium.launch_persistent_context(
+            tmp_path / "profile",
+            executable_path=str(CHROMIUM),
+            args=CHROMIUM_ARGS,
+            ignore_https_errors=True,  # the test's own CA
+        )
+        page = await context.new_page()
+        # Another site's page with the link (served by the browser itself).
+        await page.route(
+            chat,
+            lambda route: route.fulfill(
+                content_type="text/html", body=f'<a id="open" href="{link}">the console</a>'
+            ),
+        )
+        await page.goto(chat)
+        async with page.expect_navigation():
+            await page.click("#open")
+        assert page.url == page_url
+        await expect(page.locator("main")).to_contain_text(PENDING.id)
+        (cookie,) = [c for c in await context.cookies(base) if c["name"] == COOKIE]
+        assert cookie["secure"] and cookie["httpOnly"] and cookie["sameSite"] == "Lax"
+        # Back is the other site's page, forward the console's page without the token.
+        await page.go_back()
+        assert page.url == chat
+        await page.go_forward()
+        assert page.url == page_url
+        # A new tab opens the console by its cookie.
+        again = await context.new_page()
+        answer = await again.goto(f"{base}/runs")
+        assert answer is not None and answer.status != 401
+        # The history page lists the console's page, without the token.
+        history = await context.new_page()
+        await history.goto("chrome://history")
+        listed = history.locator("history-item a#link")
+        await expect(listed.first).to_be_visible()
+        hrefs = await listed.evaluate_all("links => links.map(a => a.href)")
+        assert page_url in hrefs, hrefs
+        assert not [h for h in hrefs if "token=" in h], hrefs
+        await context.close()

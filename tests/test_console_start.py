@@ -1,7 +1,8 @@
 """When `fleet-agent console` starts (issue 42): token settings parsed or
 refused without echoing them, what counts as loopback, and a console bound
 beyond loopback needs a token, or prints one once in a terminal, or does not
-start; the last, against `fleet-agent console` as a process."""
+start; the last, against `fleet-agent console` as a process (plain http,
+`--insecure-http`: the TLS rules are tests/test_console_tls.py's)."""
 
 from __future__ import annotations
 
@@ -85,7 +86,9 @@ def test_a_non_loopback_console_gets_a_token_or_does_not_start() -> None:
 
 async def test_running_console_refuses_a_non_loopback_bind_without_tokens() -> None:
     with pytest.raises(CliError, match="needs a token"):
-        async with running_console(RecordingAgent(), ConsoleSettings(), host="0.0.0.0"):
+        async with running_console(
+            RecordingAgent(), ConsoleSettings(), host="0.0.0.0", insecure_http=True
+        ):
             pass
 
 
@@ -96,9 +99,12 @@ def _console_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env | extra
 
 
-def _console_argv(port: int) -> list[str]:
+def _console_argv(port: int, *transport: str) -> list[str]:
+    """`fleet-agent console` on every address; plain http unless `transport`
+    says otherwise (the TLS rules: tests/test_console_tls.py)."""
     code = "from starter.cli import main; main()"
-    return [sys.executable, "-c", code, "console", "--host", "0.0.0.0", "--port", str(port)]
+    argv = [sys.executable, "-c", code, "console", "--host", "0.0.0.0", "--port", str(port)]
+    return argv + list(transport or ["--insecure-http"])
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> tuple[bytes, bytes]:

@@ -7,8 +7,10 @@ anything else it needs a token: named tokens from ``CONSOLE_TOKEN``
 generated at start and printed once to the terminal (starter/console/serve.py).
 With tokens, every request carries one (`TokenGate`): ``Authorization: Bearer
 <token>``, or the session cookie that visiting any page with ``?token=<token>``
-sets (for a phone's browser). The token's name is the identity a decision is
-recorded as. Tokens never reach a log, the store or a workflow's history.
+sets (for a phone's browser), answered with a redirect to the same page
+without the token, so that the browser's history and address bar never keep
+it. The token's name is the identity a decision is recorded as. Tokens never
+reach a log, the store or a workflow's history.
 """
 
 from __future__ import annotations
@@ -18,11 +20,10 @@ import re
 import secrets
 from collections.abc import Mapping, Sequence
 from http.cookies import SimpleCookie
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote, urlencode
 
-from starlette.datastructures import MutableHeaders
-from starlette.responses import PlainTextResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.responses import PlainTextResponse, RedirectResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from starter.agent_client import CliError
 
@@ -133,7 +134,9 @@ class TokenGate:
     valid one, before any endpoint (or static file) runs. A console without
     tokens (loopback) lets everything through as `identity`. Either way the
     request's identity and how it was proved go into the scope
-    (`IDENTITY_KEY`, `VIA_KEY`); a ``?token=`` visit also gets the cookie."""
+    (`IDENTITY_KEY`, `VIA_KEY`). A page visit with ``?token=`` in its URL,
+    once let in, is answered with a redirect to the same page without it
+    (and the cookie, when that token is what let it in)."""
 
     def __init__(self, app: ASGIApp, tokens: Tokens, identity: str) -> None:
         self.app = app
@@ -152,8 +155,11 @@ class TokenGate:
         for via, given in _credentials(scope, headers):
             name = _match(self.tokens, given)
             if name is not None:
+                if _token_in_url(scope):
+                    await _without_token(scope, via, given)(scope, receive, send)
+                    return
                 scope[IDENTITY_KEY], scope[VIA_KEY] = name, via
-                await self.app(scope, receive, self._with_cookie(scope, send, via, given))
+                await self.app(scope, receive, send)
                 return
         refused = PlainTextResponse(
             "this console needs its token: open the URL `fleet-agent console` printed "
@@ -163,19 +169,33 @@ class TokenGate:
         )
         await refused(scope, receive, send)
 
-    @staticmethod
-    def _with_cookie(scope: Scope, send: Send, via: str, token: str) -> Send:
-        """`send`, adding the session cookie to the answer of a ``?token=`` visit."""
-        if via != "query":
-            return send
+
+def _query(scope: Scope) -> list[tuple[str, str]]:
+    return parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+
+
+def _token_in_url(scope: Scope) -> bool:
+    """A page visit whose URL carries ``token=`` (the only requests `_credentials`
+    reads it from)."""
+    return scope.get("method") in ("GET", "HEAD") and any(k == "token" for k, _ in _query(scope))
+
+
+def _without_token(scope: Scope, via: str, token: str) -> RedirectResponse:
+    """303 to the same page without ``token=``: the browser's history, its
+    address bar and a bookmark keep that URL, never the token. A ``?token=``
+    visit that proved itself also gets the session cookie (``Secure`` over
+    https). ``SameSite=Lax``: a token link opened from another site's page
+    (webmail, a chat's web app) is a cross-site navigation, and a ``Strict``
+    cookie would stay off this redirect's request, which would then be
+    refused; posts from other sites stay refused (no cookie with ``Lax``, and
+    `starter.console.web.same_origin`)."""
+    path = "/" + scope.get("path", "/").lstrip("/")  # never "//host": another site
+    rest = urlencode([(k, v) for k, v in _query(scope) if k != "token"])
+    response = RedirectResponse(quote(path) + (f"?{rest}" if rest else ""), status_code=303)
+    response.headers["Cache-Control"] = "no-store"
+    if via == "query":
         secure = "; Secure" if scope.get("scheme") == "https" else ""
-
-        async def with_cookie(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                MutableHeaders(scope=message).append(
-                    "Set-Cookie",
-                    f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict{secure}",
-                )
-            await send(message)
-
-        return with_cookie
+        response.headers.append(
+            "Set-Cookie", f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax{secure}"
+        )
+    return response

@@ -5,7 +5,8 @@
 Bound to anything but loopback, the console never serves without tokens
 (starter/console/auth.py): `serve` generates one and prints it once to the
 terminal, or refuses to start when no terminal would see it;
-`running_console` refuses."""
+`running_console` refuses. Nor without TLS (starter/console/tls.py), unless
+told `insecure_http`: the token would cross the network in the clear."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from fleet_agent.store.engine import DATABASE_URL_ENV
 from starter.agent_client import AgentClient, CliError
 from starter.console.app import create_app
 from starter.console.auth import DEFAULT_TOKEN_NAME, TOKEN_ENV, is_loopback, new_token, parse_tokens
+from starter.console.tls import TLS_CERT_ENV, TLS_KEY_ENV, ConsoleTls, check_transport, console_tls
 from starter.console.web import ALLOWED_HOSTS_ENV, LOOPBACK_HOSTS, ConsoleSettings
 
 __all__ = [
@@ -62,12 +64,25 @@ def _bind(host: str, port: int) -> socket.socket:
         ) from None
 
 
-def _config(agent: AgentClient, settings: ConsoleSettings) -> uvicorn.Config:
-    return uvicorn.Config(create_app(agent, settings), log_level="warning", access_log=False)
+def _config(
+    agent: AgentClient, settings: ConsoleSettings, tls: ConsoleTls | None
+) -> uvicorn.Config:
+    return uvicorn.Config(
+        create_app(agent, settings),
+        log_level="warning",
+        access_log=False,
+        # Our own context (starter/console/tls.py): loaded and checked before
+        # the port is bound, and it never prompts for a key's passphrase.
+        ssl_context_factory=(lambda _config, _default: tls.context) if tls else None,
+    )
 
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _scheme(tls: ConsoleTls | None) -> str:
+    return "https" if tls else "http"
 
 
 def with_token(
@@ -89,14 +104,26 @@ def with_token(
     return dataclasses.replace(settings, tokens=((DEFAULT_TOKEN_NAME, token),)), token
 
 
-def serve(agent: AgentClient, settings: ConsoleSettings, host: str, port: int) -> None:
-    """Run the console on host:port until Ctrl-C (blocks); a taken port is a
-    `CliError`, and so is a non-loopback bind without a token or a terminal."""
+def serve(
+    agent: AgentClient,
+    settings: ConsoleSettings,
+    host: str,
+    port: int,
+    *,
+    tls: ConsoleTls | None = None,
+    insecure_http: bool = False,
+) -> None:
+    """Run the console on host:port until Ctrl-C (blocks), over https with
+    `tls`. A non-loopback bind without `tls` is a `UsageError` unless
+    `insecure_http`; a taken port is a `CliError`, and so is a non-loopback
+    bind without a token or a terminal."""
+    check_transport(host, tls, insecure_http)
     settings, token = with_token(settings, host, sys.stdout)
     sock = _bind(host, port)
-    server = uvicorn.Server(_config(agent, settings))
+    server = uvicorn.Server(_config(agent, settings, tls))
+    scheme = _scheme(tls)
     print(
-        f"console for agent {agent.agent_id!r} on http://{_url_host(host)}:{port}/ "
+        f"console for agent {agent.agent_id!r} on {scheme}://{_url_host(host)}:{port}/ "
         "(Ctrl-C stops it)"
     )
     if token is not None:
@@ -106,7 +133,7 @@ def serve(agent: AgentClient, settings: ConsoleSettings, host: str, port: int) -
         hint = "" if names else f" (other machines: by a name in {ALLOWED_HOSTS_ENV})"
         print(
             f"it needs a token ({TOKEN_ENV} is not set); this one lasts until it stops:\n"
-            f"  http://{(names or ['127.0.0.1'])[0]}:{port}/?token={token}{hint}\n"
+            f"  {scheme}://{(names or ['127.0.0.1'])[0]}:{port}/?token={token}{hint}\n"
             f"  (open it once in a browser, or send 'Authorization: Bearer {token}')",
             flush=True,
         )
@@ -116,15 +143,23 @@ def serve(agent: AgentClient, settings: ConsoleSettings, host: str, port: int) -
 
 @contextlib.asynccontextmanager
 async def running_console(
-    agent: AgentClient, settings: ConsoleSettings, host: str = "127.0.0.1", port: int = 0
+    agent: AgentClient,
+    settings: ConsoleSettings,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    tls: ConsoleTls | None = None,
+    insecure_http: bool = False,
 ) -> AsyncIterator[str]:
-    """The console served in this event loop while the block runs; yields its
-    URL (port 0: a free port). A taken port is a `CliError`, and so is a
-    non-loopback `host` without tokens in `settings`."""
+    """The console served in this event loop while the block runs, over https
+    with `tls`; yields its URL (port 0: a free port). A taken port is a
+    `CliError`, and so is a non-loopback `host` without tokens in `settings`;
+    one without `tls` is a `UsageError` unless `insecure_http`."""
+    check_transport(host, tls, insecure_http)
     if not (settings.tokens or is_loopback(host)):
         raise CliError(f"the console bound to {host} needs a token: set {TOKEN_ENV}")
     sock = _bind(host, port)
-    server = _EmbeddedServer(_config(agent, settings))
+    server = _EmbeddedServer(_config(agent, settings, tls))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         async with asyncio.timeout(_START_TIMEOUT):
@@ -133,7 +168,7 @@ async def running_console(
                     task.result()  # raises what stopped it
                     raise CliError("the console stopped while starting")
                 await asyncio.sleep(0.02)
-        yield f"http://{_url_host(host)}:{sock.getsockname()[1]}"
+        yield f"{_scheme(tls)}://{_url_host(host)}:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
@@ -153,8 +188,10 @@ async def console_for_stack(
     """The console of `fleet-agent up`, stopped with the rest of the stack by
     `exits`; returns its URL. Exports FLEET_DATABASE_URL (the stack's store)
     to this process, since the console reads the store the way the CLI does.
-    Loopback only; ``CONSOLE_TOKEN``, if set, is required all the same."""
+    Loopback only; ``CONSOLE_TOKEN``, if set, is required all the same, and
+    with ``CONSOLE_TLS_CERT`` and ``CONSOLE_TLS_KEY`` it serves https."""
     os.environ[DATABASE_URL_ENV] = store_url
     tokens = parse_tokens(os.environ.get(TOKEN_ENV))
+    tls = console_tls(os.environ.get(TLS_CERT_ENV), os.environ.get(TLS_KEY_ENV))
     settings = ConsoleSettings(ui_url=ui_url, namespace=namespace, tokens=tokens)
-    return await exits.enter_async_context(running_console(agent, settings, port=port))
+    return await exits.enter_async_context(running_console(agent, settings, port=port, tls=tls))
