@@ -25,7 +25,13 @@ from temporalio import activity
 
 from fleet_agent.fleet.approvals import create_gate
 from fleet_agent.fleet.failed_hosts import failed_host_refusal
-from fleet_agent.fleet.guardrails import above_approved, fleet_dph, rent_refusal
+from fleet_agent.fleet.guardrails import (
+    above_approved,
+    beyond_ledger_dph,
+    fleet_dph,
+    offer_cost_dph,
+    rent_refusal,
+)
 from fleet_agent.fleet.labels import LabelTooLong, create_label
 from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest, duplicate_labels
@@ -250,8 +256,15 @@ class FleetActivities:
             return tool_result(
                 req, f"Refused by guardrail: {refusal}. Nothing was rented.", error=True
             )
+        # Downloads count in the budget as in max_fleet_dph (offer_cost.py).
+        cost = offer_cost_dph(offer, self._prover)
         over = await self._spend.budget_refusal(
-            req.agent_id, fleet, offer.dph_total, config, in_flight_dph=sum(reserved)
+            req.agent_id,
+            fleet,
+            cost,
+            config,
+            in_flight_dph=sum(reserved),
+            beyond_ledger_dph=beyond_ledger_dph(fleet, config, self._prover),
         )
         if over is not None:
             return tool_result(req, over, error=True)
@@ -282,7 +295,7 @@ class FleetActivities:
                 f"${offer.dph_total:.3f}/h",
                 offer.dph_total,
             )
-        await self._calls.start(req, reserved_dph=offer.dph_total)
+        await self._calls.start(req, reserved_dph=cost)
         # From here the machine may exist: rent, settle the label and journal
         # the outcome even if Temporal cancels this attempt meanwhile.
         return await finish_despite_cancellation(

@@ -9,10 +9,12 @@ The machine kept is opened in the spend ledger at once, and the result
 carries its $/hour (`dph_delta`).
 
 `Renter.hold` then holds the machine to the rules as they are once it
-exists: the price vast.ai bills it at (which may not be the offer's) against
-the caps and the price an operator approved, and a freeze that came while
-the rental was in flight. A machine that breaks them is destroyed at once,
-the model is told, and the worker's log and metrics alert the operator.
+exists: the prices vast.ai bills it at (which may not be the offer's: a host
+may reprice between the search and the rental), its $/h and its downloads'
+$/TB, against the caps and the price an operator approved, and a freeze
+that came while the rental was in flight. A machine that breaks them is
+destroyed at once, the model is told, and the worker's log and metrics
+alert the operator.
 """
 
 from __future__ import annotations
@@ -181,14 +183,14 @@ class Renter:
         one, read after the rental) in `fleet` (listed after it); otherwise
         the machine is destroyed and closed in the ledger, and the result
         says why. A result that rented nothing is returned as it is."""
-        kept = next((i for i in fleet if i.label == label and not i.is_gone), None)
+        kept = next((i for i in fleet if i.label == label and not i.is_gone and i.has_id), None)
         if not result.mutating or kept is None:
             return result
         if config.frozen:
             why = "the agent was frozen while the rental was in flight"
             kind = "frozen"
         else:
-            why = rented_refusal(kept, fleet, config, approved_dph) or ""
+            why = rented_refusal(kept, fleet, config, approved_dph, self._prover) or ""
             kind = "price"
         if not why:
             return result

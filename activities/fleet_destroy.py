@@ -10,7 +10,10 @@ needs an operator's approval answers with an ask instead of acting
 drained instead, and destroyed by the monitor's poll once its work is done
 (fleet_agent/fleet/drain.py). A machine already gone counts as destroyed. What was
 destroyed is closed in the spend ledger at the time of the destroy, and the
-result carries the $/hour it stopped (`dph_delta`).
+result carries the $/hour it stopped (`dph_delta`). A machine whose row does
+not parse may be destroyed like any other (`VastClient.show_instance` reads
+it as unreadable), unless the row has no usable id: then only vast.ai's
+console can, and the operator is alerted.
 """
 
 from __future__ import annotations
@@ -70,6 +73,22 @@ class Destroyer:
         config = await self._calls.config(req, mutating=True)
         if config.paused or config.frozen:
             return paused_result(req, config, "destroyed")
+        if args.instance_id <= 0:
+            # A row of ours that lists no usable id (Instance.unreadable_row).
+            log.error(
+                "operator alert: %s asked to destroy instance %s, whose vast.ai row has no "
+                "usable id: only vast.ai's console can destroy it",
+                req.agent_id,
+                args.instance_id,
+            )
+            return tool_result(
+                req,
+                f"Refused: instance {args.instance_id} is a vast.ai row without a usable id "
+                "(its id here is derived from its label), so the API cannot destroy it. The "
+                "operator is alerted; tell them its label (get_fleet_status) so they destroy "
+                "it in vast.ai's console. Nothing was destroyed.",
+                error=True,
+            )
         try:
             inst = await self._vast.show_instance(args.instance_id)
         except VastError as exc:

@@ -4,7 +4,8 @@
 the fleet activities' clock: the views accrue the fleet they list (the
 monitor's poll every poll), the create tool accrues before its budget check
 and opens what it rented, the destroy tool and the freeze's `stop_fleet`
-close what they destroyed.
+close what they destroyed. The ledger itself refuses what would credit it
+(negative amounts, rows that do not parse: fleet_agent/store/spend.py).
 """
 
 from __future__ import annotations
@@ -62,10 +63,13 @@ class SpendBook:
         offer_dph: float,
         config: AgentConfig,
         in_flight_dph: float = 0.0,
+        beyond_ledger_dph: float = 0.0,
     ) -> str | None:
         """Why renting at `offer_dph` would break `daily_budget_usd` over some
         24 hours (fleet_agent/fleet/budget.py), or None; the listed fleet is
-        accrued first, so the spend is fresh."""
+        accrued first, so the spend is fresh. `beyond_ledger_dph`: what the
+        fleet costs beyond the ledger's rate (fleet_agent/fleet/guardrails.py,
+        `beyond_ledger_dph`)."""
         await self.accrue(agent_id, fleet)
         spend = await self.summary(agent_id)
         now = spend.as_of
@@ -77,4 +81,5 @@ class SpendBook:
             added_dph=offer_dph,
             budget_usd=config.daily_budget_usd,
             in_flight_dph=in_flight_dph,
+            beyond_ledger_dph=beyond_ledger_dph,
         )

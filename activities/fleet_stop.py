@@ -6,6 +6,8 @@ none is left, destroying again what is still there; each destroyed machine
 is closed in the spend ledger (`closed`) at the time of its destroy. What it
 found first rides in the heartbeat details, so a retried attempt still
 reports the fleet and the $/h that the freeze stopped, not only what was left.
+A machine whose row lists no usable id cannot be destroyed through the API:
+it is left to the operator (an `operator alert` in the log), never waited for.
 
 A create that was journalled before the freeze may still be renting: with
 `destroy_all`, the stop also waits until no create of the agent is in
@@ -16,6 +18,7 @@ the config once more before its rental and after it (activities/fleet.py).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -32,6 +35,8 @@ from .fleet_results import vast_failure
 from .heartbeat import heartbeating
 
 __all__ = ["CHECK_EVERY_S", "CREATE_MAY_RUN_S", "GIVE_UP_AFTER_S", "FleetStopper"]
+
+_log = logging.getLogger(__name__)
 
 #: Between two checks that the machines are gone, and how long one attempt
 #: keeps checking before it fails (Temporal retries it, without limit).
@@ -64,6 +69,12 @@ class FleetStopper:
         except VastError as exc:
             raise vast_failure(exc) from None
 
+    async def _destroyable(self, agent_id: str) -> list[Instance]:
+        """The members the API can destroy: a row without a usable id
+        (`Instance.unreadable_row`) cannot be, and waiting for it to go
+        would hold the stop for ever."""
+        return [i for i in await self._members(agent_id) if i.has_id]
+
     async def stop(self, req: StopFleetRequest) -> StopFleetReport:
         first = _earlier_report()
         report = first
@@ -79,6 +90,15 @@ class FleetStopper:
             assert report is not None
             if not req.destroy_all:
                 return report
+            for inst in members:
+                if not inst.has_id:
+                    _log.error(
+                        "operator alert: %s: a machine labelled %s has a vast.ai row without "
+                        "a usable id; destroy it in vast.ai's console",
+                        req.agent_id,
+                        inst.label,
+                    )
+            members = [i for i in members if i.has_id]
             deadline = time.monotonic() + GIVE_UP_AFTER_S
             destroyed = list(report.instances)
             flying = await self._flying(req.agent_id)
@@ -96,7 +116,7 @@ class FleetStopper:
                 # Creates first: one that finishes between the two reads has
                 # its machine in the listing that follows.
                 flying = await self._flying(req.agent_id)
-                members = await self._members(req.agent_id)
+                members = await self._destroyable(req.agent_id)
                 if members and time.monotonic() > deadline:
                     raise ApplicationError(
                         f"{len(members)} machine(s) still listed after being destroyed: "

@@ -122,6 +122,7 @@ class FleetViews:
         if not stale:
             await self._spend.accrue(req.agent_id, members)
         if observe:
+            _log_unreadable(req.agent_id, members)
             tracks = await self._watch.observe(req, members)
             if tracks is not None:
                 members = await self._finish_drains(req.agent_id, members, tracks)
@@ -217,6 +218,21 @@ class FleetViews:
             "(min_release_age_minutes) so that a target change or a passing surplus "
             "does not rent and release the same capacity. Nothing was destroyed."
         )
+
+
+def _log_unreadable(agent_id: str, members: list[Instance]) -> None:
+    """Each machine of the agent whose row does not parse, once a poll: it
+    bills, and every cap counts it at the cap's value (guardrails.py)."""
+    for inst in members:
+        if inst.unreadable is not None:
+            log.warning(
+                "agent %s: instance %s (label %s): its vast.ai row does not parse (%s); "
+                "still billed, counted at the caps' limits until it parses or is destroyed",
+                agent_id,
+                inst.id,
+                inst.label,
+                inst.unreadable,
+            )
 
 
 def rules_of(agent_id: str, config: AgentConfig, target: float | None = None) -> PollRequest:

@@ -40,6 +40,12 @@ class Faults:
     price_rise_next: int = 0
     price_rise_rate: float = 0.0
     price_rise_factor: float = 1.5
+    #: The host reprices its downloads between search and rental: the machine
+    #: is rented (and billed) at `transfer_price_rise_factor` times the
+    #: ``inet_down_cost`` its offer listed.
+    transfer_price_rise_next: int = 0
+    transfer_price_rise_rate: float = 0.0
+    transfer_price_rise_factor: float = 10.0
     #: Plain-text 429 "API requests too frequent" on any API request (a burst of N).
     rate_limit_next: int = 0
     rate_limit_rate: float = 0.0

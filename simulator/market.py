@@ -127,6 +127,7 @@ class Market(MarketAdmission, MarketInstances, MarketControls, MarketDemand):
             "create_hangs": 0,
             "create_delays": 0,
             "price_rises": 0,
+            "transfer_price_rises": 0,
             "destroys": 0,
             "destroys_mid_proof": 0,
             "proofs_lost_to_destroys": 0,
@@ -322,6 +323,10 @@ class Market(MarketAdmission, MarketInstances, MarketControls, MarketDemand):
             if self._fault("price_rise", rolls):
                 billed["dph_base"] = round(fields["dph_base"] * self.faults.price_rise_factor, 6)
                 self.counters["price_rises"] += 1
+            if self._fault("transfer_price_rise", rolls):
+                factor = self.faults.transfer_price_rise_factor
+                billed["inet_down_cost"] = round(fields["inet_down_cost"] * factor, 6)
+                self.counters["transfer_price_rises"] += 1
             inst = SimInstance(
                 id=instance_id,
                 offer=billed,

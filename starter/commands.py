@@ -186,15 +186,20 @@ async def wakes(agent: AgentClient, as_json: bool) -> int:
 
 
 async def status(agent: AgentClient, as_json: bool) -> int:
+    """The agent's status, as text or JSON; both show the spend as of now,
+    from the ledger (the query's is as of the last run's start: after a
+    rental it says $0 until the next run), and the store's failed
+    deliveries, when the store can be read (else the query's)."""
     st = await agent.status()
+    ledger = await asyncio.to_thread(ledger_spend, agent.agent_id)
+    failures = await asyncio.to_thread(stored_failures, agent.agent_id)
+    shown = with_stored_failures(st, failures)
     if as_json:
-        print(st.model_dump_json(indent=2))
+        if ledger is not None:
+            shown = shown.model_copy(update={"spend": ledger})
+        print(shown.model_dump_json(indent=2))
     else:
-        # The spend as of now, from the ledger: the query's is as of the last run's start.
-        ledger = await asyncio.to_thread(ledger_spend, agent.agent_id)
-        failures = await asyncio.to_thread(stored_failures, agent.agent_id)
         demand = await asyncio.to_thread(stored_demand, st)
-        shown = with_stored_failures(st, failures)
         print(status_text(shown, datetime.now(UTC), ledger, demand))
     return 0
 

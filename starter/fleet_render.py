@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from starter.fleet_view import FleetRow, FleetView
+from fleet_agent.fleet.snapshot import UNREADABLE_COUNTED
+from starter.fleet_view import Flag, FleetRow, FleetView
 from starter.hints import CLI
 from starter.render import fmt_duration, fmt_when, table
 
@@ -27,7 +28,7 @@ def _cells(row: FleetRow) -> list[str]:
         row.state,
         measured,
         f"{row.expected_proofs_per_hour:g}",
-        f"{row.dph:.3f}",
+        "?" if Flag.UNREADABLE in row.flags else f"{row.dph:.3f}",
         age,
         host,
         ", ".join(row.flags),
@@ -76,5 +77,12 @@ def fleet_text(view: FleetView, now: datetime) -> str:
         lines.append(table(_HEADERS, [_cells(r) for r in view.rows]))
     elif not view.error:
         lines.append("no machines")
+    unreadable = [r for r in view.rows if Flag.UNREADABLE in r.flags]
+    if unreadable:
+        ids = ", ".join(str(r.id) for r in unreadable)
+        lines.append(
+            f"{len(unreadable)} machine(s) whose vast.ai rows do not parse ({ids}): still "
+            f"billed, each counted at {UNREADABLE_COUNTED}; its note says why"
+        )
     lines += _totals(view)
     return "\n".join(lines)

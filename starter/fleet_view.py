@@ -51,6 +51,8 @@ class Flag:
     NOT_PROVING = "not proving"  # running, but no proofs for too long
     STOPPED = "stopped"  # stopped or frozen: billed, no capacity
     UNKNOWN = "unknown state"
+    # Its vast.ai row does not parse: billed, counted at the caps' limits.
+    UNREADABLE = "row unreadable"
     TEMPORARY = "temporary"  # a bridge while slower rentals load; not cover for the target
 
 
@@ -118,6 +120,8 @@ def flags_of(inst: FleetInstance) -> list[str]:
 
 
 def _health_flags(inst: FleetInstance) -> list[str]:
+    if inst.unreadable:
+        return [Flag.UNREADABLE]
     if inst.state == NOT_PROVING:
         return [Flag.NOT_PROVING]
     phase = phase_of(inst.state)

@@ -20,6 +20,7 @@ from activities import fleet_stop
 from activities.fleet import FleetActivities
 from fleet_agent.config.settings import ProverSpec
 from fleet_agent.fleet.budget import budget_refusal
+from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.models import (
     AgentConfig,
     ConfigPatch,
@@ -191,15 +192,18 @@ async def test_the_daily_budget_refuses_the_offer_just_over_and_rents_the_one_th
     """An hour into a rental, the budget sits between the fleet with a
     cheaper offer and the fleet with a dearer one: the fleet alone fits, the
     dearer offer is refused by the budget (no other rule), the cheaper one is
-    rented. With the offer left out of the sum, the dearer one would pass."""
+    rented. With the offer left out of the sum, the dearer one would pass.
+    Downloads count: the fleet's beside the ledger's rate, each offer's with
+    its rental (`offer_dph`: rental plus `transfer_dph`)."""
     first, *others = await _offers(tools, 40)
     configs.config = AgentConfig(min_release_age_minutes=0)
     made = await _create(tools, first["offer_id"])
     assert made.mutating and not made.is_error, made.content
     sim.market.advance(3600)  # no poll meanwhile: the tool accrues the fleet itself
     (iid,) = sim.market.instance_ids()
-    spent, fleet = _charged(sim)[iid], made.dph_delta
-    assert spent > fleet  # the parameters' download is billed on top of the hour
+    spent, rental = _charged(sim)[iid], made.dph_delta
+    assert spent > rental  # the parameters' download is billed on top of the hour
+    fleet = rental + first["transfer_dph"]
 
     def day(dph: float) -> float:
         """The worst 24 hours at `dph` from now on: the one from the rental
@@ -208,12 +212,16 @@ async def test_the_daily_budget_refuses_the_offer_just_over_and_rents_the_one_th
 
     # Offers whose worst window starts at the rental (so the refusal's
     # figures are known), one dearer than the other by at least a cent an hour.
-    fitting = [o for o in others if fleet + o["dph"] < spent]
+    fitting = [o for o in others if fleet + offer_dph(o) < spent]
     cheap = fitting[0]
-    dear = next(o for o in fitting if o["dph"] >= cheap["dph"] + 0.01)
-    budget = round(day(fleet + dear["dph"]) - 0.05, 2)
+    dear = next(o for o in fitting if offer_dph(o) >= offer_dph(cheap) + 0.01)
+    budget = round(day(fleet + offer_dph(dear)) - 0.05, 2)
     assert (
-        day(fleet) < day(fleet + cheap["dph"]) <= budget - 0.05 < budget < day(fleet + dear["dph"])
+        day(fleet)
+        < day(fleet + offer_dph(cheap))
+        <= budget - 0.05
+        < budget
+        < day(fleet + offer_dph(dear))
     ), "the fleet alone and with the cheaper offer fit; with the dearer one it does not"
     configs.config = AgentConfig(min_release_age_minutes=0, daily_budget_usd=budget)
 
@@ -223,7 +231,16 @@ async def test_the_daily_budget_refuses_the_offer_just_over_and_rents_the_one_th
     assert "Nothing was rented" in refused.content
     assert sim.market.instance_ids() == [iid]
     assert f"from 2026-04-01 12:00 UTC, ${spent:.2f} spent since 12:00 UTC" in refused.content
-    assert f" + this offer ${dear['dph']:.3f}/h) × 23.00 h" in refused.content
+    figures = re.search(
+        r"\(fleet \$([\d.]+)/h \+ its downloads and unreadable rows \$([\d.]+)/h "
+        r"\+ this offer \$([\d.]+)/h\) × 23\.00 h",
+        refused.content,
+    )
+    assert figures is not None, refused.content
+    ledger, downloads, offer = map(float, figures.groups())
+    assert ledger == pytest.approx(rental, abs=1e-3)
+    assert downloads == pytest.approx(first["transfer_dph"], abs=2e-3)
+    assert offer == pytest.approx(offer_dph(dear), abs=2e-3) and offer > dear["dph"]
     assert f"over daily_budget_usd=${budget:.2f}" in refused.content
     assert "bounds any 24 hours" in refused.content
 

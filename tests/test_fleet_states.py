@@ -35,6 +35,8 @@ def _inst(iid: int, **fields: Any) -> Instance:
         "num_gpus": 1,
         "cpu_ram": 128 * 1024,
         "dph_total": 0.5,
+        # $/GB, as the service's rows carry it (simulator/instances.py copies the offer's).
+        "inet_down_cost": 0.003,
         "start_date": NOW - 3600,
     }
     row.update(fields)
@@ -193,6 +195,8 @@ def _offer(**fields: Any) -> Offer:
         "cuda_max_good": 12.4,
         "disk_space": 500.0,
         "direct_port_count": 20,
+        # $/GB, as every offer row lists it (vast-cli `offers_fields`; simulator/catalogue.py).
+        "inet_down_cost": 0.003,
     }
     row.update(fields)
     return Offer.model_validate(row)
@@ -234,6 +238,7 @@ def test_every_guardrail_and_need_is_a_search_filter() -> None:
         "cpu_ram": {"gte": 60 * 1024},
         "reliability": {"gte": 0.95},  # the model may tighten, never loosen
         "dph_total": {"lte": 1.2},
+        "inet_down_cost": {"lte": 0.02},  # max_inet_down_cost_per_tb 20 in $/GB
         "inet_down": {"gte": 300},
         "cuda_max_good": {"gte": 12.2},
         "disk_space": {"gte": 80},
@@ -275,6 +280,11 @@ def test_every_guardrail_and_need_is_a_search_filter() -> None:
         ({"inet_down": 90.0}, "download 90 Mb/s"),
         ({"cuda_max_good": 11.8}, "CUDA 11.8"),
         ({"direct_port_count": 0}, "direct ports"),
+        # Downloads: at most max_inet_down_cost_per_tb ($20/TB by default), and stated.
+        ({"inet_down_cost": 0.02}, None),
+        ({"inet_down_cost": 0.0201}, "downloads cost $20.10/TB, over the $20/TB cap"),
+        ({"inet_down_cost": None}, "no usable download price"),
+        ({"inet_down_cost": float("inf")}, "no usable download price"),
         # A field the offer does not carry is not held against it.
         ({"inet_down": None, "cuda_max_good": None, "verified": None}, None),
         ({"gpu_frac": None, "duration": None}, None),

@@ -85,6 +85,9 @@ def _market(n_unwanted: int, n_wanted: int) -> list[dict[str, Any]]:
                 "geolocation": "Texas, US",
                 "gpu_frac": 1.0,
                 "duration": 30 * 86400.0,
+                # $/GB, as every offer row lists it (the simulator's: simulator/catalogue.py).
+                "inet_down_cost": 0.002,
+                "inet_up_cost": 0.001,
             }
         )
     return rows

@@ -195,8 +195,15 @@ async def test_a_create_in_flight_counts_against_every_cap(
 
 
 def _instance(iid: int, dph: float | None) -> Instance:
+    # A host that charges nothing for downloads: only the rental counts here.
     return Instance.model_validate(
-        {"id": iid, "actual_status": "running", "label": f"{AGENT}/r1/t{iid}", "dph_total": dph}
+        {
+            "id": iid,
+            "actual_status": "running",
+            "label": f"{AGENT}/r1/t{iid}",
+            "dph_total": dph,
+            "inet_down_cost": 0.0,
+        }
     )
 
 
@@ -215,10 +222,11 @@ def test_a_machine_without_a_usable_price_counts_at_the_cap() -> None:
         num_gpus=1,
         gpu_ram=24_000,
         cpu_ram=128_000,
+        inet_down_cost=0.0,
     )
     # $0 for the unpriced machine would let it pass: 0 + 0.5 + 0.5 <= 2.9.
     reason = rent_refusal(offer, [missing, _instance(4, 0.5)], config)
-    assert reason is not None and "fleet spend would be $3.00/h" in reason
+    assert reason is not None and "fleet spend would be $3.00/h with downloads" in reason
 
 
 def test_a_nan_price_is_over_every_cap() -> None:

@@ -10,6 +10,10 @@ unit is undocumented: we read them as KB of 1,024 bytes and a billed GB as
 1,024³ bytes (the vastai CLI divides them by 1,024 to show MB; one public
 measurement found KB). The simulator bills by the same rules
 (simulator/billing.py).
+
+Nothing here is ever negative: a row's negative cost reads as absent
+(fleet_agent/vast/models.py) and every figure is floored at 0 again here,
+so no row can credit the ledger.
 """
 
 from __future__ import annotations
@@ -25,20 +29,23 @@ _HOUR = 3600.0
 
 
 def billed_dph(inst: Instance) -> float:
-    """$/hour the instance is billed now. A stopped row without a storage
-    price counts at `dph_total`: a budget would rather overcount."""
+    """$/hour the instance is billed now, never negative. A stopped row
+    without a storage price counts at `dph_total`: a budget would rather
+    overcount. A row without a usable price is 0 here: the ledger keeps a
+    machine's last rate instead (fleet_agent/store/spend.py)."""
     if inst.is_gone:
         return 0.0
-    dph = float(inst.dph_total or 0.0)
+    dph = inst.price or 0.0
     if inst.state == "stopped" and inst.storage_total_cost is not None:
-        return float(inst.storage_total_cost)
+        return max(0.0, float(inst.storage_total_cost))
     return dph
 
 
 def traffic_usd(inst: Instance, down_kb: float, up_kb: float) -> float:
-    """What `down_kb` and `up_kb` of traffic cost at the row's per-GB prices."""
-    down = max(0.0, down_kb) * float(inst.inet_down_cost or 0.0)
-    up = max(0.0, up_kb) * float(inst.inet_up_cost or 0.0)
+    """What `down_kb` and `up_kb` of traffic cost at the row's per-GB prices
+    (a negative count or price adds nothing)."""
+    down = max(0.0, down_kb) * max(0.0, float(inst.inet_down_cost or 0.0))
+    up = max(0.0, up_kb) * max(0.0, float(inst.inet_up_cost or 0.0))
     return (down + up) / KB_PER_GB
 
 

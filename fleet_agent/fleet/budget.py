@@ -9,6 +9,11 @@ rented at 23:00 cannot run through the next day above the budget; a window
 that started earlier also holds the spend since its start. Within a ledger
 hour, spend is taken as spread evenly. The refusal gives the model the
 figures of the worst window.
+
+The rate ahead counts downloads: the offer's and the fleet's (the ledger
+bills traffic only once it is counted), and machines whose rows do not
+parse at `max_instance_dph` (`beyond_ledger_dph`,
+fleet_agent/fleet/guardrails.py).
 """
 
 from __future__ import annotations
@@ -69,21 +74,28 @@ def budget_refusal(
     added_dph: float,
     budget_usd: float,
     in_flight_dph: float = 0.0,
+    beyond_ledger_dph: float = 0.0,
 ) -> str | None:
     """Why renting `added_dph` more would break the daily budget, or None.
 
     `hours`: the ledger's spend per UTC hour over the last day, accrued up
-    to `now`; `fleet_dph`: what the fleet bills now; `in_flight_dph`: creates
-    started and not finished.
+    to `now`; `fleet_dph`: what the fleet bills now (the ledger's);
+    `beyond_ledger_dph`: what the fleet costs beyond it (downloads, rows
+    that do not parse); `in_flight_dph`: creates started and not finished.
     """
-    rate = fleet_dph + in_flight_dph + added_dph
+    rate = fleet_dph + beyond_ledger_dph + in_flight_dph + added_dph
     start, spent, to_come = worst_window(hours, now, rate)
     total = spent + to_come
     if total <= budget_usd:
         return None
     left = (start + DAY - now).total_seconds() / 3600.0
     flying = f" + creates in flight ${in_flight_dph:.3f}/h" if in_flight_dph else ""
-    rates = f"(fleet ${fleet_dph:.3f}/h{flying} + this offer ${added_dph:.3f}/h)"
+    beyond = (
+        f" + its downloads and unreadable rows ${beyond_ledger_dph:.3f}/h"
+        if beyond_ledger_dph
+        else ""
+    )
+    rates = f"(fleet ${fleet_dph:.3f}/h{beyond}{flying} + this offer ${added_dph:.3f}/h)"
     past = (
         f"${spent:.2f} spent since {start:%H:%M} UTC plus "
         if (now - start).total_seconds() >= 60

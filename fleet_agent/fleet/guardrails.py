@@ -11,6 +11,15 @@ Prices fail closed: every comparison is written `not (price <= cap)`, so a
 NaN is over any cap, and a machine whose price is missing or negative counts
 at the per-instance cap. Creates in flight (`reserved`: journalled, no
 result yet, machine not listed) count against every cap as if rented.
+
+Downloads are priced per TB (`max_inet_down_cost_per_tb`): an offer over it
+(or stating no usable price) is never rented, and a machine rented over it
+(the host repriced between search and rental) is released at once. What
+downloads add per hour (fleet_agent/fleet/offer_cost.py) counts in
+`max_fleet_dph` (`fleet_cost_dph`) and in the daily budget's projection
+(`beyond_ledger_dph`). A machine whose row does not parse
+(`Instance.unreadable`, fleet_agent/vast/parse.py) still bills: it counts as
+one instance, at `max_instance_dph` and at the download cap, in every cap.
 """
 
 from __future__ import annotations
@@ -18,6 +27,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fleet_agent.fleet.capacity import min_cuda
+from fleet_agent.fleet.offer_cost import (
+    machine_transfer_dph,
+    offer_transfer_dph,
+    per_tb,
+)
 from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.models import AgentConfig
 from fleet_agent.untrusted import fence
@@ -25,9 +39,12 @@ from fleet_agent.vast.models import Instance, Offer
 
 __all__ = [
     "above_approved",
+    "beyond_ledger_dph",
+    "fleet_cost_dph",
     "fleet_dph",
     "gpu_allowed",
     "machine_refusal",
+    "offer_cost_dph",
     "offer_refusal",
     "rent_refusal",
     "rented_refusal",
@@ -57,6 +74,9 @@ def offer_refusal(
             f"offer costs ${offer.dph_total:.3f}/h, over the ${config.max_instance_dph:g}/h "
             "per-instance cap"
         )
+    transfer = _transfer_refusal(offer.inet_down_cost, config)
+    if transfer is not None:
+        return transfer
     reliability = offer.reliability2 if offer.reliability2 is not None else offer.reliability
     if reliability is None or reliability < config.min_reliability:
         return f"reliability {reliability} is under the minimum {config.min_reliability:g}"
@@ -117,10 +137,59 @@ def machine_refusal(offer: Offer, prover: ProverSpec) -> str | None:
     return None
 
 
+def _transfer_refusal(inet_down_cost: float | None, config: AgentConfig) -> str | None:
+    """Why downloads at `inet_down_cost` ($/GB, as a row states it) may not
+    be rented under `config`, or None; no usable price is refused."""
+    cap = config.max_inet_down_cost_per_tb
+    if inet_down_cost is None:
+        return "the host states no usable download price (inet_down_cost)"
+    if not per_tb(inet_down_cost) <= cap:
+        return (
+            f"downloads cost ${per_tb(inet_down_cost):.2f}/TB, over the ${cap:g}/TB cap "
+            "(max_inet_down_cost_per_tb; a prover downloads ~50 GB at boot)"
+        )
+    return None
+
+
 def fleet_dph(fleet: Sequence[Instance], *, unpriced: float) -> float:
     """What `fleet` bills per hour (dead, stopped and frozen machines
-    included); a machine whose row states no usable price counts `unpriced`."""
+    included); a machine whose row states no usable price (an unreadable
+    one among them) counts `unpriced`."""
     return sum(unpriced if i.price is None else i.price for i in fleet if not i.is_gone)
+
+
+def offer_cost_dph(offer: Offer, prover: ProverSpec | None = None) -> float:
+    """What renting `offer` adds per hour as the caps count it: its
+    ``dph_total`` and what its downloads add."""
+    return offer.dph_total + offer_transfer_dph(offer, prover or ProverSpec())
+
+
+def fleet_cost_dph(
+    fleet: Sequence[Instance], config: AgentConfig, prover: ProverSpec | None = None
+) -> float:
+    """What `fleet` costs per hour as `max_fleet_dph` counts it: each
+    machine's ``dph_total`` (`max_instance_dph` without a usable one) and
+    what its downloads add (at the download cap without a usable price)."""
+    members = [i for i in fleet if not i.is_gone]
+    spec = prover or ProverSpec()
+    transfer = sum(machine_transfer_dph(i, config.max_inet_down_cost_per_tb, spec) for i in members)
+    return fleet_dph(members, unpriced=config.max_instance_dph) + transfer
+
+
+def beyond_ledger_dph(
+    fleet: Sequence[Instance], config: AgentConfig, prover: ProverSpec | None = None
+) -> float:
+    """What the daily budget's projection adds to the spend ledger's $/h
+    for `fleet` (fleet_agent/store/spend.py): every machine's downloads
+    (the ledger bills traffic only once it is counted), and each machine
+    whose row does not parse, which the ledger does not accrue, at
+    `max_instance_dph`. It overcounts a machine that fetched its
+    parameters already, as a budget would rather."""
+    members = [i for i in fleet if not i.is_gone]
+    spec = prover or ProverSpec()
+    unreadable = sum(config.max_instance_dph for i in members if i.unreadable is not None)
+    transfer = sum(machine_transfer_dph(i, config.max_inet_down_cost_per_tb, spec) for i in members)
+    return unreadable + transfer
 
 
 def rent_refusal(
@@ -143,10 +212,11 @@ def rent_refusal(
     flying = f", {len(reserved)} more being rented" if reserved else ""
     if not len(fleet) + len(reserved) + 1 <= config.max_instances:
         return f"the fleet already has {len(fleet)} instances{flying} (cap {config.max_instances})"
-    spend = fleet_dph(fleet, unpriced=config.max_instance_dph) + sum(reserved)
-    if not spend + offer.dph_total <= config.max_fleet_dph:
+    spend = fleet_cost_dph(fleet, config, prover) + sum(reserved)
+    cost = offer_cost_dph(offer, prover)
+    if not spend + cost <= config.max_fleet_dph:
         return (
-            f"fleet spend would be ${spend + offer.dph_total:.2f}/h{flying}, "
+            f"fleet spend would be ${spend + cost:.2f}/h with downloads{flying}, "
             f"over the ${config.max_fleet_dph:g}/h cap"
         )
     return None
@@ -163,11 +233,16 @@ def rented_refusal(
     fleet: Sequence[Instance],
     config: AgentConfig,
     approved_dph: float | None = None,
+    prover: ProverSpec | None = None,
 ) -> str | None:
-    """Why the machine just rented may not stay, by the price vast.ai bills
-    it at (`dph_total` of its row, which may differ from the offer's), or
-    None. `fleet`: the agent's machines as listed now, `rented` among them;
-    `approved_dph`: the $/h an operator approved for this call."""
+    """Why the machine just rented may not stay, by the prices vast.ai bills
+    it at (`dph_total` and ``inet_down_cost`` of its row, which may differ
+    from the offer's), or None. `fleet`: the agent's machines as listed now,
+    `rented` among them; `approved_dph`: the $/h an operator approved for
+    this call. A row without a usable download price is kept, counted at
+    the download cap."""
+    if rented.unreadable is not None:
+        return f"its vast.ai row does not parse ({fence(rented.unreadable, 120)})"
     dph = rented.price
     if dph is None:
         return "vast.ai states no usable price for it"
@@ -177,10 +252,17 @@ def rented_refusal(
         )
     if approved_dph is not None and above_approved(dph, approved_dph):
         return f"it is billed ${dph:.3f}/h, above the ${approved_dph:.3f}/h an operator approved"
+    down = rented.inet_down_cost
+    if down is not None and not per_tb(down) <= config.max_inet_down_cost_per_tb:
+        return (
+            f"its downloads are billed ${per_tb(down):.2f}/TB, over the "
+            f"${config.max_inet_down_cost_per_tb:g}/TB cap (max_inet_down_cost_per_tb)"
+        )
     others = [i for i in fleet if i.id != rented.id]
-    total = fleet_dph(others, unpriced=config.max_instance_dph) + dph
+    total = fleet_cost_dph(others, config, prover) + fleet_cost_dph([rented], config, prover)
     if not total <= config.max_fleet_dph:
         return (
-            f"the fleet is billed ${total:.2f}/h with it, over the ${config.max_fleet_dph:g}/h cap"
+            f"the fleet costs ${total:.2f}/h with it and its downloads, over the "
+            f"${config.max_fleet_dph:g}/h cap"
         )
     return None

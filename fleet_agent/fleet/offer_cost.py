@@ -1,4 +1,4 @@
-"""What an offer costs per hour once it proves, beyond its rental price.
+"""What an offer or a machine costs per hour once it proves, beyond its rental price.
 
 vast.ai bills traffic on top of ``dph_total``: ``inet_down_cost`` $/GB for
 what the machine downloads (vast-cli ``vastai/cli/commands/offers.py``, the
@@ -12,8 +12,9 @@ traffic looks cheaper than it is: 47 GiB at $0.01/GB is $0.50 a rental.
 (`ProverSpec.rental_hours`) and adds the inputs at the machine's rate; the
 offer rows (activities/fleet_results.py) carry it, and the search and the
 autopilot rank by `offer_dph` (rental plus transfer) per proof. The caps
-(fleet_agent/fleet/guardrails.py) judge ``dph_total``, what vast.ai bills per
-hour, as the operator sets them.
+(fleet_agent/fleet/guardrails.py) bound the price per TB
+(`max_inet_down_cost_per_tb`, `per_tb`) and count `offer_transfer_dph` and
+`machine_transfer_dph` in `max_fleet_dph` and the daily budget's projection.
 """
 
 from __future__ import annotations
@@ -21,11 +22,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fleet_agent.fleet.capacity import proofs_per_hour
 from fleet_agent.fleet.prover import ProverSpec
+from fleet_agent.vast.models import Instance, Offer
 
 from .load_time import PARAMS_GB
 
-__all__ = ["offer_dph", "transfer_dph"]
+__all__ = [
+    "GB_PER_TB",
+    "machine_transfer_dph",
+    "offer_dph",
+    "offer_transfer_dph",
+    "per_tb",
+    "transfer_dph",
+]
+
+#: ``inet_down_cost`` is $ per GB; the cap is $ per TB, as vast.ai's console
+#: shows bandwidth prices (a TB of the field's own GB).
+GB_PER_TB = 1000.0
+
+
+def per_tb(inet_down_cost: float) -> float:
+    """A row's ``inet_down_cost`` ($/GB) as $/TB."""
+    return inet_down_cost * GB_PER_TB
 
 
 def transfer_dph(inet_down_cost: float | None, proofs_per_hour: float, prover: ProverSpec) -> float:
@@ -36,6 +55,26 @@ def transfer_dph(inet_down_cost: float | None, proofs_per_hour: float, prover: P
     params = (PARAMS_GB + prover.image_gb) / prover.rental_hours
     inputs = max(0.0, proofs_per_hour) * prover.proof_input_mb / 1000.0
     return inet_down_cost * (params + inputs)
+
+
+def offer_transfer_dph(offer: Offer, prover: ProverSpec) -> float:
+    """`transfer_dph` of an offer at the capacity model's rate for it."""
+    rate = proofs_per_hour(offer.gpu_name, offer.num_gpus, offer.ram_mb, offer.cpu_cores_effective)
+    return transfer_dph(offer.inet_down_cost, rate, prover)
+
+
+def machine_transfer_dph(inst: Instance, cap_per_tb: float, prover: ProverSpec) -> float:
+    """`transfer_dph` of a rented machine at the price its row states; a row
+    that states no usable one (absent, negative, not a number: cleaned to
+    None, fleet_agent/vast/models.py), or does not parse at all, counts at
+    the cap (`cap_per_tb`, $/TB): a price is never read as $0."""
+    price = inst.inet_down_cost if inst.unreadable is None else None
+    if price is None:
+        price = cap_per_tb / GB_PER_TB
+    rate = proofs_per_hour(
+        inst.gpu_name or "", inst.num_gpus or 1, inst.ram_mb, inst.cpu_cores_effective
+    )
+    return transfer_dph(price, rate, prover)
 
 
 def offer_dph(row: Mapping[str, Any]) -> float:

@@ -25,6 +25,9 @@ are left out with ``notin``: the vastai CLI's query parser (vast-cli ``vast.py``
 ``parse_query``, commit 5567983) maps ``notin`` / ``not in`` / ``nin`` to
 ``{"notin": [...]}``, and its ``offers_fields`` lists ``machine_id`` and
 ``host_id``.
+
+The price of downloads is a filter too: ``inet_down_cost`` ($/GB) at most
+`max_inet_down_cost_per_tb` / 1,000 (the CLI's ``offers_fields`` lists it).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
+from fleet_agent.fleet.offer_cost import GB_PER_TB
 from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.models import AgentConfig
 
@@ -83,6 +87,8 @@ def offer_filters(
         "cpu_ram": {"gte": prover.min_host_ram_mb(1)},
         "reliability": {"gte": reliability},
         "dph_total": {"lte": dph},
+        # $/GB, as rows give it; the cap is per TB (fleet_agent/fleet/offer_cost.py).
+        "inet_down_cost": {"lte": config.max_inet_down_cost_per_tb / GB_PER_TB},
         "inet_down": {"gte": prover.min_inet_down_mbps},
         "cuda_max_good": {"gte": prover.min_cuda},
         "disk_space": {"gte": prover.disk_gb},

@@ -61,15 +61,18 @@ class ReconcileReport(Wire):
         return [i for r in self.labels for i in r.remaining]
 
 
-def oldest(instances: list[Instance]) -> Instance:
-    """The machine a label keeps: the lowest id, i.e. the first one rented."""
-    return min(instances, key=lambda i: i.id)
+def oldest(instances: list[Instance]) -> Instance | None:
+    """The machine a label keeps: the lowest id, i.e. the first one rented.
+    Only machines with a vast.ai id count (`Instance.has_id`): a row listed
+    without one can be neither kept nor destroyed. None without any."""
+    real = [i for i in instances if i.has_id]
+    return min(real, key=lambda i: i.id) if real else None
 
 
 def duplicate_labels(instances: list[Instance]) -> dict[str, list[int]]:
     """Labels carried by more than one machine → their ids, oldest first."""
     by_label: dict[str, list[int]] = defaultdict(list)
     for inst in instances:
-        if inst.label:
+        if inst.label and inst.has_id:
             by_label[inst.label].append(inst.id)
     return {label: sorted(ids) for label, ids in sorted(by_label.items()) if len(ids) > 1}

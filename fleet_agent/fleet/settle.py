@@ -70,11 +70,11 @@ async def settle_label(
         found = await vast.list_instances(label=label)
     remaining = _extra(found)
     gone = [i for i in destroyed if i not in remaining]
-    return Settled(label, oldest(found) if found else None, gone, remaining)
+    return Settled(label, oldest(found), gone, remaining)
 
 
 def _extra(found: list[Instance]) -> list[int]:
-    if not found:
-        return []
     keep = oldest(found)
-    return [i.id for i in found if i.id != keep.id]
+    if keep is None:
+        return []
+    return [i.id for i in found if i.has_id and i.id != keep.id]

@@ -6,7 +6,11 @@ stopped and frozen machines are not, and are billed until they are destroyed,
 like dead ones, so the model is told to replace or release them. Destroyed
 rows are no fleet members and are left out. A running machine whose prover
 made no progress for a while is "not_proving" (fleet_agent/fleet/provers.py):
-not capacity, to be replaced.
+not capacity, to be replaced. A machine whose vast.ai row does not parse
+(state `UNREADABLE`, fleet_agent/vast/parse.py) is not capacity either and
+is not destroyed on a guess; it still bills, and every cap counts it at the
+cap's value (fleet_agent/fleet/guardrails.py): its note and the summary line
+say so.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from fleet_agent.fleet.spare import spare_shown
 from fleet_agent.fleet.temporary import temporary_min_age
 from fleet_agent.fleet.triage import GRACE_STATES, NOT_PROVING, hold_of, in_grace
 from fleet_agent.untrusted import fence
-from fleet_agent.vast.models import Instance, phase_of
+from fleet_agent.vast.models import UNREADABLE, Instance, phase_of
 from fleet_agent.wire import Wire
 
 #: The prover phase of a machine that proves, and the state word of the
@@ -79,6 +83,9 @@ class FleetInstance(Wire):
     # Being released: it takes no new work and is destroyed once its work in
     # flight is done (fleet_agent/fleet/drain.py). Not capacity.
     draining: bool = False
+    # Its vast.ai row does not parse: state, price and hardware unknown,
+    # counted at the caps' values (the note says why it did not parse).
+    unreadable: bool = False
     # Set for a machine that is not capacity: stopped, frozen, dead, or in a
     # status this code does not know.
     note: str = ""
@@ -110,6 +117,8 @@ class FleetInstance(Wire):
     def shown_state(self) -> str:
         """The state word as the model reads it: a status this code does not
         know is vast.ai's text as it came, fenced."""
+        if self.unreadable:
+            return UNREADABLE  # our word, not vast.ai's
         if self.state != NOT_PROVING and phase_of(self.state) == "unrecognized":
             return fence(self.state, _STATE_CHARS)
         return self.state
@@ -179,6 +188,12 @@ class FleetSnapshot(Wire):
                 f"; {idle} machine(s) are not capacity and never will be (see note), "
                 "but are billed until destroyed: replace or release them"
             )
+        unreadable = sum(1 for i in self.instances if i.unreadable)
+        if unreadable:
+            head += (
+                f"; {unreadable} machine(s) whose vast.ai rows do not parse: still billed, "
+                f"each counted at {UNREADABLE_COUNTED} (see note)"
+            )
         if self.duplicate_labels:
             extra = sum(len(ids) - 1 for ids in self.duplicate_labels.values())
             head += (
@@ -190,6 +205,12 @@ class FleetSnapshot(Wire):
         text = json.dumps(rows, separators=(",", ":"), ensure_ascii=False)
         return f"{head}\n```json\n{text}\n```"
 
+
+#: How every cap counts a machine whose row does not parse (guardrails.py).
+UNREADABLE_COUNTED = (
+    "the caps' limits (one instance, max_instance_dph $/h, downloads at "
+    "max_inet_down_cost_per_tb, in max_fleet_dph and the daily budget)"
+)
 
 _NOTES = {
     "idle": "{state}: not proving, still billed; destroy it and rent a replacement if needed",
@@ -299,6 +320,17 @@ def summarize(
         if cap.not_proving:
             state = NOT_PROVING
             note = f"running but not proving ({cap.not_proving}); still billed: replace it"
+        if inst.unreadable is not None:
+            note = (
+                f"its vast.ai row does not parse ({fence(inst.unreadable, 120)}): state, "
+                f"price and hardware unknown, not capacity; still billed, so counted at "
+                f"{UNREADABLE_COUNTED} until it parses again or is destroyed"
+            )
+            if not inst.has_id:
+                note += (
+                    "; the row has no usable id (this one is derived from its label): "
+                    "only the operator can destroy it, in vast.ai's console"
+                )
         limit = (
             stuck_loading_minutes(inst.inet_down, image_gb)
             if phase == "booting" and state != "rebooting"
@@ -340,6 +372,7 @@ def summarize(
                 down_minutes=down,
                 in_grace=grace,
                 draining=draining,
+                unreadable=inst.unreadable is not None,
                 note=note,
             )
         )

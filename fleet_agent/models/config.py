@@ -92,6 +92,10 @@ class AgentConfig(Wire):
     max_instances: Annotated[int, Field(ge=0, le=10_000)] = 20
     max_fleet_dph: Annotated[float, Field(ge=0, le=100_000)] = 20.0
     max_instance_dph: Annotated[float, Field(ge=0, le=1_000)] = 2.0
+    # What a host may charge for downloads, $ per TB (vast.ai's `inet_down_cost`
+    # is $/GB: x 1,000). A prover downloads ~50 GB at boot; at the default that
+    # is about $1 a rental. 0: only hosts that charge nothing for downloads.
+    max_inet_down_cost_per_tb: Annotated[float, Field(ge=0, le=10_000)] = 20.0
     allowed_gpus: GpuList = Field(
         default_factory=lambda: ["RTX 3090", "RTX 4090", "RTX 5090", "A100", "H100"]
     )

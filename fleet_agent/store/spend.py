@@ -9,6 +9,15 @@ watched is billed from its start, not from when it was first seen) and
 closing one no longer listed at the time it was last seen. `close` ends a
 machine our own tools destroyed at the known time.
 
+Nothing is ever credited: every amount added is at least 0 (a row's
+negative cost already reads as absent, fleet_agent/vast/models.py), a
+traffic counter the row does not state, or states without its price, is
+held until it does (its traffic is billed then, not lost as $0), and a
+machine whose row does not parse (`Instance.unreadable`) is not accrued
+from that row: it counts as not listed (closed where last seen; listed
+readable again, the time between is billed at its rate then), and the
+caps count it at their own values instead (fleet_agent/fleet/guardrails.py).
+
 Every accrual is a compare-and-set on `accrued_until` (`UPDATE ... WHERE
 accrued_until = <as read>`, rowcount checked) inside the transaction that
 adds its hour rows, so two accruals at once (the monitor's poll and a tool)
@@ -45,6 +54,22 @@ def _at(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
 
 
+def _readable(inst: Instance) -> bool:
+    """A fleet member whose row parsed: what the ledger accrues."""
+    return not inst.is_gone and inst.unreadable is None
+
+
+def _traffic(counter: float | None, price: float | None, last: float) -> tuple[float, float]:
+    """(the counter to keep, KB new since `last`) of one traffic counter.
+    A counter the row does not state, or states without a usable price,
+    is held at `last`: nothing is billed now and nothing is lost (billed
+    at the price the row states next). A counter lower than `last` started
+    again (a new contract): all of it is new."""
+    if counter is None or price is None:
+        return last, 0.0
+    return counter, counter - last if counter >= last else counter
+
+
 class SpendLedger(SpendReads):
     """Reads and writes the ledger through a `Store`'s engine (synchronous)."""
 
@@ -55,7 +80,7 @@ class SpendLedger(SpendReads):
         ones `instances` no longer lists (the agent's whole fleet, as listed)
         at the time they were last seen."""
         require_aware(now, "now")
-        listed = {i.id: i for i in instances if not i.is_gone}
+        listed = {i.id: i for i in instances if _readable(i)}
         # One transaction for the listed and the vanished (the monitor accrues
         # at every poll: two transactions each cost a checkout and a commit);
         # one order over both, so two accruals never wait on each other's
@@ -79,8 +104,11 @@ class SpendLedger(SpendReads):
 
     def open(self, agent_id: str, instance: Instance, now: datetime) -> None:
         """Accrue one machine (e.g. just rented) up to `now`, from its start if
-        it is new; the agent's other machines are left alone."""
-        self._bring_up(agent_id, {instance.id: instance}, require_aware(now, "now"))
+        it is new; the agent's other machines are left alone. An unreadable
+        row is not accrued."""
+        require_aware(now, "now")
+        if _readable(instance):
+            self._bring_up(agent_id, {instance.id: instance}, now)
 
     def close(
         self, agent_id: str, instance_id: int, at: datetime, instance: Instance | None = None
@@ -91,7 +119,7 @@ class SpendLedger(SpendReads):
         start). A machine already accrued past `at` ends where it was accrued;
         one already ended keeps its end."""
         require_aware(at, "at")
-        if instance is not None:
+        if instance is not None and _readable(instance):
             self._bring_up(agent_id, {instance_id: instance}, at)
         for _ in range(_CAS_ROUNDS):
             with self._engine.begin() as conn:
@@ -99,7 +127,7 @@ class SpendLedger(SpendReads):
                 if row is None or row.ended_at is not None:
                     return
                 end = max(at, row.accrued_until)
-                usd = row.dph * (end - row.accrued_until).total_seconds() / 3600.0
+                usd = max(0.0, row.dph) * (end - row.accrued_until).total_seconds() / 3600.0
                 done = self._move(
                     conn,
                     agent_id,
@@ -155,7 +183,7 @@ class SpendLedger(SpendReads):
             "ended_at": None,
             "closed_by": "",
             "dph": billed_dph(inst),
-            "dph_total": float(inst.dph_total or 0.0),
+            "dph_total": inst.price or 0.0,
             "inet_down_billed": 0.0,
             "inet_up_billed": 0.0,
             "usd": 0.0,
@@ -179,16 +207,13 @@ class SpendLedger(SpendReads):
             return True  # we destroyed it; a listing from before says nothing new
         old = row.accrued_until
         end = max(now, old)
-        down = float(inst.inet_down_billed or 0.0)
-        up = float(inst.inet_up_billed or 0.0)
-        # A counter lower than last time started again (a new contract): all of it is new.
-        d_down = down - row.inet_down_billed if down >= row.inet_down_billed else down
-        d_up = up - row.inet_up_billed if up >= row.inet_up_billed else up
+        down, d_down = _traffic(inst.inet_down_billed, inst.inet_down_cost, row.inet_down_billed)
+        up, d_up = _traffic(inst.inet_up_billed, inst.inet_up_cost, row.inet_up_billed)
         traffic = traffic_usd(inst, d_down, d_up)
         # A row without a usable price keeps the machine's last rate: read
         # as $0 it would hide spend from the budget (prices fail closed).
         priced = inst.price is not None
-        rate = billed_dph(inst) if priced else row.dph
+        rate = billed_dph(inst) if priced else max(0.0, row.dph)
         usd = rate * (end - old).total_seconds() / 3600.0
         done = self._move(
             conn,
@@ -243,9 +268,8 @@ class SpendLedger(SpendReads):
             slices = [(_epoch(hour), 0.0)]
         for hour_start, seconds in slices:
             part = seconds / span if span > 0 else 1.0
-            self._add_hour(
-                conn, agent_id, instance_id, _at(hour_start), (usd + traffic) * part, seconds
-            )
+            amount = max(0.0, usd) + max(0.0, traffic)
+            self._add_hour(conn, agent_id, instance_id, _at(hour_start), amount * part, seconds)
 
     def _add_hour(
         self,

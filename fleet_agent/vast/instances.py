@@ -15,7 +15,7 @@ from typing import Any
 from .errors import VastNotFound, VastProtocolError
 from .listing import SharedListing
 from .models import Instance
-from .parse import parse_row, parse_rows
+from .parse import parse_instance, parse_instances
 from .transport import VastTransport
 
 __all__ = ["CREATE_TIMEOUT_S", "LIST_PAGE_SIZE", "InstanceCalls"]
@@ -153,7 +153,7 @@ class InstanceCalls:
                 raise VastProtocolError(
                     "instance list has no 'instances' list", status=200, method="GET", path=path
                 )
-            for inst in parse_rows(Instance, rows, "GET", path):
+            for inst in parse_instances(rows, "GET", path):
                 found[inst.id] = inst
             token = data.get("next_token")
             if token in (None, ""):
@@ -201,7 +201,7 @@ class InstanceCalls:
             row = row[0] if row else None
         if row is None:
             return None
-        inst = parse_row(Instance, row, "GET", path)
+        inst = parse_instance(row, int(instance_id), "GET", path)
         if inst.id != int(instance_id):
             raise VastProtocolError(
                 f"asked for instance {instance_id}, got {inst.id}",

@@ -16,6 +16,15 @@ Text a row shows the agent (states, ``status_msg``, ``label``, ``gpu_name``...)
 is made one clean line within a limit of its own (`_VastRecord.TEXT_LIMITS`):
 a host's error text may be a megabyte of escape codes.
 
+An instance's costs (``dph_total``, ``storage_total_cost``, ``inet_*_cost``)
+and traffic counters (``inet_*_billed``) are never negative: a negative one
+reads as absent (`Instance.COST_FIELDS`), so no row credits the spend ledger,
+and an absent price fails closed wherever it is counted (a cap counts it at
+the cap). A row that does not parse at all but carries a label is kept as an
+*unreadable* machine (`Instance.unreadable_row`, state `UNREADABLE`): a
+label of an agent's own still bills, so the fleet layer counts it against
+every cap at the cap's value (fleet_agent/fleet/guardrails.py).
+
 An instance's state is spread over four fields (docs: ``cli/reference/show-instance.mdx``):
 ``actual_status`` (the container: null, loading, running, stopped, frozen,
 exited, rebooting, unknown, offline), ``intended_status`` (what the renter
@@ -27,10 +36,11 @@ manager does with it (`InstancePhase`).
 
 from __future__ import annotations
 
+import hashlib
 import math
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from fleet_agent.untrusted import single_line, without_surrogates
 
@@ -39,6 +49,7 @@ __all__ = [
     "GONE_STATES",
     "IDLE_STATUSES",
     "TERMINAL_STATUSES",
+    "UNREADABLE",
     "Instance",
     "InstancePhase",
     "Offer",
@@ -70,6 +81,10 @@ GONE_STATES: frozenset[str] = frozenset({"destroyed", "terminated", "deleted", "
 InstancePhase = Literal["running", "booting", "idle", "dead", "gone", "unrecognized"]
 
 _BOOTING_STATES = frozenset({"scheduling", "created", "loading", "rebooting"})
+
+#: The state of a machine whose row does not parse (`Instance.unreadable_row`):
+#: its phase is ``unrecognized`` (not capacity, not destroyed on a guess).
+UNREADABLE = "unreadable"
 
 
 def phase_of(state: str) -> InstancePhase:
@@ -112,6 +127,20 @@ def _frac(value: Any) -> float | None:
     return float(value) if 0.0 < value <= 1.0 else None
 
 
+def _negative(value: Any) -> bool:
+    """A number below zero (a bool is no number)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value < 0
+
+
+def _usable_id(value: Any) -> int | None:
+    """A row's id as vast.ai gives it (a positive integer, or its digits), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    return value if isinstance(value, int) and value > 0 else None
+
+
 def _clean(value: Any) -> Any:
     """A field of a row as we read it: strings stripped, inside objects and
     lists too (as the CLI's `_strip_strings`, vastai/api/instances.py), lone
@@ -145,14 +174,21 @@ class _VastRecord(BaseModel):
         "public_ipaddr": 64,
     }
     STATE_FIELDS: ClassVar[frozenset[str]] = frozenset()
+    #: Costs and counters that are never negative: a negative one reads as
+    #: absent (an offer's own are bounded by its fields instead: the row fails).
+    COST_FIELDS: ClassVar[frozenset[str]] = frozenset()
 
     @model_validator(mode="before")
     @classmethod
     def _untrusted(cls, data: Any) -> Any:
         """Every top-level field cleaned before it is typed (`_clean`), text
-        fields made one line within `TEXT_LIMITS`."""
+        fields made one line within `TEXT_LIMITS`, negative `COST_FIELDS`
+        absent."""
         if isinstance(data, dict):
             clean = {key: _clean(value) for key, value in data.items()}
+            for key in cls.COST_FIELDS:
+                if _negative(clean.get(key)):
+                    clean[key] = None
             for key, limit in cls.TEXT_LIMITS.items():
                 if isinstance(clean.get(key), str):
                     clean[key] = single_line(clean[key], limit)
@@ -233,6 +269,20 @@ class Instance(_VastRecord):
     STATE_FIELDS: ClassVar[frozenset[str]] = frozenset(
         {"actual_status", "intended_status", "cur_state", "next_state"}
     )
+    COST_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "dph_total",
+            "storage_total_cost",
+            "inet_down_cost",
+            "inet_up_cost",
+            "inet_down_billed",
+            "inet_up_billed",
+        }
+    )
+
+    #: Why the row did not parse, for a machine kept by `unreadable_row`; set
+    #: by this code only (no field of a row can make a machine unreadable).
+    _unreadable: str | None = PrivateAttr(default=None)
 
     id: int
     actual_status: str | None = None
@@ -270,6 +320,41 @@ class Instance(_VastRecord):
     #: Port mappings of a running instance: ``{"9100/tcp": [{"HostIp", "HostPort"}]}``.
     ports: Any = None
 
+    @classmethod
+    def unreadable_row(cls, row: Any, why: str, instance_id: int | None = None) -> Self | None:
+        """A row that does not parse, kept for what a fleet must know of it:
+        its label, its state words (so a destroyed one is still no fleet
+        member) and its id: the row's, else `instance_id` (the one a caller
+        asked for), else one derived from the label, negative, which no
+        machine on vast.ai has (such a row cannot be destroyed through the
+        API). `why`: what failed. None for a row without a label, which is
+        no fleet's. Every other field is absent: its price, hardware and
+        state are unknown (`state` is `UNREADABLE`)."""
+        if not isinstance(row, dict) or not isinstance(row.get("label"), str):
+            return None
+        kept: dict[str, Any] = {"id": _usable_id(row.get("id")) or instance_id or 0}
+        kept |= {k: row[k] for k in ("label", *cls.STATE_FIELDS) if isinstance(row.get(k), str)}
+        inst = cls.model_validate(kept)
+        if not inst.label:
+            return None
+        if inst.id == 0:
+            digest = hashlib.sha256(inst.label.encode()).digest()
+            inst.id = -1 - int.from_bytes(digest[:6], "big")
+        inst._unreadable = single_line(why, 200) or "unreadable"
+        return inst
+
+    @property
+    def has_id(self) -> bool:
+        """Whether this machine has its vast.ai id: every parsed row has; an
+        unreadable one listed without a usable id has a derived, negative
+        one, with which nothing can be done through the API."""
+        return self.id > 0
+
+    @property
+    def unreadable(self) -> str | None:
+        """Why this machine's row did not parse (`unreadable_row`), or None."""
+        return self._unreadable
+
     @property
     def ram_mb(self) -> float:
         """RAM the rental gets, MB (`slice_ram_mb`)."""
@@ -295,10 +380,13 @@ class Instance(_VastRecord):
         ``destroyed`` for a gone row; the dead ``actual_status`` as it is; a
         machine stopped or frozen by the renter, the host or an outbid
         interruptible contract reads ``stopped``/``frozen`` even while its
-        container still runs down; ``scheduling`` while there is no status yet.
+        container still runs down; ``scheduling`` while there is no status yet;
+        `UNREADABLE` for a row that did not parse (`unreadable_row`).
         """
         if self.is_gone:
             return "destroyed"
+        if self._unreadable is not None:
+            return UNREADABLE
         actual = self.actual_status
         if actual in TERMINAL_STATUSES or actual in IDLE_STATUSES:
             return str(actual)
