@@ -5,7 +5,7 @@ the fleet activities' clock: the views accrue the fleet they list (the
 monitor's poll every poll), the create tool accrues before its budget check
 and opens what it rented, the destroy tool and the freeze's `stop_fleet`
 close what they destroyed. The ledger itself refuses what would credit it
-(negative amounts, rows that do not parse: fleet_agent/store/spend.py).
+(negative amounts: fleet_agent/store/spend.py).
 """
 
 from __future__ import annotations
@@ -70,14 +70,23 @@ class SpendBook:
         accrued first, so the spend is fresh. `beyond_ledger_dph`: what the
         fleet costs beyond the ledger's rate (fleet_agent/fleet/guardrails.py,
         `beyond_ledger_dph`)."""
-        await self.accrue(agent_id, fleet)
+        members = list(fleet)
+        await self.accrue(agent_id, members)
         spend = await self.summary(agent_id)
         now = spend.as_of
         hours = await asyncio.to_thread(self._hours.spend_hours_since, agent_id, now - DAY)
+        # A machine whose row does not parse goes on in the ledger at its last
+        # rate; `beyond_ledger_dph` counts it at the cap's instead.
+        unreadable = [i.id for i in members if i.unreadable is not None]
+        replaced = (
+            await asyncio.to_thread(self._ledger.open_rates, agent_id, unreadable)
+            if unreadable
+            else {}
+        )
         return budget_refusal(
             [(h.hour, h.usd) for h in hours],
             now,
-            fleet_dph=spend.current_dph,
+            fleet_dph=max(0.0, spend.current_dph - sum(replaced.values())),
             added_dph=offer_dph,
             budget_usd=config.daily_budget_usd,
             in_flight_dph=in_flight_dph,

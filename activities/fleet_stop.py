@@ -100,7 +100,7 @@ class FleetStopper:
                     )
             members = [i for i in members if i.has_id]
             deadline = time.monotonic() + GIVE_UP_AFTER_S
-            destroyed = list(report.instances)
+            destroyed = [i for i in report.instances if i > 0]  # ids of machines, not derived
             flying = await self._flying(req.agent_id)
             while members or flying:
                 for inst in members:

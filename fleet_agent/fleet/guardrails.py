@@ -182,9 +182,10 @@ def beyond_ledger_dph(
     """What the daily budget's projection adds to the spend ledger's $/h
     for `fleet` (fleet_agent/store/spend.py): every machine's downloads
     (the ledger bills traffic only once it is counted), and each machine
-    whose row does not parse, which the ledger does not accrue, at
-    `max_instance_dph`. It overcounts a machine that fetched its
-    parameters already, as a budget would rather."""
+    whose row does not parse at `max_instance_dph` (in place of the rate
+    the ledger goes on billing it at: activities/fleet_spend.py). It
+    overcounts a machine that fetched its parameters already, as a budget
+    would rather."""
     members = [i for i in fleet if not i.is_gone]
     spec = prover or ProverSpec()
     unreadable = sum(config.max_instance_dph for i in members if i.unreadable is not None)

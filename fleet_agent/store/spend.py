@@ -10,13 +10,14 @@ closing one no longer listed at the time it was last seen. `close` ends a
 machine our own tools destroyed at the known time.
 
 Nothing is ever credited: every amount added is at least 0 (a row's
-negative cost already reads as absent, fleet_agent/vast/models.py), a
+negative cost already reads as absent, fleet_agent/vast/models.py), and a
 traffic counter the row does not state, or states without its price, is
-held until it does (its traffic is billed then, not lost as $0), and a
-machine whose row does not parse (`Instance.unreadable`) is not accrued
-from that row: it counts as not listed (closed where last seen; listed
-readable again, the time between is billed at its rate then), and the
-caps count it at their own values instead (fleet_agent/fleet/guardrails.py).
+held until it does (its traffic is billed then, not lost as $0). So a
+machine whose row does not parse (`Instance.unreadable`: no price, no
+counters) goes on at the rate it was last billed at, its traffic held,
+and one that never parsed is opened at $0/h from when it is first seen:
+the ledger records what is known; the caps count such a machine at their
+own values (fleet_agent/fleet/guardrails.py).
 
 Every accrual is a compare-and-set on `accrued_until` (`UPDATE ... WHERE
 accrued_until = <as read>`, rowcount checked) inside the transaction that
@@ -54,11 +55,6 @@ def _at(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
 
 
-def _readable(inst: Instance) -> bool:
-    """A fleet member whose row parsed: what the ledger accrues."""
-    return not inst.is_gone and inst.unreadable is None
-
-
 def _traffic(counter: float | None, price: float | None, last: float) -> tuple[float, float]:
     """(the counter to keep, KB new since `last`) of one traffic counter.
     A counter the row does not state, or states without a usable price,
@@ -80,7 +76,7 @@ class SpendLedger(SpendReads):
         ones `instances` no longer lists (the agent's whole fleet, as listed)
         at the time they were last seen."""
         require_aware(now, "now")
-        listed = {i.id: i for i in instances if _readable(i)}
+        listed = {i.id: i for i in instances if not i.is_gone}
         # One transaction for the listed and the vanished (the monitor accrues
         # at every poll: two transactions each cost a checkout and a commit);
         # one order over both, so two accruals never wait on each other's
@@ -104,11 +100,8 @@ class SpendLedger(SpendReads):
 
     def open(self, agent_id: str, instance: Instance, now: datetime) -> None:
         """Accrue one machine (e.g. just rented) up to `now`, from its start if
-        it is new; the agent's other machines are left alone. An unreadable
-        row is not accrued."""
-        require_aware(now, "now")
-        if _readable(instance):
-            self._bring_up(agent_id, {instance.id: instance}, now)
+        it is new; the agent's other machines are left alone."""
+        self._bring_up(agent_id, {instance.id: instance}, require_aware(now, "now"))
 
     def close(
         self, agent_id: str, instance_id: int, at: datetime, instance: Instance | None = None
@@ -119,7 +112,7 @@ class SpendLedger(SpendReads):
         start). A machine already accrued past `at` ends where it was accrued;
         one already ended keeps its end."""
         require_aware(at, "at")
-        if instance is not None and _readable(instance):
+        if instance is not None:
             self._bring_up(agent_id, {instance_id: instance}, at)
         for _ in range(_CAS_ROUNDS):
             with self._engine.begin() as conn:

@@ -6,6 +6,7 @@ adds the writes (accrue, open, close) on top.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict
@@ -104,6 +105,16 @@ class SpendReads:
         )
         with self._engine.connect() as conn:
             return round(float(conn.execute(stmt).scalar_one()), 6)
+
+    def open_rates(self, agent_id: str, ids: Iterable[int]) -> dict[int, float]:
+        """The $/hour the ledger bills each of `ids` at, among the agent's
+        machines still open."""
+        m = self._machines
+        stmt = select(m.c.instance_id, m.c.dph).where(
+            m.c.agent_id == agent_id, m.c.ended_at.is_(None), m.c.instance_id.in_(list(ids))
+        )
+        with self._engine.connect() as conn:
+            return {int(iid): float(dph) for iid, dph in conn.execute(stmt)}
 
     def instances(self, agent_id: str) -> list[SpendInstance]:
         """Every machine of the agent in the ledger, oldest first."""
