@@ -131,10 +131,10 @@ async def test_a_machine_whose_row_does_not_parse_can_still_be_destroyed(
 
 
 def _account(label: str) -> tuple[set[int], Any]:
-    """Machine 301 and a row of the same label without a usable id (vast.ai's
-    answer as a stub serves it: the simulator always gives ids); a DELETE
-    destroys what has an id."""
-    live = {301}
+    """Machine 301, its duplicate 303 (a create that landed twice) and a row
+    of the same label without a usable id (vast.ai's answer as a stub serves
+    it: the simulator always gives ids); a DELETE destroys what has an id."""
+    live = {301, 303}
 
     def answer(req: StubRequest) -> tuple[int, Any]:
         if req.method == "DELETE":
@@ -158,18 +158,22 @@ async def test_a_row_without_a_usable_id_is_counted_never_acted_on(
     async with _tools(store, answer) as (tools, stub):
         snap = await env.run(tools.poll_fleet, PollRequest(agent_id=agent))
         ghost = next(i for i in snap.instances if i.unreadable)
-        assert [i.id for i in snap.instances] == [ghost.id, 301] and ghost.id < 0
+        assert [i.id for i in snap.instances] == [ghost.id, 301, 303] and ghost.id < 0
         assert "no usable id" in ghost.note and "vast.ai's console" in ghost.note
-        # Not a duplicate of 301's label: nothing is settled away.
-        assert snap.duplicate_labels == {}
+        # The duplicate goes; the first machine rented stays, whatever the
+        # row without an id says (its derived id is no machine's, nor the oldest).
+        label = create_label(agent, 1, "t1")
+        assert snap.duplicate_labels == {label: [301, 303]}
         report = await env.run(tools.reconcile_labels, ReconcileRequest(agent_id=agent))
-        assert report.labels == []
+        assert report.destroyed == [303] and report.remaining == [] and live == {301}
+        deletes = [r for r in stub.requests if r.method == "DELETE"]
+        assert [r.path for r in deletes] == ["/api/v0/instances/303/"]
         refused = await env.run(
             tools.destroy_instance,
             tool_request(agent, "destroy_instance", {"instance_id": ghost.id, "reason": "r"}),
         )
         assert refused.is_error and "without a usable id" in refused.content
-        assert not [r for r in stub.requests if r.method == "DELETE"]
+        assert [r for r in stub.requests if r.method == "DELETE"] == deletes, "none sent"
         # The freeze's stop destroys 301 and does not wait for the row it cannot.
         monkeypatch.setattr(fleet_stop, "CHECK_EVERY_S", 0.05)
         monkeypatch.setattr(fleet_stop, "GIVE_UP_AFTER_S", 2.0)
