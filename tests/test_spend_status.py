@@ -105,17 +105,22 @@ async def test_status_and_the_console_show_the_ledgers_spend_as_of_now(
     assert await commands.status(agent, as_json=False) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "spend:" in ln)
     assert "now $0.412/h (1 machine(s))" in line and "from the ledger" in line, line
-    # The query's figure keeps its as-of time: the last run's start.
+    # So does --json: the ledger's figure, as of now.
     assert await commands.status(agent, as_json=True) == 0
-    queried = AgentStatus.model_validate_json(capsys.readouterr().out).spend
-    assert queried is not None and (queried.current_dph, queried.as_of) == (0.0, last_run)
+    shown = AgentStatus.model_validate_json(capsys.readouterr().out).spend
+    assert shown is not None and shown.current_dph == 0.412 and shown.open_instances == 1
+    assert shown.as_of > last_run + timedelta(minutes=29)
 
     with TestClient(create_app(agent, ConsoleSettings()), base_url="http://127.0.0.1:8080") as c:
         page = c.get("/parts/agent")
     assert page.status_code == 200, page.text
     assert "$0.41/h now" in page.text, page.text
 
-    # Without a run log to read (a CLI far from the worker's store), the query's stands in.
+    # Without a run log to read (a CLI far from the worker's store), the query's
+    # stands in, with its as-of time: the last run's start.
     monkeypatch.setenv(DATABASE_URL_ENV, f"sqlite:///{store.engine.url.database}-missing")
     assert await commands.status(agent, as_json=False) == 0
     assert "now $0.000/h (0 machine(s)) · as of" in capsys.readouterr().out
+    assert await commands.status(agent, as_json=True) == 0
+    queried = AgentStatus.model_validate_json(capsys.readouterr().out).spend
+    assert queried is not None and (queried.current_dph, queried.as_of) == (0.0, last_run)
