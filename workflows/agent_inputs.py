@@ -46,6 +46,8 @@ _FLEET_FIELDS = frozenset(
         "max_instances",
         "max_fleet_dph",
         "max_instance_dph",
+        # New key: no recorded history holds a change of it, so no patch.
+        "max_inet_down_cost_per_tb",
         "allowed_gpus",
         "min_reliability",
         "dry_run",

@@ -234,7 +234,8 @@ def limits_text(config: AgentConfig) -> str:
     dry_run = "\n- DRY RUN: nothing is rented or released" if config.dry_run else ""
     return (
         f"- at most {config.max_instances} instances, ${config.max_fleet_dph:g}/h for the "
-        f"fleet, ${config.max_instance_dph:g}/h per instance\n"
+        f"fleet (downloads included), ${config.max_instance_dph:g}/h per instance\n"
+        f"- downloads at most ${config.max_inet_down_cost_per_tb:g}/TB\n"
         f"- GPUs {gpus}; reliability ≥ {config.min_reliability:g}\n"
         f"- at most {config.max_creates_per_hour} machines rented and "
         f"{config.max_destroys_per_hour} released in any hour\n"
