@@ -93,9 +93,7 @@ async def test_the_model_the_fleet_view_and_the_log_say_so(
     caplog.set_level(logging.WARNING)
     await ActivityEnvironment().run(tools.poll_fleet, PollRequest(agent_id=AGENT))
 
-    status = await ActivityEnvironment().run(
-        tools.get_fleet_status, _req("get_fleet_status", {})
-    )
+    status = await ActivityEnvironment().run(tools.get_fleet_status, _req("get_fleet_status", {}))
     head = status.content.splitlines()[0]
     assert "1 machine(s) whose vast.ai rows do not parse: still billed" in head, head
     assert "max_instance_dph" in head and '"state":"unreadable"' in status.content
