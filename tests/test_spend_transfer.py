@@ -32,14 +32,22 @@ from tests.test_spend_rules import AGENT, _create, _live, _req, sim, tools
 __all__ = ["sim", "tools"]  # the fixtures, imported for pytest
 
 
-async def _offers(tools: FleetActivities, sim: SimServer) -> list[tuple[dict[str, Any], float]]:
-    """Offers as search_offers shows them, with the ``inet_down_cost`` ($/GB)
-    the simulator lists for each, the ones that charge for downloads first."""
+async def _search(
+    tools: FleetActivities, sim: SimServer, limit: int
+) -> tuple[list[dict[str, Any]], dict[int, float]]:
+    """Offers as search_offers shows them (under the live config), and the
+    ``inet_down_cost`` ($/GB) the simulator lists for every offer."""
     found = await ActivityEnvironment().run(
-        tools.search_offers, _req("search_offers", {"limit": 30})
+        tools.search_offers, _req("search_offers", {"limit": limit})
     )
     rows: list[dict[str, Any]] = json.loads(found.content.split("\n", 1)[1])
     prices = {int(o["id"]): float(o["inet_down_cost"]) for o in sim.market.listed_offers()}
+    return rows, prices
+
+
+async def _offers(tools: FleetActivities, sim: SimServer) -> list[tuple[dict[str, Any], float]]:
+    """Offers with their download price, the ones that charge for downloads first."""
+    rows, prices = await _search(tools, sim, 30)
     priced = [(r, prices[int(r["offer_id"])]) for r in rows]
     return sorted(priced, key=lambda p: p[1] < 0.004)
 
@@ -83,11 +91,7 @@ async def test_the_simulator_lists_no_offer_over_the_cap(
     tools: FleetActivities, sim: SimServer, configs: StaticConfigs
 ) -> None:
     configs.config = AgentConfig(max_inet_down_cost_per_tb=3)
-    found = await ActivityEnvironment().run(
-        tools.search_offers, _req("search_offers", {"limit": 50})
-    )
-    shown = json.loads(found.content.split("\n", 1)[1])
-    prices = {int(o["id"]): float(o["inet_down_cost"]) for o in sim.market.listed_offers()}
+    shown, prices = await _search(tools, sim, 50)
     assert shown and all(prices[r["offer_id"]] <= 0.003 for r in shown)
     assert any(p > 0.003 for p in prices.values()), "the market has dearer hosts"
 
@@ -182,9 +186,5 @@ async def test_a_zero_cap_rents_only_hosts_that_charge_nothing(
     tools: FleetActivities, sim: SimServer, configs: StaticConfigs
 ) -> None:
     configs.config = AgentConfig(max_inet_down_cost_per_tb=0)
-    found = await ActivityEnvironment().run(
-        tools.search_offers, _req("search_offers", {"limit": 50})
-    )
-    prices = {int(o["id"]): float(o["inet_down_cost"]) for o in sim.market.listed_offers()}
-    shown = json.loads(found.content.split("\n", 1)[1])
+    shown, prices = await _search(tools, sim, 50)
     assert shown and all(prices[r["offer_id"]] == 0 and r["transfer_dph"] == 0 for r in shown)
