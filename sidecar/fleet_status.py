@@ -213,14 +213,26 @@ def drain(watch: Watch, command: list[str]) -> int:
         return 200
 
 
+def authorized(given: str, token: str) -> bool:
+    """Whether the ``Authorization`` value `given` is ``Bearer <token>``, in
+    constant time. Compared as bytes: ``hmac.compare_digest`` raises on a str
+    that is not ASCII, and http.server hands over each header as the bytes
+    that came, decoded as ISO-8859-1 (``http.client.parse_headers``), so
+    encoding it back the same way restores them exactly and never fails. No
+    token set: no drain is allowed."""
+    if not token:
+        return False
+    expected = b"Bearer " + token.encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(given.encode("iso-8859-1", "replace"), expected)
+
+
 def _handler(watch: Watch, token: str, command: list[str]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             if self.path.split("?", 1)[0] != "/drain":
                 self.send_error(404)
                 return
-            given = self.headers.get("Authorization", "")
-            if not token or not hmac.compare_digest(given, f"Bearer {token}"):
+            if not authorized(self.headers.get("Authorization", ""), token):
                 self.send_error(401)
                 return
             code = drain(watch, command)

@@ -7,8 +7,10 @@ monitor's own parser (fleet_agent/fleet/prover_status.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -124,11 +126,10 @@ def sidecar(cuzk: FakeCuzk, tmp_path: Path) -> Iterator[tuple[str, Path]]:
         # Stands in for `curio cli cordon`: leaves a mark to count the runs.
         "FLEET_DRAIN_COMMAND": f"sh -c 'echo x >> {tmp_path / 'cordoned'}'",
     }
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "sidecar" / "fleet_status.py")],
-        env=env,
-        stderr=subprocess.DEVNULL,
-    )
+    with (tmp_path / "sidecar.err").open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "sidecar" / "fleet_status.py")], env=env, stderr=err
+        )
     try:
         yield f"http://127.0.0.1:{port}/status", params
     finally:
@@ -238,3 +239,49 @@ async def test_a_drain_needs_the_machines_token_and_cordons_once(
     assert cordoned.read_text() == "x\n", "the command ran once"
     read = await _until(url, lambda r, b: r.draining, "draining")
     assert read.phase == "proving"
+
+
+def _raw_post(url: str, authorization: bytes) -> bytes:
+    """POST /drain with `authorization` sent as these bytes (an HTTP client
+    would refuse or re-encode them); the whole answer, b"" if the server
+    dropped the connection."""
+    port = int(url.split(":")[2].split("/")[0])
+    request = (
+        b"POST /drain HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: " + authorization
+    ) + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.sendall(request)
+        answer = b""
+        while chunk := conn.recv(4096):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        "Bearer t0kén".encode(),  # UTF-8
+        "Bearer t0kén".encode("latin-1"),  # one byte over 0x7f
+        b"Bearer \xff\xfe",
+        "Bearer t0ken\u2028".encode(),
+    ],
+    ids=["utf-8", "latin-1", "bytes", "separator"],
+)
+async def test_a_drain_with_a_token_that_is_not_ascii_is_refused_cleanly(
+    cuzk: FakeCuzk, sidecar: tuple[str, Path], authorization: bytes
+) -> None:
+    """Compared as text, a non-ASCII value raised in the handler: a traceback
+    and a dropped connection instead of an answer."""
+    url, params = sidecar
+    (params / "p.params").write_bytes(b"x" * PARAMS_BYTES)
+    await _until(url, lambda r, b: True, "a status")
+    answer = await asyncio.to_thread(_raw_post, url.replace("/status", "/drain"), authorization)
+    assert answer.startswith(b"HTTP/1.0 401 "), answer[:80]
+    assert not (params.parent / "cordoned").exists()
+    # The sidecar goes on: it still serves, still drains with the right token.
+    async with httpx.AsyncClient(timeout=5) as http:
+        right = await http.post(
+            url.replace("/status", "/drain"), headers={"Authorization": "Bearer t0ken"}
+        )
+    assert right.status_code == 200
+    assert "Traceback" not in (params.parent / "sidecar.err").read_text()
