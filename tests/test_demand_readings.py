@@ -206,6 +206,23 @@ def test_metric_values_that_are_no_count_are_no_value() -> None:
             "FLEET_DEMAND_URL refused",
         ),
         (
+            {"FLEET_DEMAND_SOURCE": "http", "FLEET_DEMAND_URL": "http://[fec0::5]/d"},
+            "FLEET_DEMAND_URL refused: fec0::5 is site-local",
+        ),
+        (
+            {"FLEET_DEMAND_SOURCE": "http", "FLEET_DEMAND_URL": "http://[64:ff9b::a9fe:a9fe]/d"},
+            "FLEET_DEMAND_URL refused: 64:ff9b::a9fe:a9fe is a NAT64 or tunnel address of "
+            "169.254.169.254, which is link-local",
+        ),
+        (
+            {"FLEET_DEMAND_SOURCE": "http", "FLEET_DEMAND_URL": "http://[64:ff9b:1::a00:5]/d"},
+            "FLEET_DEMAND_URL refused: 64:ff9b:1::a00:5 is NAT64 for local use",
+        ),
+        (
+            {"FLEET_DEMAND_SOURCE": "http", "FLEET_DEMAND_URL": "http://[2002:a9fe:a9fe::1]/d"},
+            "FLEET_DEMAND_URL refused: 2002:a9fe:a9fe::1 is a NAT64 or tunnel address",
+        ),
+        (
             {"FLEET_DEMAND_SOURCE": "http", "FLEET_DEMAND_URL": "ftp://10.0.0.5/d"},
             "FLEET_DEMAND_URL must be http(s)",
         ),
@@ -279,6 +296,11 @@ def test_private_and_loopback_sources_are_allowed() -> None:
     assert local.url == "http://127.0.0.1:8765/demand"
     assert local.token is not None and local.token.get_secret_value() == "t"
     assert "**" in repr(local.token)
+    # A NAT64 address is judged by the IPv4 address it leads to: a global one passes.
+    nat64 = DemandEnv.load(
+        {"FLEET_DEMAND_SOURCE": "http", "FLEET_DEMAND_URL": "http://[64:ff9b::808:808]/d"}
+    )
+    assert nat64.url == "http://[64:ff9b::808:808]/d"
     assert Settings.from_env({}).demand.source == "none"
 
 

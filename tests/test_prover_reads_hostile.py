@@ -181,6 +181,10 @@ HOSTILE_ADDRESSES = {
     42: "100.64.0.1",  # carrier-grade NAT
     43: "fe80::1%eth0",
     44: "::1",
+    45: "fec0::1",  # site-local: deprecated, `is_global` on Python 3.11
+    46: "64:ff9b::a9fe:a9fe",  # NAT64 of the metadata service
+    47: "64:ff9b:1::a9fe:a9fe",  # NAT64 for local use
+    48: "64:ff9b::808:808",  # NAT64 of a global address: still not a host's address
 }
 
 
@@ -256,6 +260,8 @@ async def test_a_host_address_that_is_not_global_is_refused_before_any_request(
     assert "loopback" in reads[33].error and "FLEET_PROVER_ALLOW_LOOPBACK" in reads[33].error
     assert "link-local" in reads[31].error and "private" in reads[32].error
     assert "not an IP address" in reads[34].error and "not an IP address" in reads[35].error
+    assert "site-local" in reads[45].error and "169.254.169.254" in reads[46].error
+    assert "NAT64 for local use" in reads[47].error
 
 
 async def test_a_redirect_is_an_answer_never_followed(

@@ -35,7 +35,10 @@ Curio counts no proofs done or late in these interfaces: both are 0.
 private network, so private and loopback addresses are allowed, but
 link-local ones (169.254.0.0/16, fe80::/10: the clouds' metadata service),
 multicast, unspecified and the metadata services' names are refused, and
-so are credentials in the URL. A bearer token (`FLEET_DEMAND_TOKEN`)
+so are credentials in the URL. So are the IPv6 forms that hide where they
+lead (site-local, NAT64 for local use, and a NAT64, 6to4 or Teredo address
+of an IPv4 address that is not global: fleet_agent/addresses.py, the rule
+the prover status reader uses too). A bearer token (`FLEET_DEMAND_TOKEN`)
 needs https unless the host is loopback or a private address.
 """
 
@@ -46,6 +49,8 @@ import math
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
+
+from fleet_agent.addresses import v6_form_refusal
 
 from .reading import MAX_COUNT, MAX_TOTAL, DemandReading, Refused, parse_count, parse_time
 
@@ -188,8 +193,11 @@ def _host_refusal(host: str) -> str | None:
         ip = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
         return None  # a name: the operator's resolver answers for it
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif (form := v6_form_refusal(ip)) is not None:
+            return form
     if ip.is_link_local:
         return "link-local (the clouds' metadata service lives there)"
     if ip.is_multicast or ip.is_unspecified:

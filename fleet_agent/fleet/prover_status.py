@@ -11,8 +11,9 @@ The address is the host's, so it is untrusted: the URL is built from a
 parsed `ipaddress` and an int port, never by pasting the row's string (a
 ``public_ipaddr`` of ``169.254.169.254/latest/meta-data/iam#`` made a URL of
 the cloud's metadata service), and an address that is not global (private,
-loopback, link-local, multicast, reserved, unspecified, or a v6 form of
-one) is refused before any connection (`status_url`). Loopback alone may be
+loopback, link-local, multicast, reserved, unspecified, site-local, NAT64,
+or a v6 form of one: fleet_agent/addresses.py) is refused before any
+connection (`status_url`). Loopback alone may be
 allowed (`ProverSpec.allow_loopback`): the simulator's provers listen there.
 """
 
@@ -32,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from fleet_agent.addresses import not_global, v6_form_refusal
 from fleet_agent.fleet.prover import LOOPBACK_ENV
 from fleet_agent.untrusted import single_line
 from fleet_agent.vast.models import Instance
@@ -152,30 +154,21 @@ def _shown(text: str, limit: int = 40) -> str:
 
 def address_refusal(ip: IPv4Address | IPv6Address, allow_loopback: bool = False) -> str | None:
     """Why a prover status is not read at `ip`, or None: only global
-    addresses are, and loopback ones if `allow_loopback`. `is_global` alone
-    lets multicast and some v6 forms of private v4 addresses through, so
-    those are checked as well."""
+    addresses are, and loopback ones if `allow_loopback`. An IPv6 form that
+    hides where it leads (site-local, NAT64, a tunnel to an address that is
+    not global) is refused, and so is any address that is not global, by
+    the shared rules (fleet_agent/addresses.py)."""
     if isinstance(ip, IPv6Address):
         if ip.scope_id:
             return "a scoped address"
         if ip.ipv4_mapped is not None:
             return address_refusal(ip.ipv4_mapped, allow_loopback)
-        inner = ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
-        if inner is not None and address_refusal(inner, False) is not None:
-            return "a tunnel to an address that is not global"
+        form = v6_form_refusal(ip)
+        if form is not None:
+            return form
     if ip.is_loopback:
         return None if allow_loopback else f"loopback ({LOOPBACK_ENV}=1 allows it)"
-    for kind, hit in (
-        ("unspecified", ip.is_unspecified),
-        ("link-local", ip.is_link_local),
-        ("multicast", ip.is_multicast),
-        ("private", ip.is_private),
-        ("reserved", ip.is_reserved),
-        ("not global", not ip.is_global),
-    ):
-        if hit:
-            return kind
-    return None
+    return not_global(ip)
 
 
 def status_url(inst: Instance, port: int, path: str, allow_loopback: bool = False) -> str:
