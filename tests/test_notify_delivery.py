@@ -19,7 +19,7 @@ from fleet_agent.models import NotifyEvent, NotifyRequest
 from fleet_agent.notify.rules import idempotency_key
 from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import SCHEMA_VERSION, Notifications, Store
-from testkit.notify_receivers import WebhookReceiver
+from testkit.notify_receivers import SmtpReceiver, WebhookReceiver
 from tests.ports import free_port
 from tests.store_backends import Backend, backend
 
@@ -104,6 +104,25 @@ async def test_a_url_apprise_cannot_use_is_not_retried(store: Store) -> None:
     assert failed.value.non_retryable
     assert "nosuchscheme://host.example.com: not an apprise URL" in failed.value.message
     assert "SECRET" not in failed.value.message
+
+
+async def test_a_mail_to_two_recipients_is_one_destination(store: Store) -> None:
+    """`FLEET_NOTIFY_URLS` is split as apprise splits it: the comma between
+    two recipients of one mailto:// is no separator."""
+    with SmtpReceiver(free_port()) as smtp, WebhookReceiver() as hook:
+        env = NotifyEnv.model_validate(
+            {"FLEET_NOTIFY_URLS": f"{smtp.url('a@example.com,b@example.com')}, {hook.url('h')}"}
+        )
+        result = await ActivityEnvironment().run(
+            NotifyActivities(store, env).send_notification, _request()
+        )
+        assert (result.configured, result.sent) == (2, 2)
+        # apprise sends each recipient a mail of its own.
+        assert sorted(r for m in smtp.mails for r in m.recipients) == [
+            "a@example.com",
+            "b@example.com",
+        ]
+        assert len(hook.posts) == 1
 
 
 async def test_no_destination_sends_nothing_and_succeeds(store: Store) -> None:

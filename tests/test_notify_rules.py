@@ -124,6 +124,57 @@ def test_a_url_is_shown_by_scheme_and_host_only() -> None:
     assert NotifyEnv.read({"FLEET_NOTIFY_URLS": " "}).url_list() == []
 
 
+def test_a_mailto_with_two_recipients_stays_one_url() -> None:
+    """apprise parts URLs only where another scheme:// follows; a split at
+    every comma made `b@example.com` a destination of its own."""
+    mail = "mailtos://alice:pw@smtp.example.com?to=a@example.com,b@example.com&from=f@example.com"
+    assert split_urls(f"{mail}, json://h/x ;\n slack://T/B/C,") == [
+        mail,
+        "json://h/x",
+        "slack://T/B/C",
+    ]
+    # A word that is no URL is kept, to be refused visibly, not dropped.
+    assert split_urls("oops, json://h/x") == ["json://h/x", "oops"]
+
+
+PERCENT = "mailtos://alice:p%40ss%2Fw0rd@smtp.example.com?to=ops%40example.com"
+
+
+@pytest.mark.parametrize(
+    "leak",
+    [
+        "p@ss/w0rd",  # the password as a library decodes it
+        "p%40ss%2Fw0rd",  # as written in the URL
+        "p%40ss%2fw0rd",  # encoded again, another hex case
+        "p%40%73s%2Fw0rd",  # a letter encoded too
+        "mailtos://alice:p@ss/w0rd@smtp.example.com?to=ops@example.com",  # the URL decoded
+        "ops@example.com",  # a recipient, decoded
+    ],
+)
+def test_a_secret_is_scrubbed_in_every_encoding(leak: str) -> None:
+    text = scrub(f"login failed: {leak} (retry later)", [PERCENT])
+    assert "w0rd" not in text and "p@ss" not in text and "ops@" not in text, text
+    assert "ss%2" not in text.lower() and "ops%40" not in text, text
+    assert "login failed" in text and "retry later" in text
+
+
+def test_short_secrets_go_and_the_words_around_them_stay() -> None:
+    """A piece shorter than ANYWHERE_CHARS was kept whole: a 5-letter
+    password, a short topic or user stayed in the error text."""
+    urls = [
+        "mailtos://bob:abc12@smtp.example.com",
+        "ntfys://ntfy.example.com/xq7",
+        "tgram://12:AB/-9",
+    ]
+    text = scrub(
+        "535 bob abc12 refused; topic xq7 closed (abc123, bobby); chat -9 gone; bot 12:AB", urls
+    )
+    assert "abc12 " not in text and " bob " not in text and " xq7 " not in text, text
+    assert "12:AB" not in text and text.count("***") == 5, text
+    # Longer words that merely contain them stay.
+    assert "abc123" in text and "bobby" in text and "refused" in text
+
+
 def test_a_run_reads_budget_and_rate_refusals_and_rejected_keys() -> None:
     over = budget_refusal([], T0, fleet_dph=30, added_dph=1, budget_usd=10)
     assert over is not None and refusal_kind(over) == "budget"
