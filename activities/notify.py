@@ -7,7 +7,11 @@ ever reaches a workflow, the store, a log line or an error), and the
 `fleet_notifications_total` counter.
 
 Each destination is claimed in the store under the request's key before it is
-sent to, and its outcome recorded after (fleet_agent/store/notifications.py):
+sent to, and its outcome recorded after (fleet_agent/store/notifications.py),
+named by a keyed hash of its URL under the worker's notify key
+(`FLEET_NOTIFY_KEY`, else the key file beside a SQLite store or in var/,
+made on the first delivery: fleet_agent/notify/destinations.py; that first delivery also
+renames the rows of the unkeyed names written before):
 a retry sends only to the destinations that failed, and a replayed or handed
 over (continue-as-new) request sends nothing that went out. A failure is a
 retryable ApplicationError whose message names destinations by scheme and
@@ -17,8 +21,9 @@ host; the agent workflow catches the last one and shows it in `status`.
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import logging
 from datetime import UTC, datetime
+from pathlib import Path
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -26,25 +31,75 @@ from temporalio.exceptions import ApplicationError
 from activities.metrics import record_notification
 from fleet_agent.models import NotifyRequest, NotifyResult
 from fleet_agent.notify.deliver import UNUSABLE, send_one
+from fleet_agent.notify.destinations import (
+    KEY_ENV,
+    destination_name,
+    is_legacy_name,
+    key_file_for,
+    legacy_name,
+    load_key,
+    retired_name,
+)
 from fleet_agent.notify.render import render
 from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import Notifications, ProofDays, Store
 
-__all__ = ["NotifyActivities", "destination_id"]
+__all__ = ["NotifyActivities"]
 
-
-def destination_id(url: str) -> str:
-    """A destination's name in the store: a short hash, never the URL."""
-    return hashlib.sha256(url.encode()).hexdigest()[:16]
+log = logging.getLogger(__name__)
 
 
 class NotifyActivities:
-    """Holds the store and the destinations (read once, at the worker's start)."""
+    """Holds the store and the destinations (read once, at the worker's
+    start), and their names in the store (made on the first delivery)."""
 
-    def __init__(self, store: Store, env: NotifyEnv | None = None) -> None:
+    def __init__(
+        self, store: Store, env: NotifyEnv | None = None, key_file: Path | None = None
+    ) -> None:
         self._book = Notifications(store)
         self._proof_days = ProofDays(store)
         self._env = env or NotifyEnv()
+        url = store.engine.url
+        self._key_file = key_file or key_file_for(url.get_backend_name(), url.database)
+        self._several_workers = url.get_backend_name() == "postgresql"
+        self._names: dict[str, str] | None = None
+        self._naming = asyncio.Lock()
+
+    async def _destination_names(self, urls: list[str]) -> dict[str, str]:
+        """URL → its name in the store, under the notify key; the first call
+        loads (or makes) the key and renames the rows of unkeyed names."""
+        async with self._naming:
+            if self._names is None:
+                self._names = await asyncio.to_thread(self._prepare_names, urls)
+            return self._names
+
+    def _prepare_names(self, urls: list[str]) -> dict[str, str]:
+        try:
+            key, source = load_key(self._env.key, self._key_file)
+        except (OSError, ValueError) as exc:
+            # The operator's to fix (a folder the worker may not write, a
+            # damaged file): retrying cannot help.
+            raise ApplicationError(
+                f"no notify key: {exc} (set {KEY_ENV})", type="NotifyKey", non_retryable=True
+            ) from None
+        if source != KEY_ENV and self._several_workers:
+            log.warning(
+                "%s is not set: notification destinations are named under %s of this "
+                "machine; give every worker the same %s, or a retry on another worker "
+                "sends again",
+                KEY_ENV,
+                source,
+                KEY_ENV,
+            )
+        names = {url: destination_name(key, url) for url in urls}
+        renamed = self._book.rename_destinations(
+            {legacy_name(url): name for url, name in names.items()},
+            is_legacy_name,
+            lambda old: retired_name(key, old),
+        )
+        if renamed:
+            log.info("notifications: %d delivery row(s) renamed to keyed names", renamed)
+        return names
 
     @activity.defn(name="send_notification")
     async def send_notification(self, req: NotifyRequest) -> NotifyResult:
@@ -60,8 +115,9 @@ class NotifyActivities:
             proofs = await asyncio.to_thread(self._proof_days.on, req.agent_id, event.subject)
             event = event.model_copy(update={"facts": {**event.facts, "proofs": proofs}})
         message = render(req.agent_id, event, self._env.console_url)
+        names = await self._destination_names(urls)
         for url in urls:
-            dest = destination_id(url)
+            dest = names[url]
             now = datetime.now(UTC)
             claimed = await asyncio.to_thread(
                 self._book.claim, req.key, dest, req.agent_id, req.event.kind, now

@@ -14,8 +14,9 @@ from sqlalchemy import text
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.notify import NotifyActivities, destination_id
+from activities.notify import NotifyActivities
 from fleet_agent.models import NotifyEvent, NotifyRequest
+from fleet_agent.notify.destinations import destination_name
 from fleet_agent.notify.rules import idempotency_key
 from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import SCHEMA_VERSION, Notifications, Store
@@ -38,8 +39,11 @@ def _request(subject: str = "a1-1") -> NotifyRequest:
     return NotifyRequest(agent_id="a", key=idempotency_key("a", event, 30), event=event)
 
 
+KEY = "delivery-test-notify-key"
+
+
 def _activity(store: Store, *urls: str) -> NotifyActivities:
-    env = NotifyEnv.model_validate({"FLEET_NOTIFY_URLS": ",".join(urls)})
+    env = NotifyEnv.model_validate({"FLEET_NOTIFY_URLS": ",".join(urls), "FLEET_NOTIFY_KEY": KEY})
     return NotifyActivities(store, env)
 
 
@@ -74,8 +78,8 @@ async def test_a_retry_sends_only_to_the_destination_that_failed(store: Store) -
         book = Notifications(store)
         key = _request().key
         assert book.status_of(key) == {
-            destination_id(hook.url("h")): "sent",
-            destination_id(dead): "failed",
+            destination_name(KEY.encode(), hook.url("h")): "sent",
+            destination_name(KEY.encode(), dead): "failed",
         }
         # The retry: the dead one is alive now; the live one is not sent again.
         with WebhookReceiver() as revived:

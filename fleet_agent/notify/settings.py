@@ -1,4 +1,5 @@
-"""`FLEET_NOTIFY_URLS` and `FLEET_CONSOLE_URL`, and how a destination is shown.
+"""`FLEET_NOTIFY_URLS`, `FLEET_CONSOLE_URL` and `FLEET_NOTIFY_KEY`, and how a
+destination is shown.
 
 The URLs are secrets (a Slack webhook's path, an SMTP password): read in the
 worker's and the CLI's process only, never passed to a workflow, the store, a
@@ -13,9 +14,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import unquote, unquote_plus, urlsplit
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 
 from fleet_agent.config.env_settings import EnvModel
+
+from .destinations import KEY_ENV, MIN_KEY_CHARS
 
 __all__ = ["ANYWHERE_CHARS", "NotifyEnv", "redact", "scrub", "split_urls", "url_secrets"]
 
@@ -26,6 +29,20 @@ class NotifyEnv(EnvModel):
     urls: str | None = Field(None, alias="FLEET_NOTIFY_URLS")
     # The console as the operator's phone reaches it, e.g. https://ops.example.com:8080
     console_url: str | None = Field(None, alias="FLEET_CONSOLE_URL")
+    # The key the store's names of destinations are keyed with
+    # (fleet_agent/notify/destinations.py); unset: the key file var/notify.key.
+    key: SecretStr | None = Field(None, alias=KEY_ENV)
+
+    @field_validator("key")
+    @classmethod
+    def _long_enough(cls, key: SecretStr | None) -> SecretStr | None:
+        if key is not None and len(key.get_secret_value()) < MIN_KEY_CHARS:
+            # Not the value: it is a secret.
+            raise ValueError(
+                f"{KEY_ENV} must be at least {MIN_KEY_CHARS} characters "
+                "(e.g. the output of `openssl rand -hex 32`)"
+            )
+        return key
 
     def url_list(self) -> list[str]:
         return split_urls(self.urls)

@@ -6,13 +6,18 @@ another attempt, sends nothing. A failed send is recorded as failed, and a
 retry may claim it again. An attempt that dies between its claim and its
 record leaves the row claimed: that destination is not sent again (at most
 once: a duplicate alert trains operators to ignore them).
+
+A destination is named by a keyed hash of its URL
+(fleet_agent/notify/destinations.py); `rename_destinations` moves the rows
+of the unkeyed names written before to their keyed ones.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from sqlalchemy import and_, desc, select, update
+from sqlalchemy import and_, desc, exists, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from .store import Store
@@ -96,3 +101,44 @@ class Notifications:
         )
         with self._engine.connect() as conn:
             return [(r.updated_at, r.kind, r.error) for r in conn.execute(stmt)]
+
+    def rename_destinations(
+        self,
+        renames: Mapping[str, str],
+        is_old: Callable[[str], bool],
+        retire: Callable[[str], str],
+    ) -> int:
+        """Rows named by an old name take a new one: `renames[old]` for the
+        destinations still configured, `retire(old)` for every other name
+        `is_old` says is old. A row whose key already has a row under the
+        new name (another worker claimed it meanwhile) is retired instead.
+        Returns the rows renamed; idempotent (no old name is left)."""
+        table = table_of(NotificationRow)
+        other = table.alias("other")
+        moved = 0
+        with self._engine.begin() as conn:
+            olds = {
+                name
+                for (name,) in conn.execute(
+                    select(table.c.destination)
+                    .where(func.length(table.c.destination) == 16)
+                    .distinct()
+                )
+                if is_old(name)
+            }
+            for old in sorted(olds):
+                if old in renames:
+                    taken = exists().where(
+                        and_(other.c.key == table.c.key, other.c.destination == renames[old])
+                    )
+                    stmt = (
+                        update(table)
+                        .where(and_(table.c.destination == old, ~taken))
+                        .values(destination=renames[old])
+                    )
+                    moved += conn.execute(stmt).rowcount or 0
+                stmt = (
+                    update(table).where(table.c.destination == old).values(destination=retire(old))
+                )
+                moved += conn.execute(stmt).rowcount or 0
+        return moved

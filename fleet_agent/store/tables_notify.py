@@ -19,7 +19,8 @@ NOTIFICATIONS_TABLE = "fa_notifications"
 
 class NotificationRow(SQLModel, table=True):
     """A delivery of one notification to one destination. `destination` is a
-    short hash of its URL (never the URL: it is a secret); `status` is
+    keyed hash of its URL (never the URL: it is a secret;
+    fleet_agent/notify/destinations.py); `status` is
     claimed (being sent), sent or failed (a retry may claim it again)."""
 
     __tablename__ = NOTIFICATIONS_TABLE
