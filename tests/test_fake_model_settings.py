@@ -87,7 +87,9 @@ def test_between_tools_thinks_only_between_tool_calls(
 ) -> None:
     reply = call(client, messages=HI, thinking={"type": "between_tools"})
     kinds = [b["type"] for b in blocks(reply)]
-    assert kinds == ["text", "tool_use", "thinking", "redacted_thinking", "tool_use"]
+    # The reply's text and the note between the calls, each a thinking block.
+    assert kinds == ["thinking", "tool_use", "thinking", "redacted_thinking", "tool_use"]
+    assert blocks(reply)[0]["thinking"] == "Checking."
     assert blocks(reply)[2]["thinking"]  # progress notes come with summary text
     fake.set_responder(lambda request: Reply(text="Just text."))
     assert [

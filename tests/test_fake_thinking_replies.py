@@ -20,18 +20,20 @@ def test_a_thinking_reply_has_thinking_between_tool_calls_and_a_redacted_block(
     client: anthropic.Anthropic, fake: FakeAnthropic, stream: bool
 ) -> None:
     reply = call(client, stream=stream, messages=[{"role": "user", "content": "Check."}])
+    # "Checking." (the text beside the calls) comes back as thinking on Sonnet 5.5.
     assert [b["type"] for b in blocks(reply)] == [
         "thinking",
         "redacted_thinking",
-        "text",
+        "thinking",
         "tool_use",
         "thinking",
         "tool_use",
     ]
     first = blocks(reply)[0]
-    assert first["thinking"] == ""  # Sonnet 5.5's default display is "omitted"
+    assert first["thinking"] == blocks(reply)[2]["thinking"] == ""  # default display "omitted"
     assert len(first["signature"]) >= 100
-    thinking = THINKING_TOKENS["high"]  # the default effort
+    # The effort's (high, the default), and the text's tokens.
+    thinking = THINKING_TOKENS["high"] + len("Checking.") // 4
     assert reply.usage.output_tokens_details is not None
     assert reply.usage.output_tokens_details.thinking_tokens == thinking
     assert reply.usage.output_tokens > thinking
@@ -64,7 +66,9 @@ def test_display_summarized_returns_text_and_omitted_returns_empty_thinking(
             client, stream=stream, messages=ask, thinking={"type": "adaptive", "display": display}
         )
         texts = [b["thinking"] for b in blocks(reply) if b["type"] == "thinking"]
-        assert len(texts) == 2 and all((t == "") == empty for t in texts)
+        # The lead, the reply's text, the note between the two calls.
+        assert len(texts) == 3 and all((t == "") == empty for t in texts)
+        assert (texts[1] == "Checking.") != empty
     fake_text = call(
         client,
         messages=ask,

@@ -58,8 +58,9 @@ async def test_tool_use_reply_parsed_into_blocks(
     )
     reply = await call(provider)
     assert reply.stop_reason == "tool_use"
-    # Notes between two tool calls come back as a thinking block (Sonnet 5.5).
-    kinds = ["thinking", "text", "tool_use", "thinking", "tool_use"]
+    # Sonnet 5.5: the text alongside the calls and the notes between two
+    # calls come back as thinking blocks (testkit/fakes/anthropic_thinking.py).
+    kinds = ["thinking", "thinking", "tool_use", "thinking", "tool_use"]
     assert [b["type"] for b in reply.content] == kinds
     first, second = reply.tool_uses
     assert set(first) == {"type", "id", "name", "input"}

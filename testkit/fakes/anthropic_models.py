@@ -57,6 +57,9 @@ class ThinkingSettings:
     effort: str
     display: str
     budget: int | None = None
+    narrates_in_thinking: bool = False
+    """The model's text between tool calls comes back in thinking blocks
+    (`ModelBehaviour.narrates_in_thinking`)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,10 @@ class ModelBehaviour:
     """Its thinking blocks verify only after the same system, tools and earlier messages."""
     context_window: int = 200_000
     max_output: int = 64_000
+    narrates_in_thinking: bool = False
+    """What the model writes alongside its tool calls comes back in a
+    thinking block where the text was, not a text block: its text with
+    display "summarized", empty with "omitted"."""
 
 
 SONNET_5_5 = ModelBehaviour(
@@ -135,6 +142,15 @@ SONNET_5_5 = ModelBehaviour(
     # https://platform.claude.com/docs/zh-CN/models/sonnet-5-5/overview
     context_window=1_000_000,
     max_output=128_000,
+    # "One more change alters the response shape without failing any request:
+    # text between tool calls comes back in thinking blocks. An application
+    # that streams that text to its users goes quiet between tool calls until
+    # it sets a display value that returns the text, or turns off up-front
+    # thinking with between_tools."
+    # https://platform.claude.com/docs/en/models/sonnet-5-5/whats-new-sonnet-5-5
+    # In an agent's loop a reply's text before its tool calls follows the
+    # previous round's calls: it is such text.
+    narrates_in_thinking=True,
 )
 
 
@@ -306,4 +322,10 @@ def thinking_settings(body: Mapping[str, Any]) -> ThinkingSettings | None:
         # https://platform.claude.com/docs/zh-CN/models/sonnet-5-5/whats-new-sonnet-5-5
         display = "summarized"
     budget = (config or {}).get("budget_tokens") if kind == "enabled" else None
-    return ThinkingSettings(kind, effort, display, budget if isinstance(budget, int) else None)
+    return ThinkingSettings(
+        kind,
+        effort,
+        display,
+        budget if isinstance(budget, int) else None,
+        narrates_in_thinking=model.narrates_in_thinking,
+    )

@@ -370,7 +370,9 @@ def message_body(
     else:
         if plan is not None:
             content.extend(plan.lead)
-        if reply.text:
+        if plan is not None and plan.narration:
+            content.extend(plan.narration)  # the text, in a thinking block
+        elif reply.text:
             content.append({"type": "text", "text": reply.text})
         for k, (name, tool_input) in enumerate(reply.tool_calls):
             if plan is not None and 0 < k <= len(plan.between):

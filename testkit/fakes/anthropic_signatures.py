@@ -210,6 +210,7 @@ class ThinkingRegistry:
                 text=reply.thinking,
                 tokens=reply.thinking_tokens,
                 redacted=redacted,
+                reply_text=reply.text,
             )
 
         plan = make(False)

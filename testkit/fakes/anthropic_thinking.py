@@ -15,7 +15,13 @@ anthropic_signatures.py). What the documents say, and so what this does:
   (https://platform.claude.com/docs/en/build-with-claude/preserved-thinking?ref=sharkly.ai);
 - "text between tool calls comes back in thinking blocks"
   (https://platform.claude.com/docs/en/models/sonnet-5-5/whats-new-sonnet-5-5):
-  with two or more tool calls a thinking block sits between each two; with
+  with two or more tool calls a thinking block sits between each two, and on
+  a model that does so (`ThinkingSettings.narrates_in_thinking`: Sonnet 5.5)
+  the text a reply writes alongside its tool calls is a thinking block where
+  the text block would be (`ThinkingPlan.narration`), its text the reply's
+  with display "summarized" ("An application that streams that text to its
+  users goes quiet between tool calls until it sets a display value that
+  returns the text", same page), empty with "omitted"; with
   ``thinking.type: "between_tools"`` those are the only thinking blocks, "if
   your request uses no tools, the response contains only text"
   (https://platform.claude.com/docs/zh-CN/models/sonnet-5-5/whats-new-sonnet-5-5);
@@ -40,7 +46,7 @@ import base64
 import json
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -98,8 +104,9 @@ def _note_text(tool_name: str) -> str:
 class ThinkingPlan:
     """The thinking of one reply, to be laid into its content.
 
-    `lead` goes before the answer; `between[k]` between tool calls k and k+1.
-    `tokens` are the thinking tokens billed. `cut`: the thinking reached
+    `lead` goes before the answer; `narration` in place of the reply's text
+    (which is then not sent as text); `between[k]` between tool calls k and
+    k+1. `tokens` are the thinking tokens billed. `cut`: the thinking reached
     `max_tokens`, the reply is `lead` alone (one thinking block without a
     signature) and stops with ``max_tokens``.
     """
@@ -109,11 +116,12 @@ class ThinkingPlan:
     lead: list[dict[str, Any]] = field(default_factory=list)
     between: list[list[dict[str, Any]]] = field(default_factory=list)
     cut: bool = False
+    narration: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def blocks(self) -> list[dict[str, Any]]:
         """Every thinking and redacted_thinking block of the plan, in order."""
-        return [*self.lead, *(b for group in self.between for b in group)]
+        return [*self.lead, *self.narration, *(b for group in self.between for b in group)]
 
     @property
     def thinks(self) -> bool:
@@ -136,14 +144,47 @@ def plan_thinking(
     text: str | None = None,
     tokens: int | None = None,
     redacted: bool = False,
+    reply_text: str = "",
 ) -> ThinkingPlan:
     """The thinking blocks of a reply with `tool_names` calls (and an answer
     text when `has_text`), thinking as `settings` say.
 
     `text` replaces the generated summary of the first thinking block and
     `tokens` the thinking tokens of the effort; `redacted` puts a
-    redacted_thinking block right after the first thinking block.
+    redacted_thinking block right after the first thinking block;
+    `reply_text` is the text the reply writes, which becomes `narration`
+    when it goes with tool calls on a model that narrates in thinking (its
+    tokens are then thinking tokens).
     """
+    plan = _plan(
+        settings,
+        tool_names=tool_names,
+        user_text=user_text,
+        has_text=has_text,
+        max_tokens=max_tokens,
+        text=text,
+        tokens=tokens,
+        redacted=redacted,
+    )
+    if plan.cut or not (settings.narrates_in_thinking and tool_names and reply_text):
+        return plan
+    spoken = max(1, len(reply_text) // 4)
+    shown = reply_text if settings.display != "omitted" else ""
+    block = {"type": "thinking", "thinking": shown, "signature": opaque(spoken)}
+    return replace(plan, tokens=plan.tokens + spoken, narration=[block])
+
+
+def _plan(
+    settings: ThinkingSettings,
+    *,
+    tool_names: Sequence[str],
+    user_text: str,
+    has_text: bool,
+    max_tokens: int,
+    text: str | None,
+    tokens: int | None,
+    redacted: bool,
+) -> ThinkingPlan:
     gaps = max(0, len(tool_names) - 1)
     if settings.mode == "between_tools":
         lead_texts: list[str] = []
