@@ -33,6 +33,7 @@ from fleet_agent.llm.transcript import (
     StoredToolResults,
     assistant_seq,
     dumps,
+    notes_before_calls,
     reply_text,
     settled,
     tool_results_seq,
@@ -298,16 +299,23 @@ class RunLogActivities:
         final_text = ""
         digest: list[str] = []
         replies: list[StoredReply] = []
+        notes: dict[str, str] = {}
         for message in store.run_messages(req.agent_id, result.run):
             if message.kind == "assistant":
                 replies.append(StoredReply.model_validate_json(message.content))
+                notes.update(notes_before_calls(replies[-1].content))
                 if message.seq == final_seq:
                     final_text = reply_text(replies[-1].content)
             if message.kind != "tool_results":
                 continue
             for r in StoredToolResults.model_validate_json(message.content).results:
                 if r.name in MUTATING_TOOLS and not r.is_error:
-                    digest.append(f"- {r.name}: {r.content.splitlines()[0][:200]}")
+                    line = f"- {r.name}: {r.content.splitlines()[0][:200]}"
+                    # What the model wrote before the call: Sonnet 5.5's text
+                    # between tool calls, in a thinking block (transcript.py).
+                    if note := notes.get(r.tool_use_id):
+                        line += f" (your note before it: {note})"
+                    digest.append(line)
         cost = replies_cost(replies, self._prices)
         try:
             self._finish(req, final_text, digest, replies, cost)

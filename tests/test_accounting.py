@@ -178,7 +178,7 @@ async def test_run_and_day_sums_match_the_usage_the_fake_api_reported(
     thinking = shown.today.usage.thinking_tokens
     assert thinking > 0 or runs[0].started_at.date() != runs[2].started_at.date()
     assert f"({thinking:,} thinking)" in text or not thinking
-    assert "LLM:            effort medium · thinking omitted · 4,096 output tokens" in text
+    assert "LLM:            effort medium · thinking summarized · 4,096 output tokens" in text
     details = agent_details(AgentState(llm_cost=shown), Phase.IDLE, None, None)
     assert details.endswith(shown.line())
     table = runs_table(runs)

@@ -84,8 +84,9 @@ async def test_a_tool_using_run_sends_its_thinking_back_exactly(
     issued = first.content
     assert issued is not None
     kinds = [b["type"] for b in issued]
-    assert kinds[0] == "thinking" and kinds.count("thinking") == 2, kinds
-    assert kinds.index("tool_use") < kinds.index("thinking", 1), "notes between the calls"
+    # The lead, the text beside the calls (Sonnet 5.5), the note between them.
+    assert kinds[0] == "thinking" and kinds.count("thinking") == 3, kinds
+    assert kinds.index("tool_use") < kinds.index("thinking", 2), "notes between the calls"
     # Round 2 carries round 1's reply as it came: every block, in order.
     assert assistant_turns(second) == [issued]
     assert all(b["signature"] for b in issued if b["type"] == "thinking")
@@ -100,7 +101,7 @@ async def test_a_tool_using_run_sends_its_thinking_back_exactly(
     signature = issued[0]["signature"]
     assert stored[0][0] == {
         "type": "thinking",
-        "thinking": "",
+        "thinking": SUMMARY,  # llm_thinking_display defaults to "summarized"
         "signature": "",
         "settled_chars": len(signature),
     }

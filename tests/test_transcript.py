@@ -16,6 +16,7 @@ from fleet_agent.llm.transcript import (
     api_messages,
     assistant_seq,
     dumps,
+    notes_before_calls,
     reply_text,
     settled,
     tool_calls_of,
@@ -232,3 +233,38 @@ def test_folded_rounds_become_a_digest_after_the_context() -> None:
         "- round 2: you wrote: Done",
         "- round 2: your reply was cut off (model_context_window_exceeded)",
     ]
+
+
+def test_a_folded_round_keeps_the_text_sonnet_5_5_writes_in_thinking_blocks() -> None:
+    """Sonnet 5.5's text between tool calls comes back in thinking blocks:
+    the digest of a folded round keeps it, in its place between the calls
+    (an omitted block, with no text, adds no line)."""
+    first = {"type": "tool_use", "id": "toolu_1", "name": "get_fleet_status", "input": {}}
+    second = {"type": "tool_use", "id": "toolu_2", "name": "destroy_instance", "input": {"id": 7}}
+    results = StoredToolResults(
+        results=[
+            ToolResult(tool_use_id="toolu_1", name="get_fleet_status", content="7 idle"),
+            ToolResult(tool_use_id="toolu_2", name="destroy_instance", content="gone"),
+        ]
+    )
+    content = [
+        _thinking("s1", "The target is met; one machine is idle.\nMore lines."),
+        _thinking("s2"),
+        first,
+        _thinking("s3", "Machine 7 has been idle an hour: releasing it."),
+        second,
+    ]
+    rows = [(0, "context"), (1, _reply(*content, stop="tool_use")), (2, dumps(results))]
+    digest = api_messages(rows, fold_upto=1)[0]["content"][1]["text"]
+    assert digest.splitlines() == [
+        FOLD_HEADING,
+        "- round 1: you thought: The target is met; one machine is idle.",
+        "- round 1: get_fleet_status({}) → 7 idle",
+        "- round 1: you thought: Machine 7 has been idle an hour: releasing it.",
+        '- round 1: destroy_instance({"id":7}) → gone',
+    ]
+    assert notes_before_calls(content) == {
+        "toolu_1": "The target is met; one machine is idle.",
+        "toolu_2": "Machine 7 has been idle an hour: releasing it.",
+    }
+    assert notes_before_calls([_thinking("s"), first]) == {}

@@ -41,7 +41,11 @@ with workflow.unsafe.imports_passed_through():
 if TYPE_CHECKING:
     from workflows.agent_notify import Notifier
 
-__all__ = ["AgentExecution"]
+__all__ = ["THINKING_SUMMARIZED_PATCH", "AgentExecution"]
+
+#: `llm_thinking_display` defaults to "summarized" (fleet_agent/models/config.py);
+#: an execution started fresh before that keeps the "omitted" it started with.
+THINKING_SUMMARIZED_PATCH = "thinking-display-summarized"
 
 _MAX_REJECTED = 20
 _LOGGED_REJECTIONS = 10
@@ -76,6 +80,11 @@ class AgentExecution:
         #: A fresh start (no state handed over): run numbering continues from the store.
         self.fresh = start.state is None
         self.state = start.state or AgentState()
+        if self.fresh and not workflow.patched(THINKING_SUMMARIZED_PATCH):
+            # Its first task ran on the old default: a running agent keeps its config.
+            self.state.config = self.state.config.model_copy(
+                update={"llm_thinking_display": "omitted"}
+            )
         if start.problem:
             # A bad start config must not fail the workflow task forever:
             # keep the defaults and show why in status.rejected.

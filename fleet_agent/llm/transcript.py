@@ -11,7 +11,12 @@ exactly as received: rebuilding the message or filtering out
 redacted_thinking blocks triggers a 400 error",
 https://platform.claude.com/docs/en/build-with-claude/thinking-tool-workflows).
 Only this run's replies are sent back; earlier runs enter the prompt as their
-final text (fleet_agent/llm/history.py), their thinking never. So once a run has
+final text and a digest of their fleet changes (fleet_agent/llm/history.py),
+each change with the note the model wrote before it (`notes_before_calls`),
+which Sonnet 5.5 writes in a thinking block ("text between tool calls comes
+back in thinking blocks",
+https://platform.claude.com/docs/en/models/sonnet-5-5/whats-new-sonnet-5-5);
+their signed thinking never goes back. So once a run has
 its final answer, its replies are *settled* (`settled`): the signatures and
 encrypted data that only the API can read are dropped and a summarised
 thinking is capped, which keeps the transcript readable and its size small.
@@ -36,6 +41,7 @@ __all__ = [
     "StoredToolResults",
     "api_messages",
     "assistant_seq",
+    "notes_before_calls",
     "reply_text",
     "settled",
     "tool_calls_of",
@@ -90,6 +96,31 @@ class StoredToolResults(BaseModel):
 
 def reply_text(content: list[dict[str, Any]]) -> str:
     return "\n".join(b.get("text", "") for b in content if b.get("type") == "text").strip()
+
+
+def _written(block: dict[str, Any]) -> str:
+    """What the model wrote in a text block or a thinking block ("" for a
+    thinking block sent with display "omitted", and for any other block)."""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", "")).strip()
+    if kind == "thinking":
+        return str(block.get("thinking", "")).strip()
+    return ""
+
+
+def notes_before_calls(content: list[dict[str, Any]]) -> dict[str, str]:
+    """tool_use id → the last thing the model wrote before that call in its
+    reply (a text or thinking block), as one line of at most `DIGEST_CHARS`;
+    a call with nothing written before it has no entry."""
+    notes: dict[str, str] = {}
+    note = ""
+    for block in content:
+        if written := _written(block):
+            note = _line(written)
+        elif block.get("type") == "tool_use" and note:
+            notes[str(block.get("id", ""))] = note
+    return notes
 
 
 def tool_calls_of(content: list[dict[str, Any]]) -> list[ToolCall]:
@@ -187,9 +218,10 @@ def _line(text: str) -> str:
 
 
 def _folded(rows: list[tuple[int, str]], upto: int) -> str:
-    """Rounds 1..upto of a run as lines of text: what the model called, with
-    what result (the first line, but the newest round's whole), and what it
-    wrote."""
+    """Rounds 1..upto of a run as lines of text, in the order of each reply:
+    what the model thought (a summarised thinking block: Sonnet 5.5 writes
+    its text between tool calls there), what it wrote, and what it called,
+    with what result (the first line, but the newest round's whole)."""
     lines = [FOLD_HEADING]
     results: dict[str, str] = {}
     for seq, content in rows:
@@ -203,12 +235,14 @@ def _folded(rows: list[tuple[int, str]], upto: int) -> str:
             continue
         rnd = (seq + 1) // 2
         reply = StoredReply.model_validate_json(content)
-        if text := reply_text(reply.content):
-            lines.append(f"- round {rnd}: you wrote: {_line(text)}")
-        for call in tool_calls_of(reply.content):
-            args = _line(json.dumps(call.input, ensure_ascii=False, separators=(",", ":")))
-            outcome = results.get(call.id, "not run")
-            lines.append(f"- round {rnd}: {call.name}({args}) → {outcome}")
+        for block in reply.content:
+            if written := _written(block):
+                said = "you thought" if block.get("type") == "thinking" else "you wrote"
+                lines.append(f"- round {rnd}: {said}: {_line(written)}")
+            for call in tool_calls_of([block]):
+                args = _line(json.dumps(call.input, ensure_ascii=False, separators=(",", ":")))
+                outcome = results.get(call.id, "not run")
+                lines.append(f"- round {rnd}: {call.name}({args}) → {outcome}")
         if reply.stop_reason not in ("end_turn", "tool_use", "stop_sequence"):
             lines.append(f"- round {rnd}: your reply was cut off ({reply.stop_reason})")
     return "\n".join(lines)

@@ -120,6 +120,16 @@ class StartInput:
     started_by: str = ""  # "watchdog" when its schedule started it
 
 
+def _thinking_as_before(state: Any) -> Any:
+    """A handed-over state written before `llm_thinking_display` existed
+    ran on the API's default, "omitted": it keeps it, where the field's
+    default is now "summarized" (a running agent keeps its config). Every
+    state written since names the display."""
+    if isinstance(state, dict) and isinstance(state.get("config"), dict):
+        return {**state, "config": {"llm_thinking_display": "omitted", **state["config"]}}
+    return state
+
+
 def parse_start(raw: Any) -> StartInput:
     """The workflow's input: nothing, `{"config": {...}}` or `{"state": {...}}`.
 
@@ -133,7 +143,11 @@ def parse_start(raw: Any) -> StartInput:
     if not isinstance(raw, dict):
         return StartInput(None, None, f"expected a JSON object, got {_shape(raw)}")
     unknown = sorted(set(raw) - {"config", "state", "started_by"})
-    state = AgentState.model_validate(raw["state"]) if raw.get("state") is not None else None
+    state = (
+        AgentState.model_validate(_thinking_as_before(raw["state"]))
+        if raw.get("state") is not None
+        else None
+    )
     problem = f"unknown field(s): {', '.join(unknown)}"[:MAX_ERROR_CHARS] if unknown else ""
     config: ConfigPatch | None = None
     if raw.get("config") is not None:

@@ -81,9 +81,11 @@ class AgentConfig(Wire):
     # How hard the model thinks (docs/DECISIONS.md, "Effort"); sent only to
     # models that take it (fleet_agent/llm/model_table.py).
     llm_effort: Effort = "medium"
-    # "summarized": the model's thinking is kept readable for `show-run` and
-    # the console; it never enters a later run's prompt.
-    llm_thinking_display: ThinkingDisplay = "omitted"
+    # "summarized" (the default): the model's thinking comes back readable,
+    # for `show-run`, the console and the digests of its rounds; Sonnet 5.5
+    # writes its text between tool calls there ("omitted" loses it). Agents
+    # that ran before this default keep "omitted" (workflows/agent_state.py).
+    llm_thinking_display: ThinkingDisplay = "summarized"
     p0_debounce_seconds: Annotated[float, Field(ge=0.1, le=600)] = 2.0
     p1_debounce_seconds: Annotated[float, Field(ge=0.1, le=3_600)] = 10.0
     continue_as_new_after_runs: Annotated[int, Field(ge=1, le=10_000)] = 200
