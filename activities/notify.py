@@ -1,16 +1,16 @@
 """The delivery of notifications: `send_notification`, through apprise.
 
 Touches: the store (`fa_notifications`, the idempotency keys; the digest's
-proofs from `fa_proof_days`), every
-destination in `FLEET_NOTIFY_URLS` (the worker's environment only: no URL
-ever reaches a workflow, the store, a log line or an error), and the
-`fleet_notifications_total` counter.
+proofs from `fa_proof_days`), every destination in `FLEET_NOTIFY_URLS` (the
+worker's environment only: no URL ever reaches a workflow, the store, a log
+line or an error), the notify key file when `FLEET_NOTIFY_KEY` is unset
+(read, or made once), and the `fleet_notifications_total` counter.
 
 Each destination is claimed in the store under the request's key before it is
 sent to, and its outcome recorded after (fleet_agent/store/notifications.py),
 named by a keyed hash of its URL under the worker's notify key
 (`FLEET_NOTIFY_KEY`, else the key file beside a SQLite store or in var/,
-made on the first delivery: fleet_agent/notify/destinations.py; that first delivery also
+which the first delivery makes: fleet_agent/notify/destinations.py; it also
 renames the rows of the unkeyed names written before):
 a retry sends only to the destinations that failed, and a replayed or handed
 over (continue-as-new) request sends nothing that went out. A failure is a
