@@ -62,8 +62,10 @@ async def test_the_notification_link_opens_the_approval_page_and_decides_it(
             # Without the token the link shows nothing of the approval.
             refused = await phone.get(link)
             assert refused.status_code == 401 and approval_id not in refused.text
-            # Logged in once (the cookie), the link opens the page.
-            assert (await phone.get("/?token=phone-token-0123456789")).status_code == 200
+            # Logged in once (the cookie, and a redirect to the page without
+            # the token), the link opens the page.
+            login = await phone.get("/?token=phone-token-0123456789")
+            assert login.status_code == 303 and login.headers["location"] == "/", login.headers
             page = await phone.get(link)
             assert page.status_code == 200
             assert f"Approval {approval_id} needed" in page.text
