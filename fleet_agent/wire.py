@@ -13,10 +13,10 @@ not come back unchanged or would break the workflow code that reads it:
 * integers beyond ±`MAX_INT` (2^53 - 1: the Web UI and the temporal CLI read
   JSON numbers as doubles, and a 400-digit count breaks float arithmetic);
 * times outside [`EARLIEST_YEAR`, `LATEST_YEAR`): year 1 at +01:00 raises
-  `OverflowError` from `astimezone`, inside whatever workflow code reads it.
-  A time without an offset is taken as UTC (a naive and an aware time cannot
-  be compared, which would raise in the workflow), and every time is held
-  in UTC;
+  `OverflowError` from `astimezone`, inside whatever workflow code reads it;
+  and times without an offset (a naive and an aware time cannot be
+  compared, which raises in the workflow; the store refuses them too:
+  fleet_agent/store/timestamps.py). Every time is held in UTC;
 * text longer than `MAX_TEXT` characters (a field may set its own, lower or
   higher, `max_length`), or holding a lone surrogate (no UTF-8 encoder takes
   one, so the payload could not be sent).
@@ -69,7 +69,7 @@ MAX_TEXT = 256 * 1024
 def check_wire_value(value: Any) -> Any:
     """`value` as a workflow may hold it, or `ValueError` saying why not.
     Walks lists, tuples, sets and dicts; a nested model has checked itself.
-    Returns `value`, its times in UTC (naive ones taken as UTC)."""
+    Returns `value`, its times in UTC."""
     if value is None or isinstance(value, bool | Enum | BaseModel):
         return value
     if isinstance(value, str):
@@ -90,8 +90,10 @@ def check_wire_value(value: Any) -> Any:
     if isinstance(value, datetime):
         if not EARLIEST_YEAR <= value.year < LATEST_YEAR:
             raise ValueError(f"time out of range (years {EARLIEST_YEAR} to {LATEST_YEAR - 1})")
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError("a time needs a UTC offset (e.g. 2026-12-07T14:00:00Z)")
         # In UTC: an offset of a fraction of a second does not survive ISO 8601.
-        return value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
     if isinstance(value, date):
         if not EARLIEST_YEAR <= value.year < LATEST_YEAR:
             raise ValueError(f"date out of range (years {EARLIEST_YEAR} to {LATEST_YEAR - 1})")

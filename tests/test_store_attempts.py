@@ -292,7 +292,12 @@ def test_hundreds_of_long_messages(store: Store) -> None:
 
 
 def test_inbox_rejects_naive_times_and_delete_agent_clears_it(store: Store) -> None:
-    naive = InboxItem(key="1-k", seq=1, author="a", text="t", received_at=datetime(2025, 1, 1))
+    with pytest.raises(ValueError, match="a time needs a UTC offset"):
+        InboxItem(key="1-k", seq=1, author="a", text="t", received_at=datetime(2025, 1, 1))
+    # The store refuses one all the same (a model built without validation).
+    naive = InboxItem.model_construct(
+        key="1-k", seq=1, author="a", text="t", received_at=datetime(2025, 1, 1)
+    )
     with pytest.raises(ValueError, match="timezone-aware"):
         store.stash_messages(AGENT, [naive])
     assert store.inbox_texts(AGENT, ["1-k"]) == {}
