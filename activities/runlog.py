@@ -284,13 +284,16 @@ class RunLogActivities:
         return out
 
     @activity.defn
-    async def record_run(self, req: RecordRunRequest) -> None:
+    async def record_run(self, req: RecordRunRequest) -> float:
         """Close the run in the store: status, verdict, usage, final text, digest,
         the $/hour its tool calls added and removed, and its LLM cost (every
         stored reply of the run at its model's price) and tools' seconds.
         Records that cost in the `fleet_run_llm_cost_usd` metric, once the
-        record is closed (a retry after a failure before that counts once)."""
-        record_run_cost(req.agent_id, await asyncio.to_thread(self._record_run, req))
+        record is closed (a retry after a failure before that counts once),
+        and returns it: the agent holds runs past `max_llm_usd_per_hour`."""
+        cost = await asyncio.to_thread(self._record_run, req)
+        record_run_cost(req.agent_id, cost)
+        return cost
 
     def _record_run(self, req: RecordRunRequest) -> float:
         """Close the record; returns the run's LLM cost in USD."""

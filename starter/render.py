@@ -34,6 +34,7 @@ __all__ = [
     "fmt_when",
     "freeze_text",
     "last_run_text",
+    "llm_spend_text",
     "status_text",
     "table",
     "trigger_summary",
@@ -154,6 +155,20 @@ def spend_text(st: AgentStatus, ledger: SpendSummary | None = None) -> str:
     )
 
 
+def llm_spend_text(st: AgentStatus, now: datetime) -> str:
+    """The last hour's LLM cost against `max_llm_usd_per_hour`, and the hold:
+    `RUNS HELD until 10:42:00Z (in 12m 00s), since 10:03:10Z: last hour
+    $2.13 of $2.00/h cap` ("" from an agent that keeps no such figure)."""
+    p = st.llm_spend
+    if p is None:
+        return ""
+    figure = f"last hour ${p.last_hour_usd:.2f} of ${p.cap_usd:g}/h cap"
+    if p.held_until is None:
+        return figure
+    since = f", since {fmt_time(p.held_since)}" if p.held_since is not None else ""
+    return f"RUNS HELD until {fmt_when(p.held_until, now)}{since}: {figure}"
+
+
 def llm_cost_text(st: AgentStatus) -> str:
     """The status's LLM cost line: today and 24 h as the last run read them, and when."""
     c = st.llm_cost
@@ -191,6 +206,15 @@ def demand_text(st: AgentStatus, latest: DemandPoint | None, now: datetime) -> s
             f"last change{when} {change.previous_per_h:g} → {change.target_per_h:g}: "
             f"{change.reason or change.action}"
         )
+    pace = st.demand_pace
+    if pace is not None:
+        parts.append(f"{pace.changes_last_hour} of {pace.max_per_hour} changes in the last hour")
+        if pace.held is not None:
+            until = f" until {fmt_when(pace.release_at, now)}" if pace.release_at else ""
+            parts.append(
+                f"HELD {pace.held.change.target_per_h:g} proofs/h{until} "
+                f"(since {pace.held.since:%H:%M}Z; max_demand_changes_per_hour)"
+            )
     return " · ".join(parts)
 
 
@@ -247,6 +271,7 @@ def status_text(
             f"effort {cfg.llm_effort} · thinking {cfg.llm_thinking_display} · "
             f"{cfg.max_output_tokens:,} output tokens for the answer",
         ),
+        *([("LLM spend", spent)] if (spent := llm_spend_text(st, now)) else []),
         ("LLM cost", llm_cost_text(st)),
         ("notifications", notify_text(st)),
     ]

@@ -103,6 +103,7 @@ def test_an_approval_says_its_figures_links_to_its_page_and_gives_the_commands()
         "runs_failing",
         "auth_failing",
         "agent_restarted",
+        "llm_spend_capped",
         "daily_digest",
         "back_in_band",
         "test",

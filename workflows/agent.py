@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_inputs import Intake
     from workflows.agent_monitor import MonitorLink
     from workflows.agent_notify import NOTIFY_PATCH, Notifier
+    from workflows.agent_pace import DEMAND_PACE_PATCH, LLM_CAP_PATCH, DemandPacer, LlmBudget
     from workflows.agent_runs import RunLauncher
     from workflows.agent_state import AgentExecution
     from workflows.agent_watchdog import ConfigKeeper
@@ -113,9 +114,15 @@ class FleetAgentWorkflow:
         # In the first task, before any handler can emit: histories from
         # before notifications replay without them.
         ex.notifier.enabled = workflow.patched(NOTIFY_PATCH)
+        # Likewise the paces (workflows/agent_pace.py): an execution that
+        # began without them keeps its old ways until it continues as new.
+        ex.budget = LlmBudget(ex)
+        ex.budget.enabled = workflow.patched(LLM_CAP_PATCH)
+        self._pacer = DemandPacer(ex)
+        self._pacer.enabled = workflow.patched(DEMAND_PACE_PATCH)
         self._monitor = MonitorLink(ex)
         self._approvals = ApprovalsBook(ex)
-        self._intake = Intake(ex, self._monitor)
+        self._intake = Intake(ex, self._monitor, self._pacer)
         self._switch = KillSwitch(ex, self._approvals, self._monitor)
         self._runs = RunLauncher(ex, self._approvals, self._monitor)
         self._keeper = ConfigKeeper(ex)
@@ -149,6 +156,10 @@ class FleetAgentWorkflow:
             # Beside the loop, for the life of this execution: delivers the
             # notifications the helpers queue, never holding up a run.
             self._notify_task = asyncio.create_task(ex.notifier.loop())
+        if self._pacer.enabled:
+            # Beside the loop too: a held demand target applies when the hour
+            # allows, whatever the loop is doing.
+            self._pace_task = asyncio.create_task(self._pacer.loop())
         await self._monitor.ensure()
         if flight is not None:
             await self._runs.finish_handed_over_run(flight)
@@ -217,6 +228,7 @@ class FleetAgentWorkflow:
                 return
             ex.due = due
             ex.changed = False
+            ex.budget.observe(due)
             ex.phase = (
                 ex.idle_phase()
                 if ex.state.config.paused or ex.state.config.frozen

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         TriggerNow,
     )
     from workflows.agent_monitor import MonitorLink
+    from workflows.agent_pace import DemandPacer
     from workflows.agent_state import AgentExecution
 
 __all__ = ["Intake"]
@@ -87,9 +88,10 @@ _KNOWN_SIGNALS = (
 class Intake:
     """Signals, the config update and the status, on the execution's state."""
 
-    def __init__(self, ex: AgentExecution, monitor: MonitorLink) -> None:
+    def __init__(self, ex: AgentExecution, monitor: MonitorLink, pacer: DemandPacer) -> None:
         self._ex = ex
         self._monitor = monitor
+        self._pacer = pacer
 
     # ------------------------------------------------------------ signals
 
@@ -157,7 +159,8 @@ class Intake:
     def demand_target(self, raw: Any) -> None:
         """The monitor's new target in demand mode: held from now, clamped to
         [min_target, max_target], and told to the next run as a config
-        change with the rule's reason. Refused (status.rejected) when the
+        change with the rule's reason; past max_demand_changes_per_hour it
+        waits (workflows/agent_pace.py). Refused (status.rejected) when the
         agent is not in demand mode or is frozen."""
         ex = self._ex
         ex.signals += 1
@@ -171,18 +174,7 @@ class Intake:
         if config.frozen:
             ex.reject("demand_target", "the agent is frozen", raw)
             return
-        ex.state.demand = change
-        target = min(max(change.target_per_h, config.min_target), config.max_target)
-        old = config.target_proofs_per_hour
-        if target != old:
-            ex.state.config = config.model_copy(update={"target_proofs_per_hour": target})
-            ex.buffer.add_config_change(
-                ex.state.next_trigger_seq,
-                workflow.now(),
-                f"target_proofs_per_hour: {old:g} → {target:g} (demand: {change.reason})",
-            )
-            ex.state.next_trigger_seq += 1
-            ex.notify()
+        self._pacer.take(change)
         ex.show()
 
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
@@ -216,6 +208,9 @@ class Intake:
             for k in patch.model_dump(exclude_none=True)
             if getattr(old, k) != getattr(ex.state.config, k)
         )
+        if "target_proofs_per_hour" in changed or "target_mode" in changed:
+            # The operator's word: a demand target held back must not undo it.
+            self._pacer.drop("an operator set the target or the mode")
         fleet_changes = [k for k in changed if k in _FLEET_FIELDS]
         if fleet_changes:
             ex.buffer.add_config_change(
@@ -285,4 +280,6 @@ class Intake:
             notify_failures=state.notify.failures,
             notify_delivered=state.notify.delivered,
             demand=state.demand,
+            demand_pace=self._pacer.status(),
+            llm_spend=ex.budget.status(),
         )

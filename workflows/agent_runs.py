@@ -23,6 +23,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
     from fleet_agent.demand.events import MAX_EVENTS, merge_event
+    from fleet_agent.loop.pace import usd
     from fleet_agent.loop.triggers import RUN_CARRIES_UNSTORED_BYTES
     from fleet_agent.loop.wakes import add_wake, due_wakes
     from fleet_agent.loop.wakes import cancel_wake as remove_wake
@@ -54,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run import AgentRunWorkflow
     from workflows.search_attributes import run_start_attributes
 
-__all__ = ["DEMAND_EVENTS_PATCH", "RUN_CARRIES_TEXTS_PATCH", "RunLauncher"]
+__all__ = ["DEMAND_EVENTS_PATCH", "EVENT_OWNERS_PATCH", "RUN_CARRIES_TEXTS_PATCH", "RunLauncher"]
 
 _MAX_UNRECORDED = 20
 
@@ -63,6 +64,9 @@ _MAX_UNRECORDED = 20
 RUN_CARRIES_TEXTS_PATCH = "run-carries-unstored-texts"
 #: A run's `expect_demand` events go into the config and to the monitor.
 DEMAND_EVENTS_PATCH = "run-demand-events"
+#: ... as the model's (`DemandEvent.set_by`): within its share, never
+#: displacing an operator's (fleet_agent/demand/events.py).
+EVENT_OWNERS_PATCH = "demand-event-owners"
 
 
 class RunLauncher:
@@ -95,6 +99,7 @@ class RunLauncher:
         state.run_count += 1
         number = state.run_count
         ex.current_run, ex.phase, ex.due = number, Phase.RUNNING, None
+        ex.budget.started()
         record_run_started(ex.agent_id, triggers, now)
         ex.show()
         run_input = RunInput(
@@ -236,6 +241,8 @@ class RunLauncher:
             state.spend = result.spend
         if result.llm_cost is not None:
             state.llm_cost = result.llm_cost
+        # What this run paid the model counts toward max_llm_usd_per_hour.
+        ex.budget.record(usd(result.cost_usd), ended)
         # The heartbeat counts from the end of the last run, whatever its kind.
         state.last_run_ended_at = ended
         state.run_in_flight = None
@@ -257,8 +264,22 @@ class RunLauncher:
         old = ex.state.config
         events = list(old.demand_events)
         now = workflow.now()
-        for event in result.demand_events:
+        # The model's, whatever the payload says: the agent decides who set
+        # what (a run of an older release sent no owner). Before the patch,
+        # every event was merged as an operator's is.
+        owner = "model" if workflow.patched(EVENT_OWNERS_PATCH) else "operator"
+        for sent in result.demand_events:
+            event = sent.model_copy(update={"set_by": owner})
             merged = merge_event(events, event, now)
+            if merged.refused:
+                workflow.logger.warning(
+                    "agent %s did not add known event %s of run %s: %s",
+                    ex.agent_id,
+                    event.describe(),
+                    result.run,
+                    merged.refused,
+                )
+                continue
             events = merged.events
             for dropped in merged.dropped:
                 workflow.logger.warning(
@@ -326,7 +347,7 @@ class RunLauncher:
             if lost:
                 result = lost[0]
                 try:
-                    await workflow.execute_activity(
+                    cost = await workflow.execute_activity(
                         stubs.record_run,
                         RecordRunRequest(
                             agent_id=ex.agent_id, session=ex.state.session, result=result
@@ -335,6 +356,9 @@ class RunLauncher:
                         retry_policy=STORE_RETRY,
                         summary=f"record run {result.run} as failed",
                     )
+                    # Its rounds were paid even though it never answered.
+                    ex.budget.record(usd(cost), workflow.now())
+                    ex.notify()
                 except ActivityError as exc:
                     # Non-retryable: the run never opened a record, nothing to close.
                     workflow.logger.warning(

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
 
 if TYPE_CHECKING:
     from workflows.agent_notify import Notifier
+    from workflows.agent_pace import LlmBudget
 
 __all__ = ["THINKING_SUMMARIZED_PATCH", "AgentExecution"]
 
@@ -115,6 +116,8 @@ class AgentExecution:
         self.upserted_phase: str | None = None
         #: Set by the workflow: what the helpers tell of (workflows/agent_notify.py).
         self.notifier: Notifier
+        #: Set by the workflow: holds runs past the LLM spend cap (workflows/agent_pace.py).
+        self.budget: LlmBudget
 
     # ------------------------------------------------------------ continue-as-new
 
@@ -208,11 +211,15 @@ class AgentExecution:
             self.notify()
 
     def compute_due(self) -> Due | None:
-        return next_due(
-            firsts=self.buffer.firsts,
-            wakes=self.state.wakes,
-            config=self.state.config,
-            heartbeat_from=self.heartbeat_from,
+        """When the next run is due: its schedule, moved later while the LLM
+        spend cap holds runs."""
+        return self.budget.hold(
+            next_due(
+                firsts=self.buffer.firsts,
+                wakes=self.state.wakes,
+                config=self.state.config,
+                heartbeat_from=self.heartbeat_from,
+            )
         )
 
     def notify(self) -> None:

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         MUTATING_TOOLS,
     )
     from fleet_agent.llm.verdict import judge
+    from fleet_agent.loop.pace import usd
     from fleet_agent.models import (
         APPROVAL_DECIDED,
         ApprovalDecision,
@@ -153,7 +154,7 @@ class AgentRunWorkflow:
         result.wake_requests = self._wake_tools.requests
         result.ended_at = workflow.now()
         self._step = "recording"
-        await workflow.execute_activity(
+        cost = await workflow.execute_activity(
             stubs.record_run,
             RecordRunRequest(
                 agent_id=inp.agent_id,
@@ -171,6 +172,8 @@ class AgentRunWorkflow:
             retry_policy=STORE_RETRY,
             summary=f"record run {inp.run} ({result.status.value})",
         )
+        # For the agent's max_llm_usd_per_hour (no command: replays as before).
+        result.cost_usd = usd(cost)
         if inp.search_attributes and workflow.patched(SEARCH_ATTRIBUTES_PATCH):
             # For the Web UI's list: `RunVerdictAction = true` finds runs that acted.
             workflow.upsert_search_attributes(run_result_updates(result))

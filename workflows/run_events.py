@@ -1,7 +1,8 @@
 """A run's `expect_demand` tool: a known demand event the model was told of.
 
 Decided inside the run against the events of the config it started with
-plus its own (fleet_agent/demand/events.py rules); the parent workflow,
+plus its own, by the model's rule (fleet_agent/demand/events.py: within its
+share, never displacing an operator's event); the parent workflow,
 which owns the config, adds them when the run ends (`RunResult.demand_events`)
 and tells the monitor. Everything here is workflow code and makes no
 command: histories replay as before. Deterministic: `now` is the workflow's
@@ -17,7 +18,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure rules.
-    from fleet_agent.demand.events import merge_event
+    from fleet_agent.demand.events import MODEL_SHARE, merge_event
     from fleet_agent.demand.forecast import DemandEvent
     from fleet_agent.llm.tools import EXPECT_HORIZON_DAYS, ExpectDemandInput, parse_tool_input
     from fleet_agent.models import RunInput, ToolCall, ToolResult
@@ -55,6 +56,14 @@ class EventTools:
                 is_error=True,
             )
         merged = merge_event(self._events, event, now)
+        if merged.refused:
+            return ToolResult(
+                tool_use_id=call.id,
+                name=call.name,
+                content=f"Refused: {merged.refused}; nothing was recorded. Only an operator "
+                "can make room: tell them if the event matters.",
+                is_error=True,
+            )
         self._events = merged.events
         if merged.added:
             self.added.append(event)
@@ -66,7 +75,11 @@ class EventTools:
 
     def _answer(self, event: DemandEvent, notes: list[str]) -> str:
         config = self._inp.config
-        lines = [f"Recorded {event.describe()}; {len(self._events)} known event(s)."]
+        mine = sum(1 for e in self._events if e.set_by == "model")
+        lines = [
+            f"Recorded {event.describe()}; {len(self._events)} known event(s), {mine} of them "
+            f"yours (at most {MODEL_SHARE})."
+        ]
         lines += [f"Note: {n}." for n in notes]
         if config.target_mode == "demand":
             lines.append(

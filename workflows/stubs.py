@@ -103,8 +103,9 @@ async def store_tool_results(req: StoreToolResults) -> None:
 
 
 @activity.defn(name="record_run")
-async def record_run(req: RecordRunRequest) -> None:
-    """Close a run's record in the store."""
+async def record_run(req: RecordRunRequest) -> float:
+    """Close a run's record in the store; returns its LLM cost in USD (an
+    older worker's answer is None)."""
     _declared("record_run")
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -50,6 +50,7 @@ __all__ = [
     "RECENT_AS_DAYS",
     "RECENT_MINUTES",
     "DemandEvent",
+    "EventOwner",
     "Forecast",
     "arrival_rate",
     "forecast",
@@ -66,8 +67,16 @@ RECENT_AS_DAYS = 0.5
 _HOUR = timedelta(hours=1)
 
 
+EventOwner = Literal["operator", "model"]
+"""Who set a known event: an operator (`fleet-agent expect`, `update_config`)
+or the model (its `expect_demand` tool), which adds within its share and
+never removes or displaces an operator's (fleet_agent/demand/events.py)."""
+
+
 class DemandEvent(Wire):
-    """A known change of demand from `start` to `end` (UTC): ×`multiplier`."""
+    """A known change of demand from `start` to `end` (UTC): ×`multiplier`,
+    set by `set_by` (an event without it, as every event before owners were
+    kept, is an operator's)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -75,6 +84,7 @@ class DemandEvent(Wire):
     end: datetime
     multiplier: float = Field(gt=0, le=100, allow_inf_nan=False)
     note: str = Field("", max_length=200)
+    set_by: EventOwner = "operator"
 
     @field_validator("start", "end")
     @classmethod
@@ -98,11 +108,13 @@ class DemandEvent(Wire):
         return self
 
     def describe(self) -> str:
-        """`x3 14:00-16:00 UTC 2026-12-06 (launch)`."""
+        """`x3 14:00-16:00 UTC 2026-12-06 (launch)`; `... [set by the model]`
+        for the model's."""
         note = f" ({self.note})" if self.note else ""
+        by = " [set by the model]" if self.set_by == "model" else ""
         return (
             f"x{self.multiplier:g} {self.start:%H:%M}-{self.end:%H:%M} UTC "
-            f"{self.start:%Y-%m-%d}{note}"
+            f"{self.start:%Y-%m-%d}{note}{by}"
         )
 
     def overlaps(self, start: datetime, end: datetime) -> bool:

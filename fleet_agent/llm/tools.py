@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from fleet_agent.demand.events import MAX_EVENTS
+from fleet_agent.demand.events import MAX_EVENTS, MODEL_SHARE
 from fleet_agent.demand.forecast import MAX_EVENT_DAYS, DemandEvent
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.models import ToolResult
@@ -134,8 +134,10 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
             '14:00 to 16:00"): from start to end, demand is `multiplier` times the '
             "forecast. In demand mode the target rises a lead time before it starts; in "
             f"fixed mode it is only recorded. At most {MAX_EVENT_DAYS} days long, starting "
-            f"within {EXPECT_HORIZON_DAYS} days; ended events are dropped, at most "
-            f"{MAX_EVENTS} are kept."
+            f"within {EXPECT_HORIZON_DAYS} days; ended events are dropped. You may hold at "
+            f"most {MODEL_SHARE} events of your own (your oldest-ending one makes room); "
+            f"an operator's events are never removed or displaced by yours, and when theirs "
+            f"fill the list ({MAX_EVENTS}) yours is refused."
         ),
         "input_schema": {
             "type": "object",
@@ -235,10 +237,14 @@ class ExpectDemandInput(_ToolInput):
         return at
 
     def event(self) -> DemandEvent | str:
-        """The event, or why it is not one (end before start, too long)."""
+        """The model's event, or why it is not one (end before start, too long)."""
         try:
             return DemandEvent(
-                start=self.start, end=self.end, multiplier=self.multiplier, note=self.note
+                start=self.start,
+                end=self.end,
+                multiplier=self.multiplier,
+                note=self.note,
+                set_by="model",
             )
         except ValidationError as exc:
             return "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())

@@ -70,6 +70,7 @@ from .notify import (
     NotifyState,
     RunNotice,
 )
+from .pace import DemandPace, HeldDemandChange, LlmSpendPace, SpendMark
 from .runs import (
     LastRun,
     LlmCostSummary,
@@ -134,6 +135,7 @@ __all__ = [
     "CompactResult",
     "ConfigPatch",
     "ContextInfo",
+    "DemandPace",
     "DemandTargetChange",
     "Effort",
     "FleetToolRequest",
@@ -141,12 +143,14 @@ __all__ = [
     "FreezeReport",
     "FreezeRequest",
     "GpuList",
+    "HeldDemandChange",
     "HumanMessage",
     "InboxItem",
     "LastRun",
     "LlmCostSummary",
     "LlmRequest",
     "LlmResult",
+    "LlmSpendPace",
     "LlmTotals",
     "LoadContextRequest",
     "MonitorConfig",
@@ -173,6 +177,7 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "SaveConfigRequest",
+    "SpendMark",
     "SpendSummary",
     "StateChanged",
     "StopFleetReport",

@@ -13,6 +13,7 @@ from .approvals import ApprovalDecision, PendingApproval
 from .config import AgentConfig, ConfigPatch
 from .freeze import FreezeInfo
 from .notify import NotifyFailure, NotifyState
+from .pace import DemandPace, HeldDemandChange, LlmSpendPace, SpendMark
 from .runs import LastRun, LlmCostSummary, RunResult, Wake
 from .signals import DemandTargetChange
 from .spend import SpendSummary
@@ -105,6 +106,14 @@ class AgentState(Wire):
     notify: NotifyState = Field(default_factory=NotifyState)
     # Demand mode: the monitor's last change of the target (None: none yet).
     demand: DemandTargetChange | None = None
+    # When the last hour's demand target changes were applied, and the change
+    # held back past max_demand_changes_per_hour (fleet_agent/loop/pace.py).
+    demand_changes: list[datetime] = Field(default_factory=list)
+    demand_held: HeldDemandChange | None = None
+    # What the runs of the last hour cost (max_llm_usd_per_hour), and since
+    # when a due run waits for the hour to allow it (None: not held).
+    llm_spend: list[SpendMark] = Field(default_factory=list)
+    llm_held_since: datetime | None = None
 
 
 class AgentInput(BaseModel):
@@ -155,3 +164,8 @@ class AgentStatus(Wire):
     # Demand mode: the monitor's last change of the target, and the reading
     # it was decided on (the store has every reading: DemandHistory).
     demand: DemandTargetChange | None = None
+    # Demand changes in the last hour and the change held back past the cap
+    # (demand mode only); the last hour's LLM cost against its cap, and the
+    # runs held for it. None from an execution that predates them.
+    demand_pace: DemandPace | None = None
+    llm_spend: LlmSpendPace | None = None

@@ -171,6 +171,14 @@ class AgentConfig(Wire):
     # Known changes ahead, multiplying the forecast; the fleet is rented a
     # lead time before each starts.
     demand_events: DemandEventList = Field(default_factory=list)
+    # Each demand target change wakes a run: at most this many are applied in
+    # any hour; past it the latest waits until the hour allows
+    # (fleet_agent/loop/pace.py, docs/DECISIONS.md "Paces").
+    max_demand_changes_per_hour: Annotated[int, Field(ge=1, le=1_000)] = 6
+    # No run starts while the runs that ended in the last hour cost this much
+    # or more (their LLM rounds at the price table's rates; the autopilot
+    # costs $0). Triggers, wakes and messages wait; nothing is dropped.
+    max_llm_usd_per_hour: Annotated[float, Field(gt=0, le=10_000)] = 2.0
 
     @model_validator(mode="after")
     def _demand_bounds(self) -> Self:

@@ -41,6 +41,7 @@ NotifyEventKind = Literal[
     "runs_failing",
     "auth_failing",
     "agent_restarted",
+    "llm_spend_capped",
     "daily_digest",
     "test",
 ]
@@ -61,6 +62,7 @@ DEFAULT_NOTIFY_EVENTS: tuple[NotifyEventKind, ...] = (
     "runs_failing",
     "auth_failing",
     "agent_restarted",
+    "llm_spend_capped",
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -200,6 +200,9 @@ class RunResult(Wire):
     tool_seconds: float = 0.0
     # The LLM cost summary as load_context read it (None: not read).
     llm_cost: LlmCostSummary | None = None
+    # What this run's LLM rounds cost, as record_run priced them (0: the
+    # autopilot, or a run that was not recorded); max_llm_usd_per_hour counts it.
+    cost_usd: Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)] = 0.0
     # The first ANSWER_PREVIEW_CHARS of the final answer, so the Web UI shows
     # it in the run's result; the whole text is in the store.
     answer: str = ""

@@ -114,6 +114,15 @@ def render(agent_id: str, event: NotifyEvent, console_url: str | None = None) ->
             f"It had ended: {f.get('how_ended') or 'unknown'}. "
             f"Runs continue from #{f.get('next_run', '?')}.",
         )
+    if k == "llm_spend_capped":
+        return Rendered(
+            f"{tag} runs held: LLM spend cap reached",
+            f"The runs of the last hour cost {_money(f.get('last_hour_usd'))}, the cap is "
+            f"{_money(f.get('cap_usd'))}/h (max_llm_usd_per_hour). No run starts until "
+            f"{_when(f.get('until', ''))}; its {f.get('pending', 0)} trigger(s), wakes and "
+            "messages wait. To resume sooner: fleet-agent config --set "
+            f"max_llm_usd_per_hour=<more> --agent-id {agent_id}",
+        )
     if k == "daily_digest":
         return Rendered(
             f"{tag} daily digest {s}",

@@ -66,6 +66,22 @@ def agent_details(state: AgentState, phase: Phase, current_run: int | None, due:
             f"expires {_hms(pending.expires_at)} — `.venv/bin/fleet-agent approve {pending.id}` "
             f"or `.venv/bin/fleet-agent deny {pending.id}`",
         )
+    if state.llm_held_since is not None and current_run is None:
+        # Nothing runs until the hour allows it: say so where an operator looks first.
+        until = f" until {_hms(due.at)}" if due is not None else ""
+        lines.insert(
+            0,
+            f"**RUNS HELD**{until} (since {_hms(state.llm_held_since)}): the LLM cost of the "
+            f"last hour reached max_llm_usd_per_hour ${state.config.max_llm_usd_per_hour:g}; "
+            "`.venv/bin/fleet-agent config --set max_llm_usd_per_hour=...` resumes sooner",
+        )
+    if state.demand_held is not None:
+        held = state.demand_held
+        lines.append(
+            f"demand target {held.change.target_per_h:g} proofs/h held since "
+            f"{_hms(held.since)}: max_demand_changes_per_hour "
+            f"{state.config.max_demand_changes_per_hour}"
+        )
     if state.restarted is not None:
         lines.append(f"{state.restarted.text()} (`.venv/bin/fleet-agent status`)")
     if current_run is not None:
