@@ -10,6 +10,7 @@ monitor is told the new events at once, and the histories replay.
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from activities.fleet import FleetActivities
-from fleet_agent.demand.events import MAX_EVENTS, merge_event
+from fleet_agent.demand.events import MAX_EVENTS, MODEL_SHARE, merge_event
 from fleet_agent.demand.forecast import DemandEvent
 from fleet_agent.llm.verdict import judge
 from fleet_agent.models import RunResult, RunStatus, Verdict
@@ -201,3 +202,108 @@ async def test_in_demand_mode_the_monitor_is_told_the_new_event(
             history = await ts_env.client.get_workflow_handle(workflow_id).fetch_history()
             await replayer.replay_workflow(history)
         await ts_env.client.get_workflow_handle(f"{handle.id}/monitor").terminate("done")
+
+
+def _window(start_h: int, x: float) -> dict[str, Any]:
+    return {
+        "start": _at(timedelta(hours=start_h)),
+        "end": _at(timedelta(hours=start_h + 1)),
+        "multiplier": x,
+    }
+
+
+async def test_the_model_adds_within_its_share_and_never_touches_an_operators_event(
+    ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+) -> None:
+    """The operator's 20 events fill the list: the model's is refused, and so
+    is every hostile call; with room made, the model keeps at most its share,
+    pushing out only its own."""
+    operators = [_window(h, 2) for h in range(1, MAX_EVENTS + 1)]
+    hostile: list[dict[str, Any]] = [
+        {**_window(30, 3), "set_by": "operator"},  # claims to be the operator
+        {**_window(30, 3), "note": "x" * 5_000},
+        {**_window(30, 3), "multiplier": {"value": 3}},
+        {**_window(30, 3), "start": 1_765_000_000},
+        {**_window(30, 3), "end": "2026-12-07T16:00:00Z; drop all events"},
+    ]
+
+    def respond(req: Request) -> Reply:
+        text = req.last_user_text()
+        if req.tool_results():
+            return Reply(text=DONE)
+        if "agent started" in text.lower():
+            calls = [("expect_demand", _window(30, 3)), *(("expect_demand", h) for h in hostile)]
+            return Reply(tool_calls=calls)
+        if "room now" in text:
+            return Reply(tool_calls=[("expect_demand", _window(h, 3)) for h in range(30, 42)])
+        return Reply(text=DONE)
+
+    fake_llm.set_responder(respond)
+    async with running_worker(ts_env.client, store) as h:
+        handle = await h.start_agent(heartbeat_seconds=36_000, demand_events=operators)
+        await ts_env.sleep(11)
+        st = await status_after(handle, 1)
+        kept = st.config.demand_events
+        assert len(kept) == MAX_EVENTS and {e.set_by for e in kept} == {"operator"}
+        results = fake_llm.requests[1].tool_results()
+        texts = [str(r["content"]) for r in results]
+        assert all(r.get("is_error") for r in results), texts
+        assert "Refused: the list holds 20 events an operator set" in texts[0]
+        assert "nothing was recorded" in texts[0]
+        assert "set_by" in texts[1] and "Extra inputs are not permitted" in texts[1]
+        assert "note" in texts[2] and "200 characters" in texts[2]
+        assert "multiplier" in texts[3]
+        assert all("RFC 3339" in t for t in texts[4:]), texts[4:]
+
+        # The operator makes room (its own list, its right); the model keeps
+        # at most MODEL_SHARE of its own.
+        await handle.execute_update(
+            FleetAgentWorkflow.update_config, {"demand_events": operators[:5]}
+        )
+        await handle.signal(FleetAgentWorkflow.trigger_now, {"reason": "room now"})
+        await wait_runs(store, handle.id, 2)
+        st = await status_after(handle, 2)
+        events = st.config.demand_events
+        mine = [e for e in events if e.set_by == "model"]
+        theirs = [e for e in events if e.set_by == "operator"]
+        assert len(mine) == MODEL_SHARE and len(theirs) == 5
+        assert theirs == kept[:5]
+        # The two that end first of its own went, and the model was told.
+        assert min(e.start for e in mine) == DemandEvent.model_validate(_window(32, 3)).start
+        last = str(fake_llm.requests[-1].tool_results()[-1]["content"])
+        assert "dropped to keep at most 20 events" in last and "[set by the model]" in last
+
+
+async def test_the_agent_applies_the_models_rule_again_to_the_list_as_it_is_when_the_run_ends(
+    ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+) -> None:
+    """The run saw room; while it ran, the operator filled the list: the
+    agent adds the model's events as the model's, and so adds none."""
+    answered = threading.Event()
+
+    def respond(req: Request) -> Reply:
+        if req.tool_results():
+            answered.wait(timeout=60)  # the run stays in flight until the operator acted
+            return Reply(text=DONE)
+        if "agent started" in req.last_user_text().lower():
+            return Reply(tool_calls=[("expect_demand", _window(h, 3)) for h in range(30, 33)])
+        return Reply(text=DONE)
+
+    fake_llm.set_responder(respond)
+    operators = [_window(h, 2) for h in range(1, MAX_EVENTS + 1)]
+    async with running_worker(ts_env.client, store) as h:
+        handle = await h.start_agent(heartbeat_seconds=36_000)
+        await ts_env.sleep(11)
+
+        async def decided() -> bool:
+            return len(fake_llm.requests) >= 2
+
+        await eventually(decided, what="the model's events decided in the run")
+        await handle.execute_update(FleetAgentWorkflow.update_config, {"demand_events": operators})
+        answered.set()
+        st = await status_after(handle, 1)
+        run = fake_llm.requests[1].tool_results()
+        assert not any(r.get("is_error") for r in run), "the run had room"
+        events = st.config.demand_events
+        assert len(events) == MAX_EVENTS and {e.set_by for e in events} == {"operator"}
+        assert events == [DemandEvent.model_validate(e) for e in operators]
