@@ -139,6 +139,9 @@ class AgentClient:
         self.agent_id = agent_id
         self.task_queue = task_queue
         self.query_timeout = query_timeout
+        #: The status `refusal` read last (None: it could not), for what a
+        #: command says beside "sent" (runs held by the LLM spend cap).
+        self.seen_status: AgentStatus | None = None
 
     async def client(self) -> Client:
         if self._client is None:
@@ -305,6 +308,7 @@ class AgentClient:
             )
         except (RPCError, WorkflowQueryFailedError):
             return None
+        self.seen_status = st
         for rejected in reversed(st.rejected):
             if (
                 rejected.signal == signal

@@ -48,6 +48,9 @@ class SentMessage(BaseModel):
     sent_at: datetime
     # The agent was not running: the message started it.
     started: bool
+    # No run starts before this: the LLM spend cap holds them (None: not held,
+    # or the agent did not answer the query).
+    held_until: datetime | None = None
 
 
 class Answer(BaseModel):
@@ -125,8 +128,13 @@ async def send_message(
     refused = await agent.refusal("human_message", arg, sent_at)
     if refused is not None:
         raise CliError(f"agent {agent.agent_id!r} refused the message: {refused.error}")
+    seen = agent.seen_status
     return SentMessage(
-        agent_id=agent.agent_id, message_id=message_id, sent_at=sent_at, started=started
+        agent_id=agent.agent_id,
+        message_id=message_id,
+        sent_at=sent_at,
+        started=started,
+        held_until=seen.llm_spend.held_until if seen and seen.llm_spend else None,
     )
 
 

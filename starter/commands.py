@@ -17,6 +17,7 @@ from starter.agent_client import AgentClient, UsageError
 from starter.answers import (
     Answer,
     AnswerTimeout,
+    SentMessage,
     checked_message,
     new_message_id,
     send_message,
@@ -104,11 +105,21 @@ async def watchdog(agent: AgentClient, every: timedelta, env: str = "") -> None:
     )
 
 
+def _held_note(sent: SentMessage) -> str:
+    """Why the answer may be long in coming: the LLM spend cap holds runs."""
+    if sent.held_until is None:
+        return ""
+    return (
+        f"; runs are held by the LLM spend cap until {sent.held_until:%Y-%m-%d %H:%M:%S}Z "
+        f"(max_llm_usd_per_hour; `{CLI} status`): the message waits for that run"
+    )
+
+
 async def say(agent: AgentClient, text: str, author: str) -> int:
     sent = await send_message(agent, text, author)
     print(
         f"{_started_note(agent, sent.started)}; message sent (answered in the next run; "
-        f"`{CLI} ask` or `say --wait` waits for the answer)"
+        f"`{CLI} ask` or `say --wait` waits for the answer){_held_note(sent)}"
     )
     return 0
 
@@ -126,7 +137,7 @@ async def ask(agent: AgentClient, text: str, author: str, within: float, as_json
         sent = await send_message(agent, text, author)
         print(
             f"{_started_note(agent, sent.started)}; message sent, waiting up to "
-            f"{within:g}s for the answer",
+            f"{within:g}s for the answer{_held_note(sent)}",
             file=sys.stderr,
         )
         left = max(0.0, within - (time.monotonic() - began))

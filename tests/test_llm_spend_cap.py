@@ -20,6 +20,8 @@ from fleet_agent.llm.model_table import KNOWN_MODELS, cost_usd
 from fleet_agent.models import AgentStatus, Phase, TokenUsage, TriggerKind
 from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import Store
+from starter import commands
+from starter.agent_client import AgentClient
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from testkit.notify_receivers import WebhookReceiver
 from tests.helpers import (
@@ -125,7 +127,10 @@ async def test_past_the_cap_runs_wait_for_the_hour_lose_nothing_and_notify_once(
 
 
 async def test_a_hold_survives_a_continue_as_new_and_a_higher_cap_resumes_at_once(
-    ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+    ts_env: WorkflowEnvironment,
+    store: Store,
+    fake_llm: FakeAnthropic,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     fake_llm.set_responder(_costly_then_cheap())
     async with running_worker(ts_env.client, store) as h:
@@ -150,6 +155,12 @@ async def test_a_hold_survives_a_continue_as_new_and_a_higher_cap_resumes_at_onc
             TriggerKind.SESSION_RESET,
         }
         assert len(finished_runs(store, handle.id)) == 2
+        # The operator who writes now is told why the answer waits.
+        agent = AgentClient(ts_env.client, handle.id, task_queue=h.task_queue)
+        assert await commands.say(agent, "anyone there?", "alice") == 0
+        said = capsys.readouterr().out
+        assert "message sent" in said and "held by the LLM spend cap until" in said
+        assert f"{st.llm_spend.held_until:%Y-%m-%d %H:%M:%S}Z" in said
 
         await handle.execute_update(
             FleetAgentWorkflow.update_config, {"max_llm_usd_per_hour": CAP * 10}
