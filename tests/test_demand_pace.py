@@ -143,8 +143,8 @@ async def test_a_held_change_is_dropped_by_the_operators_target_or_a_return_to_t
         await handle.execute_update(
             FleetAgentWorkflow.update_config, {"target_proofs_per_hour": 350}
         )
-        st = await eventually(dropped, what="dropped by the operator's target")
-        assert st.config.target_proofs_per_hour == 350
+        gone = await eventually(dropped, what="dropped by the operator's target")
+        assert gone is not None and gone.config.target_proofs_per_hour == 350
         await ts_env.sleep(3600 + 60)
         st = await status(handle)
         assert st.config.target_proofs_per_hour == 350, "nothing held came back"

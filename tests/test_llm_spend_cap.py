@@ -91,7 +91,9 @@ async def test_past_the_cap_runs_wait_for_the_hour_lose_nothing_and_notify_once(
                 p = now.llm_spend
                 return now if p is not None and p.held_since is not None else None
 
-            st = await eventually(held, what="the runs held")
+            holding = await eventually(held, what="the runs held")
+            assert holding is not None
+            st = holding
             assert st.phase == Phase.IDLE and st.current_run is None
             assert {t.kind for t in st.pending_triggers} == {
                 TriggerKind.HUMAN_MESSAGE,

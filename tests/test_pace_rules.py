@@ -21,6 +21,7 @@ from fleet_agent.loop.pace import (
     spend_release,
     usd,
 )
+from fleet_agent.models import SpendMark
 
 T0 = datetime(2026, 12, 7, 10, 0, tzinfo=UTC)
 
@@ -55,7 +56,7 @@ def test_spend_holds_at_the_cap_until_enough_of_it_is_an_hour_old() -> None:
 
 
 def test_spend_marks_stay_bounded_and_counted() -> None:
-    marks = []
+    marks: list[SpendMark] = []
     for n in range(MAX_SPEND_MARKS * 3):
         at = T0 + timedelta(seconds=10 * n)
         marks = add_spend(marks, at, 0.01, at)

@@ -35,7 +35,8 @@ from bench.market_day._truth import CONFIG
 from bench.market_day.day import llm_totals
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.fleet.prover import ProverSpec
-from fleet_agent.models import AgentConfig
+from fleet_agent.loop.pace import in_window
+from fleet_agent.models import AgentConfig, TriggerKind
 from fleet_agent.store import DemandHistory, Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
@@ -228,12 +229,23 @@ async def run_day(
 
 
 def _targets(store: Store, agent_id: str) -> dict[str, Any]:
-    """How the target moved (demand mode's points): its changes, range and
-    time-weighted mean; empty on a fixed path."""
+    """How the target moved (demand mode's points, the monitor's decisions):
+    its changes, the most in any hour, range and time-weighted mean; and the
+    changes the agent held past max_demand_changes_per_hour (its runs were
+    told of them with "[held from"). Empty on a fixed path."""
     points = DemandHistory(store).series(agent_id, datetime(2000, 1, 1, tzinfo=UTC), 100_000)
     if not points:
         return {}
-    changes = sum(1 for a, b in pairwise(points) if a.target_per_h != b.target_per_h)
+    moves = [b.at for a, b in pairwise(points) if a.target_per_h != b.target_per_h]
+    changes = len(moves)
+    busiest = max((len(in_window(moves[: i + 1], at)) for i, at in enumerate(moves)), default=0)
+    runs = store.list_runs(agent_id, limit=100_000)
+    told = [
+        t.reason
+        for r in runs
+        for t in r.triggers
+        if t.kind == TriggerKind.CONFIG_CHANGED and "(demand:" in t.reason
+    ]
     span = (points[-1].at - points[0].at).total_seconds() or 1.0
     weighted = sum(a.target_per_h * (b.at - a.at).total_seconds() for a, b in pairwise(points))
     return {
@@ -244,6 +256,10 @@ def _targets(store: Store, agent_id: str) -> dict[str, Any]:
         "mean": round(weighted / span, 1),
         "raises": sum(1 for p in points if p.action == "raise"),
         "lowers": sum(1 for p in points if p.action == "lower"),
+        "most_changes_in_an_hour": busiest,
+        "runs": len(runs),
+        "runs_told_of_demand": len(told),
+        "held_then_applied": sum(r.count("[held from") for r in told),
     }
 
 

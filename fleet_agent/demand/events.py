@@ -60,8 +60,7 @@ class EventMerge:
         if self.dropped:
             lines.append(
                 f"dropped to keep at most {MAX_EVENTS} events ({MODEL_SHARE} of them "
-                "the model's), ending first: "
-                + "; ".join(e.describe() for e in self.dropped)
+                "the model's), ending first: " + "; ".join(e.describe() for e in self.dropped)
             )
         return lines
 
