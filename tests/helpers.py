@@ -12,8 +12,10 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 
 from fleet_agent.models import (
     AgentConfig,
@@ -233,3 +235,20 @@ async def previous_execution(
     first = await anext(aiter(handle.fetch_history_events()))
     run_id = first.workflow_execution_started_event_attributes.continued_execution_run_id
     return client.get_workflow_handle(handle.id, run_id=run_id)
+
+
+async def replay_agent_chain(client: Client, handle: WorkflowHandle[Any, Any]) -> int:
+    """Replay every execution of the agent's continue-as-new chain, newest
+    first, with the workflow code as it is now (NondeterminismError on a
+    change that breaks them); returns how many."""
+    replayer = Replayer(workflows=[FleetAgentWorkflow], data_converter=pydantic_data_converter)
+    current: WorkflowHandle[Any, Any] | None = client.get_workflow_handle(handle.id)
+    count = 0
+    while current is not None:
+        history = await current.fetch_history()
+        await replayer.replay_workflow(history)
+        count += 1
+        first = history.events[0].workflow_execution_started_event_attributes
+        run_id = first.continued_execution_run_id
+        current = client.get_workflow_handle(handle.id, run_id=run_id) if run_id else None
+    return count

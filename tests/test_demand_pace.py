@@ -14,7 +14,14 @@ from temporalio.testing import WorkflowEnvironment
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.models import DEMAND_TARGET, AgentStatus, TriggerKind
 from fleet_agent.store import Store
-from tests.helpers import eventually, finished_runs, running_worker, status, wait_runs
+from tests.helpers import (
+    eventually,
+    finished_runs,
+    replay_agent_chain,
+    running_worker,
+    status,
+    wait_runs,
+)
 from workflows import FleetAgentWorkflow
 
 MODE: dict[str, Any] = {
@@ -117,6 +124,8 @@ async def test_past_the_cap_the_latest_change_waits_for_the_hour_even_across_con
             if t.kind == TriggerKind.CONFIG_CHANGED
         ]
         assert not any("400" in r for r in changes), changes
+        # The new paths replay (the held change's timer, its markers).
+        assert await replay_agent_chain(ts_env.client, handle) == 2
 
 
 async def test_a_held_change_is_dropped_by_the_operators_target_or_a_return_to_the_target(

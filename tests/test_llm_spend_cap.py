@@ -27,6 +27,7 @@ from testkit.notify_receivers import WebhookReceiver
 from tests.helpers import (
     eventually,
     finished_runs,
+    replay_agent_chain,
     running_worker,
     status,
     status_after,
@@ -126,6 +127,7 @@ async def test_past_the_cap_runs_wait_for_the_hour_lose_nothing_and_notify_once(
             assert st.llm_spend is not None and st.llm_spend.held_until is None
             assert st.llm_spend.held_since is None
             assert sum("LLM spend cap" in t for t in _titles(hook)) == 1, _titles(hook)
+            assert await replay_agent_chain(ts_env.client, handle) == 1
 
 
 async def test_a_hold_survives_a_continue_as_new_and_a_higher_cap_resumes_at_once(
