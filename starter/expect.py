@@ -5,9 +5,11 @@
 today; a window that ends before it starts ends the next day) to the
 agent's `demand_events` through `update_config`, by the rule the model's
 `expect_demand` follows (fleet_agent/demand/events.py): ended events go,
-the same event is not added twice, at most 20 are kept and the one that
-ends first is dropped and named. `--list` shows them, `--clear` removes
-them all. The config is read from the status query and written whole: a
+the same event is not added twice, at most 20 are kept. The event is the
+operator's: past 20 the model's event that ends first is dropped (then,
+with only the operator's left, theirs), and named. `--list` shows them
+(the model's marked), `--clear` removes them all, the model's and the
+operator's. The config is read from the status query and written whole: a
 change made between the two (the model's own `expect_demand`) is lost, and
 the next `--list` shows it.
 """

@@ -51,7 +51,9 @@ from bench.market_day._truth import (
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.llm.model_table import EFFORTS
-from fleet_agent.store import Store
+from fleet_agent.loop.pace import hour_spend
+from fleet_agent.models import SpendMark
+from fleet_agent.store import RunRecord, Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator.server import SimServer
@@ -143,14 +145,26 @@ def llm_totals(store: Store, agent_id: str, fake: FakeAnthropic) -> dict[str, An
     400s and others) and stop reasons other than a finished turn."""
     totals = store.llm_totals(agent_id)
     stops: dict[str, int] = {}
-    for run in store.list_runs(agent_id, limit=100_000):
+    runs = store.list_runs(agent_id, limit=100_000)
+    for run in runs:
         for stop in run.stop_reasons:
             stops[stop] = stops.get(stop, 0) + 1
     refused = [r for r in fake.requests if r.usage is None]
+    # The costliest hour, as the agent's max_llm_usd_per_hour counts it: the
+    # runs that ended in any hour (each run's latest attempt).
+    latest: dict[int, RunRecord] = {}
+    for run in runs:  # newest attempt first
+        latest.setdefault(run.run, run)
+    marks = sorted(
+        (SpendMark(at=r.ended_at, usd=r.cost_usd) for r in latest.values() if r.ended_at),
+        key=lambda m: m.at,
+    )
+    busiest = max((hour_spend(marks[: i + 1], m.at) for i, m in enumerate(marks)), default=0.0)
     return {
         "runs": totals.runs,
         "usd": totals.cost_usd,
         "usd_per_run": totals.cost_usd / max(totals.runs, 1),
+        "most_usd_in_an_hour": round(busiest, 4),
         "output_tokens": totals.usage.output_tokens,
         "thinking_tokens": totals.usage.thinking_tokens,
         "requests": len(fake.requests),
