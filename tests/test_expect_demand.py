@@ -219,6 +219,7 @@ async def test_the_model_adds_within_its_share_and_never_touches_an_operators_ev
     is every hostile call; with room made, the model keeps at most its share,
     pushing out only its own."""
     operators = [_window(h, 2) for h in range(1, MAX_EVENTS + 1)]
+    sent: list[dict[str, Any]] = []  # the model's events of its second run
     hostile: list[dict[str, Any]] = [
         {**_window(30, 3), "set_by": "operator"},  # claims to be the operator
         {**_window(30, 3), "note": "x" * 5_000},
@@ -235,7 +236,8 @@ async def test_the_model_adds_within_its_share_and_never_touches_an_operators_ev
             calls = [("expect_demand", _window(30, 3)), *(("expect_demand", h) for h in hostile)]
             return Reply(tool_calls=calls)
         if "room now" in text:
-            return Reply(tool_calls=[("expect_demand", _window(h, 3)) for h in range(30, 42)])
+            sent.extend(_window(h, 3) for h in range(30, 42))
+            return Reply(tool_calls=[("expect_demand", w) for w in sent])
         return Reply(text=DONE)
 
     fake_llm.set_responder(respond)
@@ -269,7 +271,7 @@ async def test_the_model_adds_within_its_share_and_never_touches_an_operators_ev
         assert len(mine) == MODEL_SHARE and len(theirs) == 5
         assert theirs == kept[:5]
         # The two that end first of its own went, and the model was told.
-        assert min(e.start for e in mine) == DemandEvent.model_validate(_window(32, 3)).start
+        assert mine == [DemandEvent.model_validate({**w, "set_by": "model"}) for w in sent[2:]]
         last = str(fake_llm.requests[-1].tool_results()[-1]["content"])
         assert "dropped to keep at most 20 events" in last and "[set by the model]" in last
 

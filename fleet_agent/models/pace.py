@@ -14,23 +14,25 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from fleet_agent.wire import Wire
 
 from .signals import DemandTargetChange
 
 __all__ = ["DemandPace", "HeldDemandChange", "LlmSpendPace", "SpendMark"]
 
-_Usd = Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)]
+_Usd = Annotated[float, Field(ge=0, le=1_000_000)]
 
 
-class SpendMark(BaseModel):
+class SpendMark(Wire):
     """What the LLM cost at `at` (a run's rounds, counted when it ended)."""
 
     at: datetime
     usd: _Usd
 
 
-class HeldDemandChange(BaseModel):
+class HeldDemandChange(Wire):
     """The monitor's latest target, held back past `max_demand_changes_per_hour`
     since `since` (the first change held in a row: a newer one replaces the
     change, not the time)."""
@@ -39,7 +41,7 @@ class HeldDemandChange(BaseModel):
     since: datetime
 
 
-class DemandPace(BaseModel):
+class DemandPace(Wire):
     """`status.demand_pace`: demand target changes applied in the last hour,
     the most allowed, and the change held back (with when it may apply)."""
 
@@ -49,7 +51,7 @@ class DemandPace(BaseModel):
     release_at: datetime | None = None
 
 
-class LlmSpendPace(BaseModel):
+class LlmSpendPace(Wire):
     """`status.llm_spend`: what the runs that ended in the last hour cost, the
     cap, and while runs are held: since when and until when."""
 

@@ -202,7 +202,7 @@ class RunResult(Wire):
     llm_cost: LlmCostSummary | None = None
     # What this run's LLM rounds cost, as record_run priced them (0: the
     # autopilot, or a run that was not recorded); max_llm_usd_per_hour counts it.
-    cost_usd: Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)] = 0.0
+    cost_usd: Annotated[float, Field(ge=0, le=1_000_000)] = 0.0
     # The first ANSWER_PREVIEW_CHARS of the final answer, so the Web UI shows
     # it in the run's result; the whole text is in the store.
     answer: str = ""
