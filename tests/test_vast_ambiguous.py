@@ -3,7 +3,7 @@ hang, unreadable answer) is marked so and findable; what is not ambiguous."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable, Callable
 
 import httpx
 import pytest
@@ -54,16 +54,26 @@ async def test_delayed_create_rents_after_the_client_gave_up(sim: SimServer) -> 
         with pytest.raises(VastTimeout) as info:
             await _rent_one(vast, "fleet-zombie-1")
         assert info.value.ambiguous is True
-        # Nothing yet: the request is still waiting before the rent.
+        # On a loaded machine the request may reach the delay only after the
+        # client gave up: wait for the delay to begin, then nothing is rented
+        # yet (the rent is 1.5 s away).
+        await eventually(_delay_began(sim), timeout=10, what="the create's delay")
         assert await vast.list_instances(label="fleet-zombie-1") == []
-        assert sim.market.counters["create_delays"] == 1
-        for _ in range(100):
-            found = await vast.list_instances(label="fleet-zombie-1")
-            if found:
-                break
-            await asyncio.sleep(0.05)
-        assert [i.label for i in found] == ["fleet-zombie-1"]
+
+        async def rented() -> list[str | None]:
+            return [i.label for i in await vast.list_instances(label="fleet-zombie-1")]
+
+        assert await eventually(rented, timeout=10, what="the zombie create's rental") == [
+            "fleet-zombie-1"
+        ]
         assert sim.market.counters["creates"] == 1
+
+
+def _delay_began(sim: SimServer) -> Callable[[], Awaitable[bool]]:
+    async def probe() -> bool:
+        return sim.market.counters["create_delays"] == 1
+
+    return probe
 
 
 async def test_delayed_create_of_a_stopping_server_rents_nothing() -> None:
@@ -77,6 +87,9 @@ async def test_delayed_create_of_a_stopping_server_rents_nothing() -> None:
         ) as vast:
             with pytest.raises(VastTimeout):
                 await _rent_one(vast, "fleet-zombie-2")
+            # Stopped while the create waits in its delay (not before it got
+            # there: a request still queued when the server stops never runs).
+            await eventually(_delay_began(sim), timeout=10, what="the create's delay")
     assert market.counters["create_delays"] == 1
     assert market.counters["creates"] == 0 and market.instance_ids() == []
 
