@@ -88,6 +88,21 @@ async def status_after(handle: WorkflowHandle[FleetAgentWorkflow, None], run: in
     return found
 
 
+async def status_between_runs(handle: WorkflowHandle[FleetAgentWorkflow, None]) -> AgentStatus:
+    """Status once no run is in flight and the agent has taken in every run
+    it started: the store then holds a finished record of each run it counts
+    (a run closes its record before its parent hears it ended)."""
+
+    async def probe() -> AgentStatus | None:
+        st = await status(handle)
+        taken_in = st.last_run.run if st.last_run is not None else 0
+        return st if st.current_run is None and taken_in == st.run_count else None
+
+    found = await eventually(probe, what="the agent between runs")
+    assert found is not None
+    return found
+
+
 def finished_runs(store: Store, agent_id: str) -> list[RunRecord]:
     """Runs that reached the store's end state, oldest first."""
     runs = store.list_runs(agent_id, limit=10_000)
@@ -102,6 +117,15 @@ async def wait_runs(
         return runs if len(runs) >= count else []
 
     return await eventually(probe, timeout=timeout, what=f"{count} finished runs of {agent_id}")
+
+
+def run_that_destroyed(store: Store, agent_id: str, instance_id: int) -> RunRecord | None:
+    """The finished run whose actions destroyed `instance_id`, if one has
+    been recorded. A replacement shows at vast.ai (the simulator) before the
+    run that made it has ended and recorded itself: a test that reads that
+    run's record waits for it, not for the machines."""
+    done = f"destroy_instance: Destroyed instance {instance_id} "
+    return next((r for r in finished_runs(store, agent_id) if done in r.actions_digest), None)
 
 
 def assert_sequential(runs: Sequence[RunRecord]) -> None:

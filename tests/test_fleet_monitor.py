@@ -10,11 +10,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.autopilot.provider import AutopilotProvider
-from fleet_agent.models import TriggerKind
-from fleet_agent.store import Store
+from fleet_agent.models import Trigger, TriggerKind
+from fleet_agent.store import RunRecord, Store
 from simulator import SimServer
 from tests.fleet_helpers import _instances
-from tests.helpers import eventually, finished_runs, running_worker, status
+from tests.helpers import eventually, finished_runs, run_that_destroyed, running_worker, status
 
 
 @pytest.mark.parametrize(
@@ -58,25 +58,36 @@ async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
         sim.market.kill(victim, death)
         killed_at = sim.market.now()
 
-        async def replaced() -> bool:
+        async def replaced() -> RunRecord | None:
             sim.market.advance(30)
             await ts_env.sleep(30)
             ids = {i["id"] for i in _instances(sim)}
-            return victim not in ids and bool(ids - before)
+            if victim in ids or not ids - before:
+                return None
+            # The new machine is rented before the run that rented it has
+            # ended and recorded itself (a sleep can end in between).
+            return run_that_destroyed(store, handle.id, victim)
 
-        await eventually(replaced, timeout=60, what="the dead machine replaced")
+        acting = await eventually(replaced, timeout=60, what="the dead machine replaced")
+        assert acting is not None
         runs = finished_runs(store, handle.id)[runs_before:]
-        changes = [
-            t
-            for r in runs
-            for t in r.triggers
-            if t.kind == TriggerKind.STATE_CHANGED and t.instance_id == str(victim)
-        ]
-        assert [(c.old_state, c.new_state) for c in changes][:1] == [("running", death)]
+
+        def changes_of(chosen: list[RunRecord]) -> list[Trigger]:
+            return [
+                t
+                for r in chosen
+                for t in r.triggers
+                if t.kind == TriggerKind.STATE_CHANGED and t.instance_id == str(victim)
+            ]
+
+        changes = changes_of(runs)
+        # What the agent was told up to the replacement (a later run may
+        # hear the monitor report the destroy: `exited → destroyed`).
+        told = changes_of([r for r in runs if r.run <= acting.run])
+        assert [(c.old_state, c.new_state) for c in told][:1] == [("running", death)]
         assert sum(1 for c in changes if c.new_state == death) == 1, "one signal per transition"
         if death == "offline":
             assert sim.market.now() - killed_at >= 5 * 60, "waited out for the grace"
-            assert [c.new_state for c in changes] == ["offline", "offline past grace"]
-        acting = next(r for r in runs if any(t in r.triggers for t in changes[-1:]))
+            assert [c.new_state for c in told] == ["offline", "offline past grace"]
+        assert told[-1] in acting.triggers, "the run its signal woke replaced it"
         assert acting.mutating_calls >= 2, acting.actions_digest  # destroy + create
-        assert "destroy_instance" in acting.actions_digest

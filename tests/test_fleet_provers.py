@@ -20,10 +20,17 @@ from fleet_agent.models import (
     ToolResult,
     TriggerKind,
 )
-from fleet_agent.store import FailedHosts, Store
+from fleet_agent.store import FailedHosts, RunRecord, Store
 from simulator.server import SimServer
 from testkit.fakes.configs import StaticConfigs
-from tests.helpers import eventually, finished_runs, running_worker, status, tool_request
+from tests.helpers import (
+    eventually,
+    finished_runs,
+    run_that_destroyed,
+    running_worker,
+    status,
+    tool_request,
+)
 
 AGENT = "fleet-agent"
 
@@ -177,14 +184,21 @@ async def test_the_monitor_reports_a_stuck_prover_and_the_agent_replaces_it(
         runs_before = len(finished_runs(store, handle.id))
         assert sim.market.prover_fault(victim, "stuck")
 
-        async def replaced() -> bool:
+        async def replaced() -> RunRecord | None:
             sim.market.advance(60)
             await ts_env.sleep(60)
             ids = set(sim.market.instance_ids())
-            return victim not in ids and bool(ids - set(fleet_ids))
+            if victim in ids or not ids - set(fleet_ids):
+                return None
+            # The new machine is rented before the run that rented it has
+            # ended and recorded itself (a sleep can end in between).
+            return run_that_destroyed(store, handle.id, victim)
 
-        await eventually(replaced, timeout=90, what="the stuck machine replaced")
-        runs = finished_runs(store, handle.id)[runs_before:]
+        acting = await eventually(replaced, timeout=90, what="the stuck machine replaced")
+        assert acting is not None
+        # What the agent was told up to the replacement (a later run may
+        # hear the monitor report the destroy).
+        runs = [r for r in finished_runs(store, handle.id)[runs_before:] if r.run <= acting.run]
         changes = [
             t
             for r in runs
@@ -193,8 +207,9 @@ async def test_the_monitor_reports_a_stuck_prover_and_the_agent_replaces_it(
         ]
         assert [(c.old_state, c.new_state) for c in changes][:1] == [("running", "not_proving")]
         assert "finished no proof" in changes[0].detail, changes[0]
-        acting = next(r for r in runs if any(t in r.triggers for t in changes))
-        assert "destroy_instance" in acting.actions_digest and acting.mutating_calls >= 2
+        woken = next(r for r in runs if any(t in r.triggers for t in changes))
+        assert woken.run == acting.run, "the run the signal woke replaced it"
+        assert acting.mutating_calls >= 2, acting.actions_digest
 
 
 async def test_the_poll_drops_failed_hosts_whose_time_is_up(
