@@ -19,7 +19,7 @@ from activities.fleet import FleetActivities
 from fleet_agent.llm.transcript import StoredToolResults
 from fleet_agent.store import Store
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
-from tests.helpers import running_worker, status, wait_runs
+from tests.helpers import running_worker, status_after, wait_runs
 from tests.test_replay import agent_chain
 from workflows import FleetAgentWorkflow
 
@@ -97,11 +97,13 @@ async def test_a_run_with_two_tool_calls_leaves_under_20_kb_and_no_tool_text_in_
         handle = await h.start_agent(monitor_enabled=False)
         await ts_env.sleep(11)  # the start-up window
         await wait_runs(store, handle.id, 1)
-        before = await status(handle)
+        # The store records a run before the agent takes it in: the agent's
+        # figures are read once it has (or a run's events count for the next).
+        before = await status_after(handle, 1)
         for n in range(2, RUNS + 1):
             await handle.signal(FleetAgentWorkflow.human_message, {"text": _message(n)})
             await wait_runs(store, handle.id, n)
-            after = await status(handle)
+            after = await status_after(handle, n)
             # The store records a run before its workflow closes: wait for
             # the close, or the history is cut short (CI once compared run 2
             # without its completion event against a closed run 5).
