@@ -264,6 +264,9 @@ async def test_llm_overload_is_retried_by_temporal(
     fake_llm.fail_next(429, headers={"retry-after": "3"})
     async with running_worker(ts_env.client, store) as h:
         handle = await h.start_agent()
+        # The start-up window and the retries' backoff (2 s, 4 s, then the
+        # 429's retry-after of 3 s) in workflow time, not waited out for real.
+        await ts_env.sleep(30)
         runs = await wait_runs(store, handle.id, 1, timeout=90)
         assert runs[0].status == RunStatus.OK
         assert len(fake_llm.requests) == 4
@@ -335,6 +338,7 @@ async def test_restarted_agent_never_reuses_run_numbers(
         await startup(ts_env, store, handle.id)
         await handle.terminate("operator terminated it")
         again = await h.start_agent(agent_id=handle.id)
+        await ts_env.sleep(11)  # its start-up window
         runs = await wait_runs(store, handle.id, 2, timeout=60)
         assert [r.run for r in runs] == [1, 2]
         assert (await status(again)).run_count == 2

@@ -193,6 +193,9 @@ async def test_a_failing_destination_holds_no_run_and_shows_in_status(
             st = await status(handle)
             return bool(st.notify_failures)
 
+        # The delivery's retries back off 2, 6 and 18 s (workflows/policies.py,
+        # NOTIFY_RETRY): in workflow time, not waited out for real.
+        await ts_env.sleep(30)
         await eventually(failure_shown, timeout=120, what="the failure in status")
 
         async def run_ended() -> bool:
