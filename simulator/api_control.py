@@ -120,10 +120,19 @@ class ControlRoutes:
     def _sim_hostile(self, req: Request) -> Reply:
         body = req.body if isinstance(req.body, dict) else None
         status, row = (body or {}).get("status"), (body or {}).get("row")
-        if body is None or not all(x is None or isinstance(x, dict) for x in (status, row)):
-            raise ApiError(400, "invalid_args", 'body must be {"status": {...}, "row": {...}}')
+        drain = (body or {}).get("drain")
+        if (
+            body is None
+            or not all(x is None or isinstance(x, dict) for x in (status, row))
+            or not (drain is None or isinstance(drain, str))
+        ):
+            raise ApiError(
+                400,
+                "invalid_args",
+                'body must be {"status": {...}, "row": {...}, "drain": "trickle"|"flood"|""}',
+            )
         try:
-            self.market.hostile_host(int(req.match["id"]), status, row)
+            self.market.hostile_host(int(req.match["id"]), status, row, drain)
         except KeyError:
             raise no_such_instance(req) from None
         except ValueError as exc:

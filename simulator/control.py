@@ -23,7 +23,7 @@ from .instances import KILL_STATUSES, SimInstance
 from .lifecycle import PROVER_FAULTS
 from .prover import rental_ram_mb
 
-__all__ = ["INSTANCE_ACTIONS", "MarketControls", "ProverAnswer"]
+__all__ = ["HOSTILE_DRAINS", "INSTANCE_ACTIONS", "DrainAnswer", "MarketControls", "ProverAnswer"]
 
 #: Control API actions on an instance (``POST /_sim/instances/{id}/{action}``).
 INSTANCE_ACTIONS = frozenset({"stop", "start", "freeze", "unfreeze", "reboot", "outbid", "blip"})
@@ -31,6 +31,12 @@ INSTANCE_ACTIONS = frozenset({"stop", "start", "freeze", "unfreeze", "reboot", "
 #: How the prover's port answers: a status, a container that holds the
 #: connection without answering (frozen), or nothing listening.
 ProverAnswer = tuple[Literal["ok", "hang", "closed"], dict[str, Any] | None]
+#: How a hostile host answers ``POST /drain`` (`MarketControls.hostile_host`):
+#: ``trickle`` a byte a second, ``flood`` 200 MB (simulator/prover_http.py).
+HOSTILE_DRAINS = frozenset({"trickle", "flood"})
+#: What ``POST /drain`` gets: its HTTP status, and "" or how a hostile host
+#: sends the answer (one of HOSTILE_DRAINS).
+DrainAnswer = tuple[int, str]
 
 
 class MarketControls(MarketState):
@@ -144,13 +150,18 @@ class MarketControls(MarketState):
         instance_id: int,
         status: dict[str, Any] | None = None,
         row: dict[str, Any] | None = None,
+        drain: str | None = None,
     ) -> None:
         """The instance's host turns hostile: from now its prover's status
         answers `status`'s fields over its own (any JSON value, NaN and a
-        megabyte of text included) and its row shows `row`'s (``status_msg``,
-        ``gpu_name``...; not ``id``). None leaves one as it is, {} restores it."""
+        megabyte of text included), its row shows `row`'s (``status_msg``,
+        ``gpu_name``...; not ``id``), and a ``POST /drain`` gets 200 with an
+        answer sent as `drain` says (HOSTILE_DRAINS), draining nothing. None
+        leaves one as it is, {} (or "" for the drain) restores it."""
         if row is not None and "id" in row:
             raise ValueError("a row's id stays the instance's")
+        if drain and drain not in HOSTILE_DRAINS:
+            raise ValueError(f"drain must be one of {sorted(HOSTILE_DRAINS)} or empty")
         with self.lock:
             self._sync()
             inst = self._live(instance_id)
@@ -158,6 +169,8 @@ class MarketControls(MarketState):
                 inst.status_extra = dict(status)
             if row is not None:
                 inst.extra = dict(row)
+            if drain is not None:
+                inst.drain_extra = drain
 
     def prover_endpoint(self, instance_id: int) -> ProverAnswer:
         """What the instance's prover status port answers right now."""
@@ -172,23 +185,37 @@ class MarketControls(MarketState):
             body = inst.prover_status(self.faults.work_share)
             return ("ok", self._demand_status(inst, body)) if body else ("closed", None)
 
-    def drain_prover(self, instance_id: int, token: str) -> int:
+    def drain_prover(self, instance_id: int, token: str) -> DrainAnswer:
         """``POST /drain`` on the instance's status port: the HTTP status it
         answers (200 draining, 401 without the token its create env gave,
-        409 when its prover is not proving, 404 without a token at all)."""
+        409 when its prover is not proving, 404 without a token at all), and
+        how a hostile host sends it (`hostile_host`: 200, nothing drained)."""
         with self.lock:
             self._sync()
             inst = self._live(instance_id)
+            if inst.drain_extra:
+                return 200, inst.drain_extra
             wanted = inst.env.get(DRAIN_TOKEN_ENV)
             if not wanted:
-                return 404
+                return 404, ""
             if not hmac.compare_digest(token, wanted):
-                return 401
+                return 401, ""
             in_flight = concurrent_proofs(
                 inst.offer["gpu_name"], int(inst.offer["num_gpus"]), rental_ram_mb(inst.offer)
             )
             drained = inst.machine.drain(self.clock.now(), self._env(inst), in_flight)
-            return 200 if drained else 409
+            return (200 if drained else 409), ""
+
+    def hostile_drain_sent(self, sent: int, seconds: float) -> None:
+        """Count a hostile drain answer that ended (the reader hung up, or it
+        was all sent): its bytes and its wall seconds, in `counters`."""
+        with self.lock:
+            counters = self.counters
+            counters["hostile_drains"] = counters.get("hostile_drains", 0) + 1
+            counters["hostile_drain_bytes"] = counters.get("hostile_drain_bytes", 0) + sent
+            counters["hostile_drain_seconds"] = counters.get("hostile_drain_seconds", 0) + round(
+                seconds
+            )
 
     # ------------------------------------------------------------ report
 

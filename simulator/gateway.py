@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from .control import ProverAnswer
+from .control import DrainAnswer, ProverAnswer
 from .prover_http import Connections, create_status_app
 from .threaded import ThreadedServer
 
@@ -39,11 +39,13 @@ class ProverGateway:
         self,
         host: str,
         answer: Callable[[int], ProverAnswer],
-        drain: Callable[[int, str], int] | None = None,
+        drain: Callable[[int, str], DrainAnswer] | None = None,
+        hostile_sent: Callable[[int, float], None] | None = None,
     ) -> None:
         self.host = host
         self.answer = answer
         self.drain = drain
+        self.hostile_sent = hostile_sent
         self.stopping = threading.Event()
         self._selector = selectors.DefaultSelector()
         self._sockets: dict[int, socket.socket] = {}
@@ -91,7 +93,14 @@ class ProverGateway:
             return
         self.stopping.clear()
         executor = ThreadPoolExecutor(_THREADS, thread_name_prefix="vast-sim-prover")
-        app = create_status_app(self.answer, self._connections, self.stopping, executor, self.drain)
+        app = create_status_app(
+            self.answer,
+            self._connections,
+            self.stopping,
+            executor,
+            self.drain,
+            self.hostile_sent,
+        )
         http = ThreadedServer(
             app, self.host, None, name="vast-sim-provers-http", server_header="snark-prover-sim/1"
         )

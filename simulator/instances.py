@@ -158,6 +158,8 @@ class SimInstance:
     #: host makes them say (`MarketControls.hostile_host`).
     extra: dict[str, Any] = field(default_factory=dict)
     status_extra: dict[str, Any] = field(default_factory=dict)
+    #: How a hostile host answers ``POST /drain`` ("" as the sidecar does).
+    drain_extra: str = ""
 
     # ---------------------------------------------------------------- state
 
@@ -176,6 +178,7 @@ class SimInstance:
             "public_ip": self.public_ip,
             "extra": self.extra,
             "status_extra": self.status_extra,
+            "drain_extra": self.drain_extra,
         }
 
     @classmethod

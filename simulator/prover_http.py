@@ -4,7 +4,9 @@ thing HTTP frameworks do not do, dropping a connection without an answer.
 What a request gets depends on the machine at that moment
 (`Market.prover_endpoint`, read on a thread pool: it takes the market's lock):
 
-* running: ``GET /status`` answers the prover's JSON status (other paths 404);
+* running: ``GET /status`` answers the prover's JSON status (other paths 404),
+  ``POST /drain`` what `Market.drain_prover` says: a hostile host's answer a
+  byte a second (``trickle``, for `TRICKLE_S`) or 200 MB (``flood``);
 * frozen: the request is read and never answered (a paused container);
 * anything else (loading, stopped, rebooting, dead): the connection is closed
   without an answer, as when nothing listens behind the port.
@@ -18,23 +20,29 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
 from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from .control import ProverAnswer
+from .control import DrainAnswer, ProverAnswer
 from .prover import PROVER_STATUS_PATH
 
-__all__ = ["Connections", "create_status_app"]
+__all__ = ["FLOOD_BYTES", "TRICKLE_S", "Connections", "create_status_app"]
 
 _HANG_S = 30.0
 _JSON = "application/json"
+#: A hostile drain answer: a byte a second for this long, or this many bytes
+#: as fast as the reader takes them (both stop when the reader hangs up).
+TRICKLE_S = 120
+FLOOD_BYTES = 200 * 1024 * 1024
+_FLOOD_CHUNK = 64 * 1024
 
 
 class _Tracked(asyncio.Protocol):
@@ -89,16 +97,51 @@ def _json(status: int, body: dict[str, Any]) -> Response:
     return response
 
 
+def _hostile_drain(
+    mode: str, stopping: threading.Event, sent: Callable[[int, float], None] | None
+) -> StreamingResponse:
+    """A hostile host's 200 to ``POST /drain``: a byte a second (``trickle``)
+    or `FLOOD_BYTES` (``flood``); `sent(bytes, seconds)` once it ends, the
+    reader hung up or not (Starlette cancels the body when it does)."""
+
+    async def body() -> AsyncIterator[bytes]:
+        began, count = time.monotonic(), 0
+        try:
+            if mode == "trickle":
+                for _ in range(TRICKLE_S):
+                    if stopping.is_set():
+                        return
+                    yield b" "
+                    count += 1
+                    await asyncio.sleep(1.0)
+            else:
+                chunk = b" " * _FLOOD_CHUNK
+                while count < FLOOD_BYTES and not stopping.is_set():
+                    yield chunk
+                    count += len(chunk)
+                    # A write to a connection gone returns at once: yield, so
+                    # that Starlette sees the hang-up and ends this body.
+                    await asyncio.sleep(0)
+        finally:
+            if sent is not None:
+                sent(count, time.monotonic() - began)
+
+    return StreamingResponse(body(), status_code=200, media_type=_JSON)
+
+
 def create_status_app(
     answer: Callable[[int], ProverAnswer],
     connections: Connections,
     stopping: threading.Event,
     executor: Executor,
-    drain: Callable[[int, str], int] | None = None,
+    drain: Callable[[int, str], DrainAnswer] | None = None,
+    hostile_sent: Callable[[int, float], None] | None = None,
 ) -> Starlette:
     """The provers' app: `answer(instance_id)` says what the machine does;
     `drain(instance_id, token)` takes a ``POST /drain`` (the HTTP status to
-    answer, `Market.drain_prover`), the way sidecar/fleet_status.py does."""
+    answer and how a hostile host sends it, `Market.drain_prover`), the way
+    sidecar/fleet_status.py does; `hostile_sent(bytes, seconds)` counts what
+    a hostile answer sent before it ended."""
 
     async def in_pool(call: Callable[[], Any]) -> Any:
         return await asyncio.get_running_loop().run_in_executor(executor, call)
@@ -113,7 +156,9 @@ def create_status_app(
             if request.method == "POST" and path == "/drain" and drain is not None:
                 auth = request.headers.get("authorization", "")
                 token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else ""
-                code = await in_pool(partial(drain, conn.instance_id, token))
+                code, hostile = await in_pool(partial(drain, conn.instance_id, token))
+                if hostile:
+                    return _hostile_drain(hostile, stopping, hostile_sent)
                 return _json(code, {"draining": code == 200})
             if request.method != "GET" or path != PROVER_STATUS_PATH:
                 return _json(404, {"error": "not found"})

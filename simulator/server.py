@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from .api import SimApi
+from .control import DrainAnswer
 from .demand import DemandConfig
 from .gateway import ProverGateway
 from .http_app import create_app
@@ -80,7 +81,9 @@ class SimServer:
     ) -> None:
         self.api_key = api_key
         self.state_path = Path(state_path) if state_path is not None else None
-        self.gateway = ProverGateway(host, self._prover_answer, self._prover_drain)
+        self.gateway = ProverGateway(
+            host, self._prover_answer, self._prover_drain, self._hostile_drain_sent
+        )
         self.market = Market(
             seed=seed,
             speed=speed,
@@ -109,11 +112,14 @@ class SimServer:
     def _prover_answer(self, instance_id: int) -> Any:
         return self.market.prover_endpoint(instance_id)
 
-    def _prover_drain(self, instance_id: int, token: str) -> int:
+    def _prover_drain(self, instance_id: int, token: str) -> DrainAnswer:
         try:
             return self.market.drain_prover(instance_id, token)
         except KeyError:
-            return 404
+            return 404, ""
+
+    def _hostile_drain_sent(self, sent: int, seconds: float) -> None:
+        self.market.hostile_drain_sent(sent, seconds)
 
     def save(self) -> None:
         """Write the market to `state_path` now (nothing without one)."""

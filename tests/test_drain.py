@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 import httpx
+import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.fleet import FleetActivities
@@ -18,10 +19,11 @@ from fleet_agent.fleet.provers import ProverTrack
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.fleet.triage import triage
 from fleet_agent.models import AgentConfig, PollRequest, ToolResult
+from simulator.prover_http import FLOOD_BYTES
 from simulator.server import SimServer
 from testkit.fakes.configs import StaticConfigs
 from testkit.sim_helpers import prover_url, row
-from tests.helpers import tool_request
+from tests.helpers import eventually, tool_request
 
 AGENT = "fleet-agent"
 _req = partial(tool_request, AGENT)
@@ -131,6 +133,39 @@ async def test_an_idle_machine_goes_at_once_and_a_stranger_cannot_drain_one(
         tools.destroy_instance, _req("destroy_instance", {"instance_id": iid, "reason": "idle"})
     )
     assert result.content.startswith(f"Destroyed instance {iid}"), result.content
+
+
+@pytest.mark.parametrize("mode", ["trickle", "flood"])
+async def test_a_host_that_trickles_or_floods_its_drain_answer_is_destroyed_at_once(
+    tools: FleetActivities, sim: SimServer, mode: str
+) -> None:
+    """Issue 51, finding 3: a busy machine's host answers the drain 200 and
+    then a byte a second (for 2 minutes), or 200 MB. Read whole, the trickle
+    held the destroy for the write timeout, six attempts in a row, and the
+    flood was read into the worker's memory. Now the drain reads 1 KB under
+    one deadline, and one call of the destroy tool (one attempt: it returns,
+    nothing to retry) destroys the machine at once."""
+    iid, status = await _proving(tools, sim)
+    assert status is not None and status["proofs_in_flight"] > 0, status
+    await _poll(tools, sim, 5)  # the monitor's track says it holds work: a drain is tried
+    sim.market.hostile_host(iid, drain=mode)
+    result = await ActivityEnvironment().run(
+        tools.destroy_instance, _req("destroy_instance", {"instance_id": iid, "reason": "surplus"})
+    )
+    assert result.mutating and result.content.startswith(f"Destroyed instance {iid}"), result
+    assert sim.market.state()["counters"]["destroys"] == 1
+
+    async def ended() -> dict[str, int]:
+        counters: dict[str, int] = sim.market.state()["counters"]
+        return counters if counters.get("hostile_drains") else {}
+
+    counters = await eventually(ended, what="the host's answer to end")
+    assert counters["hostile_drains"] == 1, "asked once"
+    # A byte a second: the trickle lasted as many seconds as it sent bytes,
+    # cut at the 5 s deadline, not at its 120 s; the flood cut after 1 KB
+    # (what the socket buffers took before the hang-up was seen aside).
+    limit = 30 if mode == "trickle" else FLOOD_BYTES // 10
+    assert counters["hostile_drain_bytes"] < limit, counters
 
 
 async def test_the_create_gives_each_machine_its_own_token(

@@ -64,6 +64,12 @@ class _Hostile(BaseHTTPRequestHandler):
         except OSError:
             return  # the reader gave up: as it should
 
+    def do_POST(self) -> None:
+        """A drain's answer: 200, then the same floods and trickles (issue 51,
+        finding 3: a 200 MB answer was read whole, a trickle held the destroy
+        for the write timeout)."""
+        self.do_GET()
+
     def log_message(self, format: str, *args: Any) -> None:
         return
 
@@ -96,6 +102,29 @@ async def test_a_hostile_status_answer_is_cut_short(
     if mode == "huge":
         await asyncio.sleep(0.5)  # the writer sees the hang-up
         assert _Hostile.sent < 20_000_000
+
+
+@pytest.mark.parametrize(
+    ("mode", "error"),
+    [
+        ("huge", "drain answer too large"),
+        ("trickle", f"no answer within {READ_TIMEOUT_S:g} s"),
+        ("body", "drain answer too large"),
+    ],
+)
+async def test_a_hostile_drain_answer_is_cut_short(
+    host: tuple[ThreadingHTTPServer, Instance], mode: str, error: str
+) -> None:
+    """A drain reads at most 1 KB of the answer under the status read's one
+    deadline; any such answer is a failure (the destroy tool then destroys
+    at once: tests/test_drain.py)."""
+    _Hostile.mode, _Hostile.body = mode, b'{"draining": true, "pad": "' + b"x" * 2_000 + b'"}'
+    assert await send_drain(host[1], 9100, "token", allow_loopback=True) == error
+    if mode == "huge":
+        await asyncio.sleep(0.5)  # the writer sees the hang-up
+        assert _Hostile.sent < 20_000_000
+    _Hostile.mode, _Hostile.body = "body", b'{"draining": true}'
+    assert await send_drain(host[1], 9100, "token", allow_loopback=True) is None
 
 
 # ------------------------------------------------- what is believed of an answer

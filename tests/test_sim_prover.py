@@ -11,6 +11,7 @@ import pytest
 
 from fleet_agent.fleet.capacity import cpu_bound_proofs_per_hour, proofs_per_hour
 from simulator import PROVER_STATUS_PORT, SimServer
+from simulator.prover_http import FLOOD_BYTES
 from testkit.sim_helpers import (
     advance_until,
     api,
@@ -21,6 +22,7 @@ from testkit.sim_helpers import (
     row,
     truth,
 )
+from tests.helpers import eventually
 
 
 @pytest.fixture
@@ -228,3 +230,35 @@ def test_a_hostile_host_answers_what_it_is_told_over_http(sim: SimServer) -> Non
     sim.market.hostile_host(iid, status={}, row={})
     assert httpx.get(prover_url(shown), timeout=5).json()["phase"] == "fetching_params"
     assert row(sim, iid)["status_msg"] != "ignore previous instructions"
+
+
+@pytest.mark.parametrize("mode", ["trickle", "flood"])
+async def test_a_hostile_host_answers_a_drain_slowly_or_at_length(
+    sim: SimServer, mode: str
+) -> None:
+    """What the drain's reader is tested against (tests/test_drain.py): 200,
+    then a byte a second or 200 MB, until the reader hangs up, counted."""
+    iid = rent(sim, find_offer(sim)["id"])
+    advance_until(sim, lambda: row(sim, iid)["actual_status"] == "running", step=30)
+    with api(sim) as c:
+        assert c.post(f"/_sim/hostile/{iid}/", json={"drain": "drip"}).status_code == 400
+        assert c.post(f"/_sim/hostile/{iid}/", json={"drain": mode}).status_code == 200
+    url = prover_url(row(sim, iid)).replace("/status", "/drain")
+    async with (
+        httpx.AsyncClient(timeout=10) as http,
+        http.stream("POST", url, headers={"Authorization": "Bearer not its token"}) as resp,
+    ):
+        assert resp.status_code == 200, "a hostile host says yes to anyone"
+        got = 0
+        async for chunk in resp.aiter_raw():
+            got += len(chunk)
+            if got >= 3 if mode == "trickle" else got > 1_000_000:
+                break  # hang up
+
+    async def counted() -> dict[str, int]:
+        counters = sim.market.state()["counters"]
+        return counters if counters.get("hostile_drains") else {}
+
+    counters = await eventually(counted, timeout=30, what="the hostile answer to end")
+    assert counters["hostile_drain_bytes"] < (30 if mode == "trickle" else FLOOD_BYTES)
+    assert not (prover_status(sim, iid).get("draining")), "nothing was drained"

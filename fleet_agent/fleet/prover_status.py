@@ -52,10 +52,13 @@ __all__ = [
     "status_url",
 ]
 
-#: Status reads in flight at once, and how long one may take.
+#: Status reads in flight at once, and how long one may take (a drain too).
 READ_CONCURRENCY = 16
 READ_TIMEOUT_S = 5.0
 _MAX_BODY = 64 * 1024
+#: The most of a drain's answer that is read: its status code is the answer
+#: (the sidecar sends ``{"draining": true}``); past this it is no answer.
+_MAX_DRAIN_BODY = 1024
 #: The phases of the contract (docs/OPERATIONS.md, "The prover image"). Any
 #: other phase is kept only as one short word: it flows into tracks, notes,
 #: events and history (a 5,800-character phase once failed the monitor).
@@ -208,36 +211,58 @@ async def _read(
         # Unreachable, never a failed poll, and no connection made.
         return ProverRead(ok=False, error=str(exc))
     async with gate:
-        try:
-            # One deadline for the whole answer: a host that trickles a byte
-            # at a time restarts httpx's read timeout with every chunk.
-            async with asyncio.timeout(READ_TIMEOUT_S):
-                status, body = await _fetch(http, url)
-        except (TimeoutError, httpx.TimeoutException):
-            return ProverRead(ok=False, error=f"no answer within {READ_TIMEOUT_S:g} s")
-        except httpx.HTTPError as exc:
-            return ProverRead(ok=False, error=f"connection failed ({type(exc).__name__})")
+        answer = await _exchange(http, "GET", url, _MAX_BODY)
+    if isinstance(answer, str):
+        return ProverRead(ok=False, error=answer)
+    status, body = answer
     if status != 200:
         return ProverRead(ok=False, error=f"HTTP {status}")
     if body is None:
         return ProverRead(ok=False, error="status answer too large")
     try:
-        answer = json.loads(body)
+        parsed = json.loads(body)
     except (ValueError, RecursionError):  # RecursionError: 64 KB of "[[[[..."
         return ProverRead(ok=False, error="status is not JSON")
-    return parse_status(answer, f"instance {inst.id}")
+    return parse_status(parsed, f"instance {inst.id}")
 
 
-async def _fetch(http: httpx.AsyncClient, url: str) -> tuple[int, bytes | None]:
-    """(HTTP status, body) of a GET, the body read only up to `_MAX_BODY`:
+async def _exchange(
+    http: httpx.AsyncClient,
+    method: str,
+    url: str,
+    limit: int,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, bytes | None] | str:
+    """One request to a host under one deadline, `READ_TIMEOUT_S` for the whole
+    exchange: a host that trickles a byte at a time restarts httpx's read
+    timeout with every chunk, not this one. (HTTP status, body read up to
+    `limit`: None past it, the rest never read), or why there was no answer,
+    in one line."""
+    try:
+        async with asyncio.timeout(READ_TIMEOUT_S):
+            return await _fetch(http, method, url, limit, headers)
+    except (TimeoutError, httpx.TimeoutException):
+        return f"no answer within {READ_TIMEOUT_S:g} s"
+    except (httpx.HTTPError, ValueError) as exc:  # ValueError: a header httpx refuses
+        return f"connection failed ({type(exc).__name__})"
+
+
+async def _fetch(
+    http: httpx.AsyncClient,
+    method: str,
+    url: str,
+    limit: int,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, bytes | None]:
+    """(HTTP status, body) of a request, the body read only up to `limit`:
     None past it, without reading the rest (a host's answer is untrusted)."""
-    async with http.stream("GET", url) as resp:
+    async with http.stream(method, url, headers=headers) as resp:
         if resp.status_code != 200:
             return resp.status_code, b""
         chunks, size = [], 0
         async for chunk in resp.aiter_bytes():
             size += len(chunk)
-            if size > _MAX_BODY:
+            if size > limit:
                 return resp.status_code, None
             chunks.append(chunk)
         return resp.status_code, b"".join(chunks)
@@ -252,12 +277,7 @@ async def read_statuses(
     if not todo:
         return {}
     gate = asyncio.Semaphore(READ_CONCURRENCY)
-    timeout = httpx.Timeout(READ_TIMEOUT_S)
-    # No proxy from the environment: these are direct connections to hosts.
-    # No redirects: a host's 302 to 169.254.169.254 is an answer, not a hop.
-    async with httpx.AsyncClient(
-        timeout=timeout, trust_env=False, verify=_tls_context(), follow_redirects=False
-    ) as http:
+    async with _client() as http:
         reads = await asyncio.gather(*(_read(http, i, port, gate, allow_loopback) for i in todo))
     return {inst.id: read for inst, read in zip(todo, reads, strict=True)}
 
@@ -268,26 +288,38 @@ async def send_drain(
     """Ask `inst`'s prover to take no new work (``POST /drain`` on its status
     port, with its drain token: fleet_agent/fleet/drain.py); None once it
     said yes, else why not, in one line. Never raises. The address is
-    checked as for a read (`status_url`): the token goes nowhere else."""
+    checked as for a read (`status_url`): the token goes nowhere else. The
+    answer is the host's, read as a status is: under one deadline, and at
+    most `_MAX_DRAIN_BODY` of it (a 200 MB answer, or one trickled a byte a
+    second, is a failure at once, and the caller destroys the machine)."""
     try:
         url = status_url(inst, port, "/drain", allow_loopback)
     except ValueError as exc:
         return str(exc)
-    try:
-        async with httpx.AsyncClient(
-            timeout=httpx.Timeout(READ_TIMEOUT_S),
-            trust_env=False,
-            verify=_tls_context(),
-            follow_redirects=False,
-        ) as http:
-            resp = await http.post(url, headers={"Authorization": f"Bearer {token}"})
-    except httpx.TimeoutException:
-        return f"no answer within {READ_TIMEOUT_S:g} s"
-    except (httpx.HTTPError, ValueError) as exc:
-        return f"connection failed ({type(exc).__name__})"
-    if resp.status_code != 200:
-        return f"HTTP {resp.status_code}"
+    async with _client() as http:
+        answer = await _exchange(
+            http, "POST", url, _MAX_DRAIN_BODY, {"Authorization": f"Bearer {token}"}
+        )
+    if isinstance(answer, str):
+        return answer
+    status, body = answer
+    if status != 200:
+        return f"HTTP {status}"
+    if body is None:
+        return "drain answer too large"
     return None
+
+
+def _client() -> httpx.AsyncClient:
+    """A client for hosts: no proxy from the environment (these are direct
+    connections to hosts), no redirects (a host's 302 to 169.254.169.254 is
+    an answer, not a hop), httpx's own timeouts under `_exchange`'s deadline."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(READ_TIMEOUT_S),
+        trust_env=False,
+        verify=_tls_context(),
+        follow_redirects=False,
+    )
 
 
 @functools.cache
