@@ -4,7 +4,9 @@ At each poll the monitor reads the prover status of every running machine
 (fleet_agent/fleet/prover_status.py), folds the reads into the tracks kept
 in the store (fleet_agent/fleet/provers.py, fleet_agent/store/provers.py)
 and records a machine that died, stayed stuck loading or stopped proving in
-the failed-host memory (fleet_agent/store/hosts.py), once per failure. The
+the failed-host memory (fleet_agent/store/hosts.py), once per failure, as it
+does a machine whose prover claims a rate past belief (suspect: the capacity
+model's estimate bounds what is believed, fleet_agent/fleet/provers.py). The
 fleet views only read the tracks. With no status port configured
 (``FLEET_PROVER_STATUS_PORT`` empty) nothing is read and capacity is the
 capacity model's estimate.
@@ -58,6 +60,8 @@ def failure_of(
         and age_min > stuck_loading_minutes(inst.inet_down, image_gb)
     ):
         return "stuck", f"instance {inst.id} still {inst.state} after {age_min:.0f} min"
+    if inst.phase == "running" and track is not None and track.suspect:
+        return "suspect", f"instance {inst.id} is suspect: {track.suspect}"
     if inst.phase == "running" and track is not None:
         reason = not_proving_reason(track, now, not_proving_minutes, estimate(inst))
         if reason is not None:
@@ -107,7 +111,9 @@ class ProverWatch:
         for inst in members:
             track = old.get(inst.id)
             if inst.id in reads:
-                track = advance(track, reads[inst.id], inst.id, now, req.not_proving_minutes)
+                track = advance(
+                    track, reads[inst.id], inst.id, now, req.not_proving_minutes, estimate(inst)
+                )
             elif track is None:
                 # Not read (not running): a track only to remember its failures.
                 track = ProverTrack(

@@ -25,7 +25,7 @@ from starter.answers import (
 )
 from starter.config_args import checked_changes, parse_assignments, patch_from
 from starter.demand_view import stored_demand
-from starter.fleet_view import ledger_spend
+from starter.fleet_view import ledger_spend, stored_suspects
 from starter.hints import CLI
 from starter.notify_view import stored_failures, with_stored_failures
 from starter.render import (
@@ -211,7 +211,8 @@ async def status(agent: AgentClient, as_json: bool) -> int:
         print(shown.model_dump_json(indent=2))
     else:
         demand = await asyncio.to_thread(stored_demand, st)
-        print(status_text(shown, datetime.now(UTC), ledger, demand))
+        suspects = await asyncio.to_thread(stored_suspects, agent.agent_id)
+        print(status_text(shown, datetime.now(UTC), ledger, demand, suspects))
     return 0
 
 

@@ -17,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from fleet_agent.fleet.snapshot import FleetInstance
 from fleet_agent.fleet.spare import spare_shown
-from fleet_agent.fleet.triage import NOT_PROVING, STUCK_LOADING_MINUTES
+from fleet_agent.fleet.triage import NOT_PROVING, STUCK_LOADING_MINUTES, SUSPECT
 from fleet_agent.models import SpendSummary
 from fleet_agent.store import FleetSnapshots, Store, StoredSnapshot
 from fleet_agent.store.spend_reads import SpendReads
@@ -34,6 +34,7 @@ __all__ = [
     "flags_of",
     "ledger_spend",
     "read_fleet_view",
+    "stored_suspects",
 ]
 
 #: A snapshot older than this is flagged: the monitor has missed many polls
@@ -49,6 +50,7 @@ class Flag:
     LOADING = "loading"  # booting, or the prover starts up
     FETCHING = "fetching params"  # the prover downloads its parameters
     NOT_PROVING = "not proving"  # running, but no proofs for too long
+    SUSPECT = "suspect"  # its prover claims more than twice the model: not believed
     STOPPED = "stopped"  # stopped or frozen: billed, no capacity
     UNKNOWN = "unknown state"
     # Its vast.ai row does not parse: billed, counted at the caps' limits.
@@ -122,6 +124,8 @@ def flags_of(inst: FleetInstance) -> list[str]:
 def _health_flags(inst: FleetInstance) -> list[str]:
     if inst.unreadable:
         return [Flag.UNREADABLE]
+    if inst.state == SUSPECT:
+        return [Flag.SUSPECT]
     if inst.state == NOT_PROVING:
         return [Flag.NOT_PROVING]
     phase = phase_of(inst.state)
@@ -240,3 +244,23 @@ def ledger_spend(agent_id: str, now: datetime | None = None) -> SpendSummary | N
     finally:
         store.dispose()
     return spend if spend.accrued_until is not None else None
+
+
+def stored_suspects(agent_id: str) -> list[FleetInstance]:
+    """The machines the monitor's latest snapshot holds suspect (their prover
+    claims more than the capacity model allows: fleet_agent/fleet/provers.py),
+    for `status`; empty when there are none or the run log cannot be read.
+    Reads only (synchronous)."""
+    try:
+        store = open_store()
+    except CliError:
+        return []
+    try:
+        stored = FleetSnapshots(store).latest(agent_id)
+    except SQLAlchemyError:
+        return []
+    finally:
+        store.dispose()
+    if stored is None:
+        return []
+    return [i for i in stored.snapshot.instances if i.state == SUSPECT]

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from fleet_agent.demand.point import DemandPoint
+from fleet_agent.fleet.snapshot import FleetInstance
 from fleet_agent.models import (
     AgentConfig,
     AgentStatus,
@@ -223,10 +224,12 @@ def status_text(
     now: datetime,
     ledger: SpendSummary | None = None,
     demand: DemandPoint | None = None,
+    suspects: Sequence[FleetInstance] = (),
 ) -> str:
     """The human-readable `fleet-agent status`; its spend is `ledger`'s (the
     store's, as of now) when given, else the query's (as of the last run);
-    its demand reading `demand` (the store's latest) when given."""
+    its demand reading `demand` (the store's latest) when given; a SUSPECT
+    line for each machine of `suspects` (the monitor's latest snapshot)."""
     cfg = st.config
     rows: list[tuple[str, str]] = [
         ("phase", st.phase.value + (" (config: paused)" if cfg.paused else "")),
@@ -244,6 +247,14 @@ def status_text(
                 )
                 for p in st.pending_approvals
             ]
+        ),
+        *(
+            (
+                "SUSPECT",
+                f"instance {i.id} (m{i.machine_id or '?'}/h{i.host_id or '?'}): {i.note} "
+                f"— `{CLI} fleet`",
+            )
+            for i in suspects
         ),
         *(
             [("restarted", f"{fmt_time(st.restarted.at)}: {st.restarted.text()}")]

@@ -9,6 +9,7 @@ what reaches the agent stays within its limits."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
@@ -16,10 +17,13 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.autopilot.provider import AutopilotProvider
+from fleet_agent.fleet.capacity import record_proofs_per_hour
+from fleet_agent.fleet.provers import SUSPECT_FACTOR
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.models import StateChanged, TriggerKind
-from fleet_agent.store import Store
+from fleet_agent.store import FailedHosts, Store
 from simulator.server import SimServer
+from testkit.sim_helpers import row
 from tests.helpers import eventually, finished_runs, running_worker
 from workflows.monitor import FleetMonitorWorkflow, state_change
 
@@ -135,6 +139,94 @@ async def test_the_monitor_polls_on_through_a_hostile_host(
         for _ in range(3):
             await _step(ts_env, sim, POLL_SECONDS)
         assert await _polls(client, monitor_id) > polls
+
+
+async def test_a_host_that_lies_about_its_rate_is_suspect_and_replaced(
+    ts_env: WorkflowEnvironment, store: Store, sim: SimServer, fleet: Any
+) -> None:
+    """Issue 51, finding 1: the measured rate is a host's two numbers, the
+    proofs and the busy seconds between two reads. A proving machine's host
+    restarts its counter at a base of its choosing, then says 10 more proofs
+    5e-324 busy seconds later (inf, which the data converter writes as null:
+    the monitor's task failed to decode its own snapshot at every retry),
+    10^9 a microsecond after a busy second (3.6e18 proofs/h: honest machines
+    were released past the capacity floor while the liar was paid), then
+    100 more a minute later (6,000 proofs/h). Read over HTTP by the real
+    monitor on the time-skipping server: no task fails, the fleet's capacity
+    never exceeds twice the capacity model's, the liar is suspect, its
+    machine remembered as failed, and the autopilot destroys it."""
+    client = ts_env.client
+    async with running_worker(client, store, provider=AutopilotProvider(), fleet=fleet) as h:
+        handle = await h.start_agent(
+            target_proofs_per_hour=40, monitor_poll_seconds=POLL_SECONDS, heartbeat_seconds=86_400
+        )
+        monitor_id = f"{handle.id}/monitor"
+
+        async def proving() -> list[int]:
+            await _step(ts_env, sim, 120)
+            truth = sim.market.state()["instances"]
+            ok = len(truth) >= 2 and all(t["prover_phase"] == "proving" for t in truth)
+            return sorted(int(t["id"]) for t in truth) if ok else []
+
+        liar, *_ = await eventually(proving, timeout=120, what="a proving fleet")
+        machine = int(row(sim, liar)["machine_id"])
+        _, honest = sim.market.prover_endpoint(liar)
+        assert honest is not None and honest["proofs_completed"] >= 1
+        base = {"started_at": honest["started_at"] + 1, "proofs_completed": 5}
+        # Each a step from the one before (the liar's clock lags its busy
+        # seconds, so every read is the next rate's base).
+        lies = [
+            {**base, "last_proof_busy_seconds": 0.0},  # a restart: its base
+            {**base, "proofs_completed": 15, "last_proof_busy_seconds": 5e-324},  # inf
+            {**base, "proofs_completed": 20, "last_proof_busy_seconds": 1.0},
+            {**base, "proofs_completed": 10**9 - 100, "last_proof_busy_seconds": 1.000001},
+            {**base, "proofs_completed": 10**9, "last_proof_busy_seconds": 61.000001},  # 6000/h
+        ]
+        for lie in lies:
+            sim.market.hostile_host(liar, status=lie)
+            before = await _polls(client, monitor_id)
+
+            async def read_twice(before: int = before) -> bool:
+                await _step(ts_env, sim, POLL_SECONDS)
+                return await _polls(client, monitor_id) >= before + 2
+
+            await eventually(read_twice, timeout=60, what=f"two polls (no failed task) of {lie}")
+            snap = await client.get_workflow_handle(monitor_id).query(FleetMonitorWorkflow.snapshot)
+            assert snap is not None
+            model = sum(
+                record_proofs_per_hour(row(sim, i.id))
+                for i in snap.instances
+                if i.proofs_per_hour > 0
+            )
+            assert snap.capacity_proofs_per_hour <= SUSPECT_FACTOR * model, (lie, snap.to_text())
+
+        snap = await client.get_workflow_handle(monitor_id).query(FleetMonitorWorkflow.snapshot)
+        assert snap is not None
+        (shown,) = [i for i in snap.instances if i.id == liar] or [None]
+        if shown is not None:  # the autopilot may have destroyed it already
+            assert shown.state == "suspect" and shown.proofs_per_hour == 0, shown
+            assert "claims 6e+03 proofs/h" in shown.note
+        now = datetime.fromtimestamp(sim.market.now(), UTC)
+        (failed,) = [
+            f for f in FailedHosts(store).active(handle.id, now) if f.machine_id == machine
+        ]
+        assert "is suspect: its prover claims" in failed.reason
+
+        async def destroyed() -> bool:
+            await _step(ts_env, sim, POLL_SECONDS)
+            truth = [t for t in sim.market.state()["instances"] if t["id"] == liar]
+            return not truth or truth[0]["destroyed_at"] is not None
+
+        await eventually(destroyed, timeout=120, what="the liar destroyed by the autopilot")
+        changes = [
+            t
+            for r in finished_runs(store, handle.id)
+            for t in r.triggers
+            if t.kind == TriggerKind.STATE_CHANGED and t.instance_id == str(liar)
+        ]
+        assert any(t.new_state == "suspect" for t in changes), changes
+        rented = [row(sim, iid) for iid in sim.market.instance_ids() if iid != liar]
+        assert all(int(r["machine_id"]) != machine for r in rented), "its machine not rented again"
 
 
 def test_a_state_change_is_cut_to_the_signals_limits_never_raised() -> None:

@@ -6,11 +6,14 @@ from typing import Any
 
 import pytest
 
+from activities.fleet_provers import failure_of
 from fleet_agent.autopilot.policy import SMALL_GAP, plan_fleet
 from fleet_agent.fleet.prover_status import parse_status
 from fleet_agent.fleet.provers import (
     MIN_PROOFS_MEASURED,
+    MIN_RATE_GAP_S,
     STALL_INTERVALS,
+    SUSPECT_FACTOR,
     WINDOW_S,
     ProverRead,
     ProverTrack,
@@ -36,10 +39,14 @@ def _read(count: int, t: float, *, phase: str = "proving", started: float = 0.0)
 
 
 def _follow(
-    rate_per_hour: float, minutes: int, poll_s: float = 60.0, first_read_s: float = 0.0
+    rate_per_hour: float,
+    minutes: int,
+    poll_s: float = 60.0,
+    first_read_s: float = 0.0,
+    expected: float | None = None,
 ) -> ProverTrack:
     """A prover finishing proofs at `rate_per_hour` from time 0, read every
-    `poll_s` from `first_read_s`."""
+    `poll_s` from `first_read_s`; `expected`: the capacity model's figure."""
     track: ProverTrack | None = None
     interval = 3600.0 / rate_per_hour
     for k in range(int(minutes * 60 / poll_s) + 1):
@@ -53,7 +60,7 @@ def _follow(
             started_at=0.0,
             time=now,
         )
-        track = advance(track, read, 7, now, LIMIT)
+        track = advance(track, read, 7, now, LIMIT, expected)
     assert track is not None
     return track
 
@@ -347,3 +354,107 @@ def test_a_release_keeps_the_cheapest_subset_that_meets_the_target() -> None:
     loading = [dict(r) for r in rows]
     loading[1]["proofs_per_hour"] = 0.0
     assert sorted(iid for iid, _ in plan_fleet(loading, 45).destroy) == [4]
+
+
+# ------------------------------------------------- a rate past belief (issue 51)
+
+
+def _busy_read(count: int, at_proof: float, busy: float, started: float = 0.0) -> ProverRead:
+    """A proving read on the busy clock: `count` proofs, the last at busy
+    second `at_proof`, `busy` seconds busy now."""
+    return ProverRead(
+        ok=True,
+        phase="proving",
+        proofs_completed=count,
+        started_at=started,
+        busy_seconds=busy,
+        last_proof_busy_seconds=at_proof,
+        proofs_in_flight=1,
+        work_queued=1,
+    )
+
+
+@pytest.mark.parametrize("step", [5e-324, 1e-6, MIN_RATE_GAP_S - 1])
+def test_a_rate_needs_a_minute_between_its_two_readings(step: float) -> None:
+    """The host writes the count and the busy clock: a step of 5e-324 made
+    the rate inf (written as null, the monitor failed to decode its own
+    snapshot at every retry), a microsecond 3.6e18 proofs/h. No cap here
+    (no estimate): the gap alone keeps the figure finite."""
+    track = advance(None, _busy_read(10, 0.0, 100.0), 7, 0.0, LIMIT)
+    lied = advance(track, _busy_read(10**9, step, 100.0 + step), 7, 60.0, LIMIT)
+    assert lied.measured_proofs_per_hour is None
+    honest = advance(track, _busy_read(14, MIN_RATE_GAP_S, 200.0), 7, 60.0, LIMIT)
+    assert honest.measured_proofs_per_hour == pytest.approx(4 * 3600 / MIN_RATE_GAP_S)
+
+
+def test_an_honest_machine_whose_proofs_finish_together_is_never_suspect() -> None:
+    """8 GPUs, one proof each every 145 s, all finishing within 2 s of each
+    other, read every 60 s, a read landing amid a batch: 4 proofs a second
+    apart are no rate (1.3e4 proofs/h, far past twice its 199), and the
+    first figure, counted from amid a batch to the end of the next, is
+    under twice its rate ((2n - 1) / n at most)."""
+    per_gpu_s, gpus = 145.0, 8
+    rate = gpus * 3600 / per_gpu_s
+    track: ProverTrack | None = None
+    figures = []
+    for k in range(0, 2 * 60):  # two hours, a read a minute
+        now = 146.0 + k * 60
+        # The g-th GPU finishes its proofs at j * 145 + g * 2/7 s.
+        done = [j * per_gpu_s + g * 2 / 7 for j in range(1, 100) for g in range(gpus)]
+        finished = sorted(t for t in done if t <= now)
+        read = _busy_read(len(finished), finished[-1] if finished else 0.0, now)
+        track = advance(track, read, 7, now, LIMIT, expected=rate)
+        assert not track.suspect, (k, track.suspect)
+        if track.measured_proofs_per_hour is not None:
+            figures.append(track.measured_proofs_per_hour)
+    assert max(figures) < SUSPECT_FACTOR * rate
+    assert figures[-1] == pytest.approx(rate, rel=0.05)
+
+
+def _liar(expected: float) -> ProverTrack:
+    """A machine at its estimate for an hour, then its host lies: a restart
+    (a base of its choosing), then 10^9 proofs a minute later."""
+    track = _follow(expected, 60, expected=expected)
+    track = advance(track, _busy_read(10, 1.0, 100.0, started=5.0), 7, 3660.0, LIMIT, expected)
+    return advance(track, _busy_read(10**9, 61.0, 200.0, started=5.0), 7, 3720.0, LIMIT, expected)
+
+
+def test_a_rate_past_twice_the_estimate_is_suspect_not_capacity_and_replaced() -> None:
+    inst = _instance(1)
+    expected = estimate(inst)
+    # Up to twice the estimate is believed (a machine the model underrates).
+    near = _follow(expected * SUSPECT_FACTOR * 0.99, 60, expected=expected)
+    assert not near.suspect and near.measured_proofs_per_hour is not None
+    past = _follow(expected * SUSPECT_FACTOR * 1.01, 60, expected=expected)
+    assert past.suspect and past.measured_proofs_per_hour is None
+
+    liar = _liar(expected)
+    assert liar.suspect.startswith("its prover claims 6e+10 proofs/h, over 2x")
+    assert liar.measured_proofs_per_hour is None
+    # Kept for the machine's life: a restart and honest figures do not clear it.
+    again = advance(liar, _busy_read(5, 70.0, 300.0, started=9.0), 7, 3780.0, LIMIT, expected)
+    again = advance(again, _busy_read(9, 200.0, 400.0, started=9.0), 7, 3840.0, LIMIT, expected)
+    assert again.suspect == liar.suspect and again.measured_proofs_per_hour is None
+
+    now = 3720.0
+    honest = _follow(expected, 60)
+    snap = summarize(
+        [_instance(1), _instance(2)],
+        target=2 * expected,
+        now_epoch=now,
+        tracks={1: liar, 2: honest},
+        not_proving_minutes=LIMIT,
+    )
+    rows = {r.id: r for r in snap.instances}
+    assert rows[1].state == "suspect" and rows[1].proofs_per_hour == 0
+    assert rows[1].expected_proofs_per_hour == 0 and rows[1].measured_proofs_per_hour is None
+    assert rows[1].note.startswith("suspect: its prover claims 6e+10 proofs/h")
+    assert rows[1].releasable and rows[1].change_detail() == rows[1].note
+    assert snap.capacity_proofs_per_hour == pytest.approx(expected, abs=0.1)
+    assert "1 machine(s) are not capacity" in snap.to_text()
+    assert '"state":"suspect"' in snap.to_text()
+    plan = plan_fleet([r.model_dump() for r in snap.instances], 2 * expected)
+    assert [iid for iid, _ in plan.destroy] == [1], "replaced, never counted"
+    assert plan.gap > 0, "a replacement is rented"
+    kind, reason = failure_of(inst, liar, now, LIMIT) or ("", "")
+    assert kind == "suspect" and "6e+10 proofs/h" in reason

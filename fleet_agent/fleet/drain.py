@@ -46,10 +46,13 @@ def drain_token(key: bytes, label: str) -> str:
 
 
 def drain_done(track: ProverTrack, now: float) -> str | None:
-    """Why a draining machine goes now (its work is done, or the drain took
-    too long), or None while it finishes its work."""
+    """Why a draining machine goes now (its work is done, the drain took too
+    long, or its host turned suspect: provers.py), or None while it finishes
+    its work."""
     if track.draining_since is None:
         return None
+    if track.suspect:
+        return "suspect: its figure is not believed; destroyed with its work in flight"
     if track.phase != "proving" or (not track.in_flight and not track.queued):
         return "drained: no work in flight"
     waited = now - track.draining_since

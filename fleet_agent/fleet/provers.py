@@ -18,6 +18,15 @@ read, and when progress was last seen.
   anchor moves up every half window, so the rate covers the last half to
   whole `WINDOW_S`. A process restart (a new ``started_at``) or a phase other
   than ``proving`` drops the anchors: its counter began again at 0.
+* **A rate is believed within bounds.** The host writes both the count and
+  the clock, so two anchors less than `MIN_RATE_GAP_S` apart give no rate
+  (a busy-seconds step of 5e-324 made ``inf``, which no payload carries, and
+  a step of a microsecond 3.6e18 proofs/h), and a rate over
+  `SUSPECT_FACTOR` times the capacity model's estimate for the machine makes
+  it **suspect** (`ProverTrack.suspect`, kept for the machine's life): its
+  figure is not believed, it is no capacity, and it is replaced like a
+  machine that is not proving (docs/DECISIONS.md, "A measured rate is
+  believed within twice the model").
 * **Idle is not stalled.** Curio's provers are demand-limited: the node
   hands out work, and cuzk holds back when its queue is full (Curio's
   ``lib/cuzk/client.go``, ``HasCapacity``). A prover that says it has no
@@ -50,13 +59,16 @@ from fleet_agent.untrusted import fence
 
 __all__ = [
     "MIN_PROOFS_MEASURED",
+    "MIN_RATE_GAP_S",
     "MIN_STALL_S",
     "STALL_INTERVALS",
+    "SUSPECT_FACTOR",
     "WINDOW_S",
     "ProverRead",
     "ProverTrack",
     "advance",
     "not_proving_reason",
+    "suspect_reason",
 ]
 
 #: The measured rate covers between half of this and all of it.
@@ -67,6 +79,19 @@ MIN_PROOFS_MEASURED = 4
 #: (but never judged in less than `MIN_STALL_S`).
 STALL_INTERVALS = 5
 MIN_STALL_S = 300.0
+#: The least time between a rate's two anchors, on the clock the rate is
+#: counted on (busy seconds, else the machine's wall clock). A 32 GiB proof
+#: takes 1-5 minutes of a GPU (capacity.py), so no honest rate needs less,
+#: and n proofs finishing together (one per GPU) are never a rate alone.
+MIN_RATE_GAP_S = 60.0
+#: A measured rate over this multiple of the capacity model's estimate for
+#: the machine is not believed: the machine is suspect. The model is right
+#: within a few per cent on the machines it knows (the simulator draws rates
+#: 0.93-1.04 of it), and an honest machine whose n proofs finish together
+#: reads at most (2n - 1) / n of its rate on its first figure (counted from
+#: the first of a batch to the end of the next): under twice. A liar gains
+#: at most this multiple of one machine.
+SUSPECT_FACTOR = 2.0
 
 
 class ProverRead(BaseModel):
@@ -143,6 +168,10 @@ class ProverTrack(BaseModel):
     base: _Anchor | None = None
     mid: _Anchor | None = None
     measured_proofs_per_hour: float | None = None
+    #: Why its measured rate is not believed (over `SUSPECT_FACTOR` times the
+    #: capacity model's estimate), "" while it is. Kept for the machine's life,
+    #: a restart included: the host wrote the figure.
+    suspect: str = ""
     #: Set once the failure of this machine was recorded (FailedHosts), so it is
     #: recorded once per failure, not at every poll.
     failure_recorded: str = ""
@@ -168,16 +197,41 @@ def _anchor(read: ProverRead) -> _Anchor | None:
 
 
 def _rate(base: _Anchor | None, now: _Anchor) -> float | None:
-    if base is None or now.count - base.count < MIN_PROOFS_MEASURED or now.at <= base.at:
+    """Proofs/h between two anchors: None with too few proofs between them or
+    less than `MIN_RATE_GAP_S` (the comparison is False for NaN too). Finite:
+    the gap is bounded below and a count above (prover_status.py, 10^9)."""
+    if base is None or now.count - base.count < MIN_PROOFS_MEASURED:
         return None
-    return (now.count - base.count) * 3600.0 / (now.at - base.at)
+    gap = now.at - base.at
+    if not gap >= MIN_RATE_GAP_S:
+        return None
+    return (now.count - base.count) * 3600.0 / gap
+
+
+def suspect_reason(rate: float, expected: float) -> str | None:
+    """Why a measured `rate` is not believed of a machine the capacity model
+    puts at `expected` proofs/h, or None when it is. A machine the model
+    says cannot prove (0) is believed in nothing."""
+    if rate <= SUSPECT_FACTOR * expected:
+        return None
+    return (
+        f"its prover claims {rate:.3g} proofs/h, over {SUSPECT_FACTOR:g}x the capacity "
+        f"model's {expected:.1f} for this machine"
+    )
 
 
 def advance(
-    track: ProverTrack | None, read: ProverRead, iid: int, now: float, limit_minutes: float
+    track: ProverTrack | None,
+    read: ProverRead,
+    iid: int,
+    now: float,
+    limit_minutes: float,
+    expected: float | None = None,
 ) -> ProverTrack:
     """The track after `read`, taken at the reader's time `now`; `limit_minutes`
-    is the agent's `not_proving_minutes`."""
+    is the agent's `not_proving_minutes`, `expected` the capacity model's
+    proofs/h for the machine: a rate over `SUSPECT_FACTOR` times it makes the
+    track suspect (None: not checked, for callers without a machine)."""
     if track is None:
         track = ProverTrack(instance_id=iid, first_seen_at=now, last_read_at=now, progress_at=now)
     gap = now - track.last_read_at
@@ -214,7 +268,8 @@ def advance(
         busy_seconds=read.busy_seconds,
         busy_at_progress=busy_at_progress,
     )
-    if restarted:
+    if restarted and not track.suspect:
+        # A new process may fail anew; a suspect host's failure is recorded once.
         update["failure_recorded"] = ""
     if read.phase != "proving" or restarted or track.base is None:
         anchor = _anchor(read) if read.phase == "proving" else None
@@ -228,11 +283,13 @@ def advance(
     if mid is not None and (clock or here.at) - mid.at >= WINDOW_S / 2:
         base, mid = mid, here
     rate = _rate(base, here) or _rate(track.base, here)
-    update.update(
-        base=base,
-        mid=mid,
-        measured_proofs_per_hour=rate if rate is not None else track.measured_proofs_per_hour,
-    )
+    if rate is None:
+        rate = track.measured_proofs_per_hour
+    elif expected is not None and not track.suspect:
+        update["suspect"] = suspect_reason(rate, expected) or ""
+    if track.suspect or update.get("suspect"):
+        rate = None  # not believed, now or later
+    update.update(base=base, mid=mid, measured_proofs_per_hour=rate)
     return track.model_copy(update=update)
 
 

@@ -6,7 +6,9 @@ stopped and frozen machines are not, and are billed until they are destroyed,
 like dead ones, so the model is told to replace or release them. Destroyed
 rows are no fleet members and are left out. A running machine whose prover
 made no progress for a while is "not_proving" (fleet_agent/fleet/provers.py):
-not capacity, to be replaced. A machine whose vast.ai row does not parse
+not capacity, to be replaced; so is one whose prover claims a rate past
+belief, "suspect" (provers.py, `SUSPECT_FACTOR`), and its figure is not shown
+as measured. A machine whose vast.ai row does not parse
 (state `UNREADABLE`, fleet_agent/vast/parse.py) is not capacity either and
 is not destroyed on a guess; it still bills, and every cap counts it at the
 cap's value (fleet_agent/fleet/guardrails.py): its note and the summary line
@@ -28,7 +30,7 @@ from fleet_agent.fleet.provers import ProverTrack, not_proving_reason
 from fleet_agent.fleet.reconcile import duplicate_labels
 from fleet_agent.fleet.spare import spare_shown
 from fleet_agent.fleet.temporary import temporary_min_age
-from fleet_agent.fleet.triage import GRACE_STATES, NOT_PROVING, hold_of, in_grace
+from fleet_agent.fleet.triage import GRACE_STATES, NOT_PROVING, SUSPECT, hold_of, in_grace
 from fleet_agent.untrusted import fence
 from fleet_agent.vast.models import UNREADABLE, Instance, phase_of
 from fleet_agent.wire import Wire
@@ -40,6 +42,7 @@ PROVING = "proving"
 __all__ = [
     "NOT_PROVING",
     "PROVING",
+    "SUSPECT",
     "FleetInstance",
     "FleetSnapshot",
     "estimate",
@@ -98,9 +101,9 @@ class FleetInstance(Wire):
 
     def change_detail(self) -> str:
         """What a state change of this machine tells the agent: why it is not
-        proving (its host's words fenced already), else vast.ai's status
-        message, fenced (fleet_agent/untrusted.py)."""
-        if self.state == NOT_PROVING:
+        proving or is suspect (its host's words fenced already), else vast.ai's
+        status message, fenced (fleet_agent/untrusted.py)."""
+        if self.state in _OURS:
             return self.note
         return fence(self.status_msg) if self.status_msg else ""
 
@@ -119,7 +122,7 @@ class FleetInstance(Wire):
         know is vast.ai's text as it came, fenced."""
         if self.unreadable:
             return UNREADABLE  # our word, not vast.ai's
-        if self.state != NOT_PROVING and phase_of(self.state) == "unrecognized":
+        if self.state not in _OURS and phase_of(self.state) == "unrecognized":
             return fence(self.state, _STATE_CHARS)
         return self.state
 
@@ -128,6 +131,8 @@ class FleetInstance(Wire):
 #: (`label` is ours: only machines whose label parses as this agent's are listed.)
 _HOST_FIELDS = ("gpu", "prover", "status_msg")
 _STATE_CHARS = 40
+#: State words this code gives a running machine, not vast.ai's.
+_OURS = frozenset({NOT_PROVING, SUSPECT})
 
 
 class FleetSnapshot(Wire):
@@ -179,9 +184,7 @@ class FleetSnapshot(Wire):
                 "under it)"
             )
         idle = sum(
-            1
-            for i in self.instances
-            if i.state == NOT_PROVING or phase_of(i.state) in ("idle", "dead")
+            1 for i in self.instances if i.state in _OURS or phase_of(i.state) in ("idle", "dead")
         )
         if idle:
             head += (
@@ -234,6 +237,7 @@ class _Capacity:
     measured: float | None = None
     prover: str = ""
     not_proving: str = ""  # why a running machine counts as not proving
+    suspect: str = ""  # why its measured rate is not believed (provers.py)
 
 
 def _capacity(
@@ -250,6 +254,8 @@ def _capacity(
         # Status not read (disabled, or not yet polled): the model's estimate.
         return _Capacity(guess, guess)
     prover = f"{track.phase}: {track.detail}" if track.detail else track.phase
+    if track.suspect:
+        return _Capacity(0.0, 0.0, None, prover[:120], suspect=track.suspect)
     reason = not_proving_reason(track, now, limit, guess)
     if reason is not None:
         return _Capacity(0.0, 0.0, track.measured_proofs_per_hour, prover[:120], reason)
@@ -315,7 +321,8 @@ def summarize(
             )
         draining = track is not None and track.draining_since is not None
         if draining:
-            cap = _Capacity(0.0, 0.0, cap.measured, cap.prover)
+            # A suspect that drains goes at the monitor's next poll (drain.py).
+            cap = _Capacity(0.0, 0.0, cap.measured, cap.prover, suspect=cap.suspect)
             note = "draining: destroyed once its work in flight is done; not capacity"
         if cap.not_proving:
             state = NOT_PROVING
@@ -331,6 +338,12 @@ def summarize(
                     "; the row has no usable id (this one is derived from its label): "
                     "only the operator can destroy it, in vast.ai's console"
                 )
+        if cap.suspect:
+            state = SUSPECT
+            note = (
+                f"suspect: {cap.suspect}; the figure is not believed and it is no capacity; "
+                "still billed: replace it (its host is not rented again)"
+            )
         limit = (
             stuck_loading_minutes(inst.inet_down, image_gb)
             if phase == "booting" and state != "rebooting"
@@ -338,7 +351,11 @@ def summarize(
         )
         stuck = limit is not None and age is not None and age > limit
         healthy = (
-            phase in ("running", "booting") and not cap.not_proving and not stuck and not draining
+            phase in ("running", "booting")
+            and not cap.not_proving
+            and not cap.suspect
+            and not stuck
+            and not draining
         )
         is_temporary = bool(inst.label) and inst.label in temporary
         min_age = (

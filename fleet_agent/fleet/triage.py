@@ -1,5 +1,5 @@
-"""Which machines of a fleet are capacity, and which go: dead, stopped, stuck
-or not proving ones are destroyed and replaced (`triage`); the level the rest
+"""Which machines of a fleet are capacity, and which go: dead, stopped, stuck,
+not proving or suspect ones are destroyed and replaced (`triage`); the level the rest
 holds (`hold_of`, spare.py). The first step of the autopilot's policy
 (policy.py), and what the snapshot (snapshot.py) and the fleet view show.
 Pure functions over snapshot rows."""
@@ -16,6 +16,7 @@ __all__ = [
     "GRACE_STATES",
     "NOT_PROVING",
     "STUCK_LOADING_MINUTES",
+    "SUSPECT",
     "hold_of",
     "hold_of_alive",
     "in_grace",
@@ -30,6 +31,9 @@ __all__ = [
 STUCK_LOADING_MINUTES = STUCK_LOADING_MAX_MINUTES
 #: The snapshot's state of a running machine whose prover makes no progress.
 NOT_PROVING = "not_proving"
+#: The snapshot's state of a running machine whose prover claims a rate past
+#: belief (fleet_agent/fleet/provers.py, `SUSPECT_FACTOR`): no capacity, replaced.
+SUSPECT = "suspect"
 #: States in which vast.ai has lost contact with the host, which often comes
 #: back within minutes: waited out for the agent's `offline_grace_minutes`.
 #: ``exited`` (the container died) is not among them.
@@ -46,7 +50,7 @@ def in_grace(state: str, down_since: float | None, now: float | None, grace_minu
 
 def triage(rows: list[dict[str, Any]]) -> tuple[list[tuple[int, str]], list[dict[str, Any]]]:
     """The machines to destroy (id, reason) — dead, stopped, stuck, not
-    proving — and the rest that are or will be capacity."""
+    proving, suspect — and the rest that are or will be capacity."""
     destroy: list[tuple[int, str]] = []
     alive: list[dict[str, Any]] = []
     for row in rows:
@@ -57,7 +61,7 @@ def triage(rows: list[dict[str, Any]]) -> tuple[list[tuple[int, str]], list[dict
             continue  # on its way out (drain.py): neither capacity nor to destroy
         if row.get("in_grace"):
             alive.append(row)  # offline or unknown for less than the grace: waited out
-        elif state == NOT_PROVING:
+        elif state in (NOT_PROVING, SUSPECT):
             why = str(row.get("note") or "its prover made no progress")
             destroy.append((int(row["id"]), why))
         elif phase == "dead":
