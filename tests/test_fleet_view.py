@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from temporalio.testing import ActivityEnvironment
@@ -15,12 +16,19 @@ from temporalio.testing import ActivityEnvironment
 from activities.fleet import FleetActivities
 from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot
 from fleet_agent.models import PollRequest, SpendSummary, ToolResult
-from fleet_agent.store import Store, StoredSnapshot
+from fleet_agent.store import FleetSnapshots, Store, StoredSnapshot
 from simulator.server import SimServer
 from starter.cli import main
 from starter.fleet_render import fleet_text
-from starter.fleet_view import Flag, build_fleet_view, flags_of, read_fleet_view
-from tests.helpers import tool_request
+from starter.fleet_view import (
+    Flag,
+    build_fleet_view,
+    flags_of,
+    read_fleet_view,
+    stored_suspects,
+)
+from starter.render import status_text
+from tests.helpers import idle_status, tool_request
 
 AGENT = "fleet-agent"
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -48,6 +56,7 @@ def _inst(iid: int, state: str, **fields: object) -> FleetInstance:
         ("running", {"prover": "unreachable: connection refused"}, [Flag.FAILING]),
         ("running", {"prover": "error: CUDA"}, [Flag.FAILING]),
         ("not_proving", {}, [Flag.NOT_PROVING]),
+        ("suspect", {"prover": "proving: 10 done"}, [Flag.SUSPECT]),
         ("loading", {"age_minutes": 5.0}, [Flag.LOADING]),
         ("loading", {"age_minutes": 45.0}, [Flag.STUCK, Flag.LOADING]),
         ("rebooting", {"age_minutes": 45.0}, [Flag.LOADING]),
@@ -61,6 +70,38 @@ def _inst(iid: int, state: str, **fields: object) -> FleetInstance:
 )
 def test_flags_say_what_to_notice(state: str, fields: dict[str, object], flags: list[str]) -> None:
     assert flags_of(_inst(1, state, **fields)) == flags
+
+
+def test_a_suspect_machine_shows_in_fleet_and_in_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 51: a machine whose prover claims more than twice the capacity
+    model allows (fleet_agent/fleet/provers.py) is in state `suspect`, with
+    the flag in `fleet` and the console, and a SUSPECT line in `status`
+    naming it, its host and why (read from the monitor's last snapshot)."""
+    note = "suspect: its prover claims 6e+03 proofs/h, over 2x the capacity model's 49.7"
+    snap = FleetSnapshot(
+        instances=[
+            _inst(1, "running", proofs_per_hour=40, measured_proofs_per_hour=40),
+            _inst(2, "suspect", machine_id=22111, host_id=7273, note=note),
+        ],
+        target_proofs_per_hour=80,
+        capacity_proofs_per_hour=40,
+    )
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    store = Store(url)
+    store.create_all()
+    FleetSnapshots(store).save(AGENT, snap, T0)
+    store.dispose()
+    monkeypatch.setenv("FLEET_DATABASE_URL", url)
+    view = build_fleet_view(AGENT, StoredSnapshot(taken_at=T0, snapshot=snap), None, T0)
+    row = next(line for line in fleet_text(view, T0).splitlines() if line.startswith("2 "))
+    assert "suspect" in row.split() and row.endswith("suspect")
+    suspects = stored_suspects(AGENT)
+    assert [i.id for i in suspects] == [2]
+    shown = status_text(idle_status(), T0, suspects=suspects)
+    assert f"SUSPECT:        instance 2 (m22111/h7273): {note}" in shown
+    assert "SUSPECT" not in status_text(idle_status(), T0, suspects=stored_suspects("other"))
 
 
 def test_the_view_totals_and_marks_an_old_snapshot_stale() -> None:
