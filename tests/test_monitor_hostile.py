@@ -38,6 +38,19 @@ async def _step(env: WorkflowEnvironment, sim: SimServer, seconds: int) -> None:
     await env.sleep(seconds)
 
 
+async def _proving_fleet(env: WorkflowEnvironment, sim: SimServer) -> list[int]:
+    """The agent's machines, once at least two of them prove (its target's fleet)."""
+
+    async def proving() -> list[int]:
+        await _step(env, sim, 120)
+        truth = sim.market.state()["instances"]
+        ok = len(truth) >= 2 and all(t["prover_phase"] == "proving" for t in truth)
+        return sorted(int(t["id"]) for t in truth) if ok else []
+
+    found: list[int] = await eventually(proving, timeout=120, what="a proving fleet")
+    return found
+
+
 async def _polls(client: Client, monitor_id: str) -> int:
     """Polls the monitor finished; 0 if any of its workflow tasks failed."""
     history = await client.get_workflow_handle(monitor_id).fetch_history()
@@ -67,13 +80,7 @@ async def test_the_monitor_polls_on_through_a_hostile_host(
         )
         monitor_id = f"{handle.id}/monitor"
 
-        async def proving() -> list[int]:
-            await _step(ts_env, sim, 120)
-            truth = sim.market.state()["instances"]
-            ok = len(truth) >= 2 and all(t["prover_phase"] == "proving" for t in truth)
-            return sorted(int(t["id"]) for t in truth) if ok else []
-
-        victim, other, *_ = await eventually(proving, timeout=120, what="a proving fleet")
+        victim, other, *_ = await _proving_fleet(ts_env, sim)
 
         async def shown(iid: int) -> str:
             snap: FleetSnapshot | None = await client.get_workflow_handle(monitor_id).query(
@@ -162,13 +169,7 @@ async def test_a_host_that_lies_about_its_rate_is_suspect_and_replaced(
         )
         monitor_id = f"{handle.id}/monitor"
 
-        async def proving() -> list[int]:
-            await _step(ts_env, sim, 120)
-            truth = sim.market.state()["instances"]
-            ok = len(truth) >= 2 and all(t["prover_phase"] == "proving" for t in truth)
-            return sorted(int(t["id"]) for t in truth) if ok else []
-
-        liar, *_ = await eventually(proving, timeout=120, what="a proving fleet")
+        liar, *_ = await _proving_fleet(ts_env, sim)
         machine = int(row(sim, liar)["machine_id"])
         _, honest = sim.market.prover_endpoint(liar)
         assert honest is not None and honest["proofs_completed"] >= 1
