@@ -361,7 +361,9 @@ def summarize(
         min_age = (
             temporary_min_age(min_release_age_minutes) if is_temporary else min_release_age_minutes
         )
-        young = age is not None and age < min_age
+        # A minimum of 0 keeps nothing, even a machine whose start vast.ai
+        # dates ahead of this clock (a negative age).
+        young = age is not None and min_age > 0 and age < min_age
         rows.append(
             FleetInstance(
                 id=inst.id,
