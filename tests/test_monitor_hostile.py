@@ -203,7 +203,7 @@ async def test_a_host_that_lies_about_its_rate_is_suspect_and_replaced(
 
         snap = await client.get_workflow_handle(monitor_id).query(FleetMonitorWorkflow.snapshot)
         assert snap is not None
-        (shown,) = [i for i in snap.instances if i.id == liar] or [None]
+        shown = next((i for i in snap.instances if i.id == liar), None)
         if shown is not None:  # the autopilot may have destroyed it already
             assert shown.state == "suspect" and shown.proofs_per_hour == 0, shown
             assert "claims 6e+03 proofs/h" in shown.note

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import time
 import uuid
 from collections import Counter
@@ -21,6 +22,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
 from bench.perf._chaos_stack import PG_PORT, DevServer, ScratchDatabase, WorkerProcess
+from fleet_agent.autopilot.run_view import text_of
 from fleet_agent.models import AgentInput, AgentStatus, ConfigPatch
 from fleet_agent.store import RunRecord, Store
 from simulator import SimServer
@@ -31,8 +33,12 @@ from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 
 RECOVERY_TARGET_S = 45.0
+#: The agent's target, proofs/h.
+TARGET = 60.0
 #: The agent's max_instances: more of its machines at once is outside the rules.
 MAX_INSTANCES = 4
+#: An operator's message that makes the fake model release a machine (`release_order`).
+RELEASE_ORDER = re.compile(r"chaos: release instance (\d+)")
 SETTLE_TIMEOUT_S = 180.0
 QUICK = ["worker-kill-mid-llm", "store-outage"]
 Agent = WorkflowHandle[FleetAgentWorkflow, None]
@@ -57,6 +63,15 @@ class Outcome:
     outside_rules: int = 0
     monitor_stalls: int = 0
     monitor_polls: int | None = None
+    # Workflow tasks that failed in any workflow of the run (every history),
+    # and what the hostile host's figures did: polls whose capacity was over
+    # twice the capacity model's, liars not replaced, hostile drains that
+    # held a destroy or were retried (bench/perf/_chaos_hostile.py).
+    workflow_task_failures: int = 0
+    capacity_breaches: int = 0
+    unreplaced_liars: int = 0
+    drain_holds: int = 0
+    figures: dict[str, Any] = field(default_factory=dict)
     needs_recovery: bool = True
     seconds: float = 0.0
     error: str = ""
@@ -71,6 +86,10 @@ class Outcome:
             self.unrecorded_runs,
             self.outside_rules,
             self.monitor_stalls,
+            self.workflow_task_failures,
+            self.capacity_breaches,
+            self.unreplaced_liars,
+            self.drain_holds,
         )
         recovered = not self.needs_recovery or (
             self.recovery_s is not None
@@ -125,7 +144,7 @@ class World:
         self.database.__exit__()
 
     def _respond(self, req: Request) -> Reply:
-        reply = autopilot_reply(req)
+        reply = release_order(req) or autopilot_reply(req)
         reply.delay = self.llm_delay
         return reply
 
@@ -152,7 +171,7 @@ class World:
             FleetAgentWorkflow.run,
             AgentInput(
                 config=ConfigPatch(
-                    target_proofs_per_hour=60,
+                    target_proofs_per_hour=TARGET,
                     max_instances=MAX_INSTANCES,
                     monitor_poll_seconds=5,
                     p0_debounce_seconds=0.5,
@@ -167,9 +186,9 @@ class World:
 
     # ------------------------------------------------------------ operator
 
-    async def say(self) -> str:
+    async def say(self, text: str = "how is the fleet?") -> str:
         uid = f"msg-{len(self.sent) + 1:03d}-{uuid.uuid4().hex[:6]}"
-        await self.agent.signal(FleetAgentWorkflow.human_message, f"{uid}: how is the fleet?")
+        await self.agent.signal(FleetAgentWorkflow.human_message, f"{uid}: {text}")
         self.sent.append(uid)
         return uid
 
@@ -246,6 +265,28 @@ class World:
         )
         if self.fake.max_concurrent > 1:
             outcome.notes.append(f"the fake LLM saw {self.fake.max_concurrent} calls at once")
+
+
+def release_order(req: Request) -> Reply | None:
+    """The fake model's answer to an operator's `RELEASE_ORDER` in the run's
+    context message: the destroy tool for that machine (what a model does
+    when told to), then the autopilot's rounds. None for any other request."""
+    last = req.messages[-1] if req.messages else {}
+    content = last.get("content")
+    if isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    ):
+        return None  # a later round of the run: the autopilot goes on
+    found = RELEASE_ORDER.search(text_of(content or ""))
+    if found is None:
+        return None
+    iid = int(found.group(1))
+    return Reply(
+        text=f"Releasing instance {iid} as the operator asked.",
+        tool_calls=[
+            ("destroy_instance", {"instance_id": iid, "reason": "the operator asked"}),
+        ],
+    )
 
 
 def _max_overlap(runs: list[RunRecord]) -> int:
