@@ -23,7 +23,7 @@ SIM_DEMAND ?=
 # More `fleet-agent up` options, e.g. UP_ARGS=--check.
 UP_ARGS ?=
 
-.PHONY: run test lint bench chaos clean
+.PHONY: run test lint bench chaos clean proto
 
 # uv (from PyPI, into the venv) installs in seconds what pip takes a minute
 # for. The venv is made without pip (a second, where ensurepip takes ten) and
@@ -80,6 +80,12 @@ test: $(STAMP) /usr/bin/chromium lint
 	$(COMPILE)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  --durations=15
+
+# fleet_agent/cuzk/proving_pb2.py(i) from its .proto, committed: nothing is
+# generated at install or at run time. The grpc binding is ours
+# (fleet_agent/cuzk/service.py), so no *_pb2_grpc module.
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. fleet_agent/cuzk/proving.proto
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

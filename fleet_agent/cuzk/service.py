@@ -1,0 +1,156 @@
+"""Serve and call ``cuzk.v1.ProvingEngine`` over grpc.aio, typed.
+
+No generated grpc module: the eight methods are unary-unary, so a table of
+(name, request type, response type) is the whole binding. A server
+implements `ProvingEngineServicer`; a client holds a `ProvingEngineStub`.
+Both the router and the simulator's cuzk stand-in use them, and tests drive
+either with the same stub Curio's client would be to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import grpc
+import grpc.aio
+
+from . import proving_pb2 as pb
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "SERVICE",
+    "ProvingEngineServicer",
+    "ProvingEngineStub",
+    "add_servicer",
+    "channel_options",
+    "pb",
+]
+
+#: The full service name on the wire.
+SERVICE = "cuzk.v1.ProvingEngine"
+
+#: Curio's client raises both message limits to 256 MiB (lib/cuzk/client.go):
+#: a PoRep's vanilla proof is 50-200 MB.
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+_METHODS: dict[str, tuple[type[Any], type[Any]]] = {
+    "SubmitProof": (pb.SubmitProofRequest, pb.SubmitProofResponse),
+    "AwaitProof": (pb.AwaitProofRequest, pb.AwaitProofResponse),
+    "Prove": (pb.ProveRequest, pb.ProveResponse),
+    "CancelProof": (pb.CancelProofRequest, pb.CancelProofResponse),
+    "GetStatus": (pb.GetStatusRequest, pb.GetStatusResponse),
+    "GetMetrics": (pb.GetMetricsRequest, pb.GetMetricsResponse),
+    "PreloadSRS": (pb.PreloadSrsRequest, pb.PreloadSrsResponse),
+    "EvictSRS": (pb.EvictSrsRequest, pb.EvictSrsResponse),
+}
+
+
+def channel_options(max_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    """Message limits for a channel or a server, Curio's by default."""
+    return [
+        ("grpc.max_send_message_length", max_bytes),
+        ("grpc.max_receive_message_length", max_bytes),
+    ]
+
+
+class ProvingEngineServicer(Protocol):
+    """What a ProvingEngine server implements (each method may abort)."""
+
+    async def SubmitProof(
+        self, request: pb.SubmitProofRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.SubmitProofResponse: ...
+
+    async def AwaitProof(
+        self, request: pb.AwaitProofRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.AwaitProofResponse: ...
+
+    async def Prove(
+        self, request: pb.ProveRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ProveResponse: ...
+
+    async def CancelProof(
+        self, request: pb.CancelProofRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.CancelProofResponse: ...
+
+    async def GetStatus(
+        self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.GetStatusResponse: ...
+
+    async def GetMetrics(
+        self, request: pb.GetMetricsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.GetMetricsResponse: ...
+
+    async def PreloadSRS(
+        self, request: pb.PreloadSrsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.PreloadSrsResponse: ...
+
+    async def EvictSRS(
+        self, request: pb.EvictSrsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.EvictSrsResponse: ...
+
+
+def add_servicer(server: grpc.aio.Server, servicer: ProvingEngineServicer) -> None:
+    """Serve `servicer`'s methods on `server`; one it lacks answers UNIMPLEMENTED,
+    as a cuzk build without it would."""
+    handlers = {
+        name: grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, name, _unimplemented),
+            request_deserializer=req.FromString,
+            response_serializer=resp.SerializeToString,
+        )
+        for name, (req, resp) in _METHODS.items()
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+
+
+async def _unimplemented(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+    await context.abort(grpc.StatusCode.UNIMPLEMENTED, "method not implemented")
+
+
+_Call = Callable[..., Awaitable[Any]]
+
+
+class ProvingEngineStub:
+    """A client of the service on one channel; each method is an awaitable call.
+
+    Calls take grpc's keyword arguments (``timeout=``, ``metadata=``)."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        def bind(name: str) -> _Call:
+            req, resp = _METHODS[name]
+            return channel.unary_unary(
+                f"/{SERVICE}/{name}",
+                request_serializer=req.SerializeToString,
+                response_deserializer=resp.FromString,
+            )
+
+        self._calls = {name: bind(name) for name in _METHODS}
+
+    async def SubmitProof(
+        self, request: pb.SubmitProofRequest, **kw: Any
+    ) -> pb.SubmitProofResponse:
+        return await self._calls["SubmitProof"](request, **kw)  # type: ignore[no-any-return]
+
+    async def AwaitProof(self, request: pb.AwaitProofRequest, **kw: Any) -> pb.AwaitProofResponse:
+        return await self._calls["AwaitProof"](request, **kw)  # type: ignore[no-any-return]
+
+    async def Prove(self, request: pb.ProveRequest, **kw: Any) -> pb.ProveResponse:
+        return await self._calls["Prove"](request, **kw)  # type: ignore[no-any-return]
+
+    async def CancelProof(
+        self, request: pb.CancelProofRequest, **kw: Any
+    ) -> pb.CancelProofResponse:
+        return await self._calls["CancelProof"](request, **kw)  # type: ignore[no-any-return]
+
+    async def GetStatus(self, request: pb.GetStatusRequest, **kw: Any) -> pb.GetStatusResponse:
+        return await self._calls["GetStatus"](request, **kw)  # type: ignore[no-any-return]
+
+    async def GetMetrics(self, request: pb.GetMetricsRequest, **kw: Any) -> pb.GetMetricsResponse:
+        return await self._calls["GetMetrics"](request, **kw)  # type: ignore[no-any-return]
+
+    async def PreloadSRS(self, request: pb.PreloadSrsRequest, **kw: Any) -> pb.PreloadSrsResponse:
+        return await self._calls["PreloadSRS"](request, **kw)  # type: ignore[no-any-return]
+
+    async def EvictSRS(self, request: pb.EvictSrsRequest, **kw: Any) -> pb.EvictSrsResponse:
+        return await self._calls["EvictSRS"](request, **kw)  # type: ignore[no-any-return]
