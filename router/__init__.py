@@ -1,0 +1,1 @@
+"""The cuzk router (issue 52): dispatches Curio's SNARKs to the fleet's machines."""
