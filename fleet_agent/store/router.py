@@ -123,6 +123,16 @@ class RouterMembers(_Rows):
         with self._engine.begin() as conn:
             conn.execute(stmt)
 
+    def remove(self, agent_id: str, instance_id: int) -> None:
+        """Drop one member (its machine was destroyed), drain or not."""
+        table = table_of(RouterMemberRow)
+        with self._engine.begin() as conn:
+            conn.execute(
+                delete(table).where(
+                    table.c.agent_id == agent_id, table.c.instance_id == instance_id
+                )
+            )
+
     def load(self, agent_id: str) -> list[MemberSpec]:
         """This agent's members, by instance id; rows that do not validate skipped."""
         table = table_of(RouterMemberRow)
