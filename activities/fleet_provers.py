@@ -145,8 +145,7 @@ class ProverWatch:
             down = (track.down_since or now) if inst.state in GRACE_STATES else None
             if down != track.down_since:
                 track = track.model_copy(update={"down_since": down})
-            judged = not (look is not None and look.stale)
-            tracks[inst.id] = await self._record_failure(req, inst, track, now, judged)
+            tracks[inst.id] = await self._record_failure(req, inst, track, now)
         at = datetime.fromtimestamp(now, UTC)
         await asyncio.to_thread(self._tracks.replace, req.agent_id, tracks, at)
         # For the daily digest: what the counters rose by since the last poll
@@ -165,12 +164,12 @@ class ProverWatch:
         return tracks if self._reads else None
 
     async def _record_failure(
-        self, req: PollRequest, inst: Instance, track: ProverTrack, now: float, judged: bool
+        self, req: PollRequest, inst: Instance, track: ProverTrack, now: float
     ) -> ProverTrack:
-        """Remember `inst`'s host if it failed (once per failure); `judged`:
-        its prover's track may be judged (not while the router's witness is
-        unknown: only vast.ai's word on the machine counts then)."""
-        read_track = track if self._reads and judged and track.phase else None
+        """Remember `inst`'s host if it failed (once per failure). While the
+        router's witness is unknown its track stands still (`unwatched`), so
+        nothing new is judged of its prover."""
+        read_track = track if self._reads and track.phase else None
         failure = failure_of(
             inst,
             read_track,
