@@ -8,7 +8,8 @@ with the shape cuzk's ``get_status`` builds (curio
 ``extern/cuzk/cuzk-server/src/service.rs``: queues per proof kind by its
 Display string, ``extern/cuzk/cuzk-core/src/types.rs``; loaded SRS HOT with
 size 0) and ``Prove`` with an honest proof (simulator/snark.py). It writes its
-pid to ``$CUZK_STANDIN_PID`` when set, so a test can kill it, and the names
+pid to ``$CUZK_STANDIN_PID`` when set, so a test can kill it (and
+``<that>.sigterm`` when a SIGTERM stops it), and the names
 of its environment's variables to ``$CUZK_STANDIN_ENV``. Not the
 simulator's stand-in (simulator/cuzk.py): only enough for the front's tests.
 """
@@ -83,7 +84,9 @@ def main() -> None:
         Path(env_file).write_text("\n".join(sorted(os.environ)))
     if pid_file := os.environ.get("CUZK_STANDIN_PID"):
         Path(pid_file).write_text(str(os.getpid()))
-    asyncio.run(serve(config["daemon"]["listen"]))
+    asyncio.run(serve(config["daemon"]["listen"]))  # returns on SIGTERM only
+    if pid_file:
+        Path(pid_file + ".sigterm").write_text("stopped by SIGTERM")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,10 @@ from pathlib import Path
 import grpc
 import grpc.aio
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from fleet_agent.cuzk.channels import machine_channel
 from fleet_agent.cuzk.credentials import (
@@ -416,6 +418,41 @@ def test_extended_key_usages_are_read_from_der(
         front.extended_key_usages(der(client.cert_pem)[:200])
 
 
+class _Peer:
+    """What `front.refusal` reads of a finished handshake (ssl.SSLObject's methods)."""
+
+    def __init__(self, cert: x509.Certificate, alpn: str | None = "h2") -> None:
+        self.cert, self.alpn = cert, alpn
+
+    def selected_alpn_protocol(self) -> str | None:
+        return self.alpn
+
+    def getpeercert(self, binary_form: bool = False) -> object:
+        if binary_form:
+            return self.cert.public_bytes(serialization.Encoding.DER)
+        cns = self.cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+        return {"subject": tuple((("commonName", a.value),) for a in cns)}
+
+
+def test_the_front_wants_fleet_router_for_client_authentication(authority: Authority) -> None:
+    # A certificate OpenSSL's purpose check would already refuse: the front
+    # refuses it itself too.
+    def cert(cn: str, usage: x509.ObjectIdentifier) -> x509.Certificate:
+        return authority._issue(ec.generate_private_key(ec.SECP256R1()), cn, 1, usage, None)
+
+    def refusal(peer: _Peer) -> str | None:
+        return front.refusal(peer)  # type: ignore[arg-type]
+
+    assert refusal(_Peer(cert("fleet-router", ExtendedKeyUsageOID.CLIENT_AUTH))) is None
+    assert "extKeyUsage" in str(
+        refusal(_Peer(cert("fleet-router", ExtendedKeyUsageOID.SERVER_AUTH)))
+    )
+    assert "CN is 'm-x'" in str(refusal(_Peer(cert("m-x", ExtendedKeyUsageOID.CLIENT_AUTH))))
+    assert "ALPN" in str(
+        refusal(_Peer(cert("fleet-router", ExtendedKeyUsageOID.CLIENT_AUTH), alpn=None))
+    )
+
+
 # --- Start-up: sizing and refusals ---------------------------------------------------
 
 
@@ -579,4 +616,5 @@ def test_sigterm_is_passed_on_to_cuzk(tmp_path: Path, creds_a: dict[str, str]) -
         machine.stop()
     assert code == 0, machine.text()
     assert "asked to stop: passing it on to cuzk" in machine.text()
+    assert Path(f"{machine.pid_file}.sigterm").read_text() == "stopped by SIGTERM"
     assert not _alive(pid)
