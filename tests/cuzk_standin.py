@@ -71,6 +71,9 @@ async def serve(listen: str) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
+    # Written once it serves and a SIGTERM would be seen: a test that waits
+    # for the file may then stop or kill it.
+    _mark("CUZK_STANDIN_PID", str(os.getpid()))
     await stop.wait()
     await server.stop(0.5)
 
@@ -80,13 +83,17 @@ def main() -> None:
     parser.add_argument("-c", "--config", type=Path, required=True)
     args = parser.parse_args()
     config = tomllib.loads(args.config.read_text())
-    if env_file := os.environ.get("CUZK_STANDIN_ENV"):
-        Path(env_file).write_text("\n".join(sorted(os.environ)))
-    if pid_file := os.environ.get("CUZK_STANDIN_PID"):
-        Path(pid_file).write_text(str(os.getpid()))
+    _mark("CUZK_STANDIN_ENV", "\n".join(sorted(os.environ)))
     asyncio.run(serve(config["daemon"]["listen"]))  # returns on SIGTERM only
-    if pid_file:
+    if pid_file := os.environ.get("CUZK_STANDIN_PID"):
         Path(pid_file + ".sigterm").write_text("stopped by SIGTERM")
+
+
+def _mark(variable: str, text: str) -> None:
+    """Write `text` to the file $`variable` names, whole or not at all."""
+    if path := os.environ.get(variable):
+        Path(path + ".tmp").write_text(text)
+        os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":
