@@ -51,7 +51,7 @@ async def test_a_machine_that_dies_mid_proof_loses_nothing() -> None:
         reqs = [porep(n) for n in range(2)]
         results = await asyncio.gather(*(curio_prove(f.stub, r, timeout=3.0) for r in reqs))
         assert all(verified(r, res) for r, res in zip(reqs, results, strict=True))
-        assert f.standins[0].stopped and f.standins[0].engine.proved == []
+        assert f.standins[0].engine.dead and f.standins[0].engine.proved == []
         assert sorted(f.standins[1].engine.proved) == sorted(r.request_id for r in reqs)
         w = f.witness(1)
         assert (w.sent, w.done, w.lost) == (1, 0, 1)
