@@ -8,8 +8,15 @@ does; proofs are checked as Curio checks them (snark.verify).
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
+from pathlib import Path
 
-from fleet_agent.cuzk.service import pb
+import grpc.aio
+
+from fleet_agent.cuzk.service import ProvingEngineStub, channel_options, pb
+from fleet_agent.cuzk.witness import MemberSpec
+from simulator.cuzk import CuzkStandIn, StandInConfig
 from tests.router_helpers import (
     Fleet,
     curio_prove,
@@ -71,3 +78,50 @@ async def test_get_status_sums_the_fleet() -> None:
         assert status.total_proofs_completed == 14 and not status.queues
         queue = f.router.queue()
         assert queue.completed == 14 and queue.held_bytes == 0 and queue.pending == {}
+
+
+async def test_a_member_joins_once_the_router_had_it_load_the_circuit() -> None:
+    bare = StandInConfig(proof_seconds={"porep-c2": 0.05}, preload=(), preload_seconds=0.3)
+    async with Fleet([bare]) as f:
+        await wait_until(lambda: bool(f.router.members.get(1).preloading), what="PreloadSRS sent")  # type: ignore[union-attr]
+        assert f.witness(1).phase == "joining"
+        call = asyncio.create_task(curio_prove(f.stub, porep(1)))
+        await asyncio.sleep(0.1)
+        assert f.router.queue().pending == {"porep-c2": 1}  # waits at the router
+        await f.serving(1)
+        assert verified(porep(1), await call)
+        assert f.witness(1).circuits == ["porep-32g"]
+
+
+async def test_the_command_line_router_reads_its_members_file(tmp_path: Path) -> None:
+    s = await CuzkStandIn.start(standin(0.05))
+    members = tmp_path / "members.json"
+    spec = MemberSpec(instance_id=1, label="m1", address=s.address)
+    members.write_text(json.dumps([spec.model_dump(mode="json")]))
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "router", "--listen", "127.0.0.1:0"),
+        *("--members-file", str(members), "--poll-seconds", "0.05"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        assert line.startswith("listening 127.0.0.1:"), line
+        async with grpc.aio.insecure_channel(line.split()[1], options=channel_options()) as ch:
+            stub = ProvingEngineStub(ch)
+
+            async def loaded() -> bool:
+                st = await stub.GetStatus(pb.GetStatusRequest(), timeout=2)
+                return [x.circuit_id for x in st.loaded_srs] == ["porep-32g"]
+
+            for _ in range(200):
+                if await loaded():
+                    break
+                await asyncio.sleep(0.05)
+            result = await curio_prove(stub, porep(1))
+            assert verified(porep(1), result) and s.engine.proved == ["porep-1000-1"]
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 10)
+        await s.stop()
