@@ -208,18 +208,26 @@ class Router:
         members = list(self.members)
         for m in members:
             m.refresh(now, self.config)
+        # Only members with room matter; with none, nothing below can be sent
+        # (a wake comes at every poll: thousands of waiting jobs are not scanned).
+        open_ = [m for m in members if m.phase == "serving" and m.reachable]
+        open_ = [m for m in open_ if m.book.in_flight < m.capacity(self.config)]
         for job in self.jobs.pending():
             if job.attempts >= self.config.max_attempts:
                 self._fail(job, _Status.FAILED, f"no machine proved it in {job.attempts} sends")
                 continue
-            member = choose_member(job, members, now, self.config)
-            if member is None:
-                continue
             budget = attempt_budget(job, loop_now, self.config)
             if budget is None:
-                self._fail(job, _Status.TIMEOUT, "deadline passed before a machine was free")
+                self._fail(job, _Status.TIMEOUT, "no machine was free before the deadline")
+                continue
+            if not open_:
+                continue  # keep sweeping deadlines, send nothing
+            member = choose_member(job, open_, now, self.config)
+            if member is None:
                 continue
             self._send(job, member, *budget)
+            if member.book.in_flight >= member.capacity(self.config):
+                open_.remove(member)
 
     def _send(self, job: Job, member: Member, budget_s: float, bounded: bool) -> None:
         now = self.clock()
@@ -306,7 +314,8 @@ class Router:
         )
 
     def _expire(self, job: Job) -> None:
-        # A running job ends by its attempt's budget, which the deadline bounds.
+        # A running job ends by its attempt's budget, which the deadline bounds;
+        # if it comes back pending, the next dispatch (every tick) fails it.
         if job.state == "pending":
             self._fail(job, _Status.TIMEOUT, "no machine was free before the deadline")
 

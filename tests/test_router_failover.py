@@ -157,3 +157,11 @@ async def test_held_bytes_cap_refuses_with_resource_exhausted_and_loses_nothing(
         assert verified(porep(3, size), await curio_prove(f.stub, porep(3, size)))
         assert f.router.queue().held_bytes == 0
         assert f.router.jobs.refused == 1 and f.router.jobs.completed == 3
+
+
+async def test_a_job_no_machine_takes_answers_timeout_before_the_callers_deadline() -> None:
+    async with Fleet([standin(0.05, "trickle", trickle_s=10.0)]) as f:  # never joins
+        resp = await f.stub.Prove(pb.ProveRequest(submit=porep(1)), timeout=0.5)
+        assert resp.result.status == pb.AwaitProofResponse.TIMEOUT
+        assert f.router.queue().held_bytes == 0 and f.router.jobs.live == {}
+        assert f.witness(1).phase == "joining"
