@@ -5,6 +5,8 @@ members file. Times are plain numbers (the router's clock)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -298,3 +300,17 @@ def test_members_file_is_read_when_it_changes_and_a_bad_one_is_ignored(tmp_path:
         json.dumps([_spec(1).model_dump(mode="json"), _spec(2).model_dump(mode="json")])
     )
     assert [s.instance_id for s in source.read_if_changed() or []] == [1, 2]
+
+
+def test_the_router_loads_no_temporal_simulator_or_agent_code() -> None:
+    """A separate process on the operator's host: it needs gRPC and the models only."""
+    code = (
+        "import sys, json, router.server, router.__main__; "
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    )
+    loaded = set(json.loads(out.stdout))
+    assert not loaded & {"temporalio", "simulator", "activities", "workflows", "starter", "tests"}
