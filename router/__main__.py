@@ -28,7 +28,11 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments and serve until Ctrl-C."""
-    p = argparse.ArgumentParser(prog="python -m router", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="python -m router",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--listen", default=DEFAULT_LISTEN)
     p.add_argument("--members-file", type=Path, required=True)
     p.add_argument("--poll-seconds", type=float, default=None, help="GetStatus interval")

@@ -53,12 +53,14 @@ async def test_prove_returns_the_snark_with_cuzks_timings() -> None:
 
 
 async def test_status_lists_waiting_kinds_by_display_name_and_gpus_from_workers() -> None:
-    async with running(standin(0.3, gpus=1)) as (_, stub):
+    async with running(standin(0.3, gpus=1)) as (s, stub):
         snap = pb.SubmitProofRequest(
             request_id="snap-1-1", proof_kind=pb.SNAP_DEALS_UPDATE, sector_size=32 << 30
         )
-        calls = [asyncio.create_task(stub.Prove(_prove(r), timeout=5)) for r in (porep(1), snap)]
-        await asyncio.sleep(0.1)
+        calls = [asyncio.create_task(stub.Prove(_prove(porep(1)), timeout=5))]
+        await wait_until(lambda: s.engine.workers[0].current is not None, what="porep running")
+        calls.append(asyncio.create_task(stub.Prove(_prove(snap), timeout=5)))
+        await wait_until(lambda: bool(s.engine.queue_stats()), what="snap waiting")
         st = await stub.GetStatus(pb.GetStatusRequest(), timeout=5)
         # The running PoRep's kind has nothing waiting: cuzk lists only waiting kinds.
         assert [(q.proof_kind, q.pending, q.in_progress) for q in st.queues] == [

@@ -43,6 +43,10 @@ async def test_prove_round_trip_through_router_to_three_standins() -> None:
         assert sum(f.witness(i).done for i in (1, 2, 3)) == 9
         status = await f.stub.GetStatus(pb.GetStatusRequest(), timeout=2)
         assert status.total_proofs_completed == 9
+        metrics = await f.stub.GetMetrics(pb.GetMetricsRequest(), timeout=2)
+        assert "cuzk_router_jobs_completed_total 9\n" in metrics.prometheus_text
+        assert 'cuzk_router_attempts_total{outcome="done"} 9\n' in metrics.prometheus_text
+        assert 'cuzk_router_members{phase="serving"} 3\n' in metrics.prometheus_text
 
 
 async def test_same_request_id_concurrently_is_one_job_on_one_machine() -> None:
