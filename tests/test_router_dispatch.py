@@ -12,7 +12,9 @@ import json
 import sys
 from pathlib import Path
 
+import grpc
 import grpc.aio
+import pytest
 
 from fleet_agent.cuzk.service import ProvingEngineStub, channel_options, pb
 from fleet_agent.cuzk.witness import MemberSpec
@@ -132,3 +134,21 @@ async def test_the_command_line_router_reads_its_members_file(tmp_path: Path) ->
         proc.terminate()
         await asyncio.wait_for(proc.wait(), 10)
         await s.stop()
+
+
+async def test_submit_await_and_cancel_through_the_router() -> None:
+    async with Fleet([standin(0.3)]) as f:
+        await f.serving()
+        sub = await f.stub.SubmitProof(porep(1), timeout=2)
+        assert sub.job_id == "porep-1000-1"
+        res = await f.stub.AwaitProof(pb.AwaitProofRequest(job_id=sub.job_id), timeout=3)
+        assert res.status == pb.AwaitProofResponse.COMPLETED and verified(porep(1), res)
+        call = asyncio.create_task(f.stub.Prove(pb.ProveRequest(submit=porep(2)), timeout=3))
+        await wait_until(lambda: f.witness(1).in_flight == 1, what="the job sent")
+        cancel = await f.stub.CancelProof(pb.CancelProofRequest(job_id="porep-1000-2"), timeout=2)
+        assert cancel.was_running
+        assert (await call).result.status == pb.AwaitProofResponse.CANCELLED
+        assert f.witness(1).lost == 1 and f.witness(1).phase == "serving"
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await f.stub.AwaitProof(pb.AwaitProofRequest(job_id="nope"), timeout=2)
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
