@@ -14,8 +14,11 @@ router keeps the members it has and its queue, each loop tries again at its
 next beat, and the outage is logged once when it starts and once when it
 ends (per direction), not at every beat.
 
-`run_sync(router, store_url, agent_id)` is what the router's entry point
-calls (router/__main__.py); `add_sync_options` adds its two options.
+`StoreMembership(store_url, agent_id)` is a `MembershipSource`
+(router/membership.py) for `router.server.serve`, in place of the members
+file; `run_sync(router, store_url, agent_id)` does the same work on its
+own; `add_sync_options` and `store_url_of` are the entry point's options
+(router/__main__.py).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ __all__ = [
     "MEMBERS_EVERY_S",
     "STORE_URL_ENV",
     "WITNESS_EVERY_S",
+    "StoreMembership",
     "StoreSync",
     "SyncedRouter",
     "add_sync_options",
@@ -189,6 +193,18 @@ async def run_sync(
         await StoreSync(router, store, agent_id).run(stop)
     finally:
         store.dispose()
+
+
+class StoreMembership:
+    """The store as the router's membership source (router/membership.py,
+    `MembershipSource`): members in, witness and queue out, until cancelled."""
+
+    def __init__(self, store_url: str, agent_id: str) -> None:
+        self._url = store_url
+        self._agent = agent_id
+
+    async def run(self, router: SyncedRouter) -> None:
+        await run_sync(router, self._url, self._agent)
 
 
 def add_sync_options(parser: argparse.ArgumentParser) -> None:

@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from fleet_agent.cuzk.witness import MachineWitness, MemberSpec, RouterQueue
 from fleet_agent.store import RouterMembers, RouterWitness, Store
-from router.store_sync import StoreSync, add_sync_options, store_url_of
+from router.config import RouterConfig
+from router.engine import Router
+from router.members import insecure_connect
+from router.store_sync import StoreMembership, StoreSync, add_sync_options, store_url_of
 from tests.helpers import eventually
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -127,3 +132,33 @@ def test_the_options_name_the_store_and_the_agent() -> None:
     given = parser.parse_args(["--store-url", "sqlite:///s.db"])
     assert store_url_of(given, {"FLEET_STORE_URL": "sqlite:///r.db"}) == "sqlite:///s.db"
     assert store_url_of(args, {"FLEET_DATABASE_URL": "sqlite:///w.db"}) != "sqlite:///r.db"
+
+
+async def test_the_real_router_takes_its_members_from_the_store(tmp_path: Path) -> None:
+    """router.engine.Router behind `StoreMembership` (router.server.serve's
+    membership source): a member the agent wrote is polled by the router, and
+    its witness (joining: nothing answers at its address) reaches the store."""
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    store = Store(url)
+    store.create_all()
+    RouterMembers(store).replace("a", [_member(7)], datetime.now(UTC))
+    router = Router(RouterConfig(), insecure_connect)
+    await router.start()
+    task = asyncio.create_task(StoreMembership(url, "a").run(router))
+    try:
+
+        async def witnessed() -> MachineWitness | None:
+            return RouterWitness(store).load("a")[0].get(7)
+
+        seen = await eventually(witnessed, timeout=20, what="the router's witness of 7")
+        assert seen is not None
+        assert seen.phase == "joining"
+        _, queue, at = RouterWitness(store).load("a")
+        assert queue is not None and at is not None
+        assert abs((datetime.now(UTC) - at).total_seconds()) < 30
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await router.close()
+        store.dispose()
