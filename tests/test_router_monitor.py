@@ -24,6 +24,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.demand import DemandActivities, source_from_env
 from activities.fleet import FleetActivities
 from activities.fleet_router import DEFAULT_FRONT_PORT
+from fleet_agent.config.env_settings import SettingsError
 from fleet_agent.cuzk.witness import MachineWitness, RouterQueue, WitnessPhase
 from fleet_agent.demand.reading import DemandReadRequest
 from fleet_agent.demand.settings import DemandEnv
@@ -300,6 +301,8 @@ async def test_the_router_queue_is_a_demand_reading(store: Store, sim: SimServer
         at=router.now(), pending={"porep": 3, "snap": 1}, in_flight=2, completed=10, failed=1
     )
     router.write()
+    with pytest.raises(SettingsError):  # the store is where it reads: no URL
+        DemandEnv.load({"FLEET_DEMAND_SOURCE": "router", "FLEET_DEMAND_URL": "http://x.example"})
     env = DemandEnv.load({"FLEET_DEMAND_SOURCE": "router"})
     clock = router.now
     demand = DemandActivities(source_from_env(env)).with_store(store)
