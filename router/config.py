@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from fleet_agent.cuzk.witness import REJECTIONS_TO_REPLACE
+
 __all__ = [
     "ATTEMPT_FACTOR",
     "DEAD_AFTER_S",
@@ -36,7 +38,7 @@ ATTEMPT_FACTOR = 3.0
 FAIL_STREAK = 3
 #: Answers Curio rejected (same request_id sent again after COMPLETED) that
 #: make a machine `failing`: one could be bad luck, two is a bad prover.
-REJECT_LIMIT = 2
+REJECT_LIMIT = REJECTIONS_TO_REPLACE
 #: A member whose cuzk has not answered GetStatus for this long is `dead`.
 DEAD_AFTER_S = 60.0
 #: Bytes of inputs (vanilla proofs, 50-200 MB each) the router holds; a

@@ -197,7 +197,7 @@ async def test_a_failing_or_rejected_machine_is_replaced_and_its_host_banned(
     if fault == "failing":
         bad = witness(iid, "failing", reason="3 jobs failed in a row", done=2, failed=3)
     else:
-        bad = witness(iid, done=5, rejected=1, in_flight=1, busy_seconds=900)
+        bad = witness(iid, done=5, rejected=2, in_flight=1, busy_seconds=900)
     router.write(bad, ok)
     snap = await _poll(routed, sim, 0)
     shown = _row(snap, iid)
@@ -208,7 +208,7 @@ async def test_a_failing_or_rejected_machine_is_replaced_and_its_host_banned(
     machine = row(sim, iid)["machine_id"]
     [host] = FailedHosts(store).active(AGENT, router.now())
     assert host.machine_id == machine
-    word = "3 jobs failed in a row" if fault == "failing" else "Curio rejected 1 of its proofs"
+    word = "3 jobs failed in a row" if fault == "failing" else "Curio rejected 2 of its proofs"
     assert word in host.reason, host.reason
     kind = "not_proving" if fault == "failing" else "rejected"
     assert ProverTracks(store).load(AGENT)[iid].failure_recorded == kind

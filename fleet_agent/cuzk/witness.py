@@ -19,7 +19,21 @@ from pydantic import Field
 
 from fleet_agent.wire import Wire
 
-__all__ = ["MachineWitness", "MemberSpec", "MemberWant", "RouterQueue", "WitnessPhase"]
+__all__ = [
+    "REJECTIONS_TO_REPLACE",
+    "MachineWitness",
+    "MemberSpec",
+    "MemberWant",
+    "RouterQueue",
+    "WitnessPhase",
+]
+
+#: Answers of one machine Curio rejected (the same request sent again after
+#: the router answered it) before the router stops sending it work and the
+#: agent replaces it and bans its host. One could be Curio's own retry of a
+#: task that failed after the proof arrived; two is a bad prover. The router
+#: and the agent use the same number (docs/DECISIONS.md).
+REJECTIONS_TO_REPLACE = 2
 
 #: What the agent wants of a machine: new work (``serve``), or none, its jobs
 #: finished by ``drain_by`` (``drain``). A machine not named is not a member.

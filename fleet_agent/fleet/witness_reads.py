@@ -18,7 +18,7 @@ rate, the stall and the replacement rules stay one set of rules:
   circuit; counted as progress for `joining_grace_s`: the parameters come
   down first). ``failing`` and ``dead`` are ``error`` with the router's
   reason: not proving, replaced, its host remembered.
-* A machine any of whose proofs Curio rejected (the same request sent again
+* A machine `REJECTIONS_TO_REPLACE` of whose proofs Curio rejected (the same request sent again
   after our answer: ROUTER.md, "Facts from Curio") is no capacity and is
   replaced, its host remembered under ``rejected`` (`rejected_reason`).
 * Counters that go back (a router restart, a member removed and added)
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fleet_agent.cuzk.witness import MachineWitness, RouterQueue
+from fleet_agent.cuzk.witness import REJECTIONS_TO_REPLACE, MachineWitness, RouterQueue
 from fleet_agent.fleet.load_time import est_load_minutes
 
 from .provers import ProverRead, ProverTrack
@@ -138,7 +138,7 @@ def joining_grace_s(inet_down_mbps: float | None) -> float:
 
 def rejected_reason(w: MachineWitness) -> str | None:
     """Why a machine is not believed because Curio rejected its proofs, or None."""
-    if w.rejected <= 0:
+    if w.rejected < REJECTIONS_TO_REPLACE:
         return None
     return (
         f"Curio rejected {w.rejected} of its proofs (sent again after the router answered "
