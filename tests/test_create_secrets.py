@@ -276,3 +276,18 @@ async def test_an_old_path_create_carries_its_drain_token_and_nothing_of_the_wor
             "PROVER_STATUS_PORT": "9100",
             "FLEET_DRAIN_TOKEN": drain_token(key, label),
         }
+
+
+async def test_router_mode_without_credentials_rents_nothing(tmp_path: Path) -> None:
+    """A worker in router mode with no way to make the machines' credentials
+    is refused when it is built, before any create could go without one."""
+    store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
+    try:
+        async with VastClient(VAST_KEY, "http://127.0.0.1:9", pacing=NO_PACING) as vast:
+            with pytest.raises(ValueError, match="need the machines' credentials"):
+                FleetActivities(vast, Settings.from_env({}).prover, store=store)
+            FleetActivities(
+                vast, Settings.from_env({"FLEET_PROVER_MODE": "curio_on_host"}).prover, store=store
+            )
+    finally:
+        store.dispose()
