@@ -34,6 +34,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from activities.compact import CompactActivities
 from activities.demand import DemandActivities, source_from_env
 from activities.fleet import FleetActivities
+from activities.fleet_credentials import machine_env_of
 from activities.links import LinkActivities
 from activities.llm import LlmActivities
 from activities.notify import NotifyActivities
@@ -200,7 +201,9 @@ def fleet_from_settings(
     config from its workflow (the `live_config` query, via the activity's client).
     One client, so one shared instance listing for every agent of the
     worker (`tuning`, default from the environment: FLEET_VAST_LIST_TTL_S,
-    5 s, and FLEET_VAST_LIST_STALE_S, 30 s).
+    5 s, and FLEET_VAST_LIST_STALE_S, 30 s). In router mode each create
+    carries a credential made for its machine from the CA at
+    FLEET_ROUTER_CA_DIR (activities/fleet_credentials.py).
     """
     if settings.vast_api_key is None:
         return None
@@ -211,7 +214,7 @@ def fleet_from_settings(
         list_ttl_s=tuning.vast_list_ttl_s,
         list_stale_s=tuning.vast_list_stale_s,
     )
-    return FleetActivities(vast, settings.prover, store=store)
+    return FleetActivities(vast, settings.prover, store=store, machine_env=machine_env_of(settings))
 
 
 async def running_agents(client: Client, task_queue: str = TASK_QUEUE) -> list[str]:

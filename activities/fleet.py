@@ -59,6 +59,7 @@ from fleet_agent.vast.models import Offer
 
 from .fleet_calls import ToolCalls, paused_result
 from .fleet_create import Renter, offer_unavailable
+from .fleet_credentials import MachineEnv
 from .fleet_destroy import Destroyer
 from .fleet_provers import ProverWatch
 from .fleet_results import GPU_CHARS, approval_needed, tool_result, vast_failure
@@ -79,7 +80,9 @@ _log = logging.getLogger(__name__)
 class FleetActivities:
     """Holds the vast.ai client (and its key, which stays in this process), the
     store (the tool-call journal, the failed hosts) and where live configs come
-    from. `clock` (epoch seconds) dates snapshots and the failed hosts' memory."""
+    from. `clock` (epoch seconds) dates snapshots and the failed hosts' memory.
+    `machine_env` makes each machine's credential for a router-mode create
+    (activities/fleet_credentials.py); router mode needs one."""
 
     def __init__(
         self,
@@ -89,13 +92,14 @@ class FleetActivities:
         store: Store,
         configs: ConfigSource | None = None,
         clock: Callable[[], float] = time.time,
+        machine_env: MachineEnv | None = None,
     ) -> None:
         self._vast = vast
         self._clock = clock
         self._snapshots = FleetSnapshots(store)
         self._prover = prover or ProverSpec()
         self._spend = SpendBook(store, clock)
-        self._renter = Renter(vast, self._prover, self._spend)
+        self._renter = Renter(vast, self._prover, self._spend, machine_env)
         self._search_tool = OfferSearch(vast, self._prover, store=store, clock=clock)
         self._calls = ToolCalls(store, configs or WorkflowConfigSource(), clock)
         self._stopper = FleetStopper(

@@ -15,6 +15,11 @@ $/TB, against the caps and the price an operator approved, and a freeze
 that came while the rental was in flight. A machine that breaks them is
 destroyed at once, the model is told, and the worker's log and metrics
 alert the operator.
+
+What the create carries is `ProverSpec.create_env`'s: in router mode the
+operator's `env`, the front's port and the machine's own credential, made
+here for the label (activities/fleet_credentials.py); in curio_on_host mode
+the status port and the machine's drain token.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastError, VastNotFound
 from fleet_agent.vast.models import Instance, Offer
 
+from .fleet_credentials import MachineEnv
 from .fleet_results import (
     GPU_CHARS,
     describe_machine,
@@ -64,10 +70,30 @@ _ADOPT_DELAY_SECONDS = 1.0
 class Renter:
     """Rents offers on vast.ai for create calls and settles their labels."""
 
-    def __init__(self, vast: VastClient, prover: ProverSpec, spend: SpendBook) -> None:
+    def __init__(
+        self,
+        vast: VastClient,
+        prover: ProverSpec,
+        spend: SpendBook,
+        machine_env: MachineEnv | None = None,
+    ) -> None:
+        if prover.mode == "router" and machine_env is None:
+            raise ValueError("router mode: creates need the machines' credentials (machine_env)")
         self._vast = vast
         self._prover = prover
         self._spend = spend
+        self._machine_env = machine_env
+
+    async def create_env(self, label: str) -> dict[str, str]:
+        """The env the create of `label` carries (`ProverSpec.create_env`):
+        router mode, the machine's credential made now (disk and key
+        generation, in a thread); curio_on_host, the machine's drain token."""
+        prover = self._prover
+        if prover.mode == "router":
+            assert self._machine_env is not None  # checked at construction
+            own = await asyncio.to_thread(self._machine_env, label)
+            return prover.create_env(machine_env=own)
+        return prover.create_env(drain_token(self._vast.derived_key(DRAIN_KEY_PURPOSE), label))
 
     async def find_offer(self, offer_id: int) -> Offer | None:
         """The offer as listed now, priced with the disk the prover rents, so
@@ -107,9 +133,7 @@ class Renter:
                 runtype=prover.runtype,
                 onstart=prover.onstart,
                 args=prover.args,
-                env=prover.create_env(
-                    drain_token(self._vast.derived_key(DRAIN_KEY_PURPOSE), label)
-                ),
+                env=await self.create_env(label),
             )
         except VastNotFound as exc:
             # Gone (410/404 no_such_ask): taken by someone else, expired, or

@@ -19,11 +19,21 @@ entrypoint starts it beside Curio (``python3 fleet_status.py &``). It serves
 ``GET /status`` and ``POST /drain`` on ``PROVER_STATUS_PORT`` (the create
 sets it, default 9100). A drain must carry ``Authorization: Bearer`` and the
 machine's ``FLEET_DRAIN_TOKEN`` (the create sets it; without one, drains are
-refused): it runs ``FLEET_DRAIN_COMMAND`` once (default ``curio cli cordon``:
-the node takes no new tasks, curio ``cmd/curio/cordon.go``) and the status
-says ``draining``. Settings, from the environment:
+refused): it runs ``FLEET_DRAIN_COMMAND`` once (default ``curio cli --machine
+$FLEET_CURIO_MACHINE cordon``: the node takes no new tasks, curio
+``cmd/curio/cordon.go``) and the status says ``draining``. The command's
+stdin is closed: ``curio cli`` without ``--machine`` (or ``CURIO_API_INFO``)
+lists the cluster's machines and asks ``Select:`` on stdin (curio
+``cmd/curio/cli.go``, ``cliCmd.Before``), which would hold the drain until
+its timeout; closed, it fails at once. Settings, from the environment:
 
-- ``CUZK_STATUS_URL``: cuzk's status (default ``http://127.0.0.1:9821/status``);
+- ``CUZK_STATUS_URL``: cuzk's status (default ``http://127.0.0.1:9821/status``).
+  cuzk serves none unless its ``[daemon] status_listen`` is set (empty by
+  default: curio ``extern/cuzk/cuzk-core/src/config.rs``): while that
+  address refuses connections the phase is ``starting`` and says so;
+- ``FLEET_CURIO_MACHINE``: the Curio node to cordon, host:port of its
+  ``curio run --listen`` (default ``127.0.0.1:12300``, that flag's port:
+  curio ``cmd/curio/run.go``);
 - ``FIL_PROOFS_PARAMETER_CACHE``: the parameter directory
   (default ``/var/tmp/filecoin-proof-parameters``);
 - ``FLEET_PARAMS_BYTES``: the parameters' total size (default 47 GiB, the
@@ -38,6 +48,7 @@ be counts as absent, and an answer that is not a JSON object as no answer.
 
 from __future__ import annotations
 
+import errno
 import hmac
 import json
 import os
@@ -53,6 +64,14 @@ from typing import Any
 DEFAULT_PARAMS_BYTES = 47 * 1024**3
 #: cuzk's answer is a few KB; more is not a status.
 MAX_CUZK_BODY = 1024 * 1024
+#: The Curio node a drain cordons: ``curio run --listen``'s default port,
+#: on this machine (curio ``cmd/curio/run.go``).
+DEFAULT_CURIO_MACHINE = "127.0.0.1:12300"
+#: What ``starting`` says while cuzk's status address refuses connections.
+STATUS_OFF = (
+    "cuzk's status server refuses connections at {url}: set [daemon] status_listen in "
+    "cuzk.toml (it is off by default)"
+)
 
 
 def _int(value: Any) -> int | None:
@@ -107,13 +126,16 @@ class Watch:
         self.last_proof_at: float | None = None
         self.last_proof_busy: float | None = None
         self.seen_at: float | None = None  # the previous observation
+        self.refused = ""  # cuzk's status address refused the last read: its URL
         self.draining = False
         self.drain_lock = threading.Lock()
 
-    def observe(self, body: Any, now: float) -> None:
-        """Fold one read of cuzk's status (None: no answer) taken at `now`."""
+    def observe(self, body: Any, now: float, refused: str = "") -> None:
+        """Fold one read of cuzk's status (None: no answer) taken at `now`;
+        `refused`: the URL that refused the connection, if it did."""
         with self.lock:
             previous, self.seen_at = self.seen_at, now
+            self.refused = refused
             if not isinstance(body, dict):
                 return
             raw = body.get("counters")
@@ -149,7 +171,12 @@ class Watch:
                 phase = "fetching_params"
                 detail = f"parameters {fetched / max(1, self.params_bytes):.0%} on disk"
             elif self.answered_at is None:
-                phase, detail = "starting", "waiting for the cuzk daemon to answer"
+                phase = "starting"
+                detail = (
+                    STATUS_OFF.format(url=self.refused)
+                    if self.refused
+                    else "waiting for the cuzk daemon to answer"
+                )
             elif now - self.answered_at > self.down_s:
                 phase = "error"
                 detail = f"cuzk daemon not answering for {now - self.answered_at:.0f} s"
@@ -181,17 +208,45 @@ class Watch:
 
 def read_cuzk(url: str, timeout: float) -> Any:
     """cuzk's status, or None when it does not answer with JSON."""
+    return probe_cuzk(url, timeout)[0]
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether `exc` (urllib wraps it in a URLError) is a refused connection."""
+    reason = getattr(exc, "reason", exc)
+    return isinstance(reason, ConnectionRefusedError) or (
+        isinstance(reason, OSError) and reason.errno == errno.ECONNREFUSED
+    )
+
+
+def probe_cuzk(url: str, timeout: float) -> tuple[Any, bool]:
+    """(cuzk's status or None, whether its address refused the connection)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             raw = resp.read(MAX_CUZK_BODY + 1)
-    except (OSError, ValueError):
-        return None
+    except (OSError, ValueError) as exc:
+        return None, _refused(exc)
+    return _parsed(raw), False
+
+
+def _parsed(raw: bytes) -> Any:
     if len(raw) > MAX_CUZK_BODY:
         return None
     try:
         return json.loads(raw)
     except ValueError:
         return None
+
+
+def drain_command(env: Any) -> list[str]:
+    """The drain's command: ``FLEET_DRAIN_COMMAND`` as a shell would split
+    it, else ``curio cli --machine <FLEET_CURIO_MACHINE> cordon`` (the node
+    named, so that curio asks nothing on stdin: curio ``cmd/curio/cli.go``)."""
+    given = env.get("FLEET_DRAIN_COMMAND", "")
+    if given.strip():
+        return shlex.split(given)
+    machine = env.get("FLEET_CURIO_MACHINE", "").strip() or DEFAULT_CURIO_MACHINE
+    return ["curio", "cli", "--machine", machine, "cordon"]
 
 
 def drain(watch: Watch, command: list[str]) -> int:
@@ -201,7 +256,15 @@ def drain(watch: Watch, command: list[str]) -> int:
         if watch.draining:
             return 200
         try:
-            done = subprocess.run(command, capture_output=True, timeout=60, check=False)
+            # stdin closed: a command that asks (curio cli's "Select:") fails
+            # at once instead of holding the drain for its timeout.
+            done = subprocess.run(
+                command,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             print(f"fleet_status: drain command failed: {exc}", file=sys.stderr)
             return 502
@@ -273,12 +336,13 @@ def main() -> int:
 
     def follow() -> None:
         while True:
-            watch.observe(read_cuzk(url, timeout=max(0.5, poll)), time.time())
+            body, refused = probe_cuzk(url, timeout=max(0.5, poll))
+            watch.observe(body, time.time(), url if refused else "")
             time.sleep(poll)
 
     threading.Thread(target=follow, name="cuzk", daemon=True).start()
     token = env.get("FLEET_DRAIN_TOKEN", "")
-    command = shlex.split(env.get("FLEET_DRAIN_COMMAND", "curio cli cordon"))
+    command = drain_command(env)
     server = ThreadingHTTPServer(("0.0.0.0", port), _handler(watch, token, command))
     print(f"fleet_status: serving /status on :{port}, reading {url}", file=sys.stderr)
     server.serve_forever()

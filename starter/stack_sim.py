@@ -3,7 +3,9 @@
 The worker finds it through VAST_API_URL/VAST_API_KEY, exported while the
 stack runs and restored afterwards, with FLEET_PROVER_ALLOW_LOOPBACK=1: the
 simulated provers listen on loopback, which a worker refuses to read
-otherwise (fleet_agent/fleet/prover_status.py). A worker added to a running stack
+otherwise (fleet_agent/fleet/prover_status.py), and
+FLEET_PROVER_MODE=curio_on_host (unless set): they serve the sidecar's
+status, the old path's contract. A worker added to a running stack
 (`up --add-worker`) uses that stack's simulator instead of starting one.
 With `--sim-demand` the simulator serves demand too (starter/stack_demand.py).
 """
@@ -70,10 +72,18 @@ def shared_simulator(url: str | None) -> Iterator[str | None]:
 def _vast_env(url: str) -> Iterator[None]:
     """Export the simulator's VAST_API_URL, (public, test-only) key and
     loopback switch (its provers listen on 127.0.0.1), then restore."""
-    from fleet_agent.fleet.prover import LOOPBACK_ENV
+    from fleet_agent.fleet.prover import LOOPBACK_ENV, MIN_RAM_ENV, MODE_ENV
     from simulator import DEFAULT_API_KEY
 
-    with exported_env({"VAST_API_URL": url, "VAST_API_KEY": DEFAULT_API_KEY, LOOPBACK_ENV: "1"}):
+    values = {"VAST_API_URL": url, "VAST_API_KEY": DEFAULT_API_KEY, LOOPBACK_ENV: "1"}
+    # The simulated provers serve the sidecar's status (the old path's
+    # contract), unless the operator chose a mode.
+    values[MODE_ENV] = os.environ.get(MODE_ENV) or "curio_on_host"
+    # ...and need what the simulated prover does (one proof per 60 GiB:
+    # simulator/prover.py), not cuzk's 128 GiB, over which the simulated
+    # market lists few hosts.
+    values[MIN_RAM_ENV] = os.environ.get(MIN_RAM_ENV) or "60"
+    with exported_env(values):
         yield
 
 

@@ -9,6 +9,14 @@ import httpx
 
 from simulator import SimServer
 
+#: The RAM floor (GiB, of the rental) of the fleet's tests and benchmarks on
+#: the simulator: what its prover needs (one proof per 60 GiB, the capacity
+#: model's baseline engine: simulator/prover.py), not cuzk's 128 GiB for the
+#: machine (`ProverSpec`'s default), over which the simulated market lists
+#: only a few hosts at the default caps. The worker's setting is
+#: ``FLEET_PROVER_MIN_RAM_GIB``.
+SIM_RAM_GIB = 60.0
+
 #: A host the prover can run on, with open ports for its status endpoint.
 PROVER_HOST: dict[str, Any] = {
     "rentable": {"eq": True},

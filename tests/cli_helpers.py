@@ -27,6 +27,7 @@ from fleet_agent.config.settings import ProverSpec, Settings
 from fleet_agent.store import RunRecord, Store
 from simulator import DEFAULT_API_KEY, SimServer
 from starter.cli import main
+from testkit.sim_helpers import SIM_RAM_GIB
 from tests.helpers import Harness, eventually, finished_runs, running_worker
 from worker import fleet_from_settings
 
@@ -79,7 +80,9 @@ async def stack(
         Settings(
             vast_api_url=sim.url,
             vast_api_key=SecretStr(DEFAULT_API_KEY),
-            prover=ProverSpec(allow_loopback=True),
+            prover=ProverSpec(
+                mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB
+            ),
         ),
         store,
     )

@@ -29,6 +29,7 @@ from starter.devserver import load_dev_config
 from testkit.fakes.anthropic_server import FakeAnthropic
 from testkit.fakes.configs import StaticConfigs
 from testkit.servers import start_dev_env, start_time_skipping_env
+from testkit.sim_helpers import SIM_RAM_GIB
 from tests.hang_dump import tasks_dumped_before
 
 # A developer's .env in the checkout must not change what the tests see: the
@@ -154,7 +155,10 @@ async def fleet(sim: SimServer, store: Store) -> AsyncIterator[FleetActivities]:
         sim.api_key, sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
     ) as vast:
         yield FleetActivities(
-            vast, ProverSpec(allow_loopback=True), store=store, clock=sim.market.now
+            vast,
+            ProverSpec(mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB),
+            store=store,
+            clock=sim.market.now,
         )
 
 
@@ -176,7 +180,7 @@ async def tools(
     ) as vast:
         yield FleetActivities(
             vast,
-            ProverSpec(allow_loopback=True),
+            ProverSpec(mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB),
             store=store,
             configs=configs,
             clock=sim.market.now,

@@ -214,6 +214,9 @@ def worker_process_env(dev_env: WorkflowEnvironment, db_url: str, **extra: str) 
         "FLEET_LLM_PROVIDER": "autopilot",
         # The simulator's provers listen on loopback.
         "FLEET_PROVER_ALLOW_LOOPBACK": "1",
+        # ...and serve the sidecar's status: the old path's contract.
+        "FLEET_PROVER_MODE": "curio_on_host",
+        "FLEET_PROVER_MIN_RAM_GIB": "60",  # the simulated prover's (testkit/sim_helpers.py)
         **extra,
     }
 

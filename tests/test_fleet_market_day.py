@@ -16,6 +16,7 @@ from simulator import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic
 from testkit.fakes.autopilot_llm import autopilot_reply
 from testkit.servers import start_time_skipping_env
+from testkit.sim_helpers import SIM_RAM_GIB
 from tests.helpers import eventually, running_worker, status
 
 
@@ -46,7 +47,10 @@ async def _hold_five_hours(
             sim.api_key, sim.url, timeout=30, backoff_base=0.01, pacing=NO_PACING
         ) as vast:
             fleet = FleetActivities(
-                vast, ProverSpec(allow_loopback=True), store=store, clock=sim.market.now
+                vast,
+                ProverSpec(mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB),
+                store=store,
+                clock=sim.market.now,
             )
             async with running_worker(ts_env.client, store, fleet=fleet) as h:
                 handle = await h.start_agent(

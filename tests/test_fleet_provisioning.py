@@ -115,7 +115,7 @@ async def test_a_rejected_key_fails_fleet_tools_for_good(
     """The search answers a bad key with a 404: a permanent authentication
     failure that says what to fix, never "not found" and never retried."""
     async with VastClient("not-the-key", sim.url, pacing=NO_PACING) as bad:
-        fleet = FleetActivities(bad, ProverSpec(), store=store, configs=configs)
+        fleet = FleetActivities(bad, ProverSpec(mode="curio_on_host"), store=store, configs=configs)
         env = ActivityEnvironment()
         for req in (_req("search_offers", {}), _req("get_fleet_status", {})):
             with pytest.raises(ApplicationError) as info:

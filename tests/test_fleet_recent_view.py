@@ -23,6 +23,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
+from testkit.sim_helpers import SIM_RAM_GIB
 from tests.helpers import tool_request
 
 AGENT, OTHER = "recent-x", "recent-y"
@@ -62,14 +63,14 @@ async def workers(
         yield (
             FleetActivities(
                 a,
-                ProverSpec(allow_loopback=True),
+                ProverSpec(mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB),
                 store=store,
                 configs=configs,
                 clock=sim.market.now,
             ),
             FleetActivities(
                 b,
-                ProverSpec(allow_loopback=True),
+                ProverSpec(mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB),
                 store=store,
                 configs=configs,
                 clock=sim.market.now,

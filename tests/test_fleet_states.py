@@ -183,7 +183,8 @@ def _offer(**fields: Any) -> Offer:
         "gpu_name": "A100 SXM4",
         "num_gpus": 1,
         "gpu_ram": 81920,
-        "cpu_ram": 125 * 1024,
+        # A "256 GB" host reports a little less (docs/SIMULATOR.md, "RAM mix").
+        "cpu_ram": 250 * 1024,
         "dph_total": 0.9,
         "reliability2": 0.99,
         "reliability": 0.99,
@@ -235,7 +236,7 @@ def test_every_guardrail_and_need_is_a_search_filter() -> None:
         "verified": {"eq": True},
         "gpu_name": {"in": ["RTX 4090"]},
         "num_gpus": {"gte": 1, "lte": 4},
-        "cpu_ram": {"gte": 60 * 1024},
+        "cpu_ram": {"gte": 128 * 1024},  # cuzk's floor, for the machine
         "reliability": {"gte": 0.95},  # the model may tighten, never loosen
         "dph_total": {"lte": 1.2},
         "inet_down_cost": {"lte": 0.02},  # max_inet_down_cost_per_tb 20 in $/GB
@@ -247,8 +248,18 @@ def test_every_guardrail_and_need_is_a_search_filter() -> None:
     }
     tighter = offer_filters(config, prover, [], max_dph=0.4, min_reliability=0.99)
     assert tighter["dph_total"] == {"lte": 0.4} and tighter["reliability"] == {"gte": 0.99}
-    loose = offer_filters(config, ProverSpec(status_port=None, verified_only=False), [])
+    loose = offer_filters(
+        config, ProverSpec(mode="curio_on_host", status_port=None, verified_only=False), []
+    )
     assert "direct_port_count" not in loose and "verified" not in loose
+    # Router mode maps the front's port: direct ports, whatever the status port.
+    assert offer_filters(config, ProverSpec(verified_only=False), [])["direct_port_count"] == {
+        "gte": 1
+    }
+    # CUDA: the least any GPU searched for needs, when over the image's minimum.
+    assert offer_filters(config, prover, ["RTX 5090"])["cuda_max_good"] == {"gte": 12.8}
+    assert offer_filters(config, prover, ["RTX 5090", "RTX 4090"])["cuda_max_good"] == {"gte": 12.2}
+    assert offer_filters(config, prover, ["RTX 5090", "B300"])["cuda_max_good"] == {"gte": 12.2}
 
 
 @pytest.mark.parametrize(
@@ -265,9 +276,13 @@ def test_every_guardrail_and_need_is_a_search_filter() -> None:
         ({"verified": None, "verification": "deverified"}, "not verified"),
         ({"num_gpus": 16, "cpu_ram": 2048 * 1024}, "16 GPUs"),
         ({"cpu_ram": 40 * 1024}, "RAM 40 GiB"),
+        # cuzk needs 128 GiB (curio cuzk-proving-daemon.md): a "128 GB" host
+        # reporting 125 GiB is under it.
+        ({"cpu_ram": 125 * 1024}, "RAM 125 GiB is under the 128 GiB"),
+        ({"cpu_ram": 128 * 1024}, None),
         # A row lists the host's RAM: one GPU of an 8-GPU 256 GiB host gets 32 GiB.
         ({"cpu_ram": 256 * 1024, "gpu_frac": 0.125}, "RAM 32 GiB (12% of the host's 256 GiB)"),
-        ({"cpu_ram": 512 * 1024, "gpu_frac": 0.125}, None),  # 64 GiB: enough for one proof
+        ({"cpu_ram": 1024 * 1024, "gpu_frac": 0.125}, None),  # 128 GiB: cuzk's floor
         # A 5090 (Blackwell) needs CUDA 12.8 from the driver, above the image's 12.0.
         ({"gpu_name": "RTX 5090", "cuda_max_good": 12.4}, "12.8 a «RTX 5090» needs"),
         ({"gpu_name": "RTX 5090", "cuda_max_good": 12.8}, None),
@@ -275,7 +290,9 @@ def test_every_guardrail_and_need_is_a_search_filter() -> None:
         # The host's longest contract must cover the planned rental (24 h).
         ({"duration": 6 * 3600.0}, "longest contract is 6.0 h"),
         ({"duration": 30 * 86400.0}, None),
-        ({"num_gpus": 4, "cpu_ram": 200 * 1024}, "240 GiB 4 GPU(s) need"),
+        # One cuzk daemon per machine: its floor is the machine's, not per GPU.
+        ({"num_gpus": 4, "cpu_ram": 200 * 1024}, None),
+        ({"num_gpus": 4, "cpu_ram": 120 * 1024}, "128 GiB a machine of 4 GPU(s) needs"),
         ({"disk_space": 50.0}, "disk"),
         ({"inet_down": 90.0}, "download 90 Mb/s"),
         ({"cuda_max_good": 11.8}, "CUDA 11.8"),
@@ -301,11 +318,30 @@ def test_offers_are_checked_again_locally(fields: dict[str, Any], reason: str | 
 # ------------------------------------------------------------------ prover
 
 
-def test_the_default_prover_runs_its_images_entrypoint_with_a_status_port() -> None:
+def test_the_default_prover_runs_its_images_entrypoint_behind_the_router() -> None:
+    """Router mode: the operator's env, the front's port and the machine's
+    own credential, nothing else (no status port, no drain token); the
+    old path: the sidecar's status port and the drain token."""
     prover = ProverSpec()
+    assert prover.mode == "router" and prover.status_port is None
     assert prover.runtype == "args" and prover.args is None and prover.onstart is None
-    assert prover.create_env() == {"-p 9100:9100": "1", "PROVER_STATUS_PORT": "9100"}
-    assert ProverSpec(status_port=None, env={"A": "1"}).create_env() == {"A": "1"}
+    own = {"FLEET_FRONT_KEY": "a2V5", "FLEET_FRONT_CERT": "Y2VydA==", "FLEET_ROUTER_CA": "Y2E="}
+    assert ProverSpec(env={"A": "1"}).create_env("drain-token", machine_env=own) == {
+        "A": "1",
+        "-p 9821:9821": "1",
+        **own,
+    }
+    assert ProverSpec(front_port=7000).create_env(machine_env=own)["-p 7000:7000"] == "1"
+    with pytest.raises(ValueError, match="needs the machine's credential"):
+        prover.create_env()
+    with pytest.raises(ValidationError, match="is for FLEET_PROVER_MODE=curio_on_host"):
+        ProverSpec(status_port=9100)
+    old = ProverSpec(mode="curio_on_host")
+    assert old.create_env() == {"-p 9100:9100": "1", "PROVER_STATUS_PORT": "9100"}
+    assert old.create_env("t")["FLEET_DRAIN_TOKEN"] == "t"
+    assert ProverSpec(mode="curio_on_host", status_port=None, env={"A": "1"}).create_env() == {
+        "A": "1"
+    }
     with pytest.raises(ValidationError, match="replaces the image's ENTRYPOINT"):
         ProverSpec(runtype="ssh")
     with pytest.raises(ValidationError, match="only passed with runtype 'args'"):
@@ -321,13 +357,22 @@ def test_prover_settings_from_the_environment() -> None:
             "FLEET_PROVER_IMAGE": "ghcr.io/x/p:2",
             "FLEET_PROVER_DISK_GB": "100",
             "FLEET_PROVER_ARGS": "--engine cuzk --log 'a b'",
+            "FLEET_PROVER_MODE": "curio_on_host",
             "FLEET_PROVER_STATUS_PORT": "9200",
         }
     ).prover
     assert prover.image == "ghcr.io/x/p:2" and prover.disk_gb == 100
     assert prover.args == ["--engine", "cuzk", "--log", "a b"] and prover.status_port == 9200
+    old = Settings.from_env({"FLEET_PROVER_MODE": "curio_on_host"}).prover
+    assert old.status_port == 9100
     assert Settings.from_env({"FLEET_PROVER_STATUS_PORT": "none"}).prover.status_port is None
     assert Settings.from_env({}).prover == ProverSpec()
+    router = Settings.from_env({"FLEET_FRONT_PORT": "7000", "FLEET_ROUTER_CA_DIR": "/srv/ca"})
+    assert router.prover.front_port == 7000 and str(router.router_ca_dir) == "/srv/ca"
+    with pytest.raises(ValueError, match=r"^FLEET_PROVER_STATUS_PORT is for FLEET_PROVER_MODE"):
+        Settings.from_env({"FLEET_PROVER_STATUS_PORT": "9200"})
+    with pytest.raises(ValueError, match=r"^FLEET_PROVER_MODE must be 'router' or"):
+        Settings.from_env({"FLEET_PROVER_MODE": "curio"})
     # One line naming the variable, not pydantic's report of ProverSpec.
     with pytest.raises(ValueError, match=r"^FLEET_PROVER_RUNTYPE: runtype 'ssh' replaces") as err:
         Settings.from_env({"FLEET_PROVER_RUNTYPE": "ssh"})

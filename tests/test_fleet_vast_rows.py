@@ -44,7 +44,11 @@ async def _tools(
         async with VastClient("k", stub.url, pacing=NO_PACING) as vast:
             yield (
                 FleetActivities(
-                    vast, ProverSpec(), store=store, configs=StaticConfigs(), clock=lambda: NOW
+                    vast,
+                    ProverSpec(mode="curio_on_host"),
+                    store=store,
+                    configs=StaticConfigs(),
+                    clock=lambda: NOW,
                 ),
                 stub,
             )

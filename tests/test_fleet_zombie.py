@@ -31,6 +31,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
+from testkit.sim_helpers import SIM_RAM_GIB
 from tests.helpers import eventually, tool_request
 
 AGENT = "fleet-zombie"
@@ -246,9 +247,9 @@ async def test_a_duplicate_that_will_not_go_is_reported_not_hidden(store: Store)
         assert settled.destroyed == [] and settled.remaining == [21]
         assert deletes == ["/api/v0/instances/21/"] * 2
         with pytest.raises(ApplicationError) as info:
-            await Renter(vast, ProverSpec(), SpendBook(store, time.time)).settle(
-                _req("create_instance", {}), "L", origin="other"
-            )
+            await Renter(
+                vast, ProverSpec(mode="curio_on_host"), SpendBook(store, time.time)
+            ).settle(_req("create_instance", {}), "L", origin="other")
     assert info.value.type == "DuplicateNotDestroyed" and not info.value.non_retryable
 
 
@@ -347,7 +348,12 @@ async def test_a_tool_waiting_for_its_pacing_slot_keeps_heartbeating(
     fast = functools.partial(heartbeat.heartbeating, every=0.05)
     monkeypatch.setattr("activities.fleet_calls.heartbeating", fast)
     async with VastClient(sim.api_key, sim.url, pacing=NO_PACING) as vast:
-        tools = FleetActivities(vast, ProverSpec(allow_loopback=True), store=store, configs=configs)
+        tools = FleetActivities(
+            vast,
+            ProverSpec(mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB),
+            store=store,
+            configs=configs,
+        )
         # A 429 a moment ago: the search endpoint is blocked for ~0.5 s.
         blocked = vast.pacer.refused("POST", "/api/v0/bundles/", attempt=0, backoff_base=0.5)
         env = ActivityEnvironment()

@@ -35,6 +35,7 @@ from fleet_agent.config.settings import ProverSpec
 from fleet_agent.llm.tools import FLEET_TOOLS
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
+from testkit.sim_helpers import SIM_RAM_GIB
 from worker import worker_activities
 from workflows import stubs
 
@@ -149,7 +150,11 @@ def _types(fn: Any) -> tuple[list[Any], Any]:
 
 async def test_every_declared_activity_is_registered_with_the_same_types(store: Store) -> None:
     async with VastClient("key", "http://127.0.0.1:9") as vast:
-        fleet = FleetActivities(vast, ProverSpec(allow_loopback=True), store=store)
+        fleet = FleetActivities(
+            vast,
+            ProverSpec(mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB),
+            store=store,
+        )
         implemented = {
             _definition_name(fn): fn for fn in worker_activities(store, AutopilotProvider(), fleet)
         }

@@ -20,6 +20,7 @@ from fleet_agent.models import PollRequest
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
+from testkit.sim_helpers import SIM_RAM_GIB
 from tests.helpers import eventually, running_worker
 from workflows.monitor import OPEN_IN_POLL_PATCH
 
@@ -97,7 +98,11 @@ async def test_a_monitor_whose_polls_fail_still_ends_with_its_agent(
     async with VastClient(
         "key", timeout=2, backoff_base=0.01, pacing=NO_PACING, transport=down
     ) as vast:
-        fleet = FleetActivities(vast, ProverSpec(allow_loopback=True), store=store)
+        fleet = FleetActivities(
+            vast,
+            ProverSpec(mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB),
+            store=store,
+        )
         async with running_worker(client, store, provider=AutopilotProvider(), fleet=fleet) as h:
             handle = await h.start_agent(
                 target_proofs_per_hour=0, monitor_poll_seconds=POLL_SECONDS

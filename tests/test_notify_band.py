@@ -19,6 +19,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator.server import SimServer
 from testkit.notify_receivers import WebhookReceiver
+from testkit.sim_helpers import SIM_RAM_GIB
 from tests.helpers import eventually, running_worker
 
 T0 = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
@@ -90,7 +91,10 @@ async def test_a_key_vast_ai_refuses_to_the_monitor_notifies_once(
         "not-the-key", sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
     ) as vast:
         fleet = FleetActivities(
-            vast, ProverSpec(allow_loopback=True), store=store, clock=sim.market.now
+            vast,
+            ProverSpec(mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB),
+            store=store,
+            clock=sim.market.now,
         )
         with WebhookReceiver() as hook:
             env = NotifyEnv.model_validate({"FLEET_NOTIFY_URLS": hook.url()})

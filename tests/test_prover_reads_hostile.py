@@ -36,6 +36,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.models import Instance
 from fleet_agent.vast.pacing import NO_PACING
 from testkit.fakes.vast_stub import StubRequest, VastStub, instances_page
+from testkit.sim_helpers import SIM_RAM_GIB
 from tests.test_fleet_vast_rows import NOW, _row
 
 
@@ -348,7 +349,12 @@ async def test_the_poll_goes_on_for_the_other_machines(store: Store, counting: i
         async with VastClient("k", stub.url, pacing=NO_PACING) as vast:
             for allow, reached in ((False, []), (True, ["GET /status"])):
                 fleet = FleetActivities(
-                    vast, ProverSpec(allow_loopback=allow), store=store, clock=lambda: NOW
+                    vast,
+                    ProverSpec(
+                        mode="curio_on_host", allow_loopback=allow, min_host_ram_gib=SIM_RAM_GIB
+                    ),
+                    store=store,
+                    clock=lambda: NOW,
                 )
                 snap = await ActivityEnvironment().run(fleet.poll_fleet, PollRequest(agent_id="a"))
                 assert snap.error == "" and len(snap.instances) == len(rows)

@@ -285,3 +285,123 @@ async def test_a_drain_with_a_token_that_is_not_ascii_is_refused_cleanly(
         )
     assert right.status_code == 200
     assert "Traceback" not in (params.parent / "sidecar.err").read_text()
+
+
+# ------------------------------------------------- the drain's curio, cuzk's status port
+
+#: A stand-in for the ``curio`` binary: ``curio cli`` without ``--machine``
+#: (nor ``CURIO_API_INFO``) prints the cluster's machines and reads a choice
+#: from stdin, failing on EOF ("reading selection: EOF"), as curio
+#: ``cmd/curio/cli.go`` (``cliCmd.Before``) does; with one, it records its
+#: arguments and succeeds, as a cordon that reached the node.
+FAKE_CURIO = """\
+import os, sys
+args = sys.argv[1:]
+if args[:1] == ["cli"] and "--machine" not in args and not os.environ.get("CURIO_API_INFO"):
+    print("Available machines:")
+    print("1. 10.0.0.7:12300 healthy")
+    print("Select: ", end="", flush=True)
+    if not sys.stdin.readline():
+        print("reading selection: EOF", file=sys.stderr)
+        sys.exit(1)
+with open(os.environ["FAKE_CURIO_LOG"], "a") as log:
+    log.write(" ".join(args) + "\\n")
+"""
+
+
+def _fake_curio(directory: Path) -> Path:
+    """A ``curio`` on a PATH of its own in `directory`; its log's path."""
+    bin_dir = directory / "bin"
+    bin_dir.mkdir()
+    curio = bin_dir / "curio"
+    curio.write_text(f"#!{sys.executable}\n{FAKE_CURIO}")
+    curio.chmod(0o755)
+    return directory / "curio.log"
+
+
+def _start_sidecar(
+    tmp_path: Path, cuzk_url: str, **env: str
+) -> tuple[subprocess.Popen[bytes], str]:
+    """The sidecar with its stdin open and never written, as a container's
+    may be, the fake curio first on its PATH; (the process, its status URL)."""
+    port = free_port()
+    params = tmp_path / "params"
+    params.mkdir(exist_ok=True)
+    (params / "p.params").write_bytes(b"x" * PARAMS_BYTES)
+    full = {
+        **os.environ,
+        "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        "FAKE_CURIO_LOG": str(tmp_path / "curio.log"),
+        "PROVER_STATUS_PORT": str(port),
+        "CUZK_STATUS_URL": cuzk_url,
+        "FIL_PROOFS_PARAMETER_CACHE": str(params),
+        "FLEET_PARAMS_BYTES": str(PARAMS_BYTES),
+        "FLEET_SIDECAR_POLL_S": "0.05",
+        "FLEET_DRAIN_TOKEN": "t0ken",
+        **env,
+    }
+    if "FLEET_DRAIN_COMMAND" not in env:
+        full.pop("FLEET_DRAIN_COMMAND", None)  # the sidecar's default command
+    with (tmp_path / "sidecar.err").open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "sidecar" / "fleet_status.py")],
+            env=full,
+            stdin=subprocess.PIPE,
+            stderr=err,
+        )
+    return proc, f"http://127.0.0.1:{port}/status"
+
+
+async def _drain(url: str) -> int:
+    async with httpx.AsyncClient(timeout=5) as http:
+        resp = await http.post(
+            url.replace("/status", "/drain"), headers={"Authorization": "Bearer t0ken"}
+        )
+    return resp.status_code
+
+
+async def test_the_drain_cordons_the_node_it_names_without_asking(
+    cuzk: FakeCuzk, tmp_path: Path
+) -> None:
+    """The default drain names the node (`--machine`, FLEET_CURIO_MACHINE):
+    curio then asks nothing; without it curio's picker would read stdin."""
+    log = _fake_curio(tmp_path)
+    cuzk.answer(uptime=5.0, completed=1, jobs=1, queued=0)
+    proc, url = _start_sidecar(tmp_path, cuzk.url, FLEET_CURIO_MACHINE="10.0.0.7:12300")
+    try:
+        await _until(url, lambda r, b: r.phase == "proving", "proving")
+        assert await _drain(url) == 200
+    finally:
+        proc.kill()
+        proc.wait()
+    assert log.read_text() == "cli --machine 10.0.0.7:12300 cordon\n"
+
+
+async def test_the_drain_never_waits_on_stdin(cuzk: FakeCuzk, tmp_path: Path) -> None:
+    """An operator's command that asks (curio cli without --machine) reads a
+    closed stdin: it fails at once (502) instead of holding the drain for
+    its 60 s timeout while the sidecar's own stdin stays open."""
+    log = _fake_curio(tmp_path)
+    cuzk.answer(uptime=5.0, completed=1, jobs=1, queued=0)
+    proc, url = _start_sidecar(tmp_path, cuzk.url, FLEET_DRAIN_COMMAND="curio cli cordon")
+    try:
+        await _until(url, lambda r, b: r.phase == "proving", "proving")
+        assert await _drain(url) == 502
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not log.exists()
+
+
+async def test_starting_says_when_cuzk_serves_no_status(tmp_path: Path) -> None:
+    """cuzk's status server is off unless `[daemon] status_listen` is set
+    (curio extern/cuzk/cuzk-core/src/config.rs: empty by default): a refused
+    connection is named in `starting`'s detail."""
+    closed = f"http://127.0.0.1:{free_port()}/status"
+    proc, url = _start_sidecar(tmp_path, closed)
+    try:
+        read = await _until(url, lambda r, b: "status_listen" in r.detail, "the hint")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert read.phase == "starting" and closed in read.detail

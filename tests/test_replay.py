@@ -45,6 +45,7 @@ from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from testkit.servers import start_time_skipping_env
+from testkit.sim_helpers import SIM_RAM_GIB
 from tests.helpers import (
     eventually,
     finished_runs,
@@ -309,7 +310,12 @@ async def record(directory: Path = HISTORIES) -> dict[str, WorkflowHistory]:
                     sim.api_key, sim.url, timeout=2, backoff_base=0.01, pacing=NO_PACING
                 ) as vast:
                     fleet = FleetActivities(
-                        vast, ProverSpec(allow_loopback=True), store=store, clock=sim.market.now
+                        vast,
+                        ProverSpec(
+                            mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB
+                        ),
+                        store=store,
+                        clock=sim.market.now,
                     )
                     histories = await scenario(env, store, fake, fleet)
             finally:

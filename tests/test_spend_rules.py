@@ -38,6 +38,7 @@ from fleet_agent.vast.models import Instance, Offer
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
+from testkit.sim_helpers import SIM_RAM_GIB
 from tests.helpers import eventually, tool_request
 
 AGENT = "rules-test"
@@ -67,7 +68,11 @@ async def tools(
         sim.api_key, sim.url, timeout=30, backoff_base=0.01, pacing=NO_PACING
     ) as vast:
         yield FleetActivities(
-            vast, ProverSpec(), store=store, configs=configs, clock=sim.market.now
+            vast,
+            ProverSpec(mode="curio_on_host", min_host_ram_gib=SIM_RAM_GIB),
+            store=store,
+            configs=configs,
+            clock=sim.market.now,
         )
 
 

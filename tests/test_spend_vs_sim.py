@@ -30,7 +30,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
-from testkit.sim_helpers import rent
+from testkit.sim_helpers import SIM_RAM_GIB, rent
 from tests.helpers import tool_request
 
 AGENT = "ledger-vs-sim"
@@ -62,7 +62,7 @@ async def tools(
     ) as vast:
         yield FleetActivities(
             vast,
-            ProverSpec(allow_loopback=True),
+            ProverSpec(mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB),
             store=store,
             configs=configs,
             clock=sim.market.now,

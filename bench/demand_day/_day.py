@@ -46,6 +46,7 @@ from testkit.agents import running_worker
 from testkit.fakes import FakeAnthropic
 from testkit.fakes.autopilot_llm import autopilot_reply
 from testkit.servers import start_time_skipping_env
+from testkit.sim_helpers import SIM_RAM_GIB
 
 __all__ = ["DEFAULT_CURVE", "ON_TIME_GOAL", "PATHS", "default_demand", "on_the_day", "run_day"]
 
@@ -139,7 +140,9 @@ async def run_day(
     """The day on `path` at `target` proofs/h, its demand from the curve's
     `start_hour` on, and its oracle; `overrides`: config keys over the
     path's (`--set`)."""
-    prover = ProverSpec(allow_loopback=True)  # the simulator's provers listen on loopback
+    prover = ProverSpec(
+        mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB
+    )  # the simulator's provers listen on loopback
     settings = {**CONFIG, **PATHS[path], **(overrides or {}), "target_proofs_per_hour": target}
     started = time.monotonic()
     SLEEP_TIMEOUTS[0] = 0

@@ -31,6 +31,7 @@ from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes import FAKE_API_KEY, FakeAnthropic, Responder
 from testkit.servers import start_time_skipping_env
+from testkit.sim_helpers import SIM_RAM_GIB
 from worker import build_worker
 from workflows import FleetAgentWorkflow
 
@@ -114,7 +115,12 @@ async def agent_stack(
                 sim.api_key, sim.url, timeout=5, backoff_base=0.01, pacing=NO_PACING
             ) as vast:
                 fleet = FleetActivities(
-                    vast, ProverSpec(allow_loopback=True), store=store, clock=sim.market.now
+                    vast,
+                    ProverSpec(
+                        mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB
+                    ),
+                    store=store,
+                    clock=sim.market.now,
                 )
                 provider = ClockedProvider(
                     AnthropicProvider(api_key=FAKE_API_KEY, base_url=fake.base_url), clock

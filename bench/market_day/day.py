@@ -61,6 +61,7 @@ from testkit.agents import running_worker
 from testkit.fakes import FakeAnthropic
 from testkit.fakes.autopilot_llm import autopilot_reply
 from testkit.servers import start_time_skipping_env
+from testkit.sim_helpers import SIM_RAM_GIB
 
 #: Fault levels on top of the simulator's "realistic" scenario (its own rates:
 #: 3 % of boots fail and 3 % hang, machines die at 0.3 %/h, provers fail at
@@ -90,9 +91,14 @@ async def run_path(
     blips_per_hour: float = 0.0,
 ) -> dict[str, Any]:
     # The simulator's provers listen on loopback.
-    prover = ProverSpec(allow_loopback=True)
+    prover = ProverSpec(mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB)
     if min_inet_down is not None:
-        prover = ProverSpec(allow_loopback=True, min_inet_down_mbps=min_inet_down)
+        prover = ProverSpec(
+            mode="curio_on_host",
+            allow_loopback=True,
+            min_host_ram_gib=SIM_RAM_GIB,
+            min_inet_down_mbps=min_inet_down,
+        )
     day = Day()
     started = time.monotonic()
     with (

@@ -159,6 +159,9 @@ class World:
                 "VAST_API_KEY": self.sim.api_key,
                 "VAST_API_URL": self.sim.url,
                 "FLEET_PROVER_ALLOW_LOOPBACK": "1",  # the simulator's provers
+                # ...which serve the sidecar's status: the old path's contract.
+                "FLEET_PROVER_MODE": "curio_on_host",
+                "FLEET_PROVER_MIN_RAM_GIB": "60",  # the simulated prover's (testkit/sim_helpers.py)
                 **self.fake.env(FAKE_API_KEY),
             },
         )

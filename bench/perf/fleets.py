@@ -163,6 +163,9 @@ async def one(n: int, seconds: float, args: argparse.Namespace) -> dict[str, Any
                 "VAST_API_KEY": sim.api_key,
                 "VAST_API_URL": sim.url,
                 "FLEET_PROVER_ALLOW_LOOPBACK": "1",  # the simulator's provers
+                # ...which serve the sidecar's status: the old path's contract.
+                "FLEET_PROVER_MODE": "curio_on_host",
+                "FLEET_PROVER_MIN_RAM_GIB": "60",  # the simulated prover's (testkit/sim_helpers.py)
                 **dict(kv.split("=", 1) for kv in args.worker_env),
             },
         )

@@ -37,6 +37,7 @@ from testkit.fakes.anthropic_server import FakeAnthropic
 from testkit.fakes.scripts import renter
 from testkit.notify_receivers import WebhookReceiver
 from testkit.servers import start_dev_env
+from testkit.sim_helpers import SIM_RAM_GIB
 from workflows import FleetAgentWorkflow
 
 _renter = renter()
@@ -74,7 +75,12 @@ async def main(rounds: int) -> None:
                     env.client,
                     store,
                     fleet=FleetActivities(
-                        vast, ProverSpec(allow_loopback=True), store=store, clock=sim.market.now
+                        vast,
+                        ProverSpec(
+                            mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB
+                        ),
+                        store=store,
+                        clock=sim.market.now,
                     ),
                     notify=notify,
                 ) as h,

@@ -25,7 +25,13 @@ from pydantic import (
 from fleet_agent.config.env_settings import EnvModel, SettingsError, one_line
 from fleet_agent.config.metrics_address import METRICS_ENV, METRICS_ENV_ALIAS, metrics_address
 from fleet_agent.demand.settings import DemandEnv
-from fleet_agent.fleet.prover import LOOPBACK_ENV, ProverSpec
+from fleet_agent.fleet.prover import (
+    LOOPBACK_ENV,
+    MIN_RAM_ENV,
+    MODE_ENV,
+    ProverMode,
+    ProverSpec,
+)
 from fleet_agent.llm.model_table import (
     DEFAULT_MODEL,
     KNOWN_MODELS,
@@ -42,9 +48,20 @@ from fleet_agent.visibility.search_attributes import (
     search_attribute_mode,
 )
 
-__all__ = ["DEFAULT_VAST_URL", "MODEL_ENV", "ProverSpec", "Settings", "SettingsEnv"]
+__all__ = [
+    "DEFAULT_ROUTER_CA_DIR",
+    "DEFAULT_VAST_URL",
+    "MODEL_ENV",
+    "ProverSpec",
+    "Settings",
+    "SettingsEnv",
+]
 
 MODEL_ENV = "FLEET_LLM_MODEL"
+
+#: Where the worker keeps the CA that signs each machine's credential in
+#: router mode (fleet_agent/cuzk/credentials.py, `Authority.load_or_create`).
+DEFAULT_ROUTER_CA_DIR = Path("var/router-ca")
 
 DEFAULT_VAST_URL = "https://console.vast.ai"
 
@@ -56,6 +73,9 @@ _FALSE = frozenset({"0", "false", "no"})
 # an error of the whole spec (a runtype without the onstart it needs) is the
 # runtype's.
 _PROVER_VARS = {
+    "mode": MODE_ENV,
+    "front_port": "FLEET_FRONT_PORT",
+    "min_host_ram_gib": MIN_RAM_ENV,
     "image": "FLEET_PROVER_IMAGE",
     "disk_gb": "FLEET_PROVER_DISK_GB",
     "image_gb": "FLEET_PROVER_IMAGE_GB",
@@ -88,6 +108,11 @@ class SettingsEnv(EnvModel):
     vast_api_url: str = Field(DEFAULT_VAST_URL, alias="VAST_API_URL")
     vast_api_key: SecretStr | None = Field(None, alias="VAST_API_KEY")
     # FLEET_PROVER_*: None keeps ProverSpec's default.
+    prover_mode: ProverMode | None = Field(None, alias=MODE_ENV)
+    front_port: int | None = Field(None, alias="FLEET_FRONT_PORT", ge=1, le=65535)
+    router_ca_dir: Path = Field(DEFAULT_ROUTER_CA_DIR, alias="FLEET_ROUTER_CA_DIR")
+    # The rental's RAM a machine needs, GiB (default cuzk's 128).
+    prover_min_ram_gib: float | None = Field(None, alias=MIN_RAM_ENV, ge=0, allow_inf_nan=False)
     prover_image: str | None = Field(None, alias="FLEET_PROVER_IMAGE")
     prover_disk_gb: float | None = Field(None, alias="FLEET_PROVER_DISK_GB", allow_inf_nan=False)
     prover_image_gb: float | None = Field(None, alias="FLEET_PROVER_IMAGE_GB", allow_inf_nan=False)
@@ -95,10 +120,8 @@ class SettingsEnv(EnvModel):
     # Split like a shell line.
     prover_args: str | None = Field(None, alias="FLEET_PROVER_ARGS")
     prover_onstart: str | None = Field(None, alias="FLEET_PROVER_ONSTART")
-    # `none`: no status port.
-    prover_status_port: int | None = Field(
-        ProverSpec().status_port, alias="FLEET_PROVER_STATUS_PORT"
-    )
+    # `none`: no status port; unset: the mode's default (9100, or none in router mode).
+    prover_status_port: int | None = Field(None, alias="FLEET_PROVER_STATUS_PORT")
     prover_rental_hours: float | None = Field(
         None, alias="FLEET_PROVER_RENTAL_HOURS", allow_inf_nan=False
     )
@@ -153,10 +176,15 @@ class SettingsEnv(EnvModel):
 
     def prover(self) -> ProverSpec:
         """ProverSpec's defaults with the FLEET_PROVER_* variables that are set."""
-        changes: dict[str, object] = {
-            "status_port": self.prover_status_port,
-            "allow_loopback": self.prover_allow_loopback,
-        }
+        changes: dict[str, object] = {"allow_loopback": self.prover_allow_loopback}
+        if "prover_status_port" in self.model_fields_set:
+            changes["status_port"] = self.prover_status_port
+        if self.prover_mode is not None:
+            changes["mode"] = self.prover_mode
+        if self.front_port is not None:
+            changes["front_port"] = self.front_port
+        if self.prover_min_ram_gib is not None:
+            changes["min_host_ram_gib"] = self.prover_min_ram_gib
         if self.prover_image is not None:
             changes["image"] = self.prover_image
         if self.prover_disk_gb is not None:
@@ -192,6 +220,8 @@ class Settings(BaseModel):
     vast_api_url: str = DEFAULT_VAST_URL
     vast_api_key: SecretStr | None = None
     prover: ProverSpec = ProverSpec()
+    # FLEET_ROUTER_CA_DIR: the CA that signs each machine's credential (router mode).
+    router_ca_dir: Path = DEFAULT_ROUTER_CA_DIR
     # HOST:PORT of the worker's Prometheus endpoint (METRICS_PORT); None: off.
     metrics_address: str | None = None
     # FLEET_SEARCH_ATTRIBUTES: whether the workflows upsert search attributes.
@@ -237,6 +267,7 @@ class Settings(BaseModel):
             vast_api_url=e.vast_api_url,
             vast_api_key=e.vast_api_key,
             prover=e.prover(),
+            router_ca_dir=e.router_ca_dir,
             metrics_address=metrics_address(ports),
             search_attributes=e.search_attributes,
             demand=demand,

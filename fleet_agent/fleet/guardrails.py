@@ -92,7 +92,8 @@ def offer_refusal(
 def machine_refusal(offer: Offer, prover: ProverSpec) -> str | None:
     """Why the machine of `offer` cannot run `prover`, or None. A field the
     offer does not carry is not held against it (the search filtered on it).
-    RAM is the rental's share of the host's (`Offer.ram_mb`); CUDA must be
+    RAM is the rental's share of the host's (`Offer.ram_mb`), at least
+    cuzk's 128 GiB for its one daemon (`ProverSpec.min_host_ram_mb`); CUDA must be
     new enough for the image and for the GPU (`min_cuda`); the host's
     longest contract must cover `ProverSpec.rental_hours`."""
     if prover.verified_only and (
@@ -110,7 +111,7 @@ def machine_refusal(offer: Offer, prover: ProverSpec) -> str | None:
         )
         return (
             f"RAM {offer.ram_mb / 1024:.0f} GiB{share} is under the {need / 1024:.0f} GiB "
-            f"{offer.num_gpus} GPU(s) need for proving"
+            f"a machine of {offer.num_gpus} GPU(s) needs for cuzk"
         )
     if offer.disk_space is not None and offer.disk_space < prover.disk_gb:
         return f"{offer.disk_space:g} GB of disk, under the {prover.disk_gb:g} GB rented"
@@ -132,8 +133,9 @@ def machine_refusal(offer: Offer, prover: ProverSpec) -> str | None:
             f"the host's longest contract is {offer.duration / 3600:.1f} h, under the "
             f"{prover.rental_hours:g} h a rental is planned for"
         )
-    if prover.status_port is not None and offer.direct_port_count == 0:
-        return "the host has no direct ports for the prover's status port"
+    if prover.public_port is not None and offer.direct_port_count == 0:
+        what = "router's front" if prover.mode == "router" else "prover's status"
+        return f"the host has no direct ports for the {what} port"
     return None
 
 

@@ -18,7 +18,8 @@ rental gets its ``gpu_frac`` share: `slice_ram_mb`, fleet_agent/vast/models.py),
 so the search asks for a host with the RAM of a one-GPU machine and caps the
 GPU count; the rental's share and the per-GPU rule are checked on what comes
 back (fleet_agent/fleet/guardrails.py), as is the CUDA a GPU model needs
-(``cuda_max_good`` is one filter for all GPUs: the image's minimum).
+(``cuda_max_good`` is one filter for all GPUs: the image's minimum, raised
+to the least any GPU searched for needs, `search_min_cuda`).
 
 Machines and hosts that failed for this agent (fleet_agent/fleet/failed_hosts.py)
 are left out with ``notin``: the vastai CLI's query parser (vast-cli ``vast.py``,
@@ -35,13 +36,14 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
+from fleet_agent.fleet.capacity import min_cuda
 from fleet_agent.fleet.offer_cost import GB_PER_TB
 from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.models import AgentConfig
 
 from .guardrails import gpu_allowed
 
-__all__ = ["allowed_gpu_names", "offer_filters"]
+__all__ = ["allowed_gpu_names", "offer_filters", "search_min_cuda"]
 
 
 def allowed_gpu_names(
@@ -61,6 +63,15 @@ def allowed_gpu_names(
     if wanted:
         names = {n for n in names if gpu_allowed(n, [wanted])}
     return sorted(names)
+
+
+def search_min_cuda(prover: ProverSpec, gpu_names: Iterable[str]) -> float:
+    """The ``cuda_max_good`` floor of a search for `gpu_names`: the image's
+    minimum, or the least that any of those GPUs needs when that is more
+    (`min_cuda`; a GPU the model does not know needs nothing of its own), so
+    no offer that could pass the per-offer check is left out."""
+    needs = [min_cuda(name) for name in gpu_names]
+    return max(prover.min_cuda, min(needs)) if needs else prover.min_cuda
 
 
 def offer_filters(
@@ -90,15 +101,15 @@ def offer_filters(
         # $/GB, as rows give it; the cap is per TB (fleet_agent/fleet/offer_cost.py).
         "inet_down_cost": {"lte": config.max_inet_down_cost_per_tb / GB_PER_TB},
         "inet_down": {"gte": prover.min_inet_down_mbps},
-        "cuda_max_good": {"gte": prover.min_cuda},
+        "cuda_max_good": {"gte": search_min_cuda(prover, gpu_names)},
         "disk_space": {"gte": prover.disk_gb},
         # Seconds, as rows give it (the CLI multiplies its days by 86,400).
         "duration": {"gte": prover.rental_hours * 3600},
     }
     if prover.verified_only:
         filters["verified"] = {"eq": True}
-    if prover.status_port is not None:
-        # Only hosts with direct ports can map the prover's status port.
+    if prover.public_port is not None:
+        # Only hosts with direct ports can map the front's (or status) port.
         filters["direct_port_count"] = {"gte": 1}
     # Sorted, so the same memory makes the same query.
     if exclude_machines:
