@@ -40,23 +40,17 @@ from fleet_agent.store import RouterMembers, RouterWitness, Store
 from fleet_agent.store.router import WitnessRead
 from fleet_agent.vast.models import Instance
 
-__all__ = ["DEFAULT_FRONT_PORT", "RouterLink", "RouterLook", "front_port_of", "routed"]
-
-#: The machine's TLS front (ROUTER.md, `machine_env`: ``FLEET_FRONT_PORT``).
-DEFAULT_FRONT_PORT = 9821
+__all__ = ["RouterLink", "RouterLook", "front_port_of", "routed"]
 
 
 def routed(prover: ProverSpec) -> bool:
     """Whether machines prove behind the router (`ProverSpec.mode` "router")."""
-    # The mode comes with the create path's change (ROUTER.md, "router-create");
-    # until then a spec without it proves as before (curio_on_host).
-    return getattr(prover, "mode", "curio_on_host") == "router"
+    return prover.mode == "router"
 
 
 def front_port_of(prover: ProverSpec) -> int:
     """The container port of the machine's front (`ProverSpec.front_port`)."""
-    port = getattr(prover, "front_port", None)
-    return port if isinstance(port, int) else DEFAULT_FRONT_PORT
+    return prover.front_port
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -23,14 +24,14 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.demand import DemandActivities, source_from_env
 from activities.fleet import FleetActivities
-from activities.fleet_router import DEFAULT_FRONT_PORT
+from activities.fleet_credentials import MachineCredentials
 from fleet_agent.config.env_settings import SettingsError
 from fleet_agent.cuzk.witness import MachineWitness, RouterQueue, WitnessPhase
 from fleet_agent.demand.reading import DemandReadRequest
 from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.fleet.drain import DRAIN_LIMIT_S
 from fleet_agent.fleet.labels import create_label
-from fleet_agent.fleet.prover import ProverSpec
+from fleet_agent.fleet.prover import DEFAULT_FRONT_PORT, ProverSpec
 from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot
 from fleet_agent.fleet.triage import triage
 from fleet_agent.models import PollRequest
@@ -38,7 +39,7 @@ from fleet_agent.store import FailedHosts, ProverTracks, RouterMembers, RouterWi
 from fleet_agent.vast.client import VastClient
 from simulator.server import SimServer
 from testkit.fakes.configs import StaticConfigs
-from testkit.sim_helpers import find_offer, rent, row
+from testkit.sim_helpers import SIM_RAM_GIB, find_offer, rent, row
 from tests.helpers import tool_request
 
 AGENT = "fleet-agent"
@@ -46,18 +47,9 @@ _req = partial(tool_request, AGENT)
 FRONT = {f"-p {DEFAULT_FRONT_PORT}:{DEFAULT_FRONT_PORT}": "1"}
 
 
-class RoutedSpec(ProverSpec):
-    """`ProverSpec` in router mode: the create path's change (ROUTER.md,
-    router-create) gives `ProverSpec` these two fields; until it is merged
-    the test's subclass does."""
-
-    mode: Literal["router", "curio_on_host"] = "router"
-    front_port: int = DEFAULT_FRONT_PORT
-
-
 @pytest_asyncio.fixture
 async def routed(
-    sim: SimServer, store: Store, configs: StaticConfigs
+    sim: SimServer, store: Store, configs: StaticConfigs, tmp_path: Path
 ) -> AsyncIterator[FleetActivities]:
     from fleet_agent.vast.pacing import NO_PACING
 
@@ -66,7 +58,8 @@ async def routed(
     ) as vast:
         yield FleetActivities(
             vast,
-            RoutedSpec(status_port=None, allow_loopback=True),
+            ProverSpec(mode="router", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB),
+            machine_env=MachineCredentials(tmp_path / "router-ca", DEFAULT_FRONT_PORT),
             store=store,
             configs=configs,
             clock=sim.market.now,
