@@ -36,7 +36,7 @@ from starter.agent_client import (
 )
 from starter.cli_notify import add_notify_commands
 from starter.cli_options import agent_options, json_option
-from starter.cli_services import add_service_commands
+from starter.cli_services import add_service_commands, run_router
 from starter.cli_store import add_store_commands
 from starter.identity import os_identity
 from starter.watchdog import WATCHDOG_ENV, watchdog_interval
@@ -286,6 +286,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:  # a bad FLEET_ENV_FILE: a setting, as CliError's 1
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["router"]:
+        # Its options are the router's own, `--help` included (argparse's
+        # remainder would take none that starts with a dash).
+        return run_router(argv[1:])
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
     try:

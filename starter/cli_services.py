@@ -94,6 +94,22 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_router(argv: list[str]) -> int:
+    """``fleet-agent router ...``: `python -m router` with the same arguments
+    (router/__main__.py); a process of its own on the operator's host."""
+    from router.__main__ import main as router_main
+
+    try:
+        router_main(argv, prog="fleet-agent router")
+    except SystemExit as exc:  # --help, a usage error
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    return 0
+
+
+def _router(args: argparse.Namespace) -> int:
+    return run_router(list(args.router_args))
+
+
 def _sim(args: argparse.Namespace) -> int:
     # Imported here: the simulator is optional and `fleet-agent` must work without it.
     try:
@@ -188,6 +204,15 @@ def add_service_commands(sub: Any) -> None:
     temporal_options(p)
     new_store_option(p)
     p.set_defaults(handler=_worker)
+
+    p = sub.add_parser(
+        "router",
+        help="run the cuzk router: the operator's Curio node's [Cuzk] Address",
+        description="Every option is the router's own: fleet-agent router --help shows them.",
+        add_help=False,
+    )
+    p.add_argument("router_args", nargs=argparse.REMAINDER)
+    p.set_defaults(handler=_router)
 
     p = sub.add_parser("sim", help="run the vast.ai simulator alone")
     p.add_argument("--port", type=int, required=True)

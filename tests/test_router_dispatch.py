@@ -109,7 +109,7 @@ async def test_the_command_line_router_reads_its_members_file(tmp_path: Path) ->
     members.write_text(json.dumps([spec.model_dump(mode="json")]))
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "router", "--listen", "127.0.0.1:0"),
-        *("--members-file", str(members), "--poll-seconds", "0.05"),
+        *("--members-file", str(members), "--insecure-members", "--poll-seconds", "0.05"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )
