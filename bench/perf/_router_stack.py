@@ -147,7 +147,8 @@ class Send:
     at: float
     request_id: str
     method: str
-    #: "ok", "status:<STATUS>", "rpc:<CODE>" once it ended; "" while in flight.
+    #: "completed" (whatever the proof), "status:<STATUS>", "rpc:<CODE>" once
+    #: it ended; "" while in flight.
     outcome: str = ""
     ended: float | None = None
 
@@ -210,7 +211,7 @@ class _TapService:
             if send is not None:
                 status = reply.result.status if name == "Prove" else pb.AwaitProofResponse.COMPLETED
                 send.outcome = (
-                    "ok"
+                    "completed"
                     if status == pb.AwaitProofResponse.COMPLETED
                     else f"status:{pb.AwaitProofResponse.Status.Name(status)}"
                 )
