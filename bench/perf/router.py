@@ -275,6 +275,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for p in procs:
                 p.sample()
             router_peak = peak_rss_bytes(router.pid)
+            bench_peak = peak_rss_bytes(os.getpid())
             summary = node.summary()
             jobs = list(node.jobs)
         sampler.cancel()
@@ -311,6 +312,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "harness": {
             "cuzk_cpu_s": sum(p.cpu_s for p in cuzk) - cuzk_cpu0,
             "cuzk_peak_rss_mb_max": max(p.peak_rss for p in cuzk) / 1e6,
+            "cuzk_peak_rss_mb_sum": sum(p.peak_rss for p in cuzk) / 1e6,
+            # The Curio stand-in, the taps and this script.
+            "bench_peak_rss_mb": bench_peak / 1e6,
             "machine": cpu,
         },
         "latency_added": _latency(jobs, proof_s),
