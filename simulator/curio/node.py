@@ -55,7 +55,7 @@ import grpc
 import grpc.aio
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleet_agent.cuzk.service import ProvingEngineStub, channel_options, pb
+from fleet_agent.cuzk.service import SERVICE, ProvingEngineStub, channel_options, pb
 from simulator import snark
 from simulator.demand import DEFAULT_DEADLINE_MINUTES, DemandConfig, parse_curve
 
@@ -78,6 +78,10 @@ POREP_32G_PROOF = 8
 #: The random block the inputs repeat; the header before it makes each sector's own.
 _BLOCK_BYTES = 1 << 20
 _HEADER_BYTES = 64
+
+
+def _identity(wire: bytes) -> bytes:
+    return wire
 
 
 class CurioConfig(BaseModel):
@@ -168,13 +172,14 @@ class CurioStandIn:
     Use as ``async with CurioStandIn(config) as node:``; `submit` a job or
     `run` a list of arrivals, then read `jobs` and `summary()`."""
 
-    def __init__(self, config: CurioConfig, stub: ProvingEngineStub | None = None) -> None:
+    def __init__(self, config: CurioConfig) -> None:
         self.config = config
         self.jobs: list[JobRecord] = []
         self.max_in_flight = 0
         self.capacity_checks = 0
         self.capacity_waits = 0
-        self._stub = stub
+        self._stub: ProvingEngineStub | None = None
+        self._prove: grpc.aio.UnaryUnaryMultiCallable[bytes, pb.ProveResponse] | None = None
         self._channel: grpc.aio.Channel | None = None
         self._t0 = time.monotonic()
         self._block = random.Random(config.seed).randbytes(_BLOCK_BYTES)
@@ -200,10 +205,16 @@ class CurioStandIn:
         await self.close()
 
     def start(self) -> None:
-        """Open the channel (unless a stub was given) and start claiming tasks."""
-        if self._stub is None:
-            self._channel = grpc.aio.insecure_channel(self.config.cuzk, options=channel_options())
-            self._stub = ProvingEngineStub(self._channel)
+        """Open the channel and start claiming tasks."""
+        self._channel = grpc.aio.insecure_channel(self.config.cuzk, options=channel_options())
+        self._stub = ProvingEngineStub(self._channel)
+        # Prove takes the request already serialized, so an attempt in flight
+        # holds its 50 MB once (not as a message and its serialization too).
+        self._prove = self._channel.unary_unary(
+            f"/{SERVICE}/Prove",
+            request_serializer=_identity,
+            response_deserializer=pb.ProveResponse.FromString,
+        )
         self._t0 = time.monotonic()
         self._scheduler = asyncio.create_task(self._schedule(), name="curio-scheduler")
 
@@ -357,34 +368,39 @@ class CurioStandIn:
         if self._open == 0:
             self._all_ended.set()
 
-    def _request(self, job: JobRecord, vanilla: bytes) -> pb.SubmitProofRequest:
-        """PoRepSnarkCuzk's request (lib/ffi/cuzk_funcs.go)."""
-        return pb.SubmitProofRequest(
-            request_id=job.request_id,
-            proof_kind=pb.POREP_SEAL_COMMIT,
-            sector_size=SECTOR_32G,
-            registered_proof=POREP_32G_PROOF,
-            priority=pb.NORMAL,
-            vanilla_proof=vanilla,
-            sector_number=job.sector,
-            miner_id=self.config.miner_id,
-        )
+    def _fill(self, req: pb.SubmitProofRequest, job: JobRecord) -> pb.SubmitProofRequest:
+        """PoRepSnarkCuzk's request (lib/ffi/cuzk_funcs.go), its input made now."""
+        cfg = self.config
+        req.request_id = job.request_id
+        req.proof_kind = pb.POREP_SEAL_COMMIT
+        req.sector_size = SECTOR_32G
+        req.registered_proof = POREP_32G_PROOF
+        req.priority = pb.NORMAL
+        req.vanilla_proof = vanilla_input(self._block, cfg.miner_id, job.sector, cfg.input_bytes)
+        req.sector_number = job.sector
+        req.miner_id = cfg.miner_id
+        return req
+
+    def _serialized(self, job: JobRecord) -> bytes:
+        """The ProveRequest on the wire (filled in place: one copy of the input)."""
+        prove = pb.ProveRequest()
+        self._fill(prove.submit, job)
+        return prove.SerializeToString()
+
+    def _verify(self, job: JobRecord, proof: bytes) -> bool:
+        """Curio's ffi.VerifySeal: `simulator.snark.verify` on the request, made again."""
+        return snark.verify(self._fill(pb.SubmitProofRequest(), job), proof)
 
     async def _attempt(self, job: JobRecord) -> bool:
         """One Prove call, its status mapping and the local verification."""
         cfg = self.config
         attempt = Attempt(started=self.now())
         job.attempts.append(attempt)
-        vanilla = await asyncio.to_thread(
-            vanilla_input, self._block, cfg.miner_id, job.sector, cfg.input_bytes
-        )
-        req = self._request(job, vanilla)
-        del vanilla
+        assert self._prove is not None, "the stand-in is not started"
+        wire = await asyncio.to_thread(self._serialized, job)
         sent = time.monotonic()
         try:
-            resp = await self.stub.Prove(
-                pb.ProveRequest(submit=req), timeout=cfg.prove_timeout_s / cfg.speed
-            )
+            resp = await self._prove(wire, timeout=cfg.prove_timeout_s / cfg.speed)
         except grpc.aio.AioRpcError as err:
             code = err.code()
             attempt.outcome = (
@@ -404,7 +420,8 @@ class CurioStandIn:
             attempt.outcome = "empty"
             return self._end(attempt, sent, ok=False)
         rpc_end = time.monotonic()
-        attempt.verified = await asyncio.to_thread(snark.verify, req, result.proof)
+        del wire
+        attempt.verified = await asyncio.to_thread(self._verify, job, result.proof)
         if not attempt.verified:
             attempt.outcome = "bad_proof"
         elif self._store_rng.random() < cfg.store_failure_p:
