@@ -114,11 +114,28 @@ async def _kill_mid_proof(proc: Proc, after: float, give_up: float) -> bool:
     return False
 
 
-async def _sample(procs: list[Proc], every: float = 1.0) -> None:
-    while True:
+def _mem_available() -> int:
+    """The machine's MemAvailable, bytes (/proc/meminfo)."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+async def _sample(procs: list[Proc], min_free: float, run: asyncio.Task[bool]) -> str:
+    """Read the processes' CPU and peak RSS each second; cancel `run` when the
+    machine's available memory falls under `min_free` bytes (every 50 MB input
+    is held several times over: by Curio, the router, a stand-in). Returns why
+    it stopped the run, or "" when the run ended by itself."""
+    while not run.done():
         for p in procs:
             p.sample()
-        await asyncio.sleep(every)
+        free = _mem_available()
+        if free < min_free:
+            run.cancel()
+            return f"aborted: {free / 1e9:.1f} GB of memory left (--min-free-gb)"
+        await asyncio.sleep(1.0)
+    return ""
 
 
 async def _machine_proofs(procs: list[Proc]) -> int:
@@ -263,13 +280,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         cuzk_cpu0 = sum(p.cpu_s for p in cuzk)
         window = CpuWindow({"router": [router.pid], "bench": [os.getpid()]})
         t0 = time.monotonic()
-        sampler = asyncio.create_task(_sample(procs))
         killer = None
         async with CurioStandIn(config) as node:
             if args.faults:
                 span = args.minutes * 60
                 killer = asyncio.create_task(_kill_mid_proof(cuzk[0], span / 3, 2 * span / 3))
-            all_ended = await node.run(arrivals, drain_s=drain)
+            load = asyncio.create_task(node.run(arrivals, drain_s=drain))
+            sampler = asyncio.create_task(_sample(procs, args.min_free_gb * 1e9, load))
+            with contextlib.suppress(asyncio.CancelledError):
+                await load
+            aborted = await sampler
+            all_ended = not aborted and load.result()
             wall = time.monotonic() - t0
             cpu = window.stop()
             for p in procs:
@@ -278,8 +299,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             bench_peak = peak_rss_bytes(os.getpid())
             summary = node.summary()
             jobs = list(node.jobs)
-        sampler.cancel()
-        killed_mid_proof = await killer if killer is not None else None
+        if killer is not None and aborted:
+            killer.cancel()
+        killed_mid_proof = None
+        if killer is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                killed_mid_proof = await killer
         machine_proofs = await _machine_proofs(cuzk)
     finally:
         await stop_all(procs)
@@ -294,6 +319,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
         "args": vars(args) | {"max_pending": max_pending, "router_flags": router_flags},
         "logs": logs,
+        "aborted": aborted,
         "router_ready_s": ready_s,
         "wall_s": wall,
         "all_jobs_ended": all_ended,
@@ -387,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--deadline-minutes", type=float, default=30.0)
     p.add_argument("--drain-minutes", type=float, help="simulated; default the deadline")
     p.add_argument("--faults", action="store_true", help="killed, liar, bad, trickler machines")
+    p.add_argument(
+        "--min-free-gb", type=float, default=4.0, help="stop the run under this much free memory"
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json-out", type=Path)
     args = p.parse_args(argv)
@@ -419,10 +448,12 @@ def main(argv: list[str] | None = None) -> int:
                 },
             },
         )
+    if result["aborted"]:
+        print(f"\n{result['aborted']}: the figures are of a partial run")
     path = write_json("router", result, args.json_out)
     print(f"\nJSON: {path}\nlogs: {result['logs']}")
     c = result["curio"]
-    return 1 if c["lost"] or c["duplicates"] else 0
+    return 1 if c["lost"] or c["duplicates"] or result["aborted"] else 0
 
 
 if __name__ == "__main__":
