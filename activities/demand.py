@@ -28,7 +28,7 @@ from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.demand.step import decide, history_windows
 from fleet_agent.store import DemandHistory, Store
 
-from .demand_sources import CurioSource, HttpJsonSource, NoSource
+from .demand_sources import CurioSource, HttpJsonSource, NoSource, RouterSource
 
 __all__ = ["DemandActivities", "DemandSource", "source_from_env"]
 
@@ -45,6 +45,8 @@ def source_from_env(env: DemandEnv) -> DemandSource:
     """The client `env` names (checked when it was loaded: DemandEnv.load)."""
     if env.source == "curio" and env.url and env.metrics_url:
         return CurioSource(env.url, env.metrics_url)
+    if env.source == "router":
+        return RouterSource()  # on the worker's store: DemandActivities.with_store
     if env.source == "http" and env.url:
         token = env.token.get_secret_value() if env.token is not None else None
         return HttpJsonSource(env.url, token)
@@ -61,8 +63,12 @@ class DemandActivities:
         self._history: DemandHistory | None = None
 
     def with_store(self, store: Store) -> DemandActivities:
-        """These activities on `store` (the worker's), the source kept."""
-        return DemandActivities(self._source, store)
+        """These activities on `store` (the worker's), the source kept (the
+        router's queue is read from that store)."""
+        source = self._source
+        if isinstance(source, RouterSource):
+            source = source.with_store(store)
+        return DemandActivities(source, store)
 
     @activity.defn(name="read_demand")
     async def read_demand(self, req: DemandReadRequest) -> DemandReadResult:
@@ -96,7 +102,10 @@ class DemandActivities:
 
     async def _read(self, agent_id: str) -> DemandReadResult:
         try:
-            result = await self._source.read()
+            if isinstance(self._source, RouterSource):
+                result = await self._source.read_for(agent_id)
+            else:
+                result = await self._source.read()
         except Exception as exc:  # a bug here must not fail the caller's poll
             log.exception("agent %s: reading demand failed", agent_id or "-")
             result = DemandReadResult(

@@ -1,4 +1,5 @@
-"""The demand sources' HTTP clients: Curio's web GUI and a generic JSON endpoint.
+"""The demand sources' clients: Curio's web GUI, a generic JSON endpoint, and
+the router's queue in the store.
 
 Each `read()` returns a `DemandReadResult`: a reading, or one line saying
 why there is none; it never raises for what the source answers or fails
@@ -7,6 +8,10 @@ a deadline of `READ_TIMEOUT_S` for the whole answer (a source that
 trickles a byte at a time does not hold the activity), JSON answers read
 up to 64 KB and no further, no redirects (a 302 to 169.254.169.254 is an
 answer, not a hop), no proxy from the environment.
+
+The router (`RouterSource`, ``FLEET_DEMAND_SOURCE=router``, issue 52) is
+read from the store, per agent: the jobs waiting at it for a machine and
+those in flight (`RouterQueue`, written by router/store_sync.py).
 
 Curio's ``/debug/metrics`` is a whole node's metrics, often past 64 KB:
 it is read line by line, keeping only the lines of the two metrics needed
@@ -22,8 +27,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
-from fleet_agent.demand.reading import DemandReadResult, parse_reading
+from fleet_agent.cuzk.witness import RouterQueue
+from fleet_agent.demand.reading import DemandReading, DemandReadResult, parse_reading
 from fleet_agent.demand.sources import (
     CURIO_ARRIVALS,
     CURIO_METRICS_PATH,
@@ -33,8 +40,17 @@ from fleet_agent.demand.sources import (
     curio_request,
 )
 from fleet_agent.fleet.prover_status import READ_TIMEOUT_S
+from fleet_agent.fleet.witness_reads import WITNESS_STALE_S, router_pending
+from fleet_agent.store import RouterWitness, Store
 
-__all__ = ["MAX_ANSWER", "CurioSource", "HttpJsonSource", "NoSource"]
+__all__ = [
+    "MAX_ANSWER",
+    "CurioSource",
+    "HttpJsonSource",
+    "NoSource",
+    "RouterSource",
+    "router_reading",
+]
 
 MAX_ANSWER = 64 * 1024
 _MAX_METRICS = 16 * 1024 * 1024
@@ -178,3 +194,59 @@ class CurioSource:
             if pending.decode("utf-8", "replace").startswith(wanted):
                 kept.append(pending.decode("utf-8", "replace"))
         return kept
+
+
+def router_reading(queue: RouterQueue) -> DemandReading:
+    """The demand the router's queue shows: waiting = jobs no machine has
+    yet, in flight = jobs at a machine; arrived = every job it took
+    (completed, failed, waiting, in flight), done = completed. A job Curio
+    gave up on leaves without an answer: arrived then drops, which the
+    demand step reads as a restart. `ValidationError` past the bounds."""
+    queued = router_pending(queue)
+    return DemandReading(
+        as_of=queue.at,
+        queued=queued,
+        in_flight=queue.in_flight,
+        arrived_total=queue.completed + queue.failed + queued + queue.in_flight,
+        done_total=queue.completed,
+        source="router",
+    )
+
+
+class RouterSource:
+    """``FLEET_DEMAND_SOURCE=router``: the agent's router queue, from the store
+    (`fa_router_queue`). A queue the router has not written for
+    `WITNESS_STALE_S` is no reading: the router is not running."""
+
+    name = "router"
+
+    def __init__(
+        self, store: Store | None = None, clock: Callable[[], datetime] | None = None
+    ) -> None:
+        self._witness = RouterWitness(store) if store is not None else None
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    def with_store(self, store: Store) -> RouterSource:
+        """This source on `store` (the worker's)."""
+        return RouterSource(store, self._clock)
+
+    async def read(self) -> DemandReadResult:
+        return DemandReadResult(source=self.name, refusal="the router's queue is per agent")
+
+    async def read_for(self, agent_id: str) -> DemandReadResult:
+        """The reading of `agent_id`'s router queue, or why there is none."""
+        if self._witness is None:
+            return DemandReadResult(source=self.name, refusal="no store to read the router from")
+        _, queue, written = await asyncio.to_thread(self._witness.load, agent_id)
+        if queue is None or written is None:
+            return DemandReadResult(source=self.name, refusal="the router has written no queue")
+        ago = (self._clock() - written).total_seconds()
+        if ago > WITNESS_STALE_S:
+            return DemandReadResult(
+                source=self.name, refusal=f"the router's queue is {ago:.0f} s old"
+            )
+        try:
+            reading = router_reading(queue)
+        except ValidationError:
+            return DemandReadResult(source=self.name, refusal="the router's queue is out of range")
+        return DemandReadResult(source=self.name, reading=reading)

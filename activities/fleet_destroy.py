@@ -152,6 +152,7 @@ class Destroyer:
         except VastError as exc:
             raise vast_failure(exc) from None
         await self._spend.close(req.agent_id, inst.id, inst)
+        await self._views.forget_member(req.agent_id, inst.id)
         result = tool_result(
             req,
             # The reason given rides along, so the run log says why it went.
@@ -168,7 +169,10 @@ class Destroyer:
         """Drain a healthy machine with work in flight instead of destroying
         it (fleet_agent/fleet/drain.py): the monitor's poll destroys it once
         its work is done. None when it is to be destroyed now: it failed,
-        holds no work, drains already, or its prover would not drain."""
+        holds no work, drains already, or its prover would not drain.
+        In router mode the drain is the router's (`_drain_at_router`)."""
+        if self._views.routed:
+            return await self._drain_at_router(req, inst, row, reason)
         if self._port is None or row.expected_proofs_per_hour <= 0 or not inst.label:
             return None
         track = await self._views.track(req.agent_id, inst.id)
@@ -188,5 +192,32 @@ class Destroyer:
             f"destroyed once its {track.in_flight or 0} proof(s) in flight finish, within "
             f"{DRAIN_LIMIT_S / 60:.0f} min; it no longer counts as capacity. "
             f"Reason given: {reason[:200]}",
+            mutating=True,
+        )
+
+    async def _drain_at_router(
+        self, req: FleetToolRequest, inst: Instance, row: FleetInstance, reason: str
+    ) -> ToolResult | None:
+        """Router mode: the member is marked ``drain`` with its ``drain_by``
+        (activities/fleet_router.py), no word to the host: the router sends
+        it no new work, and the monitor's poll destroys it once the router's
+        witness says it holds none, or at ``drain_by``. Only a machine with
+        work of its own in flight is drained (what waits at the router is
+        any machine's); None: destroyed now."""
+        if row.expected_proofs_per_hour <= 0 or not inst.label:
+            return None
+        track = await self._views.track(req.agent_id, inst.id)
+        if track is None or track.draining_since is not None or not track.in_flight:
+            return None
+        refused = await self._views.drain_via_router(req.agent_id, inst)
+        if refused is not None:
+            log.warning("instance %s not drained (%s): destroyed at once", inst.id, refused)
+            return None
+        return tool_result(
+            req,
+            f"Draining instance {inst.id} ({fence(inst.gpu_name, GPU_CHARS)}) at the router: it "
+            f"gets no new work and is destroyed once its {track.in_flight} proof(s) in flight "
+            f"finish, within {DRAIN_LIMIT_S / 60:.0f} min (then the router sends them "
+            f"elsewhere); it no longer counts as capacity. Reason given: {reason[:200]}",
             mutating=True,
         )

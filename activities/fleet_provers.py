@@ -10,6 +10,12 @@ model's estimate bounds what is believed, fleet_agent/fleet/provers.py). The
 fleet views only read the tracks. With no status port configured
 (``FLEET_PROVER_STATUS_PORT`` empty) nothing is read and capacity is the
 capacity model's estimate.
+
+In router mode (`ProverSpec.mode` "router", issue 52) no host is read: the
+poll writes the router's members and reads its witness instead
+(activities/fleet_router.py), turned into the same reads, so the same
+rules judge them; a machine whose proofs Curio rejected is remembered
+under ``rejected``.
 """
 
 from __future__ import annotations
@@ -24,10 +30,13 @@ from fleet_agent.fleet.prover_status import read_statuses
 from fleet_agent.fleet.provers import ProverTrack, advance, not_proving_reason
 from fleet_agent.fleet.snapshot import estimate
 from fleet_agent.fleet.triage import GRACE_STATES, in_grace
+from fleet_agent.fleet.witness_reads import unwatched
 from fleet_agent.models import PollRequest
 from fleet_agent.store import FailedHosts, ProofDays, ProverTracks, Store
 from fleet_agent.untrusted import fence
 from fleet_agent.vast.models import Instance
+
+from .fleet_router import RouterLink, RouterLook, routed
 
 __all__ = ["FORGET_EVERY_S", "ProverWatch", "failure_of"]
 
@@ -60,6 +69,8 @@ def failure_of(
         and age_min > stuck_loading_minutes(inst.inet_down, image_gb)
     ):
         return "stuck", f"instance {inst.id} still {inst.state} after {age_min:.0f} min"
+    if inst.phase == "running" and track is not None and track.rejected:
+        return "rejected", f"instance {inst.id} is not believed: {track.suspect}"
     if inst.phase == "running" and track is not None and track.suspect:
         return "suspect", f"instance {inst.id} is suspect: {track.suspect}"
     if inst.phase == "running" and track is not None:
@@ -78,13 +89,17 @@ class ProverWatch:
         self._hosts = FailedHosts(store)
         self._port = prover.status_port
         self._allow_loopback = prover.allow_loopback
+        #: Router mode: members out, witness in (activities/fleet_router.py).
+        self.router = RouterLink(store, prover) if routed(prover) else None
+        #: Whether provers are read at all (a status port, or the router's witness).
+        self._reads = self._port is not None or self.router is not None
         self.image_gb = prover.image_gb
         self._clock = clock
         self._forgot_at: float | None = None
 
     async def tracks(self, agent_id: str) -> dict[int, ProverTrack] | None:
         """The tracks the last poll left (None: statuses are not read)."""
-        if self._port is None:
+        if not self._reads:
             return None
         return await asyncio.to_thread(self._tracks.load, agent_id)
 
@@ -101,11 +116,14 @@ class ProverWatch:
         remember failed hosts; the tracks now (None: statuses are not read)."""
         old = await asyncio.to_thread(self._tracks.load, req.agent_id)
         running = [i for i in members if i.phase == "running"]
-        reads = (
-            await read_statuses(running, self._port, allow_loopback=self._allow_loopback)
-            if self._port is not None
-            else {}
-        )
+        look: RouterLook | None = None
+        if self.router is not None:
+            look = await self.router.look(req.agent_id, members, self._clock())
+            reads = look.reads(running, old)
+        elif self._port is not None:
+            reads = await read_statuses(running, self._port, allow_loopback=self._allow_loopback)
+        else:
+            reads = {}
         now = self._clock()
         tracks: dict[int, ProverTrack] = {}
         for inst in members:
@@ -119,6 +137,11 @@ class ProverWatch:
                 track = ProverTrack(
                     instance_id=inst.id, first_seen_at=now, last_read_at=now, progress_at=now
                 )
+            if look is not None and look.stale and inst.phase == "running":
+                # The router is not writing: unknown, not dead (fleet_router.py).
+                track = unwatched(track, now, look.written_ago)
+            if look is not None:
+                track = look.settle(inst, track, now)
             down = (track.down_since or now) if inst.state in GRACE_STATES else None
             if down != track.down_since:
                 track = track.model_copy(update={"down_since": down})
@@ -138,12 +161,15 @@ class ProverWatch:
             # table as small as the failures that still count (any agent).
             self._forgot_at = now
             await asyncio.to_thread(self._hosts.forget_expired, at)
-        return tracks if self._port is not None else None
+        return tracks if self._reads else None
 
     async def _record_failure(
         self, req: PollRequest, inst: Instance, track: ProverTrack, now: float
     ) -> ProverTrack:
-        read_track = track if self._port is not None and track.phase else None
+        """Remember `inst`'s host if it failed (once per failure). While the
+        router's witness is unknown its track stands still (`unwatched`), so
+        nothing new is judged of its prover."""
+        read_track = track if self._reads and track.phase else None
         failure = failure_of(
             inst,
             read_track,

@@ -163,7 +163,25 @@ class FleetViews:
                 continue
             log.info("instance %s destroyed after its drain: %s", inst.id, why)
             await self._spend.close(agent_id, inst.id, inst)
+            await self.forget_member(agent_id, inst.id)
         return left
+
+    @property
+    def routed(self) -> bool:
+        """Whether machines prove behind the router (router mode, issue 52)."""
+        return self._watch.router is not None
+
+    async def drain_via_router(self, agent_id: str, inst: Instance) -> str | None:
+        """Mark `inst` draining at the router (activities/fleet_router.py):
+        None once marked, else why not."""
+        if self._watch.router is None:
+            return "not in router mode"
+        return await self._watch.router.drain(agent_id, inst, self._clock())
+
+    async def forget_member(self, agent_id: str, instance_id: int) -> None:
+        """A destroyed machine is no router member from now (router mode)."""
+        if self._watch.router is not None:
+            await self._watch.router.forget(agent_id, instance_id)
 
     async def track(self, agent_id: str, instance_id: int) -> ProverTrack | None:
         """The prover track the monitor's last poll left for one machine

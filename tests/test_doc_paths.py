@@ -2,7 +2,7 @@
 
 Where it looks: README.md, docs/*.md and bench/README.md, and the docstrings
 and comments of the Python under fleet_agent/, activities/, workflows/,
-starter/, bench/, sidecar/ and worker.py. (bench/results/ is an archive of
+starter/, bench/, sidecar/, prover_image/ and worker.py. (bench/results/ is an archive of
 runs as they were written, and tests/ is where the paths point, so neither is
 scanned.)
 
@@ -43,7 +43,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
-PYTHON_DIRS = ["fleet_agent", "activities", "workflows", "starter", "bench", "sidecar"]
+PYTHON_DIRS = [
+    "fleet_agent",
+    "activities",
+    "workflows",
+    "starter",
+    "bench",
+    "sidecar",
+    "prover_image",
+]
 
 #: A placeholder word: `N`, `PATH`, `YYYY`, standing alone in a name.
 PLACEHOLDER = re.compile(r"(?<![A-Za-z])[A-Z]{1,4}(?![A-Za-z])")

@@ -2,8 +2,9 @@
 the worker reads demand.
 
 - `FLEET_DEMAND_SOURCE`: `none` (the default: no reading), `curio` (a Curio
-  node's web GUI, e.g. ``http://10.0.0.5:4701``) or `http` (a URL answering
-  the generic JSON shape; the simulator's ``/demand``);
+  node's web GUI, e.g. ``http://10.0.0.5:4701``), `http` (a URL answering
+  the generic JSON shape; the simulator's ``/demand``) or `router` (the
+  agent's cuzk router queue, from the store: issue 52);
 - `FLEET_DEMAND_URL`: the GUI's origin (`curio`) or the endpoint (`http`),
   checked at start (fleet_agent/demand/sources.py, `demand_url`);
 - `FLEET_DEMAND_METRICS_URL`: `curio` only, optional: the origin of the
@@ -32,7 +33,7 @@ from .sources import curio_metrics_origin, demand_url
 
 __all__ = ["DemandEnv", "DemandSourceKind"]
 
-DemandSourceKind = Literal["none", "curio", "http"]
+DemandSourceKind = Literal["none", "curio", "http", "router"]
 
 
 class DemandEnv(EnvModel):
@@ -50,7 +51,12 @@ class DemandEnv(EnvModel):
         """The variables, checked together; `SettingsError` (one line) when
         they do not fit. The URL comes back normalized."""
         read = cls.read(env, env_file=env_file)
-        if read.source == "none":
+        if read.source == "router" and (read.url or read.token or read.metrics_url):
+            raise SettingsError(
+                "FLEET_DEMAND_SOURCE=router reads the router's queue from the store: "
+                "no FLEET_DEMAND_URL, TOKEN or METRICS_URL"
+            )
+        if read.source in ("none", "router"):
             return read
         if read.url is None:
             raise SettingsError(

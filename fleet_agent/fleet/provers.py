@@ -172,6 +172,9 @@ class ProverTrack(BaseModel):
     #: capacity model's estimate), "" while it is. Kept for the machine's life,
     #: a restart included: the host wrote the figure.
     suspect: str = ""
+    #: Proofs of this machine Curio rejected, as the router witnessed them
+    #: (router mode: fleet_agent/fleet/witness_reads.py); any makes it suspect.
+    rejected: int = 0
     #: Set once the failure of this machine was recorded (FailedHosts), so it is
     #: recorded once per failure, not at every poll.
     failure_recorded: str = ""

@@ -14,6 +14,7 @@ from .notifications import Notifications
 from .proof_days import ProofDays
 from .provers import ProverTracks
 from .records import HistoryEntry, MessageRecord, RunRecord, SessionRecord, StoreCondition
+from .router import RouterMembers, RouterWitness
 from .schema import SCHEMA_VERSION, SchemaError
 from .spend import SpendInstance, SpendLedger
 from .store import Store
@@ -35,6 +36,8 @@ __all__ = [
     "Notifications",
     "ProofDays",
     "ProverTracks",
+    "RouterMembers",
+    "RouterWitness",
     "RunRecord",
     "SchemaError",
     "SessionRecord",

@@ -26,6 +26,7 @@ from .tables_money import (
     SpendInstanceRow,
 )
 from .tables_notify import NOTIFICATIONS_TABLE, NotificationRow
+from .tables_router import RouterMemberRow, RouterQueueRow, RouterWitnessRow
 from .timestamps import UTCDateTime
 
 __all__ = [
@@ -314,4 +315,7 @@ def all_tables() -> list[Table]:
         table_of(AgentConfigRow),
         table_of(NotificationRow),
         table_of(DemandPointRow),
+        table_of(RouterMemberRow),
+        table_of(RouterWitnessRow),
+        table_of(RouterQueueRow),
     ]

@@ -1,0 +1,244 @@
+"""The stand-in's proving engine: a priority queue, GPU workers, a job tracker.
+
+Shaped like curio's cuzk engine (``extern/cuzk/cuzk-core/src/engine.rs``,
+``scheduler.rs``): one queue ordered by priority then submission; each GPU
+worker takes the next request; the job id is the request id, and a request
+submitted twice is queued twice (``Engine::submit`` pushes it again) while
+every listener of that id gets the first result. ``GetStatus``'s queues come
+from the scheduler queue only (``Scheduler::stats``), so a kind with nothing
+waiting is absent even while it runs. Loaded circuits are those preloaded
+(``preloaded_srs``): an on-demand load costs the time but is not listed.
+
+Proofs are `simulator.snark.prove`'s; the behaviour (config.py) bends them.
+Touches nothing outside the process; time is the event loop's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fleet_agent.cuzk.kinds import KIND_NAMES, KNOWN_CIRCUITS, circuit_id, default_priority
+from fleet_agent.cuzk.service import pb
+from simulator import snark
+
+from .config import StandInConfig
+
+__all__ = ["JobNotFound", "StandInEngine", "Worker"]
+
+_Status = pb.AwaitProofResponse.Status
+#: Hashing a vanilla proof this large blocks the loop for a noticeable time:
+#: it moves to a thread (snark.py: ~0.1 s per 50 MB).
+_THREAD_BYTES = 1 << 20
+
+
+class JobNotFound(Exception):
+    """AwaitProof for an id the engine never saw (``EngineError::JobNotFound``)."""
+
+
+@dataclass
+class Worker:
+    """One GPU worker; `current` is (job id, kind Display) while it proves."""
+
+    ordinal: int
+    current: tuple[str, str] | None = None
+
+
+@dataclass(order=True)
+class _Entry:
+    neg_priority: int
+    seq: int
+    request: pb.SubmitProofRequest = field(compare=False)
+    submitted_at: float = field(compare=False)
+
+
+class StandInEngine:
+    """Queues and proves; `on_die` is called once when a ``dies`` stand-in dies."""
+
+    def __init__(self, config: StandInConfig, on_die: Callable[[], None] | None = None) -> None:
+        self.config = config
+        self.on_die = on_die
+        self.started_at = time.monotonic()
+        self.workers = [Worker(i) for i in range(config.gpus)]
+        self.preloaded: dict[str, int] = dict.fromkeys(config.preload, 0)
+        self._on_demand: set[str] = set()
+        self._queue: list[_Entry] = []
+        self._seq = itertools.count()
+        self._work = asyncio.Event()
+        self._listeners: dict[str, list[asyncio.Future[pb.AwaitProofResponse]]] = {}
+        self._completed: dict[str, pb.AwaitProofResponse] = {}
+        self.total_completed = 0
+        self.total_failed = 0
+        self.completed_by_kind: dict[int, int] = {}
+        self.failed_by_kind: dict[int, int] = {}
+        self.recent_durations: list[tuple[int, float]] = []
+        #: Request ids this engine finished proving, in order (for tests and bench).
+        self.proved: list[str] = []
+        self.dead = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        """Start the GPU workers (and the death timer of a ``dies`` stand-in)."""
+        self._tasks = [asyncio.create_task(self._work_loop(w)) for w in self.workers]
+        b = self.config.behaviour
+        if b.mode == "dies" and b.die_at_s is not None:
+            self._tasks.append(asyncio.create_task(self._die_at(self.config.real(b.die_at_s))))
+
+    async def stop(self) -> None:
+        """Stop the workers; listeners still waiting are cancelled."""
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for futs in self._listeners.values():
+            for f in futs:
+                f.cancel()
+        self._listeners.clear()
+
+    # -- submitting -------------------------------------------------------
+
+    def submit(self, request: pb.SubmitProofRequest) -> tuple[str, int]:
+        """Queue `request` (``Engine::submit``); returns (job id, queue position)."""
+        job_id = request.request_id or f"job-{next(self._seq)}"
+        req = pb.SubmitProofRequest()
+        req.CopyFrom(request)
+        req.request_id = job_id
+        priority = req.priority or default_priority(req.proof_kind)
+        position = len(self._queue)
+        heapq.heappush(self._queue, _Entry(-priority, next(self._seq), req, time.monotonic()))
+        self._listeners.setdefault(job_id, [])
+        self._work.set()
+        return job_id, position
+
+    async def prove(self, request: pb.SubmitProofRequest) -> pb.AwaitProofResponse:
+        """Submit and wait (``Engine::prove``)."""
+        fut: asyncio.Future[pb.AwaitProofResponse] = asyncio.get_running_loop().create_future()
+        job_id, _ = self.submit(request)
+        self._listeners[job_id].append(fut)
+        return await fut
+
+    async def await_proof(self, job_id: str) -> pb.AwaitProofResponse:
+        """The result of `job_id`, waiting if it is still queued or running."""
+        if job_id in self._completed:
+            return self._completed[job_id]
+        if job_id not in self._listeners:
+            raise JobNotFound(job_id)
+        fut: asyncio.Future[pb.AwaitProofResponse] = asyncio.get_running_loop().create_future()
+        self._listeners[job_id].append(fut)
+        return await fut
+
+    # -- circuits ---------------------------------------------------------
+
+    async def preload(self, circuit: str) -> tuple[bool, int]:
+        """PreloadSRS: (already loaded, load ms); ValueError for an unknown id."""
+        if circuit not in KNOWN_CIRCUITS:
+            raise ValueError(f"unknown circuit ID: {circuit}")
+        if circuit in self.preloaded:
+            return True, 0
+        started = time.monotonic()
+        await asyncio.sleep(self.config.real(self.config.preload_seconds))
+        ms = int((time.monotonic() - started) * 1000)
+        self.preloaded[circuit] = ms
+        self._on_demand.add(circuit)
+        return False, ms
+
+    # -- status -----------------------------------------------------------
+
+    def queue_stats(self) -> list[tuple[int, int]]:
+        """(kind, waiting) for each kind with requests waiting (``Scheduler::stats``)."""
+        counts: dict[int, int] = {}
+        for e in self._queue:
+            counts[e.request.proof_kind] = counts.get(e.request.proof_kind, 0) + 1
+        return list(counts.items())
+
+    def uptime_seconds(self) -> int:
+        """Whole seconds since start."""
+        return int(time.monotonic() - self.started_at)
+
+    # -- proving ----------------------------------------------------------
+
+    async def _work_loop(self, worker: Worker) -> None:
+        while True:
+            while not self._queue:
+                self._work.clear()
+                await self._work.wait()
+            entry = heapq.heappop(self._queue)
+            req = entry.request
+            worker.current = (req.request_id, KIND_NAMES.get(req.proof_kind, "?"))
+            try:
+                await self._prove_one(entry)
+            finally:
+                worker.current = None
+
+    async def _prove_one(self, entry: _Entry) -> None:
+        req, cfg, b = entry.request, self.config, self.config.behaviour
+        kind = KIND_NAMES[req.proof_kind]
+        started = time.monotonic()
+        circuit = circuit_id(req.proof_kind, req.sector_size)
+        if circuit not in self.preloaded and circuit not in self._on_demand:
+            # Loaded on demand: it costs the load, and preloaded_srs does not list it.
+            await asyncio.sleep(cfg.real(cfg.preload_seconds))
+            self._on_demand.add(circuit)
+        seconds = cfg.real(cfg.proof_seconds.get(kind, 60.0))
+        if b.mode == "slow":
+            seconds *= b.slow_factor
+        if b.mode == "trickle":
+            await asyncio.Event().wait()  # never finishes
+        if (
+            b.mode == "dies"
+            and b.die_after_proofs is not None
+            and self.total_completed >= b.die_after_proofs
+        ):
+            await asyncio.sleep(seconds / 2)
+            self._die()
+            await asyncio.Event().wait()
+        await asyncio.sleep(seconds)
+        proof = await self._proof(req)
+        if b.mode == "bad":
+            proof = bytes(x ^ 0x5A for x in proof)
+        elapsed = time.monotonic() - started
+        total_ms = int((time.monotonic() - entry.submitted_at) * 1000)
+        proving_ms = int(elapsed * 1000)
+        # Phase 0 timings: srs_load, synthesis and gpu_compute all carry the
+        # monolithic proving time (cuzk-core types.rs ProofTimings).
+        result = pb.AwaitProofResponse(
+            job_id=req.request_id,
+            status=_Status.COMPLETED,
+            proof=proof,
+            queue_wait_ms=max(0, total_ms - proving_ms),
+            srs_load_ms=proving_ms,
+            synthesis_ms=proving_ms,
+            gpu_compute_ms=proving_ms,
+            total_ms=total_ms,
+        )
+        self.total_completed += 1
+        self.completed_by_kind[req.proof_kind] = self.completed_by_kind.get(req.proof_kind, 0) + 1
+        self.recent_durations = [*self.recent_durations[-99:], (req.proof_kind, elapsed)]
+        self.proved.append(req.request_id)
+        self._finish(req.request_id, result)
+
+    async def _proof(self, req: pb.SubmitProofRequest) -> bytes:
+        size = len(req.vanilla_proof) + sum(len(v) for v in req.vanilla_proofs)
+        if size > _THREAD_BYTES:
+            return await asyncio.to_thread(snark.prove, req)
+        return snark.prove(req)
+
+    def _finish(self, job_id: str, result: pb.AwaitProofResponse) -> None:
+        self._completed[job_id] = result
+        for fut in self._listeners.pop(job_id, []):
+            if not fut.done():
+                fut.set_result(result)
+
+    async def _die_at(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self._die()
+
+    def _die(self) -> None:
+        if self.dead:
+            return
+        self.dead = True
+        if self.on_die is not None:
+            self.on_die()
