@@ -317,3 +317,26 @@ async def test_no_status_is_no_capacity() -> None:
     cfg = CurioConfig(cuzk="127.0.0.1:9", status_timeout_s=0.2, check_capacity=True)
     async with CurioStandIn(cfg) as node:
         assert await node.has_capacity() == 0
+
+
+async def test_router_bench_tap_counts_proofs_not_polls(serve: Any) -> None:
+    """bench/perf/router.py's tap: each proof's bytes sent through it count
+    once; GetStatus polls do not; the bytes arrive whole (the proofs verify)."""
+    from bench.perf._router_stack import Tap
+
+    fake = FakeCuzk()
+    tap = Tap(await serve(fake), input_bytes=200_000)
+    address = await tap.start()
+    try:
+        cfg = config(address, input_bytes=200_000, check_capacity=True, speed=100.0)
+        async with CurioStandIn(cfg) as node:
+            for _ in range(5):
+                node.submit()
+            assert await node.wait_all(5)
+            for _ in range(20):
+                await node.has_capacity()
+    finally:
+        await tap.stop()
+    assert node.summary().done == 5
+    assert len(tap.sends) == 5
+    assert 5 * 200_000 < tap.upstream_bytes < 5 * 200_000 * 1.1

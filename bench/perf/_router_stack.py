@@ -4,11 +4,12 @@ of the machines whose treatment is measured, and their CPU and memory from /proc
 Each process is ``python -m <module> --listen 127.0.0.1:0 ...`` run from the
 repository root with this interpreter; it prints ``listening <host>:<port>``
 once serving (simulator/cuzk/__main__.py, router/__main__.py), its stderr
-goes to a log file. A `Tap` is a gRPC pass-through in this process between
-the router and one machine: it records every proof the router sends there
-(Prove or SubmitProof: when, which request, how it ended), which is how the
-benchmark sees when the router stopped sending a bad machine work without
-reading the router's insides.
+goes to a log file. A `Tap` is a TCP pass-through in this process between
+the router and one machine that counts the bytes the router sends there: a
+proof's worth of them is a proof sent. That is how the benchmark sees when
+the router stopped sending a bad machine work without reading the router's
+insides (a gRPC relay would see the request ids, but holds each 50 MB
+message twice over while it passes).
 """
 
 from __future__ import annotations
@@ -20,17 +21,12 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import grpc
-import grpc.aio
 
 from bench._common import ROOT
 from bench.perf._cpu import process_cpu_s
-from fleet_agent.cuzk.service import ProvingEngineStub, add_servicer, channel_options, pb
 
 __all__ = ["Proc", "Send", "Tap", "peak_rss_bytes", "start_proc", "stop_all", "write_members"]
 
@@ -142,94 +138,73 @@ def write_members(path: Path, addresses: Sequence[str]) -> None:
 
 @dataclass
 class Send:
-    """One proof the router sent to a tapped machine."""
+    """A proof's worth of bytes the router sent a tapped machine, and when."""
 
     at: float
-    request_id: str
-    method: str
-    #: "completed" (whatever the proof), "status:<STATUS>", "rpc:<CODE>" once
-    #: it ended; "" while in flight.
-    outcome: str = ""
-    ended: float | None = None
-
-
-_Ctx = grpc.aio.ServicerContext[Any, Any]
-_Forward = Callable[[Any, _Ctx], Awaitable[Any]]
 
 
 @dataclass
 class Tap:
-    """A pass-through ProvingEngine in front of one machine that records sends."""
+    """A TCP pass-through in front of one machine that counts what the router
+    sends it: each time the bytes towards the machine pass another input's
+    size (half-way: a proof's message is its input plus a few hundred bytes of
+    fields and HTTP/2 framing; GetStatus polls are tens of bytes), a proof was
+    sent. Bytes are copied through in 64 KiB pieces, never held, so a tap
+    costs no memory however many 50 MB proofs pass."""
 
     backend: str
+    input_bytes: int
     sends: list[Send] = field(default_factory=list)
     address: str = ""
-    _server: grpc.aio.Server | None = None
-    _channel: grpc.aio.Channel | None = None
+    upstream_bytes: int = 0
+    _server: asyncio.Server | None = None
+    _pipes: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def start(self) -> str:
-        """Serve on a free local port; the router is told this address."""
-        self._channel = grpc.aio.insecure_channel(self.backend, options=channel_options())
-        stub = ProvingEngineStub(self._channel)
-        self._server = grpc.aio.server(options=channel_options())
-        add_servicer(self._server, _TapService(self, stub))  # type: ignore[arg-type]
-        port = self._server.add_insecure_port("127.0.0.1:0")
-        await self._server.start()
+        """Listen on a free local port; the router is told this address."""
+        self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
         self.address = f"127.0.0.1:{port}"
         return self.address
 
     async def stop(self) -> None:
         if self._server is not None:
-            await self._server.stop(0)
-        if self._channel is not None:
-            await self._channel.close(None)
+            self._server.close()
+        for pipe in list(self._pipes):
+            pipe.cancel()
+        await asyncio.gather(*self._pipes, return_exceptions=True)
 
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        host, port = self.backend.rsplit(":", 1)
+        try:
+            up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        except OSError:
+            writer.close()  # the machine is gone: the router sees the connection drop
+            return
+        pipes = [
+            asyncio.create_task(self._pipe(reader, up_writer, count=True)),
+            asyncio.create_task(self._pipe(up_reader, writer, count=False)),
+        ]
+        self._pipes.update(pipes)
+        await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
+        for pipe in pipes:
+            pipe.cancel()
+            self._pipes.discard(pipe)
+        for w in (writer, up_writer):
+            w.close()
 
-class _TapService:
-    """Forwards each call with the caller's deadline; notes the proofs sent."""
-
-    def __init__(self, tap: Tap, stub: ProvingEngineStub) -> None:
-        self.tap = tap
-        self.stub = stub
-        for name in ("AwaitProof", "CancelProof", "GetStatus", "GetMetrics", "PreloadSRS"):
-            setattr(self, name, self._forward(name))
-        self.EvictSRS = self._forward("EvictSRS")
-
-    def _forward(self, name: str, send: Send | None = None) -> _Forward:
-        method = getattr(self.stub, name)
-
-        async def call(request: Any, context: _Ctx) -> Any:
-            left = context.time_remaining()
-            timeout = left if left is not None and left < 1e6 else None
-            try:
-                reply = await method(request, timeout=timeout)
-            except grpc.aio.AioRpcError as err:
-                if send is not None:
-                    send.outcome, send.ended = f"rpc:{err.code().name}", time.monotonic()
-                await context.abort(err.code(), err.details() or "")
-                raise
-            if send is not None:
-                status = reply.result.status if name == "Prove" else pb.AwaitProofResponse.COMPLETED
-                send.outcome = (
-                    "completed"
-                    if status == pb.AwaitProofResponse.COMPLETED
-                    else f"status:{pb.AwaitProofResponse.Status.Name(status)}"
-                )
-                send.ended = time.monotonic()
-            return reply
-
-        return call
-
-    async def Prove(self, request: pb.ProveRequest, context: _Ctx) -> pb.ProveResponse:
-        send = Send(time.monotonic(), request.submit.request_id, "Prove")
-        self.tap.sends.append(send)
-        reply: pb.ProveResponse = await self._forward("Prove", send)(request, context)
-        return reply
-
-    async def SubmitProof(
-        self, request: pb.SubmitProofRequest, context: _Ctx
-    ) -> pb.SubmitProofResponse:
-        send = Send(time.monotonic(), request.request_id, "SubmitProof")
-        self.tap.sends.append(send)
-        reply: pb.SubmitProofResponse = await self._forward("SubmitProof", send)(request, context)
-        return reply
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, count: bool
+    ) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            while chunk := await reader.read(65536):
+                writer.write(chunk)
+                await writer.drain()
+                if count:
+                    before = self.upstream_bytes
+                    self.upstream_bytes += len(chunk)
+                    half = self.input_bytes // 2
+                    crossed = (self.upstream_bytes + half) // self.input_bytes - (
+                        before + half
+                    ) // self.input_bytes
+                    self.sends += [Send(time.monotonic()) for _ in range(crossed)]
