@@ -59,8 +59,8 @@ from simulator.curio import CurioConfig, CurioStandIn, JobRecord, arrival_times
 #: (simulator/cuzk/config.py `Mode`); the killed one is honest until killed.
 FAULTS = {"killed": "honest", "liar": "lies", "bad": "bad", "trickler": "trickle"}
 #: A bad machine counts as no longer sent work when nothing reached it for
-#: this many expected proof times before the arrivals ended (an honest one
-#: of a fleet with work gets one about every proof time).
+#: this many expected proof times before the run (arrivals and drain) ended
+#: (an honest one of a fleet with work gets one about every proof time).
 STOPPED_AFTER_PROOFS = 3
 
 
@@ -181,7 +181,7 @@ def _latency(jobs: list[JobRecord], proof_s: float) -> dict[str, Any]:
 
 
 def _fault_rows(
-    taps: dict[str, Tap], killed: Proc | None, t0: float, arrivals_end: float, proof_s: float
+    taps: dict[str, Tap], killed: Proc | None, t0: float, end: float, proof_s: float
 ) -> dict[str, dict[str, Any]]:
     """Per bad machine: proofs sent, and when the router stopped sending (in
     seconds and expected proof times from when it went bad: the kill, or the
@@ -194,7 +194,7 @@ def _fault_rows(
         )
         after = [s for s in sends if bad_since is not None and s.at >= bad_since]
         last = after[-1].at if after else bad_since
-        stopped = last is not None and arrivals_end - last >= STOPPED_AFTER_PROOFS * proof_s
+        stopped = last is not None and end - last >= STOPPED_AFTER_PROOFS * proof_s
         to_stop = None if last is None or bad_since is None else last - bad_since
         rows[role] = {
             "sends": len(sends),
@@ -204,6 +204,8 @@ def _fault_rows(
             "to_last_send_s": to_stop,
             "to_last_send_proofs": None if to_stop is None else to_stop / proof_s,
             "bytes_sent": tap.upstream_bytes,
+            "quiet_after_last_send_proofs": None if last is None else (end - last) / proof_s,
+            "send_times_s": [round(x.at - t0, 3) for x in sends],
         }
     return rows
 
@@ -314,7 +316,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     done = summary.done
     per_proof_cpu = router_cpu / done if done else None
     target_cores = None if per_proof_cpu is None else per_proof_cpu * args.rate / 3600
-    arrivals_end = t0 + args.minutes * 60
     out: dict[str, Any] = {
         "args": vars(args) | {"max_pending": max_pending, "router_flags": router_flags},
         "logs": logs,
@@ -351,7 +352,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "killed_mid_proof": killed_mid_proof,
             "every_job_on_time": summary.done_on_time == summary.arrived,
             "not_on_time": summary.arrived - summary.done_on_time,
-            "machines": _fault_rows(taps, cuzk[0], t0, arrivals_end, proof_s),
+            "machines": _fault_rows(taps, cuzk[0], t0, t0 + wall, proof_s),
         }
     return out
 
