@@ -236,7 +236,7 @@ def test_every_guardrail_and_need_is_a_search_filter() -> None:
         "verified": {"eq": True},
         "gpu_name": {"in": ["RTX 4090"]},
         "num_gpus": {"gte": 1, "lte": 4},
-        "cpu_ram": {"gte": 128 * 1024},  # cuzk's floor, for the machine
+        "cpu_ram": {"gte": 0.95 * 128 * 1024},  # cuzk's floor, for the machine (95 %)
         "reliability": {"gte": 0.95},  # the model may tighten, never loosen
         "dph_total": {"lte": 1.2},
         "inet_down_cost": {"lte": 0.02},  # max_inet_down_cost_per_tb 20 in $/GB
@@ -277,8 +277,8 @@ def test_every_guardrail_and_need_is_a_search_filter() -> None:
         ({"num_gpus": 16, "cpu_ram": 2048 * 1024}, "16 GPUs"),
         ({"cpu_ram": 40 * 1024}, "RAM 40 GiB"),
         # cuzk needs 128 GiB (curio cuzk-proving-daemon.md): a "128 GB" host
-        # reporting 125 GiB is under it.
-        ({"cpu_ram": 125 * 1024}, "RAM 125 GiB is under the 128 GiB"),
+        # reporting 125 GiB passes (95 % slack, as the image allows); 120 does not.
+        ({"cpu_ram": 120 * 1024}, "RAM 120 GiB is under the 122 GiB"),
         ({"cpu_ram": 128 * 1024}, None),
         # A row lists the host's RAM: one GPU of an 8-GPU 256 GiB host gets 32 GiB.
         ({"cpu_ram": 256 * 1024, "gpu_frac": 0.125}, "RAM 32 GiB (12% of the host's 256 GiB)"),
@@ -292,7 +292,7 @@ def test_every_guardrail_and_need_is_a_search_filter() -> None:
         ({"duration": 30 * 86400.0}, None),
         # One cuzk daemon per machine: its floor is the machine's, not per GPU.
         ({"num_gpus": 4, "cpu_ram": 200 * 1024}, None),
-        ({"num_gpus": 4, "cpu_ram": 120 * 1024}, "128 GiB a machine of 4 GPU(s) needs"),
+        ({"num_gpus": 4, "cpu_ram": 120 * 1024}, "122 GiB a machine of 4 GPU(s) needs"),
         ({"disk_space": 50.0}, "disk"),
         ({"inet_down": 90.0}, "download 90 Mb/s"),
         ({"cuda_max_good": 11.8}, "CUDA 11.8"),
