@@ -75,7 +75,7 @@ DEFAULT_GATEWAY = "https://pub-08ae819c828244bdbe5f615fd8c5e144.r2.dev/ipfs/"
 LOCK_FILE = "fetch.lock"
 LOCK_RETRY_S = 10.0
 #: How long to wait for another process's lock before giving up (Curio
-#: waits for ever; the 32 GiB set is ~50 GiB, hours on a slow link).
+#: waits for ever; the 32 GiB set is ~47 GiB, hours on a slow link).
 LOCK_WAIT_S = 4 * 3600.0
 #: Hex characters of the BLAKE2b-512 digest compared (paramfetch.go
 #: ``checkFile``: ``hex.EncodeToString(sum[:16])``).

@@ -163,7 +163,7 @@ def _handler(gw: Gateway) -> type[http.server.BaseHTTPRequestHandler]:
                 elif mode.startswith("stall:"):
                     self.wfile.write(rest[: int(mode[6:])])
                     self.wfile.flush()
-                    time.sleep(1.0)
+                    time.sleep(5.0)
                 elif mode == "trickle":
                     for i in range(0, len(rest), 64):
                         self.wfile.write(rest[i : i + 64])
@@ -530,6 +530,7 @@ def test_it_waits_for_another_fetch_s_lock_and_checks_again(
     assert set(result[0].present) == WANT_2K
 
 
+@pytest.mark.timeout(10)  # unbounded, it would wait for ever
 def test_the_wait_for_the_lock_is_bounded(tmp_path: Path, gateway: Gateway) -> None:
     directory = tmp_path / "p"
     directory.mkdir()
