@@ -18,13 +18,21 @@ Environment (fleet_agent/cuzk/credentials.py ``machine_env`` writes the first fo
 - ``FLEET_CUZK_LISTEN``: cuzk's gRPC address, loopback (default ``127.0.0.1:9820``);
 - ``FIL_PROOFS_PARAMETER_CACHE``: the proof parameters (default
   ``/var/tmp/filecoin-proof-parameters``, as Curio fetches them);
+- ``FLEET_PARAMS_SECTOR_SIZE`` (default ``32GiB``), ``IPFS_GATEWAY``
+  (default curio's, prover_image/params.py), ``FLEET_PARAMS_JSON`` and
+  ``FLEET_SRS_JSON`` (the lists the image ships in ``/opt/fleet/proof-params``):
+  what is fetched before cuzk starts; ``FLEET_SKIP_PARAMS=1`` fetches nothing
+  (tests and stand-ins);
 - ``FLEET_FRONT_HOST`` (default ``0.0.0.0``), ``FLEET_SECRETS_DIR`` (default
   ``/dev/shm``), ``FLEET_MEMINFO`` (default ``/proc/meminfo``),
   ``FLEET_CGROUP_ROOT`` (default ``/sys/fs/cgroup``), ``FLEET_STOP_GRACE_S``
   (default 30): for tests and odd hosts.
 
 It refuses to start (exit 2, one line saying which value and why, never a
-value) on a missing or malformed credential, and below `MIN_RAM_GIB` of RAM.
+value) on a missing or malformed credential or setting, and below
+`MIN_RAM_GIB` of RAM. It fetches and verifies the proof parameters
+(prover_image/params.py) before cuzk starts, and exits 3 with one line
+saying why when they cannot be had.
 It exits when cuzk exits or the front fails, so a broken machine shows dead
 rather than half alive, and passes SIGTERM (and SIGINT) on to cuzk.
 
@@ -44,11 +52,12 @@ import signal
 import ssl
 import sys
 import tempfile
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from prover_image import front
+from prover_image import front, params
 
 GIB = 1024**3
 #: curio documentation/en/experimental-features/cuzk-proving-daemon.md,
@@ -71,6 +80,12 @@ TIERS: tuple[tuple[int, int, int], ...] = (
 SAFETY_MARGIN_GIB = 5
 #: Curio's SNARK circuits it is sent (srs_manager.rs circuit ids).
 PRELOAD = ("porep-32g",)
+#: Where the image keeps the parameter lists (prover_image/Dockerfile copies
+#: them from lotus build/proof-params, the files curio embeds).
+PARAMS_JSON = "/opt/fleet/proof-params/parameters.json"
+SRS_JSON = "/opt/fleet/proof-params/srs-inner-product.json"
+#: The entrypoint's exit status when the parameters cannot be had.
+EXIT_PARAMS = 3
 
 
 class Refusal(Exception):
@@ -94,9 +109,21 @@ class Settings:
     meminfo: Path
     cgroup_root: Path
     stop_grace_s: float
+    #: None: FLEET_SKIP_PARAMS=1, nothing is fetched.
+    params: ParamsSettings | None
 
     def __repr__(self) -> str:  # the key never reaches a log through repr
         return f"Settings(front={self.front_host}:{self.front_port}, cuzk={self.cuzk_listen})"
+
+
+@dataclass(frozen=True, slots=True)
+class ParamsSettings:
+    """What to fetch before cuzk starts, and from where."""
+
+    sector_size: int
+    gateway: str
+    parameters_json: Path
+    srs_json: Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +176,9 @@ def read_settings(env: Mapping[str, str]) -> Settings:
         raise Refusal("FLEET_STOP_GRACE_S is not a number") from None
     if not 0 <= grace <= 600:
         raise Refusal("FLEET_STOP_GRACE_S is not within 0-600 s")
+    skip = env.get("FLEET_SKIP_PARAMS", "").strip()
+    if skip not in ("", "0", "1"):
+        raise Refusal("FLEET_SKIP_PARAMS is not 0 or 1")
     return Settings(
         cert_pem=cert,
         key_pem=key,
@@ -163,7 +193,45 @@ def read_settings(env: Mapping[str, str]) -> Settings:
         meminfo=Path(env.get("FLEET_MEMINFO", "/proc/meminfo")),
         cgroup_root=Path(env.get("FLEET_CGROUP_ROOT", "/sys/fs/cgroup")),
         stop_grace_s=grace,
+        params=None if skip == "1" else read_params_settings(env),
     )
+
+
+def read_params_settings(env: Mapping[str, str]) -> ParamsSettings:
+    """The parameter fetch's settings, or Refusal naming the first bad one."""
+    try:
+        sector = params.parse_sector_size(env.get("FLEET_PARAMS_SECTOR_SIZE", "32GiB"))
+    except ValueError:
+        raise Refusal("FLEET_PARAMS_SECTOR_SIZE is not a size such as 32GiB") from None
+    # Curio's rule: $IPFS_GATEWAY when set, its own gateway otherwise.
+    gateway = env.get("IPFS_GATEWAY", "").strip() or params.DEFAULT_GATEWAY
+    parts = urllib.parse.urlsplit(gateway)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Refusal("IPFS_GATEWAY is not an http(s) URL")
+    return ParamsSettings(
+        sector_size=sector,
+        gateway=gateway,
+        parameters_json=Path(env.get("FLEET_PARAMS_JSON", PARAMS_JSON)),
+        srs_json=Path(env.get("FLEET_SRS_JSON", SRS_JSON)),
+    )
+
+
+def read_lists(p: ParamsSettings) -> tuple[bytes, bytes]:
+    """The two parameter lists, checked to name a .params file of the size;
+    Refusal naming the setting otherwise."""
+    texts = []
+    for name, path in (("FLEET_PARAMS_JSON", p.parameters_json), ("FLEET_SRS_JSON", p.srs_json)):
+        try:
+            texts.append(path.read_bytes())
+        except OSError as exc:
+            raise Refusal(f"{name}: cannot read {path}: {exc.strerror}") from None
+    try:
+        params.plan(texts[0], texts[1], p.sector_size)
+    except params.FetchError as exc:
+        raise Refusal(
+            f"FLEET_PARAMS_SECTOR_SIZE, FLEET_PARAMS_JSON, FLEET_SRS_JSON: {exc}"
+        ) from None
+    return texts[0], texts[1]
 
 
 def mem_total(meminfo: Path) -> int:
@@ -370,6 +438,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
         ram = mem_total(settings.meminfo)
         limit = cgroup_limit(settings.cgroup_root)
         size = sizing(min(ram, limit) if limit is not None else ram)
+        lists = read_lists(settings.params) if settings.params is not None else None
         context = tls_context(settings)
         settings.cuzk_config.parent.mkdir(parents=True, exist_ok=True)
         settings.cuzk_config.write_text(cuzk_toml(settings, size))
@@ -383,6 +452,20 @@ def main(env: Mapping[str, str] | None = None) -> int:
         f"{size.ram_bytes / GIB:.1f} GiB usable: partition_workers={size.partition_workers}, "
         f"gpu_workers_per_device={size.gpu_workers_per_device}; config {settings.cuzk_config}"
     )
+    if settings.params is None or lists is None:
+        say("FLEET_SKIP_PARAMS=1: the proof parameters are not fetched")
+    else:
+        try:
+            params.fetch(
+                settings.param_cache,
+                lists[0],
+                lists[1],
+                settings.params.sector_size,
+                settings.params.gateway,
+            )
+        except params.FetchError as exc:
+            say(f"cannot fetch the proof parameters: {exc}")
+            return EXIT_PARAMS
     return asyncio.run(run(settings, context, env))
 
 

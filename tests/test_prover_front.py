@@ -116,6 +116,8 @@ def base_env(tmp: Path, creds: dict[str, str], *, ram_gib: float = 256) -> dict[
         "CUZK_BIN": f"{sys.executable} {STANDIN}",
         "CUZK_STANDIN_PID": str(tmp / "cuzk.pid"),
         "CUZK_STANDIN_ENV": str(tmp / "cuzk.env"),
+        # The parameter fetch has its own tests (tests/test_prover_params.py).
+        "FLEET_SKIP_PARAMS": "1",
     }
 
 
