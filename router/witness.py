@@ -136,15 +136,19 @@ def phase_of(
     """The machine's phase and why, from facts the router measured."""
     if failing is not None:
         return "failing", failing
-    silent_since = answered_at if answered_at is not None else added_at
-    if now - silent_since >= dead_after_s:
-        return "dead", f"no answer to GetStatus for {now - silent_since:.0f} s"
+    # Dead is silence after an answer. A machine that never answered is still
+    # joining however long it takes: its image fetches ~47 GiB of parameters
+    # before cuzk and its front start (prover_image/params.py), and the agent
+    # judges how long joining may take from the host's download speed
+    # (fleet_agent/fleet/witness_reads.py, `joining_grace_s`).
+    if answered_at is not None and now - answered_at >= dead_after_s:
+        return "dead", f"no answer to GetStatus for {now - answered_at:.0f} s"
     if draining:
         if in_flight > 0:
             return "draining", f"{in_flight} jobs in flight"
         return "drained", ""
     if not joined:
         if answered_at is None:
-            return "joining", "its cuzk has not answered yet"
+            return "joining", f"its cuzk has not answered in {now - added_at:.0f} s"
         return "joining", "no circuit loaded yet"
     return "serving", ""

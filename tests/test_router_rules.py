@@ -129,7 +129,9 @@ def test_phases() -> None:
     assert _phase(joined=False) == "joining"
     assert _phase(joined=False, answered_at=None, added_at=90.0) == "joining"
     assert _phase(answered_at=40.0) == "dead"
-    assert _phase(answered_at=None, added_at=40.0, joined=False) == "dead"
+    # Never answered: joining however long (the image fetches its parameters
+    # first); the agent judges how long joining may take.
+    assert _phase(answered_at=None, added_at=-7200.0, joined=False) == "joining"
     assert _phase(draining=True, in_flight=1) == "draining"
     assert _phase(draining=True) == "drained"
     assert _phase(failing="x", draining=True) == "failing"
