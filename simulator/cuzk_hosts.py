@@ -21,8 +21,9 @@ stops or freezes its servers: stopped, rebooting, dead or destroyed drops
 the listener and every connection (calls in flight fail mid-proof); frozen
 or offline holds every call unanswered (new connections still finish their
 TLS handshake: the front runs, the stand-in does not answer). Proofs take
-their time on the simulator's clock (`_Host.sleep`): at its speed, moved by
-`advance`, paused while the machine is frozen or its prover stuck. Each
+their time on the simulator's clock (`_Host.sleep_until`): at its speed,
+moved by `advance`, paused while the machine is frozen or its prover stuck
+(as the reconcile pass sees it: within a pass of the change). Each
 finished proof is counted in the market (`Market.cuzk_proved`); a ``dies``
 stand-in's machine exits (`Market.cuzk_died`).
 
@@ -102,6 +103,8 @@ class _Host:
     watcher: asyncio.Task[None] | None = None
     epoch: float | None = None
     paused: bool = False
+    paused_since: float | None = None
+    paused_total: float = 0.0
     reachable: asyncio.Event | None = None
     spec: dict[str, Any] = dataclasses.field(default_factory=lambda: {"mode": "honest"})
     rev: int = -1
@@ -110,20 +113,33 @@ class _Host:
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     stopping: bool = False
 
-    async def sleep(self, sim_seconds: float) -> None:
-        """Wait `sim_seconds` of this machine's running time on the
-        simulator's clock: none passes while it is paused."""
-        clock, owner = self.owner.clock, self.owner
-        left = sim_seconds
-        last, paused = clock.now(), self.paused
-        while left > _EPSILON_S:
+    def running_now(self) -> float:
+        """This machine's running time: the simulator's clock less the time
+        it was paused (its cuzk's clock: a paused machine proves nothing)."""
+        now = self.owner.clock.now()
+        paused = now - self.paused_since if self.paused_since is not None else 0.0
+        return now - self.paused_total - paused
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume its running time (on the loop)."""
+        if paused == self.paused:
+            return
+        now = self.owner.clock.now()
+        if paused:
+            self.paused_since = now
+        elif self.paused_since is not None:
+            self.paused_total += now - self.paused_since
+            self.paused_since = None
+        self.paused = paused
+
+    async def sleep_until(self, at: float) -> None:
+        """Wait until its running time reads `at`: at the clock's speed,
+        moved by the clock's jumps, not at all while paused."""
+        clock = self.owner.clock
+        while (left := at - self.running_now()) > _EPSILON_S:
             speed = clock.speed
-            timeout = None if paused or speed <= 0 else left / speed
-            await owner.changed(timeout)
-            now = clock.now()
-            if not paused:  # the state it had over the span just waited
-                left -= now - last
-            last, paused = now, self.paused
+            within = None if self.paused or speed <= 0 else left / speed
+            await self.owner.changed(within)
 
     def apply(self, spec: dict[str, Any], rev: int) -> None:
         """Use behaviour `spec` (revision `rev`) from now, on the running
@@ -323,7 +339,8 @@ class CuzkHosts:
                 await self._up(host, view)
             paused = view is not None and view.paused
             if paused != host.paused:
-                host.paused, bump = paused, True
+                host.set_paused(paused)
+                bump = True
             if host.reachable is not None:
                 if want == "frozen":
                     host.reachable.clear()
@@ -358,8 +375,8 @@ class CuzkHosts:
         standin = await CuzkStandIn.start(
             config,
             "127.0.0.1:0",
-            sleep=host.sleep,
-            clock=self.clock.now,
+            clock=host.running_now,
+            sleep_until=host.sleep_until,
             on_proved=proved,
             interceptors=[_Gate(reachable)],
         )

@@ -10,10 +10,14 @@ waiting is absent even while it runs. Loaded circuits are those preloaded
 (``preloaded_srs``): an on-demand load costs the time but is not listed.
 
 Proofs are `simulator.snark.prove`'s; the behaviour (config.py) bends them.
-Touches nothing outside the process. Time is the event loop's unless the
-caller gives its own: `sleep` (simulated seconds) and `clock` (seconds), as
-the simulator's machines do to prove on the simulator's clock
-(simulator/cuzk_hosts.py); `on_proved` hears of each proof as it finishes.
+Touches nothing outside the process. Time is simulated seconds: the event
+loop's clock times the config's `speed`, unless the caller gives its own
+`clock` and `sleep_until`, as the simulator's machines do to prove on the
+simulator's clock (simulator/cuzk_hosts.py). A worker's proofs follow each
+other on that clock: the next one starts when the last one was due to end
+(or when it was submitted, if later), so a late wake-up of the loop is not
+lost time, and a busy stand-in proves exactly its configured rate.
+`on_proved` hears of each proof as it finishes.
 """
 
 from __future__ import annotations
@@ -31,10 +35,10 @@ from simulator import snark
 
 from .config import StandInConfig
 
-__all__ = ["JobNotFound", "Proved", "Sleep", "StandInEngine", "Worker"]
+__all__ = ["JobNotFound", "Proved", "SleepUntil", "StandInEngine", "Worker"]
 
-#: Waits a number of simulated seconds.
-Sleep = Callable[[float], Awaitable[None]]
+#: Waits until the engine's clock reads a given simulated time.
+SleepUntil = Callable[[float], Awaitable[None]]
 #: Told of each finished proof: its request, and whether its bytes are bad.
 Proved = Callable[[pb.SubmitProofRequest, bool], None]
 
@@ -50,10 +54,12 @@ class JobNotFound(Exception):
 
 @dataclass
 class Worker:
-    """One GPU worker; `current` is (job id, kind Display) while it proves."""
+    """One GPU worker; `current` is (job id, kind Display) while it proves;
+    `free_at` when its last proof was due to end (the engine's clock)."""
 
     ordinal: int
     current: tuple[str, str] | None = None
+    free_at: float | None = None
 
 
 @dataclass(order=True)
@@ -75,15 +81,15 @@ class StandInEngine:
         config: StandInConfig,
         on_die: Callable[[], None] | None = None,
         *,
-        sleep: Sleep | None = None,
         clock: Callable[[], float] | None = None,
+        sleep_until: SleepUntil | None = None,
         on_proved: Proved | None = None,
     ) -> None:
         self.config = config
         self.on_die = on_die
         self.on_proved = on_proved
-        self._sleep = sleep
-        self._clock = clock or time.monotonic
+        self._sleep_until = sleep_until
+        self._clock = clock or self._loop_clock
         self.started_at = self._clock()
         self.workers = [Worker(i) for i in range(config.gpus)]
         self.preloaded: dict[str, int] = dict.fromkeys(config.preload, 0)
@@ -103,13 +109,23 @@ class StandInEngine:
         self.dead = False
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def sleep(self, sim_seconds: float) -> None:
-        """Wait `sim_seconds` of simulated time (the event loop's, scaled by
-        the config's speed, unless a `sleep` was given)."""
-        if self._sleep is not None:
-            await self._sleep(sim_seconds)
+    def _loop_clock(self) -> float:
+        return time.monotonic() * self.config.speed
+
+    def now(self) -> float:
+        """The engine's clock: simulated seconds."""
+        return self._clock()
+
+    async def sleep_until(self, at: float) -> None:
+        """Wait until the clock reads `at`."""
+        if self._sleep_until is not None:
+            await self._sleep_until(at)
         else:
-            await asyncio.sleep(self.config.real(sim_seconds))
+            await asyncio.sleep(max(0.0, self.config.real(at - self._clock())))
+
+    async def sleep(self, sim_seconds: float) -> None:
+        """Wait `sim_seconds` of simulated time."""
+        await self.sleep_until(self._clock() + sim_seconds)
 
     def start(self) -> None:
         """Start the GPU workers (and the death timer of a ``dies`` stand-in)."""
@@ -168,9 +184,10 @@ class StandInEngine:
             raise ValueError(f"unknown circuit ID: {circuit}")
         if circuit in self.preloaded:
             return True, 0
-        started = self._clock()
-        await self.sleep(self.config.preload_seconds)
-        ms = int((self._clock() - started) * 1000)
+        # The configured time exactly (a late wake-up is the loop's, not cuzk's).
+        seconds = self.config.preload_seconds
+        await self.sleep(seconds)
+        ms = int(seconds * 1000)
         self.preloaded[circuit] = ms
         self._on_demand.add(circuit)
         return False, ms
@@ -199,18 +216,22 @@ class StandInEngine:
             req = entry.request
             worker.current = (req.request_id, KIND_NAMES.get(req.proof_kind, "?"))
             try:
-                await self._prove_one(entry)
+                await self._prove_one(entry, worker)
             finally:
                 worker.current = None
 
-    async def _prove_one(self, entry: _Entry) -> None:
+    async def _prove_one(self, entry: _Entry, worker: Worker) -> None:
         req, cfg, b = entry.request, self.config, self.config.behaviour
         kind = KIND_NAMES[req.proof_kind]
-        started = self._clock()
+        # When it really began: on the heels of the worker's last proof, or
+        # at its submission (never in the future, whatever the clock says).
+        begin = min(self._clock(), max(entry.submitted_at, worker.free_at or entry.submitted_at))
+        started = begin
         circuit = circuit_id(req.proof_kind, req.sector_size)
         if circuit not in self.preloaded and circuit not in self._on_demand:
             # Loaded on demand: it costs the load, and preloaded_srs does not list it.
-            await self.sleep(cfg.preload_seconds)
+            begin += cfg.preload_seconds
+            await self.sleep_until(begin)
             self._on_demand.add(circuit)
         seconds = cfg.proof_seconds.get(kind, 60.0)
         if b.mode == "slow":
@@ -222,17 +243,19 @@ class StandInEngine:
             and b.die_after_proofs is not None
             and self.total_completed >= b.die_after_proofs
         ):
-            await self.sleep(seconds / 2)
+            await self.sleep_until(begin + seconds / 2)
             self._die()
             await asyncio.Event().wait()
-        await self.sleep(seconds)
+        end = begin + seconds
+        await self.sleep_until(end)
+        worker.free_at = end
         proof = await self._proof(req)
         # The behaviour when the proof is done (it may have changed meanwhile).
         bad = self.config.behaviour.mode == "bad"
         if bad:
             proof = bytes(x ^ 0x5A for x in proof)
-        elapsed = self._clock() - started
-        total_ms = int((self._clock() - entry.submitted_at) * 1000)
+        elapsed = end - started
+        total_ms = int((end - entry.submitted_at) * 1000)
         proving_ms = int(elapsed * 1000)
         # Phase 0 timings: srs_load, synthesis and gpu_compute all carry the
         # monolithic proving time (cuzk-core types.rs ProofTimings).

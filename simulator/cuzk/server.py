@@ -19,7 +19,7 @@ import grpc.aio
 from fleet_agent.cuzk.service import add_servicer, channel_options
 
 from .config import StandInConfig
-from .engine import Proved, Sleep, StandInEngine
+from .engine import Proved, SleepUntil, StandInEngine
 from .service import StandInService
 
 __all__ = ["CuzkStandIn"]
@@ -34,8 +34,8 @@ class CuzkStandIn:
         server: grpc.aio.Server,
         host: str,
         *,
-        sleep: Sleep | None = None,
         clock: Callable[[], float] | None = None,
+        sleep_until: SleepUntil | None = None,
         on_proved: Proved | None = None,
     ) -> None:
         self.config = config
@@ -43,7 +43,7 @@ class CuzkStandIn:
         self.host = host
         self.port = 0
         self.engine = StandInEngine(
-            config, on_die=self._on_die, sleep=sleep, clock=clock, on_proved=on_proved
+            config, on_die=self._on_die, clock=clock, sleep_until=sleep_until, on_proved=on_proved
         )
         self._stopped = asyncio.Event()
         self._stop_task: asyncio.Task[None] | None = None
@@ -54,18 +54,23 @@ class CuzkStandIn:
         config: StandInConfig | None = None,
         listen: str = "127.0.0.1:0",
         *,
-        sleep: Sleep | None = None,
         clock: Callable[[], float] | None = None,
+        sleep_until: SleepUntil | None = None,
         on_proved: Proved | None = None,
         interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
     ) -> CuzkStandIn:
         """Serve a stand-in on `listen` (``host:port``; port 0 picks a free one).
-        `sleep`, `clock` and `on_proved` go to its engine (`StandInEngine`);
+        `clock`, `sleep_until` and `on_proved` go to its engine (`StandInEngine`);
         `interceptors` see every call first."""
         host = listen.rsplit(":", 1)[0]
         server = grpc.aio.server(options=channel_options(), interceptors=list(interceptors))
         standin = cls(
-            config or StandInConfig(), server, host, sleep=sleep, clock=clock, on_proved=on_proved
+            config or StandInConfig(),
+            server,
+            host,
+            clock=clock,
+            sleep_until=sleep_until,
+            on_proved=on_proved,
         )
         add_servicer(server, StandInService(standin.engine))
         standin.port = server.add_insecure_port(listen)
