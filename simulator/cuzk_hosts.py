@@ -71,6 +71,29 @@ _STOP_JOIN_S = 10.0
 _EPSILON_S = 1e-6
 
 
+class _Front(front.Front):
+    """The image's front, which also knows its connections, to drop them as
+    a machine that stops drops them (reset, no TLS goodbye: a graceful TLS
+    close waits for a peer that may never answer, and a call in flight would
+    hang instead of failing). Everything else is front.py's own code."""
+
+    def __init__(self, context: ssl.SSLContext, upstream: tuple[str, int]) -> None:
+        super().__init__(context, upstream)
+        self.writers: set[asyncio.StreamWriter] = set()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writers.add(writer)
+        try:
+            await super()._accept(reader, writer)
+        finally:
+            self.writers.discard(writer)
+
+    def drop(self) -> None:
+        """Reset every connection now (the TLS one, whatever layer it is at)."""
+        for writer in list(self.writers):
+            writer.transport.abort()
+
+
 class _Gate(_Interceptor):
     """Holds every call while the machine is frozen (a paused container)."""
 
@@ -98,7 +121,7 @@ class _Host:
     reservation: socket.socket | None
     owner: CuzkHosts
     standin: CuzkStandIn | None = None
-    proxy: front.Front | None = None
+    proxy: _Front | None = None
     server: asyncio.Server | None = None
     watcher: asyncio.Task[None] | None = None
     epoch: float | None = None
@@ -143,8 +166,12 @@ class _Host:
 
     def apply(self, spec: dict[str, Any], rev: int) -> None:
         """Use behaviour `spec` (revision `rev`) from now, on the running
-        engine too (any thread: a control call sees it take effect at once)."""
+        engine too (any thread: a control call sees it take effect at once).
+        An older revision than the last one is ignored: a reconcile pass that
+        read the market before a control call must not undo it."""
         with self.lock:
+            if rev < self.rev:
+                return
             self.spec, self.rev = spec, rev
             standin = self.standin
             if standin is None:
@@ -180,6 +207,7 @@ class CuzkHosts:
         self._poked: asyncio.Event | None = None
         self._changed: asyncio.Event | None = None
         self._stop = False
+        self._closing: set[asyncio.Task[None]] = set()
 
     def bind(
         self,
@@ -270,6 +298,7 @@ class CuzkHosts:
 
     def _run(self, ready: threading.Event) -> None:
         loop = asyncio.new_event_loop()
+        loop.set_exception_handler(_quiet_cancels)
         self._loop = loop
         try:
             loop.run_until_complete(self._main(ready))
@@ -297,6 +326,11 @@ class CuzkHosts:
             for host in hosts:
                 await self._down(host)
             self._poked = self._changed = None
+            # Connections still closing, and whatever else is left: ended now.
+            rest = asyncio.all_tasks() - {asyncio.current_task()}
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
 
     def _wake(self) -> None:
         if self._poked is not None:
@@ -380,7 +414,7 @@ class CuzkHosts:
             on_proved=proved,
             interceptors=[_Gate(reachable)],
         )
-        proxy = front.Front(host.context, ("127.0.0.1", standin.port))
+        proxy = _Front(host.context, ("127.0.0.1", standin.port))
         _close(host.reservation)
         host.reservation = None
         try:
@@ -422,7 +456,12 @@ class CuzkHosts:
         if server is not None:
             server.close()
         if proxy is not None:
-            await proxy.close()
+            proxy.drop()
+            # Its connections end now; no pass waits for their tasks to see
+            # it (a hundred machines may stop in one).
+            closing = asyncio.create_task(proxy.close())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
         await standin.stop()
         if host.watcher is not None:
             host.watcher.cancel()
@@ -439,6 +478,16 @@ class CuzkHosts:
         await self._down(host)
         _close(host.reservation)
         host.reservation = None
+
+
+def _quiet_cancels(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's exception handler, without the front's cancelled
+    connections: Python 3.11's stream callback asks a cancelled task for its
+    exception (3.12 checks first), and each `Front.close` would log a
+    traceback per connection it drops."""
+    if isinstance(context.get("exception"), asyncio.CancelledError):
+        return
+    loop.default_exception_handler(context)
 
 
 def _reserve(host: str, port: int | None, *, fallback: bool = True) -> socket.socket:

@@ -31,6 +31,7 @@ __all__ = [
     "RouterMachine",
     "boot",
     "cuzk_truth",
+    "front_address",
     "porep",
     "refused",
     "router_env",
@@ -113,7 +114,7 @@ def boot(
     body = {**PROVER_CREATE, "env": env if env is not None else router_env(authority, label)}
     instance_id = rent(sim, offer["id"], label=label, **{k: v for k, v in body.items()})
     if serve:
-        advance_until(sim, lambda: cuzk_truth(sim, instance_id)["serving"], step=60)
+        advance_until(sim, lambda: cuzk_truth(sim, instance_id)["serving"], step=300)
     else:
         advance_until(sim, lambda: row(sim, instance_id)["actual_status"] == "running", step=60)
     return RouterMachine(
