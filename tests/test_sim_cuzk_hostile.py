@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import grpc
 import grpc.aio
@@ -18,6 +20,8 @@ import pytest
 from fleet_agent.cuzk.credentials import Authority
 from fleet_agent.cuzk.service import ProvingEngineStub, pb
 from simulator import SimServer, snark
+from simulator.cuzk import Behaviour, CuzkStandIn, StandInConfig, StandInEngine
+from simulator.cuzk_hosts import CuzkHosts, _Host
 from simulator.cuzk_market import CUZK_DEATH_MSG
 from testkit.sim_helpers import api, find_offer, rent, row
 from tests.sim_cuzk_helpers import (
@@ -207,3 +211,16 @@ async def _answer(m: RouterMachine, req: pb.SubmitProofRequest) -> pb.AwaitProof
         return await _prove(m, req)
     except grpc.aio.AioRpcError:
         return None
+
+
+def test_a_stale_reconcile_pass_does_not_undo_a_newer_behaviour() -> None:
+    # A pass reads the market (revision 0), a control call then sets "bad"
+    # (revision 1) on the running engine, and the pass applies what it read.
+    host = _Host(1, 0, None, None, CuzkHosts("127.0.0.1"))
+    engine = StandInEngine(StandInConfig())
+    host.standin = cast(CuzkStandIn, SimpleNamespace(engine=engine))
+    host.apply({"mode": "bad"}, 1)
+    host.apply({"mode": "honest"}, 0)
+    assert engine.config.behaviour.mode == "bad"
+    host.apply({"mode": "dies", "after_proofs": 2}, 2)
+    assert engine.config.behaviour == Behaviour(mode="dies", die_after_proofs=2)
