@@ -279,15 +279,20 @@ class CuzkHosts:
         ready.wait(_STOP_JOIN_S)
 
     def stop(self) -> None:
-        """Stop every server and the loop; ports stay reserved (a restarted
-        loop serves them again)."""
+        """Stop every server and the loop, and free every port (as the
+        status gateway closes its listeners)."""
         thread = self._thread
-        if thread is None:
-            return
-        self._stop = True
-        self.poke()
-        thread.join(_STOP_JOIN_S)
-        self._thread = None
+        if thread is not None:
+            self._stop = True
+            self.poke()
+            thread.join(_STOP_JOIN_S)
+            self._thread = None
+        with self._lock:
+            hosts = list(self._hosts.values())
+            self._hosts.clear()
+        for host in hosts:
+            _close(host.reservation)
+            host.reservation = None
 
     def ports(self) -> dict[int, int]:
         """Host port by instance (for tests and the state report)."""
