@@ -25,14 +25,19 @@ class MarketInstances(MarketState):
         """Host ports for the container's ports, if the host has direct ports.
 
         The prover's status port is a real listener when the server runs a
-        gateway (`port_allocator`); the others are numbers nobody answers on."""
+        gateway (`port_allocator`), and so is a router-mode create's front
+        port when it runs cuzk hosts (`cuzk_hosts`, simulator/cuzk_market.py);
+        the others are numbers nobody answers on."""
         wanted = container_ports(inst.machine.runtype, inst.env)
         if int(inst.offer.get("direct_port_count") or 0) < len(wanted):
             return  # no open ports: only vast.ai's SSH proxy reaches it
         prover = f"{status_port(inst.env)}/tcp"
         ports: dict[str, int] = {}
         for n, name in enumerate(wanted):
-            if name == prover and self.port_allocator is not None:
+            cuzk = self._map_cuzk_port(inst, name, None)
+            if cuzk is not None:
+                ports[name] = cuzk
+            elif name == prover and self.port_allocator is not None:
                 ports[name] = self.port_allocator(inst.id, None)
             else:
                 ports[name] = 20_000 + (inst.id * 7 + n * 131) % 40_000
@@ -40,11 +45,17 @@ class MarketInstances(MarketState):
         inst.public_ip = self.public_host or ""
 
     def _remap_prover_port(self, inst: SimInstance) -> None:
-        """After a restore: listen again for the prover, on its old port if free."""
+        """After a restore: listen again for the prover, and a router-mode
+        machine's front, on their old ports if free."""
         name = f"{status_port(inst.env)}/tcp"
         if name in inst.host_ports and self.port_allocator is not None:
             inst.host_ports[name] = self.port_allocator(inst.id, inst.host_ports[name])
             inst.public_ip = self.public_host or inst.public_ip
+        for name, port in list(inst.host_ports.items()):
+            cuzk = self._map_cuzk_port(inst, name, port)
+            if cuzk is not None:
+                inst.host_ports[name] = cuzk
+                inst.public_ip = self.public_host or inst.public_ip
 
     def _env(self, inst: SimInstance) -> InstanceEnv:
         env = self._envs.get(inst.id)
@@ -102,6 +113,7 @@ class MarketInstances(MarketState):
             self.counters["destroys"] += 1
             if self.faults.destroy_linger_s <= 0:
                 self._drop(instance_id)
+        self._poke_cuzk()
 
     def list_instances(
         self,

@@ -2,7 +2,8 @@
 
 The renter's ``PUT /api/v0/instances/{id}/`` (stop, start, label) and
 ``PUT /api/v0/instances/reboot/{id}/``; the unauthenticated control API under
-``/_sim/``, and ``GET /demand`` (the work queue, for the agent's demand
+``/_sim/`` (router-mode machines' cuzk: ``GET /_sim/cuzk``,
+``POST /_sim/cuzk/{id}``), and ``GET /demand`` (the work queue, for the agent's demand
 adapter; unauthenticated like the control API); and the shape of a rate-limited answer. A mixin of
 `simulator.api.SimApi`.
 """
@@ -139,6 +140,23 @@ class ControlRoutes:
             raise ApiError(400, "invalid_args", str(exc)) from None
         return Reply(200, {"success": True})
 
+    def _sim_cuzk_report(self, req: Request) -> Reply:
+        return Reply(200, self.market.cuzk_report())
+
+    def _sim_cuzk(self, req: Request) -> Reply:
+        body = req.body if isinstance(req.body, dict) else None
+        if body is None:
+            raise ApiError(
+                400, "invalid_args", 'body must be {"behaviour": "honest"|"slow"|"dies"|...}'
+            )
+        try:
+            spec = self.market.cuzk_behaviour(int(req.match["id"]), body)
+        except KeyError:
+            raise no_such_instance(req) from None
+        except ValueError as exc:
+            raise ApiError(400, "invalid_args", str(exc)) from None
+        return Reply(200, {"success": True, "behaviour": spec})
+
     def _demand(self, req: Request) -> Reply:
         body = self.market.demand_body()
         if body is None:
@@ -209,6 +227,14 @@ def control_routes() -> list[tuple[str, re.Pattern[str], str, Handler, bool]]:
             re.compile(r"/_sim/hostile/(?P<id>\d+)/"),
             "_sim",
             ControlRoutes._sim_hostile,
+            False,
+        ),
+        ("GET", re.compile(r"/_sim/cuzk/"), "_sim", ControlRoutes._sim_cuzk_report, False),
+        (
+            "POST",
+            re.compile(r"/_sim/cuzk/(?P<id>\d+)/"),
+            "_sim",
+            ControlRoutes._sim_cuzk,
             False,
         ),
         ("POST", re.compile(r"/_sim/rate-limits/"), "_sim", ControlRoutes._sim_rate_limits, False),

@@ -68,12 +68,15 @@ class MarketControls(MarketState):
                 inst.label = label
             if state is not None:
                 self._act(inst, "stop" if state == "stopped" else "start")
+        self._poke_cuzk()
 
     def reboot_instance(self, instance_id: int) -> bool:
         """``PUT /api/v0/instances/reboot/{id}/``: restart the container if it runs."""
         with self.lock:
             self._sync()
-            return self._act(self._live(instance_id), "reboot")
+            applied = self._act(self._live(instance_id), "reboot")
+        self._poke_cuzk()
+        return applied
 
     # ------------------------------------------------------- control API
 
@@ -86,6 +89,7 @@ class MarketControls(MarketState):
             inst = self._live(instance_id)
             message = msg or f"killed by simulator ({status})"
             inst.machine.kill(self.clock.now(), status, message, self._env(inst))
+        self._poke_cuzk()
 
     def set_instance_state(self, instance_id: int, action: str) -> bool:
         """Stop, start, freeze, unfreeze, reboot, outbid or blip (the host
@@ -97,7 +101,9 @@ class MarketControls(MarketState):
             raise ValueError(f"action must be one of {sorted(INSTANCE_ACTIONS)}")
         with self.lock:
             self._sync()
-            return self._act(self._live(instance_id), action)
+            applied = self._act(self._live(instance_id), action)
+        self._poke_cuzk()
+        return applied
 
     def _act(self, inst: SimInstance, action: str) -> bool:
         m, now, env = inst.machine, self.clock.now(), self._env(inst)
@@ -143,7 +149,9 @@ class MarketControls(MarketState):
         with self.lock:
             self._sync()
             inst = self._live(instance_id)
-            return inst.machine.prover_fault(self.clock.now(), kind, self._env(inst))
+            applied = inst.machine.prover_fault(self.clock.now(), kind, self._env(inst))
+        self._poke_cuzk()
+        return applied
 
     def hostile_host(
         self,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .billing import BYTES_PER_BILLED_KB, prices
+from .cuzk_machine import cuzk_state, front_port, proof_seconds, true_proofs_per_hour
 from .faults import Faults
 from .lifecycle import Machine
 from .prover import (
@@ -79,7 +80,9 @@ _PORT_OPTION = re.compile(r"^-p\s+(?:\d+:)?(\d+)(?:/(tcp|udp))?$")
 def container_ports(runtype: str | None, env: dict[str, str]) -> list[str]:
     """Container ports vast.ai maps: SSH/Jupyter's, the image's EXPOSE, and ``-p`` options.
 
-    Returned as Docker names (``"22/tcp"``), in a stable order.
+    Returned as Docker names (``"22/tcp"``), in a stable order. A create in
+    router mode runs the router image, which EXPOSEs its front's port
+    (prover_image/Dockerfile; simulator/cuzk_machine.py ``front_port``).
     """
     wanted: list[str] = []
     kind = runtype or "ssh"
@@ -88,6 +91,9 @@ def container_ports(runtype: str | None, env: dict[str, str]) -> list[str]:
     if "jupyter" in kind:
         wanted.append("8080/tcp")
     wanted.append(f"{PROVER_STATUS_PORT}/tcp")  # the prover image EXPOSEs its default
+    front = front_port(env)
+    if front is not None:
+        wanted.append(f"{front}/tcp")
     for key in env:
         m = _PORT_OPTION.match(key.strip())
         if m:
@@ -160,6 +166,16 @@ class SimInstance:
     status_extra: dict[str, Any] = field(default_factory=dict)
     #: How a hostile host answers ``POST /drain`` ("" as the sidecar does).
     drain_extra: str = ""
+    #: Router mode (simulator/cuzk_machine.py): why the image would not start
+    #: (None: it starts), its cuzk's behaviour (a hostile host's, and a
+    #: revision that changes with it), and the truth of what its cuzk proved:
+    #: answers COMPLETED by kind (cuzk's Display names), and how many of
+    #: them would not verify.
+    cuzk_refusal: str | None = None
+    cuzk_behaviour: dict[str, Any] = field(default_factory=lambda: {"mode": "honest"})
+    cuzk_rev: int = 0
+    cuzk_proofs: dict[str, int] = field(default_factory=dict)
+    cuzk_bad: int = 0
 
     # ---------------------------------------------------------------- state
 
@@ -179,6 +195,11 @@ class SimInstance:
             "extra": self.extra,
             "status_extra": self.status_extra,
             "drain_extra": self.drain_extra,
+            "cuzk_refusal": self.cuzk_refusal,
+            "cuzk_behaviour": self.cuzk_behaviour,
+            "cuzk_rev": self.cuzk_rev,
+            "cuzk_proofs": self.cuzk_proofs,
+            "cuzk_bad": self.cuzk_bad,
         }
 
     @classmethod
@@ -305,4 +326,44 @@ class SimInstance:
             "expected_proofs_per_hour": round(offer_proof_rate(self.offer) * m.fate.rate_jitter, 3),
             "prover_blocker": prover_blocker(self.offer),
             "destroyed_at": m.destroyed_at,
+            "cuzk": self.cuzk_truth(),
+        }
+
+    def cuzk_port(self) -> int | None:
+        """The front's container port in router mode, when it is mapped (None otherwise)."""
+        port = front_port(self.env)
+        return port if port is not None and f"{port}/tcp" in self.host_ports else None
+
+    def cuzk_truth(self) -> dict[str, Any] | None:
+        """What the machine's cuzk really does (router mode; None otherwise):
+        whether it serves, its GPUs, its true PoRep rate per sim hour kept
+        busy (0 unless it serves; a slow host's less, a bad or trickling
+        one's nothing that verifies) and its capacity regardless of the
+        behaviour, sim seconds per proof of each kind on one GPU, what it
+        answered COMPLETED by kind and in all, how many of those are bad."""
+        port = self.cuzk_port()
+        if port is None:
+            return None
+        m = self.machine
+        capacity = offer_proof_rate(self.offer) * m.fate.rate_jitter
+        if prover_blocker(self.offer) is not None:
+            capacity = 0.0
+        serving = cuzk_state(m, self.cuzk_refusal, prover_blocker(self.offer)) == "up"
+        proving = serving and not m.stuck
+        gpus = int(self.offer.get("num_gpus") or 0)
+        return {
+            "container_port": port,
+            "host_port": self.host_ports[f"{port}/tcp"],
+            "refusal": self.cuzk_refusal,
+            "serving": serving,
+            "gpus": gpus,
+            "proofs_per_hour": round(
+                true_proofs_per_hour(capacity, self.cuzk_behaviour) if proving else 0.0, 3
+            ),
+            "capacity_per_hour": round(capacity, 3),
+            "seconds_per_proof": {k: round(v, 3) for k, v in proof_seconds(capacity, gpus).items()},
+            "proofs_completed": sum(self.cuzk_proofs.values()),
+            "proofs_by_kind": dict(self.cuzk_proofs),
+            "bad_proofs": self.cuzk_bad,
+            "behaviour": dict(self.cuzk_behaviour),
         }

@@ -22,11 +22,12 @@ from typing import Any, Literal
 
 from .accounts import MarketInstances
 from .admission import MarketAdmission, Refusal
-from .base import PortAllocator, PortRelease
+from .base import CuzkGateway, PortAllocator, PortRelease
 from .billing import charges
 from .catalogue import offer_pricing
 from .clock import SimClock
 from .control import MarketControls
+from .cuzk_market import MarketCuzk
 from .demand_market import MarketDemand
 from .errors import ApiError
 from .faults import Faults, scenario
@@ -72,7 +73,7 @@ class RentResult:
     answer: Literal["ok", "server_error", "hang"]
 
 
-class Market(MarketAdmission, MarketInstances, MarketControls, MarketDemand):
+class Market(MarketAdmission, MarketInstances, MarketControls, MarketDemand, MarketCuzk):
     """The model: thread-safe, seeded, on its own clock."""
 
     def __init__(
@@ -88,6 +89,7 @@ class Market(MarketAdmission, MarketInstances, MarketControls, MarketDemand):
         public_host: str | None = None,
         port_allocator: PortAllocator | None = None,
         port_release: PortRelease | None = None,
+        cuzk_hosts: CuzkGateway | None = None,
     ) -> None:
         self.lock = threading.RLock()
         self.seed = seed
@@ -101,6 +103,7 @@ class Market(MarketAdmission, MarketInstances, MarketControls, MarketDemand):
         self.public_host = public_host
         self.port_allocator = port_allocator
         self.port_release = port_release
+        self.cuzk_hosts = cuzk_hosts
         self._limiter = RateLimiter()
         self._market_rng = random.Random(f"{seed}:market")
         self._ids_rng = random.Random(f"{seed}:ids")
@@ -145,13 +148,15 @@ class Market(MarketAdmission, MarketInstances, MarketControls, MarketDemand):
         with self.lock:
             now = self.clock.advance(seconds)
             self._sync()
-            return now
+        self._poke_cuzk()  # proofs on router-mode machines move with the clock
+        return now
 
     def set_speed(self, speed: float) -> None:
         """Sim seconds per real second from now on."""
         with self.lock:
             self._sync()
             self.clock.set_speed(speed)
+        self._poke_cuzk()
 
     # ------------------------------------------------------------ faults
 
@@ -202,6 +207,8 @@ class Market(MarketAdmission, MarketInstances, MarketControls, MarketDemand):
         self._envs.pop(instance_id, None)
         if self.port_release is not None:
             self.port_release(instance_id)
+        if self.cuzk_hosts is not None:
+            self.cuzk_hosts.release(instance_id)
 
     def search_offers(self, query: dict[str, Any]) -> list[dict[str, Any]]:
         """``POST /api/v0/bundles/``: the offers matching `query`, priced and ordered."""

@@ -9,7 +9,8 @@ alike, and JSON is sent as exactly ``application/json`` (the vastai CLI
 compares the header verbatim).
 
 Next to the API, a `ProverGateway` listens on one port per rented instance for
-its prover's status (the instance row maps it), and with a `state_path` the
+its prover's status (the instance row maps it), `CuzkHosts` serves each
+router-mode machine's cuzk behind its TLS front on another, and with a `state_path` the
 market is restored at start, saved every few seconds while it changes, and
 saved when the server stops.
 """
@@ -26,6 +27,7 @@ from typing import Any, Self
 
 from .api import SimApi
 from .control import DrainAnswer
+from .cuzk_hosts import CuzkHosts
 from .demand import DemandConfig
 from .gateway import ProverGateway
 from .http_app import create_app
@@ -84,6 +86,8 @@ class SimServer:
         self.gateway = ProverGateway(
             host, self._prover_answer, self._prover_drain, self._hostile_drain_sent
         )
+        #: Router-mode machines' cuzk behind their fronts (simulator/cuzk_hosts.py).
+        self.cuzk_hosts = CuzkHosts(host)
         self.market = Market(
             seed=seed,
             speed=speed,
@@ -95,6 +99,13 @@ class SimServer:
             public_host=host,
             port_allocator=self.gateway.open,
             port_release=self.gateway.close,
+            cuzk_hosts=self.cuzk_hosts,
+        )
+        self.cuzk_hosts.bind(
+            self.market.clock,
+            self.market.cuzk_views,
+            self.market.cuzk_proved,
+            self.market.cuzk_died,
         )
         #: Whether the market was restored from `state_path`.
         self.restored = False
@@ -163,6 +174,7 @@ class SimServer:
             raise
         self._http, self._executor = http, executor
         self.gateway.start()
+        self.cuzk_hosts.start()
         if self.state_path is not None:
             self._saver = threading.Thread(
                 target=self._save_loop, name="vast-sim-save", daemon=True
@@ -181,6 +193,7 @@ class SimServer:
         self._stopping.set()
         http.begin_stop()
         self.gateway.stop()  # meanwhile
+        self.cuzk_hosts.stop()
         http.stop()
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)

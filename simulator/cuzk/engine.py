@@ -10,7 +10,14 @@ waiting is absent even while it runs. Loaded circuits are those preloaded
 (``preloaded_srs``): an on-demand load costs the time but is not listed.
 
 Proofs are `simulator.snark.prove`'s; the behaviour (config.py) bends them.
-Touches nothing outside the process; time is the event loop's.
+Touches nothing outside the process. Time is simulated seconds: the event
+loop's clock times the config's `speed`, unless the caller gives its own
+`clock` and `sleep_until`, as the simulator's machines do to prove on the
+simulator's clock (simulator/cuzk_hosts.py). A worker's proofs follow each
+other on that clock: the next one starts when the last one was due to end
+(or when it was submitted, if later), so a late wake-up of the loop is not
+lost time, and a busy stand-in proves exactly its configured rate.
+`on_proved` hears of each proof as it finishes.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from fleet_agent.cuzk.kinds import KIND_NAMES, KNOWN_CIRCUITS, circuit_id, default_priority
@@ -28,7 +35,12 @@ from simulator import snark
 
 from .config import StandInConfig
 
-__all__ = ["JobNotFound", "StandInEngine", "Worker"]
+__all__ = ["JobNotFound", "Proved", "SleepUntil", "StandInEngine", "Worker"]
+
+#: Waits until the engine's clock reads a given simulated time.
+SleepUntil = Callable[[float], Awaitable[None]]
+#: Told of each finished proof: its request, and whether its bytes are bad.
+Proved = Callable[[pb.SubmitProofRequest, bool], None]
 
 _Status = pb.AwaitProofResponse.Status
 #: Hashing a vanilla proof this large blocks the loop for a noticeable time:
@@ -42,10 +54,12 @@ class JobNotFound(Exception):
 
 @dataclass
 class Worker:
-    """One GPU worker; `current` is (job id, kind Display) while it proves."""
+    """One GPU worker; `current` is (job id, kind Display) while it proves;
+    `free_at` when its last proof was due to end (the engine's clock)."""
 
     ordinal: int
     current: tuple[str, str] | None = None
+    free_at: float | None = None
 
 
 @dataclass(order=True)
@@ -57,12 +71,26 @@ class _Entry:
 
 
 class StandInEngine:
-    """Queues and proves; `on_die` is called once when a ``dies`` stand-in dies."""
+    """Queues and proves; `on_die` is called once when a ``dies`` stand-in dies.
 
-    def __init__(self, config: StandInConfig, on_die: Callable[[], None] | None = None) -> None:
+    `config` may be replaced while it runs (a new behaviour): each proof and
+    each answer reads it afresh."""
+
+    def __init__(
+        self,
+        config: StandInConfig,
+        on_die: Callable[[], None] | None = None,
+        *,
+        clock: Callable[[], float] | None = None,
+        sleep_until: SleepUntil | None = None,
+        on_proved: Proved | None = None,
+    ) -> None:
         self.config = config
         self.on_die = on_die
-        self.started_at = time.monotonic()
+        self.on_proved = on_proved
+        self._sleep_until = sleep_until
+        self._clock = clock or self._loop_clock
+        self.started_at = self._clock()
         self.workers = [Worker(i) for i in range(config.gpus)]
         self.preloaded: dict[str, int] = dict.fromkeys(config.preload, 0)
         self._on_demand: set[str] = set()
@@ -81,12 +109,30 @@ class StandInEngine:
         self.dead = False
         self._tasks: list[asyncio.Task[None]] = []
 
+    def _loop_clock(self) -> float:
+        return time.monotonic() * self.config.speed
+
+    def now(self) -> float:
+        """The engine's clock: simulated seconds."""
+        return self._clock()
+
+    async def sleep_until(self, at: float) -> None:
+        """Wait until the clock reads `at`."""
+        if self._sleep_until is not None:
+            await self._sleep_until(at)
+        else:
+            await asyncio.sleep(max(0.0, self.config.real(at - self._clock())))
+
+    async def sleep(self, sim_seconds: float) -> None:
+        """Wait `sim_seconds` of simulated time."""
+        await self.sleep_until(self._clock() + sim_seconds)
+
     def start(self) -> None:
         """Start the GPU workers (and the death timer of a ``dies`` stand-in)."""
         self._tasks = [asyncio.create_task(self._work_loop(w)) for w in self.workers]
         b = self.config.behaviour
         if b.mode == "dies" and b.die_at_s is not None:
-            self._tasks.append(asyncio.create_task(self._die_at(self.config.real(b.die_at_s))))
+            self._tasks.append(asyncio.create_task(self._die_at(b.die_at_s)))
 
     async def stop(self) -> None:
         """Stop the workers; listeners still waiting are cancelled."""
@@ -108,7 +154,7 @@ class StandInEngine:
         req.request_id = job_id
         priority = req.priority or default_priority(req.proof_kind)
         position = len(self._queue)
-        heapq.heappush(self._queue, _Entry(-priority, next(self._seq), req, time.monotonic()))
+        heapq.heappush(self._queue, _Entry(-priority, next(self._seq), req, self._clock()))
         self._listeners.setdefault(job_id, [])
         self._work.set()
         return job_id, position
@@ -138,9 +184,10 @@ class StandInEngine:
             raise ValueError(f"unknown circuit ID: {circuit}")
         if circuit in self.preloaded:
             return True, 0
-        started = time.monotonic()
-        await asyncio.sleep(self.config.real(self.config.preload_seconds))
-        ms = int((time.monotonic() - started) * 1000)
+        # The configured time exactly (a late wake-up is the loop's, not cuzk's).
+        seconds = self.config.preload_seconds
+        await self.sleep(seconds)
+        ms = int(seconds * 1000)
         self.preloaded[circuit] = ms
         self._on_demand.add(circuit)
         return False, ms
@@ -156,7 +203,7 @@ class StandInEngine:
 
     def uptime_seconds(self) -> int:
         """Whole seconds since start."""
-        return int(time.monotonic() - self.started_at)
+        return int(self._clock() - self.started_at)
 
     # -- proving ----------------------------------------------------------
 
@@ -169,20 +216,24 @@ class StandInEngine:
             req = entry.request
             worker.current = (req.request_id, KIND_NAMES.get(req.proof_kind, "?"))
             try:
-                await self._prove_one(entry)
+                await self._prove_one(entry, worker)
             finally:
                 worker.current = None
 
-    async def _prove_one(self, entry: _Entry) -> None:
+    async def _prove_one(self, entry: _Entry, worker: Worker) -> None:
         req, cfg, b = entry.request, self.config, self.config.behaviour
         kind = KIND_NAMES[req.proof_kind]
-        started = time.monotonic()
+        # When it really began: on the heels of the worker's last proof, or
+        # at its submission (never in the future, whatever the clock says).
+        begin = min(self._clock(), max(entry.submitted_at, worker.free_at or entry.submitted_at))
+        started = begin
         circuit = circuit_id(req.proof_kind, req.sector_size)
         if circuit not in self.preloaded and circuit not in self._on_demand:
             # Loaded on demand: it costs the load, and preloaded_srs does not list it.
-            await asyncio.sleep(cfg.real(cfg.preload_seconds))
+            begin += cfg.preload_seconds
+            await self.sleep_until(begin)
             self._on_demand.add(circuit)
-        seconds = cfg.real(cfg.proof_seconds.get(kind, 60.0))
+        seconds = cfg.proof_seconds.get(kind, 60.0)
         if b.mode == "slow":
             seconds *= b.slow_factor
         if b.mode == "trickle":
@@ -192,15 +243,19 @@ class StandInEngine:
             and b.die_after_proofs is not None
             and self.total_completed >= b.die_after_proofs
         ):
-            await asyncio.sleep(seconds / 2)
+            await self.sleep_until(begin + seconds / 2)
             self._die()
             await asyncio.Event().wait()
-        await asyncio.sleep(seconds)
+        end = begin + seconds
+        await self.sleep_until(end)
+        worker.free_at = end
         proof = await self._proof(req)
-        if b.mode == "bad":
+        # The behaviour when the proof is done (it may have changed meanwhile).
+        bad = self.config.behaviour.mode == "bad"
+        if bad:
             proof = bytes(x ^ 0x5A for x in proof)
-        elapsed = time.monotonic() - started
-        total_ms = int((time.monotonic() - entry.submitted_at) * 1000)
+        elapsed = end - started
+        total_ms = int((end - entry.submitted_at) * 1000)
         proving_ms = int(elapsed * 1000)
         # Phase 0 timings: srs_load, synthesis and gpu_compute all carry the
         # monolithic proving time (cuzk-core types.rs ProofTimings).
@@ -218,6 +273,8 @@ class StandInEngine:
         self.completed_by_kind[req.proof_kind] = self.completed_by_kind.get(req.proof_kind, 0) + 1
         self.recent_durations = [*self.recent_durations[-99:], (req.proof_kind, elapsed)]
         self.proved.append(req.request_id)
+        if self.on_proved is not None:
+            self.on_proved(req, bad)
         self._finish(req.request_id, result)
 
     async def _proof(self, req: pb.SubmitProofRequest) -> bytes:
@@ -232,8 +289,8 @@ class StandInEngine:
             if not fut.done():
                 fut.set_result(result)
 
-    async def _die_at(self, delay: float) -> None:
-        await asyncio.sleep(delay)
+    async def _die_at(self, sim_seconds: float) -> None:
+        await self.sleep(sim_seconds)
         self._die()
 
     def _die(self) -> None:

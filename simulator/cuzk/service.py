@@ -13,7 +13,6 @@ and many idle GPUs; a ``trickle`` one waits before every answer.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import grpc
@@ -22,6 +21,7 @@ import grpc.aio
 from fleet_agent.cuzk.kinds import KIND_NAMES, METRIC_LABELS
 from fleet_agent.cuzk.service import pb
 
+from .config import Behaviour
 from .engine import JobNotFound, StandInEngine
 
 __all__ = ["StandInService"]
@@ -34,11 +34,15 @@ class StandInService:
 
     def __init__(self, engine: StandInEngine) -> None:
         self.engine = engine
-        self.behaviour = engine.config.behaviour
+
+    @property
+    def behaviour(self) -> Behaviour:
+        """The engine's behaviour now (it may change while the stand-in runs)."""
+        return self.engine.config.behaviour
 
     async def _trickle(self) -> None:
         if self.behaviour.mode == "trickle":
-            await asyncio.sleep(self.engine.config.real(self.behaviour.trickle_s))
+            await self.engine.sleep(self.behaviour.trickle_s)
 
     async def _check_kind(self, req: pb.SubmitProofRequest, context: _Ctx) -> None:
         if req.proof_kind not in KIND_NAMES:
