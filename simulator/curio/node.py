@@ -13,7 +13,7 @@ else. Each behaviour is Curio's (filecoin-project/curio):
   ``TypeDetails``): one limiter of MaxPending shared by every cuzk task, taken
   when a task is claimed and given back when it ends: never more than
   MaxPending tasks at once. Curio no longer asks ``HasCapacity`` before
-  claiming (commit 3f74a5cd: "Remove the per-CanAccept HasCapacity() gRPC
+  claiming ("Remove the per-CanAccept HasCapacity() gRPC
   calls since the shared Max limiter handles backpressure"); `check_capacity`
   puts that check back (the client keeps it "for potential future multi-node use").
 - The request (``lib/ffi/cuzk_funcs.go`` ``PoRepSnarkCuzk``): id
@@ -107,7 +107,7 @@ class CurioConfig(BaseModel):
     #: RetryWait(retries) = min(retry_base_s << retries, retry_cap_s).
     retry_base_s: float = Field(default=1.0, ge=0)
     retry_cap_s: float = Field(default=120.0, ge=0)
-    #: Ask HasCapacity before each claim (Curio did before commit 3f74a5cd).
+    #: Ask HasCapacity before each claim (Curio did before its shared task limiter).
     check_capacity: bool = False
     #: harmonytask's idleTryInterval: when to look again after no capacity.
     capacity_poll_s: float = Field(default=1.0, gt=0)
