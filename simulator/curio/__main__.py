@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--check-capacity",
         action="store_true",
-        help="ask HasCapacity (GetStatus) before each claim, as Curio did before its shared task limiter",
+        help="ask HasCapacity (GetStatus) before each claim, as Curio once did",
     )
     p.add_argument("--proofshare-ids", action="store_true", help="ps-porep-<m>-<s>-<task> ids")
     p.add_argument("--speed", type=float, default=1.0, help="Curio seconds per real second")
