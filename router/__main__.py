@@ -35,7 +35,7 @@ from .membership import MembersFile, MembershipSource
 from .server import DEFAULT_LISTEN, serve
 from .store_sync import StoreMembership, add_sync_options, store_url_of
 
-__all__ = ["LISTEN_ENV", "main", "tls_connect"]
+__all__ = ["LISTEN_ENV", "at_speed", "main", "tls_connect"]
 
 #: Where the router listens (Curio's ``[Cuzk] Address``).
 LISTEN_ENV = "FLEET_ROUTER_LISTEN"
@@ -58,6 +58,20 @@ def tls_connect(ca_dir: Path) -> Connect:
         return ChannelClient(machine_channel(spec.address, spec.label, client))
 
     return connect
+
+
+def at_speed(config: RouterConfig, speed: float) -> RouterConfig:
+    """`config` for members that run `speed` simulated seconds per real second
+    (stand-ins): expected proof times and the least attempt budget divided by it."""
+    if speed <= 0 or speed != speed or speed == float("inf"):
+        raise ValueError("the speed must be a positive number")
+    if speed == 1.0:
+        return config
+    return replace(
+        config,
+        expected_seconds={k: v / speed for k, v in config.expected_seconds.items()},
+        min_attempt_s=config.min_attempt_s / speed,
+    )
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -107,14 +121,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m router") -> None:
     config = RouterConfig.from_env()
     if a.poll_seconds is not None:
         config = replace(config, poll_s=a.poll_seconds)
-    if a.speed <= 0 or a.speed != a.speed or a.speed == float("inf"):
-        raise SystemExit("--speed must be a positive number")
-    if a.speed != 1.0:
-        config = replace(
-            config,
-            expected_seconds={k: v / a.speed for k, v in config.expected_seconds.items()},
-            min_attempt_s=config.min_attempt_s / a.speed,
-        )
+    try:
+        config = at_speed(config, a.speed)
+    except ValueError:
+        raise SystemExit("--speed must be a positive number") from None
     connect = insecure_connect if a.insecure_members else tls_connect(a.ca_dir)
     router = Router(config, connect)
     members: MembershipSource = (

@@ -2,8 +2,11 @@
 
 Temporal dev server (a subprocess, or one already listening on the configured
 port) → vast.ai simulator (in-process, when no VAST_API_KEY is set) → worker
-(in-process) → the agent workflow. Everything is torn down in reverse order on
-Ctrl-C/SIGTERM, or after the first run with `--check` (a smoke test).
+(in-process) → the agent workflow. In router mode (FLEET_PROVER_MODE unset or
+`router`) on the simulator, also the cuzk router and a Curio stand-in sending
+it proofs (in-process tasks: starter/stack_router.py). Everything is torn down
+in reverse order on Ctrl-C/SIGTERM, or after the first run with `--check` (a
+smoke test).
 
 One stack per port: a second `up` of a running stack attaches to it and starts
 nothing (starter/stack_attach.py), or adds just a worker with `--add-worker`.
@@ -42,8 +45,9 @@ from starter.stack_attach import attach, check_summary, connect_retrying, first_
 from starter.stack_demand import DemandWiring, demand_env, demand_lines
 from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
 from starter.stack_options import StackOptions, dev_config
+from starter.stack_router import curio_demand, router_listen, stack_curio, stack_router
 from starter.stack_server import SERVER_START_TIMEOUT, Server, temporal_server
-from starter.stack_sim import shared_simulator, simulator
+from starter.stack_sim import routed, shared_simulator, simulator
 from starter.watchdog import watchdog_interval
 
 __all__ = ["StackOptions", "up"]
@@ -60,6 +64,7 @@ def _banner(
     db_url: str,
     provider: str,
     wiring: DemandWiring | None,
+    router: str | None = None,
 ) -> str:
     env = _cli_env(server.address, db_url, from_settings=settings.database_url is not None)
     agent = "" if opts.agent_id == "fleet-agent" else f" --agent-id {opts.agent_id}"
@@ -82,7 +87,13 @@ def _banner(
         f"  run log:    {redacted_url(db_url)}",
         f"  LLM:        {provider}",
     ]
-    demand, switch = demand_lines(wiring, settings.demand, opts.sim_demand)
+    if router is not None:
+        lines.append(
+            f"  router:     router at {router} — Curio's [Cuzk] Address "
+            f"(a Curio stand-in sends it proofs; its summary every minute below)"
+        )
+    curve = curio_demand(opts.sim_demand) if router is not None else opts.sim_demand
+    demand, switch = demand_lines(wiring, settings.demand, curve)
     if demand is not None:
         lines.append(demand)
     lines += [
@@ -192,13 +203,18 @@ async def _serve(
         client = await connect_retrying(server.address, config.namespace, SERVER_START_TIMEOUT)
         if owner is None:
             state = None if opts.sim_no_state else opts.sim_state or str(paths.sim_state)
-            sim_url = stack.enter_context(simulator(opts, state))
+            sim_url = stack.enter_context(simulator(opts, state, paths.router_ca))
             demand_url = f"{sim_url}/demand" if sim_url and opts.sim_demand else None
         else:
-            sim_url = stack.enter_context(shared_simulator(owner.sim_url))
+            sim_url = stack.enter_context(shared_simulator(owner.sim_url, paths.router_ca))
             demand_url = owner.demand_url if sim_url else None
-        # The worker reads the simulator's demand (unless the operator named a source).
-        wiring = stack.enter_context(demand_env(demand_url)) if demand_url else None
+        # Router mode on the simulator: the worker reads the router's queue;
+        # else the simulator's demand (unless the operator named a source).
+        with_router = sim_url is not None and routed()
+        if with_router:
+            wiring: DemandWiring | None = stack.enter_context(demand_env(None))
+        else:
+            wiring = stack.enter_context(demand_env(demand_url)) if demand_url else None
         try:  # again: VAST_API_*, FLEET_DEMAND_* were exported
             settings = Settings.from_env()
         except ValueError as exc:
@@ -220,6 +236,19 @@ async def _serve(
         except (StoreRefused, SchemaError, ValueError) as exc:
             raise CliError(str(exc)) from None
         stack.callback(store.dispose)
+        router_at = None
+        if with_router and owner is None:
+            # The stack's router, before the worker: the CA is made once, here.
+            router_at = await stack.enter_async_context(
+                stack_router(
+                    # The default stack's files are in var/ itself, others' below it.
+                    router_listen(default_stack=paths.folder == paths.stack_file.parent),
+                    db_url,
+                    opts.agent_id,
+                    settings.router_ca_dir,
+                    opts.sim_speed,
+                )
+            )
         provider = provider_from_settings(settings)
         model = getattr(provider, "model", None)
         # The same fleet wiring as `python worker.py`: vast.ai, or the simulator above.
@@ -247,8 +276,16 @@ async def _serve(
                 flush=True,
             )
         else:
-            # Without a fleet there is nothing to poll: a fresh agent starts without its monitor.
-            started = await agent.start(None if fleet else ConfigPatch(monitor_enabled=False))
+            # Without a fleet there is nothing to poll: a fresh agent starts
+            # without its monitor; with the stack's router, a fresh agent
+            # holds the Curio stand-in's peak so machines prove its proofs.
+            fresh: ConfigPatch | None = None
+            if not fleet:
+                fresh = ConfigPatch(monitor_enabled=False)
+            elif router_at is not None:
+                peak = max(rate for _, rate in curio_demand(opts.sim_demand).curve)
+                fresh = ConfigPatch(target_proofs_per_hour=peak)
+            started = await agent.start(fresh)
             # `make run` too: the agent comes back if it is ended (starter/watchdog.py).
             env = _cli_env(server.address, db_url, from_settings=settings.database_url is not None)
             await commands.watchdog(agent, watchdog_interval(), env)
@@ -262,6 +299,7 @@ async def _serve(
                     db_url,
                     f"{provider.name}" + (f" ({model})" if model else ""),
                     wiring,
+                    router_at,
                 ),
                 flush=True,
             )
@@ -286,6 +324,16 @@ async def _serve(
                 )
             )
             print(f"agent {'started' if started else 'was already running: attached'}", flush=True)
+            if router_at is not None:
+                await stack.enter_async_context(
+                    stack_curio(
+                        router_at,
+                        curio_demand(opts.sim_demand),
+                        speed=opts.sim_speed,
+                        seed=opts.sim_seed,
+                        out=lambda line: print(line, flush=True),
+                    )
+                )
         waiters: set[asyncio.Task[Any]] = {worker_task, asyncio.create_task(stop.wait())}
         check = asyncio.create_task(first_run(agent, opts.check_timeout)) if opts.check else None
         if check is not None:

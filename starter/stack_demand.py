@@ -3,7 +3,9 @@
 Touches: the in-process simulator's work source (a `DemandConfig`), and the
 worker's FLEET_DEMAND_SOURCE/FLEET_DEMAND_URL, exported while the stack runs
 and restored afterwards (as starter/stack_sim.py does VAST_API_*), so the
-worker's `http` source reads the simulator's ``GET /demand``. A demand
+worker's `http` source reads the simulator's ``GET /demand``; or, in router
+mode, FLEET_DEMAND_SOURCE=router alone: the worker reads the queue of the
+stack's router from the store (starter/stack_router.py). A demand
 source the operator named (environment or .env) wins: nothing is exported
 then, and the banner says so. A worker added with `--add-worker` gets the
 same variables from the stack file.
@@ -79,9 +81,10 @@ def suggested_max_target(config: DemandConfig) -> int:
 
 @dataclass(frozen=True)
 class DemandWiring:
-    """The simulator's demand endpoint, and whether the worker was pointed at it."""
+    """The simulator's demand endpoint (None: the router's queue), and
+    whether the worker was pointed at it."""
 
-    url: str
+    url: str | None
     #: False: the operator's own FLEET_DEMAND_SOURCE wins, nothing was exported.
     exported: bool
 
@@ -96,14 +99,16 @@ def _operator_source() -> bool:
 
 
 @contextlib.contextmanager
-def demand_env(url: str) -> Iterator[DemandWiring]:
+def demand_env(url: str | None) -> Iterator[DemandWiring]:
     """Export FLEET_DEMAND_SOURCE=http and FLEET_DEMAND_URL=`url` (the
-    simulator's ``/demand``) for the worker, unless the operator named a
-    source; restore both afterwards."""
+    simulator's ``/demand``) for the worker, or with `url` None
+    FLEET_DEMAND_SOURCE=router (the router's queue, in the store), unless
+    the operator named a source; restore them afterwards."""
     if _operator_source():
         yield DemandWiring(url, exported=False)
         return
-    with exported_env({SOURCE_ENV: "http", URL_ENV: url}):
+    values = {SOURCE_ENV: "router"} if url is None else {SOURCE_ENV: "http", URL_ENV: url}
+    with exported_env(values):
         yield DemandWiring(url, exported=True)
 
 
@@ -114,12 +119,17 @@ def demand_lines(
     `fleet-agent config` arguments that switch the agent to demand mode
     when the worker reads the simulator's. (None, None) when it reads none."""
     if wiring is not None and wiring.exported and config is not None:
-        line = f"  demand:     simulator at {wiring.url} ({SOURCE_ENV}=http, {URL_ENV} exported)"
+        if wiring.url is None:
+            where = f"the router's queue, in the store ({SOURCE_ENV}=router exported)"
+        else:
+            where = f"simulator at {wiring.url} ({SOURCE_ENV}=http, {URL_ENV} exported)"
+        line = f"  demand:     {where}"
         return line, f"--set target_mode=demand --set max_target={suggested_max_target(config)}"
     if reads.source == "none":
         return None, None
-    where = f"{reads.source} at {reads.url}"
+    where = f"{reads.source} at {reads.url}" if reads.url else f"{reads.source}"
     if wiring is not None:
-        where += f" (your {SOURCE_ENV} wins; the simulator's {wiring.url} is not read)"
+        ours = "the router's queue" if wiring.url is None else f"the simulator's {wiring.url}"
+        where += f" (your {SOURCE_ENV} wins; {ours} is not read)"
     switch = "`fleet-agent config --set target_mode=demand --set max_target=...`"
     return f"  demand:     {where}; demand mode: {switch}", None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet_agent.store import Store
+from fleet_agent.store import RouterMembers, RouterWitness, Store
 from tests.cli_helpers import Result, cli
 from tests.helpers import finished_runs
 from tests.ports import free_port
@@ -158,3 +158,60 @@ async def test_up_serves_until_sigterm_then_stops_everything(
     assert proc.returncode == 0, err.decode()[-2000:]
     assert "stopping" in rest.decode()
     assert not listening(port), "the dev server outlived `up`"
+
+
+async def test_up_runs_the_router_and_proofs_flow_to_a_machine_of_the_fleet(
+    tmp_path: Path,
+) -> None:
+    """Router mode, `up`'s default on its simulator: the stack's router
+    (starter/stack_router.py) serves the Curio stand-in, and a machine the
+    agent rented proves through it. The witness is the router's own record
+    (fa_router_witness), kept in the stack's store."""
+    # Speed 100: a machine's boot and parameter fetch (47 GiB) take seconds;
+    # the ideal scenario: no host fault to wait out.
+    argv, env, port = up_command(
+        tmp_path, "--agent-id", "routed", "--sim-speed", "100", "--sim-scenario", "ideal"
+    )
+    env.pop("FLEET_PROVER_MODE", None)
+    env.pop("FLEET_DEMAND_SOURCE", None)
+    proc = await asyncio.create_subprocess_exec(
+        *argv, env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    store = Store(env["FLEET_DATABASE_URL"])
+    try:
+        seen: list[str] = []
+        async with asyncio.timeout(40):
+            while not any(line.startswith("agent started") for line in seen):
+                line = (await proc.stdout.readline()).decode()
+                assert line, f"`up` ended early: {''.join(seen)}"
+                seen.append(line)
+        text = "".join(seen)
+        assert "router:     router at 127.0.0.1:" in text, text
+        assert "Curio's [Cuzk] Address" in text
+        assert "FLEET_DEMAND_SOURCE=router exported" in text
+        # The CA is the stack's own, kept with its other files.
+        assert _router_cas(tmp_path) == [_stack_folder(tmp_path) / "router-ca"]
+        proved: dict[int, int] = {}
+        async with asyncio.timeout(80):
+            while not proved:
+                await asyncio.sleep(1)
+                members = {m.instance_id for m in RouterMembers(store).load("routed")}
+                witnesses, _, _ = RouterWitness(store).load("routed")
+                proved = {i: w.done for i, w in witnesses.items() if w.done and i in members}
+    finally:
+        store.dispose()
+        rest, err = await stop(proc)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert "stopping" in rest.decode()
+    assert not listening(port), "the dev server outlived `up`"
+
+
+def _stack_folder(tmp_path: Path) -> Path:
+    """The files' folder of `up_command`'s stack (a named Temporal database's)."""
+    (folder,) = tmp_path.glob("var/stack-temporal-*")
+    return folder
+
+
+def _router_cas(tmp_path: Path) -> list[Path]:
+    return sorted(p.parent for p in tmp_path.glob("**/ca.key"))

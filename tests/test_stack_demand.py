@@ -42,9 +42,15 @@ async def _cli(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
 
 async def test_the_agent_follows_the_simulators_demand_on_the_local_stack(tmp_path: Path) -> None:
     port = free_port()
-    # As `make run TEMPORAL_PORT=P SIM_DEMAND=default` starts it; the
+    # As `FLEET_PROVER_MODE=curio_on_host make run TEMPORAL_PORT=P
+    # SIM_DEMAND=default` starts it (the old path: the worker reads the
+    # simulator's /demand; router mode reads the router's queue); the
     # simulator at a simulated minute a second, so work queues up in seconds.
-    env = up_env(TEMPORAL_PORT=str(port), TEMPORAL_UI_PORT=str(free_port()))
+    env = up_env(
+        TEMPORAL_PORT=str(port),
+        TEMPORAL_UI_PORT=str(free_port()),
+        FLEET_PROVER_MODE="curio_on_host",
+    )
     up = await start_up(tmp_path, "--sim-demand", "default", "--sim-speed", "60", env=env)
     try:
         await up.until("agent started", within=60)

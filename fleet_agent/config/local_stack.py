@@ -41,6 +41,7 @@ STATE_FOLDER = "var"
 STORE_FILE = "fleet-agent.db"
 SIM_STATE_FILE = "sim-state.json"
 TEMPORAL_DB_FILE = "temporal-dev.db"
+ROUTER_CA_DIR = "router-ca"
 
 
 def env_port(name: str, env: Mapping[str, str] | None = None) -> int | None:
@@ -75,6 +76,12 @@ class StackPaths:
     @property
     def store_url(self) -> str:
         return f"sqlite:///{self.store}"
+
+    @property
+    def router_ca(self) -> Path:
+        """The CA that signs the stack's router-mode machines and its router
+        (FLEET_ROUTER_CA_DIR; the default stack's is var/router-ca, the setting's default)."""
+        return self.folder / ROUTER_CA_DIR
 
 
 def stack_paths(
