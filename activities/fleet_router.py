@@ -73,6 +73,15 @@ class RouterLook:
         return None if self.written_at is None else self.now - self.written_at
 
     @property
+    def router_now(self) -> float:
+        """The router's own clock when it wrote (its queue's time), the clock
+        its witness's times are on; the write's time when it wrote no queue.
+        Staleness is judged on the write's time, by the reader's clock."""
+        if self.queue is not None:
+            return self.queue.at.timestamp()
+        return self.written_at if self.written_at is not None else self.now
+
+    @property
     def stale(self) -> bool:
         """The router has not written for `WITNESS_STALE_S` (or never): unknown."""
         ago = self.written_ago
@@ -86,7 +95,7 @@ class RouterLook:
         for inst in running:
             seen = self.witnesses.get(inst.id)
             if seen is not None:
-                reads[inst.id] = witness_read(seen, self.queue, self.written_at, old.get(inst.id))
+                reads[inst.id] = witness_read(seen, self.queue, self.router_now, old.get(inst.id))
             else:
                 why = self.refused.get(inst.id, "the router has not witnessed it yet")
                 reads[inst.id] = ProverRead(ok=False, error=why)

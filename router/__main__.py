@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m router") -> None:
     except ValueError:
         raise SystemExit("--speed must be a positive number") from None
     connect = insecure_connect if a.insecure_members else tls_connect(a.ca_dir)
-    router = Router(config, connect)
+    router = Router(config, connect, report_speed=a.speed)
     members: MembershipSource = (
         MembersFile(a.members_file)
         if a.members_file is not None

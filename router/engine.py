@@ -17,6 +17,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
+from datetime import datetime
 from typing import Any, Literal
 
 import grpc
@@ -45,9 +46,15 @@ class Router:
         config: RouterConfig,
         connect: Connect,
         clock: Callable[[], float] = time.time,
+        report_speed: float = 1.0,
     ) -> None:
         self.config = config
         self.clock = clock
+        #: Simulated seconds per second of `clock` for what the router reports
+        #: (`witness`, `queue`): members that are simulated machines prove on
+        #: the simulator's clock, and the agent judges their rates against the
+        #: capacity model's simulated hours. 1 for real machines.
+        self.report_speed = report_speed
         self._connect = connect
         self.members = MemberSet()
         self.jobs = JobTable(config)
@@ -102,13 +109,37 @@ class Router:
         self._wake.set()
 
     def witness(self) -> list[MachineWitness]:
-        """Each member's witness row, by the router's clock."""
+        """Each member's witness row, by the router's clock (at `report_speed`)."""
         now = self.clock()
         out = []
         for m in self.members:
             m.refresh(now, self.config)
-            out.append(m.witness(now))
+            out.append(self._reported(m.witness(now)))
         return out
+
+    def _report_t(self, t: float) -> float:
+        """The router clock's `t` on the reporting clock: the same at its start,
+        `report_speed` times as fast since."""
+        return self.started_at + (t - self.started_at) * self.report_speed
+
+    def _reported(self, w: MachineWitness) -> MachineWitness:
+        s = self.report_speed
+        if s == 1.0:
+            return w
+
+        def moved(at: datetime | None) -> datetime | None:
+            return None if at is None else utc(self._report_t(at.timestamp()))
+
+        rate = w.proofs_per_busy_hour
+        return w.model_copy(
+            update={
+                "since": utc(self._report_t(w.since.timestamp())),
+                "last_sent_at": moved(w.last_sent_at),
+                "last_done_at": moved(w.last_done_at),
+                "busy_seconds": w.busy_seconds * s,
+                "proofs_per_busy_hour": None if rate is None else rate / s,
+            }
+        )
 
     def queue(self) -> RouterQueue:
         """What waits at the router, for the agent's demand reading."""
@@ -118,10 +149,10 @@ class Router:
             pending[job.kind] = pending.get(job.kind, 0) + 1
             seconds += self.config.expected(job.kind)
         return RouterQueue(
-            at=utc(self.clock()),
+            at=utc(self._report_t(self.clock())),
             pending=pending,
             in_flight=len(self.jobs.running()),
-            pending_proving_seconds=seconds,
+            pending_proving_seconds=seconds * self.report_speed,
             held_bytes=self.jobs.held_bytes,
             completed=self.jobs.completed,
             failed=self.jobs.failed,

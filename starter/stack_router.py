@@ -94,7 +94,9 @@ async def stack_router(
     # Makes the CA (and the router's client certificate) now, before the
     # worker's first create wants it.
     connect = await asyncio.to_thread(tls_connect, ca_dir)
-    router = Router(config, connect)
+    # The simulated machines prove on the simulator's clock: the witness
+    # reports on it too, as the old path's provers did (router/engine.py).
+    router = Router(config, connect, report_speed=speed)
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
     def on_ready(port: int) -> None:

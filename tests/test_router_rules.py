@@ -316,3 +316,34 @@ def test_the_router_loads_no_temporal_simulator_or_agent_code() -> None:
     )
     loaded = set(json.loads(out.stdout))
     assert not loaded & {"temporalio", "simulator", "activities", "workflows", "starter", "tests"}
+
+
+async def test_a_simulated_fleets_witness_is_reported_on_the_simulators_clock() -> None:
+    """Simulated machines prove `speed` times faster than the router's clock:
+    the witness reports busy time and times on the simulated clock, so a rate
+    reads per simulated hour, as the capacity model counts it (a machine at
+    speed 100 read 100 times its model's rate and was made suspect)."""
+    from datetime import UTC, datetime
+
+    from fleet_agent.cuzk.witness import MachineWitness
+    from router.engine import Router
+
+    t = [1_000.0]
+    router = Router(CFG, lambda spec: _NoClient(), clock=lambda: t[0], report_speed=100.0)
+    at = datetime.fromtimestamp(1_010.0, UTC)
+    seen = MachineWitness(
+        instance_id=1,
+        phase="serving",
+        since=at,
+        done=6,
+        busy_seconds=36.0,
+        proofs_per_busy_hour=600.0,
+        last_done_at=at,
+    )
+    t[0] = 1_020.0
+    shown = router._reported(seen)
+    assert shown.busy_seconds == 3_600.0 and shown.proofs_per_busy_hour == 6.0
+    assert shown.last_done_at == datetime.fromtimestamp(1_000.0 + 10 * 100, UTC)
+    assert router.queue().at == datetime.fromtimestamp(1_000.0 + 20 * 100, UTC)
+    plain = Router(CFG, lambda spec: _NoClient(), clock=lambda: t[0])
+    assert plain._reported(seen) == seen
