@@ -5,12 +5,19 @@ No generated grpc module: the eight methods are unary-unary, so a table of
 implements `ProvingEngineServicer`; a client holds a `ProvingEngineStub`.
 Both the router and the simulator's cuzk stand-in use them, and tests drive
 either with the same stub Curio's client would be to them.
+
+Raw inputs: a PoRep's ``SubmitProof``/``Prove`` request is 50-200 MB. A
+servicer registered with ``raw_inputs=True`` (`RawInputServicer`) gets those
+two requests as the wire bytes gRPC received (an identity deserializer: no
+parsed copy beside them), and `ProvingEngineStub.ProveRaw` sends wire bytes
+as they are (an identity serializer: no message, no serialized copy). The
+router holds a proof's input once that way (router/inputs.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, overload
 
 import grpc
 import grpc.aio
@@ -19,9 +26,11 @@ from . import proving_pb2 as pb
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "RAW_INPUT_METHODS",
     "SERVICE",
     "ProvingEngineServicer",
     "ProvingEngineStub",
+    "RawInputServicer",
     "add_servicer",
     "channel_options",
     "pb",
@@ -33,6 +42,10 @@ SERVICE = "cuzk.v1.ProvingEngine"
 #: Curio's client raises both message limits to 256 MiB (lib/cuzk/client.go):
 #: a PoRep's vanilla proof is 50-200 MB.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+#: The methods whose request carries a proof's input (a vanilla proof):
+#: a `RawInputServicer` gets their requests as wire bytes.
+RAW_INPUT_METHODS = frozenset({"SubmitProof", "Prove"})
 
 _METHODS: dict[str, tuple[type[Any], type[Any]]] = {
     "SubmitProof": (pb.SubmitProofRequest, pb.SubmitProofResponse),
@@ -54,20 +67,12 @@ def channel_options(max_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]
     ]
 
 
-class ProvingEngineServicer(Protocol):
-    """What a ProvingEngine server implements (each method may abort)."""
-
-    async def SubmitProof(
-        self, request: pb.SubmitProofRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> pb.SubmitProofResponse: ...
+class _Servicer(Protocol):
+    """The methods every ProvingEngine server implements the same way (each may abort)."""
 
     async def AwaitProof(
         self, request: pb.AwaitProofRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.AwaitProofResponse: ...
-
-    async def Prove(
-        self, request: pb.ProveRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> pb.ProveResponse: ...
 
     async def CancelProof(
         self, request: pb.CancelProofRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -90,13 +95,61 @@ class ProvingEngineServicer(Protocol):
     ) -> pb.EvictSrsResponse: ...
 
 
-def add_servicer(server: grpc.aio.Server, servicer: ProvingEngineServicer) -> None:
+class ProvingEngineServicer(_Servicer, Protocol):
+    """What a ProvingEngine server implements (each method may abort)."""
+
+    async def SubmitProof(
+        self, request: pb.SubmitProofRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.SubmitProofResponse: ...
+
+    async def Prove(
+        self, request: pb.ProveRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ProveResponse: ...
+
+
+class RawInputServicer(_Servicer, Protocol):
+    """A ProvingEngine server that reads SubmitProof's and Prove's requests itself:
+    each gets the wire bytes of a ``SubmitProofRequest`` / ``ProveRequest``."""
+
+    async def SubmitProof(
+        self, request: bytes, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.SubmitProofResponse: ...
+
+    async def Prove(
+        self, request: bytes, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ProveResponse: ...
+
+
+@overload
+def add_servicer(
+    server: grpc.aio.Server,
+    servicer: ProvingEngineServicer,
+    *,
+    raw_inputs: Literal[False] = False,
+) -> None: ...
+
+
+@overload
+def add_servicer(
+    server: grpc.aio.Server, servicer: RawInputServicer, *, raw_inputs: Literal[True]
+) -> None: ...
+
+
+def add_servicer(
+    server: grpc.aio.Server,
+    servicer: ProvingEngineServicer | RawInputServicer,
+    *,
+    raw_inputs: bool = False,
+) -> None:
     """Serve `servicer`'s methods on `server`; one it lacks answers UNIMPLEMENTED,
-    as a cuzk build without it would."""
+    as a cuzk build without it would. With `raw_inputs`, SubmitProof and Prove
+    get their requests' wire bytes (`RawInputServicer`)."""
+    raw = RAW_INPUT_METHODS if raw_inputs else frozenset()
     handlers = {
         name: grpc.unary_unary_rpc_method_handler(
             getattr(servicer, name, _unimplemented),
-            request_deserializer=req.FromString,
+            # None: gRPC hands over the bytes it received, no parsed copy.
+            request_deserializer=None if name in raw else req.FromString,
             response_serializer=resp.SerializeToString,
         )
         for name, (req, resp) in _METHODS.items()
@@ -126,6 +179,18 @@ class ProvingEngineStub:
             )
 
         self._calls = {name: bind(name) for name in _METHODS}
+        # Identity serializer: the bytes are sent as given, no message or
+        # serialized copy made. A one-message client stream, not a unary call:
+        # grpc.aio sends a unary request and awaits its answer in one batch,
+        # so gRPC core's copy of the request lives until the answer (a whole
+        # proof); a stream's write frees it once written. On the wire both are
+        # one length-prefixed message and END_STREAM: cuzk's unary Prove
+        # serves it the same.
+        self._prove_raw = channel.stream_unary(
+            f"/{SERVICE}/Prove",
+            request_serializer=None,
+            response_deserializer=pb.ProveResponse.FromString,
+        )
 
     async def SubmitProof(
         self, request: pb.SubmitProofRequest, **kw: Any
@@ -137,6 +202,11 @@ class ProvingEngineStub:
 
     async def Prove(self, request: pb.ProveRequest, **kw: Any) -> pb.ProveResponse:
         return await self._calls["Prove"](request, **kw)  # type: ignore[no-any-return]
+
+    async def ProveRaw(self, request: bytes, **kw: Any) -> pb.ProveResponse:
+        """Prove with a ``ProveRequest`` already on the wire: `request` is sent as
+        is, and gRPC's own copy of it is freed once written (see __init__)."""
+        return await self._prove_raw(iter((request,)), **kw)  # type: ignore[no-any-return]
 
     async def CancelProof(
         self, request: pb.CancelProofRequest, **kw: Any
