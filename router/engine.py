@@ -8,6 +8,11 @@ circuits? how many GPUs?) and asks it to load the circuits the router needs;
 it keeps each machine's witness (members.py, witness.py). Everything runs on
 one asyncio loop; the witness uses the injected `clock` (Unix seconds),
 deadlines and timeouts the loop's own time.
+
+Memory: a job holds its input once (`Job.payload`, router/inputs.py) and
+every attempt sends those bytes as they are (`ProveRaw`); after inputs
+arrive, the allocator's free memory is returned at the next tick
+(router/memory.py), so the RSS follows the held bytes.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from fleet_agent.cuzk.witness import MachineWitness, MemberSpec, RouterQueue
 
 from .config import RouterConfig
 from .dispatch import attempt_budget, choose_member
+from .inputs import ProofInput
 from .jobs import Admission, Attempt, Job, JobTable, TakeBack
 from .members import Connect, Member, MemberClient, MemberSet, SupportsClose, utc
+from .memory import release_free_memory
 
 __all__ = ["Router"]
 
@@ -68,6 +75,9 @@ class Router:
         self._tasks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._closing = False
+        #: An input arrived since the last trim: gRPC freed its receive buffers.
+        self._trim_due = False
+        self.trims = 0
 
     # -- lifecycle --------------------------------------------------------
 
@@ -167,7 +177,9 @@ class Router:
 
     # -- admitting and answering ------------------------------------------
 
-    def admit(self, req: pb.SubmitProofRequest, time_remaining: float | None) -> Admission:
+    def admit(
+        self, req: ProofInput | pb.SubmitProofRequest, time_remaining: float | None
+    ) -> Admission:
         """Join, answer again or start the job for `req` (raises HeldBytesFull,
         InvalidRequest). `time_remaining`: the caller's deadline, if any."""
         loop_now = asyncio.get_running_loop().time()
@@ -185,11 +197,12 @@ class Router:
                 job.timer.cancel()
             job.timer = asyncio.get_running_loop().call_at(job.deadline, self._expire, job)
             if not adm.joined:
+                self._trim_due = True
                 self._wake.set()
         return adm
 
     async def prove(
-        self, req: pb.SubmitProofRequest, time_remaining: float | None
+        self, req: ProofInput | pb.SubmitProofRequest, time_remaining: float | None
     ) -> pb.AwaitProofResponse:
         """Admit `req` and wait for its answer (the Prove RPC)."""
         return await self.wait(self.admit(req, time_remaining))
@@ -275,9 +288,8 @@ class Router:
         outcome: _Outcome
         result: pb.AwaitProofResponse | None = None
         try:
-            resp = await member.client.Prove(
-                pb.ProveRequest(submit=job.request), timeout=attempt.budget_s
-            )
+            # The job's own bytes, sent as they are: no message, no copy per attempt.
+            resp = await member.client.ProveRaw(job.payload, timeout=attempt.budget_s)
             result = resp.result
             completed = result.status == _Status.COMPLETED and len(result.proof) > 0
             outcome = "done" if completed else "failed"
@@ -368,6 +380,12 @@ class Router:
                         self._take_back(job, "drain bound")
                 m.refresh(now, self.config)
             self._wake.set()
+            if self._trim_due and self.config.trim_memory:
+                # At most once a tick: what gRPC freed receiving inputs goes
+                # back. In a thread (ctypes drops the GIL): a trim of a
+                # fragmented heap takes tens of ms, the loop does not wait.
+                self._trim_due = False
+                self.trims += await asyncio.to_thread(release_free_memory)
             await asyncio.sleep(self.config.tick_s)
 
     async def _poll_loop(self, member: Member) -> None:

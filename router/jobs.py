@@ -24,6 +24,7 @@ from fleet_agent.cuzk.kinds import KIND_NAMES, circuit_id, default_priority
 from fleet_agent.cuzk.service import pb
 
 from .config import RouterConfig
+from .inputs import MalformedInput, ProofInput, read_message
 
 __all__ = [
     "Admission",
@@ -50,9 +51,9 @@ class InvalidRequest(Exception):
     """The request is not one cuzk would take (its text is cuzk's error)."""
 
 
-def request_bytes(req: pb.SubmitProofRequest) -> int:
+def request_bytes(req: pb.SubmitProofRequest | ProofInput) -> int:
     """Bytes the router holds for `req` while its job lives."""
-    return req.ByteSize()
+    return req.size if isinstance(req, ProofInput) else req.ByteSize()
 
 
 @dataclass
@@ -75,7 +76,9 @@ class Job:
     """A request id being proved."""
 
     job_id: str
-    request: pb.SubmitProofRequest
+    #: The ``ProveRequest`` wire bytes sent to each machine as they are: the
+    #: job's only copy of its input (never copied per attempt).
+    payload: bytes
     kind: str
     circuit: str
     priority: int
@@ -144,8 +147,16 @@ class JobTable:
         self.rejections = 0
         self.redelivered = 0
 
-    def admit(self, req: pb.SubmitProofRequest, deadline: float, now: float) -> Admission:
-        """Join, answer again, or start a job for `req` (see the module's rule)."""
+    def admit(
+        self, request: ProofInput | pb.SubmitProofRequest, deadline: float, now: float
+    ) -> Admission:
+        """Join, answer again, or start a job for `request` (see the module's rule).
+        Its payload is made (`ProofInput.prove_bytes`) only for a new job."""
+        try:
+            inp = request if isinstance(request, ProofInput) else read_message(request)
+        except MalformedInput as err:
+            raise InvalidRequest(str(err)) from None
+        req = inp.header
         if req.proof_kind not in KIND_NAMES:
             raise InvalidRequest(f"invalid proof_kind: {req.proof_kind}")
         rid = req.request_id
@@ -170,7 +181,7 @@ class JobTable:
             ):
                 rejected = prior.member_id
                 refused_by = refused_by | {prior.member_id}
-        size = request_bytes(req)
+        size = inp.size
         if self.held_bytes + size > self.config.max_held_bytes:
             self.refused += 1
             self.full = True
@@ -185,7 +196,7 @@ class JobTable:
         seq = next(self._seq)
         job = Job(
             job_id=rid or f"router-{seq}",
-            request=req,
+            payload=inp.prove_bytes(),
             kind=KIND_NAMES[req.proof_kind],
             circuit=circuit_id(req.proof_kind, req.sector_size),
             priority=req.priority or default_priority(req.proof_kind),

@@ -40,7 +40,10 @@ __all__ = [
 class MemberClient(Protocol):
     """What the router calls on a member (`ProvingEngineStub` is one)."""
 
-    async def Prove(self, request: pb.ProveRequest, **kw: Any) -> pb.ProveResponse: ...
+    async def ProveRaw(self, request: bytes, **kw: Any) -> pb.ProveResponse:
+        """Prove with ``ProveRequest`` wire bytes sent as they are: a job's
+        payload, never copied into a message per attempt."""
+        ...
 
     async def GetStatus(self, request: pb.GetStatusRequest, **kw: Any) -> pb.GetStatusResponse: ...
 

@@ -6,11 +6,15 @@ invalid kind is INVALID_ARGUMENT ``invalid proof_kind: N``, Prove without
 job NOT_FOUND. The router's own: a Submit or Prove past the held-bytes cap is
 RESOURCE_EXHAUSTED (Curio's task fails and harmony retries it later). A
 Prove's gRPC deadline is its job's deadline. Register with
-``fleet_agent.cuzk.service.add_servicer``.
+``fleet_agent.cuzk.service.add_servicer(server, service, raw_inputs=True)``:
+SubmitProof and Prove get their requests' wire bytes, read by
+router/inputs.py (a 50-200 MB input is held once, never parsed); a request
+protobuf cannot parse is INVALID_ARGUMENT.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import grpc
@@ -20,6 +24,7 @@ from fleet_agent.cuzk.kinds import KNOWN_CIRCUITS
 from fleet_agent.cuzk.service import pb
 
 from .engine import Router
+from .inputs import MalformedInput, ProofInput, read_prove, read_submit
 from .jobs import Admission, HeldBytesFull, InvalidRequest
 from .status import fleet_status, metrics_text
 
@@ -40,21 +45,24 @@ class RouterService:
         self.router = router
 
     async def _admit(
-        self, req: pb.SubmitProofRequest, context: _Ctx, time_remaining: float | None
+        self,
+        read: Callable[[bytes], ProofInput],
+        data: bytes,
+        context: _Ctx,
+        time_remaining: float | None,
     ) -> Admission:
         try:
-            return self.router.admit(req, time_remaining)
-        except InvalidRequest as err:
+            return self.router.admit(read(data), time_remaining)
+        except (InvalidRequest, MalformedInput) as err:
             await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(err))
         except HeldBytesFull as err:
             await _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(err))
 
-    async def SubmitProof(
-        self, request: pb.SubmitProofRequest, context: _Ctx
-    ) -> pb.SubmitProofResponse:
-        """Admit a proof; the job id is its request id. Its deadline is the
-        router's default: a Submit's own deadline is only the call's."""
-        adm = await self._admit(request, context, None)
+    async def SubmitProof(self, request: bytes, context: _Ctx) -> pb.SubmitProofResponse:
+        """Admit a proof (`request`: a SubmitProofRequest's bytes); the job id is
+        its request id. Its deadline is the router's default: a Submit's own
+        deadline is only the call's."""
+        adm = await self._admit(read_submit, request, context, None)
         job_id = adm.job.job_id if adm.job is not None else adm.answer.job_id if adm.answer else ""
         position = len(self.router.jobs.pending())
         return pb.SubmitProofResponse(job_id=job_id, queue_position=position, assigned_gpu="")
@@ -68,11 +76,10 @@ class RouterService:
             await _abort(context, grpc.StatusCode.NOT_FOUND, f"job not found: {request.job_id}")
         return await self.router.wait(adm)
 
-    async def Prove(self, request: pb.ProveRequest, context: _Ctx) -> pb.ProveResponse:
-        """Prove and answer, within the call's deadline."""
-        if not request.HasField("submit"):
-            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "missing submit field")
-        adm = await self._admit(request.submit, context, context.time_remaining())
+    async def Prove(self, request: bytes, context: _Ctx) -> pb.ProveResponse:
+        """Prove and answer, within the call's deadline (`request`: a
+        ProveRequest's bytes, which become the job's payload as they are)."""
+        adm = await self._admit(read_prove, request, context, context.time_remaining())
         return pb.ProveResponse(result=await self.router.wait(adm))
 
     async def CancelProof(
