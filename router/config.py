@@ -98,6 +98,9 @@ class RouterConfig:
     remember_answers_s: float = 24 * 3600.0
     #: Answer bodies kept (~2 KB each) for AwaitProof and a caller that lost one.
     keep_results: int = 1000
+    #: Return the allocator's free memory to the system after inputs arrive
+    #: (router/memory.py), at most once a tick: RSS then follows the held bytes.
+    trim_memory: bool = True
     #: GetStatus's pending when the held bytes are at the cap: Curio's
     #: HasCapacity (MaxPending - pending - in_progress) then sees no room.
     full_pending: int = 10_000
