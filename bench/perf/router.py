@@ -65,7 +65,9 @@ STOPPED_AFTER_PROOFS = 3
 
 
 def _router_flags(speed: float) -> list[str]:
-    """``--speed`` for the router when it takes one (its times scale with the stand-ins')."""
+    """``--speed`` for the router when it takes one (its times scale with the
+    stand-ins'), and ``--insecure-members`` when it dials TLS by default (the
+    stand-ins on loopback speak plaintext; router/__main__.py since d523a13)."""
     done = subprocess.run(
         [sys.executable, "-m", "router", "--help"],
         cwd=ROOT,
@@ -76,7 +78,8 @@ def _router_flags(speed: float) -> list[str]:
     )
     if done.returncode != 0:
         raise SystemExit(f"python -m router does not start:\n{done.stderr[-2000:]}")
-    return ["--speed", str(speed)] if "--speed" in done.stdout else []
+    flags = ["--speed", str(speed)] if "--speed" in done.stdout else []
+    return flags + (["--insecure-members"] if "--insecure-members" in done.stdout else [])
 
 
 async def _wait_ready(address: str, gpus: int, within: float = 180.0) -> float:
