@@ -63,6 +63,13 @@ class MemberSpec(Wire):
     want: MemberWant = "serve"
     #: When a draining machine's jobs are taken back and sent elsewhere.
     drain_by: datetime | None = None
+    #: GPUs rented (the vast.ai row's ``num_gpus``). The router counts at most
+    #: these: a host's GetStatus may lower the count, never raise it.
+    gpus: Annotated[int, Field(ge=1, le=64)] | None = None
+    #: What the capacity model expects of the machine, proofs (PoRep C2) per
+    #: hour over all its GPUs (fleet_agent.fleet.snapshot.estimate): the
+    #: router's expected time per job on it, and so its attempt budget.
+    expected_proofs_per_hour: Annotated[float, Field(gt=0, le=100_000)] | None = None
 
 
 class MachineWitness(Wire):
