@@ -30,6 +30,7 @@ PER_GPU_DEPTH = 2
 #: GPUs a member's GetStatus may claim that we count for spreading. The count
 #: is the host's word: a liar claiming 64 gets at most this many (and its
 #: extra jobs time out, which makes it `failing`). vast.ai hosts have <= 10.
+#: When the agent names the GPUs rented (`MemberSpec.gpus`), that bounds it.
 MAX_GPUS_COUNTED = 16
 #: An attempt may take this many expected proof times: a job can wait behind
 #: one proof on the machine and then prove, slower than expected.

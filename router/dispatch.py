@@ -5,8 +5,9 @@ loaded, has room (`per_gpu_depth` jobs per counted GPU) and never had an
 answer to this request id rejected; among those, one it was not sent to
 before, least loaded first (jobs in flight per GPU), ties to the higher
 measured rate, then the lower instance id (a stable order). An attempt
-gets the expected proof time times `attempt_factor` (at least
-`min_attempt_s`), cut at the job's deadline.
+gets the expected proof time on its machine (`Member.expected_seconds`:
+the agent's estimate for that machine, else the config's) times
+`attempt_factor` (at least `min_attempt_s`), cut at the job's deadline.
 """
 
 from __future__ import annotations
@@ -42,12 +43,16 @@ def choose_member(
     return min(fresh, key=lambda m: (m.load(), -(m.book.rate(now) or 0.0), m.instance_id))
 
 
-def attempt_budget(job: Job, loop_now: float, cfg: RouterConfig) -> tuple[float, bool] | None:
-    """(seconds the attempt gets, whether the deadline cut it), or None: no time left."""
+def attempt_budget(
+    job: Job, loop_now: float, cfg: RouterConfig, member: Member | None = None
+) -> tuple[float, bool] | None:
+    """(seconds the attempt gets on `member`, whether the deadline cut it), or
+    None: no time left. Without a member, the config's expected time."""
     remaining = job.deadline - loop_now
     if remaining <= 0:
         return None
-    budget = max(cfg.min_attempt_s, cfg.expected(job.kind) * cfg.attempt_factor)
+    expected = cfg.expected(job.kind) if member is None else member.expected_seconds(job.kind, cfg)
+    budget = max(cfg.min_attempt_s, expected * cfg.attempt_factor)
     if remaining < budget:
         return remaining, True
     return budget, False

@@ -260,8 +260,7 @@ class Router:
             if job.attempts >= self.config.max_attempts:
                 self._fail(job, _Status.FAILED, f"no machine proved it in {job.attempts} sends")
                 continue
-            budget = attempt_budget(job, loop_now, self.config)
-            if budget is None:
+            if attempt_budget(job, loop_now, self.config) is None:
                 self._fail(job, _Status.TIMEOUT, "no machine was free before the deadline")
                 continue
             if not open_:
@@ -269,6 +268,8 @@ class Router:
             member = choose_member(job, open_, now, self.config)
             if member is None:
                 continue
+            budget = attempt_budget(job, loop_now, self.config, member)
+            assert budget is not None  # the same deadline, checked above
             self._send(job, member, *budget)
             if member.book.in_flight >= member.capacity(self.config):
                 open_.remove(member)

@@ -2,7 +2,9 @@
 
 `Member` holds one machine's spec (from the agent), its client, what its
 last GetStatus showed that the router uses (that it answered, its loaded
-circuits, its GPU count capped for spreading) and its `WitnessBook`.
+circuits, its GPU count capped for spreading and never above the GPUs the
+agent says were rented) and its `WitnessBook`; its expected time per job
+comes from the agent's capacity estimate when the spec carries one.
 `MemberSet.apply` turns a new list of `MemberSpec` into added, changed and
 removed members. No I/O here besides `insecure_connect`, which opens a
 channel (TLS channels come from fleet_agent/cuzk/channels.py in production).
@@ -17,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import grpc.aio
 
-from fleet_agent.cuzk.kinds import CIRCUIT_PATTERN
+from fleet_agent.cuzk.kinds import CIRCUIT_PATTERN, KIND_NAMES
 from fleet_agent.cuzk.service import ProvingEngineStub, channel_options, pb
 from fleet_agent.cuzk.witness import MachineWitness, MemberSpec, WitnessPhase
 
@@ -35,6 +37,9 @@ __all__ = [
     "insecure_connect",
     "utc",
 ]
+
+#: The kind an `expected_proofs_per_hour` counts (the capacity model's unit).
+_POREP = KIND_NAMES[pb.POREP_SEAL_COMMIT]
 
 
 class MemberClient(Protocol):
@@ -98,8 +103,8 @@ class Member:
     client: MemberClient
     added_at: float
     book: WitnessBook
-    #: GPUs counted for spreading: the host's count, at least 1, capped.
-    gpus: int = 1
+    #: The host's GetStatus GPU count, at least 1, capped (`max_gpus_counted`).
+    reported_gpus: int = 1
     circuits: frozenset[str] = frozenset()
     answered_at: float | None = None
     #: Its last GetStatus answered and no call to it failed since.
@@ -119,11 +124,28 @@ class Member:
         """The vast.ai instance id."""
         return self.spec.instance_id
 
+    @property
+    def gpus(self) -> int:
+        """GPUs counted for spreading and depth: the host's count, never more
+        than the agent says were rented (`MemberSpec.gpus`)."""
+        rented = self.spec.gpus
+        return self.reported_gpus if rented is None else min(self.reported_gpus, rented)
+
+    def expected_seconds(self, kind: str, cfg: RouterConfig) -> float:
+        """Expected seconds of one job of `kind` on this machine: from the agent's
+        `expected_proofs_per_hour` when given (a PoRep takes 3600 x GPUs / rate
+        on one GPU; other kinds in the config's proportion), else the config's."""
+        rate = self.spec.expected_proofs_per_hour
+        if rate is None:
+            return cfg.expected(kind)
+        porep_s = 3600.0 * (self.spec.gpus or self.gpus) / rate
+        return porep_s * cfg.expected(kind) / cfg.expected(_POREP)
+
     def observe_status(self, now: float, status: pb.GetStatusResponse, cfg: RouterConfig) -> None:
         """It answered GetStatus: keep that it answered, its circuits, its GPU count."""
         self.answered_at = now
         self.reachable = True
-        self.gpus = max(1, min(len(status.gpus), cfg.max_gpus_counted))
+        self.reported_gpus = max(1, min(len(status.gpus), cfg.max_gpus_counted))
         circuits = [s.circuit_id for s in status.loaded_srs if CIRCUIT_PATTERN.match(s.circuit_id)]
         self.circuits = frozenset(sorted(set(circuits))[:16])
         if self.circuits:
