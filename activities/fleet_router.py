@@ -6,8 +6,12 @@ At each monitor poll (activities/fleet_provers.py, `ProverWatch.observe`):
   ``FLEET_FRONT_PORT``) is mapped becomes a member, ``serve``, at
   ``public_ipaddr:<host port>`` (the address checked as a status read's is:
   global, or loopback where allowed; fleet_agent/fleet/prover_status.py).
-  The rest are no members. A machine the destroy tool drains is marked
-  ``drain`` with its ``drain_by`` (`RouterLink.drain`), and stays so
+  The rest are no members. Each member carries what we rent, not what its
+  host says: its GPUs (the vast.ai row's ``num_gpus``: the router never
+  counts more, whatever the host's GetStatus claims) and the capacity
+  model's proofs per hour for it (`estimate`: the router's expected time
+  per job there, and so its attempt timeout). A machine the destroy tool
+  drains is marked ``drain`` with its ``drain_by`` (`RouterLink.drain`), and stays so
   (fleet_agent/store/router.py keeps a drain over the monitor's ``serve``).
 * **Witness.** What the router wrote of each machine becomes the monitor's
   read (fleet_agent/fleet/witness_reads.py); a machine the router has no
@@ -22,6 +26,7 @@ Nothing here talks to a host: the router does, and it is the witness.
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -30,6 +35,7 @@ from fleet_agent.fleet.drain import DRAIN_LIMIT_S
 from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.fleet.prover_status import status_url
 from fleet_agent.fleet.provers import ProverRead, ProverTrack
+from fleet_agent.fleet.snapshot import estimate
 from fleet_agent.fleet.witness_reads import (
     WITNESS_STALE_S,
     joining_grace_s,
@@ -40,7 +46,12 @@ from fleet_agent.store import RouterMembers, RouterWitness, Store
 from fleet_agent.store.router import WitnessRead
 from fleet_agent.vast.models import Instance
 
-__all__ = ["RouterLink", "RouterLook", "front_port_of", "routed"]
+__all__ = ["RouterLink", "RouterLook", "front_port_of", "rented_capacity", "routed"]
+
+#: `MemberSpec`'s bounds (fleet_agent/cuzk/witness.py): a value past them is
+#: left out (the router then uses its own count and defaults).
+_MAX_GPUS = 64
+_MAX_RATE = 100_000.0
 
 
 def routed(prover: ProverSpec) -> bool:
@@ -51,6 +62,16 @@ def routed(prover: ProverSpec) -> bool:
 def front_port_of(prover: ProverSpec) -> int:
     """The container port of the machine's front (`ProverSpec.front_port`)."""
     return prover.front_port
+
+
+def rented_capacity(inst: Instance) -> tuple[int | None, float | None]:
+    """(GPUs rented, proofs per hour the capacity model expects) of `inst`,
+    each None when unknown or out of `MemberSpec`'s bounds."""
+    gpus = inst.num_gpus if inst.num_gpus is not None and 1 <= inst.num_gpus <= _MAX_GPUS else None
+    if gpus is None or not inst.gpu_name:
+        return gpus, None  # no estimate without the GPU it is made of
+    rate = estimate(inst)
+    return gpus, rate if math.isfinite(rate) and 0 < rate <= _MAX_RATE else None
 
 
 @dataclass(frozen=True)
@@ -149,12 +170,15 @@ class RouterLink:
         `ValueError` when it can be none."""
         if not inst.label:
             raise ValueError("it has no label to name its certificate")
+        gpus, rate = rented_capacity(inst)
         return MemberSpec(
             instance_id=inst.id,
             label=inst.label,
             address=self.address(inst),
             want="serve" if drain_by is None else "drain",
             drain_by=drain_by,
+            gpus=gpus,
+            expected_proofs_per_hour=rate,
         )
 
     async def look(self, agent_id: str, members: list[Instance], now: float) -> RouterLook:
