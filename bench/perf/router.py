@@ -67,7 +67,7 @@ STOPPED_AFTER_PROOFS = 3
 def _router_flags(speed: float) -> list[str]:
     """``--speed`` for the router when it takes one (its times scale with the
     stand-ins'), and ``--insecure-members`` when it dials TLS by default (the
-    stand-ins on loopback speak plaintext; router/__main__.py since d523a13)."""
+    stand-ins on loopback speak plaintext; router/__main__.py)."""
     done = subprocess.run(
         [sys.executable, "-m", "router", "--help"],
         cwd=ROOT,
