@@ -2,7 +2,7 @@
 
 A PoRep's vanilla proof is 50-200 MB. The router never parses it into a
 message: gRPC hands SubmitProof and Prove their requests as the bytes it
-received (``add_servicer(..., raw_inputs=True)``), `read_prove` /
+received (``add_raw_input_servicer``), `read_prove` /
 `read_submit` walk the protobuf wire format of those bytes and parse only
 the small fields (request id, kind, sector size and number, miner,
 priority) into a header message, skipping every other length-delimited

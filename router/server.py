@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import grpc.aio
 
-from fleet_agent.cuzk.service import add_servicer, channel_options
+from fleet_agent.cuzk.service import add_raw_input_servicer, channel_options
 
 from .engine import Router
 from .membership import MembershipSource
@@ -31,7 +31,7 @@ DEFAULT_LISTEN = "127.0.0.1:9820"
 async def start_server(listen: str, router: Router) -> tuple[grpc.aio.Server, int]:
     """A started server answering for `router` on `listen`, and its port."""
     server = grpc.aio.server(options=channel_options())
-    add_servicer(server, RouterService(router), raw_inputs=True)
+    add_raw_input_servicer(server, RouterService(router))
     port = server.add_insecure_port(listen)
     await server.start()
     return server, port

@@ -6,7 +6,7 @@ invalid kind is INVALID_ARGUMENT ``invalid proof_kind: N``, Prove without
 job NOT_FOUND. The router's own: a Submit or Prove past the held-bytes cap is
 RESOURCE_EXHAUSTED (Curio's task fails and harmony retries it later). A
 Prove's gRPC deadline is its job's deadline. Register with
-``fleet_agent.cuzk.service.add_servicer(server, service, raw_inputs=True)``:
+``fleet_agent.cuzk.service.add_raw_input_servicer``:
 SubmitProof and Prove get their requests' wire bytes, read by
 router/inputs.py (a 50-200 MB input is held once, never parsed); a request
 protobuf cannot parse is INVALID_ARGUMENT.

@@ -23,7 +23,12 @@ import grpc
 import grpc.aio
 import pytest
 
-from fleet_agent.cuzk.service import ProvingEngineStub, add_servicer, channel_options, pb
+from fleet_agent.cuzk.service import (
+    ProvingEngineStub,
+    add_raw_input_servicer,
+    channel_options,
+    pb,
+)
 from fleet_agent.cuzk.witness import MemberSpec
 from router.engine import Router
 from router.inputs import MalformedInput, frame, read_prove, read_submit
@@ -287,8 +292,8 @@ async def test_the_router_holds_about_one_copy_of_each_input_in_flight() -> None
 
 
 class _Recorder:
-    """A member's cuzk that keeps the raw bytes of each Prove (add_servicer's
-    raw_inputs) and answers COMPLETED."""
+    """A member's cuzk that keeps the raw bytes of each Prove
+    (add_raw_input_servicer) and answers COMPLETED."""
 
     def __init__(self) -> None:
         self.proves: list[bytes] = []
@@ -324,7 +329,7 @@ class _Recorder:
 async def test_a_member_receives_byte_for_byte_what_curio_sent() -> None:
     recorder = _Recorder()
     member = grpc.aio.server(options=channel_options())
-    add_servicer(member, recorder, raw_inputs=True)
+    add_raw_input_servicer(member, recorder)
     member_port = member.add_insecure_port("127.0.0.1:0")
     await member.start()
     router = Router(FAST, insecure_connect)

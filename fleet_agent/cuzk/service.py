@@ -7,7 +7,7 @@ Both the router and the simulator's cuzk stand-in use them, and tests drive
 either with the same stub Curio's client would be to them.
 
 Raw inputs: a PoRep's ``SubmitProof``/``Prove`` request is 50-200 MB. A
-servicer registered with ``raw_inputs=True`` (`RawInputServicer`) gets those
+servicer registered with `add_raw_input_servicer` (`RawInputServicer`) gets those
 two requests as the wire bytes gRPC received (an identity deserializer: no
 parsed copy beside them), and `ProvingEngineStub.ProveRaw` sends wire bytes
 as they are (an identity serializer: no message, no serialized copy). The
@@ -17,7 +17,7 @@ router holds a proof's input once that way (router/inputs.py).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol, overload
+from typing import Any, Protocol
 
 import grpc
 import grpc.aio
@@ -31,6 +31,7 @@ __all__ = [
     "ProvingEngineServicer",
     "ProvingEngineStub",
     "RawInputServicer",
+    "add_raw_input_servicer",
     "add_servicer",
     "channel_options",
     "pb",
@@ -120,31 +121,19 @@ class RawInputServicer(_Servicer, Protocol):
     ) -> pb.ProveResponse: ...
 
 
-@overload
-def add_servicer(
-    server: grpc.aio.Server,
-    servicer: ProvingEngineServicer,
-    *,
-    raw_inputs: Literal[False] = False,
-) -> None: ...
-
-
-@overload
-def add_servicer(
-    server: grpc.aio.Server, servicer: RawInputServicer, *, raw_inputs: Literal[True]
-) -> None: ...
-
-
-def add_servicer(
-    server: grpc.aio.Server,
-    servicer: ProvingEngineServicer | RawInputServicer,
-    *,
-    raw_inputs: bool = False,
-) -> None:
+def add_servicer(server: grpc.aio.Server, servicer: ProvingEngineServicer) -> None:
     """Serve `servicer`'s methods on `server`; one it lacks answers UNIMPLEMENTED,
-    as a cuzk build without it would. With `raw_inputs`, SubmitProof and Prove
-    get their requests' wire bytes (`RawInputServicer`)."""
-    raw = RAW_INPUT_METHODS if raw_inputs else frozenset()
+    as a cuzk build without it would."""
+    _register(server, servicer, frozenset())
+
+
+def add_raw_input_servicer(server: grpc.aio.Server, servicer: RawInputServicer) -> None:
+    """As `add_servicer`, but SubmitProof and Prove get their requests' wire
+    bytes (`RawInputServicer`): gRPC parses nothing of a 50-200 MB input."""
+    _register(server, servicer, RAW_INPUT_METHODS)
+
+
+def _register(server: grpc.aio.Server, servicer: object, raw: frozenset[str]) -> None:
     handlers = {
         name: grpc.unary_unary_rpc_method_handler(
             getattr(servicer, name, _unimplemented),
