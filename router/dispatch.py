@@ -44,14 +44,21 @@ def choose_member(
 
 
 def attempt_budget(
-    job: Job, loop_now: float, cfg: RouterConfig, member: Member | None = None
+    job: Job,
+    loop_now: float,
+    cfg: RouterConfig,
+    member: Member | None = None,
+    speed: float = 1.0,
 ) -> tuple[float, bool] | None:
     """(seconds the attempt gets on `member`, whether the deadline cut it), or
-    None: no time left. Without a member, the config's expected time."""
+    None: no time left. Without a member, the config's expected time.
+    `speed`: a simulated fleet's (`Member.expected_seconds`)."""
     remaining = job.deadline - loop_now
     if remaining <= 0:
         return None
-    expected = cfg.expected(job.kind) if member is None else member.expected_seconds(job.kind, cfg)
+    expected = (
+        cfg.expected(job.kind) if member is None else member.expected_seconds(job.kind, cfg, speed)
+    )
     budget = max(cfg.min_attempt_s, expected * cfg.attempt_factor)
     if remaining < budget:
         return remaining, True

@@ -60,7 +60,8 @@ class Router:
         #: Simulated seconds per second of `clock` for what the router reports
         #: (`witness`, `queue`): members that are simulated machines prove on
         #: the simulator's clock, and the agent judges their rates against the
-        #: capacity model's simulated hours. 1 for real machines.
+        #: capacity model's simulated hours (and names each member's expected
+        #: rate in them: attempt budgets divide by it). 1 for real machines.
         self.report_speed = report_speed
         self._connect = connect
         self.members = MemberSet()
@@ -268,7 +269,7 @@ class Router:
             member = choose_member(job, open_, now, self.config)
             if member is None:
                 continue
-            budget = attempt_budget(job, loop_now, self.config, member)
+            budget = attempt_budget(job, loop_now, self.config, member, self.report_speed)
             assert budget is not None  # the same deadline, checked above
             self._send(job, member, *budget)
             if member.book.in_flight >= member.capacity(self.config):

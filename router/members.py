@@ -131,14 +131,16 @@ class Member:
         rented = self.spec.gpus
         return self.reported_gpus if rented is None else min(self.reported_gpus, rented)
 
-    def expected_seconds(self, kind: str, cfg: RouterConfig) -> float:
+    def expected_seconds(self, kind: str, cfg: RouterConfig, speed: float = 1.0) -> float:
         """Expected seconds of one job of `kind` on this machine: from the agent's
         `expected_proofs_per_hour` when given (a PoRep takes 3600 x GPUs / rate
-        on one GPU; other kinds in the config's proportion), else the config's."""
+        on one GPU; other kinds in the config's proportion), else the config's.
+        `speed`: simulated seconds per real one of a simulated fleet, whose
+        rates are the model's simulated hours (the config's are scaled already)."""
         rate = self.spec.expected_proofs_per_hour
         if rate is None:
             return cfg.expected(kind)
-        porep_s = 3600.0 * (self.spec.gpus or self.gpus) / rate
+        porep_s = 3600.0 * (self.spec.gpus or self.gpus) / rate / speed
         return porep_s * cfg.expected(kind) / cfg.expected(_POREP)
 
     def observe_status(self, now: float, status: pb.GetStatusResponse, cfg: RouterConfig) -> None:

@@ -81,6 +81,8 @@ def test_an_attempt_budget_follows_the_members_expected_rate() -> None:
     assert _member(64, gpus=2, expected_proofs_per_hour=72.0).expected_seconds(
         "porep-c2", cfg
     ) == pytest.approx(100.0)
+    # A simulated fleet at speed 5: the model's hours are simulated ones.
+    assert attempt_budget(job, 0.0, cfg, rated, speed=5.0) == (60.0, False)
     # Still cut at the deadline.
     job.deadline = 100.0
     assert attempt_budget(job, 0.0, cfg, rated) == (100.0, True)
