@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 NOWHERE = ("--address", "127.0.0.1:1", "--connect-timeout", "1")
 # Commands that are not about one agent.
-NO_AGENT = {"worker", "sim"}
+# `router` takes the router's own options (its --agent-id names whose members it serves).
+NO_AGENT = {"worker", "sim", "router"}
 
 
 @pytest.fixture

@@ -145,7 +145,9 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     """Parse arguments, run, print the table and write the JSON."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m bench.perf.router_memory", description=__doc__.splitlines()[0]
+    )
     p.add_argument("--jobs", type=int, default=10)
     p.add_argument("--input-mb", type=float, default=50.0)
     p.add_argument("--machines", type=int, default=5, help="one GPU each: 2 jobs per machine")
