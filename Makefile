@@ -79,7 +79,8 @@ TEST_WORKERS ?= 4
 test: $(STAMP) /usr/bin/chromium lint
 	$(COMPILE)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-	  --durations=15
+	  --durations=15 -m "not alone"
+	$(BIN)/python -m pytest -q -m alone
 
 # fleet_agent/cuzk/proving_pb2.py(i) from its .proto, committed: nothing is
 # generated at install or at run time. The grpc binding is ours

@@ -93,7 +93,12 @@ def check_wire_value(value: Any) -> Any:
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError("a time needs a UTC offset (e.g. 2026-12-07T14:00:00Z)")
         # In UTC: an offset of a fraction of a second does not survive ISO 8601.
-        return value.astimezone(UTC)
+        # The range holds in UTC too: 1970-01-01T00:00+00:00:00.000001 is
+        # 1969 there, and read back it would be refused.
+        utc = value.astimezone(UTC)
+        if not EARLIEST_YEAR <= utc.year < LATEST_YEAR:
+            raise ValueError(f"time out of range (years {EARLIEST_YEAR} to {LATEST_YEAR - 1})")
+        return utc
     if isinstance(value, date):
         if not EARLIEST_YEAR <= value.year < LATEST_YEAR:
             raise ValueError(f"date out of range (years {EARLIEST_YEAR} to {LATEST_YEAR - 1})")

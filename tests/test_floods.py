@@ -183,11 +183,13 @@ SIGNAL_LIMIT_ERROR = "exceeded workflow execution limit for signal events"
 SIGNALS_PER_EXECUTION: int = load_dev_config().dynamic_config["history.maximumSignalsPerExecution"]
 
 
-# 12,000 signals take 60-115 s alone on two cores; while three other test
-# workers prove through gRPC stand-ins beside it, the worker's replays of the
-# flooded execution were seen to take past the suite's 300 s limit.
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize(("n", "pause"), [(3_000, 0.0), (12_000, 0.05)])
+# 12,000 signals take 60-115 s with the machine to itself; beside three
+# other test workers (the gRPC stand-ins' tests among them) the worker's
+# shutdown after the flood was seen not to end within 600 s, twice. It runs
+# after the others, alone (`alone`, Makefile).
+@pytest.mark.parametrize(
+    ("n", "pause"), [(3_000, 0.0), pytest.param(12_000, 0.05, marks=pytest.mark.alone)]
+)
 async def test_state_change_storm_in_one_window_is_coalesced(
     plain_dev_env: WorkflowEnvironment,
     store: Store,
