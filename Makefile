@@ -80,6 +80,7 @@ test: $(STAMP) /usr/bin/chromium lint
 	$(COMPILE)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  --durations=15 -m "not alone"
+	# Tests marked `alone` need the machine to themselves (tests/test_floods.py).
 	$(BIN)/python -m pytest -q -m alone
 
 # fleet_agent/cuzk/proving_pb2.py(i) from its .proto, committed: nothing is
