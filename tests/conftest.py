@@ -41,6 +41,18 @@ os.environ.setdefault(ENV_FILE_ENV, os.devnull)
 os.environ["FLEET_WORKFLOW_SANDBOX"] = "on"
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """Each test ends with the environment it started with: code under test
+    may export variables (the stack's console exports FLEET_DATABASE_URL),
+    and a later test in the same process must not read them."""
+    before = dict(os.environ)
+    yield
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)
+
+
 #: The slowest modules, slowest first (seconds of test time measured on
 #: 2026-12-03 with four workers, `--junitxml`: 93, 91, 88, 82, 65, 60, 38,
 #: 33, 32, 29, 29, 27). xdist hands out modules in collection order
