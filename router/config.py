@@ -73,7 +73,7 @@ class RouterConfig:
     expected_seconds: dict[str, float] = field(
         default_factory=lambda: dict(DEFAULT_EXPECTED_SECONDS)
     )
-    #: How often each member's GetStatus is read (ROUTER.md: membership every 2 s).
+    #: How often each member's GetStatus is read (router/store_sync.py reads members every 2 s).
     poll_s: float = 2.0
     #: A GetStatus gets this long (Curio's client gives its own 5 s).
     status_timeout_s: float = 5.0

@@ -21,6 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.fleet import FleetActivities
 from fleet_agent.config.env_file import ENV_FILE_ENV
 from fleet_agent.config.settings import ProverSpec
+from fleet_agent.cuzk.credentials import Authority
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
@@ -39,6 +40,12 @@ os.environ.setdefault(ENV_FILE_ENV, os.devnull)
 # "The sandbox at scale"): every worker they start, in process or not, runs
 # the workflows in it whatever the developer's environment says.
 os.environ["FLEET_WORKFLOW_SANDBOX"] = "on"
+
+
+@pytest.fixture(scope="module")
+def authority(tmp_path_factory: pytest.TempPathFactory) -> Authority:
+    """A worker's CA (fleet_agent/cuzk/credentials.py) for a module's machines."""
+    return Authority.load_or_create(tmp_path_factory.mktemp("router-ca"))
 
 
 @pytest.fixture(autouse=True)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import os
 import signal
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast, overload
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -38,20 +39,34 @@ from workflows import FleetAgentWorkflow
 T = TypeVar("T")
 
 
+@overload
 async def eventually(
-    probe: Callable[[], Awaitable[T]],
+    probe: Callable[[], Awaitable[T | None]],
+    *,
+    timeout: float = ...,
+    interval: float = ...,
+    what: str = ...,
+) -> T: ...
+@overload
+async def eventually(
+    probe: Callable[[], T | None], *, timeout: float = ..., interval: float = ..., what: str = ...
+) -> T: ...
+async def eventually(
+    probe: Callable[[], Any],
     *,
     timeout: float = 30.0,
     interval: float = 0.05,
     what: str = "condition",
 ) -> T:
-    """Poll `probe` until it returns a truthy value or the deadline passes."""
+    """Poll `probe` (sync or async) until it returns a truthy value or the
+    deadline passes; that value."""
     deadline = asyncio.get_running_loop().time() + timeout
-    last: T | None = None
+    last: Any = None
     while True:
-        last = await probe()
+        value = probe()
+        last = await value if inspect.isawaitable(value) else value
         if last:
-            return last
+            return cast(T, last)
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
         await asyncio.sleep(interval)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from types import TracebackType
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -23,8 +24,9 @@ from fleet_agent.cuzk.service import ProvingEngineStub, channel_options, pb
 from fleet_agent.cuzk.witness import MachineWitness, MemberSpec
 from router.config import RouterConfig
 from router.engine import Router
-from router.members import insecure_connect
+from router.members import Member, insecure_connect
 from router.server import start_server
+from router.witness import WitnessBook
 from simulator import snark
 from simulator.cuzk import Behaviour, CuzkStandIn, StandInConfig
 
@@ -32,7 +34,6 @@ __all__ = [
     "FAST",
     "Fleet",
     "curio_prove",
-    "porep",
     "prove_verified",
     "standin",
     "verified",
@@ -54,7 +55,35 @@ FAST = RouterConfig(
     preload_timeout_s=2.0,
 )
 
-_GIB = 1024**3
+
+class NoClient:
+    """A member's cuzk client that is never called (the pure rules' tests)."""
+
+    async def Prove(self, request: Any, **kw: Any) -> Any: ...
+    async def ProveRaw(self, request: Any, **kw: Any) -> Any: ...
+    async def GetStatus(self, request: Any, **kw: Any) -> Any: ...
+    async def CancelProof(self, request: Any, **kw: Any) -> Any: ...
+    async def PreloadSRS(self, request: Any, **kw: Any) -> Any: ...
+
+
+def member_spec(i: int, **kw: Any) -> MemberSpec:
+    """Machine `i` as the agent lists it (the rest of MemberSpec from `kw`)."""
+    return MemberSpec(instance_id=i, label=f"m{i}", address=f"10.0.0.{i}:9821", **kw)
+
+
+def answered_member(spec: MemberSpec, gpus: int, cfg: RouterConfig) -> Member:
+    """A member whose cuzk answered GetStatus at time 0 with `gpus` GPUs and
+    the PoRep circuit loaded."""
+    m = Member(spec, NoClient(), 0.0, WitnessBook(cfg.rate_window_s))
+    m.observe_status(
+        0.0,
+        pb.GetStatusResponse(
+            gpus=[pb.GPUStatus(ordinal=k) for k in range(gpus)],
+            loaded_srs=[pb.SRSStatus(circuit_id="porep-32g")],
+        ),
+        cfg,
+    )
+    return m
 
 
 def standin(
@@ -66,20 +95,6 @@ def standin(
         proof_seconds={"porep-c2": proof_s, "snap-update": proof_s},
         preload_seconds=0.05,
         behaviour=Behaviour(mode=mode, **behaviour),  # type: ignore[arg-type]
-    )
-
-
-def porep(n: int, size: int = 1000, miner: int = 1000) -> pb.SubmitProofRequest:
-    """A PoRep C2 request as curio ``lib/ffi/cuzk_funcs.go`` builds one."""
-    return pb.SubmitProofRequest(
-        request_id=f"porep-{miner}-{n}",
-        proof_kind=pb.POREP_SEAL_COMMIT,
-        sector_size=32 * _GIB,
-        registered_proof=8,
-        priority=pb.NORMAL,
-        vanilla_proof=bytes([n % 251]) * size,
-        sector_number=n,
-        miner_id=miner,
     )
 
 

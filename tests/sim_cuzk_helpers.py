@@ -12,8 +12,6 @@ at ``public_ipaddr``, as a client reads any mapped port) and called over
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,27 +23,29 @@ from fleet_agent.cuzk.credentials import Authority, ClientCredential, machine_en
 from fleet_agent.cuzk.service import ProvingEngineStub, pb
 from simulator import SimServer
 from testkit.sim_helpers import PROVER_CREATE, advance_until, api, find_offer, rent, row
+from tests.helpers import eventually
 
 __all__ = [
     "CUZK_HOST",
+    "DROPPED",
     "RouterMachine",
     "boot",
     "cuzk_truth",
     "front_address",
-    "porep",
+    "preload",
     "refused",
     "router_env",
     "start_proof",
-    "wait_for",
 ]
 
-GIB = 1024**3
 #: A host the router image starts on: 128 GiB of RAM at least (prover_image/
 #: entrypoint.py ``MIN_RAM_GIB``, within its 5 % slack), all of it rented.
 CUZK_HOST: dict[str, Any] = {"cpu_ram": {"gte": 131_072}}
 #: A refused call fails within this (grpc retries a refused connect after a
 #: backoff under a second at first).
 REFUSED_S = 2.0
+#: The statuses a call sees when the machine's servers go away under it.
+DROPPED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL)
 
 
 def router_env(authority: Authority, label: str) -> dict[str, str]:
@@ -127,31 +127,12 @@ def boot(
     )
 
 
-def porep(n: int, size: int = 1000, miner: int = 1000) -> pb.SubmitProofRequest:
-    """A PoRep C2 request as curio ``lib/ffi/cuzk_funcs.go`` builds one."""
-    return pb.SubmitProofRequest(
-        request_id=f"porep-{miner}-{n}",
-        proof_kind=pb.POREP_SEAL_COMMIT,
-        sector_size=32 * GIB,
-        registered_proof=8,
-        priority=pb.NORMAL,
-        vanilla_proof=bytes([n % 251]) * size,
-        sector_number=n,
-        miner_id=miner,
-    )
-
-
-async def wait_for(check: Callable[[], Any], timeout: float = 5.0, step: float = 0.02) -> Any:
-    """Poll `check()` (sync or async) until it is truthy; its value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(step)
+async def preload(sim: SimServer, stub: ProvingEngineStub) -> None:
+    """Load the PoRep circuit (30-90 sim seconds) with the clock fast, then
+    stop the clock: from here it moves only when a test says so."""
+    sim.market.set_speed(20_000)
+    await stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-32g"), timeout=5)
+    sim.market.set_speed(0)
 
 
 async def start_proof(
@@ -164,7 +145,7 @@ async def start_proof(
         status = await stub.GetStatus(pb.GetStatusRequest(), timeout=2)
         return any(g.current_job_id == req.request_id for g in status.gpus)
 
-    await wait_for(working)
+    await eventually(working, timeout=5)
     return task
 
 

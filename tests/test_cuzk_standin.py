@@ -19,8 +19,9 @@ import pytest
 
 from fleet_agent.cuzk.service import ProvingEngineStub, channel_options, pb
 from simulator import snark
+from simulator.curio import sample_porep
 from simulator.cuzk import Behaviour, CuzkStandIn, StandInConfig
-from tests.router_helpers import porep, standin, wait_until
+from tests.router_helpers import standin, wait_until
 
 COMPLETED = pb.AwaitProofResponse.COMPLETED
 
@@ -42,7 +43,7 @@ def _prove(req: pb.SubmitProofRequest) -> pb.ProveRequest:
 
 async def test_prove_returns_the_snark_with_cuzks_timings() -> None:
     async with running(standin(0.05)) as (_, stub):
-        req = porep(1)
+        req = sample_porep(1)
         resp = await stub.Prove(_prove(req), timeout=5)
         r = resp.result
         assert (r.job_id, r.status) == (req.request_id, COMPLETED)
@@ -57,7 +58,7 @@ async def test_status_lists_waiting_kinds_by_display_name_and_gpus_from_workers(
         snap = pb.SubmitProofRequest(
             request_id="snap-1-1", proof_kind=pb.SNAP_DEALS_UPDATE, sector_size=32 << 30
         )
-        calls = [asyncio.create_task(stub.Prove(_prove(porep(1)), timeout=5))]
+        calls = [asyncio.create_task(stub.Prove(_prove(sample_porep(1)), timeout=5))]
         await wait_until(lambda: s.engine.workers[0].current is not None, what="porep running")
         calls.append(asyncio.create_task(stub.Prove(_prove(snap), timeout=5)))
         await wait_until(lambda: bool(s.engine.queue_stats()), what="snap waiting")
@@ -111,17 +112,17 @@ async def test_submit_then_await_and_preload_after_its_delay() -> None:
         assert not pre.already_loaded and pre.load_time_ms >= 150
         again = await stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-32g"), timeout=5)
         assert again.already_loaded
-        sub = await stub.SubmitProof(porep(2), timeout=5)
+        sub = await stub.SubmitProof(sample_porep(2), timeout=5)
         assert (sub.job_id, sub.queue_position) == ("porep-1000-2", 0)
         res = await stub.AwaitProof(pb.AwaitProofRequest(job_id=sub.job_id), timeout=5)
-        assert res.status == COMPLETED and snark.verify(porep(2), res.proof)
+        assert res.status == COMPLETED and snark.verify(sample_porep(2), res.proof)
 
 
 async def test_bad_proofs_are_the_right_length_and_fail_verification() -> None:
     async with running(standin(0.05, "bad")) as (_, stub):
-        r = (await stub.Prove(_prove(porep(1)), timeout=5)).result
+        r = (await stub.Prove(_prove(sample_porep(1)), timeout=5)).result
         assert r.status == COMPLETED and len(r.proof) == snark.PROOF_BYTES
-        assert not snark.verify(porep(1), r.proof)
+        assert not snark.verify(sample_porep(1), r.proof)
 
 
 async def test_a_liar_claims_idle_gpus_and_huge_totals() -> None:
@@ -133,15 +134,15 @@ async def test_a_liar_claims_idle_gpus_and_huge_totals() -> None:
 
 async def test_slow_takes_its_factor_longer() -> None:
     async with running(standin(0.05, "slow", slow_factor=4.0)) as (_, stub):
-        r = (await stub.Prove(_prove(porep(1)), timeout=5)).result
+        r = (await stub.Prove(_prove(sample_porep(1)), timeout=5)).result
         assert r.gpu_compute_ms >= 190
 
 
 async def test_dies_mid_proof_drops_the_call_and_refuses_new_ones() -> None:
     async with running(standin(0.2, "dies", die_after_proofs=1)) as (s, stub):
-        assert (await stub.Prove(_prove(porep(1)), timeout=5)).result.status == COMPLETED
+        assert (await stub.Prove(_prove(sample_porep(1)), timeout=5)).result.status == COMPLETED
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await stub.Prove(_prove(porep(2)), timeout=5)
+            await stub.Prove(_prove(sample_porep(2)), timeout=5)
         assert err.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
         assert s.engine.dead and s.engine.proved == ["porep-1000-1"]
         await wait_until(lambda: s.stopped, what="the server stopped")
@@ -163,7 +164,7 @@ async def test_trickle_answers_late_and_never_proves() -> None:
         assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         await stub.GetStatus(pb.GetStatusRequest(), timeout=2)
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await stub.Prove(_prove(porep(1)), timeout=1.0)
+            await stub.Prove(_prove(sample_porep(1)), timeout=1.0)
         assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
@@ -177,8 +178,8 @@ async def test_command_line_prints_its_port_and_serves() -> None:
         line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
         assert line.startswith("listening 127.0.0.1:")
         async with grpc.aio.insecure_channel(line.split()[1]) as channel:
-            r = await ProvingEngineStub(channel).Prove(_prove(porep(1)), timeout=5)
-            assert snark.verify(porep(1), r.result.proof)
+            r = await ProvingEngineStub(channel).Prove(_prove(sample_porep(1)), timeout=5)
+            assert snark.verify(sample_porep(1), r.result.proof)
     finally:
         proc.terminate()
         await asyncio.wait_for(proc.wait(), 10)

@@ -45,8 +45,8 @@ from fleet_agent.cuzk.service import ProvingEngineStub, channel_options, pb
 from prover_image import front
 from simulator.snark import prove
 from tests.ports import free_port
+from tests.prover_image_helpers import ROOT, entrypoint_env, machine_creds
 
-ROOT = Path(__file__).resolve().parent.parent
 STANDIN = ROOT / "tests" / "cuzk_standin.py"
 GIB = 1024**3
 LABEL_A = "fleet-agent/main/r1-aaaaaaaaaa"
@@ -84,36 +84,8 @@ class Machine:
             os.kill(int(self.pid_file.read_text()), signal.SIGKILL)
 
 
-def meminfo(directory: Path, gib: float) -> Path:
-    """A /proc/meminfo with MemTotal `gib` GiB (the format cuzk's
-    memory.rs detect_system_memory and the entrypoint read)."""
-    path = directory / "meminfo"
-    path.write_text(
-        f"MemTotal:       {int(gib * 1024 * 1024)} kB\nMemFree:        1024 kB\n"
-        "MemAvailable:   2048 kB\n"
-    )
-    return path
-
-
 def base_env(tmp: Path, creds: dict[str, str], *, ram_gib: float = 256) -> dict[str, str]:
-    cgroup = tmp / "cgroup"
-    cgroup.mkdir(exist_ok=True)
-    secrets = tmp / "shm"
-    secrets.mkdir(exist_ok=True)
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": str(ROOT),
-        **creds,
-        "FLEET_FRONT_PORT": str(free_port()),
-        "FLEET_FRONT_HOST": "127.0.0.1",
-        "FLEET_CUZK_LISTEN": f"127.0.0.1:{free_port()}",
-        "FLEET_CUZK_CONFIG": str(tmp / "zk" / "cuzk.toml"),
-        "FIL_PROOFS_PARAMETER_CACHE": str(tmp / "params"),
-        "FLEET_SECRETS_DIR": str(secrets),
-        "FLEET_MEMINFO": str(meminfo(tmp, ram_gib)),
-        "FLEET_CGROUP_ROOT": str(cgroup),
-        "FLEET_STOP_GRACE_S": "5",
-        "CUZK_BIN": f"{sys.executable} {STANDIN}",
+    return entrypoint_env(tmp, creds, f"{sys.executable} {STANDIN}", ram_gib=ram_gib) | {
         "CUZK_STANDIN_PID": str(tmp / "cuzk.pid"),
         "CUZK_STANDIN_ENV": str(tmp / "cuzk.env"),
         # The parameter fetch has its own tests (tests/test_prover_params.py).
@@ -153,20 +125,13 @@ def run(tmp: Path, env: dict[str, str], timeout: float = 20) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def authority(tmp_path_factory: pytest.TempPathFactory) -> Authority:
-    return Authority.load_or_create(tmp_path_factory.mktemp("router-ca"))
-
-
-@pytest.fixture(scope="module")
 def client(authority: Authority) -> ClientCredential:
     return authority.router_client()
 
 
 @pytest.fixture(scope="module")
 def creds_a(authority: Authority) -> dict[str, str]:
-    env = machine_env(authority.machine_credential(LABEL_A), authority.ca_pem)
-    del env["FLEET_FRONT_PORT"]
-    return env
+    return machine_creds(authority, LABEL_A)
 
 
 @pytest.fixture(scope="module")

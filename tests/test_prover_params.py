@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
-import os
 import re
 import subprocess
 import sys
@@ -27,11 +26,11 @@ from pathlib import Path
 
 import pytest
 
-from fleet_agent.cuzk.credentials import Authority, machine_env
+from fleet_agent.cuzk.credentials import Authority
 from prover_image import entrypoint, params
 from tests.ports import free_port
+from tests.prover_image_helpers import ROOT, entrypoint_env, machine_creds
 
-ROOT = Path(__file__).resolve().parent.parent
 KIB2 = 2048
 MIB8 = 8 * 1024 * 1024
 
@@ -549,36 +548,16 @@ def test_the_wait_for_the_lock_is_bounded(tmp_path: Path, gateway: Gateway) -> N
 
 
 @pytest.fixture(scope="module")
-def creds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    authority = Authority.load_or_create(tmp_path_factory.mktemp("ca"))
-    env = machine_env(
-        authority.machine_credential("fleet-agent/main/p1-aaaaaaaaaa"), authority.ca_pem
-    )
-    del env["FLEET_FRONT_PORT"]
-    return env
+def creds(authority: Authority) -> dict[str, str]:
+    return machine_creds(authority, "fleet-agent/main/p1-aaaaaaaaaa")
 
 
 def entry_env(tmp: Path, creds: dict[str, str], gw: Gateway) -> dict[str, str]:
-    (tmp / "meminfo").write_text(f"MemTotal:       {256 * 1024 * 1024} kB\n")
-    (tmp / "cgroup").mkdir()
-    (tmp / "shm").mkdir()
     (tmp / "parameters.json").write_text(PARAMETERS_JSON)
     (tmp / "srs.json").write_text(SRS_JSON)
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": str(ROOT),
-        **creds,
-        "FLEET_FRONT_PORT": str(free_port()),
-        "FLEET_FRONT_HOST": "127.0.0.1",
-        "FLEET_CUZK_LISTEN": f"127.0.0.1:{free_port()}",
-        "FLEET_CUZK_CONFIG": str(tmp / "zk" / "cuzk.toml"),
-        "FIL_PROOFS_PARAMETER_CACHE": str(tmp / "params"),
-        "FLEET_SECRETS_DIR": str(tmp / "shm"),
-        "FLEET_MEMINFO": str(tmp / "meminfo"),
-        "FLEET_CGROUP_ROOT": str(tmp / "cgroup"),
-        "FLEET_STOP_GRACE_S": "5",
-        # A cuzk that leaves a mark and ends at once.
-        "CUZK_BIN": f"sh -c 'touch {tmp / 'cuzk-started'}' cuzk",
+    # A cuzk that leaves a mark and ends at once.
+    cuzk = f"sh -c 'touch {tmp / 'cuzk-started'}' cuzk"
+    return entrypoint_env(tmp, creds, cuzk) | {
         "FLEET_PARAMS_SECTOR_SIZE": "2KiB",
         "FLEET_PARAMS_JSON": str(tmp / "parameters.json"),
         "FLEET_SRS_JSON": str(tmp / "srs.json"),

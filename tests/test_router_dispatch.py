@@ -18,11 +18,11 @@ import pytest
 
 from fleet_agent.cuzk.service import ProvingEngineStub, channel_options, pb
 from fleet_agent.cuzk.witness import MemberSpec
+from simulator.curio import sample_porep
 from simulator.cuzk import CuzkStandIn, StandInConfig
 from tests.router_helpers import (
     Fleet,
     curio_prove,
-    porep,
     standin,
     verified,
     wait_until,
@@ -33,13 +33,13 @@ from tests.router_helpers import (
 async def test_prove_round_trip_through_router_to_three_standins() -> None:
     async with Fleet([standin(0.1), standin(0.1), standin(0.1)]) as f:
         await f.serving()
-        reqs = [porep(n) for n in range(3)]
+        reqs = [sample_porep(n) for n in range(3)]
         results = await asyncio.gather(*(curio_prove(f.stub, r) for r in reqs))
         assert all(verified(r, res) for r, res in zip(reqs, results, strict=True))
         assert [res.job_id for res in results] == [r.request_id for r in reqs]
         # Least loaded first: three proofs at once on three one-GPU machines, one each.
         assert [len(s.engine.proved) for s in f.standins] == [1, 1, 1]
-        more = [porep(n) for n in range(3, 9)]
+        more = [sample_porep(n) for n in range(3, 9)]
         results = await asyncio.gather(*(curio_prove(f.stub, r) for r in more))
         assert all(verified(r, res) for r, res in zip(more, results, strict=True))
         assert sum(f.witness(i).done for i in (1, 2, 3)) == 9
@@ -54,7 +54,7 @@ async def test_prove_round_trip_through_router_to_three_standins() -> None:
 async def test_same_request_id_concurrently_is_one_job_on_one_machine() -> None:
     async with Fleet([standin(0.2), standin(0.2), standin(0.2)]) as f:
         await f.serving()
-        req = porep(7)
+        req = sample_porep(7)
         first = asyncio.create_task(curio_prove(f.stub, req))
         await wait_until(lambda: bool(f.router.jobs.running()), what="the job sent")
         second = await curio_prove(f.stub, req)
@@ -70,7 +70,7 @@ async def test_get_status_sums_the_fleet() -> None:
     fleet = [standin(0.3, gpus=2), standin(0.3), standin(0.3, gpus=3)]
     async with Fleet(fleet, with_config(expected_seconds={"porep-c2": 0.3})) as f:
         await f.serving()
-        reqs = [porep(n) for n in range(14)]
+        reqs = [sample_porep(n) for n in range(14)]
         calls = [asyncio.create_task(curio_prove(f.stub, r)) for r in reqs]
         # 6 GPUs, 2 jobs per GPU: 12 on machines, 2 waiting at the router.
         await wait_until(lambda: len(f.router.jobs.running()) == 12, what="12 running")
@@ -94,11 +94,11 @@ async def test_a_member_joins_once_the_router_had_it_load_the_circuit() -> None:
     async with Fleet([bare]) as f:
         await wait_until(lambda: bool(f.router.members.get(1).preloading), what="PreloadSRS sent")  # type: ignore[union-attr]
         assert f.witness(1).phase == "joining"
-        call = asyncio.create_task(curio_prove(f.stub, porep(1)))
+        call = asyncio.create_task(curio_prove(f.stub, sample_porep(1)))
         await asyncio.sleep(0.1)
         assert f.router.queue().pending == {"porep-c2": 1}  # waits at the router
         await f.serving(1)
-        assert verified(porep(1), await call)
+        assert verified(sample_porep(1), await call)
         assert f.witness(1).circuits == ["porep-32g"]
 
 
@@ -128,8 +128,8 @@ async def test_the_command_line_router_reads_its_members_file(tmp_path: Path) ->
                 if await loaded():
                     break
                 await asyncio.sleep(0.05)
-            result = await curio_prove(stub, porep(1))
-            assert verified(porep(1), result) and s.engine.proved == ["porep-1000-1"]
+            result = await curio_prove(stub, sample_porep(1))
+            assert verified(sample_porep(1), result) and s.engine.proved == ["porep-1000-1"]
     finally:
         proc.terminate()
         await asyncio.wait_for(proc.wait(), 10)
@@ -139,11 +139,11 @@ async def test_the_command_line_router_reads_its_members_file(tmp_path: Path) ->
 async def test_submit_await_and_cancel_through_the_router() -> None:
     async with Fleet([standin(0.3)]) as f:
         await f.serving()
-        sub = await f.stub.SubmitProof(porep(1), timeout=2)
+        sub = await f.stub.SubmitProof(sample_porep(1), timeout=2)
         assert sub.job_id == "porep-1000-1"
         res = await f.stub.AwaitProof(pb.AwaitProofRequest(job_id=sub.job_id), timeout=3)
-        assert res.status == pb.AwaitProofResponse.COMPLETED and verified(porep(1), res)
-        call = asyncio.create_task(f.stub.Prove(pb.ProveRequest(submit=porep(2)), timeout=3))
+        assert res.status == pb.AwaitProofResponse.COMPLETED and verified(sample_porep(1), res)
+        call = asyncio.create_task(f.stub.Prove(pb.ProveRequest(submit=sample_porep(2)), timeout=3))
         await wait_until(lambda: f.witness(1).in_flight == 1, what="the job sent")
         cancel = await f.stub.CancelProof(pb.CancelProofRequest(job_id="porep-1000-2"), timeout=2)
         assert cancel.was_running

@@ -34,7 +34,8 @@ from router.engine import Router
 from router.inputs import MalformedInput, frame, read_prove, read_submit
 from router.members import insecure_connect
 from router.server import start_server
-from tests.router_helpers import FAST, porep, wait_until, with_config
+from simulator.curio import sample_porep
+from tests.router_helpers import FAST, wait_until, with_config
 
 _Ctx = grpc.aio.ServicerContext[Any, Any]
 COMPLETED, FAILED = pb.AwaitProofResponse.COMPLETED, pb.AwaitProofResponse.FAILED
@@ -72,7 +73,7 @@ def _requests() -> list[pb.SubmitProofRequest]:
         miner_id=1000,
     )
     unnamed = pb.SubmitProofRequest(proof_kind=pb.WINNING_POST, vanilla_proof=b"w")
-    return [porep(1, size=70_000), snap, wdpost, unnamed, pb.SubmitProofRequest()]
+    return [sample_porep(1, size=70_000), snap, wdpost, unnamed, pb.SubmitProofRequest()]
 
 
 def _small(req: pb.SubmitProofRequest) -> pb.SubmitProofRequest:
@@ -102,7 +103,7 @@ def test_repeated_and_unknown_fields_read_as_protobuf_reads_them() -> None:
     # The last request_id wins, an unknown varint field and an unknown
     # length-delimited one are skipped or kept as protobuf does.
     sub = (
-        porep(1).SerializeToString()
+        sample_porep(1).SerializeToString()
         + b"\x0a\x03abc"  # request_id again: "abc" wins
         + b"\xa0\x06\x07"  # field 100, varint 7: unknown
         + b"\xa2\x06\x02zz"  # field 100... as bytes: unknown
@@ -213,7 +214,7 @@ async def test_every_attempt_is_sent_the_very_bytes_curio_sent() -> None:
     first, second = _Member(fail_first=True), _Member()
     second.release.set()
     async with _router([first, second]) as (router, port):
-        data = _prove_bytes(porep(1, size=100_000))
+        data = _prove_bytes(sample_porep(1, size=100_000))
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as ch:
             resp = await ProvingEngineStub(ch).ProveRaw(data, timeout=5)
         assert resp.result.status == COMPLETED
@@ -228,7 +229,7 @@ async def test_a_submitted_input_is_framed_once_and_that_copy_is_sent_every_time
     first, second = _Member(fail_first=True), _Member()
     second.release.set()
     async with _router([first, second]) as (_, port):
-        req = porep(2, size=100_000)
+        req = sample_porep(2, size=100_000)
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as ch:
             stub = ProvingEngineStub(ch)
             sub = await stub.SubmitProof(req, timeout=5)
@@ -260,7 +261,7 @@ async def test_the_router_holds_about_one_copy_of_each_input_in_flight() -> None
     n, size = 8, 4 * 1024 * 1024
     members = [_Member() for _ in range(4)]  # one GPU each: 2 jobs each
     async with _router(members, expected_seconds={"porep-c2": 30.0}) as (router, port):
-        inputs = [_prove_bytes(porep(k, size=size)) for k in range(n)]
+        inputs = [_prove_bytes(sample_porep(k, size=size)) for k in range(n)]
         total = sum(len(b) for b in inputs)
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as ch:
             stub = ProvingEngineStub(ch)  # ProveRaw: this side makes no Python copy
@@ -338,7 +339,7 @@ async def test_a_member_receives_byte_for_byte_what_curio_sent() -> None:
     router.set_members([MemberSpec(instance_id=1, label="m1", address=f"127.0.0.1:{member_port}")])
     try:
         await wait_until(lambda: router.witness()[0].phase == "serving", what="serving")
-        req = porep(3, size=300_000)
+        req = sample_porep(3, size=300_000)
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as ch:
             # Curio's own call: a unary Prove of the message.
             resp = await ProvingEngineStub(ch).Prove(pb.ProveRequest(submit=req), timeout=5)

@@ -7,7 +7,7 @@ The router here is the test: it writes `MachineWitness` rows and a
 `RouterQueue` (fleet_agent/cuzk/witness.py) to the store as
 router/store_sync.py does. Machines are rented on the simulator directly,
 with the front port mapped as the create path maps it (``-p 9821:9821``:
-ROUTER.md, `machine_env`), labelled as the agent's.
+fleet_agent/cuzk/credentials.py, `machine_env`), labelled as the agent's.
 """
 
 from __future__ import annotations

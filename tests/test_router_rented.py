@@ -26,35 +26,22 @@ from router.config import RouterConfig
 from router.dispatch import attempt_budget
 from router.jobs import JobTable
 from router.members import Member
-from router.witness import WitnessBook
-from tests.router_helpers import Fleet, curio_prove, porep, standin, wait_until, with_config
+from simulator.curio import sample_porep
+from tests.router_helpers import (
+    Fleet,
+    answered_member,
+    curio_prove,
+    member_spec,
+    standin,
+    wait_until,
+    with_config,
+)
 
 CFG = RouterConfig()
 
 
-class _NoClient:
-    async def ProveRaw(self, request: Any, **kw: Any) -> Any: ...
-    async def GetStatus(self, request: Any, **kw: Any) -> Any: ...
-    async def CancelProof(self, request: Any, **kw: Any) -> Any: ...
-    async def PreloadSRS(self, request: Any, **kw: Any) -> Any: ...
-
-
 def _member(claimed_gpus: int, **spec: Any) -> Member:
-    m = Member(
-        MemberSpec(instance_id=1, label="m1", address="10.0.0.1:9821", **spec),
-        _NoClient(),
-        0.0,
-        WitnessBook(CFG.rate_window_s),
-    )
-    m.observe_status(
-        0.0,
-        pb.GetStatusResponse(
-            gpus=[pb.GPUStatus(ordinal=k) for k in range(claimed_gpus)],
-            loaded_srs=[pb.SRSStatus(circuit_id="porep-32g")],
-        ),
-        CFG,
-    )
-    return m
+    return answered_member(member_spec(1, **spec), claimed_gpus, CFG)
 
 
 def test_a_hosts_gpu_count_never_raises_the_rented_one_only_lowers_it() -> None:
@@ -67,7 +54,7 @@ def test_a_hosts_gpu_count_never_raises_the_rented_one_only_lowers_it() -> None:
 
 def test_an_attempt_budget_follows_the_members_expected_rate() -> None:
     cfg = replace(CFG, attempt_factor=3.0, min_attempt_s=30.0)
-    job = JobTable(cfg).admit(porep(1), 1e9, 0.0).job
+    job = JobTable(cfg).admit(sample_porep(1), 1e9, 0.0).job
     assert job is not None
     # 2 GPUs, 72 proofs/h: a PoRep takes 100 s on one of them.
     rated = _member(2, gpus=2, expected_proofs_per_hour=72.0)
@@ -116,7 +103,9 @@ async def test_a_liar_claiming_64_gpus_on_a_1_gpu_member_gets_its_per_gpu_depth(
 
         watcher = asyncio.create_task(watch())
         try:
-            await asyncio.gather(*(curio_prove(f.stub, porep(n), timeout=10) for n in range(6)))
+            await asyncio.gather(
+                *(curio_prove(f.stub, sample_porep(n), timeout=10) for n in range(6))
+            )
         finally:
             watcher.cancel()
         assert member.gpus == 1
@@ -135,7 +124,7 @@ async def test_a_slow_machine_rated_slow_is_given_the_time_its_rate_says() -> No
         f.router.set_members(f.specs)
         await f.serving()
         t0 = time.monotonic()
-        result = await curio_prove(f.stub, porep(1), timeout=15)
+        result = await curio_prove(f.stub, sample_porep(1), timeout=15)
         assert result.status == pb.AwaitProofResponse.COMPLETED
         assert f.router.attempt_outcomes == {"done": 1}, f"in {time.monotonic() - t0:.1f} s"
         await wait_until(lambda: f.witness(1).lost == 0)

@@ -21,34 +21,15 @@ from router.jobs import HeldBytesFull, InvalidRequest, JobTable
 from router.members import Member, MemberSet
 from router.membership import MembersFile
 from router.witness import WitnessBook, failing_reason, phase_of
-from tests.router_helpers import porep
+from simulator.curio import sample_porep
+from tests.router_helpers import NoClient, answered_member, member_spec
 
 CFG = RouterConfig()
 COMPLETED = pb.AwaitProofResponse.COMPLETED
 
 
-class _NoClient:
-    async def Prove(self, request: Any, **kw: Any) -> Any: ...
-    async def ProveRaw(self, request: Any, **kw: Any) -> Any: ...
-    async def GetStatus(self, request: Any, **kw: Any) -> Any: ...
-    async def CancelProof(self, request: Any, **kw: Any) -> Any: ...
-    async def PreloadSRS(self, request: Any, **kw: Any) -> Any: ...
-
-
-def _spec(i: int, **kw: Any) -> MemberSpec:
-    return MemberSpec(instance_id=i, label=f"m{i}", address=f"10.0.0.{i}:9821", **kw)
-
-
 def _member(i: int, *, gpus: int = 1, in_flight: int = 0, rate_s: float | None = None) -> Member:
-    m = Member(_spec(i), _NoClient(), 0.0, WitnessBook(CFG.rate_window_s))
-    m.observe_status(
-        0.0,
-        pb.GetStatusResponse(
-            gpus=[pb.GPUStatus(ordinal=k) for k in range(gpus)],
-            loaded_srs=[pb.SRSStatus(circuit_id="porep-32g")],
-        ),
-        CFG,
-    )
+    m = answered_member(member_spec(i), gpus, CFG)
     if rate_s is not None:  # one proof that took rate_s seconds
         m.book.on_send(0.0)
         m.book.on_done(rate_s)
@@ -139,7 +120,7 @@ def test_phases() -> None:
 
 
 def test_a_hosts_status_counts_only_as_answered_circuits_and_capped_gpus() -> None:
-    m = Member(_spec(1), _NoClient(), 0.0, WitnessBook(3600))
+    m = Member(member_spec(1), NoClient(), 0.0, WitnessBook(3600))
     lie = pb.GetStatusResponse(
         gpus=[pb.GPUStatus(ordinal=k) for k in range(500)],
         loaded_srs=[pb.SRSStatus(circuit_id=c) for c in ("porep-32g", "<script>", "x" * 300)],
@@ -155,7 +136,7 @@ def test_a_hosts_status_counts_only_as_answered_circuits_and_capped_gpus() -> No
 
 
 def _job(table: JobTable, n: int) -> Any:
-    job = table.admit(porep(n), 1e9, 0.0).job
+    job = table.admit(sample_porep(n), 1e9, 0.0).job
     assert job is not None
     return job
 
@@ -177,7 +158,7 @@ def test_no_machine_without_room_circuit_serving_or_one_it_was_refused_on() -> N
     snap_only = _member(2)
     snap_only.circuits = frozenset({"snap-32g"})
     drained = _member(3)
-    drained.spec = _spec(3, want="drain")
+    drained.spec = member_spec(3, want="drain")
     drained.refresh(10.0, CFG)
     unreachable = _member(4)
     unreachable.observe_silence()
@@ -208,54 +189,54 @@ def test_attempt_budget_is_expected_times_factor_cut_at_the_deadline() -> None:
 
 def test_idempotency_join_reject_and_redeliver() -> None:
     table = JobTable(CFG)
-    first = table.admit(porep(1), 10.0, 0.0)
-    again = table.admit(porep(1), 20.0, 0.0)
+    first = table.admit(sample_porep(1), 10.0, 0.0)
+    again = table.admit(sample_porep(1), 20.0, 0.0)
     assert again.joined and again.job is first.job and first.job is not None
     assert first.job.deadline == 20.0
     result = pb.AwaitProofResponse(status=COMPLETED, proof=b"p" * 1920)
     table.finish(first.job, result, member_id=7, now=1.0)
     # Answered but no caller got it: the same answer again, no rejection.
-    lost = table.admit(porep(1), 10.0, 2.0)
+    lost = table.admit(sample_porep(1), 10.0, 2.0)
     assert lost.result is not None and lost.result.proof == result.proof
     assert lost.rejected_member is None
     table.delivered("porep-1000-1")
     # Delivered, then sent again: Curio refused it.
-    back = table.admit(porep(1), 10.0, 3.0)
+    back = table.admit(sample_porep(1), 10.0, 3.0)
     assert back.rejected_member == 7 and back.job is not None
     assert back.job.refused_by == {7} and table.rejections == 1
 
 
 def test_a_failed_answer_sent_again_is_a_new_job_not_a_rejection() -> None:
     table = JobTable(CFG)
-    job = table.admit(porep(1), 10.0, 0.0).job
+    job = table.admit(sample_porep(1), 10.0, 0.0).job
     assert job is not None
     table.finish(job, pb.AwaitProofResponse(status=pb.AwaitProofResponse.TIMEOUT), None, 1.0)
     table.delivered(job.job_id)
-    again = table.admit(porep(1), 10.0, 2.0)
+    again = table.admit(sample_porep(1), 10.0, 2.0)
     assert again.job is not None and again.rejected_member is None and table.rejections == 0
 
 
 def test_held_bytes_cap_refuses_and_frees() -> None:
-    req = porep(1, size=1000)
+    req = sample_porep(1, size=1000)
     table = JobTable(replace(CFG, max_held_bytes=2 * req.ByteSize()))
-    jobs = [table.admit(porep(n, size=1000), 10.0, 0.0).job for n in (1, 2)]
+    jobs = [table.admit(sample_porep(n, size=1000), 10.0, 0.0).job for n in (1, 2)]
     with pytest.raises(HeldBytesFull):
-        table.admit(porep(3, size=1000), 10.0, 0.0)
+        table.admit(sample_porep(3, size=1000), 10.0, 0.0)
     assert table.full and table.refused == 1
-    assert table.admit(porep(1, size=1000), 10.0, 0.0).joined  # joining holds nothing more
+    assert table.admit(sample_porep(1, size=1000), 10.0, 0.0).joined  # joining holds nothing more
     assert jobs[0] is not None
     table.finish(jobs[0], pb.AwaitProofResponse(status=COMPLETED, proof=b"p"), 1, 1.0)
-    assert not table.full and table.admit(porep(3, size=1000), 10.0, 0.0).job is not None
+    assert not table.full and table.admit(sample_porep(3, size=1000), 10.0, 0.0).job is not None
 
 
 def test_a_refused_resubmission_keeps_the_answer_for_the_next_try() -> None:
-    req = porep(1, size=1000)
+    req = sample_porep(1, size=1000)
     table = JobTable(replace(CFG, max_held_bytes=req.ByteSize()))
     job = table.admit(req, 10.0, 0.0).job
     assert job is not None
     table.finish(job, pb.AwaitProofResponse(status=COMPLETED, proof=b"p"), 4, 1.0)
     table.delivered(job.job_id)
-    table.admit(porep(2, size=1000), 10.0, 1.0)
+    table.admit(sample_porep(2, size=1000), 10.0, 1.0)
     with pytest.raises(HeldBytesFull):
         table.admit(req, 10.0, 2.0)
     assert table.rejections == 0 and "porep-1000-1" in table.answers
@@ -274,15 +255,15 @@ def test_an_unknown_kind_is_refused_as_cuzk_refuses_it() -> None:
 def test_member_set_adds_readdresses_and_removes() -> None:
     made: list[str] = []
 
-    def connect(spec: MemberSpec) -> _NoClient:
+    def connect(spec: MemberSpec) -> NoClient:
         made.append(spec.address)
-        return _NoClient()
+        return NoClient()
 
     ms = MemberSet()
-    ch = ms.apply([_spec(1), _spec(2)], 0.0, connect, CFG)
+    ch = ms.apply([member_spec(1), member_spec(2)], 0.0, connect, CFG)
     assert [m.instance_id for m in ch.added] == [1, 2]
     ms.get(1).book.on_send(0.0)  # type: ignore[union-attr]
-    moved = _spec(1).model_copy(update={"address": "10.9.9.9:1"})
+    moved = member_spec(1).model_copy(update={"address": "10.9.9.9:1"})
     ch = ms.apply([moved], 1.0, connect, CFG)
     assert [m.instance_id for m in ch.removed] == [2]
     assert [m.instance_id for m in ch.readdressed] == [1]
@@ -294,13 +275,13 @@ def test_members_file_is_read_when_it_changes_and_a_bad_one_is_ignored(tmp_path:
     path = tmp_path / "members.json"
     source = MembersFile(path)
     assert source.read_if_changed() is None  # no file yet
-    path.write_text(json.dumps([_spec(1).model_dump(mode="json")]))
+    path.write_text(json.dumps([member_spec(1).model_dump(mode="json")]))
     assert [s.instance_id for s in source.read_if_changed() or []] == [1]
     assert source.read_if_changed() is None  # unchanged
     path.write_text('[{"instance_id": 0}]')
     assert source.read_if_changed() is None
     path.write_text(
-        json.dumps([_spec(1).model_dump(mode="json"), _spec(2).model_dump(mode="json")])
+        json.dumps([member_spec(1).model_dump(mode="json"), member_spec(2).model_dump(mode="json")])
     )
     assert [s.instance_id for s in source.read_if_changed() or []] == [1, 2]
 
@@ -330,7 +311,7 @@ async def test_a_simulated_fleets_witness_is_reported_on_the_simulators_clock() 
     from router.engine import Router
 
     t = [1_000.0]
-    router = Router(CFG, lambda spec: _NoClient(), clock=lambda: t[0], report_speed=100.0)
+    router = Router(CFG, lambda spec: NoClient(), clock=lambda: t[0], report_speed=100.0)
     at = datetime.fromtimestamp(1_010.0, UTC)
     seen = MachineWitness(
         instance_id=1,
@@ -346,5 +327,5 @@ async def test_a_simulated_fleets_witness_is_reported_on_the_simulators_clock() 
     assert shown.busy_seconds == 3_600.0 and shown.proofs_per_busy_hour == 6.0
     assert shown.last_done_at == datetime.fromtimestamp(1_000.0 + 10 * 100, UTC)
     assert router.queue().at == datetime.fromtimestamp(1_000.0 + 20 * 100, UTC)
-    plain = Router(CFG, lambda spec: _NoClient(), clock=lambda: t[0])
+    plain = Router(CFG, lambda spec: NoClient(), clock=lambda: t[0])
     assert plain._reported(seen) == seen

@@ -26,7 +26,7 @@ T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
 class FakeRouter:
-    """The three calls of router/engine.py's `Router` the sync makes (ROUTER.md)."""
+    """The three calls of router/engine.py's `Router` the sync makes."""
 
     def __init__(self) -> None:
         self.members: list[list[MemberSpec]] = []

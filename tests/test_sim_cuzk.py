@@ -21,27 +21,22 @@ import pytest
 from fleet_agent.cuzk.credentials import Authority, machine_env, server_name
 from fleet_agent.cuzk.service import ProvingEngineStub, channel_options, pb
 from simulator import SimServer, snark
+from simulator.curio import sample_porep
 from testkit.sim_helpers import advance_until, api, find_offer, rent, row, truth
+from tests.helpers import eventually
 from tests.sim_cuzk_helpers import (
+    DROPPED,
     RouterMachine,
     boot,
     cuzk_truth,
-    porep,
+    preload,
     refused,
     router_env,
     start_proof,
-    wait_for,
 )
 
 LABEL = "fleet-agent/main/r1-aaaaaaaaaa"
 OTHER = "fleet-agent/main/r2-bbbbbbbbbb"
-#: The statuses a call sees when the machine's servers go away under it.
-DROPPED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL)
-
-
-@pytest.fixture(scope="module")
-def authority(tmp_path_factory: pytest.TempPathFactory) -> Authority:
-    return Authority.load_or_create(tmp_path_factory.mktemp("router-ca"))
 
 
 @pytest.fixture
@@ -79,7 +74,7 @@ async def test_a_router_mode_machine_proves_behind_its_front(
         assert not loaded.already_loaded and 30_000 <= loaded.load_time_ms <= 91_000
         status = await stub.GetStatus(pb.GetStatusRequest(), timeout=5)
         assert [s.circuit_id for s in status.loaded_srs] == ["porep-32g"]
-        req = porep(1)
+        req = sample_porep(1)
         answer = await stub.Prove(pb.ProveRequest(submit=req), timeout=10)
     assert answer.result.status == pb.AwaitProofResponse.COMPLETED
     assert snark.verify(req, answer.result.proof)
@@ -103,10 +98,8 @@ async def test_a_proof_takes_the_capacity_models_time_on_the_simulators_clock(
     )
     async with m.channel() as channel:
         stub = ProvingEngineStub(channel)
-        sim.market.set_speed(10_000)
-        await stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-32g"), timeout=5)
-        sim.market.set_speed(0)  # the clock moves only when told now
-        task = await start_proof(stub, porep(2))
+        await preload(sim, stub)
+        task = await start_proof(stub, sample_porep(2))
         sim.market.advance(seconds - 2)
         await asyncio.sleep(0.3)
         assert not task.done(), "the proof finished before its time"
@@ -207,20 +200,18 @@ async def test_stopping_drops_the_server_mid_proof_and_starting_serves_a_new_cuz
     sim: SimServer, authority: Authority
 ) -> None:
     m = boot(sim, authority, LABEL)
-    sim.market.set_speed(10_000)
     async with m.channel() as channel:
         stub = ProvingEngineStub(channel)
-        await stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-32g"), timeout=5)
-        sim.market.set_speed(0)
-        task = await start_proof(stub, porep(3))
+        await preload(sim, stub)
+        task = await start_proof(stub, sample_porep(3))
         m.act("stop")
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await asyncio.wait_for(task, 5)
         assert info.value.code() in DROPPED
-    await wait_for(lambda: _connect_refused(m.address))
+    await eventually(lambda: _connect_refused(m.address))
     m.act("start")
     advance_until(sim, lambda: cuzk_truth(sim, m.instance_id)["serving"], step=30)
-    status = await wait_for(lambda: _status(m), timeout=5)
+    status = await eventually(lambda: _status(m), timeout=5)
     assert not status.loaded_srs  # a new process: nothing loaded yet
     assert cuzk_truth(sim, m.instance_id)["proofs_completed"] == 0
 
@@ -248,27 +239,25 @@ async def test_a_frozen_machine_holds_every_call_and_thaws(
                 return exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         return False
 
-    await wait_for(hangs)
+    await eventually(hangs)
     m.act("unfreeze")
-    assert await wait_for(lambda: _status(m))
+    assert await eventually(lambda: _status(m))
 
 
 async def test_destroying_the_instance_drops_its_server(
     sim: SimServer, authority: Authority
 ) -> None:
     m = boot(sim, authority, LABEL)
-    sim.market.set_speed(10_000)
     async with m.channel() as channel:
         stub = ProvingEngineStub(channel)
-        await stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-32g"), timeout=5)
-        sim.market.set_speed(0)
-        task = await start_proof(stub, porep(4))
+        await preload(sim, stub)
+        task = await start_proof(stub, sample_porep(4))
         with api(sim) as c:
             c.delete(f"/api/v0/instances/{m.instance_id}/").raise_for_status()
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await asyncio.wait_for(task, 5)
         assert info.value.code() in DROPPED
-    await wait_for(lambda: _connect_refused(m.address))
+    await eventually(lambda: _connect_refused(m.address))
 
 
 async def test_the_truth_counts_what_each_machine_proved(
@@ -282,7 +271,7 @@ async def test_the_truth_counts_what_each_machine_proved(
         async with m.channel() as channel:
             stub = ProvingEngineStub(channel)
             for n in range(count):
-                req = porep(n, miner=m.instance_id % 10_000)
+                req = sample_porep(n, miner=m.instance_id % 10_000)
                 answer = await stub.Prove(pb.ProveRequest(submit=req), timeout=10)
                 assert snark.verify(req, answer.result.proof)
                 proved[m.instance_id] += 1

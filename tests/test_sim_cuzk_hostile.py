@@ -20,27 +20,23 @@ import pytest
 from fleet_agent.cuzk.credentials import Authority
 from fleet_agent.cuzk.service import ProvingEngineStub, pb
 from simulator import SimServer, snark
+from simulator.curio import sample_porep
 from simulator.cuzk import Behaviour, CuzkStandIn, StandInConfig, StandInEngine
 from simulator.cuzk_hosts import CuzkHosts, _Host
 from simulator.cuzk_market import CUZK_DEATH_MSG
 from testkit.sim_helpers import api, find_offer, rent, row
+from tests.helpers import eventually
 from tests.sim_cuzk_helpers import (
+    DROPPED,
     RouterMachine,
     boot,
     cuzk_truth,
     front_address,
-    porep,
+    preload,
     start_proof,
-    wait_for,
 )
 
 LABEL = "fleet-agent/main/r7-hostile0000"
-DROPPED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL)
-
-
-@pytest.fixture(scope="module")
-def authority(tmp_path_factory: pytest.TempPathFactory) -> Authority:
-    return Authority.load_or_create(tmp_path_factory.mktemp("router-ca"))
 
 
 @pytest.fixture
@@ -61,7 +57,7 @@ async def test_a_bad_host_answers_completed_with_proofs_that_do_not_verify(
     m = boot(sim, authority, LABEL)
     sim.market.set_speed(20_000)
     m.behave("bad")
-    req = porep(1)
+    req = sample_porep(1)
     result = await _prove(m, req)
     assert result.status == pb.AwaitProofResponse.COMPLETED
     assert len(result.proof) == snark.PROOF_BYTES and not snark.verify(req, result.proof)
@@ -69,7 +65,7 @@ async def test_a_bad_host_answers_completed_with_proofs_that_do_not_verify(
     assert t["bad_proofs"] == 1 and t["proofs_completed"] == 1
     assert t["proofs_per_hour"] == 0 < t["capacity_per_hour"]
     m.behave("honest")
-    req = porep(2)
+    req = sample_porep(2)
     assert snark.verify(req, (await _prove(m, req)).proof)
     assert cuzk_truth(sim, m.instance_id)["bad_proofs"] == 1
 
@@ -92,11 +88,11 @@ async def test_a_host_that_dies_drops_the_proof_and_its_machine_exits(
     m = boot(sim, authority, LABEL)
     sim.market.set_speed(20_000)
     m.behave("dies", after_proofs=1)
-    assert snark.verify(porep(1), (await _prove(m, porep(1))).proof)
+    assert snark.verify(sample_porep(1), (await _prove(m, sample_porep(1))).proof)
     with pytest.raises(grpc.aio.AioRpcError) as info:
-        await _prove(m, porep(2))
+        await _prove(m, sample_porep(2))
     assert info.value.code() in DROPPED
-    shown = await wait_for(lambda: row(sim, m.instance_id)["actual_status"] == "exited" and True)
+    shown = await eventually(lambda: row(sim, m.instance_id)["actual_status"] == "exited" and True)
     assert shown and row(sim, m.instance_id)["status_msg"].strip() == CUZK_DEATH_MSG
     t = cuzk_truth(sim, m.instance_id)
     assert t["proofs_completed"] == 1 and not t["serving"] and t["proofs_per_hour"] == 0
@@ -117,7 +113,7 @@ async def test_a_trickling_host_answers_late_and_never_proves(
         await asyncio.wait_for(status, 5)
         sim.market.set_speed(20_000)
         with pytest.raises(grpc.aio.AioRpcError) as info:
-            await stub.Prove(pb.ProveRequest(submit=porep(1)), timeout=1)
+            await stub.Prove(pb.ProveRequest(submit=sample_porep(1)), timeout=1)
         assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         sim.market.set_speed(0)
     assert cuzk_truth(sim, m.instance_id)["proofs_per_hour"] == 0
@@ -135,10 +131,8 @@ async def test_a_slow_host_takes_its_factor_times_as_long(
     )
     async with m.channel() as channel:
         stub = ProvingEngineStub(channel)
-        sim.market.set_speed(20_000)
-        await stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-32g"), timeout=5)
-        sim.market.set_speed(0)
-        task = await start_proof(stub, porep(1))
+        await preload(sim, stub)
+        task = await start_proof(stub, sample_porep(1))
         sim.market.advance(seconds * 2 - 2)
         await asyncio.sleep(0.3)
         assert not task.done()
@@ -152,13 +146,11 @@ async def test_a_stuck_prover_holds_its_proof_and_still_answers(
     m = boot(sim, authority, LABEL)
     async with m.channel() as channel:
         stub = ProvingEngineStub(channel)
-        sim.market.set_speed(20_000)
-        await stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-32g"), timeout=5)
-        sim.market.set_speed(0)
+        await preload(sim, stub)
         with api(sim) as c:
             c.post(f"/_sim/prover/{m.instance_id}", json={"fault": "stuck"}).raise_for_status()
-        await wait_for(lambda: cuzk_truth(sim, m.instance_id)["proofs_per_hour"] == 0)
-        task = await start_proof(stub, porep(1))
+        await eventually(lambda: cuzk_truth(sim, m.instance_id)["proofs_per_hour"] == 0)
+        task = await start_proof(stub, sample_porep(1))
         sim.market.advance(3600)
         await asyncio.sleep(0.3)
         assert not task.done(), "a stuck prover finished a proof"
@@ -191,7 +183,7 @@ async def test_a_restarted_simulator_serves_its_machines_fronts_again(
         m = boot(first, authority, LABEL)
         first.market.set_speed(20_000)
         m.behave("bad")
-        req = porep(1)
+        req = sample_porep(1)
         assert not snark.verify(req, (await _prove(m, req)).proof)
     with SimServer(state_path=state, **options) as second:  # type: ignore[arg-type]
         assert second.restored
@@ -199,8 +191,8 @@ async def test_a_restarted_simulator_serves_its_machines_fronts_again(
         assert address == m.address  # its old port, free again
         again = RouterMachine(second, m.instance_id, LABEL, address, m.client, m.offer)
         second.market.set_speed(20_000)
-        req = porep(2)
-        result = await wait_for(lambda: _answer(again, req), timeout=10)
+        req = sample_porep(2)
+        result = await eventually(lambda: _answer(again, req), timeout=10)
         assert not snark.verify(req, result.proof)  # still a bad host
         t = cuzk_truth(second, m.instance_id)
         assert t["proofs_completed"] == 2 and t["bad_proofs"] == 2

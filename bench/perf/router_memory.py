@@ -28,6 +28,7 @@ import grpc.aio
 from bench._common import print_table, write_json
 from bench.perf._router_stack import Proc, peak_rss_bytes, start_proc, stop_all, write_members
 from fleet_agent.cuzk.service import SERVICE, ProvingEngineStub, channel_options, pb
+from simulator.curio import sample_porep
 
 _MB = 1024 * 1024
 
@@ -42,17 +43,7 @@ def _rss(pid: int) -> int:
 
 def _input(n: int, size: int) -> bytes:
     """A PoRep C2 ProveRequest (curio lib/ffi/cuzk_funcs.go's fields) as wire bytes."""
-    sub = pb.SubmitProofRequest(
-        request_id=f"porep-1000-{n}",
-        proof_kind=pb.POREP_SEAL_COMMIT,
-        sector_size=32 * 1024**3,
-        registered_proof=8,
-        priority=pb.NORMAL,
-        vanilla_proof=bytes([n % 251]) * size,
-        sector_number=n,
-        miner_id=1000,
-    )
-    return pb.ProveRequest(submit=sub).SerializeToString()
+    return pb.ProveRequest(submit=sample_porep(n, size)).SerializeToString()
 
 
 async def _ready(address: str, gpus: int, within: float = 120.0) -> None:

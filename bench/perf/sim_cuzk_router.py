@@ -38,8 +38,8 @@ from router.engine import Router
 from router.members import ChannelClient
 from router.server import start_server
 from simulator import SimServer, snark
+from simulator.curio import sample_porep
 
-_GIB = 1024**3
 #: Hosts the router image starts on: 128 GiB of rented RAM or more, a driver
 #: for any GPU, ports for the front (testkit/sim_helpers.py's prover host).
 _HOSTS: dict[str, Any] = {
@@ -93,27 +93,13 @@ def _boot(sim: SimServer, ids: list[int]) -> float:
     return waited
 
 
-def _request(n: int) -> pb.SubmitProofRequest:
-    """A PoRep C2 as curio lib/ffi/cuzk_funcs.go builds it (a small vanilla proof)."""
-    return pb.SubmitProofRequest(
-        request_id=f"porep-1000-{n}",
-        proof_kind=pb.POREP_SEAL_COMMIT,
-        sector_size=32 * _GIB,
-        registered_proof=8,
-        priority=pb.NORMAL,
-        vanilla_proof=bytes([n % 251]) * 4096,
-        sector_number=n,
-        miner_id=1000,
-    )
-
-
 async def _caller(
     stub: ProvingEngineStub, counter: list[int], until: float, bad: list[int]
 ) -> None:
     """One Curio task slot: prove, verify, again, until `until`."""
     while time.monotonic() < until:
         counter[0] += 1
-        req = _request(counter[0])
+        req = sample_porep(counter[0], size=4096)
         with contextlib.suppress(grpc.aio.AioRpcError):
             answer = await stub.Prove(pb.ProveRequest(submit=req), timeout=120)
             if not snark.verify(req, answer.result.proof):

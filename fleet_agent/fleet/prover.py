@@ -60,7 +60,7 @@ __all__ = [
 #: How a rented machine proves (see the module's docstring).
 ProverMode = Literal["router", "curio_on_host"]
 #: The port the machine's TLS front listens on, mapped to a public port
-#: (ROUTER.md, `machine_env`: ``FLEET_FRONT_PORT``, default 9821).
+#: (fleet_agent/cuzk/credentials.py, `machine_env`: ``FLEET_FRONT_PORT``, default 9821).
 DEFAULT_FRONT_PORT = 9821
 #: cuzk's minimum: "Sufficient system RAM for SRS residency (minimum 128 GiB,
 #: recommended 256+ GiB)" (curio

@@ -13,7 +13,9 @@ from .node import (
     CurioConfig,
     CurioStandIn,
     arrival_times,
+    porep_c2,
     porep_request_id,
+    sample_porep,
     vanilla_input,
 )
 from .records import Attempt, CurioSummary, JobRecord, percentile, summarize
@@ -28,7 +30,9 @@ __all__ = [
     "JobRecord",
     "arrival_times",
     "percentile",
+    "porep_c2",
     "porep_request_id",
+    "sample_porep",
     "summarize",
     "vanilla_input",
 ]

@@ -67,7 +67,9 @@ __all__ = [
     "CurioConfig",
     "CurioStandIn",
     "arrival_times",
+    "porep_c2",
     "porep_request_id",
+    "sample_porep",
     "vanilla_input",
 ]
 
@@ -122,6 +124,35 @@ class CurioConfig(BaseModel):
     #: Curio seconds per real second.
     speed: float = Field(default=1.0, gt=0)
     seed: int = 0
+
+
+def porep_c2(
+    sector: int,
+    miner: int,
+    vanilla: bytes,
+    *,
+    request_id: str | None = None,
+    into: pb.SubmitProofRequest | None = None,
+) -> pb.SubmitProofRequest:
+    """``PoRepSnarkCuzk``'s request (lib/ffi/cuzk_funcs.go) for a 32 GiB
+    sector, filled into `into` when given (a ProveRequest's ``submit``, so
+    the input is copied once); the id is ``porep-<miner>-<sector>`` unless
+    `request_id` says otherwise."""
+    req = pb.SubmitProofRequest() if into is None else into
+    req.request_id = porep_request_id(miner, sector) if request_id is None else request_id
+    req.proof_kind = pb.POREP_SEAL_COMMIT
+    req.sector_size = SECTOR_32G
+    req.registered_proof = POREP_32G_PROOF
+    req.priority = pb.NORMAL
+    req.vanilla_proof = vanilla
+    req.sector_number = sector
+    req.miner_id = miner
+    return req
+
+
+def sample_porep(n: int, size: int = 1000, miner: int = 1000) -> pb.SubmitProofRequest:
+    """A PoRep C2 for sector `n` with a `size`-byte input (tests and benches)."""
+    return porep_c2(n, miner, bytes([n % 251]) * size)
 
 
 def porep_request_id(miner: int, sector: int, task_id: int | None = None) -> str:
@@ -369,17 +400,10 @@ class CurioStandIn:
             self._all_ended.set()
 
     def _fill(self, req: pb.SubmitProofRequest, job: JobRecord) -> pb.SubmitProofRequest:
-        """PoRepSnarkCuzk's request (lib/ffi/cuzk_funcs.go), its input made now."""
+        """PoRepSnarkCuzk's request, its input made now."""
         cfg = self.config
-        req.request_id = job.request_id
-        req.proof_kind = pb.POREP_SEAL_COMMIT
-        req.sector_size = SECTOR_32G
-        req.registered_proof = POREP_32G_PROOF
-        req.priority = pb.NORMAL
-        req.vanilla_proof = vanilla_input(self._block, cfg.miner_id, job.sector, cfg.input_bytes)
-        req.sector_number = job.sector
-        req.miner_id = cfg.miner_id
-        return req
+        vanilla = vanilla_input(self._block, cfg.miner_id, job.sector, cfg.input_bytes)
+        return porep_c2(job.sector, cfg.miner_id, vanilla, request_id=job.request_id, into=req)
 
     def _serialized(self, job: JobRecord) -> bytes:
         """The ProveRequest on the wire (filled in place: one copy of the input)."""
