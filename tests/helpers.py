@@ -270,12 +270,29 @@ async def first_pending(handle: Any, what: str = "an approval to be asked for") 
     return found
 
 
+async def _continued_from(client: Client, handle: WorkflowHandle[Any, Any]) -> str:
+    """The run id the newest execution of `handle`'s chain continued from,
+    as the server has it ("" while the chain has one execution)."""
+    newest = client.get_workflow_handle(handle.id)
+    first = await anext(aiter(newest.fetch_history_events()))
+    return first.workflow_execution_started_event_attributes.continued_execution_run_id
+
+
+async def has_continued(client: Client, handle: WorkflowHandle[Any, Any]) -> bool:
+    """Whether the server has `handle`'s chain continued as new. The
+    workflow's own count of executions goes up as it decides to continue,
+    before the server has closed the old one (and on the time-skipping
+    server a clock skip then can stall: sdk-java#1538)."""
+    return bool(await _continued_from(client, handle))
+
+
 async def previous_execution(
     client: Client, handle: WorkflowHandle[Any, Any]
 ) -> WorkflowHandle[Any, Any]:
-    """The execution the newest one of `handle`'s chain continued from."""
-    first = await anext(aiter(handle.fetch_history_events()))
-    run_id = first.workflow_execution_started_event_attributes.continued_execution_run_id
+    """The execution the newest one of `handle`'s chain continued from
+    (`handle` may name any execution of the chain: the newest is asked)."""
+    run_id = await _continued_from(client, handle)
+    assert run_id, "the chain has not continued as new (wait for has_continued)"
     return client.get_workflow_handle(handle.id, run_id=run_id)
 
 
