@@ -72,13 +72,12 @@ run: $(RUN_STAMP)
 
 # Four workers, a test module each at a time (module fixtures stay in one
 # process); every test brings its own servers, ports and databases. Most
-# tests wait on servers and timers (the suite keeps 1.4 of two cores busy
-# with three), so a fourth worker still pays on two cores: 5:58 -> 5:03
-# (docs/DECISIONS.md, "The test suite's time"). With the router's gRPC
-# stand-ins' tests the suite keeps both cores busy: at four, three timing
-# tests that pass alone failed (the market day took 291 s, 180 s alone), so
-# three, until the new tests' cost is measured and cut.
-TEST_WORKERS ?= 3
+# tests wait on servers and timers, so a fourth worker still pays on two
+# cores: on a quiet machine the suite took 595 s at three workers (1.25
+# cores busy) and 528 s at four (1.55) (docs/DECISIONS.md, "The test
+# suite's time"). CI runs on this machine as the session leaves it: stop
+# every stack, bench and helper first.
+TEST_WORKERS ?= 4
 test: $(STAMP) /usr/bin/chromium lint
 	$(COMPILE)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
