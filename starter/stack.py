@@ -22,7 +22,7 @@ import logging
 import os
 import shlex
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet_agent.config.local_stack import (
     DEFAULT_TEMPORAL_PORT,
@@ -42,13 +42,16 @@ from starter.agent_client import AgentClient, CliError
 from starter.console import DEFAULT_CONSOLE_PORT, console_for_stack
 from starter.devserver import DevServerConfig
 from starter.stack_attach import attach, check_summary, connect_retrying, first_run
-from starter.stack_demand import DemandWiring, demand_env, demand_lines
+from starter.stack_demand import DemandWiring, demand_env, demand_lines, suggested_max_target
 from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
 from starter.stack_options import StackOptions, dev_config
 from starter.stack_router import curio_demand, router_listen, stack_curio, stack_router
 from starter.stack_server import SERVER_START_TIMEOUT, Server, temporal_server
 from starter.stack_sim import routed, shared_simulator, simulator
 from starter.watchdog import watchdog_interval
+
+if TYPE_CHECKING:
+    from simulator import DemandConfig
 
 __all__ = ["StackOptions", "up"]
 
@@ -94,6 +97,8 @@ def _banner(
         )
     curve = curio_demand(opts.sim_demand) if router is not None else opts.sim_demand
     demand, switch = demand_lines(wiring, settings.demand, curve)
+    if router is not None:
+        switch = None  # a fresh agent on the router's queue starts in demand mode
     if demand is not None:
         lines.append(demand)
     lines += [
@@ -109,6 +114,15 @@ def _banner(
     if not opts.check:
         lines.append("Ctrl-C stops everything.")
     return "\n".join(lines)
+
+
+def _router_stack_config(curio: DemandConfig, wiring: DemandWiring | None) -> ConfigPatch:
+    """A fresh agent's config on the router stack: demand mode up to
+    `suggested_max_target` when the worker reads the router's queue, else a
+    fixed target at the Curio stand-in's peak."""
+    if wiring is not None and wiring.exported:
+        return ConfigPatch(target_mode="demand", max_target=suggested_max_target(curio))
+    return ConfigPatch(target_proofs_per_hour=max(rate for _, rate in curio.curve))
 
 
 async def up(opts: StackOptions) -> int:
@@ -277,14 +291,18 @@ async def _serve(
             )
         else:
             # Without a fleet there is nothing to poll: a fresh agent starts
-            # without its monitor; with the stack's router, a fresh agent
-            # holds the Curio stand-in's peak so machines prove its proofs.
+            # without its monitor. With the stack's router, a fresh agent
+            # follows the router's queue (demand mode) when the stack wired
+            # it as the demand source: the proofs that wait while the first
+            # machine boots are work it must catch up on, and a fixed
+            # target at the stand-in's rate never would (one machine of
+            # 59/h under 60/h: no proof on time). With the operator's own
+            # source, it holds the stand-in's peak.
             fresh: ConfigPatch | None = None
             if not fleet:
                 fresh = ConfigPatch(monitor_enabled=False)
             elif router_at is not None:
-                peak = max(rate for _, rate in curio_demand(opts.sim_demand).curve)
-                fresh = ConfigPatch(target_proofs_per_hour=peak)
+                fresh = _router_stack_config(curio_demand(opts.sim_demand), wiring)
             started = await agent.start(fresh)
             # `make run` too: the agent comes back if it is ended (starter/watchdog.py).
             env = _cli_env(server.address, db_url, from_settings=settings.database_url is not None)

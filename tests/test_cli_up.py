@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet_agent.store import RouterMembers, RouterWitness, Store
+from fleet_agent.store import AgentConfigs, RouterMembers, RouterWitness, Store
 from tests.cli_helpers import Result, cli
-from tests.helpers import finished_runs
+from tests.helpers import eventually, finished_runs
 from tests.ports import free_port
 
 pytestmark = pytest.mark.devserver
@@ -192,6 +192,12 @@ async def test_up_runs_the_router_and_proofs_flow_to_a_machine_of_the_fleet(
         assert "FLEET_DEMAND_SOURCE=router exported" in text
         # The CA is the stack's own, kept with its other files.
         assert _router_cas(tmp_path) == [_stack_folder(tmp_path) / "router-ca"]
+        # The fresh agent follows the router's queue: the proofs that wait
+        # while the first machine boots are demand it catches up on.
+        config = await eventually(
+            lambda: AgentConfigs(store).load("routed"), timeout=30, what="the agent's config"
+        )
+        assert (config.target_mode, config.max_target) == ("demand", 150), config
         proved: dict[int, int] = {}
         async with asyncio.timeout(80):
             while not proved:
