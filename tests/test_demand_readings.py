@@ -18,6 +18,7 @@ from fleet_agent.config.settings import Settings
 from fleet_agent.demand.reading import MAX_DEADLINES, DemandReading, parse_reading
 from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.demand.sources import curio_reading, metric_sum
+from testkit.fakes.curio_webrpc import queue_row, rpc_result
 from tests.test_settings_env import _worker_stops
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
@@ -113,38 +114,38 @@ def test_the_source_name_is_one_short_line() -> None:
 
 
 def _row(minutes_ago: float, task: int | None, done: bool) -> dict[str, Any]:
-    # web/api/webrpcporep/proofshare.go, ProofShareQueueItem's JSON.
-    return {
-        "service_id": "bafy...",
-        "obtained_at": (NOW - timedelta(minutes=minutes_ago)).isoformat(),
-        "compute_task_id": task,
-        "compute_done": done,
-        "submit_task_id": None,
-        "submit_done": False,
-        "was_pow": False,
-        "payment_amount": "",
-    }
+    return queue_row(
+        "bafy", NOW - timedelta(minutes=minutes_ago), compute_task_id=task, compute_done=done
+    )
 
 
 def test_curio_rows_and_metrics_make_a_reading() -> None:
-    answer = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "result": [_row(1, None, False), _row(4, 77, False), _row(9, 70, True)],
-    }
+    answer = json.loads(rpc_result([_row(1, None, False), _row(4, 77, False), _row(9, None, True)]))
     lines = [
         'curio_psvc_proofshare_newly_added_total{instance="a"} 40',
         'curio_psvc_proofshare_newly_added_total{instance="b"} 2',
         "curio_psvc_proofshare_newly_added_totalx 999",
-        "curio_psvc_proofshare_queue_count 2",
+        "curio_psvc_proofshare_queue_count 1",
     ]
     reading = curio_reading(answer, lines, NOW)
     assert isinstance(reading, DemandReading)
     assert (reading.queued, reading.in_flight, reading.arrived_total) == (1, 1, 42)
     assert reading.deadlines == [NOW + timedelta(minutes=41), NOW + timedelta(minutes=44)]
     assert not reading.saturated
-    full = curio_reading(answer, [*lines[:2], "curio_psvc_proofshare_queue_count 8"], NOW)
+    full = curio_reading(answer, [*lines[:2], "curio_psvc_proofshare_queue_count 6"], NOW)
     assert isinstance(full, DemandReading) and full.saturated
+    # The gauge is the cluster's count, past PSListQueue's 15 rows.
+    assert (full.queued, full.in_flight) == (6, 0)
+
+
+def test_without_the_gauge_a_zero_task_id_is_queued() -> None:
+    """Curio's NULL task id is 0 (web/api/webrpctypes/nulljson.go): read as
+    none, not as a task. (Read as a task, the queue was always empty.)"""
+    rows = [_row(1, None, False), _row(2, None, False), _row(3, 12, False)]
+    reading = curio_reading(json.loads(rpc_result(rows)), [], NOW)
+    assert isinstance(reading, DemandReading)
+    assert rows[0]["compute_task_id"] == 0
+    assert (reading.queued, reading.in_flight) == (2, 1)
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from activities.demand_sources import CurioSource, HttpJsonSource, NoSource
 from fleet_agent.demand.reading import DemandReadRequest, DemandReadResult
 from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.fleet.prover_status import READ_TIMEOUT_S
+from testkit.fakes.curio_webrpc import psvc_metrics, queue_row, rpc_error, rpc_result
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 # A Curio node's metrics page is long: the two lines we need sit among many.
@@ -61,10 +62,10 @@ class _Stand(BaseHTTPRequestHandler):
         call = json.loads(self.rfile.read(size))
         _Stand.seen.append(("POST", self.path, call, self.headers.get("Authorization", "")))
         if self.mode == "rpc_error":
-            answer = {"jsonrpc": "2.0", "id": call["id"], "error": {"code": 1, "message": "x"}}
+            body = rpc_error("PSListQueue: failed to query proofshare_queue", call["id"])
         else:
-            answer = {"jsonrpc": "2.0", "id": call["id"], "result": self.rows}
-        self._send(json.dumps(answer).encode(), 302 if self.mode == "redirect" else 200)
+            body = rpc_result(self.rows, call["id"])
+        self._send(body, 302 if self.mode == "redirect" else 200)
 
     def do_GET(self) -> None:
         _Stand.seen.append(("GET", self.path, None, self.headers.get("Authorization", "")))
@@ -91,59 +92,57 @@ def stand() -> Iterator[str]:
 
 
 def _row(minutes_ago: float, task: int | None, done: bool) -> dict[str, Any]:
-    return {
-        "service_id": "bafyreib",
-        # Go's time.Time in JSON: RFC 3339 with nanoseconds.
-        "obtained_at": (NOW - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%S")
-        + ".123456789Z",
-        "compute_task_id": task,
-        "compute_done": done,
-        "submit_task_id": None,
-        "submit_done": False,
-        "was_pow": False,
-        "payment_amount": "",
-    }
+    # A NULL task id is sent as 0; the task id goes back to NULL once proved.
+    obtained = NOW - timedelta(minutes=minutes_ago) + timedelta(microseconds=123456)
+    return queue_row(f"bafyreib{minutes_ago:g}", obtained, compute_task_id=task, compute_done=done)
 
 
-def _curio(rows: list[dict[str, Any]], queue: int, arrived: int) -> None:
+def _curio(rows: list[dict[str, Any]], queue: int, asks: int) -> None:
     _Stand.rows = rows
-    _Stand.metrics = (
-        "# HELP curio_psvc_proofshare_newly_added_total Total number of new work requests\n"
-        "# TYPE curio_psvc_proofshare_newly_added_total counter\n"
-        + _FILLER
-        + f"curio_psvc_proofshare_newly_added_total {arrived}\n"
-        + f"curio_psvc_proofshare_queue_count {queue}\n"
-        + _FILLER
-    )
+    _Stand.metrics = psvc_metrics(queue_count=queue, asks_created=asks, extra=_FILLER)
 
 
 async def test_curio_queue_and_metrics_make_a_reading(stand: str) -> None:
+    # Four open rows, three with a task id (the prove task gives one within
+    # seconds): two wait for a machine (the gauge), two are being proved.
     _curio(
-        [_row(2, None, False), _row(3, None, False), _row(6, 31, False), _row(50, 30, True)],
-        queue=3,
-        arrived=117,
+        [
+            _row(2, None, False),
+            _row(3, 32, False),
+            _row(6, 31, False),
+            _row(7, 33, False),
+            _row(50, None, True),
+        ],
+        queue=2,
+        asks=117,
     )
     result = await CurioSource(stand, stand, clock=lambda: NOW).read()
     assert result.refusal == "" and result.reading is not None
     r = result.reading
-    assert (r.queued, r.in_flight, r.arrived_total, r.saturated) == (2, 1, 117, False)
-    assert r.deadlines[0] == (NOW + timedelta(minutes=39)).replace(microsecond=123456)
+    assert (r.queued, r.in_flight, r.arrived_total, r.saturated) == (2, 2, 117, False)
+    assert r.deadlines[0] == (NOW + timedelta(minutes=38)).replace(microsecond=123456)
     assert r.as_of == NOW and r.source == "curio"
     post = next(s for s in _Stand.seen if s[0] == "POST")
     assert post[1] == "/api/webrpc/v0"
     assert post[2] == {"jsonrpc": "2.0", "method": "CurioWeb.PSListQueue", "params": [], "id": 1}
-    assert "2 queued, 1 in flight, 117 arrived" in result.summary
+    assert "2 queued, 2 in flight, 117 arrived" in result.summary
 
 
-async def test_curio_at_its_high_water_mark_is_saturated(stand: str) -> None:
-    _curio([_row(i, None, False) for i in range(8)], queue=8, arrived=400)
+async def test_curio_above_its_low_water_mark_is_saturated(stand: str) -> None:
+    # Above 5 waiting the node asks the market for no more work
+    # (tasks/proofshare/task_request.go): what else waits there is unseen.
+    _curio([_row(i, 40 + i, False) for i in range(6)], queue=6, asks=400)
     result = await CurioSource(stand, stand, clock=lambda: NOW).read()
     assert result.reading is not None and result.reading.saturated
     assert "saturated" in result.summary
+    _curio([_row(i, 40 + i, False) for i in range(8)], queue=5, asks=400)
+    result = await CurioSource(stand, stand, clock=lambda: NOW).read()
+    assert result.reading is not None and not result.reading.saturated
+    assert (result.reading.queued, result.reading.in_flight) == (5, 3)
 
 
 async def test_curio_failures_are_refusals(stand: str) -> None:
-    _curio([], queue=0, arrived=0)
+    _curio([], queue=0, asks=0)
     _Stand.mode = "rpc_error"
     assert (await CurioSource(stand, stand).read()).refusal == "PSListQueue answered an error"
     _Stand.mode = "redirect"

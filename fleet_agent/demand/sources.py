@@ -4,30 +4,39 @@ metrics, and the check of the source's URL.
 **Curio** (filecoin-project/curio), a node selling SNARK proofs on the
 market, is read through two of its HTTP servers:
 
-- its web GUI (default port 4701, deps/config/types.go GuiAddress):
-  JSON-RPC 2.0 at ``/api/webrpc/v0`` (web/srv.go mounts web/api/routes.go
-  under ``/api``, which mounts web/api/webrpcporep/routes.go under
-  ``/webrpc``, which serves web/api/webrpc/routes.go's ``/v0``), method
+- its web GUI (off by default: ``[Subsystems] EnableWebGui``, or the
+  built-in ``gui`` layer; ``GuiAddress`` default 0.0.0.0:4701,
+  deps/config/types.go; no authentication, web/srv.go): JSON-RPC 2.0 at
+  ``/api/webrpc/v0`` (web/srv.go mounts web/api/routes.go under ``/api``,
+  which mounts web/api/webrpcporep/routes.go under ``/webrpc``, which
+  serves web/api/webrpc/routes.go's ``/v0``), method
   ``CurioWeb.PSListQueue`` (web/api/webrpcporep/proofshare.go): rows of the
   ``proofshare_queue`` table (harmony/harmonydb/sql/20250115-proofshare.sql)
-  with ``obtained_at``, ``compute_task_id``, ``compute_done``. A row not
-  computed is queued without a compute task, in flight with one. Its
-  deadline is ``obtained_at`` + 45 minutes ("Proofs must complete within
-  45 minutes": documentation/en/experimental-features/Snark-Market.md).
-  **PSListQueue returns the 15 newest rows only** (``LIMIT 15``): counts
-  and deadlines are those of the newest work, which is all a node holds
-  while it pulls at most 8 items (below);
+  with ``obtained_at``, ``compute_task_id``, ``compute_done``. A NULL task
+  id comes as ``0`` (web/api/webrpctypes/nulljson.go), and the prove task
+  gives a row a task id within seconds, before a machine takes it: a task
+  id does not say the row is being proved. A row's deadline is
+  ``obtained_at`` + 45 minutes ("Proofs must complete within 45 minutes":
+  documentation/en/experimental-features/Snark-Market.md).
+  **PSListQueue returns the 15 newest rows only** (``LIMIT 15``): on a
+  node with more open rows the oldest, with the earliest deadlines, are
+  not in the answer;
 - its RPC server (``curio run --listen``, default port 12300:
   cmd/curio/run.go), which serves Prometheus text at ``/debug/metrics``
-  (cmd/curio/rpc/rpc.go; documentation/en/configuration/prometheus-metrics.md;
-  namespace ``curio``, lib/metrics/exporter.go): the counter
-  ``curio_psvc_proofshare_newly_added_total`` (work inserted locally: the
-  arrivals, counted by the counter rather than by rows, since the rows are
-  capped) and the gauge ``curio_psvc_proofshare_queue_count``
-  (tasks/proofshare/metrics.go). The node requests work until its queue
-  holds ``RequestQueueHighWaterMark`` = 8 items
-  (tasks/proofshare/task_request.go): at 8 it takes no more, so the
-  reading is **saturated** there.
+  (cmd/curio/rpc/rpc.go; namespace ``curio``, lib/metrics/exporter.go;
+  tasks/proofshare/metrics.go): the gauge
+  ``curio_psvc_proofshare_queue_count`` counts the rows waiting for a
+  machine (not computed, and no task or an unowned one:
+  tasks/proofshare/task_request.go), over the whole cluster and without
+  the 15-row cap: it is **queued**, and the other open rows are in flight.
+  The counter ``curio_psvc_proofshare_newly_added_total`` counts the asks
+  the node created at the market (incremented after ``CreateWorkAsk``, in
+  spite of its help text, "work requests inserted locally"): each ask
+  becomes at most one assignment, so over an hour it is the arrivals the
+  node asked for, an upper bound of those it got. The node asks for more
+  work only while at most ``RequestQueueLowWaterMark`` = 5 rows wait, up to
+  ``RequestQueueHighWaterMark`` = 8 (task_request.go): above 5 waiting it
+  asks for none, so the reading is **saturated** (a lower bound) there.
 
 Curio counts no proofs done or late in these interfaces: both are 0.
 
@@ -58,6 +67,7 @@ __all__ = [
     "CURIO_ARRIVALS",
     "CURIO_DEADLINE_MINUTES",
     "CURIO_HIGH_WATER_MARK",
+    "CURIO_LOW_WATER_MARK",
     "CURIO_METRICS_PATH",
     "CURIO_METRICS_PORT",
     "CURIO_QUEUE_COUNT",
@@ -73,6 +83,9 @@ CURIO_RPC_PATH = "/api/webrpc/v0"
 CURIO_METRICS_PATH = "/debug/metrics"
 CURIO_ARRIVALS = "curio_psvc_proofshare_newly_added_total"
 CURIO_QUEUE_COUNT = "curio_psvc_proofshare_queue_count"
+#: tasks/proofshare/task_request.go: the node requests work while at most
+#: LOW rows wait, and then up to HIGH.
+CURIO_LOW_WATER_MARK = 5
 CURIO_HIGH_WATER_MARK = 8
 CURIO_DEADLINE_MINUTES = 45
 #: `curio run --listen`'s default port, where /debug/metrics is served.
@@ -138,39 +151,40 @@ def curio_reading(answer: Any, metric_lines: list[str], now: datetime) -> Demand
     those of the two metrics are needed), taken at `now`; or why there is
     none, in one line."""
     try:
-        queued = in_flight = 0
+        open_rows = without_task = 0
         deadlines: list[datetime] = []
         for row in _rows(answer):
             if not isinstance(row, dict):
                 raise Refused("PSListQueue: a row is not an object")
-            done, task = row.get("compute_done"), row.get("compute_task_id")
+            done = row.get("compute_done")
             if not isinstance(done, bool):
                 raise Refused("PSListQueue: compute_done is not true or false")
-            if task is not None:
-                parse_count(row, "compute_task_id", 2**63 - 1)
+            # Curio sends a NULL task id as 0; None is read the same.
+            task = parse_count(row, "compute_task_id", 2**63 - 1, required=False)
             if done:
                 continue
             obtained = parse_time(row.get("obtained_at"), "obtained_at")
             deadlines.append(obtained + timedelta(minutes=CURIO_DEADLINE_MINUTES))
-            if task is None:
-                queued += 1
-            else:
-                in_flight += 1
+            open_rows += 1
+            without_task += task == 0
         arrived = metric_sum(metric_lines, CURIO_ARRIVALS)
         count = metric_sum(metric_lines, CURIO_QUEUE_COUNT)
         values = {"arrivals": arrived or 0.0, "queue": count if count is not None else 0.0}
         # The same bounds as a generic answer's fields.
         parse_count(values, "arrivals", MAX_TOTAL)
-        depth = parse_count({"queue": math.floor(values["queue"])}, "queue", MAX_COUNT)
-        depth = depth if count is not None else queued + in_flight
+        waiting = parse_count({"queue": math.floor(values["queue"])}, "queue", MAX_COUNT)
+        if count is None:
+            # Without the gauge, a row with a task id counts as in flight:
+            # some of those still wait for a machine.
+            waiting = without_task
         deadlines.sort()
         return DemandReading(
             as_of=now,
-            queued=queued,
-            in_flight=in_flight,
+            queued=waiting,
+            in_flight=max(0, open_rows - waiting),
             arrived_total=int(values["arrivals"]),
             deadlines=deadlines,
-            saturated=depth >= CURIO_HIGH_WATER_MARK,
+            saturated=waiting > CURIO_LOW_WATER_MARK,
             source="curio",
         )
     except Refused as exc:
