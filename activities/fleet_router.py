@@ -14,8 +14,10 @@ At each monitor poll (activities/fleet_provers.py, `ProverWatch.observe`):
   drains is marked ``drain`` with its ``drain_by`` (`RouterLink.drain`), and stays so
   (fleet_agent/store/router.py keeps a drain over the monitor's ``serve``).
 * **Witness.** What the router wrote of each machine becomes the monitor's
-  read (fleet_agent/fleet/witness_reads.py); a machine the router has no
-  witness of is unreachable, as a status that could not be read was. When
+  read (fleet_agent/fleet/witness_reads.py); a member the router has not
+  witnessed yet is starting (its not-proving time runs), and a machine that
+  could not be a member is unreachable, as a status that could not be read
+  was. When
   the router has not written for `WITNESS_STALE_S` the witness is unknown:
   no read at all, the tracks keep what they knew, and no failure is
   recorded: nothing is replaced because the router is down.
@@ -117,9 +119,19 @@ class RouterLook:
             seen = self.witnesses.get(inst.id)
             if seen is not None:
                 reads[inst.id] = witness_read(seen, self.queue, self.router_now, old.get(inst.id))
-            else:
-                why = self.refused.get(inst.id, "the router has not witnessed it yet")
+            elif (why := self.refused.get(inst.id)) is not None:
                 reads[inst.id] = ProverRead(ok=False, error=why)
+            else:
+                # A member the router has not written of yet (it reads the
+                # members every 2 s and writes every 5 s, so a machine that
+                # joined at this poll has none): starting, not failing; the
+                # not-proving time runs from here.
+                reads[inst.id] = ProverRead(
+                    ok=True,
+                    phase="starting",
+                    detail="the router has not witnessed it yet",
+                    time=self.router_now,
+                )
         return reads
 
     def settle(self, inst: Instance, track: ProverTrack, now: float) -> ProverTrack:

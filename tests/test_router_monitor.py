@@ -229,6 +229,34 @@ async def test_a_stale_witness_is_unknown_and_destroys_nothing(
     router.write(witness(first, done=9, in_flight=1, busy_seconds=1500))
     snap = await _poll(routed, sim, 0)
     assert "the router has not witnessed it yet" in _row(snap, later).prover
+    # Starting, not failing: a member that joined at this poll has no
+    # witness until the router's next write.
+    assert _row(snap, later).prover.startswith("starting"), _row(snap, later).prover
+
+
+async def test_a_member_the_router_never_witnesses_starts_then_is_not_proving(
+    routed: FleetActivities, sim: SimServer, store: Store
+) -> None:
+    """A member joins at a poll before the router has written of it: it
+    reads as starting (not failing). Never witnessed, its not-proving time
+    runs out and it is replaced like any machine that does not prove."""
+    seen, unseen = _rent(sim, 1), _rent(sim, 2)
+    await _running(routed, sim, seen, unseen)
+    router = Router(store, sim)
+    done = 0
+    for minutes in range(0, 200, 10):
+        done += 3
+        sim.market.advance(0 if minutes == 0 else 600)
+        router.write(witness(seen, done=done, in_flight=1, busy_seconds=60.0 * minutes))
+        snap = await _poll(routed, sim, 0)
+        if minutes == 0:
+            assert _row(snap, unseen).prover.startswith("starting"), _row(snap, unseen)
+            assert triage([r.model_dump() for r in snap.instances])[0] == []
+        destroy, _ = triage([r.model_dump() for r in snap.instances])
+        if destroy:
+            break
+    assert [i for i, _ in destroy] == [unseen], (minutes, _row(snap, unseen).model_dump())
+    assert _row(snap, unseen).state == "not_proving" and minutes >= 20  # not_proving_minutes
 
 
 async def test_a_drain_goes_through_the_router(
