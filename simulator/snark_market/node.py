@@ -154,6 +154,7 @@ class ProofshareNode:
         self.counters = NodeCounters()
         self._task_ids = itertools.count(1)
         self._loop: _RequestLoop | None = None
+        self._last_insert, self._same_instant = -1.0, 0
         prover.attach(sched, self._proof_done)
         c = config
         sched.every(c.request_poll_s, self._request_adder)
@@ -246,12 +247,18 @@ class ProofshareNode:
     def _insert(self, service_id: int, cid: str) -> None:
         self.counters.inserted += 1
         kind = self.service.proof_kind(cid)
+        # NOW() of each INSERT: a microsecond apart within one poll, as
+        # separate statements are, so newest-first is well defined.
+        now = self.sched.now
+        self._same_instant = self._same_instant + 1 if now == self._last_insert else 0
+        self._last_insert = now
+        obtained = now + self._same_instant * 1e-6
         for row in self.rows:
             if row.request_cid == cid:  # ON CONFLICT (request_cid) DO UPDATE
-                row.service_id, row.obtained_at = service_id, self.sched.now
+                row.service_id, row.obtained_at = service_id, obtained
                 row.compute_done = row.submit_done = False
                 return
-        self.rows.append(QueueRow(service_id, self.sched.now, cid, kind))
+        self.rows.append(QueueRow(service_id, obtained, cid, kind))
 
     # -------------------------------------------------------------- prove
 
