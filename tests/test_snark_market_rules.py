@@ -6,12 +6,15 @@ redemption, expiry, and the price rule."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from simulator.curio.address import key_address
 from simulator.curio.fil import ATTO_PER_NFIL
 from simulator.demand import DemandConfig
 from simulator.snark_market import DEADLINE_S, MarketConfig, ProviderSpec, SnarkMarket
+from simulator.snark_market.clients import minute_arrivals
 from simulator.snark_market.events import Scheduler
 from simulator.snark_market.price import next_price
 from simulator.snark_market.service import MarketService, ServiceError
@@ -101,9 +104,10 @@ def test_a_proof_late_by_45_minutes_costs_50_and_goes_to_another_provider() -> N
     svc.create_ask(B, _atto(PRICE))
     req = svc.client_request("porep")
     assert req.provider == A
-    sched.run_until(T0 + DEADLINE_S - 1)
+    assert DEADLINE_S == 45 * 60  # the doc's "within 45 minutes"
+    sched.run_until(T0 + 45 * 60 - 1)
     assert (req.provider, a.challenges, a.penalties) == (A, 100, 0)
-    sched.run_until(T0 + DEADLINE_S)
+    sched.run_until(T0 + 45 * 60)
     assert (a.challenges, a.penalties, a.slots) == (50, 1, 1)
     assert req.provider == B and req.attempts == 2 and A in req.failed_by
     # The late answer is gone (HTTP 410); the new provider's is paid.
@@ -207,6 +211,19 @@ def test_a_request_no_ask_takes_expires_but_retried_work_does_not() -> None:
     assert retried.state == "waiting"
     sched.run_until(T0 + DEADLINE_S + 7200)
     assert retried.state == "waiting"
+
+
+def test_clients_ask_for_porep_and_snap_in_the_configured_mix() -> None:
+    cfg = MarketConfig(demand=DemandConfig(curve=((0.0, 600.0),)), snap_share=0.3)
+    minute0 = int(T0 // 60)
+    arrivals = [a for m in range(minute0, minute0 + 200) for a in minute_arrivals(cfg, 1, m)]
+    snaps = sum(a.kind == "snap" for a in arrivals) / len(arrivals)
+    assert len(arrivals) > 1500 and 0.26 < snaps < 0.34
+    only_porep = replace(cfg, snap_share=0.0)
+    assert {a.kind for a in minute_arrivals(only_porep, 1, minute0)} == {"porep"}
+    # Each client's most per P spreads around the median.
+    limits = sorted(a.max_price_nfil for a in arrivals)
+    assert limits[len(limits) // 2] == pytest.approx(cfg.client_max_price_nfil, rel=0.05)
 
 
 @pytest.mark.parametrize(

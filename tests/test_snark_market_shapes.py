@@ -12,8 +12,9 @@ import pytest
 from simulator.curio.address import AddressError, actor_id, key_address, parse_address
 from simulator.curio.fil import FilError, fil_short, fil_unitless, parse_fil
 from simulator.curio.jsonrpc import Method, MethodError, serve
-from simulator.curio.proofshare_rpc import go_duration
+from simulator.curio.proofshare_rpc import go_duration, payment_amount
 from simulator.curio.webrpc import go_float, psvc_metrics
+from simulator.snark_market.node import Payment
 
 
 @pytest.mark.parametrize(
@@ -111,6 +112,16 @@ def test_key_addresses_parse_and_their_checksum_is_checked() -> None:
 def test_floats_are_written_in_go_s_forms(value: float, g: str, json_form: str) -> None:
     assert go_float(value) == g
     assert go_float(value, json_form=True) == json_form
+
+
+def test_apayment_amount_is_this_voucher_less_the_one_before() -> None:
+    paid = [Payment(7, f"c{n}", n, 10**15 * n * n, 0.0) for n in (1, 2, 3)]
+    assert payment_amount("c3", paid) == "5 mFIL"  # 9 - 4 mFIL
+    # Nonce 1's predecessor is missing: the whole cumulative amount.
+    assert payment_amount("c1", paid) == "1 mFIL"
+    # No payment row, or nonce 0 (Curio's "paymentNonce > 0" test): n/a.
+    assert payment_amount("c9", paid) == "n/a"
+    assert payment_amount("z", [Payment(7, "z", 0, 10**15, 0.0)]) == "n/a"
 
 
 @pytest.mark.parametrize(

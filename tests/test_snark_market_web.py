@@ -156,6 +156,7 @@ def test_asks_are_listed_oldest_first_and_withdrawing_one_costs_a_challenge(
     idle: SimServer,
 ) -> None:
     _enable(idle)
+    assert _post(idle, "PSListAsks").content == b'{"id":1,"jsonrpc":"2.0","result":null}\n'
     idle.market.advance(3)  # the Adder's first tick: 8 asks at 0.004 FIL/P
     asks = _result(idle, "PSListAsks")
     assert len(asks) == 8

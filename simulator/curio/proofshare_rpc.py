@@ -46,7 +46,7 @@ from .fil import ATTO_PER_NFIL, FilError, fil_short, fil_unitless, parse_fil
 from .jsonrpc import Method, MethodError
 from .webrpc import LIST_QUEUE_LIMIT, Family, exposition, go_time, queue_row
 
-__all__ = ["ProofshareRpc", "go_duration"]
+__all__ = ["ProofshareRpc", "go_duration", "payment_amount"]
 
 _PSVC = "curio_psvc_proofshare_"
 
@@ -170,7 +170,7 @@ class ProofshareRpc:
                     submit_done=r.submit_done,
                     was_pow=r.was_pow,
                     payment_amount=(
-                        _payment_amount(r.request_cid, payments)
+                        payment_amount(r.request_cid, payments)
                         if r.submit_done and not r.was_pow
                         else ""
                     ),
@@ -231,7 +231,10 @@ class ProofshareRpc:
             )
 
 
-def _payment_amount(cid: str, payments: list[Payment]) -> str:
+def payment_amount(cid: str, payments: list[Payment]) -> str:
+    """PSListQueue's ``payment_amount`` of a submitted, paid row: its
+    voucher's cumulative amount less the previous nonce's (0 if missing),
+    ``Short``; ``"n/a"`` without a payment row or at nonce 0."""
     paid = next((p for p in payments if p.request_cid == cid), None)
     if paid is None or paid.nonce <= 0:
         return "n/a"
