@@ -24,6 +24,7 @@ from simulator.snark_market import (
     AsyncProver,
     MarketConfig,
     ProofJob,
+    Prover,
     ProviderSpec,
     SimulatedProver,
     SnarkMarket,
@@ -45,7 +46,13 @@ class Clock:
 
 
 def _market(
-    clock: Clock, *, seed: int = 1, gpus: int = 4, challenges: int = 1000, **kw: object
+    clock: Clock,
+    *,
+    seed: int = 1,
+    gpus: int = 4,
+    challenges: int = 1000,
+    prover: Prover | None = None,
+    **kw: object,
 ) -> SnarkMarket:
     """A busy market (clients outnumber every ask) with no other providers
     unless given: the node's asks are taken as soon as they open."""
@@ -57,7 +64,8 @@ def _market(
         "client_max_price_nfil": 10**9,
     }
     settings.update(kw)
-    market = SnarkMarket(MarketConfig(**settings), clock=clock, seed=seed)  # type: ignore[arg-type]
+    config = MarketConfig(**settings)  # type: ignore[arg-type]
+    market = SnarkMarket(config, clock=clock, seed=seed, prover=prover)
     market.set_meta(True, WALLET, PRICE_ATTO)
     return market
 
@@ -262,16 +270,7 @@ def test_an_async_prover_proves_the_rows_as_coroutines(loop: asyncio.AbstractEve
         await asyncio.sleep(0)
         return True
 
-    prover = AsyncProver(prove, 2, loop, clock)
-    market = SnarkMarket(
-        MarketConfig(
-            demand=DemandConfig(curve=((0.0, 3000.0),)), providers=(), node_challenges=1000
-        ),
-        clock=clock,
-        seed=1,
-        prover=prover,
-    )
-    market.set_meta(True, WALLET, PRICE_ATTO)
+    market = _market(clock, prover=AsyncProver(prove, 2, loop, clock))
     deadline = time.monotonic() + 10
     while market.node.counters.submitted < 2:
         assert time.monotonic() < deadline, "no proof came back from the coroutines"
@@ -296,15 +295,7 @@ class _Recording(SimulatedProver):
 def test_a_failed_attempt_is_retried_no_sooner_than_10_s_x_retries() -> None:
     clock = Clock()
     prover = _Recording()
-    market = SnarkMarket(
-        MarketConfig(
-            demand=DemandConfig(curve=((0.0, 3000.0),)), providers=(), node_challenges=1000
-        ),
-        clock=clock,
-        seed=1,
-        prover=prover,
-    )
-    market.set_meta(True, WALLET, PRICE_ATTO)
+    market = _market(clock, prover=prover)
     _run(market, clock, 300)
     first = prover.starts[0][1].task_id
     attempts = [(t, job.retries) for t, job in prover.starts if job.task_id == first]
