@@ -226,6 +226,18 @@ def test_clients_ask_for_porep_and_snap_in_the_configured_mix() -> None:
     assert limits[len(limits) // 2] == pytest.approx(cfg.client_max_price_nfil, rel=0.05)
 
 
+def test_the_market_seed_draws_the_clients_even_when_the_demand_has_its_own() -> None:
+    cfg = MarketConfig(demand=DemandConfig(curve=((0.0, 600.0),), seed=5))
+    minute0 = int(T0 // 60)
+    one, other = (
+        [a for m in range(minute0, minute0 + 30) for a in minute_arrivals(cfg, seed, m)]
+        for seed in (1, 2)
+    )
+    # The demand's own seed fixes the times; the market's draws kinds and limits.
+    assert [a.at for a in one] == [a.at for a in other]
+    assert [(a.kind, a.max_price_nfil) for a in one] != [(a.kind, a.max_price_nfil) for a in other]
+
+
 @pytest.mark.parametrize(
     ("need", "asks", "expected"),
     [
