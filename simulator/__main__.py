@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import Any
 
-from .demand import demand_from_options
+from .demand import DemandConfig, demand_from_options, parse_curve
 from .faults import SCENARIOS
 from .market import DEFAULT_OFFERS
 from .persist import StateError
 from .server import DEFAULT_API_KEY, DEFAULT_STATE_PATH, serve
+from .snark_market import MarketConfig
 
 __all__ = ["main"]
 
@@ -38,6 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--no-state", action="store_true", help="keep nothing across restarts")
     add_demand_options(parser)
+    add_snark_market_options(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
@@ -49,6 +52,7 @@ def main(argv: list[str] | None = None) -> None:
             args.demand_deadline_minutes,
             args.demand_seed,
         )
+        snark_market = snark_market_from_options(args)
     except ValueError as exc:
         parser.error(str(exc))
     try:
@@ -63,6 +67,7 @@ def main(argv: list[str] | None = None) -> None:
             rate_limits=not args.no_rate_limits,
             state_path=None if args.no_state else args.state,
             demand=demand,
+            snark_market=snark_market,
         )
     except StateError as exc:
         parser.exit(2, f"{exc}\nRemove the file (or pass --no-state) to start a fresh market.\n")
@@ -84,6 +89,39 @@ def add_demand_options(parser: argparse.ArgumentParser) -> None:
         "--demand-deadline-minutes", type=float, help="minutes to prove each item (default 30)"
     )
     parser.add_argument("--demand-seed", type=int, help="seed of the arrivals (default --seed)")
+
+
+def add_snark_market_options(parser: argparse.ArgumentParser) -> None:
+    """The ``--snark-*`` options (docs/SIMULATOR.md, "The Snark Market")."""
+    parser.add_argument(
+        "--snark-market",
+        action="store_true",
+        help="run the Snark Market and a Curio stand-in serving its web RPC and metrics",
+    )
+    parser.add_argument(
+        "--snark-curve", help='clients\' requests/hour at UTC hours, e.g. "0:200,14:600"'
+    )
+    parser.add_argument("--snark-gpus", type=int, help="the Curio node's GPUs (default 4)")
+    parser.add_argument(
+        "--snark-challenges",
+        type=int,
+        help="challenge proofs the node's wallet starts with (default 0: no slots)",
+    )
+
+
+def snark_market_from_options(args: argparse.Namespace) -> MarketConfig | None:
+    """The market's settings from the ``--snark-*`` options; None unless asked for."""
+    given = [args.snark_curve, args.snark_gpus, args.snark_challenges]
+    if not args.snark_market and all(v is None for v in given):
+        return None
+    settings: dict[str, Any] = {}
+    if args.snark_curve is not None:
+        settings["demand"] = DemandConfig(curve=parse_curve(args.snark_curve))
+    if args.snark_gpus is not None:
+        settings["node_gpus"] = args.snark_gpus
+    if args.snark_challenges is not None:
+        settings["node_challenges"] = args.snark_challenges
+    return MarketConfig(**settings)
 
 
 if __name__ == "__main__":

@@ -27,12 +27,14 @@ from typing import Any, Self
 
 from .api import SimApi
 from .control import DrainAnswer
+from .curio.web import CurioWeb
 from .cuzk_hosts import CuzkHosts
 from .demand import DemandConfig
 from .gateway import ProverGateway
 from .http_app import create_app
 from .market import DEFAULT_OFFERS, Market
 from .persist import load_state, save_state
+from .snark_market import MarketConfig, SnarkMarket
 from .threaded import ThreadedServer
 
 __all__ = ["DEFAULT_API_KEY", "DEFAULT_STATE_PATH", "SimServer", "serve"]
@@ -63,6 +65,9 @@ class SimServer:
     vast.ai's documented limits (on unless a test is not about pacing), and
     `state_path` keeps the market across restarts (None: nothing is saved).
     `demand` starts the work source's demand model (simulator/demand.py).
+    `snark_market` runs the Snark Market around the operator's Curio node on
+    the market's clock (simulator/snark_market/), served by a Curio
+    stand-in at `curio_url` (simulator/curio/web.py).
     """
 
     def __init__(
@@ -80,6 +85,7 @@ class SimServer:
         rate_limits: bool = True,
         state_path: str | Path | None = None,
         demand: DemandConfig | None = None,
+        snark_market: MarketConfig | None = None,
     ) -> None:
         self.api_key = api_key
         self.state_path = Path(state_path) if state_path is not None else None
@@ -113,6 +119,12 @@ class SimServer:
             self.restored = load_state(self.market, self.state_path)
         if demand is not None:  # not in the state file: it starts afresh
             self.market.set_demand(demand)
+        #: The Snark Market and the Curio node serving it (None: not simulated).
+        self.snark_market: SnarkMarket | None = None
+        self.curio_web: CurioWeb | None = None
+        if snark_market is not None:  # not in the state file either: it starts afresh
+            self.snark_market = SnarkMarket(snark_market, clock=self.market.clock.now, seed=seed)
+            self.curio_web = CurioWeb(self.snark_market, host)
         self._stopping = threading.Event()
         self._api = SimApi(self.market, api_key, wait=self._stopping.wait)
         self._host, self._port = host, port
@@ -154,6 +166,14 @@ class SimServer:
         host, port = self._http.address
         return f"http://{host}:{port}"
 
+    @property
+    def curio_url(self) -> str:
+        """The Curio stand-in's origin: its web RPC at ``/api/webrpc/v0``, its
+        metrics at ``/debug/metrics`` (both FLEET_DEMAND_URL and _METRICS_URL)."""
+        if self.curio_web is None or self._http is None:
+            raise RuntimeError("the simulator runs no Snark Market, or is not started")
+        return self.curio_web.url
+
     def start(self) -> Self:
         """Bind and serve in a background thread."""
         if self._http is not None:
@@ -175,6 +195,8 @@ class SimServer:
         self._http, self._executor = http, executor
         self.gateway.start()
         self.cuzk_hosts.start()
+        if self.curio_web is not None:
+            self.curio_web.start()
         if self.state_path is not None:
             self._saver = threading.Thread(
                 target=self._save_loop, name="vast-sim-save", daemon=True
@@ -194,6 +216,8 @@ class SimServer:
         http.begin_stop()
         self.gateway.stop()  # meanwhile
         self.cuzk_hosts.stop()
+        if self.curio_web is not None:
+            self.curio_web.stop()
         http.stop()
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
@@ -235,6 +259,7 @@ def serve(
     rate_limits: bool = True,
     state_path: str | Path | None = DEFAULT_STATE_PATH,
     demand: DemandConfig | None = None,
+    snark_market: MarketConfig | None = None,
 ) -> None:
     """Run a simulator until Ctrl-C or SIGTERM (for ``fleet-agent sim --port PORT``)."""
     sim = SimServer(
@@ -248,6 +273,7 @@ def serve(
         rate_limits=rate_limits,
         state_path=state_path,
         demand=demand,
+        snark_market=snark_market,
     )
     # Ctrl-C or SIGTERM at any moment once the server answers (even before
     # serve_forever is reached) stops it cleanly, saving its state. Installed
@@ -278,6 +304,12 @@ def serve(
             f"Use VAST_API_URL={sim.url} and {key_hint}. Ctrl-C stops.",
             flush=True,
         )
+        if sim.curio_web is not None:
+            print(
+                f"Curio stand-in (Snark Market) on {sim.curio_url}: "
+                f"FLEET_DEMAND_URL={sim.curio_url} FLEET_DEMAND_METRICS_URL={sim.curio_url}",
+                flush=True,
+            )
         sim.serve_forever()
     except KeyboardInterrupt:
         pass

@@ -18,7 +18,7 @@ from fleet_agent.config.settings import Settings
 from fleet_agent.demand.reading import MAX_DEADLINES, DemandReading, parse_reading
 from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.demand.sources import curio_reading, metric_sum
-from testkit.fakes.curio_webrpc import queue_row, rpc_result
+from simulator.curio.webrpc import queue_row, rpc_result
 from tests.test_settings_env import _worker_stops
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)

@@ -23,7 +23,7 @@ from activities.demand_sources import CurioSource, HttpJsonSource, NoSource
 from fleet_agent.demand.reading import DemandReadRequest, DemandReadResult
 from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.fleet.prover_status import READ_TIMEOUT_S
-from testkit.fakes.curio_webrpc import psvc_metrics, queue_row, rpc_error, rpc_result
+from simulator.curio.webrpc import psvc_metrics, queue_row, rpc_error, rpc_result
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 # A Curio node's metrics page is long: the two lines we need sit among many.
