@@ -35,7 +35,7 @@ from .membership import MembersFile, MembershipSource
 from .server import DEFAULT_LISTEN, serve
 from .store_sync import StoreMembership, add_sync_options, store_url_of
 
-__all__ = ["LISTEN_ENV", "at_speed", "main", "tls_connect"]
+__all__ = ["LISTEN_ENV", "MIN_DEAD_AFTER_S", "at_speed", "main", "tls_connect"]
 
 #: Where the router listens (Curio's ``[Cuzk] Address``).
 LISTEN_ENV = "FLEET_ROUTER_LISTEN"
@@ -60,9 +60,18 @@ def tls_connect(ca_dir: Path) -> Connect:
     return connect
 
 
+#: The least silence that makes a member dead at a speed: five GetStatus
+#: polls and a timeout of real time, so a loaded machine's slow answers
+#: are not a death.
+MIN_DEAD_AFTER_S = 15.0
+
+
 def at_speed(config: RouterConfig, speed: float) -> RouterConfig:
     """`config` for members that run `speed` simulated seconds per real second
-    (stand-ins): expected proof times and the least attempt budget divided by it."""
+    (stand-ins): expected proof times, the least attempt budget and the
+    silence that makes a member dead divided by it (the last not below
+    `MIN_DEAD_AFTER_S`), so each is the same span of the members' time.
+    The polls and the call timeouts stay real: they are the network's."""
     if speed <= 0 or speed != speed or speed == float("inf"):
         raise ValueError("the speed must be a positive number")
     if speed == 1.0:
@@ -71,6 +80,7 @@ def at_speed(config: RouterConfig, speed: float) -> RouterConfig:
         config,
         expected_seconds={k: v / speed for k, v in config.expected_seconds.items()},
         min_attempt_s=config.min_attempt_s / speed,
+        dead_after_s=max(min(MIN_DEAD_AFTER_S, config.dead_after_s), config.dead_after_s / speed),
     )
 
 

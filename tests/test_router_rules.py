@@ -15,6 +15,7 @@ import pytest
 
 from fleet_agent.cuzk.service import pb
 from fleet_agent.cuzk.witness import MemberSpec
+from router.__main__ import MIN_DEAD_AFTER_S, at_speed
 from router.config import RouterConfig
 from router.dispatch import attempt_budget, choose_member
 from router.jobs import HeldBytesFull, InvalidRequest, JobTable
@@ -329,3 +330,20 @@ async def test_a_simulated_fleets_witness_is_reported_on_the_simulators_clock() 
     assert router.queue().at == datetime.fromtimestamp(1_000.0 + 20 * 100, UTC)
     plain = Router(CFG, lambda spec: NoClient(), clock=lambda: t[0])
     assert plain._reported(seen) == seen
+
+
+def test_at_a_speed_the_deadlines_are_the_members_time_and_the_polls_real() -> None:
+    """A stand-in fleet at speed 6: an attempt's budget and the silence that
+    makes a member dead are the same span of its time as at speed 1 (60 s
+    of silence is 10 s of real time, but never under 15 s: a loaded
+    machine's slow answers are not a death); the polls stay real."""
+    six = at_speed(CFG, 6)
+    assert six.expected("porep-c2") == CFG.expected("porep-c2") / 6
+    assert six.min_attempt_s == CFG.min_attempt_s / 6
+    assert six.dead_after_s == MIN_DEAD_AFTER_S
+    assert at_speed(CFG, 2).dead_after_s == CFG.dead_after_s / 2
+    assert at_speed(replace(CFG, dead_after_s=5.0), 6).dead_after_s == 5.0
+    assert (six.poll_s, six.status_timeout_s) == (CFG.poll_s, CFG.status_timeout_s)
+    assert at_speed(CFG, 1) is CFG
+    with pytest.raises(ValueError):
+        at_speed(CFG, float("nan"))
