@@ -120,6 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step", type=int, default=120, help="seconds per step")
     parser.add_argument("--oracle-limit", type=float, default=60.0, help="MILP seconds at most")
     parser.add_argument(
+        "--clock",
+        choices=("frozen", "wall"),
+        default="frozen",
+        help="the test server's clock while work is in flight: frozen (one seed, one day;"
+        " needs libfaketime) or wall (as before: a day differs with the machine's load)",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -157,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                         start_hour=args.start_hour,
                         oracle_limit_s=args.oracle_limit,
                         overrides=overrides,
+                        frozen=args.clock == "frozen",
                     )
                 )
             except RPCError as exc:
