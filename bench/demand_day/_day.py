@@ -33,7 +33,7 @@ from bench.demand_day._lockstep import DAY_EPOCH, Lockstep
 from bench.demand_day._oracle import arrivals_per_slot, offer_types, solve
 from bench.market_day._drive import allowed_rows, until_acted
 from bench.market_day._truth import CONFIG
-from bench.market_day.day import llm_totals
+from bench.market_day.day import _keep, llm_totals
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.loop.pace import in_window
@@ -116,11 +116,14 @@ async def run_day(
     oracle_limit_s: float = 60.0,
     overrides: dict[str, Any] | None = None,
     frozen: bool = True,
+    keep_store: Path | None = None,
 ) -> dict[str, Any]:
     """The day on `path` at `target` proofs/h, its demand from the curve's
     `start_hour` on, and its oracle; `overrides`: config keys over the
     path's (`--set`). `frozen`: on the frozen-clock server, where one seed
-    gives one day (bench/demand_day/_lockstep.py); else on the wall clock's."""
+    gives one day (bench/demand_day/_lockstep.py); else on the wall clock's.
+    `keep_store`: a file to copy the day's store to (its runs' messages,
+    tool calls and snapshots), to see where two days parted."""
     prover = ProverSpec(
         mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB
     )  # the simulator's provers listen on loopback
@@ -191,6 +194,8 @@ async def run_day(
         finally:
             await env.shutdown()
             store.dispose()
+            if keep_store is not None:
+                _keep(Path(tmp) / "fleet.db", keep_store)
     day = _figures(work, before, after)
     day["start_hour"] = start_hour
     day["curve_on_the_sim_clock"] = [list(p) for p in demand.curve]
@@ -200,8 +205,8 @@ async def run_day(
     day["steps_not_quiet"] = clocks.not_quiet
     day["llm"] = llm
     day["targets"] = targets
-    day["path"] = path_rows
-    day["path_digest"] = path_digest(path_rows)
+    day["rentals_path"] = path_rows
+    day["rentals_digest"] = path_digest(path_rows)
     day["runs_log"] = runs_log
     types = offer_types(rows)
     arrivals = arrivals_per_slot(demand, seed, start_minute, minutes, SLOT_S)

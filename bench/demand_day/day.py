@@ -133,6 +133,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="an agent config key over the path's, e.g. demand_headroom=0.1 (repeatable)",
     )
+    parser.add_argument(
+        "--keep-store",
+        type=Path,
+        default=None,
+        help="a directory to keep each day's store in (PATH-sSEED-TARGET.db): its runs' messages",
+    )
     parser.add_argument("--json-out", type=Path, default=None)
     parser.add_argument("--md-out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -165,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
                         oracle_limit_s=args.oracle_limit,
                         overrides=overrides,
                         frozen=args.clock == "frozen",
+                        keep_store=args.keep_store / f"{path}-s{seed}-{target:g}.db"
+                        if args.keep_store
+                        else None,
                     )
                 )
             except RPCError as exc:
