@@ -29,7 +29,7 @@ from typing import Any
 from activities.demand import DemandActivities
 from activities.demand_sources import HttpJsonSource
 from activities.fleet import FleetActivities
-from bench.demand_day._lockstep import DAY_EPOCH, Lockstep
+from bench.demand_day._lockstep import DAY_EPOCH, Lockstep, monitor_instants
 from bench.demand_day._oracle import arrivals_per_slot, offer_types, solve
 from bench.market_day._drive import allowed_rows, until_acted
 from bench.market_day._truth import CONFIG
@@ -191,6 +191,9 @@ async def run_day(
                         llm = llm_totals(store, handle.id, fake) if path in LLM_PATHS else None
                         targets = _targets(store, handle.id)
                         runs_log = _runs_log(store, handle.id, start_minute * 60.0)
+                        ties = _ties(
+                            store, handle.id, await monitor_instants(env.client, handle.id)
+                        )
         finally:
             await env.shutdown()
             store.dispose()
@@ -208,6 +211,7 @@ async def run_day(
     day["rentals_path"] = path_rows
     day["rentals_digest"] = path_digest(path_rows)
     day["runs_log"] = runs_log
+    day["runs_at_a_monitor_instant"] = ties
     types = offer_types(rows)
     arrivals = arrivals_per_slot(demand, seed, start_minute, minutes, SLOT_S)
     oracle = solve(
@@ -266,6 +270,14 @@ def _targets(store: Store, agent_id: str) -> dict[str, Any]:
         "runs_told_of_demand": len(told),
         "held_then_applied": sum(r.count("[held from") for r in told),
     }
+
+
+def _ties(store: Store, agent_id: str, instants: set[int]) -> int:
+    """Runs that started at an instant the monitor acted at too: their tool
+    calls and its reads met in an order the worker chose (none on a day
+    that reproduces by construction)."""
+    runs = store.list_runs(agent_id, limit=100_000)
+    return sum(1 for r in runs if round(r.started_at.timestamp() * 1000) in instants)
 
 
 def _runs_log(store: Store, agent_id: str, origin: float) -> list[list[Any]]:

@@ -37,13 +37,15 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from simulator.server import SimServer
 from testkit.agents import status_or_none
 
-__all__ = ["BARRIER", "DAY_EPOCH", "Lockstep"]
+__all__ = ["BARRIER", "DAY_EPOCH", "Lockstep", "monitor_instants"]
 
 #: The simulator's clock at the start of every day (UTC midnight; a year
 #: ahead of any wall clock this bench runs under, since the server's clock
@@ -137,3 +139,27 @@ class Lockstep:
             if "Timeout" not in str(exc):
                 raise
             self.sleep_timeouts += 1
+
+
+async def monitor_instants(client: Client, agent_id: str) -> set[int]:
+    """The instants (epoch ms) at which `agent_id`'s monitor scheduled an
+    activity (a poll, a demand reading, a reconcile), from the histories of
+    every execution of `<agent>/monitor` (newest first, back along
+    continue-as-new). On the frozen server a run that starts at one of them
+    shares its instant with the monitor: the one order left to the worker
+    (docs/DECISIONS.md, "A demand day reproduces")."""
+    instants: set[int] = set()
+    run_id: str | None = None
+    for _ in range(1000):  # a day's chain: a few executions
+        handle = client.get_workflow_handle(f"{agent_id}/monitor", run_id=run_id)
+        previous = ""
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                instants.add(event.event_time.ToMilliseconds())
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+                attrs = event.workflow_execution_started_event_attributes
+                previous = attrs.continued_execution_run_id
+        if not previous:
+            break
+        run_id = previous
+    return instants
