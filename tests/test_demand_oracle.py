@@ -113,6 +113,9 @@ def test_the_demand_day_runs_a_short_span(tmp_path: Path) -> None:
     assert 0 <= d["on_time_pct"] <= 100 and d["usd"] > 0
     assert d["oracle"]["feasible"] and d["oracle"]["usd_per_proof"] > 0
     assert "| fixed | 1 |" in md.read_text()
+    # What two runs of the seed compare: the rentals in order, and the runs.
+    assert d["clock"] == "frozen" and d["rentals"] <= len(d["rentals_path"])
+    assert d["rentals_digest"] and d["runs_log"][0][1] == 1
 
 
 def test_the_curve_is_moved_so_the_day_starts_at_its_start_hour() -> None:

@@ -7,12 +7,25 @@ signal, sent as the monitor sends it (anyone able to signal the agent can)."""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any, cast
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.autopilot.provider import AutopilotProvider
-from fleet_agent.models import DEMAND_TARGET, AgentStatus, TriggerKind
+from fleet_agent.loop.triggers import TriggerBuffer
+from fleet_agent.models import (
+    DEMAND_TARGET,
+    AgentConfig,
+    AgentState,
+    AgentStatus,
+    DemandTargetChange,
+    HeldDemandChange,
+    TriggerKind,
+)
 from fleet_agent.store import Store
 from tests.helpers import (
     eventually,
@@ -22,7 +35,7 @@ from tests.helpers import (
     status,
     wait_runs,
 )
-from workflows import FleetAgentWorkflow
+from workflows import FleetAgentWorkflow, agent_pace
 
 MODE: dict[str, Any] = {
     "target_proofs_per_hour": 100,
@@ -157,3 +170,63 @@ async def test_a_held_change_is_dropped_by_the_operators_target_or_a_return_to_t
         await ts_env.sleep(3600 + 60)
         st = await status(handle)
         assert st.config.target_proofs_per_hour == 350, "nothing held came back"
+
+
+class _Clock:
+    """The bits of `temporalio.workflow` the pacer reads, at a fixed instant."""
+
+    def __init__(self, now: datetime) -> None:
+        self._now = now
+        self.logger = logging.getLogger("test")
+
+    def now(self) -> datetime:
+        return self._now
+
+    def patched(self, patch_id: str) -> bool:
+        return True
+
+
+def _order(first: str, monkeypatch: pytest.MonkeyPatch) -> tuple[float, float | None]:
+    """(target, held target) after the pace loop's release and the monitor's
+    newer change at the instant the held change's slot opens, in `first` order."""
+    slot = datetime(2040, 1, 1, 1, tzinfo=UTC)
+    monkeypatch.setattr(agent_pace, "workflow", _Clock(slot))
+    config = AgentConfig(**{**MODE, "target_proofs_per_hour": 300})
+    state = AgentState(
+        config=config,
+        # The oldest change of the hour is an hour old at `slot`.
+        demand_changes=[slot - timedelta(hours=1), slot - timedelta(minutes=30)],
+        demand_held=HeldDemandChange(
+            change=DemandTargetChange(**_change(400, "burst 3")),
+            since=slot - timedelta(minutes=20),
+        ),
+    )
+    ex = SimpleNamespace(
+        agent_id="a",
+        state=state,
+        buffer=TriggerBuffer(state.pending_triggers, state.unstored_keys),
+        notify=lambda: None,
+        show=lambda: None,
+    )
+    pacer = agent_pace.DemandPacer(cast(Any, ex))
+    pacer.enabled = True
+    newer = DemandTargetChange(**_change(450, "burst 4"))
+    if first == "timer":
+        pacer._release()
+        pacer.take(newer)
+    else:
+        pacer.take(newer)
+        if pacer.release_at() == slot:
+            pacer._release()
+    held = state.demand_held
+    return state.config.target_proofs_per_hour, held.change.target_per_h if held else None
+
+
+def test_a_change_signalled_as_the_held_one_comes_due_gives_one_outcome_in_either_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The monitor polls on the hour of a change it signalled, so its next
+    change arrives at the very instant the held one may apply; the worker may
+    handle either first (a demand day parted there, bench/demand_day/)."""
+    assert _order("timer", monkeypatch) == (400, 450)
+    assert _order("signal", monkeypatch) == (400, 450)

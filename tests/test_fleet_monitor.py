@@ -10,11 +10,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.autopilot.provider import AutopilotProvider
-from fleet_agent.models import Trigger, TriggerKind
+from fleet_agent.models import MonitorConfig, MonitorInput, Trigger, TriggerKind
 from fleet_agent.store import RunRecord, Store
 from simulator import SimServer
 from tests.fleet_helpers import _instances
 from tests.helpers import eventually, finished_runs, run_that_destroyed, running_worker, status
+from workflows import monitor as monitor_module
+from workflows.monitor import FleetMonitorWorkflow
 
 
 @pytest.mark.parametrize(
@@ -91,3 +93,28 @@ async def test_monitor_turns_a_failure_into_one_signal_and_a_replacement(
             assert [c.new_state for c in told] == ["offline", "offline past grace"]
         assert told[-1] in acting.triggers, "the run its signal woke replaced it"
         assert acting.mutating_calls >= 2, acting.actions_digest  # destroy + create
+
+
+class _Patched:
+    """`temporalio.workflow` as the monitor's signal handler reads it: every patch on."""
+
+    @staticmethod
+    def patched(patch_id: str) -> bool:
+        return True
+
+
+def test_the_same_config_again_leaves_the_next_poll_where_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The agent sends its config at each continue-as-new: polled at once,
+    the monitor moved its polls onto the instants of the agent's runs, and a
+    benchmark's day parted on which of a run and a poll the worker took first
+    (bench/results/2026-12-07-demand-day-reproducible.md)."""
+    monkeypatch.setattr(monitor_module, "workflow", _Patched)
+    config = MonitorConfig(poll_seconds=60, target_proofs_per_hour=500)
+    monitor = FleetMonitorWorkflow(MonitorInput(agent_id="a", config=config))
+    monitor.configure(config.model_copy())
+    assert not monitor._reconfigured, "the same config: the poll keeps its time"
+    monitor.configure(config.model_copy(update={"target_proofs_per_hour": 600}))
+    assert monitor._reconfigured, "a change applies at once"
+    assert monitor._config.target_proofs_per_hour == 600

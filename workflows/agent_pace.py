@@ -49,12 +49,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.agent_state import AgentExecution
 
-__all__ = ["DEMAND_PACE_PATCH", "LLM_CAP_PATCH", "DemandPacer", "LlmBudget"]
+__all__ = ["DEMAND_PACE_PATCH", "DUE_FIRST_PATCH", "LLM_CAP_PATCH", "DemandPacer", "LlmBudget"]
 
 #: Demand target changes are counted and held past max_demand_changes_per_hour.
 DEMAND_PACE_PATCH = "demand-change-pace"
 #: Runs are held while the last hour's LLM cost is at max_llm_usd_per_hour.
 LLM_CAP_PATCH = "llm-spend-cap"
+#: A held change whose slot has come applies before a newer change is taken.
+DUE_FIRST_PATCH = "demand-held-due-first"
 #: The cause of a due time the LLM cap moved (fleet_agent/loop/schedule.py's Due).
 LLM_CAP = "llm_cap"
 
@@ -80,6 +82,16 @@ class DemandPacer:
             ex.state.demand = change
             self._apply(change, None)
             return
+        release = self.release_at()
+        if release is not None and release <= workflow.now() and workflow.patched(DUE_FIRST_PATCH):
+            # The held change's slot came at this very instant, and `loop`'s
+            # timer has not run yet: apply it first, as that timer would
+            # have. Otherwise the outcome hung on which of the two the worker
+            # handled first, and they tie whenever the monitor polls on the
+            # hour of the change it signalled (its polls are a whole interval
+            # apart): the old change applied and this one held, or the old
+            # one dropped and this one applied.
+            self._release()
         target = _clamped(change.target_per_h, ex)
         if target == ex.state.config.target_proofs_per_hour:
             # The monitor's newest word is the target in force: nothing to hold.

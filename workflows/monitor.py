@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
 __all__ = [
     "FIRST_PROOF_PATCH",
     "OPEN_IN_POLL_PATCH",
+    "SAME_CONFIG_PATCH",
     "FleetMonitorWorkflow",
     "diff_states",
     "state_change",
@@ -56,6 +57,9 @@ FIRST_PROOF_PATCH = "monitor-first-proof"
 # With it the monitor signals a machine whose offline grace ended while it
 # is still down (`_grace_over`); histories without it replay without.
 GRACE_OVER_PATCH = "monitor-grace-over"
+# With it a `configure` that changes nothing does not end the wait for the
+# next poll; histories without it replay with the extra poll.
+SAME_CONFIG_PATCH = "monitor-same-config-waits"
 
 
 def diff_states(old: dict[int, str], new: dict[int, str]) -> list[tuple[int, str | None, str]]:
@@ -136,8 +140,16 @@ class FleetMonitorWorkflow:
 
     @workflow.signal
     def configure(self, config: MonitorConfig) -> None:
-        """The agent's config changed (poll interval, target, enabled): applied at once."""
+        """The agent's config changed (poll interval, target, enabled): applied
+        at once. The same config again (the agent sends it at each
+        continue-as-new, agent_monitor.py) leaves the next poll where it was:
+        polled at once, the monitor moved its polls onto the instants of the
+        agent's runs, and a run and a poll at one instant went in whatever
+        order the worker took them (a benchmark's day parted there)."""
+        same = config == self._config
         self._config = config
+        if same and workflow.patched(SAME_CONFIG_PATCH):
+            return
         self._reconfigured = True
 
     @workflow.query

@@ -15,6 +15,8 @@ it with machines of the book already proving, as the agent does.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 import os
 import tempfile
@@ -24,15 +26,14 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from temporalio.service import RPCError
-
 from activities.demand import DemandActivities
 from activities.demand_sources import HttpJsonSource
 from activities.fleet import FleetActivities
+from bench.demand_day._lockstep import DAY_EPOCH, Lockstep, monitor_instants
 from bench.demand_day._oracle import arrivals_per_slot, offer_types, solve
 from bench.market_day._drive import allowed_rows, until_acted
 from bench.market_day._truth import CONFIG
-from bench.market_day.day import llm_totals
+from bench.market_day.day import _keep, llm_totals
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.fleet.prover import ProverSpec
 from fleet_agent.loop.pace import in_window
@@ -102,28 +103,6 @@ def on_the_day(demand: DemandConfig, start_s: float, start_hour: float) -> Deman
     return dataclasses.replace(demand, curve=tuple(curve))
 
 
-#: Sleeps the test server gave up on (RPC timeout) in this process: a
-#: loaded machine; the day goes on, its workflow clock a little behind.
-SLEEP_TIMEOUTS = [0]
-
-
-async def _advance(env: Any, sim: SimServer, seconds: float, step: int) -> None:
-    """Market time and workflow time together, `step` at a time. A sleep
-    whose RPC times out (the worker too slow for the server's deadline) is
-    counted, not fatal: a day of work is not thrown away for it."""
-    left = seconds
-    while left > 0:
-        move = min(step, left)
-        sim.market.advance(move)
-        try:
-            await env.sleep(move)
-        except RPCError as exc:
-            if "Timeout" not in str(exc):
-                raise
-            SLEEP_TIMEOUTS[0] += 1
-        left -= move
-
-
 async def run_day(
     path: str,
     seed: int,
@@ -136,16 +115,20 @@ async def run_day(
     start_hour: float = 0.0,
     oracle_limit_s: float = 60.0,
     overrides: dict[str, Any] | None = None,
+    frozen: bool = True,
+    keep_store: Path | None = None,
 ) -> dict[str, Any]:
     """The day on `path` at `target` proofs/h, its demand from the curve's
     `start_hour` on, and its oracle; `overrides`: config keys over the
-    path's (`--set`)."""
+    path's (`--set`). `frozen`: on the frozen-clock server, where one seed
+    gives one day (bench/demand_day/_lockstep.py); else on the wall clock's.
+    `keep_store`: a file to copy the day's store to (its runs' messages,
+    tool calls and snapshots), to see where two days parted."""
     prover = ProverSpec(
         mode="curio_on_host", allow_loopback=True, min_host_ram_gib=SIM_RAM_GIB
     )  # the simulator's provers listen on loopback
     settings = {**CONFIG, **PATHS[path], **(overrides or {}), "target_proofs_per_hour": target}
     started = time.monotonic()
-    SLEEP_TIMEOUTS[0] = 0
     with (
         tempfile.TemporaryDirectory(dir=os.environ.get("MARKET_DAY_TMP")) as tmp,
         FakeAnthropic() as fake,
@@ -157,9 +140,17 @@ async def run_day(
             os.environ.pop("ANTHROPIC_API_KEY", None)
         store = Store(f"sqlite:///{Path(tmp) / 'fleet.db'}")
         store.create_all()
-        env = await start_time_skipping_env()
+        env = await start_time_skipping_env(frozen=frozen)
         try:
-            with SimServer(seed=seed, speed=0, scenario="realistic", rate_limits=False) as sim:
+            with SimServer(
+                seed=seed,
+                speed=0,
+                scenario="realistic",
+                rate_limits=False,
+                start_epoch=DAY_EPOCH,
+            ) as sim:
+                clocks = Lockstep(env, sim, frozen=frozen)
+                await clocks.start()
                 async with VastClient(
                     sim.api_key, sim.url, timeout=5, backoff_base=0.01, pacing=NO_PACING
                 ) as vast:
@@ -172,15 +163,17 @@ async def run_day(
                         fleet=fleet,
                         demand=demand_source if PATHS[path].get("target_mode") else None,
                     ) as h:
-                        handle = await h.start_agent(**settings)
-                        moved = await until_acted(env, sim, handle, 0, step)
-                        await _advance(env, sim, warmup_h * 3600 - moved, step)
+                        # Its ID is in every label it rents under: the same each run.
+                        handle = await h.start_agent(agent_id=f"demand-day-{seed}", **settings)
+                        clocks.watch(handle)
+                        moved = await until_acted(env, sim, handle, 0, step, clocks.move)
+                        await clocks.advance(warmup_h * 3600 - moved, step)
                         rows = await allowed_rows(vast, prover, AgentConfig(**settings))
                         before = _account(sim)
                         start_minute = math.ceil(sim.market.now() / 60.0)
                         demand = on_the_day(demand, start_minute * 60.0, start_hour)
                         sim.market.set_demand(demand)
-                        await _advance(env, sim, hours * 3600, step)
+                        await clocks.advance(hours * 3600, step)
                         # No more arrivals: every deadline passes, then is counted.
                         switched = sim.market.set_demand(
                             dataclasses.replace(
@@ -191,21 +184,34 @@ async def run_day(
                         # runs a minute behind the clock): the oracle's too.
                         assert switched is not None
                         minutes = round(switched["processed_until"] / 60) - start_minute
-                        await _advance(env, sim, demand.deadline_minutes * 60 + 120, step)
+                        await clocks.advance(demand.deadline_minutes * 60 + 120, step)
                         after = _account(sim)
+                        path_rows = rentals_path(sim.market.charges(), start_minute * 60.0)
                         work = sim.market.state()["demand"]
                         llm = llm_totals(store, handle.id, fake) if path in LLM_PATHS else None
                         targets = _targets(store, handle.id)
+                        runs_log = _runs_log(store, handle.id, start_minute * 60.0)
+                        ties = _ties(
+                            store, handle.id, await monitor_instants(env.client, handle.id)
+                        )
         finally:
             await env.shutdown()
             store.dispose()
+            if keep_store is not None:
+                _keep(Path(tmp) / "fleet.db", keep_store)
     day = _figures(work, before, after)
     day["start_hour"] = start_hour
     day["curve_on_the_sim_clock"] = [list(p) for p in demand.curve]
     day["wall_s"] = round(time.monotonic() - started, 1)
-    day["sleep_timeouts"] = SLEEP_TIMEOUTS[0]
+    day["clock"] = "frozen" if frozen else "wall"
+    day["sleep_timeouts"] = clocks.sleep_timeouts
+    day["steps_not_quiet"] = clocks.not_quiet
     day["llm"] = llm
     day["targets"] = targets
+    day["rentals_path"] = path_rows
+    day["rentals_digest"] = path_digest(path_rows)
+    day["runs_log"] = runs_log
+    day["runs_at_a_monitor_instant"] = ties
     types = offer_types(rows)
     arrivals = arrivals_per_slot(demand, seed, start_minute, minutes, SLOT_S)
     oracle = solve(
@@ -264,6 +270,48 @@ def _targets(store: Store, agent_id: str) -> dict[str, Any]:
         "runs_told_of_demand": len(told),
         "held_then_applied": sum(r.count("[held from") for r in told),
     }
+
+
+def _ties(store: Store, agent_id: str, instants: set[int]) -> int:
+    """Runs that started at an instant the monitor acted at too: their tool
+    calls and its reads met in an order the worker chose (none on a day
+    that reproduces by construction)."""
+    runs = store.list_runs(agent_id, limit=100_000)
+    return sum(1 for r in runs if round(r.started_at.timestamp() * 1000) in instants)
+
+
+def _runs_log(store: Store, agent_id: str, origin: float) -> list[list[Any]]:
+    """The agent's runs, in order: when each started (workflow time, seconds
+    from `origin`), its number, its triggers' kinds and what it did (its
+    actions digest): where two runs of one seed parted, if they did."""
+    runs = sorted(store.list_runs(agent_id, limit=100_000), key=lambda r: r.run)
+    return [
+        [
+            round(r.started_at.timestamp() - origin, 3),
+            r.run,
+            sorted({t.kind.value for t in r.triggers}),
+            r.actions_digest,
+        ]
+        for r in runs
+    ]
+
+
+def rentals_path(charges: dict[str, Any], origin: float) -> list[list[Any]]:
+    """Every machine the account rented, in the order rented: its start and
+    end (None: still rented) in sim seconds from `origin` (the demand's
+    start), its id and $/h; two runs of one seed took the same path when
+    these are equal (GET /_sim/charges, simulator/billing.py)."""
+
+    def rel(t: float | None) -> float | None:
+        return None if t is None else round(t - origin, 3)
+
+    rows = sorted(charges["instances"], key=lambda r: (r["started_at"], r["id"]))
+    return [[rel(r["started_at"]), rel(r["ended_at"]), r["id"], r["dph_total"]] for r in rows]
+
+
+def path_digest(rows: list[list[Any]]) -> str:
+    """A short digest of `rentals_path`: equal digests, equal paths."""
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:12]
 
 
 def _account(sim: SimServer) -> dict[str, float]:

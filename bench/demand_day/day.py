@@ -120,11 +120,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step", type=int, default=120, help="seconds per step")
     parser.add_argument("--oracle-limit", type=float, default=60.0, help="MILP seconds at most")
     parser.add_argument(
+        "--clock",
+        choices=("frozen", "wall"),
+        default="frozen",
+        help="the test server's clock while work is in flight: frozen (one seed, one day;"
+        " needs libfaketime) or wall (as before: a day differs with the machine's load)",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
         help="an agent config key over the path's, e.g. demand_headroom=0.1 (repeatable)",
+    )
+    parser.add_argument(
+        "--keep-store",
+        type=Path,
+        default=None,
+        help="a directory to keep each day's store in (PATH-sSEED-TARGET.db): its runs' messages",
     )
     parser.add_argument("--json-out", type=Path, default=None)
     parser.add_argument("--md-out", type=Path, default=None)
@@ -157,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
                         start_hour=args.start_hour,
                         oracle_limit_s=args.oracle_limit,
                         overrides=overrides,
+                        frozen=args.clock == "frozen",
+                        keep_store=args.keep_store / f"{path}-s{seed}-{target:g}.db"
+                        if args.keep_store
+                        else None,
                     )
                 )
             except RPCError as exc:

@@ -4,6 +4,7 @@ samples of the simulator's truth (bench/market_day/day.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio.client import WorkflowHandle
@@ -101,10 +102,12 @@ async def until_acted(
     handle: WorkflowHandle[FleetAgentWorkflow, None],
     before: int,
     budget: int,
+    move: Callable[[int], Awaitable[None]] | None = None,
 ) -> int:
     """Move both clocks REACT_STEP_S at a time until a run after run
     `before` has finished (the agent has acted on a start or a change), at
-    most `budget` seconds; the seconds moved.
+    most `budget` seconds; the seconds moved. `move(seconds)` moves them
+    (default: the market, then a sleep of the server by as much).
 
     One step of the day is two minutes. Moved at once, the market would
     move two minutes past the oracle before the agent's first search (its
@@ -114,8 +117,11 @@ async def until_acted(
     whether the search came before or after the move was a race."""
     moved = 0
     while moved + REACT_STEP_S <= budget:
-        sim.market.advance(REACT_STEP_S)
-        await env.sleep(REACT_STEP_S)
+        if move is not None:
+            await move(REACT_STEP_S)
+        else:
+            sim.market.advance(REACT_STEP_S)
+            await env.sleep(REACT_STEP_S)
         moved += REACT_STEP_S
         st = await status_or_none(handle)
         if st and st.last_run and st.last_run.run > before and st.current_run is None:

@@ -9,6 +9,7 @@ unchanged without a network.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -55,6 +56,23 @@ _TRADE = (
 _BRIDGE = "a temporary bridge that loads fast and proves while the cover loads"
 # The reason of the bridges' checks (schedule_next_check), as pending wakes show it.
 _BRIDGE_CHECK = "release bridges as soon as the cover proves"
+
+
+def _named(content: list[dict[str, Any]], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`content` with each tool call's id drawn from the conversation so far
+    and its place in the reply: the same run decides with the same ids, so
+    its create labels (fleet_agent/fleet/labels.py) and everything ordered
+    by them are the same each time a benchmark's day is run again. Unique
+    as a random id is: the run's own message names the run (`[run #N`), each
+    round adds to the messages, and a reply's calls differ in place."""
+    seen = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()
+    named = []
+    for i, block in enumerate(content):
+        if block.get("type") == "tool_use":
+            digest = hashlib.sha256(f"{seen}:{i}".encode()).hexdigest()[:20]
+            block = {**block, "id": f"toolu_{digest}"}
+        named.append(block)
+    return named
 
 
 def _check(delay_seconds: int, reason: str) -> dict[str, Any]:
@@ -139,7 +157,7 @@ class AutopilotProvider:
         # `options` is for models that think; the policy does not.
         run = Run(messages)
         offered = {t["name"] for t in tools}
-        content = self._decide(run, offered)
+        content = _named(self._decide(run, offered), messages)
         text = " ".join(b.get("text", "") for b in content)
         if on_progress is not None:
             on_progress(len(text))  # decided at once: one report of the whole reply
