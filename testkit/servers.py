@@ -30,6 +30,7 @@ from starter.devserver import find_temporal_cli, find_test_server
 
 __all__ = [
     "FAKETIME_LIB_ENV",
+    "FROZEN_START",
     "STARTUP_TIMEOUT",
     "faketime_library",
     "start_dev_env",
@@ -41,11 +42,16 @@ STARTUP_TIMEOUT = timedelta(seconds=30)
 ATTEMPTS = 2
 #: Where libfaketime is, when not found by itself (`faketime_library`).
 FAKETIME_LIB_ENV = "FLEET_FAKETIME_LIB"
-#: The frozen server's clock runs at this share of the wall clock: a
-#: microsecond a real second, so a day of the bench (minutes) gains well under
-#: a millisecond, the server's resolution. Not 0: libfaketime divides a
-#: timed wait by the rate.
-FROZEN_RATE = "0.000001"
+#: The frozen server's clock starts at this whole second and runs at
+#: `FROZEN_RATE` of the wall clock, so its first millisecond (the server's
+#: resolution) passes after 10^5 real seconds. Started at the wall clock's
+#: time instead, at a millionth, it ticked a millisecond at a random moment of
+#: the first 1,000 real seconds, and the timers set after it moved 1 ms past
+#: the bench's steps (bench/demand_day/_lockstep.py's barrier): a 24-hour day
+#: parted one run in three. Not a rate of 0: libfaketime divides a timed wait
+#: by it (and not much less: a wait of Long.MAX nanoseconds must still fit).
+FROZEN_START = "2039-12-31 00:00:00"
+FROZEN_RATE = "0.00000001"
 #: Debian's libfaketime package puts the library here.
 _SYSTEM_FAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 
@@ -129,7 +135,8 @@ def _frozen_wrapper(server: str, library: str) -> str:
     (the SDK starts the server it is given, with no environment of its own)."""
     body = (
         "#!/bin/sh\n"
-        f"LD_PRELOAD={shlex.quote(library)} FAKETIME={shlex.quote('+0 x' + FROZEN_RATE)} "
+        f"LD_PRELOAD={shlex.quote(library)} "
+        f"FAKETIME={shlex.quote(f'@{FROZEN_START} x{FROZEN_RATE}')} "
         f'exec {shlex.quote(server)} "$@"\n'
     )
     name = hashlib.sha256(body.encode()).hexdigest()[:12]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import activity, workflow
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -15,7 +15,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from bench.demand_day._lockstep import DAY_EPOCH, Lockstep
 from fleet_agent.autopilot.provider import AutopilotProvider
 from simulator.server import SimServer
-from testkit.servers import start_time_skipping_env
+from testkit.servers import FROZEN_START, start_time_skipping_env
 from tests.policy_rows import FLEET_TOOLS, context_of
 
 #: Real seconds the activities below take: far more than the barrier's
@@ -54,6 +54,8 @@ class _AtTheStep:
 async def test_an_activitys_real_seconds_add_no_workflow_time_on_the_frozen_server() -> None:
     env = await start_time_skipping_env(frozen=True)
     try:
+        # A whole second, so the clock's next millisecond is 10^5 real seconds away.
+        assert await env.get_current_time() == datetime.fromisoformat(f"{FROZEN_START}+00:00")
         queue = f"frozen-{uuid.uuid4().hex[:8]}"
         async with Worker(
             env.client,

@@ -47,9 +47,10 @@ from testkit.agents import status_or_none
 
 __all__ = ["BARRIER", "DAY_EPOCH", "Lockstep", "monitor_instants"]
 
-#: The simulator's clock at the start of every day (UTC midnight; a year
-#: ahead of any wall clock this bench runs under, since the server's clock
-#: only moves forward). The demand curve is moved to it (`on_the_day`).
+#: The simulator's clock at the start of every day (UTC midnight; after the
+#: frozen server's start, testkit/servers.py's FROZEN_START, and years ahead
+#: of any wall clock this bench runs under: the server's clock only moves
+#: forward). The demand curve is moved to it (`on_the_day`).
 DAY_EPOCH = datetime(2040, 1, 1, tzinfo=UTC).timestamp()
 #: What the server's clock passes after each move of the market: on the
 #: frozen server a sleep returns only once everything due by then is done.
