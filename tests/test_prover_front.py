@@ -46,6 +46,7 @@ from prover_image import front
 from simulator.snark import prove
 from tests.ports import free_port
 from tests.prover_image_helpers import ROOT, entrypoint_env, machine_creds
+from tests.sim_cuzk_helpers import refused
 
 STANDIN = ROOT / "tests" / "cuzk_standin.py"
 GIB = 1024**3
@@ -54,6 +55,8 @@ LABEL_B = "fleet-agent/main/r2-bbbbbbbbbb"
 #: A refused call fails within this (a TLS refusal is immediate; grpc may
 #: wait out its reconnect backoff, which is under a second at first).
 REFUSED_S = 2.0
+#: How a refused TLS handshake shows to a gRPC caller.
+REFUSED_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 @dataclass
@@ -155,12 +158,6 @@ async def get_status(channel: grpc.aio.Channel, timeout: float = REFUSED_S) -> p
         return await ProvingEngineStub(channel).GetStatus(pb.GetStatusRequest(), timeout=timeout)
 
 
-async def refused(channel: grpc.aio.Channel) -> None:
-    with pytest.raises(grpc.aio.AioRpcError) as info:
-        await get_status(channel)
-    assert info.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-
-
 async def logged(machine: Machine, after: int, needle: str, timeout: float = 5) -> str:
     """The front's log line after offset `after` that holds `needle`."""
     deadline = time.monotonic() + timeout
@@ -231,7 +228,8 @@ async def test_every_fresh_connection_gets_through_at_once(
     # reach TLS (front._Unread): lost, both sides would wait out the deadline.
     await eventually_status(machine_a, client)
     for _ in range(8):
-        await get_status(machine_channel(f"127.0.0.1:{machine_a.port}", LABEL_A, client))
+        status = await get_status(machine_channel(f"127.0.0.1:{machine_a.port}", LABEL_A, client))
+        assert status.gpus, "answered by the stand-in behind the front"
 
 
 async def test_cuzk_gets_no_credential_and_none_is_left_on_disk(
@@ -249,8 +247,11 @@ async def test_no_client_certificate_is_refused(
 ) -> None:
     await eventually_status(machine_a, client)
     mark = len(machine_a.text())
-    await refused(tls_channel(machine_a.port, LABEL_A, client.ca_pem, None, None))
-    await logged(machine_a, mark, "PEER_DID_NOT_RETURN_A_CERTIFICATE")
+    assert (
+        await refused(tls_channel(machine_a.port, LABEL_A, client.ca_pem, None, None))
+        in REFUSED_CODES
+    )
+    assert await logged(machine_a, mark, "PEER_DID_NOT_RETURN_A_CERTIFICATE")
 
 
 async def test_a_client_certificate_of_another_ca_is_refused(
@@ -260,10 +261,13 @@ async def test_a_client_certificate_of_another_ca_is_refused(
     stranger = Authority.load_or_create(tmp_path / "other-ca").router_client()
     mark = len(machine_a.text())
     # It trusts our CA for the server, so only the front can refuse it.
-    await refused(
-        tls_channel(machine_a.port, LABEL_A, client.ca_pem, stranger.cert_pem, stranger.key_pem)
+    assert (
+        await refused(
+            tls_channel(machine_a.port, LABEL_A, client.ca_pem, stranger.cert_pem, stranger.key_pem)
+        )
+        in REFUSED_CODES
     )
-    await logged(machine_a, mark, "unable to get local issuer certificate")
+    assert await logged(machine_a, mark, "unable to get local issuer certificate")
 
 
 async def test_another_machines_certificate_is_not_the_router(
@@ -272,9 +276,12 @@ async def test_another_machines_certificate_is_not_the_router(
     await eventually_status(machine_a, client)
     b = authority.machine_credential(LABEL_B)
     mark = len(machine_a.text())
-    await refused(tls_channel(machine_a.port, LABEL_A, client.ca_pem, b.cert_pem, b.key_pem))
+    assert (
+        await refused(tls_channel(machine_a.port, LABEL_A, client.ca_pem, b.cert_pem, b.key_pem))
+        in REFUSED_CODES
+    )
     # OpenSSL's purpose check on a client chain refuses serverAuth-only.
-    await logged(machine_a, mark, "unsuitable certificate purpose")
+    assert await logged(machine_a, mark, "unsuitable certificate purpose")
 
 
 async def test_a_client_certificate_not_named_fleet_router_is_refused(
@@ -284,10 +291,10 @@ async def test_a_client_certificate_not_named_fleet_router_is_refused(
     key = ec.generate_private_key(ec.SECP256R1())
     cert = authority._issue(key, "intruder", 1, ExtendedKeyUsageOID.CLIENT_AUTH, None)
     mark = len(machine_a.text())
-    await refused(
+    assert await refused(
         tls_channel(machine_a.port, LABEL_A, client.ca_pem, _cert_pem(cert), _key_pem(key))
     )
-    await logged(machine_a, mark, "client certificate CN is 'intruder', not 'fleet-router'")
+    assert await logged(machine_a, mark, "client certificate CN is 'intruder', not 'fleet-router'")
 
 
 async def test_the_router_refuses_a_machine_answering_for_another(
@@ -295,7 +302,10 @@ async def test_the_router_refuses_a_machine_answering_for_another(
 ) -> None:
     await eventually_status(machine_a, client)
     # The router dials machine B's address, and machine A answers there.
-    await refused(machine_channel(f"127.0.0.1:{machine_a.port}", LABEL_B, client))
+    assert (
+        await refused(machine_channel(f"127.0.0.1:{machine_a.port}", LABEL_B, client))
+        in REFUSED_CODES
+    )
 
 
 async def test_a_client_without_h2_is_dropped(machine_a: Machine, client: ClientCredential) -> None:
@@ -315,7 +325,7 @@ async def test_a_client_without_h2_is_dropped(machine_a: Machine, client: Client
     writer.write(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
     assert await asyncio.wait_for(reader.read(100), 5) == b""
     writer.close()
-    await logged(machine_a, mark, "ALPN did not settle on h2")
+    assert await logged(machine_a, mark, "ALPN did not settle on h2")
 
 
 # --- The front's bounds, in process --------------------------------------------------
