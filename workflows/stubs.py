@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.demand.reading import DemandReadRequest, DemandReadResult
     from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest
     from fleet_agent.fleet.snapshot import FleetSnapshot
+    from fleet_agent.market.point import MarketStepRequest, MarketStepResult
     from fleet_agent.models import (
         AgentCounters,
         AgentRecall,
@@ -61,6 +62,7 @@ __all__ = [
     "load_agent_counters",
     "load_context",
     "observe_demand",
+    "observe_market",
     "poll_fleet",
     "read_demand",
     "recall_agent",
@@ -70,6 +72,8 @@ __all__ = [
     "search_attributes_ready",
     "search_offers",
     "send_notification",
+    "set_ask_price",
+    "set_requests",
     "stop_fleet",
     "store_operator_messages",
     "store_tool_results",
@@ -247,3 +251,24 @@ async def read_demand(req: DemandReadRequest) -> DemandReadResult:
 async def observe_demand(req: DemandStepRequest) -> DemandStepResult:
     """Read demand, decide the target, keep the point (activities/demand.py)."""
     _declared("observe_demand")
+
+
+# ---------------------------------------------------------------- market (activities/market.py)
+
+
+@activity.defn(name="observe_market")
+async def observe_market(req: MarketStepRequest) -> MarketStepResult:
+    """Read the Curio node's business, count the ledger, keep the point (activities/market.py)."""
+    _declared("observe_market")
+
+
+@activity.defn(name="set_ask_price")
+async def set_ask_price(req: FleetToolRequest) -> ToolResult:
+    """The tool `set_ask_price`: the node's ask price, guarded (activities/market.py)."""
+    _declared("set_ask_price")
+
+
+@activity.defn(name="set_requests")
+async def set_requests(req: FleetToolRequest) -> ToolResult:
+    """The tool `set_requests`: the node asks for work or stops, guarded (activities/market.py)."""
+    _declared("set_requests")

@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 from fleet_agent.demand.events import MAX_EVENTS
 from fleet_agent.demand.forecast import DemandEvent
 from fleet_agent.demand.target import DemandPolicy
+from fleet_agent.market.point import MarketPolicy
 from fleet_agent.wire import Wire
 
 from .approvals import ApprovalMode
@@ -60,6 +61,13 @@ NotifyEventList = Annotated[list[NotifyEventKind], Field(max_length=20)]
 TargetMode = Literal["fixed", "demand"]
 """`target_mode`: `fixed` holds `target_proofs_per_hour` as set; `demand` has
 the monitor set it from the demand source (docs/OPERATIONS.md, "Demand mode")."""
+
+MarketMode = Literal["off", "snark"]
+"""`market_mode`: `snark` has the monitor read the business on the Snark Market."""
+MarketOnLoss = Literal["notify", "lower", "stop"]
+"""`market_on_loss`: what the agent does when it has proved at a loss for
+`market_loss_minutes`: tell the operator only; also lower the fleet (demand
+mode's target to what pays); or also stop asking the market for work."""
 
 DemandEventList = Annotated[list[DemandEvent], Field(max_length=MAX_EVENTS)]
 """`demand_events`: known changes of demand ("x3 from 14:00 to 16:00", UTC)."""
@@ -179,6 +187,23 @@ class AgentConfig(Wire):
     # or more (their LLM rounds at the price table's rates; the autopilot
     # costs $0). Triggers, wakes and messages wait; nothing is dropped.
     max_llm_usd_per_hour: Annotated[float, Field(gt=0, le=10_000)] = 2.0
+    # The Snark Market (docs/OPERATIONS.md, "Selling proofs on the Snark
+    # Market"): with `snark` the monitor reads the business of the worker's
+    # Curio node (FLEET_MARKET_SOURCE) each poll: slots, price, revenue, cost
+    # and profit (fleet_agent/market/). The challenge balance the operator
+    # read on the market's dashboard, which the agent counts on from;
+    # dollars per FIL (0: the worker's FLEET_FIL_USD_URL, else profit is
+    # unknown); the ask price range the agent may set (max 0: it may not);
+    # asks it may withdraw an hour (1 challenge proof each); how long a loss
+    # lasts before it acts, and how (notify only, lower the fleet, stop asking).
+    market_mode: MarketMode = "off"
+    market_challenges: Annotated[int, Field(ge=0, le=1_000_000_000)] = 0
+    fil_usd: Annotated[float, Field(ge=0, le=100_000)] = 0.0
+    market_min_price_nfil: Annotated[int, Field(ge=0, le=1_000_000_000)] = 0
+    market_max_price_nfil: Annotated[int, Field(ge=0, le=1_000_000_000)] = 0
+    market_max_withdrawals_per_hour: Annotated[int, Field(ge=0, le=1_000)] = 4
+    market_loss_minutes: Annotated[float, Field(ge=1, le=10_080)] = 60.0
+    market_on_loss: MarketOnLoss = "notify"
 
     @model_validator(mode="after")
     def _demand_bounds(self) -> Self:
@@ -186,7 +211,21 @@ class AgentConfig(Wire):
             raise ValueError("target_mode demand needs max_target above 0")
         if self.max_target > 0 and self.min_target > self.max_target:
             raise ValueError("min_target must not exceed max_target")
+        if self.market_max_price_nfil and self.market_min_price_nfil > self.market_max_price_nfil:
+            raise ValueError("market_min_price_nfil must not exceed market_max_price_nfil")
         return self
+
+    def market_policy(self) -> MarketPolicy:
+        """The business's knobs (fleet_agent/market/) from this config."""
+        return MarketPolicy(
+            challenges=self.market_challenges,
+            fil_usd=self.fil_usd,
+            min_price_nfil=self.market_min_price_nfil,
+            max_price_nfil=self.market_max_price_nfil,
+            max_withdrawals_per_hour=self.market_max_withdrawals_per_hour,
+            loss_minutes=self.market_loss_minutes,
+            on_loss=self.market_on_loss,
+        )
 
     def demand_policy(self) -> DemandPolicy:
         """The target rule's knobs (fleet_agent/demand/target.py) from this config."""

@@ -10,6 +10,7 @@ from .fleet_snapshots import FleetSnapshots, StoredSnapshot
 from .guard import NEW_STORE_ENV, NEW_STORE_FLAG, StoreRefused, store_refusal
 from .hosts import FailedHost, FailedHosts
 from .journal import CreateInFlight, ToolCallRecord, ToolCallStatus, ToolJournal
+from .market_history import MarketHistory
 from .notifications import Notifications
 from .proof_days import ProofDays
 from .provers import ProverTracks
@@ -32,6 +33,7 @@ __all__ = [
     "FailedHosts",
     "FleetSnapshots",
     "HistoryEntry",
+    "MarketHistory",
     "MessageRecord",
     "Notifications",
     "ProofDays",

@@ -15,6 +15,7 @@ from sqlmodel import Field, SQLModel
 from .tables_agent import AgentConfigRow
 from .tables_demand import DEMAND_POINTS_TABLE, DemandPointRow
 from .tables_fleet import FLEET_SNAPSHOTS_TABLE, PROOF_DAYS_TABLE, FleetSnapshotRow, ProofDayRow
+from .tables_market import MARKET_POINTS_TABLE, MarketPointRow
 from .tables_money import (
     RUN_COSTS_TABLE,
     RUN_SPEND_TABLE,
@@ -34,6 +35,7 @@ __all__ = [
     "FAILED_HOSTS_TABLE",
     "FLEET_SNAPSHOTS_TABLE",
     "INBOX_TABLE",
+    "MARKET_POINTS_TABLE",
     "MESSAGES_TABLE",
     "META_TABLE",
     "NOTIFICATIONS_TABLE",
@@ -51,6 +53,7 @@ __all__ = [
     "FailedHostRow",
     "FleetSnapshotRow",
     "InboxRow",
+    "MarketPointRow",
     "MessageRow",
     "MetaRow",
     "NotificationRow",
@@ -315,6 +318,7 @@ def all_tables() -> list[Table]:
         table_of(AgentConfigRow),
         table_of(NotificationRow),
         table_of(DemandPointRow),
+        table_of(MarketPointRow),
         table_of(RouterMemberRow),
         table_of(RouterWitnessRow),
         table_of(RouterQueueRow),
