@@ -56,7 +56,7 @@ from fleet_agent.llm.prompt_cache import CachedRequest, cached_request
 from fleet_agent.llm.request import reply_budget
 from fleet_agent.llm.request_fit import RequestTooLarge, cut_context, fit_request
 from fleet_agent.llm.token_count import RequestTokens
-from fleet_agent.llm.tools import LOCAL_TOOLS, tool_schemas
+from fleet_agent.llm.tools import LOCAL_TOOLS, offered_tools, tool_schemas
 from fleet_agent.llm.transcript import (
     CONTEXT_SEQ,
     StoredReply,
@@ -216,7 +216,8 @@ class LlmActivities:
                 non_retryable=True,
             )
         history = past.history.messages
-        system, tools = system_prompt(req.agent_id), tool_schemas(self._tools)
+        system = system_prompt(req.agent_id)
+        tools = tool_schemas(offered_tools(self._tools, req.config.market_mode == "snark"))
 
         def build(layout: RequestLayout) -> CachedRequest:
             # Stable parts first, with cache breakpoints (fleet_agent/llm/prompt_cache.py).

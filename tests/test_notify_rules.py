@@ -104,6 +104,7 @@ def test_an_approval_says_its_figures_links_to_its_page_and_gives_the_commands()
         "auth_failing",
         "agent_restarted",
         "llm_spend_capped",
+        "market_loss",
         "daily_digest",
         "back_in_band",
         "test",

@@ -46,6 +46,9 @@ class MonitorLink:
             target_mode=config.target_mode,
             demand_policy=config.demand_policy() if config.target_mode == "demand" else None,
             demand_events=list(config.demand_events),
+            market_mode=config.market_mode,
+            market_policy=config.market_policy() if config.market_mode == "snark" else None,
+            min_target=config.min_target,
         )
 
     async def ensure(self) -> None:

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.metrics import record_fleet
     from workflows.monitor_band import MONITOR_NOTIFY_PATCH, Band
     from workflows.monitor_demand import MONITOR_DEMAND_PATCH, DemandFollower
+    from workflows.monitor_market import MONITOR_MARKET_PATCH, MarketFollower
     from workflows.policies import FLEET_HEARTBEAT_TIMEOUT, STORE_TIMEOUT
 
 __all__ = [
@@ -40,19 +41,16 @@ __all__ = [
 ]
 
 _POLL_TIMEOUT = timedelta(seconds=60)
-# A failed poll is simply tried again at the next interval: no long retries
-# that would delay the next look at the fleet.
+# A failed poll is tried again at the next interval: no long retries.
 _POLL_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=2))
 _CHECK_RETRY = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(seconds=1))
 _POLLS_PER_EXECUTION = 500
 GONE = "destroyed"
-# Monitors that record this marker learn whether their agent runs from the
-# poll (`FleetSnapshot.agent_open`) instead of an `agent_is_open` activity
-# before every poll; histories without it replay the old sequence.
+# With it the monitor learns whether its agent runs from the poll
+# (`FleetSnapshot.agent_open`), not from an `agent_is_open` before each poll.
 OPEN_IN_POLL_PATCH = "monitor-open-in-poll"
-# Monitors that record this marker signal `running → proving` once per machine
-# when its prover starts proving (`_first_proofs`); histories without it
-# replay without those signals.
+# With it the monitor signals `running → proving` once per machine when its
+# prover starts proving (`_first_proofs`); histories without it replay without.
 FIRST_PROOF_PATCH = "monitor-first-proof"
 # With it the monitor signals a machine whose offline grace ended while it
 # is still down (`_grace_over`); histories without it replay without.
@@ -107,7 +105,7 @@ def _keep_old(new: dict[int, str], old: dict[int, str], iid: int) -> None:
 
 @workflow.defn
 class FleetMonitorWorkflow:
-    """Polls the fleet (activity poll_fleet → vast.ai, read only) and signals
+    """Polls the fleet (activity poll_fleet → vast.ai, read only), signals
     `state_changed` to the agent workflow, for transitions and for a
     machine's first proving (`FIRST_PROOF_PATCH`); destroys duplicate rentals of one
     create (activity reconcile_labels → vast.ai). Every poll also says whether
@@ -121,6 +119,8 @@ class FleetMonitorWorkflow:
     workflows/monitor_band.py). In demand mode, sets the agent's target from
     the demand source (activity observe_demand → the source and the store;
     signal `demand_target`; `MONITOR_DEMAND_PATCH`: workflows/monitor_demand.py).
+    With the Snark Market, reads the business and acts on a loss (activity
+    observe_market; workflows/monitor_market.py).
     Continues as new to keep its history short."""
 
     @workflow.init
@@ -137,6 +137,8 @@ class FleetMonitorWorkflow:
         self._band = Band(inp.under_since, inp.under_notified)
         # Demand mode's memory (workflows/monitor_demand.py).
         self._demand = DemandFollower(inp.demand_below_since, inp.demand_below_peak)
+        # The Snark Market's (workflows/monitor_market.py).
+        self._market = MarketFollower(inp.market_acted_on)
 
     @workflow.signal
     def configure(self, config: MonitorConfig) -> None:
@@ -151,6 +153,17 @@ class FleetMonitorWorkflow:
         if same and workflow.patched(SAME_CONFIG_PATCH):
             return
         self._reconfigured = True
+
+    async def _follow(self, agent: Any, agent_id: str, snap: FleetSnapshot) -> None:
+        """Demand mode's and the market's steps; a target the agent took is held."""
+        targets = []
+        if workflow.patched(MONITOR_DEMAND_PATCH):
+            targets.append(await self._demand.after_poll(agent, agent_id, self._config, snap))
+        if self._config.market_mode == "snark" and workflow.patched(MONITOR_MARKET_PATCH):
+            targets.append(await self._market.after_poll(agent, agent_id, self._config, snap))
+        for target in targets:
+            if target is not None:
+                self._config = self._config.model_copy(update={"target_proofs_per_hour": target})
 
     @workflow.query
     def snapshot(self) -> FleetSnapshot | None:
@@ -202,13 +215,7 @@ class FleetMonitorWorkflow:
                 record_fleet(inp.agent_id, snap)
                 if workflow.patched(MONITOR_NOTIFY_PATCH):
                     await self._band.after_poll(inp.agent_id, self._config, snap)
-                if workflow.patched(MONITOR_DEMAND_PATCH):
-                    target = await self._demand.after_poll(agent, inp.agent_id, self._config, snap)
-                    if target is not None:
-                        # Held from now; the agent's configure says the same.
-                        self._config = self._config.model_copy(
-                            update={"target_proofs_per_hour": target}
-                        )
+                await self._follow(agent, inp.agent_id, snap)
                 if snap.duplicate_labels:
                     await self._reconcile(inp.agent_id, snap.duplicate_labels)
                 new = snap.states()
@@ -237,6 +244,7 @@ class FleetMonitorWorkflow:
                     f"{snap.target_proofs_per_hour:.0f} proofs/h · ${snap.fleet_dph:.2f}/h · "
                     f"{self._signalled} changes signalled"
                     + (f"\n{self._demand.last}" if self._demand.last else "")
+                    + (f"\n{self._market.last}" if self._market.last else "")
                 )
             polls += 1
             if polls % _POLLS_PER_EXECUTION == 0 or workflow.info().is_continue_as_new_suggested():
@@ -253,6 +261,7 @@ class FleetMonitorWorkflow:
                         under_notified=self._band.notified,
                         demand_below_since=self._demand.below_since,
                         demand_below_peak=self._demand.below_peak,
+                        market_acted_on=self._market.acted_on,
                     )
                 )
             self._reconfigured = False

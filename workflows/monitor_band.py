@@ -28,7 +28,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows import stubs
     from workflows.policies import NOTIFY_RETRY, NOTIFY_TIMEOUT
 
-__all__ = ["MONITOR_NOTIFY_PATCH", "Band"]
+__all__ = [
+    "MONITOR_NOTIFY_PATCH",
+    "Band",
+    "send_event",
+]
 
 #: Monitors that record it notify below target and back in band.
 MONITOR_NOTIFY_PATCH = "monitor-notify"
@@ -72,7 +76,7 @@ class Band:
                 },
             }
         )
-        await _send(agent_id, config, event)
+        await send_event(agent_id, config, event)
 
     async def after_failed_poll(self, agent_id: str, config: MonitorConfig, cause: object) -> None:
         """A poll vast.ai refused for the worker's key: `auth_failing`, once
@@ -90,7 +94,7 @@ class Band:
                 "facts": {"error": str(cause)[:400], "where": "the fleet monitor's poll"},
             }
         )
-        await _send(agent_id, config, event)
+        await send_event(agent_id, config, event)
 
 
 def _vast_auth(cause: object) -> bool:
@@ -99,7 +103,7 @@ def _vast_auth(cause: object) -> bool:
     return isinstance(cause, ApplicationError) and cause.type == "VastAuthFailed"
 
 
-async def _send(agent_id: str, config: MonitorConfig, event: NotifyEvent) -> None:
+async def send_event(agent_id: str, config: MonitorConfig, event: NotifyEvent) -> None:
     """Deliver one event; a failure is logged (the activity counts it), never raised."""
     request = NotifyRequest(
         agent_id=agent_id,

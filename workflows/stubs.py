@@ -23,7 +23,12 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.demand.reading import DemandReadRequest, DemandReadResult
     from fleet_agent.fleet.reconcile import ReconcileReport, ReconcileRequest
     from fleet_agent.fleet.snapshot import FleetSnapshot
-    from fleet_agent.market.point import MarketStepRequest, MarketStepResult
+    from fleet_agent.market.point import (
+        MarketLeverResult,
+        MarketStepRequest,
+        MarketStepResult,
+        RequestsChange,
+    )
     from fleet_agent.models import (
         AgentCounters,
         AgentRecall,
@@ -54,6 +59,7 @@ __all__ = [
     "FLEET_TOOL_ACTIVITIES",
     "agent_is_open",
     "call_llm",
+    "change_requests",
     "compact_session",
     "create_instance",
     "destroy_instance",
@@ -167,11 +173,25 @@ async def reconcile_labels(req: ReconcileRequest) -> ReconcileReport:
     _declared("reconcile_labels")
 
 
+@activity.defn(name="set_ask_price")
+async def set_ask_price(req: FleetToolRequest) -> ToolResult:
+    """The tool `set_ask_price`: the node's ask price, guarded (activities/market.py)."""
+    _declared("set_ask_price")
+
+
+@activity.defn(name="set_requests")
+async def set_requests(req: FleetToolRequest) -> ToolResult:
+    """The tool `set_requests`: the node asks for work or stops, guarded (activities/market.py)."""
+    _declared("set_requests")
+
+
 FLEET_TOOL_ACTIVITIES = {
     "get_fleet_status": get_fleet_status,
     "search_offers": search_offers,
     "create_instance": create_instance,
     "destroy_instance": destroy_instance,
+    "set_ask_price": set_ask_price,
+    "set_requests": set_requests,
 }
 
 
@@ -262,13 +282,7 @@ async def observe_market(req: MarketStepRequest) -> MarketStepResult:
     _declared("observe_market")
 
 
-@activity.defn(name="set_ask_price")
-async def set_ask_price(req: FleetToolRequest) -> ToolResult:
-    """The tool `set_ask_price`: the node's ask price, guarded (activities/market.py)."""
-    _declared("set_ask_price")
-
-
-@activity.defn(name="set_requests")
-async def set_requests(req: FleetToolRequest) -> ToolResult:
-    """The tool `set_requests`: the node asks for work or stops, guarded (activities/market.py)."""
-    _declared("set_requests")
+@activity.defn(name="change_requests")
+async def change_requests(req: RequestsChange) -> MarketLeverResult:
+    """Requests on or off at the Curio node, guarded as the tool is (activities/market.py)."""
+    _declared("change_requests")

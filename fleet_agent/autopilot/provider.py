@@ -21,6 +21,7 @@ from fleet_agent.autopilot.bridges import (
     wants_bridges,
 )
 from fleet_agent.autopilot.fast_cover import faster_cover, under_meanwhile
+from fleet_agent.autopilot.market import market_calls, market_view
 from fleet_agent.autopilot.open_gap import (
     GAP_CHECK_SECONDS,
     gap_check_reason,
@@ -42,6 +43,7 @@ from fleet_agent.autopilot.swap import SWAP_CHECK_REASON, SWAP_CHECK_SECONDS, sw
 from fleet_agent.autopilot.trade import TRADE_CHECK_REASON, TRADE_CHECK_SECONDS, trade_offers
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.base import LlmOptions, LlmReply, ProgressCallback, SystemPrompt
+from fleet_agent.llm.tools import MARKET_TOOLS
 from fleet_agent.models import TokenUsage
 
 __all__ = ["AutopilotProvider"]
@@ -174,13 +176,19 @@ class AutopilotProvider:
     def _decide(self, run: Run, offered: set[str]) -> list[dict[str, Any]]:
         rows = run.fleet_rows()
         fleet = rows is not None and {"search_offers", "create_instance"} <= offered
+        # The Snark Market's levers (market.py), pulled at a run's first round.
+        market = market_view(run) if offered >= MARKET_TOOLS else None
+        levers = market_calls(market, run.target()) if market and not run.results else []
+        slots_full = market is not None and market.slots_full
         if fleet and rows is not None and not run.results:
             plan = plan_fleet(rows, run.target(), spare=run.spare())
-            calls = [
+            calls = levers + [
                 tool_use("destroy_instance", {"instance_id": iid, "reason": why})
                 for iid, why in plan.destroy
             ]
-            if plan.gap > 0 and not _gap_waits(run, plan.gap, plan.expected_after):
+            if slots_full:
+                pass  # no rental the slots cannot feed: the create's guard would refuse it
+            elif plan.gap > 0 and not _gap_waits(run, plan.gap, plan.expected_after):
                 limit = BRIDGE_SEARCH_LIMIT if wants_bridges(plan.gap, run.target()) else 30
                 calls.append(tool_use("search_offers", {"limit": limit}))
             elif "create_instance" in offered and (
@@ -255,6 +263,8 @@ class AutopilotProvider:
                         )
                         for o in extra
                     ]
+        if levers:
+            return levers
         check = _bridge_check(run, rows or [], offered)
         if check is not None:
             return [check]
@@ -265,13 +275,19 @@ class AutopilotProvider:
         humans = MESSAGE.findall(run.context)
         for author, text in humans:
             lines.append(f"{author}: noted — “{text.strip()[:200]}”.")
-        done = [(n, c) for n, c, err in run.results if not err and n.endswith("_instance")]
+        done = [
+            (n, c)
+            for n, c, err in run.results
+            if not err and (n.endswith("_instance") or n in MARKET_TOOLS)
+        ]
         refused = [(n, c) for n, c, err in run.results if err]
         for name, content in done:
             lines.append(f"{name}: {content.splitlines()[0]}")
         for name, content in refused:
             lines.append(f"{name} refused: {content.splitlines()[0]}")
-        changed = any(not c.startswith(("DRY RUN", "Instance")) for _, c in done)
+        changed = any(
+            not c.startswith(("DRY RUN", "Instance")) for n, c in done if n.endswith("_instance")
+        )
         if not lines:
             lines.append("Fleet on target; no action needed.")
         return "\n".join(lines) + "\n" + verdict(bool(humans) or changed, changed)

@@ -20,6 +20,7 @@ from fleet_agent.wire import Wire
 __all__ = [
     "FLEET_TOOLS",
     "LOCAL_TOOLS",
+    "MARKET_TOOLS",
     "MUTATING_TOOLS",
     "TOOL_SCHEMAS",
     "CancelWakeInput",
@@ -28,6 +29,9 @@ __all__ = [
     "ExpectDemandInput",
     "ScheduleNextCheckInput",
     "SearchOffersInput",
+    "SetAskPriceInput",
+    "SetRequestsInput",
+    "offered_tools",
     "parse_tool_input",
     "tool_schemas",
 ]
@@ -36,11 +40,13 @@ __all__ = [
 LOCAL_TOOLS = frozenset({"schedule_next_check", "cancel_wake", "expect_demand"})
 #: How far ahead a known event may start (a wrong year is an error, not a slot).
 EXPECT_HORIZON_DAYS = 31
+#: The Snark Market's levers: offered only with AgentConfig.market_mode "snark".
+MARKET_TOOLS = frozenset({"set_ask_price", "set_requests"})
 FLEET_TOOLS = frozenset(
-    {"get_fleet_status", "search_offers", "create_instance", "destroy_instance"}
+    {"get_fleet_status", "search_offers", "create_instance", "destroy_instance"} | MARKET_TOOLS
 )
 # A run that called one of these counts as action=true whatever its verdict says.
-MUTATING_TOOLS = frozenset({"create_instance", "destroy_instance"})
+MUTATING_TOOLS = frozenset({"create_instance", "destroy_instance"} | MARKET_TOOLS)
 
 _REASON = {"type": "string", "description": "Why, in one sentence (kept in the audit log)."}
 
@@ -106,6 +112,43 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
             "additionalProperties": False,
         },
     },
+    "set_ask_price": {
+        "description": (
+            "Set the Curio node's ask price on the Snark Market, in nFIL per proof "
+            "(1 FIL = 10^9 nFIL; per ~130M constraints). New asks take it; with "
+            "reprice_open the open asks are withdrawn so new ones take it, at 1 challenge "
+            "proof each. Refused outside the operator's price range, or past the hour's "
+            "withdrawals, or when it would cost a slot in use."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "price_nfil": {"type": "integer", "minimum": 1, "maximum": 1_000_000_000},
+                "reprice_open": {"type": "boolean"},
+                "reason": _REASON,
+            },
+            "required": ["price_nfil", "reason"],
+            "additionalProperties": False,
+        },
+    },
+    "set_requests": {
+        "description": (
+            "Turn the Curio node's requests for market work on or off. Off asks for no new "
+            "work; the open asks stay unless withdraw_open (1 challenge proof each). Turn "
+            "requests off, and let the queue drain, before shrinking the fleet below what "
+            "the open work needs."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "enabled": {"type": "boolean"},
+                "withdraw_open": {"type": "boolean"},
+                "reason": _REASON,
+            },
+            "required": ["enabled", "reason"],
+            "additionalProperties": False,
+        },
+    },
     "schedule_next_check": {
         "description": (
             "Ask for an extra run later (30 s to 24 h). Not for routine follow-up: the "
@@ -161,6 +204,12 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
+def offered_tools(names: frozenset[str] | None, market: bool) -> frozenset[str]:
+    """The tools a run is offered: the market's levers only with the market on."""
+    every = frozenset(TOOL_SCHEMAS) if names is None else names
+    return every if market else every - MARKET_TOOLS
+
+
 def tool_schemas(names: frozenset[str] | None = None) -> list[dict[str, Any]]:
     """Anthropic tool definitions, in a stable order (stable prompts cache better)."""
     return [
@@ -200,6 +249,18 @@ class CreateInstanceInput(_ToolInput):
 class DestroyInstanceInput(_ToolInput):
     instance_id: int
     reason: Annotated[str, Field(min_length=1, max_length=1000)]
+
+
+class SetAskPriceInput(_ToolInput):
+    price_nfil: Annotated[int, Field(ge=1, le=1_000_000_000)]
+    reprice_open: bool = False
+    reason: Annotated[str, Field(min_length=1, max_length=600)]
+
+
+class SetRequestsInput(_ToolInput):
+    enabled: bool
+    withdraw_open: bool = False
+    reason: Annotated[str, Field(min_length=1, max_length=600)]
 
 
 class ScheduleNextCheckInput(_ToolInput):

@@ -13,6 +13,7 @@ every total a provider holds. Pure models: no I/O.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Literal
 
@@ -33,6 +34,7 @@ __all__ = [
     "PriceChange",
     "QueueRow",
     "RequestsChange",
+    "data_line",
 ]
 
 #: Curio documentation/en/experimental-features/Snark-Market.md: "Number of
@@ -177,6 +179,8 @@ class MarketPoint(_Model):
     profit_usd_per_h: float | None = Field(None, ge=-(10**7), le=10**9)
     #: Since when revenue per proof has stayed under cost per proof (None: it has not).
     loss_since: datetime | None = None
+    #: Asks withdrawn in the hour before `at` (the levers' hourly cap counts them).
+    withdrawals_last_hour: int = Field(0, ge=0, le=10**6)
     #: One line a person reads: what the point says and what to do.
     note: str = Field("", max_length=600)
 
@@ -199,6 +203,29 @@ class MarketPoint(_Model):
             f"queue {self.queued} waiting / {self.rows_open} open, revenue {fil}{usd}, "
             f"cost ${self.cost_usd_per_h:.2f}/h, {profit}"
         )
+
+
+def data_line(point: MarketPoint, policy: MarketPolicy) -> str:
+    """The point as one line of JSON for the run's context (`Market data: {...}`):
+    what the autopilot's rules read (fleet_agent/autopilot/market.py), and the
+    model may."""
+    data = {
+        "enabled": point.enabled,
+        "price_nfil": point.price_nfil,
+        "market_price_nfil": point.market_price_nfil,
+        "asks_open": point.asks_open,
+        "rows_open": point.rows_open,
+        "queued": point.queued,
+        "gpus": point.gpus,
+        "slots_total": point.slots_total,
+        "slots_used": point.slots_used,
+        "challenges": point.ledger.challenges,
+        "loss": point.loss_since is not None,
+        "min_price_nfil": policy.min_price_nfil,
+        "max_price_nfil": policy.max_price_nfil,
+        "withdrawals_left": max(0, policy.max_withdrawals_per_hour - point.withdrawals_last_hour),
+    }
+    return "Market data: " + json.dumps(data, separators=(",", ":"))
 
 
 class MarketStepResult(_Model):

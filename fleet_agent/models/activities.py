@@ -9,6 +9,7 @@ from pydantic import Field
 
 from fleet_agent.demand.forecast import DemandEvent
 from fleet_agent.demand.target import DemandPolicy
+from fleet_agent.market.point import MarketPolicy
 from fleet_agent.wire import Wire
 
 from .approvals import ApprovalAsk, ApprovalDecision
@@ -223,6 +224,12 @@ class MonitorConfig(Wire):
     target_mode: str = "fixed"
     demand_policy: DemandPolicy | None = None
     demand_events: list[DemandEvent] = Field(default_factory=list)
+    # The Snark Market (AgentConfig.market_mode): the monitor reads the
+    # business each poll. "off" from agents before it.
+    market_mode: str = "off"
+    market_policy: MarketPolicy | None = None
+    #: [min_target, max_target], for a lowered target (market_on_loss "lower").
+    min_target: float = 0.0
 
 
 class PollRequest(Wire):
@@ -262,3 +269,6 @@ class MonitorInput(Wire):
     # peak since (fleet_agent/demand/target.py), carried the same way.
     demand_below_since: datetime | None = None
     demand_below_peak: float = 0.0
+    # The Snark Market: the start of the loss the monitor has acted on
+    # (workflows/monitor_market.py), so it acts once per loss.
+    market_acted_on: datetime | None = None

@@ -42,6 +42,7 @@ NotifyEventKind = Literal[
     "auth_failing",
     "agent_restarted",
     "llm_spend_capped",
+    "market_loss",
     "daily_digest",
     "test",
 ]
@@ -63,6 +64,7 @@ DEFAULT_NOTIFY_EVENTS: tuple[NotifyEventKind, ...] = (
     "auth_failing",
     "agent_restarted",
     "llm_spend_capped",
+    "market_loss",
 )
 
 

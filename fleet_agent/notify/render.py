@@ -123,6 +123,12 @@ def render(agent_id: str, event: NotifyEvent, console_url: str | None = None) ->
             "messages wait. To resume sooner: fleet-agent config --set "
             f"max_llm_usd_per_hour=<more> --agent-id {agent_id}",
         )
+    if k == "market_loss":
+        return Rendered(
+            f"{tag} proving at a loss on the Snark Market",
+            f"{f.get('alert', '')[:600]}\nSetting market_on_loss={f.get('on_loss', 'notify')}: "
+            f"{f.get('action', '')[:300]}",
+        )
     if k == "daily_digest":
         return Rendered(
             f"{tag} daily digest {s}",

@@ -1,0 +1,131 @@
+"""The autopilot's rules for the Snark Market (AgentConfig.market_mode
+"snark"): the ask price, requests on or off, and the slots' bound on the
+fleet, decided on the market line of the run's context (the `## Market`
+section's data line: fleet_agent/llm/prompt_market.py), as the model would
+read it. The tools' guards (activities/market.py) hold whatever is decided.
+
+- **Price** (only when the operator gave a range: market_max_price_nfil > 0).
+  GPUs idle while our asks wait and the market's price is more than
+  `PRICE_SLACK` under ours: ask the market's price (within the range),
+  withdrawing the open asks so they take it when the hour's withdrawals
+  allow (1 challenge proof each). Every GPU busy, work waiting, and the
+  market more than `PRICE_SLACK` over ours: ask the market's price for new
+  asks (no withdrawal: the open ones are taken at ours).
+- **Requests.** Off while the fleet has GPUs and slots, no loss stands and
+  the target is above 0: on. On while the target is 0 (the fleet is to go):
+  off, so the queue drains before the fleet does.
+- **Slots.** GPUs at or above the slots: no rental covers a gap (the
+  create's guard would refuse it); the final text says what more slots
+  cost in challenge proofs.
+
+Pure: reads text, returns tool calls.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from fleet_agent.autopilot.run_view import Run, tool_use
+
+__all__ = ["PRICE_SLACK", "MarketView", "market_calls", "market_view"]
+
+#: How far the market's price must be from ours before the autopilot moves:
+#: a withdrawal costs a challenge proof, so small moves are not chased.
+PRICE_SLACK = 0.10
+_DATA = re.compile(r"^Market data: (?P<json>\{.*\})$", re.M)
+
+
+@dataclass(frozen=True)
+class MarketView:
+    """The market line's fields the rules read."""
+
+    enabled: bool
+    price_nfil: int
+    market_price_nfil: int | None
+    asks_open: int
+    rows_open: int
+    queued: int
+    gpus: int
+    slots_total: int
+    loss: bool
+    min_price_nfil: int
+    max_price_nfil: int
+    withdrawals_left: int
+
+    @property
+    def slots_full(self) -> bool:
+        return self.gpus >= max(1, self.slots_total)
+
+
+def market_view(run: Run) -> MarketView | None:
+    """The run's market line, or None (the market is off, or the line unreadable)."""
+    found = _DATA.search(run.context)
+    if found is None:
+        return None
+    try:
+        data: dict[str, Any] = json.loads(found.group("json"))
+        market = data.get("market_price_nfil")
+        return MarketView(
+            enabled=bool(data["enabled"]),
+            price_nfil=int(data["price_nfil"]),
+            market_price_nfil=int(market) if market is not None else None,
+            asks_open=int(data["asks_open"]),
+            rows_open=int(data["rows_open"]),
+            queued=int(data["queued"]),
+            gpus=int(data["gpus"]),
+            slots_total=int(data["slots_total"]),
+            loss=bool(data["loss"]),
+            min_price_nfil=int(data["min_price_nfil"]),
+            max_price_nfil=int(data["max_price_nfil"]),
+            withdrawals_left=int(data["withdrawals_left"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _priced(view: MarketView) -> dict[str, Any] | None:
+    market, ours = view.market_price_nfil, view.price_nfil
+    if view.max_price_nfil <= 0 or market is None or not view.enabled:
+        return None
+    price = min(max(market, view.min_price_nfil, 1), view.max_price_nfil)
+    idle = view.gpus > view.rows_open and view.asks_open > 0
+    if idle and market < ours * (1 - PRICE_SLACK) and price < ours:
+        reprice = 0 < view.asks_open <= view.withdrawals_left
+        why = f"GPUs idle while our asks wait at {ours} nFIL: the market pays {market} nFIL" + (
+            f"; {view.asks_open} open ask(s) withdrawn to take it" if reprice else ""
+        )
+        return tool_use(
+            "set_ask_price", {"price_nfil": price, "reprice_open": reprice, "reason": why}
+        )
+    busy = view.rows_open >= view.gpus > 0 and view.queued > 0
+    if busy and market > ours * (1 + PRICE_SLACK) and price > ours:
+        why = f"every GPU busy and work waiting: the market pays {market} nFIL, we ask {ours}"
+        return tool_use("set_ask_price", {"price_nfil": price, "reason": why})
+    return None
+
+
+def market_calls(view: MarketView, target: float) -> list[dict[str, Any]]:
+    """The levers this run pulls, before any fleet change."""
+    calls: list[dict[str, Any]] = []
+    if view.enabled and target <= 0:
+        calls.append(
+            tool_use(
+                "set_requests",
+                {"enabled": False, "reason": "the target is 0: no new work, the queue drains"},
+            )
+        )
+        return calls
+    if not view.enabled and target > 0 and view.gpus > 0 and not view.loss:
+        calls.append(
+            tool_use(
+                "set_requests",
+                {"enabled": True, "reason": f"{view.gpus} GPUs rented for a target of {target:g}"},
+            )
+        )
+    priced = _priced(view)
+    if priced is not None:
+        calls.append(priced)
+    return calls
