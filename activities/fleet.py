@@ -70,6 +70,7 @@ from .fleet_views import FleetViews, rules_of
 from .heartbeat import heartbeating
 from .links import agent_open_or_unknown
 from .live_config import ConfigSource, WorkflowConfigSource
+from .market_guard import MarketGuard
 from .shield import finish_despite_cancellation
 
 __all__ = ["FleetActivities", "ProverSpec"]
@@ -102,6 +103,7 @@ class FleetActivities:
         self._renter = Renter(vast, self._prover, self._spend, machine_env)
         self._search_tool = OfferSearch(vast, self._prover, store=store, clock=clock)
         self._calls = ToolCalls(store, configs or WorkflowConfigSource(), clock)
+        self._market = MarketGuard(store)
         self._stopper = FleetStopper(
             vast, lambda agent_id: self._views.ours(agent_id), self._spend.close, self._flying
         )
@@ -115,6 +117,7 @@ class FleetActivities:
             self._spend,
             self._prover.status_port,
             allow_loopback=self._prover.allow_loopback,
+            market=self._market,
         )
 
     async def _flying(self, agent_id: str) -> int:
@@ -256,6 +259,11 @@ class FleetActivities:
             if create_label(req.agent_id, c.run, c.tool_use_id) not in listed
         ]
         refusal = rent_refusal(offer, fleet, config, self._prover, reserved=reserved)
+        if refusal is None:
+            # The Snark Market's work slots (market mode only).
+            refusal = await self._market.create_refusal(
+                req.agent_id, config, fleet, len(reserved), offer.num_gpus
+            )
         if refusal is not None:
             return tool_result(
                 req, f"Refused by guardrail: {refusal}. Nothing was rented.", error=True

@@ -38,6 +38,7 @@ from .fleet_calls import ToolCalls, paused_result
 from .fleet_results import GPU_CHARS, approval_needed, tool_result, vast_failure
 from .fleet_spend import SpendBook
 from .fleet_views import FleetViews, rules_of
+from .market_guard import MarketGuard
 
 __all__ = ["Destroyer"]
 
@@ -56,6 +57,7 @@ class Destroyer:
         status_port: int | None = None,
         *,
         allow_loopback: bool = False,
+        market: MarketGuard | None = None,
     ) -> None:
         self._vast = vast
         self._views = views
@@ -63,6 +65,7 @@ class Destroyer:
         self._spend = spend
         self._port = status_port
         self._allow_loopback = allow_loopback
+        self._market = market
 
     async def run(self, req: FleetToolRequest, earlier: ToolCallRecord | None) -> ToolResult:
         """Destroy the machine `req` names, unless a rule refuses it (`earlier`:
@@ -136,6 +139,16 @@ class Destroyer:
         )
         if refusal is None and gate.refuse:
             refusal = f"Refused: {gate.refuse}. Nothing was destroyed."
+        if refusal is None and self._market is not None:
+            # The Snark Market: the queue drains before the fleet shrinks under it.
+            drain = await self._market.destroy_refusal(
+                req.agent_id,
+                config,
+                snap.expected_proofs_per_hour - gone - row.expected_proofs_per_hour,
+                releases=row.expected_proofs_per_hour > 0,
+            )
+            if drain is not None:
+                refusal = f"Refused: {drain}. Nothing was destroyed."
         if refusal is not None:
             return tool_result(req, refusal, error=True)
         if config.dry_run:
