@@ -39,6 +39,7 @@ from fleet_agent.llm.transcript import (
     tool_results_seq,
 )
 from fleet_agent.loop.triggers import message_key
+from fleet_agent.market.point import MarketPoint
 from fleet_agent.models import (
     AgentConfig,
     AgentCounters,
@@ -56,6 +57,7 @@ from fleet_agent.models import (
 from fleet_agent.store import Store, ToolJournal
 from fleet_agent.store.accounting import replies_cost
 from fleet_agent.store.demand_history import DemandHistory
+from fleet_agent.store.market_history import MarketHistory
 
 __all__ = ["FleetView", "NoFleet", "RunLogActivities"]
 
@@ -144,6 +146,7 @@ class RunLogActivities:
         )
         fleet_text = await self._fleet.snapshot_text(inp.agent_id, inp.config)
         demand = await asyncio.to_thread(self._latest_demand, inp.agent_id, inp.config)
+        market = await asyncio.to_thread(self._latest_market, inp.agent_id, inp.config)
         spend = await self._fleet.spend_summary(inp.agent_id)
         if spend is not None:
             fleet_text += "\n" + spend.line(inp.config.daily_budget_usd)
@@ -157,6 +160,7 @@ class RunLogActivities:
             wakes=inp.wakes,
             next_heartbeat_at=inp.next_heartbeat_at,
             demand=demand,
+            market=market,
         )
         await asyncio.to_thread(
             store.add_message,
@@ -205,6 +209,18 @@ class RunLogActivities:
             return DemandHistory(self._store).latest(agent_id)
         except ValidationError as exc:
             activity.logger.warning("demand point of %s unreadable: %s", agent_id, exc)
+            return None
+
+    def _latest_market(self, agent_id: str, config: AgentConfig) -> MarketPoint | None:
+        """The monitor's latest reading of the business, for `## Market`
+        (market mode only: with the market off the message stays as it was).
+        A row that no longer parses is logged and shown as no reading."""
+        if config.market_mode != "snark":
+            return None
+        try:
+            return MarketHistory(self._store).latest(agent_id)
+        except ValidationError as exc:
+            activity.logger.warning("market point of %s unreadable: %s", agent_id, exc)
             return None
 
     def _full_texts(self, agent_id: str, triggers: list[Trigger]) -> list[Trigger]:

@@ -12,6 +12,7 @@ from starter.cli_options import agent_options, json_option
 from starter.cost_view import totals_line
 from starter.fleet_render import fleet_text
 from starter.fleet_view import read_fleet_view
+from starter.market_view import market_of
 from starter.runlog_view import (
     open_store,
     read_run,
@@ -46,12 +47,14 @@ def _fleet(args: argparse.Namespace) -> int:
     store = open_store()
     try:
         view = read_fleet_view(store, args.agent_id)
+        # The agent is not asked: its last known config says whether it sells.
+        market_mode, market = market_of(store, args.agent_id)
     finally:
         store.dispose()
     if args.json:
         print(view.model_dump_json(indent=2))
     else:
-        print(fleet_text(view, datetime.now(UTC)))
+        print(fleet_text(view, datetime.now(UTC), market_mode=market_mode, market=market))
     return 0
 
 
@@ -107,7 +110,8 @@ def add_store_commands(sub: Any) -> None:
         help="the fleet: machines, capacity against target, $/h and spend today",
         description="Each machine with its GPU, state, measured and expected proofs/h, "
         "$/h, age, host and flags, then the totals, as of the monitor's last poll (from the "
-        "store: no vast.ai call). The spend comes from the ledger.",
+        "store: no vast.ai call). The spend comes from the ledger. In market mode a last "
+        "line: the GPUs against the work slots, the queue, the prices and the profit.",
     )
     agent_options(p, temporal=False)
     json_option(p)

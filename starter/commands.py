@@ -27,6 +27,7 @@ from starter.config_args import checked_changes, parse_assignments, patch_from
 from starter.demand_view import stored_demand
 from starter.fleet_view import ledger_spend, stored_suspects
 from starter.hints import CLI
+from starter.market_view import stored_market
 from starter.notify_view import stored_failures, with_stored_failures
 from starter.render import (
     approvals_table,
@@ -212,7 +213,8 @@ async def status(agent: AgentClient, as_json: bool) -> int:
     else:
         demand = await asyncio.to_thread(stored_demand, st)
         suspects = await asyncio.to_thread(stored_suspects, agent.agent_id)
-        print(status_text(shown, datetime.now(UTC), ledger, demand, suspects))
+        market = await asyncio.to_thread(stored_market, st)
+        print(status_text(shown, datetime.now(UTC), ledger, demand, suspects, market))
     return 0
 
 

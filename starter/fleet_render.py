@@ -1,4 +1,5 @@
-"""`fleet-agent fleet` as text: one row per machine, then the totals.
+"""`fleet-agent fleet` as text: one row per machine, then the totals, and in
+market mode the business's line (starter/market_render.py).
 
 The view itself is built in starter/fleet_view.py (shared with the console).
 """
@@ -8,8 +9,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from fleet_agent.fleet.snapshot import UNREADABLE_COUNTED
+from fleet_agent.market.point import MarketPoint
 from starter.fleet_view import Flag, FleetRow, FleetView
 from starter.hints import CLI
+from starter.market_render import market_summary
 from starter.render import fmt_duration, fmt_when, table
 
 __all__ = ["fleet_text"]
@@ -56,8 +59,21 @@ def _totals(view: FleetView) -> list[str]:
     return lines
 
 
-def fleet_text(view: FleetView, now: datetime) -> str:
-    """The fleet table and its totals, headed by the snapshot's time."""
+def fleet_text(
+    view: FleetView,
+    now: datetime,
+    *,
+    market_mode: bool = False,
+    market: MarketPoint | None = None,
+) -> str:
+    """The fleet table and its totals, headed by the snapshot's time; in
+    market mode (`market_mode`) a last line of the business from `market`
+    (the store's latest point; None: no reading yet)."""
+    text = _fleet_lines(view, now)
+    return f"{text}\n{market_summary(market, now)}" if market_mode else text
+
+
+def _fleet_lines(view: FleetView, now: datetime) -> str:
     if view.as_of is None:
         lines = [
             f"agent {view.agent_id!r}: no fleet snapshot yet — its monitor has not polled "

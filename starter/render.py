@@ -11,6 +11,7 @@ from datetime import datetime
 
 from fleet_agent.demand.point import DemandPoint
 from fleet_agent.fleet.snapshot import FleetInstance
+from fleet_agent.market.point import MarketPoint
 from fleet_agent.models import (
     AgentConfig,
     AgentStatus,
@@ -24,6 +25,7 @@ from fleet_agent.models import (
 )
 from fleet_agent.visibility.details import trigger_summary
 from starter.hints import CLI
+from starter.market_render import market_rows
 
 __all__ = [
     "approvals_table",
@@ -225,11 +227,13 @@ def status_text(
     ledger: SpendSummary | None = None,
     demand: DemandPoint | None = None,
     suspects: Sequence[FleetInstance] = (),
+    market: MarketPoint | None = None,
 ) -> str:
     """The human-readable `fleet-agent status`; its spend is `ledger`'s (the
     store's, as of now) when given, else the query's (as of the last run);
     its demand reading `demand` (the store's latest) when given; a SUSPECT
-    line for each machine of `suspects` (the monitor's latest snapshot)."""
+    line for each machine of `suspects` (the monitor's latest snapshot); in
+    market mode a `market` block from `market` (the store's latest point)."""
     cfg = st.config
     rows: list[tuple[str, str]] = [
         ("phase", st.phase.value + (" (config: paused)" if cfg.paused else "")),
@@ -276,6 +280,7 @@ def status_text(
             f"max ${cfg.max_fleet_dph:g}/h fleet" + (" · dry run" if cfg.dry_run else ""),
         ),
         ("target mode", demand_text(st, demand, now)),
+        *(_market_block(market, now) if cfg.market_mode == "snark" else []),
         ("spend", spend_text(st, ledger)),
         (
             "LLM",
@@ -289,6 +294,11 @@ def status_text(
     lines = [f"agent {st.agent_id}"]
     lines += [f"  {label + ':':<15} {value}" for label, value in rows]
     return "\n".join(lines)
+
+
+def _market_block(point: MarketPoint | None, now: datetime) -> list[tuple[str, str]]:
+    """`market` and, indented under it, the point's other rows."""
+    return [(k if k == "market" else f"  {k}", v) for k, v in market_rows(point, now)]
 
 
 def notify_text(st: AgentStatus) -> str:

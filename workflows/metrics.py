@@ -23,12 +23,14 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.demand.point import DemandPoint
     from fleet_agent.fleet.snapshot import FleetSnapshot
     from fleet_agent.llm.verdict import acted
+    from fleet_agent.market.point import MarketPoint
     from fleet_agent.models import AgentState, Phase, RunResult, ToolResult, Trigger, TriggerKind
 
 __all__ = [
     "record_agent_state",
     "record_demand",
     "record_fleet",
+    "record_market",
     "record_run_finished",
     "record_run_started",
     "record_tool_results",
@@ -167,3 +169,45 @@ def record_demand(agent_id: str, point: DemandPoint) -> None:
     meter.create_gauge_float(
         "fleet_demand_target_proofs_per_hour", "The target demand mode decided"
     ).set(point.target_per_h)
+
+
+def record_market(agent_id: str, point: MarketPoint) -> None:
+    """Gauges of one reading of the business on the Snark Market (market
+    mode, after a poll): slots, challenges, the ask price and the market's,
+    revenue, cost and profit per hour, requests on or off, the queue. The
+    market's price, revenue and profit are left as they were while the point
+    has none (the market's price unread; no FIL price)."""
+    meter = _meter(agent_id)
+    meter.create_gauge("fleet_market_slots_total", "Work slots (challenge proofs / 50)").set(
+        point.slots_total
+    )
+    meter.create_gauge("fleet_market_slots_used", "Work slots holding paid work").set(
+        point.slots_used
+    )
+    meter.create_gauge(
+        "fleet_market_challenges", "The challenge balance as the agent counts it"
+    ).set(point.ledger.challenges)
+    meter.create_gauge("fleet_market_price_nfil", "The node's ask price per proof", "nFIL").set(
+        point.price_nfil
+    )
+    if point.market_price_nfil is not None:
+        meter.create_gauge(
+            "fleet_market_market_price_nfil", "The market's current price per proof", "nFIL"
+        ).set(point.market_price_nfil)
+    if point.revenue_usd_per_h is not None:
+        meter.create_gauge_float(
+            "fleet_market_revenue_usd_per_hour", "Revenue over the last hour", "USD/h"
+        ).set(point.revenue_usd_per_h)
+    meter.create_gauge_float(
+        "fleet_market_cost_usd_per_hour", "Rental and LLM cost per hour", "USD/h"
+    ).set(point.cost_usd_per_h)
+    if point.profit_usd_per_h is not None:
+        meter.create_gauge_float(
+            "fleet_market_profit_usd_per_hour", "Revenue less cost per hour", "USD/h"
+        ).set(point.profit_usd_per_h)
+    meter.create_gauge(
+        "fleet_market_requests_enabled", "1 while the node asks the market for work"
+    ).set(1 if point.enabled else 0)
+    meter.create_gauge("fleet_market_queue_waiting", "Proofs waiting for a machine").set(
+        point.queued
+    )

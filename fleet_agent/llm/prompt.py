@@ -42,7 +42,9 @@ from fleet_agent.autopilot.trade import (
 from fleet_agent.demand.point import DemandPoint
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.prompt_demand import demand_section
+from fleet_agent.llm.prompt_market import market_section
 from fleet_agent.llm.verdict import VERDICT_INSTRUCTIONS
+from fleet_agent.market.point import MarketPoint
 from fleet_agent.models import AgentConfig, Trigger, TriggerKind, Wake
 from fleet_agent.untrusted import fence, single_line
 
@@ -287,23 +289,28 @@ def context_message(
     wakes: Sequence[Wake],
     next_heartbeat_at: datetime | None,
     demand: DemandPoint | None = None,
+    market: MarketPoint | None = None,
 ) -> str:
     """The first user message of a run: why it runs, the clock, the target and
     limits, and what the fleet looks like. Everything that changes from run to
     run is here, after the cached prefix. In demand mode a `## Demand` section
-    follows the target, from `demand` (the latest reading; None: none yet)."""
+    follows the target, from `demand` (the latest reading; None: none yet);
+    in market mode a `## Market` section follows, from `market` (the same)."""
     wake_lines = (
         "\n".join(f"- {w.id} due {format_time(w.due_at)}: {w.reason}" for w in wakes) or "- none"
     )
     heartbeat = format_time(next_heartbeat_at) if next_heartbeat_at else "n/a"
     section = demand_section(config, demand, now)
     demand_block = f"{section}\n\n" if section else ""
+    business = market_section(config, market, now)
+    market_block = f"{business}\n\n" if business else ""
     return (
         f"[run #{run} · session {session} · {format_time(now)}]\n"
         f"## Triggers\n{trigger_block}\n\n"
         f"## Target\n{config.target_proofs_per_hour:g} proofs/hour"
         f"{' (agent paused)' if config.paused else ''}\n\n"
         f"{demand_block}"
+        f"{market_block}"
         f"## Limits\n{limits_text(config)}\n\n"
         f"## Fleet\n{fleet_text}\n\n"
         f"## Pending wakes\n{wake_lines}\n(next heartbeat about {heartbeat})"

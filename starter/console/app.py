@@ -6,7 +6,8 @@ It talks to the agent through the CLI's own `AgentClient` and actions
 (starter/console/data.py): no second way to reach the agent. Pages:
 `/` (status, chat, trigger and reset, approvals, wakes, fleet, 24 h plot),
 `/runs` (the run log, with filters), `/runs/N` (a run's transcript) and
-`/approvals/ID` (one pending approval, for a phone: what notifications link to).
+`/approvals/ID` (one pending approval, for a phone: what notifications link to);
+and `/api/market`, the business on the Snark Market as JSON (market mode).
 
 Who may use it and as whom is starter/console/auth.py's; every action is
 recorded as the request's identity, never as text from the form.
@@ -17,14 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -40,6 +41,8 @@ from starter.console.data import (
     FILTERS,
     fleet_now,
     fleet_seen,
+    market_json,
+    market_now,
     read_trend,
     recent_messages,
     run_log,
@@ -63,6 +66,8 @@ from starter.console.web import (
 )
 from starter.demand_view import stored_demand
 from starter.fleet_view import ledger_spend
+from starter.market_render import market_rows, market_summary
+from starter.market_view import stored_market
 from starter.notify_view import stored_failures, with_stored_failures
 from starter.render import demand_text
 
@@ -74,26 +79,43 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
 
 
-async def _status(agent: AgentClient) -> tuple[AgentStatus | None, str, SpendSummary | None, str]:
-    """The status query, or why it failed (a page still shows the store's parts),
-    the spend to show: the ledger's as of now, else the query's (as of the
-    last run's start), and the demand line in demand mode ("" in fixed mode)."""
+class _Status(NamedTuple):
+    """What the status card shows: the query's answer or why it failed (a
+    page still shows the store's parts); the spend: the ledger's as of now,
+    else the query's (as of the last run's start); the demand line in
+    demand mode ("" in fixed mode); the market's rows in market mode (none
+    with the market off)."""
+
+    st: AgentStatus | None
+    error: str
+    spend: SpendSummary | None
+    demand: str
+    market: list[tuple[str, str]]
+
+
+async def _status(agent: AgentClient) -> _Status:
     try:
         status = await agent_call(agent.status())
     except ConsoleError as exc:
-        return None, exc.message, None, ""
+        return _Status(None, exc.message, None, "", [])
     ledger = await asyncio.to_thread(ledger_spend, agent.agent_id)
-    # The monitor's failed deliveries and its readings of demand are only in the store.
+    # The monitor's failed deliveries and its readings of demand and of the
+    # market are only in the store.
     failures = await asyncio.to_thread(stored_failures, agent.agent_id)
     demand = ""
     if status.config.target_mode == "demand":
         latest = await asyncio.to_thread(stored_demand, status)
         demand = demand_text(status, latest, datetime.now(UTC))
-    return with_stored_failures(status, failures), "", ledger or status.spend, demand
+    market: list[tuple[str, str]] = []
+    if status.config.market_mode == "snark":
+        point = await asyncio.to_thread(stored_market, status)
+        market = market_rows(point, datetime.now(UTC))
+    shown = with_stored_failures(status, failures)
+    return _Status(shown, "", ledger or status.spend, demand, market)
 
 
 async def _agent_part(request: Request, **context: Any) -> Response:
-    status, error, spend, demand = await _status(agent_of(request))
+    status, error, spend, demand, market = await _status(agent_of(request))
     return page(
         request,
         "_agent.html",
@@ -102,12 +124,13 @@ async def _agent_part(request: Request, **context: Any) -> Response:
         st_error=error,
         spend=spend,
         demand=demand,
+        market=market,
         **context,
     )
 
 
 async def dashboard(request: Request) -> Response:
-    status, error, spend, demand = await _status(agent_of(request))
+    status, error, spend, demand, market = await _status(agent_of(request))
     try:
         history = await in_thread(recent_messages, agent_of(request).agent_id)
     except ConsoleError:  # the fleet part below says what is wrong with the store
@@ -119,6 +142,7 @@ async def dashboard(request: Request) -> Response:
         st_error=error,
         spend=spend,
         demand=demand,
+        market=market,
         history=history,
     )
 
@@ -134,9 +158,24 @@ async def fleet_part(request: Request) -> Response:
         # Without a monitor poll (monitor off, or not yet polled): the newest run's view.
         seen = None if view.as_of else await in_thread(fleet_seen, agent_id)
         svg = trend_svg(await in_thread(read_trend, agent_id))
+        market = await in_thread(market_now, agent_id)
     except ConsoleError as exc:
         return page(request, "_fleet.html", view=None, seen=None, svg="", store_error=exc.message)
-    return page(request, "_fleet.html", view=view, seen=seen, svg=svg, store_error="")
+    # As `fleet-agent fleet`'s last line; "" with the market off.
+    line = market_summary(market.point, datetime.now(UTC)) if market.mode else ""
+    return page(
+        request, "_fleet.html", view=view, seen=seen, svg=svg, store_error="", market_line=line
+    )
+
+
+async def market_api(request: Request) -> Response:
+    """The business on the Snark Market as JSON, for a script or a dashboard:
+    the latest point and the last 24 h's (market mode; else the mode alone)."""
+    try:
+        body = await in_thread(market_json, agent_of(request).agent_id)
+    except ConsoleError as exc:
+        return JSONResponse({"error": exc.message}, status_code=exc.status)
+    return JSONResponse(body)
 
 
 async def runs_page(request: Request) -> Response:
@@ -353,6 +392,7 @@ def create_app(agent: AgentClient, settings: ConsoleSettings | None = None) -> S
             Route("/parts/agent", agent_part),
             Route("/parts/fleet", fleet_part),
             Route("/parts/answer", answer_part),
+            Route("/api/market", market_api),
             Route("/say", _guarded(say), methods=post),
             Route("/trigger", _guarded(trigger), methods=post),
             Route("/reset", _guarded(reset), methods=post),

@@ -1,7 +1,9 @@
 """The console's 24 h plot as inline SVG, drawn on the server: capacity
 (running and expected) against the target, demand beside them (in demand
 mode: arrivals/h, the forecast and the target demand asks for, one point
-per monitor poll), and the fleet's $/h.
+per monitor poll), and the fleet's $/h; in market mode two panels more: the
+business's revenue, cost and profit in $/h, and the work slots (total and
+used) against the GPUs rented, one point per monitor poll.
 
 Pure: a `Trend` in, SVG text out; no JavaScript, no plotting library. Capacity
 and target are step lines (each holds from one run's start to the next);
@@ -11,11 +13,12 @@ average $/h; the current hour is scaled by the part of it elapsed).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from html import escape
 
+from fleet_agent.market.point import MarketPoint
 from starter.console.data import Trend
 
 __all__ = ["dph_bars", "trend_svg"]
@@ -23,6 +26,8 @@ __all__ = ["dph_bars", "trend_svg"]
 WIDTH, HEIGHT = 720, 300
 _LEFT, _RIGHT, _TOP, _MID, _GAP, _BOTTOM = 56, 12, 16, 170, 28, 276
 _HOUR = timedelta(hours=1)
+#: Each market panel's height (the gap above it as the $/h panel's).
+_PANEL = 110
 
 
 @dataclass(frozen=True)
@@ -53,12 +58,19 @@ def _nice(value: float) -> float:
 
 def _steps(points: Sequence[tuple[datetime, float]], axis: _Axis, top: float, y0: float) -> str:
     """`x,y` pairs of a step line that holds each value until the next point."""
+    return _steps_to(points, axis, lambda v: _y(v, top, _TOP, y0))
+
+
+def _steps_to(
+    points: Sequence[tuple[datetime, float]], axis: _Axis, to_y: Callable[[float], float]
+) -> str:
+    """`_steps` with the value's height given by `to_y` (any panel)."""
     coords: list[tuple[float, float]] = []
     for at, value in points:
         x = axis.x(at)
         if coords:
             coords.append((x, coords[-1][1]))
-        coords.append((x, _y(value, top, _TOP, y0)))
+        coords.append((x, to_y(value)))
     if coords:
         coords.append((axis.x(axis.end), coords[-1][1]))
     return " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
@@ -76,10 +88,16 @@ def dph_bars(trend: Trend) -> list[tuple[datetime, float]]:
 def trend_svg(trend: Trend) -> str:
     """The plot; an empty window says so inside the frame."""
     axis = _Axis(trend.start, trend.end)
+    # Market mode adds its panels below $/h; without points the plot is as before.
+    height = HEIGHT + 2 * (_GAP + _PANEL) if trend.market else HEIGHT
+    label = (
+        "capacity against target, $/h, and the market's $/h and slots, over the last 24 hours"
+        if trend.market
+        else "capacity against target, and $/h, over the last 24 hours"
+    )
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
-        'role="img" aria-label="capacity against target, and $/h, over the last 24 hours" '
-        'class="trend">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
+        f'role="img" aria-label="{label}" class="trend">'
     ]
     demand = _demand_series(trend)
     cap_top = _nice(
@@ -116,7 +134,9 @@ def trend_svg(trend: Trend) -> str:
         )
     if not bars:
         parts.append(_note((y_top + _BOTTOM) / 2, "no spend in the last 24 h"))
-    parts.append(_time_ticks(axis))
+    if trend.market:
+        parts += _market_panels(trend.market, axis)
+    parts.append(_time_ticks(axis, height))
     parts.append(_legend(_LEGEND))
     if demand:
         parts.append(_legend([(css, text) for css, text, _ in demand], row=1))
@@ -124,14 +144,15 @@ def trend_svg(trend: Trend) -> str:
     return "".join(parts)
 
 
-def _frame(top: float, bottom: float, top_label: str, unit: str) -> str:
+def _frame(top: float, bottom: float, top_label: str, unit: str, bottom_label: str = "0") -> str:
     return (
         f'<line class="axis" x1="{_LEFT}" y1="{bottom}" x2="{WIDTH - _RIGHT}" y2="{bottom}"/>'
         f'<line class="axis" x1="{_LEFT}" y1="{top}" x2="{_LEFT}" y2="{bottom}"/>'
         f'<line class="grid" x1="{_LEFT}" y1="{top}" x2="{WIDTH - _RIGHT}" y2="{top}"/>'
         f'<text class="label" x="{_LEFT - 4}" y="{top + 4}" text-anchor="end">'
         f"{escape(top_label)}</text>"
-        f'<text class="label" x="{_LEFT - 4}" y="{bottom}" text-anchor="end">0</text>'
+        f'<text class="label" x="{_LEFT - 4}" y="{bottom}" text-anchor="end">'
+        f"{escape(bottom_label)}</text>"
         f'<text class="label" x="{_LEFT - 4}" y="{(top + bottom) / 2}" text-anchor="end">'
         f"{escape(unit)}</text>"
     )
@@ -144,14 +165,14 @@ def _note(y: float, text: str) -> str:
     )
 
 
-def _time_ticks(axis: _Axis) -> str:
+def _time_ticks(axis: _Axis, height: int = HEIGHT) -> str:
     first = axis.start.replace(minute=0, second=0, microsecond=0) + _HOUR
     ticks = []
     at = first
     while at <= axis.end:
         if at.hour % 4 == 0:
             ticks.append(
-                f'<text class="label" x="{axis.x(at):.1f}" y="{HEIGHT - 8}" '
+                f'<text class="label" x="{axis.x(at):.1f}" y="{height - 8}" '
                 f'text-anchor="middle">{at:%H}:00</text>'
             )
         at += _HOUR
@@ -161,8 +182,8 @@ def _time_ticks(axis: _Axis) -> str:
 _LEGEND = [("capacity", "capacity running"), ("expected", "expected"), ("target", "target")]
 
 
-def _legend(items: Sequence[tuple[str, str]], row: int = 0) -> str:
-    y = _TOP + 12 + 14 * row
+def _legend(items: Sequence[tuple[str, str]], row: int = 0, top: float = _TOP) -> str:
+    y = top + 12 + 14 * row
     return "".join(
         f'<text class="legend {css}" x="{_LEFT + 8 + i * 130}" y="{y}">— {escape(text)}</text>'
         for i, (css, text) in enumerate(items)
@@ -185,3 +206,65 @@ def _demand_series(trend: Trend) -> list[tuple[str, str, list[tuple[datetime, fl
         ("demand-target", "demand target", [(p.at, p.target_per_h) for p in trend.demand]),
     ]
     return [line for line in lines if line[2]]
+
+
+def _line(css: str, text: str, coords: str) -> str:
+    return (
+        f'<polyline class="{css}" fill="none" points="{coords}"><title>{escape(text)}'
+        "</title></polyline>"
+    )
+
+
+def _market_panels(market: Sequence[MarketPoint], axis: _Axis) -> list[str]:
+    """Below $/h: the business's revenue, cost and profit in $/h (profit may
+    be below 0: the panel then reaches down to its lowest, with a 0 line),
+    and the slots, total and used, against the GPUs rented. Revenue and
+    profit are left out where the point had no FIL price."""
+    parts: list[str] = []
+    top = _BOTTOM + _GAP
+    bottom = top + _PANEL
+    money = [
+        (
+            "market-revenue",
+            "revenue $/h",
+            [(p.at, p.revenue_usd_per_h) for p in market if p.revenue_usd_per_h is not None],
+        ),
+        ("market-cost", "cost $/h", [(p.at, p.cost_usd_per_h) for p in market]),
+        (
+            "market-profit",
+            "profit $/h",
+            [(p.at, p.profit_usd_per_h) for p in market if p.profit_usd_per_h is not None],
+        ),
+    ]
+    values = [v for _, _, series in money for _, v in series]
+    hi = _nice(max([*values, 0.0]))
+    lo = -_nice(-min(values)) if min(values) < 0 else 0.0
+
+    def money_y(value: float) -> float:
+        return bottom - (value - lo) / (hi - lo) * (bottom - top)
+
+    parts.append(_frame(top, bottom, f"${hi:g}", "$/h", f"-${-lo:g}" if lo < 0 else "0"))
+    if lo < 0:
+        zero = money_y(0.0)
+        parts.append(
+            f'<line class="zero" x1="{_LEFT}" y1="{zero:.1f}" x2="{WIDTH - _RIGHT}" '
+            f'y2="{zero:.1f}"/>'
+            f'<text class="label" x="{_LEFT - 4}" y="{zero + 4:.1f}" text-anchor="end">0</text>'
+        )
+    shown = [(css, text, series) for css, text, series in money if series]
+    for css, text, series in shown:
+        parts.append(_line(css, text, _steps_to(series, axis, money_y)))
+    parts.append(_legend([(css, text) for css, text, _ in shown], top=top))
+    top, bottom = bottom + _GAP, bottom + _GAP + _PANEL
+    slots = [
+        ("market-slots-total", "slots", [(p.at, float(p.slots_total)) for p in market]),
+        ("market-slots-used", "slots used", [(p.at, float(p.slots_used)) for p in market]),
+        ("market-gpus", "GPUs", [(p.at, float(p.gpus)) for p in market]),
+    ]
+    slots_top = _nice(max(v for _, _, series in slots for _, v in series))
+    parts.append(_frame(top, bottom, f"{slots_top:g}", "slots"))
+    for css, text, series in slots:
+        coords = _steps_to(series, axis, lambda v: _y(v, slots_top, top, bottom))
+        parts.append(_line(css, text, coords))
+    parts.append(_legend([(css, text) for css, text, _ in slots], top=top))
+    return parts

@@ -1,6 +1,7 @@
 """What the console reads from the store: the run log with filters, one run's
 transcript, the fleet (the monitor's last poll, as `fleet-agent fleet` shows
-it; else as the newest run saw it), and the last 24 h for the plot.
+it; else as the newest run saw it), the business on the Snark Market in
+market mode (starter/market_view.py), and the last 24 h for the plot.
 
 Synchronous reads (the app runs them in a thread), each through the same
 functions as the CLI's `runs`, `show-run` and `session` (starter/runlog_view.py,
@@ -21,6 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from fleet_agent.demand.point import DemandPoint
 from fleet_agent.fleet.snapshot import FleetInstance
 from fleet_agent.llm.transcript import CONTEXT_SEQ
+from fleet_agent.market.point import MarketPoint
 from fleet_agent.models import RunStatus, TriggerKind
 from fleet_agent.store import (
     DemandHistory,
@@ -34,18 +36,22 @@ from fleet_agent.store import (
 from fleet_agent.store.run_fleets import FleetPoint, fleet_point, fleet_rows
 from starter.agent_client import CliError
 from starter.fleet_view import FleetView, read_fleet_view
+from starter.market_view import market_of, market_series
 from starter.runlog_view import open_store, read_run, read_runs
 from starter.session_view import read_summary_of_run
 
 __all__ = [
     "FILTERS",
     "FleetSeen",
+    "MarketNow",
     "RunFilter",
     "RunNotFound",
     "RunView",
     "Trend",
     "fleet_now",
     "fleet_seen",
+    "market_json",
+    "market_now",
     "read_trend",
     "recent_messages",
     "run_log",
@@ -169,6 +175,65 @@ def fleet_now(agent_id: str) -> FleetView:
         store.dispose()
 
 
+@dataclass(frozen=True)
+class MarketNow:
+    """Whether the agent sells on the Snark Market (its last known config)
+    and, if so, its latest point (None: no reading yet)."""
+
+    mode: bool
+    point: MarketPoint | None
+
+
+def market_now(agent_id: str) -> MarketNow:
+    """The business as `fleet-agent fleet` shows it under the fleet."""
+    store = open_store()
+    try:
+        return MarketNow(*market_of(store, agent_id))
+    finally:
+        store.dispose()
+
+
+def _market_row(p: MarketPoint) -> dict[str, object]:
+    """One point of the JSON's series: the plotted figures, no ledger ids."""
+    return {
+        "at": p.at.isoformat(),
+        "slots_total": p.slots_total,
+        "slots_used": p.slots_used,
+        "gpus": p.gpus,
+        "challenges": p.ledger.challenges,
+        "price_nfil": p.price_nfil,
+        "market_price_nfil": p.market_price_nfil,
+        "enabled": p.enabled,
+        "queued": p.queued,
+        "rows_open": p.rows_open,
+        "revenue_nfil_per_h": p.revenue_nfil_per_h,
+        "revenue_usd_per_h": p.revenue_usd_per_h,
+        "cost_usd_per_h": p.cost_usd_per_h,
+        "profit_usd_per_h": p.profit_usd_per_h,
+    }
+
+
+def market_json(agent_id: str, now: datetime | None = None) -> dict[str, object]:
+    """`/api/market`: the mode, the latest point whole (its `line` too) and
+    the last 24 h's points as the plot draws them; with the market off, the
+    mode alone and nothing else read."""
+    end = now or datetime.now(UTC)
+    store = open_store()
+    try:
+        mode, latest = market_of(store, agent_id)
+        series = market_series(store, agent_id, end - TREND_WINDOW, end) if mode else []
+    finally:
+        store.dispose()
+    return {
+        "agent_id": agent_id,
+        "market_mode": "snark" if mode else "off",
+        "latest": None if latest is None else latest.model_dump(mode="json"),
+        "line": None if latest is None else latest.line(),
+        "age_seconds": None if latest is None else round((end - latest.at).total_seconds(), 1),
+        "series": [_market_row(p) for p in series],
+    }
+
+
 def _demand_series(
     store: Store, agent_id: str, start: datetime, end: datetime
 ) -> list[DemandPoint]:
@@ -184,20 +249,22 @@ def _demand_series(
 
 @dataclass(frozen=True)
 class Trend:
-    """The last 24 h: the fleet at each run's start, spend per hour, and the
-    monitor's readings of demand (none outside demand mode)."""
+    """The last 24 h: the fleet at each run's start, spend per hour, the
+    monitor's readings of demand (none outside demand mode) and of the
+    business on the Snark Market (none outside market mode)."""
 
     start: datetime
     end: datetime
     points: list[FleetPoint] = field(default_factory=list)
     hours: list[SpendHour] = field(default_factory=list)
     demand: list[DemandPoint] = field(default_factory=list)
+    market: list[MarketPoint] = field(default_factory=list)
 
 
 def read_trend(agent_id: str, now: datetime | None = None) -> Trend:
     """Capacity and target from each run's context message, $/h from the
-    spend ledger's hours, demand from the demand history, over the 24 h
-    before `now`."""
+    spend ledger's hours, demand from the demand history, the business from
+    the market history (market mode only), over the 24 h before `now`."""
     end = now or datetime.now(UTC)
     start = end - TREND_WINDOW
     store = open_store()
@@ -206,9 +273,10 @@ def read_trend(agent_id: str, now: datetime | None = None) -> Trend:
         messages = reads.context_messages_since(agent_id, start)
         hours = reads.spend_hours_since(agent_id, start)
         demand = _demand_series(store, agent_id, start, end)
+        market = market_series(store, agent_id, start, end)
     except SQLAlchemyError as exc:
         raise CliError(f"cannot read the run log ({store!r}): {str(exc).splitlines()[0]}") from None
     finally:
         store.dispose()
     points = [p for m in messages if (p := fleet_point(m.content, m.created_at, m.run))]
-    return Trend(start, end, points, hours, demand)
+    return Trend(start, end, points, hours, demand, market)
