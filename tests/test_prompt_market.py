@@ -14,7 +14,7 @@ from activities.runlog import RunLogActivities
 from fleet_agent.llm.prompt import context_message, system_prompt
 from fleet_agent.llm.prompt_market import market_section
 from fleet_agent.llm.transcript import CONTEXT_SEQ
-from fleet_agent.market.point import MarketPoint
+from fleet_agent.market.point import MarketPoint, data_line
 from fleet_agent.models import AgentConfig, LoadContextRequest, RunInput
 from fleet_agent.store import MarketHistory, Store
 from tests.market_points import SNARK, market_point
@@ -56,6 +56,7 @@ def test_market_mode_shows_the_reading_the_levers_and_the_rules() -> None:
         f"- latest reading (as of 11:55, 5 min ago): {POINT.line()}",
         "- GPUs rented: 6 of 10 slots",
         "- note: profit $+2.00/h: hold",
+        data_line(POINT, SNARK.market_policy()),
         "- levers: set_ask_price(price_nfil, reprice_open, reason): the ask price in whole "
         "nFIL within [1000000, 9000000]; reprice_open also withdraws the open asks so new "
         "ones take it; set_requests(enabled, withdraw_open, reason): the node asks the "

@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fleet_agent.market.point import PENALTY_CHALLENGES, WITHDRAW_CHALLENGES, MarketPoint
+from fleet_agent.market.point import (
+    PENALTY_CHALLENGES,
+    WITHDRAW_CHALLENGES,
+    MarketPoint,
+    data_line,
+)
 from fleet_agent.models import AgentConfig
 from fleet_agent.untrusted import single_line
 
@@ -64,6 +69,9 @@ def market_section(config: AgentConfig, point: MarketPoint | None, now: datetime
             )
         if point.note:
             lines.append(f"- note: {single_line(point.note, _NOTE_CHARS)}")
+        # The same figures as one JSON line: what the autopilot's rules read
+        # (fleet_agent/autopilot/market.py).
+        lines.append(data_line(point, config.market_policy()))
     lines += [
         f"- levers: {_price_lever(config)}; set_requests(enabled, withdraw_open, reason): "
         "the node asks the market for work or stops; withdraw_open also withdraws the "
