@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> None:
             args.demand_seed,
         )
         snark_market = snark_market_from_options(args)
+        if demand is not None and snark_market is not None and snark_market.prover == "fleet":
+            raise ValueError("--snark-prover fleet is the machines' work: no --demand-* with it")
     except ValueError as exc:
         parser.error(str(exc))
     try:
@@ -103,6 +105,12 @@ def add_snark_market_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--snark-gpus", type=int, help="the Curio node's GPUs (default 4)")
     parser.add_argument(
+        "--snark-prover",
+        choices=("simulated", "fleet"),
+        help="who proves the node's work: its own --snark-gpus (simulated, the default) "
+        "or the machines rented from this simulator (fleet)",
+    )
+    parser.add_argument(
         "--snark-challenges",
         type=int,
         help="challenge proofs the node's wallet starts with (default 0: no slots)",
@@ -111,7 +119,7 @@ def add_snark_market_options(parser: argparse.ArgumentParser) -> None:
 
 def snark_market_from_options(args: argparse.Namespace) -> MarketConfig | None:
     """The market's settings from the ``--snark-*`` options; None unless asked for."""
-    given = [args.snark_curve, args.snark_gpus, args.snark_challenges]
+    given = [args.snark_curve, args.snark_gpus, args.snark_challenges, args.snark_prover]
     if not args.snark_market and all(v is None for v in given):
         return None
     settings: dict[str, Any] = {}
@@ -121,6 +129,8 @@ def snark_market_from_options(args: argparse.Namespace) -> MarketConfig | None:
         settings["node_gpus"] = args.snark_gpus
     if args.snark_challenges is not None:
         settings["node_challenges"] = args.snark_challenges
+    if args.snark_prover is not None:
+        settings["prover"] = args.snark_prover
     return MarketConfig(**settings)
 
 

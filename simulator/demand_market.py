@@ -8,13 +8,20 @@ before). With one (`set_demand`), work items arrive along its curve
 really holds: a prover with nothing to pull says ``work_queued`` 0 and
 ``proofs_in_flight`` 0, idle. ``GET /demand`` answers `demand_body`.
 docs/SIMULATOR.md, "Demand: work with deadlines".
+
+The other work source is the Snark Market's node proving on the fleet
+(`set_fleet_work`; simulator/snark_market/fleet_prover.py): it reads the
+machines through `machine_views` (the queue's own `MachineView`s), every
+sync runs it up to the clock first (before a machine is looked at for
+anything else, so it sees each machine at its own events' times), and it
+decides the provers' work fields. One source at a time.
 """
 
 from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from fleet_agent.fleet.capacity import concurrent_proofs
 
@@ -24,7 +31,7 @@ from .instances import SimInstance
 from .prover import rental_ram_mb
 from .work_queue import MachineView, WorkQueue
 
-__all__ = ["MarketDemand", "rfc3339"]
+__all__ = ["FleetWork", "MarketDemand", "rfc3339"]
 
 
 def rfc3339(t: float) -> str:
@@ -32,17 +39,48 @@ def rfc3339(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+class FleetWork(Protocol):
+    """A work source that proves on the machines: the Snark Market
+    (simulator/snark_market/world.py ``SnarkMarket`` with a ``FleetProver``)."""
+
+    def sync(self, until: float | None = None) -> float:
+        """Run up to sim time `until`."""
+
+    def prover_fields(self, machine_id: int, started_at: float | None) -> dict[str, Any]:
+        """The status fields of the machine's prover that its work decides."""
+
+
 class MarketDemand(MarketState):
     """Demand, its queue and its report, on the state `MarketState` declares."""
 
     #: The queue, once a demand is configured (None: `Faults.work_share` rules).
     _work: WorkQueue | None = None
+    #: The Snark Market proving on the machines (None: not attached).
+    _fleet_work: FleetWork | None = None
+
+    def set_fleet_work(self, work: FleetWork | None) -> None:
+        """Make `work` the machines' work source (None: detach it). Its lock
+        must be this market's (it runs inside `_sync`)."""
+        with self.lock:
+            self._sync()
+            if work is not None and self._work is not None:
+                raise ValueError("the machines have one work source: a demand or the Snark Market")
+            self._fleet_work = work
+
+    def machine_views(self, t: float) -> list[MachineView]:
+        """Every machine as the work sources see it at `t` (or when last
+        looked at, if later). No sync: the Snark Market's events read it
+        while `_sync` runs them."""
+        with self.lock:
+            return [self._view(inst, t) for inst in self._instances.values()]
 
     def set_demand(self, config: DemandConfig | None) -> dict[str, Any] | None:
         """Configure the demand from now on, replace its settings (the queue
         and counters stay), or with None stop it (they go). Returns the report."""
         with self.lock:
             self._sync()
+            if config is not None and self._fleet_work is not None:
+                raise ValueError("the machines have one work source: a demand or the Snark Market")
             if config is None:
                 self._work = None
             elif self._work is None:
@@ -91,7 +129,10 @@ class MarketDemand(MarketState):
             }
 
     def _demand_sync(self) -> None:
-        """Process every whole sim minute the clock has passed."""
+        """Run the Snark Market on the fleet up to the clock, or process every
+        whole sim minute the clock has passed."""
+        if self._fleet_work is not None:
+            self._fleet_work.sync(self.clock.now())
         work = self._work
         if work is None:
             return
@@ -120,7 +161,11 @@ class MarketDemand(MarketState):
         )
 
     def _demand_status(self, inst: SimInstance, body: dict[str, Any]) -> dict[str, Any]:
-        """A prover's status with the work fields the queue decides."""
+        """A prover's status with the work fields the queue (or the Snark
+        Market on the fleet) decides."""
+        if self._fleet_work is not None:
+            fields = self._fleet_work.prover_fields(inst.id, inst.machine.prover_started_at)
+            return {**body, **fields, **inst.status_extra}
         if self._work is None:
             return body
         fields = self._work.prover_fields(inst.id, inst.machine.prover_started_at)

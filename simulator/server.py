@@ -34,7 +34,7 @@ from .gateway import ProverGateway
 from .http_app import create_app
 from .market import DEFAULT_OFFERS, Market
 from .persist import load_state, save_state
-from .snark_market import MarketConfig, SnarkMarket
+from .snark_market import FleetProver, MarketConfig, SnarkMarket
 from .threaded import ThreadedServer
 
 __all__ = ["DEFAULT_API_KEY", "DEFAULT_STATE_PATH", "SimServer", "serve"]
@@ -67,7 +67,9 @@ class SimServer:
     `demand` starts the work source's demand model (simulator/demand.py).
     `snark_market` runs the Snark Market around the operator's Curio node on
     the market's clock (simulator/snark_market/), served by a Curio
-    stand-in at `curio_url` (simulator/curio/web.py).
+    stand-in at `curio_url` (simulator/curio/web.py); with its
+    ``prover="fleet"`` the node proves on the machines rented here (then
+    without `demand`: the machines have one work source).
     """
 
     def __init__(
@@ -123,7 +125,7 @@ class SimServer:
         self.snark_market: SnarkMarket | None = None
         self.curio_web: CurioWeb | None = None
         if snark_market is not None:  # not in the state file either: it starts afresh
-            self.snark_market = SnarkMarket(snark_market, clock=self.market.clock.now, seed=seed)
+            self.snark_market = _snark_market(self.market, snark_market, seed)
             self.curio_web = CurioWeb(self.snark_market, host)
         self._stopping = threading.Event()
         self._api = SimApi(self.market, api_key, wait=self._stopping.wait)
@@ -245,6 +247,19 @@ class SimServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _snark_market(market: Market, config: MarketConfig, seed: int) -> SnarkMarket:
+    """The Snark Market on `market`'s clock. With ``prover="fleet"`` its node
+    proves on `market`'s machines: one lock for both (the market's), and the
+    market runs it up to its clock at every sync, before it looks at a
+    machine (simulator/demand_market.py ``set_fleet_work``)."""
+    if config.prover != "fleet":
+        return SnarkMarket(config, clock=market.clock.now, seed=seed)
+    fleet = FleetProver(market.machine_views)
+    snark = SnarkMarket(config, clock=market.clock.now, seed=seed, prover=fleet, lock=market.lock)
+    market.set_fleet_work(snark)
+    return snark
 
 
 def serve(

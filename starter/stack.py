@@ -4,7 +4,9 @@ Temporal dev server (a subprocess, or one already listening on the configured
 port) → vast.ai simulator (in-process, when no VAST_API_KEY is set) → worker
 (in-process) → the agent workflow. In router mode (FLEET_PROVER_MODE unset or
 `router`) on the simulator, also the cuzk router and a Curio stand-in sending
-it proofs (in-process tasks: starter/stack_router.py). Everything is torn down
+it proofs (in-process tasks: starter/stack_router.py). With `--sim-demand`
+and no FLEET_PROVER_MODE, the simulator runs the Snark Market instead, its
+node proving on the fleet (starter/stack_market.py). Everything is torn down
 in reverse order on Ctrl-C/SIGTERM, or after the first run with `--check` (a
 smoke test).
 
@@ -44,6 +46,7 @@ from starter.devserver import DevServerConfig
 from starter.stack_attach import attach, check_summary, connect_retrying, first_run
 from starter.stack_demand import DemandWiring, demand_env, demand_lines, suggested_max_target
 from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
+from starter.stack_market import market_env, market_line, market_stack_config
 from starter.stack_options import StackOptions, dev_config
 from starter.stack_router import curio_demand, router_listen, stack_curio, stack_router
 from starter.stack_server import SERVER_START_TIMEOUT, Server, temporal_server
@@ -97,10 +100,13 @@ def _banner(
         )
     curve = curio_demand(opts.sim_demand) if router is not None else opts.sim_demand
     demand, switch = demand_lines(wiring, settings.demand, curve)
-    if router is not None:
-        switch = None  # a fresh agent on the router's queue starts in demand mode
+    market = wiring is not None and wiring.source == "curio"
+    if router is not None or market:
+        switch = None  # a fresh agent on the router's queue or the market starts in demand mode
     if demand is not None:
         lines.append(demand)
+    if market and wiring is not None:
+        lines.append(market_line(wiring))
     lines += [
         "try:",
         f'  {env}.venv/bin/fleet-agent ask{agent} "how is the fleet?"',
@@ -217,18 +223,30 @@ async def _serve(
         client = await connect_retrying(server.address, config.namespace, SERVER_START_TIMEOUT)
         if owner is None:
             state = None if opts.sim_no_state else opts.sim_state or str(paths.sim_state)
-            sim_url = stack.enter_context(simulator(opts, state, paths.router_ca))
-            demand_url = f"{sim_url}/demand" if sim_url and opts.sim_demand else None
+            sim = stack.enter_context(simulator(opts, state, paths.router_ca))
+            sim_url = sim.url if sim is not None else None
+            curio_url = sim.curio_url if sim is not None else None
+            # The Snark Market replaces the simulator's /demand queue.
+            with_demand = sim_url and opts.sim_demand and curio_url is None
+            demand_url = f"{sim_url}/demand" if with_demand else None
         else:
-            sim_url = stack.enter_context(shared_simulator(owner.sim_url, paths.router_ca))
+            market = owner.curio_url is not None
+            sim_url = stack.enter_context(
+                shared_simulator(owner.sim_url, paths.router_ca, market=market)
+            )
+            curio_url = owner.curio_url if sim_url else None
             demand_url = owner.demand_url if sim_url else None
         # Router mode on the simulator: the worker reads the router's queue;
-        # else the simulator's demand (unless the operator named a source).
+        # else the Snark Market's node, or the simulator's demand (unless the
+        # operator named a source).
         with_router = sim_url is not None and routed()
+        wiring: DemandWiring | None = None
         if with_router:
-            wiring: DemandWiring | None = stack.enter_context(demand_env(None))
-        else:
-            wiring = stack.enter_context(demand_env(demand_url)) if demand_url else None
+            wiring = stack.enter_context(demand_env(None))
+        elif curio_url is not None:
+            wiring = stack.enter_context(market_env(curio_url))
+        elif demand_url:
+            wiring = stack.enter_context(demand_env(demand_url))
         try:  # again: VAST_API_*, FLEET_DEMAND_* were exported
             settings = Settings.from_env()
         except ValueError as exc:
@@ -303,6 +321,10 @@ async def _serve(
                 fresh = ConfigPatch(monitor_enabled=False)
             elif router_at is not None:
                 fresh = _router_stack_config(curio_demand(opts.sim_demand), wiring)
+            elif wiring is not None and wiring.source == "curio" and opts.sim_demand:
+                # The market's node waits for machines from the start: a
+                # fresh agent follows its queue and reads its business.
+                fresh = market_stack_config(opts.sim_demand, wiring)
             started = await agent.start(fresh)
             # `make run` too: the agent comes back if it is ended (starter/watchdog.py).
             env = _cli_env(server.address, db_url, from_settings=settings.database_url is not None)
@@ -337,6 +359,7 @@ async def _serve(
                     config,
                     sim_url=sim_url,
                     demand_url=demand_url,
+                    curio_url=curio_url,
                     store=redacted_url(db_url),
                     ready=True,
                 )

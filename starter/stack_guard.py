@@ -98,6 +98,9 @@ class StackRecord(BaseModel):
     #: The simulator's demand endpoint when it serves demand (`--sim-demand`);
     #: an added worker reads it too, as the stack's does.
     demand_url: str | None = None
+    #: The Curio stand-in's origin when the simulator runs the Snark Market
+    #: (`--sim-demand` off router mode); an added worker reads it too.
+    curio_url: str | None = None
     #: The store, its password masked: shown, never used to connect.
     store: str = ""
     ready: bool = False

@@ -1,9 +1,10 @@
-"""`fleet-agent up --sim-demand`: demand mode end to end on the local stack.
+"""`fleet-agent up --sim-demand`: the Snark Market end to end on the local stack.
 
-A real `up` (dev server, simulator serving demand, worker, agent) in a
-scratch directory, switched to demand mode with the very command its banner
-prints; the agent's target then follows the simulator's demand, and the
-store keeps the readings. Plus the option's parsing, without a stack.
+A real `up` (dev server, simulator running the Snark Market, worker, agent)
+in a scratch directory: the node set up, the worker's variables exported,
+the fresh agent in demand mode reading the market, renting, and the node
+proving on the machine it rented; the store keeps the readings. Plus the
+option's parsing and the exports, without a stack.
 """
 
 from __future__ import annotations
@@ -18,13 +19,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.store import Store
 from fleet_agent.store.demand_history import DemandHistory
+from simulator.curio.address import key_address
 from starter.agent_client import CliError, UsageError
-from starter.stack_demand import demand_env, demand_lines, stack_demand, suggested_max_target
+from starter.stack_demand import (
+    DemandWiring,
+    demand_env,
+    demand_lines,
+    stack_demand,
+    suggested_max_target,
+)
+from starter.stack_market import STACK_WALLET_SEED, market_env, market_stack_config
+from starter.stack_sim import prover_mode
 from tests.helpers import eventually
 from tests.ports import free_port
 from tests.test_stack_ports import banner_command, start_up, up_env
@@ -40,59 +51,86 @@ async def _cli(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     return done.stdout
 
 
-async def test_the_agent_follows_the_simulators_demand_on_the_local_stack(tmp_path: Path) -> None:
+#: What the operator may have set that the stack would otherwise export.
+_OURS = (
+    "FLEET_PROVER_MODE",
+    "FLEET_DEMAND_SOURCE",
+    "FLEET_DEMAND_URL",
+    "FLEET_DEMAND_METRICS_URL",
+    "FLEET_MARKET_SOURCE",
+    "FLEET_MARKET_PRICE_URL",
+    "FLEET_FIL_USD_URL",
+)
+
+
+async def test_the_local_stack_runs_the_snark_market_on_the_agents_fleet(tmp_path: Path) -> None:
     port = free_port()
-    # As `FLEET_PROVER_MODE=curio_on_host make run TEMPORAL_PORT=P
-    # SIM_DEMAND=default` starts it (the old path: the worker reads the
-    # simulator's /demand; router mode reads the router's queue); the
-    # simulator at a simulated minute a second, so work queues up in seconds.
-    env = up_env(
-        TEMPORAL_PORT=str(port),
-        TEMPORAL_UI_PORT=str(free_port()),
-        FLEET_PROVER_MODE="curio_on_host",
-    )
-    up = await start_up(tmp_path, "--sim-demand", "default", "--sim-speed", "60", env=env)
+    # As `make run TEMPORAL_PORT=P SIM_DEMAND=default` starts it: no prover
+    # mode set, so the Snark Market runs, its node proving on the machines
+    # the agent rents; the simulator at two simulated minutes a second, so a
+    # machine boots and fetches its parameters in a minute.
+    env = {
+        k: v
+        for k, v in up_env(TEMPORAL_PORT=str(port), TEMPORAL_UI_PORT=str(free_port())).items()
+        if k not in _OURS
+    }
+    up = await start_up(tmp_path, "--sim-demand", "default", "--sim-speed", "120", env=env)
     try:
         await up.until("agent started", within=60)
-        line = re.search(r"demand:     simulator at (http://\S+/demand) \(", up.text)
-        assert line and "FLEET_DEMAND_SOURCE=http, FLEET_DEMAND_URL exported" in up.text, up.text
-        # The operator's shell: none of the stack's settings but what the line sets.
-        argv, assigned = banner_command(up.text, "config")
-        assert assigned == {"TEMPORAL_PORT": str(port)}, assigned
-        assert argv[-4:] == ["--set", "target_mode=demand", "--set", "max_target=600"], argv
-        shell = up_env() | assigned
+        found = re.search(r"demand:     the Snark Market's Curio node at (http://\S+) \(", up.text)
+        assert found, up.text
+        curio = found.group(1)
+        assert (
+            "(FLEET_DEMAND_SOURCE=curio, FLEET_DEMAND_URL, FLEET_DEMAND_METRICS_URL exported)"
+            in up.text
+        )
+        assert (
+            f"market:     Snark Market at {curio}: node wallet set, requests on, 0.005 FIL/P, "
+            "500 challenge proofs (FLEET_MARKET_SOURCE=curio, FLEET_MARKET_PRICE_URL, "
+            "FLEET_FIL_USD_URL exported)" in up.text
+        ), up.text
+        # No router, and no switch to print: the fresh agent starts in demand mode.
+        assert "router:" not in up.text and "target_mode=demand" not in up.text, up.text
+        record = json.loads((tmp_path / "var" / f"stack-{port}.json").read_text())
+        assert record["curio_url"] == curio and record["demand_url"] is None
+        shell = up_env() | {"TEMPORAL_PORT": str(port)}
         status_argv = [*banner_command(up.text, "status")[0], "--json"]
 
         async def status() -> dict[str, Any]:
             return dict(json.loads(await _cli(status_argv, tmp_path, shell)))
 
-        start_target = (await status())["config"]["target_proofs_per_hour"]
-        # The banner's command, with a fast poll so the test takes seconds.
-        await _cli([*argv, "--set", "monitor_poll_seconds=5"], tmp_path, shell)
+        config = (await status())["config"]
+        assert (config["target_mode"], config["max_target"]) == ("demand", 600)
+        assert (config["market_mode"], config["market_challenges"]) == ("snark", 500)
+        async with httpx.AsyncClient(base_url=curio, timeout=10) as web:
+            # The node as the stack set it up, read as Curio's GUI reads it.
+            rpc = {"jsonrpc": "2.0", "method": "CurioWeb.PSGetMeta", "params": [], "id": 1}
+            meta = (await web.post("/api/webrpc/v0", json=rpc)).json()["result"]
+            assert meta["enabled"] and meta["price"] == "0.005"
+            assert meta["wallet"] == key_address(STACK_WALLET_SEED)
+            # The public figures the worker is pointed at.
+            price = (await web.get("/v0/proofs/client/current-price")).json()
+            assert price["price_nfil"] > 0 and price["fee_denom"] == 1
+            fil = await web.get("/api/v3/simple/price?ids=filecoin&vs_currencies=usd")
+            assert fil.json() == {"filecoin": {"usd": 2.5}}
 
-        async def moved() -> dict[str, Any]:
-            st = await status()
-            moved = st["config"]["target_proofs_per_hour"] != start_target
-            return st if st["demand"] is not None and moved else {}
+            # The rows waiting for a machine are the agent's demand: it raises
+            # its target, rents, and the node proves on the machine it rented.
+            async def proved() -> dict[str, Any]:
+                fleet = (await web.get("/_sim/snark-market")).json()["node"]["fleet"]
+                return dict(fleet) if fleet["proved"] else {}
 
-        st = await eventually(moved, timeout=45, interval=1, what="a target set from demand")
-        assert st["config"]["target_mode"] == "demand"
-        assert st["demand"]["action"] == "raise" and st["demand"]["point"]["queued"] > 0, st
-        assert 0 < st["config"]["target_proofs_per_hour"] <= 600
-        # The operator's view: the banner's `status`, its demand line.
-        # Demand keeps moving the target between two reads, so the text is
-        # checked against its own figures (one query), not the JSON's.
-        shown = await _cli(banner_command(up.text, "status")[0], tmp_path, shell)
-        assert "demand within [0, 600] proofs/h" in shown, shown
-        target = re.search(r"  target: +([\d.]+) proofs/h", shown)
-        change = re.search(r"→ ([\d.]+): (raise|lower)", shown)
-        assert target and change, shown
-        assert target.group(1) == change.group(1) and 0 < float(target.group(1)) <= 600, shown
+            fleet = await eventually(
+                proved, timeout=150, interval=1, what="a proof by a machine of the fleet"
+            )
+        assert fleet["machines"], fleet
+        st = await status()
+        assert st["demand"] is not None and st["config"]["target_proofs_per_hour"] > 0, st
 
-        # A worker added to the stack reads the same demand.
+        # A worker added to the stack reads the same market.
         added = await start_up(tmp_path, "--add-worker", env=env)
         await added.until("worker added to the running stack")
-        assert f"demand http at {line.group(1)}." in added.text, added.text
+        assert f"demand curio at {curio}." in added.text, added.text
         assert await added.finish(signal.SIGINT) == 0, added.text
     finally:
         code = await up.finish(signal.SIGINT)
@@ -102,6 +140,7 @@ async def test_the_agent_follows_the_simulators_demand_on_the_local_stack(tmp_pa
         points = DemandHistory(store).series(AGENT, datetime(2000, 1, 1, tzinfo=UTC))
     finally:
         store.dispose()
+    # The Curio source counts the node's asks as arrivals.
     assert points and points[-1].arrived_total > 0, points
 
 
@@ -148,3 +187,81 @@ def test_the_operators_demand_source_wins_and_ours_is_restored(
     assert switch is None and line is not None
     assert "curio at http://10.0.0.5:4701 (your FLEET_DEMAND_SOURCE wins" in line, line
     assert demand_lines(None, DemandEnv.load({}), None) == (None, None), "no demand: no line"
+
+
+_CURIO = "http://127.0.0.1:9"
+_MARKET_VARS = {
+    "FLEET_DEMAND_SOURCE": "curio",
+    "FLEET_DEMAND_URL": _CURIO,
+    "FLEET_DEMAND_METRICS_URL": _CURIO,
+    "FLEET_MARKET_SOURCE": "curio",
+    "FLEET_MARKET_PRICE_URL": f"{_CURIO}/v0/proofs/client/current-price",
+    "FLEET_FIL_USD_URL": f"{_CURIO}/api/v3/simple/price?ids=filecoin&vs_currencies=usd",
+}
+
+
+def _ours_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env here
+    for name in [*_MARKET_VARS, "FLEET_ENV_FILE", "FLEET_PROVER_MODE"]:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_the_market_stack_exports_the_workers_market_and_restores_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _ours_only(monkeypatch, tmp_path)
+    with market_env(_CURIO) as wiring:
+        assert {k: os.environ.get(k) for k in _MARKET_VARS} == _MARKET_VARS
+        assert wiring == DemandWiring(_CURIO, exported=True, source="curio", market=True)
+    assert not any(k in os.environ for k in _MARKET_VARS)
+    curve = stack_demand("default")
+    assert curve is not None
+    patch = market_stack_config(curve, wiring)
+    assert patch is not None
+    assert patch.model_dump(exclude_unset=True) == {
+        "target_mode": "demand",
+        "max_target": 600,
+        "market_mode": "snark",
+        "market_challenges": 500,
+    }
+    line, _ = demand_lines(wiring, DemandEnv.load({}), curve)
+    assert line == (
+        f"  demand:     the Snark Market's Curio node at {_CURIO} (FLEET_DEMAND_SOURCE=curio, "
+        "FLEET_DEMAND_URL, FLEET_DEMAND_METRICS_URL exported)"
+    )
+    # --sim-demand picks the market's prover mode unless the operator chose one.
+    assert (prover_mode(True), prover_mode(False)) == ("curio_on_host", "router")
+    monkeypatch.setenv("FLEET_PROVER_MODE", "router")
+    assert prover_mode(True) == "router"
+
+
+def test_the_operators_sources_win_each_for_its_own_variables(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _ours_only(monkeypatch, tmp_path)
+    curve = stack_demand("default")
+    assert curve is not None
+    monkeypatch.setenv("FLEET_DEMAND_SOURCE", "none")
+    with market_env(_CURIO) as wiring:
+        assert not wiring.exported and wiring.market
+        assert os.environ["FLEET_DEMAND_SOURCE"] == "none"
+        assert "FLEET_DEMAND_URL" not in os.environ
+        assert os.environ["FLEET_MARKET_SOURCE"] == "curio"
+    # No demand mode without our demand; the market's business still.
+    patch = market_stack_config(curve, wiring)
+    assert patch is not None
+    assert patch.model_dump(exclude_unset=True) == {
+        "market_mode": "snark",
+        "market_challenges": 500,
+    }
+    monkeypatch.delenv("FLEET_DEMAND_SOURCE")
+    (tmp_path / ".env").write_text("FLEET_MARKET_SOURCE=none\n")
+    with market_env(_CURIO) as wiring:
+        assert wiring.exported and not wiring.market
+        assert os.environ["FLEET_DEMAND_SOURCE"] == "curio"
+        for name in ("FLEET_MARKET_SOURCE", "FLEET_MARKET_PRICE_URL", "FLEET_FIL_USD_URL"):
+            assert name not in os.environ, name
+    patch = market_stack_config(curve, wiring)
+    assert patch is not None
+    assert patch.model_dump(exclude_unset=True) == {"target_mode": "demand", "max_target": 600}
+    assert not any(k in os.environ for k in _MARKET_VARS)

@@ -15,6 +15,11 @@ as the simulator's API). One origin serves what Curio serves on two ports:
   upgrades are not served.
 - ``/debug/metrics``: the ``curio_psvc_proofshare_*`` exposition; Curio's
   API port (``--listen``, default 0.0.0.0:12300; cmd/curio/rpc/rpc.go).
+- ``/v0/proofs/client/current-price`` (not Curio's: the market service's,
+  ``https://mainnet.snass.fsp.sh/v0/proofs``, curio lib/proofsvc/clientctl.go)
+  and ``/api/v3/simple/price`` (CoinGecko's): the market's public price and
+  FIL in dollars, ``GET`` (simulator/snark_market/public.py), so one origin
+  serves everything the agent reads of the market.
 - ``/_sim/snark-market`` (not Curio's): ``GET`` the market's report;
   ``POST`` ``{"hold": bool, "gpus": n, "grant": {"wallet": w, "challenges": n}}``
   (any of them) to change it.
@@ -34,16 +39,24 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from simulator.snark_market import SnarkMarket
+from simulator.snark_market.public import (
+    FIL_USD_CONTENT_TYPE,
+    PRICE_CONTENT_TYPE,
+    current_price_body,
+    simple_price_body,
+)
 from simulator.threaded import ThreadedServer
 
 from .jsonrpc import MAX_REQUEST_BYTES, serve
 from .proofshare_rpc import ProofshareRpc
 from .webrpc import METRICS_CONTENT_TYPE
 
-__all__ = ["METRICS_PATH", "RPC_PATH", "CurioWeb"]
+__all__ = ["FIL_USD_PATH", "METRICS_PATH", "PRICE_PATH", "RPC_PATH", "CurioWeb"]
 
 RPC_PATH = "/api/webrpc/v0"
 METRICS_PATH = "/debug/metrics"
+PRICE_PATH = "/v0/proofs/client/current-price"
+FIL_USD_PATH = "/api/v3/simple/price"
 CONTROL_PATH = "/_sim/snark-market"
 _METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 _T = TypeVar("_T")
@@ -104,6 +117,13 @@ class CurioWeb:
             if path == METRICS_PATH and request.method in ("GET", "HEAD"):
                 text = await _off_loop(self.rpc.metrics)
                 return _bytes(text.encode(), METRICS_CONTENT_TYPE)
+            if path == PRICE_PATH and request.method in ("GET", "HEAD"):
+                price_nfil, _, now = await _off_loop(self.market.public_prices)
+                return _bytes(current_price_body(price_nfil, now), PRICE_CONTENT_TYPE)
+            if path == FIL_USD_PATH and request.method in ("GET", "HEAD"):
+                _, fil_usd, _ = await _off_loop(self.market.public_prices)
+                status, body = simple_price_body(request.query_params, fil_usd)
+                return _bytes(body, FIL_USD_CONTENT_TYPE, status)
             if path == CONTROL_PATH and request.method == "GET":
                 report = await _off_loop(self.market.report)
                 return _bytes(json.dumps(report).encode(), "application/json")

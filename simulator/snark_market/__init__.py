@@ -3,8 +3,10 @@
 `SnarkMarket` (world.py) puts together the clients (clients.py), the other
 providers (providers.py), the market service with its slots, penalties,
 price and vouchers (service.py, price.py) and the operator's Curio node's
-proofshare tasks (node.py), proving through a `Prover` (prover.py), all on
-one deterministic event queue (events.py). The web RPC and metrics Curio
+proofshare tasks (node.py), proving through a `Prover` (prover.py: its own
+GPUs; fleet_prover.py: the vast simulator's rented machines), all on one
+deterministic event queue (events.py); public.py is its public price and
+FIL in dollars. The web RPC and metrics Curio
 serves of it are simulator/curio/proofshare_rpc.py and web.py.
 docs/SIMULATOR.md, "The Snark Market".
 """
@@ -21,6 +23,7 @@ from .config import (
     NodeConfig,
     ProviderSpec,
 )
+from .fleet_prover import FleetProver
 from .prover import AsyncProver, ProofJob, Prover, SimulatedProver
 from .world import SnarkMarket
 
@@ -31,6 +34,7 @@ __all__ = [
     "SLOT_CHALLENGES",
     "WITHDRAW_CHALLENGES",
     "AsyncProver",
+    "FleetProver",
     "MarketConfig",
     "NodeConfig",
     "ProofJob",

@@ -22,6 +22,7 @@ __all__ = [
     "MAX_PRICE_NFIL",
     "PENALTY_CHALLENGES",
     "SLOT_CHALLENGES",
+    "SNAP_FACTOR",
     "WITHDRAW_CHALLENGES",
     "MarketConfig",
     "NodeConfig",
@@ -31,11 +32,17 @@ __all__ = [
 ]
 
 ProofKind = Literal["porep", "snap"]
+#: Who proves the operator's node's rows (docs/SIMULATOR.md, "The Snark
+#: Market"): its own simulated GPUs, or the vast simulator's rented machines.
+ProverKind = Literal["simulated", "fleet"]
 
 #: curio lib/proofsvc/common ``ProofData.DeciCost()``: a proof's size in
 #: tenths of a "P" (10 x 130M constraints, one 32 GiB PoRep C2). A client
 #: pays ``price x cost / 10`` (tasks/proofshare/task_client_send.go).
 DECI_COST: dict[ProofKind, int] = {"porep": 10, "snap": 16}
+#: A Snap proof's time over a PoRep's, on any machine: its size in P (16
+#: tenths against 10), the ratio every prover of the market uses (ours).
+SNAP_FACTOR = DECI_COST["snap"] / DECI_COST["porep"]
 #: doc: "Number of work slots is calculated by dividing 'completed challenge
 #: proofs' by 50".
 SLOT_CHALLENGES = 50
@@ -47,6 +54,8 @@ PENALTY_CHALLENGES = 50
 WITHDRAW_CHALLENGES = 1
 #: doc: "Proofs must complete within 45 minutes".
 DEADLINE_S = 45 * 60.0
+#: The most a FIL is worth in dollars here, the walk's ceiling (ours).
+FIL_USD_MAX = 10_000.0
 #: curio lib/proofsvc/common/types.go ``MaxPrice = types.FromFil(1)`` (unused
 #: in Curio: taken as the service's ceiling), in nFIL.
 MAX_PRICE_NFIL = 10**9
@@ -156,6 +165,15 @@ class MarketConfig:
     node_porep_s: float = 120.0
     node_snap_s: float = 192.0
     node: NodeConfig = field(default_factory=NodeConfig)
+    #: Who proves the node's rows: ``simulated`` (`node_gpus` GPUs) or
+    #: ``fleet`` (the vast simulator's rented machines that are proving:
+    #: simulator/snark_market/fleet_prover.py; `SimServer` makes it).
+    prover: ProverKind = "simulated"
+    #: Dollars per FIL at the start (``GET /api/v3/simple/price``), and the
+    #: spread of its seeded walk: each sim hour the log of the rate moves by
+    #: N(0, `fil_usd_walk`) (0: it stays).
+    fil_usd: float = 2.5
+    fil_usd_walk: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.snap_share <= 1:
@@ -170,6 +188,10 @@ class MarketConfig:
             raise ValueError("node_gpus >= 0 and proof times > 0")
         if self.node_challenges < 0 or self.provider_count < 0:
             raise ValueError("node_challenges and provider_count are >= 0")
+        if self.prover not in ("simulated", "fleet"):
+            raise ValueError("prover is simulated or fleet")
+        if not 0 < self.fil_usd <= FIL_USD_MAX or not 0 <= self.fil_usd_walk <= 1:
+            raise ValueError(f"fil_usd is in (0, {FIL_USD_MAX:g}] and fil_usd_walk in [0, 1]")
 
     def provider_specs(self, seed: int) -> tuple[ProviderSpec, ...]:
         """The given providers, or `provider_count` drawn from `seed`."""
@@ -195,7 +217,7 @@ def default_providers(seed: int, count: int, price_nfil: int) -> tuple[ProviderS
                 gpus=gpus,
                 price_nfil=int(price),
                 porep_s=round(porep, 1),
-                snap_s=round(porep * 1.6, 1),
+                snap_s=round(porep * SNAP_FACTOR, 1),
                 challenges=50 * (gpus + rng.randint(2, 6)),
                 fail_rate=rng.choice((0.0, 0.0, 0.0, rng.uniform(0.01, 0.03))),
                 online_hours=rng.choice((None, None, None, (18.0, 6.0))),

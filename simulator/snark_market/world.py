@@ -5,9 +5,12 @@ callable: the simulator's ``market.clock.now``, or a test's) and the
 `Prover` it hands proofs to. Every public call takes `lock` and first runs
 the market up to the clock (`sync`), so the web RPC answers what the market
 stands at now, and stepping the clock in any pieces gives the same history
-(events.py). All randomness comes from streams seeded by (seed, purpose):
-the providers drawn, each minute's clients, each provider's and the
-prover's draws; nothing reads the wall clock.
+(events.py). With the `FleetProver` the lock is the vast market's own (one
+lock for both: no lock order to get wrong), and the vast market runs this
+one up to its clock before it looks at any machine (simulator/server.py).
+All randomness comes from streams seeded by (seed, purpose): the
+providers drawn, each minute's clients, each provider's and the prover's
+draws; nothing reads the wall clock.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from typing import Any
 from .clients import Arrival, minute_arrivals
 from .config import MarketConfig
 from .events import Scheduler
+from .fleet_prover import FleetProver
 from .node import ProofshareNode
 from .prover import Prover, SimulatedProver
 from .providers import SimProvider
+from .public import FilUsdWalk
 from .service import Account, MarketService, WorkRequest
 
 __all__ = ["SnarkMarket"]
@@ -44,11 +49,19 @@ class SnarkMarket:
         clock: Callable[[], float],
         seed: int = 0,
         prover: Prover | None = None,
+        lock: threading.RLock | None = None,
     ) -> None:
         cfg = self.config = config or MarketConfig()
+        if cfg.prover == "fleet" and not isinstance(prover, FleetProver):
+            raise ValueError(
+                'prover="fleet" proves on the vast simulator\'s machines: '
+                "SimServer(snark_market=...) makes the FleetProver"
+            )
         self.seed = cfg.seed if cfg.seed is not None else seed
-        self.lock = threading.RLock()
+        #: The market's lock (a caller's, to share one: the fleet prover's vast market's).
+        self.lock = lock or threading.RLock()
         self._clock = clock
+        self._syncing = False
         start = clock()
         self.sched = Scheduler(start)
         self.service = MarketService(
@@ -68,14 +81,23 @@ class SnarkMarket:
         self.sched.every(60.0, self._clients, first=self._minute * 60.0)
         self.sched.every(cfg.price_interval_s, self._price)
         self.sched.every(60.0, self._refill, first=start)
+        self.fil_usd = FilUsdWalk(cfg.fil_usd, cfg.fil_usd_walk, self.seed, start)
 
     # ------------------------------------------------------------- time
 
-    def sync(self) -> float:
-        """Run the market up to the clock; returns the time it stands at."""
+    def sync(self, until: float | None = None) -> float:
+        """Run the market up to `until` (default: the clock); returns the
+        time it stands at. A call from within the market's own events (the
+        fleet prover reading the vast market) runs nothing."""
         with self.lock:
-            self.prover.pump()
-            self.sched.run_until(self._clock())
+            if self._syncing:
+                return self.sched.now
+            self._syncing = True
+            try:
+                self.prover.pump()
+                self.sched.run_until(self._clock() if until is None else until)
+            finally:
+                self._syncing = False
             return self.sched.now
 
     @contextmanager
@@ -147,7 +169,21 @@ class SnarkMarket:
             acc.challenges = max(0, acc.challenges + count)
             return acc.challenges
 
+    def prover_fields(self, machine_id: int, started_at: float | None) -> dict[str, Any]:
+        """A fleet machine's status counters, from the node's jobs on it
+        (the vast market asks, already run up to now; {}: not the fleet prover)."""
+        with self.lock:
+            if isinstance(self.prover, FleetProver):
+                return self.prover.prover_fields(machine_id, started_at)
+            return {}
+
     # ------------------------------------------------------------ report
+
+    def public_prices(self) -> tuple[int, float, float]:
+        """(the market price in nFIL per P, dollars per FIL, the time they are at)."""
+        with self.session():
+            now = self.sched.now
+            return self.service.price_nfil, self.fil_usd.at(now), now
 
     def report(self) -> dict[str, Any]:
         """The market as it stands: prices, counts, each provider and the node."""
@@ -157,6 +193,7 @@ class SnarkMarket:
                 "now": self.sched.now,
                 "seed": self.seed,
                 "price_nfil": svc.price_nfil,
+                "fil_usd": self.fil_usd.at(self.sched.now),
                 "prices": [[t, p] for t, p in svc.price_history[-_REPORT_PRICES:]],
                 "counts": dict(svc.counts),
                 "waiting": len(svc.waiting),
@@ -187,6 +224,7 @@ class SnarkMarket:
             "queue_count": node.queue_count(),
             "prover_free": prover.free(),
             "gpus": prover.gpus if isinstance(prover, SimulatedProver) else None,
+            "fleet": prover.report() if isinstance(prover, FleetProver) else None,
             "payments": len(node.payments),
             "settlements": len(node.settlements),
             "unsettled_atto": str(node.unsettled_atto()),
