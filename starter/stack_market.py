@@ -11,7 +11,8 @@ afterwards (starter/stack_sim.py ``exported_env``):
   is off (the machines have one work source);
 - the node, through the simulator's Python API (what the GUI's
   ``PSSetMeta`` and the market's dashboard would do): its wallet
-  (`STACK_WALLET`) set, requests enabled, its ask price `STACK_PRICE_FIL`
+  (`STACK_WALLET`) set, requests off (the agent turns them on once a
+  machine proves), its ask price `STACK_PRICE_FIL`
   FIL per P, and `STACK_CHALLENGES` completed challenge proofs credited
   (10 work slots), so a fresh agent can earn;
 - FLEET_DEMAND_SOURCE=curio with FLEET_DEMAND_URL and
@@ -68,6 +69,10 @@ FIL_USD_URL_ENV = "FLEET_FIL_USD_URL"
 STACK_PRICE_FIL = "0.005"
 #: Completed challenge proofs the node's wallet starts with: 10 work slots.
 STACK_CHALLENGES = 500
+#: A fresh agent's least target, proofs/h: one simulated machine.
+STACK_MIN_TARGET = 30.0
+#: The ask price range a fresh agent may set, nFIL per P (0.002 to 0.02 FIL).
+STACK_PRICE_RANGE_NFIL = (2_000_000, 20_000_000)
 #: The node's wallet is the key address made from this name.
 STACK_WALLET_SEED = "fleet-agent-stack"
 #: Paths on the Curio stand-in's origin (simulator/curio/web.py).
@@ -107,7 +112,9 @@ def set_up_node(sim: SimServer) -> str:
     if market is None:
         raise ValueError("the simulator runs no Snark Market")
     wallet = key_address(STACK_WALLET_SEED)
-    market.set_meta(True, wallet, parse_fil(STACK_PRICE_FIL))
+    # Requests off: the agent turns them on once a machine proves (work taken
+    # while the first machine boots would pass its 45 minutes).
+    market.set_meta(False, wallet, parse_fil(STACK_PRICE_FIL))
     return wallet
 
 
@@ -133,7 +140,7 @@ def market_env(curio_url: str) -> Iterator[DemandWiring]:
 
 def market_line(wiring: DemandWiring) -> str:
     """The banner's market line."""
-    where = f"  market:     Snark Market at {wiring.url}: node wallet set, requests on, "
+    where = f"  market:     Snark Market at {wiring.url}: node wallet set, requests off, "
     where += f"{STACK_PRICE_FIL} FIL/P, {STACK_CHALLENGES} challenge proofs"
     if wiring.market:
         exported = f"{MARKET_SOURCE_ENV}=curio, {MARKET_PRICE_URL_ENV}, {FIL_USD_URL_ENV}"
@@ -149,6 +156,13 @@ def market_stack_config(curve: DemandConfig, wiring: DemandWiring) -> ConfigPatc
     changes: dict[str, object] = {}
     if wiring.exported:
         changes |= {"target_mode": "demand", "max_target": suggested_max_target(curve)}
+        # One machine's worth held: its first proof lets the agent ask for work.
+        changes |= {"min_target": STACK_MIN_TARGET}
     if wiring.market:
-        changes |= {"market_mode": "snark", "market_challenges": STACK_CHALLENGES}
+        changes |= {
+            "market_mode": "snark",
+            "market_challenges": STACK_CHALLENGES,
+            "market_min_price_nfil": STACK_PRICE_RANGE_NFIL[0],
+            "market_max_price_nfil": STACK_PRICE_RANGE_NFIL[1],
+        }
     return ConfigPatch(**changes) if changes else None

@@ -37,6 +37,7 @@ def _point(**over: Any) -> MarketPoint:
         "rows_open": 2,
         "queued": 0,
         "gpus": 4,
+        "gpus_proving": 4,
         "slots_total": 10,
         "slots_used": 4,
         "ledger": ChallengeLedger(based_on=500, challenges=500),
@@ -106,7 +107,7 @@ def test_requests_go_off_before_the_fleet_goes_and_on_for_a_fleet() -> None:
     assert _names(market_calls(_view(enabled=False), 100)) == [("set_requests", {"enabled": True})]
     lost = _view(enabled=False, loss_since=AT)
     assert market_calls(lost, 100) == []  # a loss stands: the operator's setting decides
-    assert market_calls(_view(enabled=False, gpus=0), 100) == []
+    assert market_calls(_view(enabled=False, gpus_proving=0), 100) == []  # none proves yet
 
 
 @pytest.mark.parametrize(("gpus", "slots", "full"), [(4, 10, False), (10, 10, True), (1, 0, True)])

@@ -85,7 +85,7 @@ async def test_the_local_stack_runs_the_snark_market_on_the_agents_fleet(tmp_pat
             in up.text
         )
         assert (
-            f"market:     Snark Market at {curio}: node wallet set, requests on, 0.005 FIL/P, "
+            f"market:     Snark Market at {curio}: node wallet set, requests off, 0.005 FIL/P, "
             "500 challenge proofs (FLEET_MARKET_SOURCE=curio, FLEET_MARKET_PRICE_URL, "
             "FLEET_FIL_USD_URL exported)" in up.text
         ), up.text
@@ -221,8 +221,11 @@ def test_the_market_stack_exports_the_workers_market_and_restores_it(
     assert patch.model_dump(exclude_unset=True) == {
         "target_mode": "demand",
         "max_target": 600,
+        "min_target": 30,
         "market_mode": "snark",
         "market_challenges": 500,
+        "market_min_price_nfil": 2_000_000,
+        "market_max_price_nfil": 20_000_000,
     }
     line, _ = demand_lines(wiring, DemandEnv.load({}), curve)
     assert line == (
@@ -253,6 +256,8 @@ def test_the_operators_sources_win_each_for_its_own_variables(
     assert patch.model_dump(exclude_unset=True) == {
         "market_mode": "snark",
         "market_challenges": 500,
+        "market_min_price_nfil": 2_000_000,
+        "market_max_price_nfil": 20_000_000,
     }
     monkeypatch.delenv("FLEET_DEMAND_SOURCE")
     (tmp_path / ".env").write_text("FLEET_MARKET_SOURCE=none\n")

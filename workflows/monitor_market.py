@@ -86,6 +86,7 @@ class MarketFollower:
             agent_id=agent_id,
             policy=policy,
             gpus=sum(i.num_gpus for i in snap.instances if i.expected_proofs_per_hour > 0),
+            gpus_proving=sum(i.num_gpus for i in snap.instances if i.proves()),
             capacity_per_h=max(snap.capacity_proofs_per_hour, 0.0),
             rental_usd_per_h=max(snap.fleet_dph, 0.0),
         )

@@ -11,8 +11,10 @@ read it. The tools' guards (activities/market.py) hold whatever is decided.
   allow (1 challenge proof each). Every GPU busy, work waiting, and the
   market more than `PRICE_SLACK` over ours: ask the market's price for new
   asks (no withdrawal: the open ones are taken at ours).
-- **Requests.** Off while the fleet has GPUs and slots, no loss stands and
-  the target is above 0: on. On while the target is 0 (the fleet is to go):
+- **Requests.** Off while a machine of the fleet proves, no loss stands and
+  the target is above 0: on (not before one proves: work taken while the
+  first machines load would wait past its deadline, at 50 challenge proofs
+  each). On while the target is 0 (the fleet is to go):
   off, so the queue drains before the fleet does.
 - **Slots.** GPUs at or above the slots: no rental covers a gap (the
   create's guard would refuse it); the final text says what more slots
@@ -49,6 +51,7 @@ class MarketView:
     rows_open: int
     queued: int
     gpus: int
+    gpus_proving: int
     slots_total: int
     loss: bool
     min_price_nfil: int
@@ -76,6 +79,7 @@ def market_view(run: Run) -> MarketView | None:
             rows_open=int(data["rows_open"]),
             queued=int(data["queued"]),
             gpus=int(data["gpus"]),
+            gpus_proving=int(data["gpus_proving"]),
             slots_total=int(data["slots_total"]),
             loss=bool(data["loss"]),
             min_price_nfil=int(data["min_price_nfil"]),
@@ -118,13 +122,9 @@ def market_calls(view: MarketView, target: float) -> list[dict[str, Any]]:
             )
         )
         return calls
-    if not view.enabled and target > 0 and view.gpus > 0 and not view.loss:
-        calls.append(
-            tool_use(
-                "set_requests",
-                {"enabled": True, "reason": f"{view.gpus} GPUs rented for a target of {target:g}"},
-            )
-        )
+    if not view.enabled and target > 0 and view.gpus_proving > 0 and not view.loss:
+        why = f"{view.gpus_proving} GPU(s) proving for a target of {target:g}: ask for work"
+        calls.append(tool_use("set_requests", {"enabled": True, "reason": why}))
     priced = _priced(view)
     if priced is not None:
         calls.append(priced)

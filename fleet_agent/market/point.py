@@ -146,6 +146,8 @@ class MarketStepRequest(_Model):
     policy: MarketPolicy
     #: The fleet as the monitor's poll saw it.
     gpus: int = Field(0, ge=0, le=100_000)
+    #: Of them, the GPUs of machines that prove now (not loading).
+    gpus_proving: int = Field(0, ge=0, le=100_000)
     capacity_per_h: float = Field(0.0, ge=0, le=10**7)
     rental_usd_per_h: float = Field(0.0, ge=0, le=10**6)
 
@@ -167,6 +169,7 @@ class MarketPoint(_Model):
     slots_total: int = Field(0, ge=0, le=10**8)
     slots_used: int = Field(0, ge=0, le=10**8)
     gpus: int = Field(0, ge=0, le=100_000)
+    gpus_proving: int = Field(0, ge=0, le=100_000)
     paid_total_nfil: int = Field(0, ge=0, le=MAX_NFIL)
     paid_proofs_per_h: float = Field(0.0, ge=0, le=10**7)
     revenue_nfil_per_h: float = Field(0.0, ge=0, le=float(MAX_NFIL))
@@ -217,6 +220,7 @@ def data_line(point: MarketPoint, policy: MarketPolicy) -> str:
         "rows_open": point.rows_open,
         "queued": point.queued,
         "gpus": point.gpus,
+        "gpus_proving": point.gpus_proving,
         "slots_total": point.slots_total,
         "slots_used": point.slots_used,
         "challenges": point.ledger.challenges,
