@@ -22,7 +22,11 @@ from fleet_agent.wire import Wire
 
 __all__ = [
     "CHALLENGES_PER_SLOT",
+    "MAX_IDS",
     "MAX_NFIL",
+    "MAX_PRICE_NFIL",
+    "PENALTY_CHALLENGES",
+    "WITHDRAW_CHALLENGES",
     "ChallengeLedger",
     "MarketLeverResult",
     "MarketPoint",
@@ -48,6 +52,8 @@ MAX_PRICE_NFIL = 10**9
 MAX_NFIL = 2**53 - 1
 _MAX_ROWS = 1000
 _MAX_IDS = 400
+#: Row ids the ledger keeps per kind (the newest).
+MAX_IDS = _MAX_IDS
 
 
 class _Model(Wire):
