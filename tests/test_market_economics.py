@@ -73,6 +73,14 @@ def test_slots_in_use_are_open_asks_and_open_paid_rows() -> None:
     point = _p(_assess(_reading(asks_open=2, rows=rows, queue_count=1), _req()))
     assert (point.slots_total, point.slots_used) == (10, 4)
     assert (point.rows_open, point.pow_open, point.queued) == (3, 1, 1)
+    # An open row's kind shows only once submitted: past the slots there
+    # are, the open rows are challenge proofs (paid work needs a slot).
+    many = [row(f"r{i}") for i in range(12)]
+    point = _p(_assess(_reading(asks_open=2, rows=many), _req()))
+    assert (point.slots_total, point.slots_used, point.rows_open) == (10, 10, 12)
+    ledger = ChallengeLedger(based_on=500, challenges=40)  # the count says 0 slots
+    point = _p(assess(_reading(asks_open=2, rows=many), ledger, _req(), None, None))
+    assert point.slots_used == 2, "the open asks at least"
 
 
 def test_revenue_and_paid_proofs_over_the_hour() -> None:

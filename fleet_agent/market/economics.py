@@ -7,7 +7,11 @@ about an hour before. Per hour means over the last hour:
 
 - **Slots**: the ledger's balance // 50 (`slots_total`); in use, the open
   asks and the paid rows not yet submitted (`slots_used`: a challenge proof
-  holds none, it is what an ask gets when there is no free slot).
+  holds none, it is what an ask gets when there is no free slot). Curio
+  learns a row is a challenge proof only when it submits it (``was_pow`` is
+  set by tasks/proofshare/task_submit.go), so an open row counts as paid
+  work up to the slots there are, and the rest as challenge proofs: the
+  market assigns paid work only to an open ask, which holds a slot.
 - **Revenue**: the growth of every voucher's cumulative amount (the
   payments summary) since the point about an hour before (the oldest point
   of the first hour), per hour of the time between them. A total that
@@ -144,7 +148,10 @@ def assess(
         queued=reading.queue_count or 0,
         ledger=ledger,
         slots_total=ledger.slots,
-        slots_used=reading.asks_open + len(open_rows) - pow_open,
+        slots_used=max(
+            reading.asks_open,
+            min(reading.asks_open + len(open_rows) - pow_open, ledger.slots),
+        ),
         gpus=req.gpus,
         paid_total_nfil=reading.paid_total_nfil,
         paid_proofs_per_h=paid_per_h,

@@ -163,7 +163,8 @@ class MarketPoint(_Model):
     market_price_nfil: int | None = Field(None, ge=1, le=MAX_PRICE_NFIL)
     asks_open: int = Field(0, ge=0, le=_MAX_ROWS)
     #: Rows not submitted (paid work and challenge proofs) and, of them,
-    #: the challenge proofs; `queued` waits for a machine (the metric).
+    #: the challenge proofs known as such (Curio sets ``was_pow`` when it
+    #: submits, so with Curio this is 0); `queued` waits for a machine (the metric).
     rows_open: int = Field(0, ge=0, le=_MAX_ROWS)
     pow_open: int = Field(0, ge=0, le=_MAX_ROWS)
     queued: int = Field(0, ge=0, le=10**7)
