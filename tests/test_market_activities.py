@@ -50,8 +50,10 @@ class _Prices(BaseHTTPRequestHandler):
     """The market's current price and FIL/USD, or what a hostile server sends."""
 
     mode: ClassVar[str] = "ok"
+    seen: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
+        _Prices.seen.append(self.path)
         status, body = 200, b""
         if self.mode == "ok" and self.path == "/price":
             body = json.dumps({"price_nfil": 5_200_000, "price_nfil_base": 5_000_000}).encode()
@@ -74,7 +76,7 @@ class _Prices(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def prices() -> Iterator[str]:
-    _Prices.mode = "ok"
+    _Prices.mode, _Prices.seen = "ok", []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Prices)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -212,10 +214,10 @@ async def test_a_hostile_price_source_leaves_its_figures_out_and_its_text_unlogg
 async def test_the_operators_fil_price_wins_and_its_url_is_not_read(
     market: MarketActivities, sim: SimServer
 ) -> None:
-    _Prices.mode = "hostile"  # were it read, it would be refused
     result = await _observe_for(market, sim, 1, _req(policy=MarketPolicy(fil_usd=3.0)))
     assert result.point is not None
     assert (result.point.fil_usd, result.point.fil_usd_source) == (3.0, "config")
+    assert "/price" in _Prices.seen and "/usd" not in _Prices.seen
 
 
 # ---------------------------------------------------------------- set_ask_price
