@@ -118,8 +118,10 @@ class MarketActivities:
         self._store = store
         self._configs = configs or WorkflowConfigSource()
         self._clock = clock
-        self._history = MarketHistory(store) if store is not None else None
-        self._calls = ToolCalls(store, self._configs, clock) if store is not None else None
+        # Made at the first use: a worker whose agents run no market never
+        # needs them (and a test's stand-in store need not be a real one).
+        self._history: MarketHistory | None = None
+        self._calls: ToolCalls | None = None
 
     def with_store(self, store: Store) -> MarketActivities:
         """These activities on `store` (the worker's), the client kept."""
@@ -129,8 +131,11 @@ class MarketActivities:
         return datetime.fromtimestamp(self._clock(), UTC)
 
     def _need_store(self) -> tuple[MarketHistory, ToolCalls]:
-        if self._history is None or self._calls is None:
+        if self._store is None:
             raise RuntimeError("the market activities need the store (MarketActivities.with_store)")
+        if self._history is None or self._calls is None:
+            self._history = MarketHistory(self._store)
+            self._calls = ToolCalls(self._store, self._configs, self._clock)
         return self._history, self._calls
 
     # ------------------------------------------------------------ observe
