@@ -98,10 +98,6 @@ def _fil(nfil: int) -> str:
     return f"{fil_text(nfil)} FIL/P ({nfil} nFIL)"
 
 
-async def _nothing() -> None:
-    return None
-
-
 class MarketActivities:
     """Holds the worker's market client (None: FLEET_MARKET_SOURCE=none),
     the store and where live configs come from. `clock` (epoch seconds)
@@ -157,12 +153,8 @@ class MarketActivities:
         return await asyncio.to_thread(self._step, history, req, reading)
 
     async def _read(self, client: CurioMarket, req: MarketStepRequest) -> MarketReading | str:
-        usd_wanted = req.policy.fil_usd <= 0  # the operator's figure wins: no read
-        node, price, usd = await asyncio.gather(
-            client.read_node(),
-            client.read_price(),
-            client.read_fil_usd() if usd_wanted else _nothing(),
-        )
+        # The operator's figure wins: its URL is not read.
+        node, price, usd = await client.observe(fil_usd=req.policy.fil_usd <= 0)
         if isinstance(node, Failed):
             return f"the node: {node.why}"
         price_body = self._optional(req, price, parse_market_price, "market price")

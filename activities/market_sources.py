@@ -126,17 +126,25 @@ class CurioMarket:
         self._price_url = price_url
         self._fil_usd_url = fil_usd_url
 
+    async def observe(self, fil_usd: bool = True) -> tuple[NodeAnswers | Failed, Any, Any]:
+        """One observation's reads at once, on one client (a client's TLS
+        set-up is most of a read's time): the node (`read_node`), the
+        market's price and, with `fil_usd`, FIL/USD (`read_price`,
+        `read_fil_usd`), each under its own deadline."""
+        async with http_client() as http:
+            node, price, usd = await asyncio.gather(
+                _guarded(lambda: self._node(http)),
+                self._get(http, self._price_url, "market price"),
+                self._get(http, self._fil_usd_url if fil_usd else None, "FIL/USD"),
+            )
+        return node, price, usd
+
     async def read_node(self) -> NodeAnswers | Failed:
         """The four methods' answers and the metric lines, or why not."""
 
         async def read() -> NodeAnswers:
             async with http_client() as http:
-                answers = await asyncio.gather(
-                    *(self._call(http, m, [], i) for i, m in enumerate(NODE_METHODS, 1)),
-                    read_metric_lines(http, self._metrics, (CURIO_QUEUE_COUNT,)),
-                )
-            meta, asks, queue, payments, lines = answers
-            return NodeAnswers(meta, asks, queue, payments, lines)
+                return await self._node(http)
 
         return await _guarded(read)
 
@@ -151,19 +159,29 @@ class CurioMarket:
 
     async def read_price(self) -> Any:
         """The market's price answer (JSON, unchecked), `Failed`, or None (no URL)."""
-        return await self._get(self._price_url, "market price")
+        async with http_client() as http:
+            return await self._get(http, self._price_url, "market price")
 
     async def read_fil_usd(self) -> Any:
         """The FIL/USD answer (JSON, unchecked), `Failed`, or None (no URL)."""
-        return await self._get(self._fil_usd_url, "FIL/USD")
+        async with http_client() as http:
+            return await self._get(http, self._fil_usd_url, "FIL/USD")
 
-    async def _get(self, url: str | None, what: str) -> Any:
+    async def _node(self, http: httpx.AsyncClient) -> NodeAnswers:
+        answers = await asyncio.gather(
+            *(self._call(http, m, [], i) for i, m in enumerate(NODE_METHODS, 1)),
+            read_metric_lines(http, self._metrics, (CURIO_QUEUE_COUNT,)),
+        )
+        meta, asks, queue, payments, lines = answers
+        return NodeAnswers(meta, asks, queue, payments, lines)
+
+    async def _get(self, http: httpx.AsyncClient, url: str | None, what: str) -> Any:
         if url is None:
             return None
 
         async def read() -> Any:
             headers = {"Accept": "application/json"}
-            async with http_client() as http, http.stream("GET", url, headers=headers) as resp:
+            async with http.stream("GET", url, headers=headers) as resp:
                 if resp.status_code != 200:
                     raise ReadFailed(f"{what}: HTTP {resp.status_code}")
                 return read_json(await read_body(resp))
