@@ -4,8 +4,9 @@ Settings come from the environment (see README): Temporal connection
 (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, env-config profiles), the store
 (FLEET_DATABASE_URL, FLEET_NEW_STORE), the LLM (FLEET_LLM_PROVIDER,
 ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, FLEET_LLM_MODEL), vast.ai
-(VAST_API_URL, VAST_API_KEY) and the demand source (FLEET_DEMAND_SOURCE,
-FLEET_DEMAND_URL, FLEET_DEMAND_TOKEN). Credentials stay in this process: activities
+(VAST_API_URL, VAST_API_KEY), the demand source (FLEET_DEMAND_SOURCE,
+FLEET_DEMAND_URL, FLEET_DEMAND_TOKEN) and the Snark Market (FLEET_MARKET_SOURCE,
+FLEET_MARKET_PRICE_URL, FLEET_FIL_USD_URL). Credentials stay in this process: activities
 read them here, never from workflow history or the store.
 
 A missing or empty store is created only when no agent is running on the
@@ -37,6 +38,8 @@ from activities.fleet import FleetActivities
 from activities.fleet_credentials import machine_env_of
 from activities.links import LinkActivities
 from activities.llm import LlmActivities
+from activities.market import MarketActivities
+from activities.market_sources import market_from_env
 from activities.notify import NotifyActivities
 from activities.runlog import RunLogActivities
 from activities.visibility import VisibilityActivities
@@ -85,6 +88,7 @@ def worker_activities(
     search_attributes: SearchAttributeMode = "auto",
     notify: NotifyEnv | None = None,
     demand: DemandActivities | None = None,
+    market: MarketActivities | None = None,
 ) -> list[Callable[..., Any]]:
     """Every activity a worker registers; the workflows call them through the
     declarations in workflows/stubs.py (tests/test_layers.py checks they match).
@@ -95,7 +99,8 @@ def worker_activities(
     `search_attributes` (FLEET_SEARCH_ATTRIBUTES) says whether the workflows
     may upsert search attributes (activities/visibility.py). `notify`: where
     notifications go (default: FLEET_NOTIFY_URLS from the environment or .env).
-    `demand`: the demand source's reader (default: none configured).
+    `demand`: the demand source's reader (default: none configured);
+    `market`: the Snark Market's client and levers (default: none configured).
     """
     runlog = RunLogActivities(store, fleet, prices)
     links = LinkActivities(store)
@@ -132,12 +137,17 @@ def worker_activities(
             store, notify if notify is not None else NotifyEnv.load()
         ).send_notification,
         *_demand_activities((demand or DemandActivities()).with_store(store)),
+        *_market_activities((market or MarketActivities()).with_store(store)),
         *fleet_activities,
     ]
 
 
 def _demand_activities(demand: DemandActivities) -> list[Callable[..., Any]]:
     return [demand.read_demand, demand.observe_demand]
+
+
+def _market_activities(market: MarketActivities) -> list[Callable[..., Any]]:
+    return [market.observe_market, market.set_ask_price, market.set_requests]
 
 
 def build_worker(
@@ -152,6 +162,7 @@ def build_worker(
     tuning: WorkerTuning | None = None,
     notify: NotifyEnv | None = None,
     demand: DemandActivities | None = None,
+    market: MarketActivities | None = None,
 ) -> Worker:
     """A worker with every workflow and activity of fleet-agent on `task_queue`,
     its slots, pollers and cache set by `tuning` (default: the FLEET_WORKER_*
@@ -187,7 +198,7 @@ def build_worker(
         if tuning.workflow_sandbox
         else UnsandboxedWorkflowRunner(),
         activities=worker_activities(
-            store, provider, fleet, prices, search_attributes, notify, demand
+            store, provider, fleet, prices, search_attributes, notify, demand, market
         ),
     )
 
@@ -352,6 +363,7 @@ async def _serve(
             search_attributes=settings.search_attributes,
             tuning=tuning,
             demand=DemandActivities(source_from_env(settings.demand)),
+            market=MarketActivities(market_from_env(settings.market, settings.demand)),
         )
         built.append(worker)
         await worker.run()

@@ -45,10 +45,16 @@ from fleet_agent.store import RouterWitness, Store
 
 __all__ = [
     "MAX_ANSWER",
+    "AnswerTooLarge",
     "CurioSource",
     "HttpJsonSource",
     "NoSource",
+    "ReadFailed",
     "RouterSource",
+    "http_client",
+    "read_body",
+    "read_json",
+    "read_metric_lines",
     "router_reading",
 ]
 
@@ -58,35 +64,38 @@ _MAX_LINE = 4096
 _MAX_SERIES = 1000
 
 
-class _TooLarge(Exception):
-    pass
+class AnswerTooLarge(Exception):
+    """An answer past its limit (`MAX_ANSWER`)."""
 
 
-class _Failed(Exception):
+class ReadFailed(Exception):
     """The one line a read failed with."""
 
 
-def _client() -> httpx.AsyncClient:
+def http_client() -> httpx.AsyncClient:
+    """A client with the limits of every source read (module doc)."""
     return httpx.AsyncClient(
         timeout=httpx.Timeout(READ_TIMEOUT_S), trust_env=False, follow_redirects=False
     )
 
 
-async def _body(resp: httpx.Response, limit: int = MAX_ANSWER) -> bytes:
+async def read_body(resp: httpx.Response, limit: int = MAX_ANSWER) -> bytes:
+    """The answer's body, `AnswerTooLarge` past `limit` bytes."""
     chunks, size = [], 0
     async for chunk in resp.aiter_bytes():
         size += len(chunk)
         if size > limit:
-            raise _TooLarge
+            raise AnswerTooLarge
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-def _json(body: bytes) -> Any:
+def read_json(body: bytes) -> Any:
+    """The JSON in `body`; `ReadFailed` when there is none."""
     try:
         return json.loads(body)
     except (ValueError, RecursionError):  # RecursionError: 64 KB of "[[[[..."
-        raise _Failed("the answer is not JSON") from None
+        raise ReadFailed("the answer is not JSON") from None
 
 
 async def _guarded(source: str, read: Callable[[], Any]) -> DemandReadResult:
@@ -96,9 +105,9 @@ async def _guarded(source: str, read: Callable[[], Any]) -> DemandReadResult:
             outcome = await read()
     except (TimeoutError, httpx.TimeoutException):
         outcome = f"no answer within {READ_TIMEOUT_S:g} s"
-    except _TooLarge:
+    except AnswerTooLarge:
         outcome = f"the answer is larger than {MAX_ANSWER // 1024} KB"
-    except _Failed as exc:
+    except ReadFailed as exc:
         outcome = str(exc)
     except (httpx.HTTPError, ValueError) as exc:
         outcome = f"connection failed ({type(exc).__name__})"
@@ -132,11 +141,14 @@ class HttpJsonSource:
         return await _guarded(self.name, self._read)
 
     async def _read(self) -> Any:
-        async with _client() as http, http.stream("GET", self._url, headers=self._headers) as resp:
+        async with (
+            http_client() as http,
+            http.stream("GET", self._url, headers=self._headers) as resp,
+        ):
             if resp.status_code != 200:
-                raise _Failed(f"HTTP {resp.status_code}")
-            body = await _body(resp)
-        return parse_reading(_json(body), self.name)
+                raise ReadFailed(f"HTTP {resp.status_code}")
+            body = await read_body(resp)
+        return parse_reading(read_json(body), self.name)
 
 
 class CurioSource:
@@ -157,7 +169,7 @@ class CurioSource:
         return await _guarded(self.name, self._read)
 
     async def _read(self) -> Any:
-        async with _client() as http:
+        async with http_client() as http:
             answer = await self._queue(http)
             lines = await self._metrics(http)
         return curio_reading(answer, lines, self._clock())
@@ -165,35 +177,48 @@ class CurioSource:
     async def _queue(self, http: httpx.AsyncClient) -> Any:
         async with http.stream("POST", self._origin + CURIO_RPC_PATH, json=curio_request()) as resp:
             if resp.status_code != 200:
-                raise _Failed(f"PSListQueue: HTTP {resp.status_code}")
-            return _json(await _body(resp))
+                raise ReadFailed(f"PSListQueue: HTTP {resp.status_code}")
+            return read_json(await read_body(resp))
 
     async def _metrics(self, http: httpx.AsyncClient) -> list[str]:
         """The lines of the two metrics, read as a stream, the rest dropped."""
-        wanted = (CURIO_ARRIVALS, CURIO_QUEUE_COUNT)
-        kept: list[str] = []
-        async with http.stream("GET", self._metrics_origin + CURIO_METRICS_PATH) as resp:
-            if resp.status_code != 200:
-                raise _Failed(f"metrics: HTTP {resp.status_code}")
-            size, pending = 0, b""
-            async for chunk in resp.aiter_bytes():
-                size += len(chunk)
-                if size > _MAX_METRICS:
-                    raise _Failed(f"metrics larger than {_MAX_METRICS // 2**20} MB")
-                *lines, pending = (pending + chunk).split(b"\n")
-                if len(pending) > _MAX_LINE:
-                    pending = b""  # an endless line: none of ours
-                kept += [
-                    t
-                    for line in lines
-                    if len(line) <= _MAX_LINE
-                    and (t := line.decode("utf-8", "replace")).startswith(wanted)
-                ]
-                if len(kept) > _MAX_SERIES:
-                    raise _Failed("metrics: too many series of the demand metrics")
-            if pending.decode("utf-8", "replace").startswith(wanted):
-                kept.append(pending.decode("utf-8", "replace"))
-        return kept
+        return await read_metric_lines(
+            http, self._metrics_origin + CURIO_METRICS_PATH, (CURIO_ARRIVALS, CURIO_QUEUE_COUNT)
+        )
+
+
+async def read_metric_lines(
+    http: httpx.AsyncClient, url: str, wanted: tuple[str, ...]
+) -> list[str]:
+    """The lines of ``GET url`` (Prometheus text) that start with one of
+    `wanted`, read as a stream, the rest dropped: up to `_MAX_METRICS` bytes,
+    lines up to `_MAX_LINE` (the tail of a longer one is not a line of its
+    own), at most `_MAX_SERIES` kept. `ReadFailed` past a limit."""
+    kept: list[str] = []
+    async with http.stream("GET", url) as resp:
+        if resp.status_code != 200:
+            raise ReadFailed(f"metrics: HTTP {resp.status_code}")
+        size, pending, skipping = 0, b"", False
+        async for chunk in resp.aiter_bytes():
+            size += len(chunk)
+            if size > _MAX_METRICS:
+                raise ReadFailed(f"metrics larger than {_MAX_METRICS // 2**20} MB")
+            *lines, pending = (pending + chunk).split(b"\n")
+            if skipping and lines:
+                lines, skipping = lines[1:], False  # the end of an endless line
+            if len(pending) > _MAX_LINE:
+                pending, skipping = b"", True  # an endless line: none of ours
+            kept += [
+                t
+                for line in lines
+                if len(line) <= _MAX_LINE
+                and (t := line.decode("utf-8", "replace")).startswith(wanted)
+            ]
+            if len(kept) > _MAX_SERIES:
+                raise ReadFailed("metrics: too many series of the metrics read")
+        if not skipping and pending.decode("utf-8", "replace").startswith(wanted):
+            kept.append(pending.decode("utf-8", "replace"))
+    return kept
 
 
 def router_reading(queue: RouterQueue) -> DemandReading:

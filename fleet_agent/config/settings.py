@@ -40,6 +40,7 @@ from fleet_agent.llm.model_table import (
     model_info,
     model_table,
 )
+from fleet_agent.market.settings import MarketEnv
 from fleet_agent.store.guard import NEW_STORE_ENV
 from fleet_agent.vast.origin import normalize_base_url
 from fleet_agent.visibility.search_attributes import (
@@ -228,6 +229,8 @@ class Settings(BaseModel):
     search_attributes: SearchAttributeMode = "auto"
     # FLEET_DEMAND_*: where demand is read (fleet_agent/demand/settings.py).
     demand: DemandEnv = Field(default_factory=lambda: DemandEnv.load({}))
+    # FLEET_MARKET_*, FLEET_FIL_USD_URL: the Snark Market (fleet_agent/market/settings.py).
+    market: MarketEnv = Field(default_factory=lambda: MarketEnv.load({}))
 
     @property
     def llm_model_info(self) -> ModelInfo:
@@ -256,6 +259,7 @@ class Settings(BaseModel):
         if provider == "anthropic":
             model_info(e.llm_model, models)
         demand = DemandEnv.load(env, env_file=env_file)
+        market = MarketEnv.load(env, demand=demand, env_file=env_file)
         ports = {METRICS_ENV: e.metrics_port or "", METRICS_ENV_ALIAS: e.fleet_metrics_port or ""}
         return cls(
             database_url=e.database_url,
@@ -271,4 +275,5 @@ class Settings(BaseModel):
             metrics_address=metrics_address(ports),
             search_attributes=e.search_attributes,
             demand=demand,
+            market=market,
         )

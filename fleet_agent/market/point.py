@@ -23,7 +23,11 @@ from fleet_agent.wire import Wire
 
 __all__ = [
     "CHALLENGES_PER_SLOT",
+    "MAX_IDS",
     "MAX_NFIL",
+    "MAX_PRICE_NFIL",
+    "PENALTY_CHALLENGES",
+    "WITHDRAW_CHALLENGES",
     "ChallengeLedger",
     "MarketLeverResult",
     "MarketPoint",
@@ -50,6 +54,8 @@ MAX_PRICE_NFIL = 10**9
 MAX_NFIL = 2**53 - 1
 _MAX_ROWS = 1000
 _MAX_IDS = 400
+#: Row ids the ledger keeps per kind (the newest).
+MAX_IDS = _MAX_IDS
 
 
 class _Model(Wire):
@@ -161,7 +167,8 @@ class MarketPoint(_Model):
     market_price_nfil: int | None = Field(None, ge=1, le=MAX_PRICE_NFIL)
     asks_open: int = Field(0, ge=0, le=_MAX_ROWS)
     #: Rows not submitted (paid work and challenge proofs) and, of them,
-    #: the challenge proofs; `queued` waits for a machine (the metric).
+    #: the challenge proofs known as such (Curio sets ``was_pow`` when it
+    #: submits, so with Curio this is 0); `queued` waits for a machine (the metric).
     rows_open: int = Field(0, ge=0, le=_MAX_ROWS)
     pow_open: int = Field(0, ge=0, le=_MAX_ROWS)
     queued: int = Field(0, ge=0, le=10**7)

@@ -4,7 +4,8 @@ hour's revenue, cost and profit (fleet_agent/market/point.py).
 
 The `observe_market` activity (activities/market.py) reads the last point
 (the ledger it continues) and the point about an hour before (the hour's
-revenue), and adds one point per reading; `status`, the console and the
+revenue; in the first hour the oldest), and adds one point per reading;
+the levers add one when they withdraw asks (the ledger counts them); `status`, the console and the
 model's context read the latest. Points older than `KEEP_DAYS` are deleted
 as new ones come. A table that is only added needs no schema version
 (schema.py).
@@ -73,6 +74,20 @@ class MarketHistory(StoreBase):
             select(table.c.data)
             .where((table.c.agent_id == agent_id) & (table.c.at <= require_aware(at, "at")))
             .order_by(table.c.at.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            data = conn.execute(stmt).scalar()
+        return MarketPoint.model_validate_json(data) if data is not None else None
+
+    def oldest_since(self, agent_id: str, since: datetime) -> MarketPoint | None:
+        """The agent's first point at or after `since` (the hour's base in
+        its first hour, when no point is an hour old), or None."""
+        table = table_of(MarketPointRow)
+        stmt = (
+            select(table.c.data)
+            .where((table.c.agent_id == agent_id) & (table.c.at >= require_aware(since, "since")))
+            .order_by(table.c.at.asc())
             .limit(1)
         )
         with self.engine.connect() as conn:
