@@ -147,7 +147,12 @@ def _demand_activities(demand: DemandActivities) -> list[Callable[..., Any]]:
 
 
 def _market_activities(market: MarketActivities) -> list[Callable[..., Any]]:
-    return [market.observe_market, market.set_ask_price, market.set_requests]
+    return [
+        market.observe_market,
+        market.set_ask_price,
+        market.set_requests,
+        market.change_requests,
+    ]
 
 
 def build_worker(

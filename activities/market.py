@@ -35,6 +35,7 @@ before any reading (no point to continue).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -43,47 +44,28 @@ from typing import Any
 
 from temporalio import activity
 
-from fleet_agent.demand.reading import Refused
 from fleet_agent.market.economics import assess
-from fleet_agent.market.guards import (
-    price_refusal,
-    requests_refusal,
-    withdraw_allowance,
-    withdraw_refusal,
-    withdrawals_last_hour,
-)
-from fleet_agent.market.ledger import advance, withdrew
-from fleet_agent.market.levers import (
-    SetAskPriceInput,
-    SetRequestsInput,
-    lever_input,
-    price_change,
-    requests_change,
-)
+from fleet_agent.market.ledger import advance
 from fleet_agent.market.parse import (
-    Ask,
-    Meta,
     fil_text,
     market_reading,
-    parse_asks,
     parse_fil_usd,
     parse_market_price,
-    parse_meta,
-    rpc_result,
 )
 from fleet_agent.market.point import (
-    MarketPoint,
+    MarketLeverResult,
     MarketReading,
     MarketStepRequest,
     MarketStepResult,
+    RequestsChange,
 )
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
-from fleet_agent.store import MarketHistory, Store, ToolCallRecord
+from fleet_agent.store import MarketHistory, Store
 
-from .fleet_calls import ToolCalls, paused_result
-from .fleet_results import tool_result
+from .fleet_calls import ToolCalls
 from .live_config import ConfigSource, WorkflowConfigSource
-from .market_sources import CurioMarket, Failed, rpc_error_text
+from .market_levers import Levers
+from .market_sources import CurioMarket, Failed
 
 __all__ = ["MarketActivities"]
 
@@ -133,6 +115,10 @@ class MarketActivities:
             self._history = MarketHistory(self._store)
             self._calls = ToolCalls(self._store, self._configs, self._clock)
         return self._history, self._calls
+
+    def _levers(self) -> Levers:
+        history, calls = self._need_store()
+        return Levers(self._client, history, calls, self._clock)
 
     # ------------------------------------------------------------ observe
 
@@ -212,7 +198,7 @@ class MarketActivities:
         node (``PSGetMeta``, ``PSListAsks``), the live config, the market
         history; journalled in the store."""
         _, calls = self._need_store()
-        return await calls.journaled(req, self._set_price)
+        return await calls.journaled(req, self._levers().set_price)
 
     @activity.defn(name="set_requests")
     async def set_requests(self, req: FleetToolRequest) -> ToolResult:
@@ -221,250 +207,32 @@ class MarketActivities:
         open asks (``PSAskWithdraw``) within the hourly limit. Guarded; reads
         the node, the live config, the market history; journalled in the store."""
         _, calls = self._need_store()
-        return await calls.journaled(req, self._set_requests)
+        return await calls.journaled(req, self._levers().set_requests)
 
-    async def _lever_refusal(
-        self, req: FleetToolRequest, calls: ToolCalls
-    ) -> tuple[AgentConfig, CurioMarket] | ToolResult:
-        """The live config and the client, or the refusal every lever shares."""
-        config = await calls.config(req, mutating=True)
-        if config.market_mode != "snark":
-            return tool_result(
-                req,
-                f"Refused: market_mode is {config.market_mode}, not snark: the agent does not "
-                f"run the business on the Snark Market. {_NOTHING}",
-                error=True,
-            )
-        if config.paused or config.frozen:
-            return paused_result(req, config, "changed at the market")
-        if self._client is None:
-            return tool_result(
-                req,
-                f"Refused: the worker reads no market (FLEET_MARKET_SOURCE=none). {_NOTHING}",
-                error=True,
-            )
-        return config, self._client
-
-    async def _meta(self, req: FleetToolRequest, client: CurioMarket) -> Meta | ToolResult:
-        answer = await client.call("CurioWeb.PSGetMeta", [])
-        try:
-            if isinstance(answer, Failed):
-                raise Refused(answer.why)
-            return parse_meta(answer)
-        except Refused as exc:
-            log.warning("agent %s: %s: PSGetMeta: %s", req.agent_id, req.name, exc)
-            return tool_result(
-                req, f"Could not read the node's settings ({exc}). {_NOTHING}", error=True
-            )
-
-    async def _asks(self, req: FleetToolRequest, client: CurioMarket) -> list[Ask] | ToolResult:
-        answer = await client.call("CurioWeb.PSListAsks", [])
-        try:
-            if isinstance(answer, Failed):
-                raise Refused(answer.why)
-            return parse_asks(answer)
-        except Refused as exc:
-            log.warning("agent %s: %s: PSListAsks: %s", req.agent_id, req.name, exc)
-            return tool_result(
-                req, f"Could not read the node's open asks ({exc}). {_NOTHING}", error=True
-            )
-
-    async def _points(self, agent_id: str) -> tuple[MarketPoint | None, int]:
-        """The latest point and the asks withdrawn in the last hour."""
-        history, _ = self._need_store()
-        now = self._now()
-
-        def read() -> tuple[MarketPoint | None, int]:
-            latest = history.latest(agent_id)
-            hour_ago = history.at_or_before(agent_id, now - _HOUR)
-            return latest, withdrawals_last_hour(latest, hour_ago)
-
-        return await asyncio.to_thread(read)
-
-    async def _set_meta(
-        self, client: CurioMarket, enabled: bool, wallet: str, price_nfil: int
-    ) -> str | None:
-        """PSSetMeta; None when the node took it, else why not (fenced)."""
-        answer = await client.call("CurioWeb.PSSetMeta", [enabled, wallet, fil_text(price_nfil)])
-        if isinstance(answer, Failed):
-            return answer.why
-        error = rpc_error_text(answer)
-        if error is not None:
-            return f"the node answered {error}"
-        try:
-            rpc_result(answer, "PSSetMeta")
-        except Refused as exc:
-            return str(exc)
-        return None
-
-    async def _withdraw(
-        self, req: FleetToolRequest, client: CurioMarket, asks: list[Ask]
-    ) -> tuple[int, str]:
-        """Withdraw `asks` one by one; how many went, and why the rest did not."""
-        done = 0
-        for ask in asks:
-            answer = await client.call("CurioWeb.PSAskWithdraw", [ask.id])
-            why = answer.why if isinstance(answer, Failed) else rpc_error_text(answer)
-            if why is None and not (isinstance(answer, dict) and answer.get("jsonrpc") == "2.0"):
-                why = "not a JSON-RPC 2.0 answer"
-            if why is not None:
-                log.warning("agent %s: %s: PSAskWithdraw failed", req.agent_id, req.name)
-                return done, f"Withdrawing ask {ask.id} failed: {why}"
-            done += 1
-        return done, ""
-
-    async def _count_withdrawals(self, agent_id: str, n: int, **changes: Any) -> int | None:
-        """A new point with `n` withdrawals in its ledger (and `changes`);
-        the balance the agent counts after them, None without a point."""
-        if n <= 0:
-            return None
-        history, _ = self._need_store()
-        now = self._now()
-
-        def write() -> int | None:
-            latest = history.latest(agent_id)
-            if latest is None:
-                return None
-            ledger = withdrew(latest.ledger, n)
-            # After the latest point even on a clock that has not moved.
-            at = max(now, latest.at + timedelta(microseconds=1))
-            update = {"at": at, "ledger": ledger, "slots_total": ledger.slots, **changes}
-            history.record(agent_id, latest.model_copy(update=update))
-            return ledger.challenges
-
-        return await asyncio.to_thread(write)
-
-    @staticmethod
-    def _spent(n: int, balance: int | None) -> str:
-        if n <= 0:
-            return ""
-        left = f"; about {balance} left by the agent's count" if balance is not None else ""
-        return f" ({n} challenge proof(s) spent{left})"
-
-    async def _set_price(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
-        args = lever_input(SetAskPriceInput, req.input)
-        if isinstance(args, str):
-            return tool_result(req, f"Invalid input for {req.name}: {args}", error=True)
-        calls = self._need_store()[1]
-        shared = await self._lever_refusal(req, calls)
-        if isinstance(shared, ToolResult):
-            return shared
-        config, client = shared
-        change = price_change(args, req.agent_id, config.market_policy())
-        meta = await self._meta(req, client)
-        if isinstance(meta, ToolResult):
-            return meta
-        stale: list[Ask] = []
-        if change.reprice_open:
-            asks = await self._asks(req, client)
-            if isinstance(asks, ToolResult):
-                return asks
-            stale = [a for a in asks if a.price_nfil != change.price_nfil]
-        latest, withdrawn = await self._points(req.agent_id)
-        refusal = price_refusal(change, meta.price_nfil) or withdraw_refusal(
-            len(stale), latest, withdrawn, change.policy
+    @activity.defn(name="change_requests")
+    async def change_requests(self, req: RequestsChange) -> MarketLeverResult:
+        """The monitor's lever (a loss with market_on_loss "stop"): requests
+        on or off as the tool `set_requests` turns them, with its guards and
+        its journal, under a call id of the change's own (its reason names
+        the loss), so a retried activity withdraws nothing twice. Reads the
+        agent's live config; touches the node and the store as the tool does."""
+        _, calls = self._need_store()
+        key = hashlib.sha256(f"{req.agent_id}:{req.enabled}:{req.reason}".encode()).hexdigest()
+        call = FleetToolRequest(
+            agent_id=req.agent_id,
+            run=0,
+            round=0,
+            tool_use_id=f"monitor_{key[:24]}",
+            name="set_requests",
+            input={
+                "enabled": req.enabled,
+                "withdraw_open": req.withdraw_open,
+                "reason": req.reason or "the monitor",
+            },
+            config=AgentConfig(market_mode="snark"),  # the live config is read, not this
         )
-        if refusal is None and not meta.wallet:
-            refusal = "the node has no wallet (the operator sets it in Curio's Snark Market page)"
-        if refusal is not None:
-            return tool_result(req, f"Refused: {refusal}. {_NOTHING}", error=True)
-        plan = f"set the ask price to {_fil(change.price_nfil)}, was {_fil(meta.price_nfil)}"
-        if stale:
-            plan += f", and withdraw {len(stale)} open ask(s) at other prices"
-        if config.dry_run:
-            return tool_result(req, f"DRY RUN: would {plan}. {_NOTHING}")
-        await calls.start(req)
-        failed = await self._set_meta(client, meta.enabled, meta.wallet, change.price_nfil)
-        if failed is not None:
-            log.warning("agent %s: set_ask_price: PSSetMeta failed", req.agent_id)
-            return tool_result(
-                req,
-                f"The node did not take the price ({failed}); the next market reading shows "
-                "the price it has. No ask was withdrawn.",
-                error=True,
-            )
-        log.info("agent %s: ask price set to %d nFIL", req.agent_id, change.price_nfil)
-        done, why = await self._withdraw(req, client, stale)
-        balance = await self._count_withdrawals(req.agent_id, done, price_nfil=change.price_nfil)
-        text = f"Ask price set to {_fil(change.price_nfil)}, was {_fil(meta.price_nfil)}."
-        if stale:
-            text += f" Withdrew {done} of {len(stale)} open ask(s) at other prices"
-            text += self._spent(done, balance) + "; the node asks again at the new price."
-        elif change.reprice_open:
-            text += " No open ask was at another price: none withdrawn."
-        else:
-            text += " Open asks keep their price until assigned (reprice_open withdraws them)."
-        if why:
-            text += f" {why}."
-        reason = change.reason[:_REASON_CHARS]
-        return tool_result(req, f"{text} Reason given: {reason}", mutating=True)
-
-    async def _set_requests(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
-        args = lever_input(SetRequestsInput, req.input)
-        if isinstance(args, str):
-            return tool_result(req, f"Invalid input for {req.name}: {args}", error=True)
-        calls = self._need_store()[1]
-        shared = await self._lever_refusal(req, calls)
-        if isinstance(shared, ToolResult):
-            return shared
-        config, client = shared
-        change = requests_change(args, req.agent_id, config.market_policy())
-        meta = await self._meta(req, client)
-        if isinstance(meta, ToolResult):
-            return meta
-        latest, withdrawn = await self._points(req.agent_id)
-        refusal = requests_refusal(change.enabled, latest, meta.wallet)
-        if refusal is not None:
-            return tool_result(req, f"Refused: {refusal}. {_NOTHING}", error=True)
-        if not meta.wallet:
-            # Off without a wallet: Curio's request task needs one, so the
-            # node asks for nothing, and PSSetMeta would refuse the empty address.
-            return tool_result(req, f"The node has no wallet, so it asks for no work. {_NOTHING}")
-        withdrawing: list[Ask] = []
-        kept_open = 0
-        if not change.enabled and change.withdraw_open:
-            asks = await self._asks(req, client)
-            if isinstance(asks, ToolResult):
-                return asks
-            allowance = withdraw_allowance(change.policy, withdrawn)
-            withdrawing, kept_open = asks[:allowance], max(0, len(asks) - allowance)
-        verb = "on" if change.enabled else "off"
-        plan = f"turn requests {verb} (they are {'on' if meta.enabled else 'off'})"
-        if withdrawing:
-            plan += f" and withdraw {len(withdrawing)} open ask(s)"
-        if config.dry_run:
-            return tool_result(req, f"DRY RUN: would {plan}. {_NOTHING}")
-        await calls.start(req)
-        failed = await self._set_meta(client, change.enabled, meta.wallet, meta.price_nfil)
-        if failed is not None:
-            log.warning("agent %s: set_requests: PSSetMeta failed", req.agent_id)
-            return tool_result(
-                req,
-                f"The node did not take the change ({failed}); the next market reading shows "
-                "whether it asks for work. No ask was withdrawn.",
-                error=True,
-            )
-        log.info("agent %s: market requests %s", req.agent_id, verb)
-        done, why = await self._withdraw(req, client, withdrawing)
-        balance = await self._count_withdrawals(req.agent_id, done, enabled=change.enabled)
-        if change.enabled:
-            text = (
-                f"Requests on: the node asks the market for work at {_fil(meta.price_nfil)}, "
-                "one ask per free slot."
-            )
-        else:
-            text = "Requests off: the node starts no new request (a request under way finishes)."
-            if withdrawing:
-                text += f" Withdrew {done} of {len(withdrawing)} open ask(s)"
-                text += self._spent(done, balance) + "."
-            if kept_open:
-                text += (
-                    f" {kept_open} ask(s) stay open: market_max_withdrawals_per_hour="
-                    f"{change.policy.max_withdrawals_per_hour} is reached for this hour."
-                )
-            if not change.withdraw_open:
-                text += " Open asks stay open and may still be assigned work (withdraw_open)."
-        if why:
-            text += f" {why}."
-        reason = change.reason[:_REASON_CHARS]
-        return tool_result(req, f"{text} Reason given: {reason}", mutating=True)
+        result = await calls.journaled(call, self._levers().set_requests)
+        line = result.content.splitlines()[0] if result.content else ""
+        if result.is_error:
+            return MarketLeverResult(ok=False, refused=line[:600])
+        return MarketLeverResult(ok=True, summary=line[:600])

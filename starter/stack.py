@@ -217,6 +217,8 @@ async def _serve(
             server = Server(owner.temporal_address, owner.ui_url, started=False, log_path=None)
         await loading
         from activities.demand import DemandActivities, source_from_env
+        from activities.market import MarketActivities
+        from activities.market_sources import market_from_env
         from fleet_agent.llm.factory import provider_from_settings
         from worker import build_worker, fleet_from_settings, open_worker_store
 
@@ -293,6 +295,7 @@ async def _serve(
             task_queue=opts.task_queue,
             prices=settings.llm_models,
             demand=DemandActivities(source_from_env(settings.demand)),
+            market=MarketActivities(market_from_env(settings.market, settings.demand)),
         )
         worker_task = asyncio.create_task(worker.run())
         stack.push_async_callback(_stop_worker, worker_task, worker.shutdown)

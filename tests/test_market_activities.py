@@ -105,7 +105,12 @@ def market(sim: SimServer, store: Store, prices: str, configs: StaticConfigs) ->
 
 
 def _req(gpus: int = 4, config: AgentConfig = SNARK, **over: Any) -> MarketStepRequest:
-    body = {"agent_id": AGENT, "policy": config.market_policy(), "gpus": gpus}
+    body = {
+        "agent_id": AGENT,
+        "policy": config.market_policy(),
+        "gpus": gpus,
+        "gpus_proving": gpus,
+    }
     body |= {"capacity_per_h": 100.0, "rental_usd_per_h": 1.0, **over}
     return MarketStepRequest.model_validate(body)
 
@@ -348,7 +353,7 @@ async def test_requests_off_withdraws_within_the_hour_and_on_needs_gpus(
     sim.market.advance(30)
     await market.observe_market(_req(gpus=0))
     on = await _tool(market, "set_requests", {"enabled": True, "reason": "back"})
-    assert on.is_error and on.content.startswith("Refused: the fleet has no GPUs")
+    assert on.is_error and on.content.startswith("Refused: no machine of the fleet proves yet")
     assert _node(sim)["enabled"] is False
     sim.market.advance(30)
     await market.observe_market(_req(gpus=4))

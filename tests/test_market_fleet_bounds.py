@@ -57,6 +57,8 @@ def test_the_pure_bounds() -> None:
     off = _point(500, enabled=False, rows_open=4)
     assert destroy_bound(off, 0, releases_capacity=True) is not None  # its queue first
     assert destroy_bound(_point(500, enabled=False), 0, releases_capacity=True) is None
+    asks = _point(500, enabled=False, asks_open=2)  # an open ask may still be assigned
+    assert destroy_bound(asks, 0, releases_capacity=True) is not None
 
 
 async def _offers(tools: FleetActivities, n: int) -> list[int]:

@@ -11,10 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleet_agent.market.guards import (
-    drain_needed,
     price_refusal,
     requests_refusal,
-    slots_cap,
     withdraw_allowance,
     withdraw_refusal,
     withdrawals_last_hour,
@@ -33,7 +31,13 @@ def _change(price: int, policy: MarketPolicy = RANGE) -> PriceChange:
 
 def _point(**over: Any) -> MarketPoint:
     ledger = over.pop("ledger", ChallengeLedger(challenges=500))
-    body: dict[str, Any] = {"at": NOW, "enabled": True, "price_nfil": 5_000_000, "gpus": 4}
+    body: dict[str, Any] = {
+        "at": NOW,
+        "enabled": True,
+        "price_nfil": 5_000_000,
+        "gpus": 4,
+        "gpus_proving": 4,
+    }
     return MarketPoint.model_validate({**body, "ledger": ledger, **over})
 
 
@@ -102,27 +106,9 @@ def test_requests_on_needs_gpus_a_wallet_and_a_price_off_always_goes() -> None:
     assert requests_refusal(True, _point(), wallet) is None
     assert requests_refusal(False, None, "") is None, "off always"
     assert requests_refusal(True, None, wallet) is not None
-    no_gpus = requests_refusal(True, _point(gpus=0), wallet)
-    assert no_gpus is not None and no_gpus.startswith("the fleet has no GPUs")
+    no_gpus = requests_refusal(True, _point(gpus=0, gpus_proving=0), wallet)
+    assert no_gpus is not None and no_gpus.startswith("no machine of the fleet proves yet")
+    loading = requests_refusal(True, _point(gpus=4, gpus_proving=0), wallet)
+    assert loading is not None, "machines that load do not take work in time"
     assert "no wallet" in (requests_refusal(True, _point(), "") or "")
     assert "price is 0" in (requests_refusal(True, _point(price_nfil=0), wallet) or "")
-
-
-def test_the_fleet_drains_before_dropping_the_gpus_open_work_needs() -> None:
-    assert drain_needed(None, 0) is None, "no reading: nothing known to protect"
-    busy = _point(rows_open=9, asks_open=1)
-    assert drain_needed(busy, 3) is None, "3 GPUs prove 9 within the deadline"
-    too_few = drain_needed(busy, 2)
-    assert too_few is not None and too_few.startswith("9 proof(s) open")
-    gone = drain_needed(busy, 0)
-    assert gone is not None and "late with no GPU" in gone
-    asking = drain_needed(_point(rows_open=0, asks_open=2), 0)
-    assert asking is not None and "set_requests enabled=false withdraw_open=true" in asking
-    idle = _point(rows_open=0, asks_open=0, enabled=False)
-    assert drain_needed(idle, 0) is None
-
-
-def test_the_slots_feed_at_most_as_many_gpus_and_at_least_one() -> None:
-    assert slots_cap(None) is None
-    assert slots_cap(_point(slots_total=7)) == 7
-    assert slots_cap(_point(slots_total=0)) == 1, "a fleet earns its first slots"

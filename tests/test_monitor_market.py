@@ -111,7 +111,7 @@ class Stand:
             profit_usd_per_h=0.8 - req.rental_usd_per_h,
             loss_since=since,
         )
-        alert = "revenue $0.02 a proof under cost $0.05 a proof since 12:00" if since else ""
+        alert = "market: proving at a loss since 12:00, revenue $0.80/h" if since else ""
         return MarketStepResult(point=point, loss_alert=alert)
 
     @activity.defn(name="send_notification")
@@ -183,7 +183,8 @@ async def test_a_lasting_loss_is_acted_on_once_and_again_when_it_comes_back(
     assert stand.notified[0].event.facts["on_loss"] == "stop"
     assert [(c.enabled, c.withdraw_open) for c in stand.stopped] == [(False, True)] * 2
     wakes = [v for name, v in seen if name == "trigger_now"]
-    assert len(wakes) == 2 and wakes[0]["reason"].startswith("market: revenue $0.02")
+    assert len(wakes) == 2
+    assert wakes[0]["reason"].startswith("market: proving at a loss since 12:00")
     assert "requests off" in wakes[0]["reason"]
 
 

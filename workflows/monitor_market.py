@@ -151,9 +151,7 @@ class MarketFollower:
             )
             await send_event(agent_id, config, event)
         try:
-            await agent.signal(
-                "trigger_now", TriggerNow(reason=f"market: {alert} ({action})"[:2_000])
-            )
+            await agent.signal("trigger_now", TriggerNow(reason=f"{alert} ({action})"[:2_000]))
             if target is not None:
                 change = DemandTargetChange(
                     target_per_h=target,

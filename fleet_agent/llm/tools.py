@@ -29,8 +29,6 @@ __all__ = [
     "ExpectDemandInput",
     "ScheduleNextCheckInput",
     "SearchOffersInput",
-    "SetAskPriceInput",
-    "SetRequestsInput",
     "offered_tools",
     "parse_tool_input",
     "tool_schemas",
@@ -249,18 +247,6 @@ class CreateInstanceInput(_ToolInput):
 class DestroyInstanceInput(_ToolInput):
     instance_id: int
     reason: Annotated[str, Field(min_length=1, max_length=1000)]
-
-
-class SetAskPriceInput(_ToolInput):
-    price_nfil: Annotated[int, Field(ge=1, le=1_000_000_000)]
-    reprice_open: bool = False
-    reason: Annotated[str, Field(min_length=1, max_length=600)]
-
-
-class SetRequestsInput(_ToolInput):
-    enabled: bool
-    withdraw_open: bool = False
-    reason: Annotated[str, Field(min_length=1, max_length=600)]
 
 
 class ScheduleNextCheckInput(_ToolInput):

@@ -153,6 +153,7 @@ def assess(
             min(reading.asks_open + len(open_rows) - pow_open, ledger.slots),
         ),
         gpus=req.gpus,
+        gpus_proving=min(req.gpus_proving, req.gpus),
         paid_total_nfil=reading.paid_total_nfil,
         paid_proofs_per_h=paid_per_h,
         revenue_nfil_per_h=revenue,
@@ -164,6 +165,11 @@ def assess(
         cost_usd_per_h=cost,
         profit_usd_per_h=profit,
         loss_since=since,
+        withdrawals_last_hour=max(
+            0,
+            ledger.withdrawals_total
+            - (hour_ago.ledger.withdrawals_total if hour_ago is not None else 0),
+        ),
         note=slots_note(req.gpus, ledger, req.capacity_per_h, rental),
     )
     alert = loss_alert(point, policy.loss_minutes, policy.on_loss)

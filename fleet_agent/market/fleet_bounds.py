@@ -50,10 +50,12 @@ def destroy_bound(
     if point is None or not releases_capacity:
         return None
     open_rows = point.rows_open
-    if point.enabled and capacity_after_per_h <= 0:
+    if (point.enabled or point.asks_open) and capacity_after_per_h <= 0:
+        # An open ask may still be assigned work after requests go off.
         return (
-            "the node still asks the market for work: turn requests off first "
-            "(set_requests enabled=false) and let its queue drain before the fleet goes"
+            f"the node still asks the market for work ({point.asks_open} open ask(s)): turn "
+            "requests off first (set_requests enabled=false withdraw_open=true) and let its "
+            "queue drain before the fleet goes"
         )
     if open_rows and capacity_after_per_h * DRAIN_WINDOW_H < open_rows:
         then = "turn requests off first (set_requests enabled=false), " if point.enabled else ""

@@ -18,14 +18,13 @@ nothing when one refuses.
   `withdrawals_last_hour`), or when the balance left would not cover the
   slots in use (50 challenge proofs each: a shortfall frees no slot, but
   the next late proof would cost a slot in use).
-- **Requests** (`requests_refusal`): on is refused while the fleet has no
-  GPUs (work the market assigns then is late: 50 challenge proofs each),
+- **Requests** (`requests_refusal`): on is refused while no machine of the
+  fleet proves (work the market assigns then is late: 50 challenge proofs each),
   before any reading, without a wallet, or at price 0 (asks at 0 take any
   work). Off is always allowed; its withdrawals are held to the hourly limit
   (`withdraw_allowance`): the asks past it stay open.
-- **The fleet** (`drain_needed`, `slots_cap`), for the create and destroy
-  guards: removing GPUs while proofs are open can make them late; the slots
-  feed at most `slots_cap` GPUs (one open ask or proof each).
+- **The fleet**: the create and destroy guards are
+  fleet_agent/market/fleet_bounds.py's.
 
 Pure: no I/O, no clock.
 """
@@ -38,11 +37,8 @@ from .point import CHALLENGES_PER_SLOT, MarketPoint, MarketPolicy, PriceChange
 
 __all__ = [
     "MAX_STEP",
-    "PROOFS_PER_GPU_IN_DEADLINE",
-    "drain_needed",
     "price_refusal",
     "requests_refusal",
-    "slots_cap",
     "withdraw_allowance",
     "withdraw_refusal",
     "withdrawals_last_hour",
@@ -50,9 +46,6 @@ __all__ = [
 
 #: The most one price change moves the node's price, as a share of it.
 MAX_STEP = 0.5
-#: Proofs one GPU surely finishes within the 45-minute deadline: the doc's
-#: slow path is ~10 min a proof (2 with CUDA C2), less time already spent.
-PROOFS_PER_GPU_IN_DEADLINE = 4
 
 
 def price_refusal(change: PriceChange, current_nfil: int) -> str | None:
@@ -125,48 +118,15 @@ def requests_refusal(enabled: bool, point: MarketPoint | None, wallet: str) -> s
         return None
     if point is None:
         return "no market reading yet, so the fleet's GPUs are unknown"
-    if point.gpus <= 0:
+    if point.gpus_proving <= 0:
+        # Loading machines do not count: a first boot with its parameters
+        # takes longer than the 45 minutes assigned work has.
         return (
-            "the fleet has no GPUs: work the market assigns would be late "
-            f"({CHALLENGES_PER_SLOT} challenge proofs each)"
+            "no machine of the fleet proves yet: work the market assigns would be late "
+            f"({CHALLENGES_PER_SLOT} challenge proofs each); ask once one proves"
         )
     if not wallet:
         return "the node has no wallet (the operator sets it in Curio's Snark Market page)"
     if point.price_nfil <= 0:
         return "the node's ask price is 0, which takes any work: set_ask_price first"
     return None
-
-
-def drain_needed(point: MarketPoint | None, gpus_after: int) -> str | None:
-    """Why the fleet may not go to `gpus_after` GPUs before the market's
-    work is drained, or None (no reading: nothing known to protect)."""
-    if point is None:
-        return None
-    gpus_after = max(0, gpus_after)
-    if gpus_after == 0:
-        if point.rows_open > 0:
-            return (
-                f"{point.rows_open} proof(s) open at the market would be late with no GPU "
-                f"({CHALLENGES_PER_SLOT} challenge proofs each): let them finish first"
-            )
-        if point.enabled or point.asks_open > 0:
-            return (
-                f"the node asks for work ({point.asks_open} open ask(s)): with no GPU, work "
-                "assigned would be late; set_requests enabled=false withdraw_open=true first"
-            )
-        return None
-    if point.rows_open > gpus_after * PROOFS_PER_GPU_IN_DEADLINE:
-        return (
-            f"{point.rows_open} proof(s) open at the market are more than {gpus_after} GPU(s) "
-            f"surely prove within the 45-minute deadline ({PROOFS_PER_GPU_IN_DEADLINE} each): "
-            "let them finish first"
-        )
-    return None
-
-
-def slots_cap(point: MarketPoint | None) -> int | None:
-    """The most GPUs the slots feed (one open ask or proof each; at least
-    1, so a fleet can earn its first slots), or None without a reading."""
-    if point is None:
-        return None
-    return max(1, point.slots_total)
