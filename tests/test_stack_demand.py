@@ -106,7 +106,8 @@ async def test_the_local_stack_runs_the_snark_market_on_the_agents_fleet(tmp_pat
             # The node as the stack set it up, read as Curio's GUI reads it.
             rpc = {"jsonrpc": "2.0", "method": "CurioWeb.PSGetMeta", "params": [], "id": 1}
             meta = (await web.post("/api/webrpc/v0", json=rpc)).json()["result"]
-            assert meta["enabled"] and meta["price"] == "0.005"
+            # Requests off: the agent turns them on once a machine proves.
+            assert not meta["enabled"] and meta["price"] == "0.005"
             assert meta["wallet"] == key_address(STACK_WALLET_SEED)
             # The public figures the worker is pointed at.
             price = (await web.get("/v0/proofs/client/current-price")).json()
@@ -114,8 +115,8 @@ async def test_the_local_stack_runs_the_snark_market_on_the_agents_fleet(tmp_pat
             fil = await web.get("/api/v3/simple/price?ids=filecoin&vs_currencies=usd")
             assert fil.json() == {"filecoin": {"usd": 2.5}}
 
-            # The rows waiting for a machine are the agent's demand: it raises
-            # its target, rents, and the node proves on the machine it rented.
+            # The agent holds one machine (min_target), and once it proves it
+            # turns requests on; the node's work then proves on the fleet.
             async def proved() -> dict[str, Any]:
                 fleet = (await web.get("/_sim/snark-market")).json()["node"]["fleet"]
                 return dict(fleet) if fleet["proved"] else {}
@@ -126,6 +127,32 @@ async def test_the_local_stack_runs_the_snark_market_on_the_agents_fleet(tmp_pat
         assert fleet["machines"], fleet
         st = await status()
         assert st["demand"] is not None and st["config"]["target_proofs_per_hour"] > 0, st
+        async with httpx.AsyncClient(base_url=curio, timeout=10) as web:
+            meta = (await web.post("/api/webrpc/v0", json=rpc)).json()["result"]
+            assert meta["enabled"], meta
+
+        # `status` shows the business: slots, price, revenue and profit.
+        text_argv = banner_command(up.text, "status")[0]
+
+        async def business() -> str:
+            shown = await _cli(text_argv, tmp_path, shell)
+            return shown if "revenue" in shown and "slots" in shown else ""
+
+        shown = await eventually(business, timeout=120, interval=2, what="the market block")
+        for word in ("slots", "price", "revenue", "profit"):
+            assert word in shown, shown
+        db = f"sqlite:///{tmp_path / 'var' / f'stack-{port}' / 'fleet-agent.db'}"
+
+        def asked() -> bool:
+            # The Curio source counts the node's asks as arrivals.
+            store = Store(db)
+            try:
+                points = DemandHistory(store).series(AGENT, datetime(2000, 1, 1, tzinfo=UTC))
+            finally:
+                store.dispose()
+            return bool(points) and points[-1].arrived_total > 0
+
+        await eventually(asked, timeout=120, interval=2, what="the node's asks read as demand")
 
         # A worker added to the stack reads the same market.
         added = await start_up(tmp_path, "--add-worker", env=env)
@@ -135,13 +162,6 @@ async def test_the_local_stack_runs_the_snark_market_on_the_agents_fleet(tmp_pat
     finally:
         code = await up.finish(signal.SIGINT)
     assert code == 0, up.text[-3000:]
-    store = Store(f"sqlite:///{tmp_path / 'var' / f'stack-{port}' / 'fleet-agent.db'}")
-    try:
-        points = DemandHistory(store).series(AGENT, datetime(2000, 1, 1, tzinfo=UTC))
-    finally:
-        store.dispose()
-    # The Curio source counts the node's asks as arrivals.
-    assert points and points[-1].arrived_total > 0, points
 
 
 def test_sim_demand_takes_default_or_a_curve_and_names_a_bad_one(
@@ -268,5 +288,9 @@ def test_the_operators_sources_win_each_for_its_own_variables(
             assert name not in os.environ, name
     patch = market_stack_config(curve, wiring)
     assert patch is not None
-    assert patch.model_dump(exclude_unset=True) == {"target_mode": "demand", "max_target": 600}
+    assert patch.model_dump(exclude_unset=True) == {
+        "target_mode": "demand",
+        "max_target": 600,
+        "min_target": 30,
+    }
     assert not any(k in os.environ for k in _MARKET_VARS)
