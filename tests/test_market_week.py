@@ -171,7 +171,7 @@ def test_the_harness_writes_its_tables_and_json_for_a_day(
     # The oracle bounds the fixed fleet.
     assert oracle["days"][0]["profit_usd"] >= fixed["days"][0]["profit_usd"]
     summ = data["summary"]
-    assert summ["days"] == [1, 1]
+    assert summ["days"] == [1, 1] and summ["oracle_below"] == []
     assert summ["paths"]["fixed"]["targets"]["0 penalties"] is True
     assert 0 < summ["paths"]["fixed"]["profit_vs_oracle"] <= 1
     printed = capsys.readouterr().out

@@ -111,7 +111,8 @@ def availability(path: str) -> str | None:
     try:
         importlib.import_module("testkit.agents")
     except ImportError as exc:
-        missing.append(f"the worker does not import ({exc})")
+        # The message without the file's path (it names the module already).
+        missing.append(f"the worker does not import ({str(exc).split(' (')[0]})")
     snark = importlib.import_module("simulator.snark_market")
     if not hasattr(snark, "FleetProver"):
         missing.append(

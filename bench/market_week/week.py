@@ -285,6 +285,16 @@ def summary(seeds: Sequence[dict[str, Any]], paths: Sequence[str], days: int) ->
                 "slots never exceeded": total["over_slots"] == 0,
             }
         out["paths"][path] = row
+    # A bound is above every path on every seed; a seed where it is not says so.
+    out["oracle_below"] = [
+        [week["seed"], path]
+        for week, o in zip(seeds, oracle_per_seed, strict=True)
+        for path in paths
+        if o is not None
+        and path != "oracle"
+        and (t := _totals(week["paths"].get(path, {}), window)) is not None
+        and t["profit_usd"] > o["profit_usd"] + 1e-6
+    ]
     auto, llm = out["paths"].get("autopilot"), out["paths"].get("llm")
     if auto and llm and auto.get("available") and llm.get("available"):
         gap = abs(llm["profit_usd"] - auto["profit_usd"]) / abs(auto["profit_usd"] or 1.0)
@@ -342,6 +352,8 @@ def seed_table(week: dict[str, Any], paths: Sequence[str]) -> list[str]:
 
 def summary_lines(summ: dict[str, Any]) -> list[str]:
     first, last = summ["days"]
+    below = summ.get("oracle_below") or []
+    note = [f"The oracle is below a path (seed, path): {below}", ""] if below else []
     lines = [
         f"Days {first}-{last}, all seeds:",
         "",
@@ -367,7 +379,7 @@ def summary_lines(summ: dict[str, Any]) -> list[str]:
             met,
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return lines
+    return [*note, *lines]
 
 
 def _cell(value: Any) -> str:
@@ -432,7 +444,9 @@ def main(argv: list[str] | None = None) -> int:
         "--challenges", type=int, default=800, help="the node's challenge proofs at the start"
     )
     parser.add_argument("--fil-usd", type=float, default=FIL_USD, help="$ per FIL (2.5)")
-    parser.add_argument("--gpus", default="4,8,12,16", help="the fixed fleets' GPUs, coarse grid")
+    parser.add_argument(
+        "--gpus", default="1,2,4,8,12,16", help="the fixed fleets' GPUs, coarse grid"
+    )
     parser.add_argument(
         "--prices", default="4000000,5500000,7000000", help="the fixed asks, nFIL per P"
     )
