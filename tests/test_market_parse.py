@@ -184,7 +184,7 @@ def test_the_payments_summary_adds_settled_and_unsettled_per_wallet() -> None:
 
 def test_lotus_short_above_1000_fil_stays_in_fil() -> None:
     # lotus chain/types/fil.go: the loop runs out of prefixes at FIL, so
-    # 1500 FIL is "1500 FIL" (the simulator's fil_short writes "1.5 FIL").
+    # 1500 FIL is "1500 FIL": lotus divides by 1 FIL at most (chain/types/fil.go).
     assert parse_fil_short("1500 FIL", "x") == 1500 * 10**9
 
 

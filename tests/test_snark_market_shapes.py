@@ -30,7 +30,7 @@ from simulator.snark_market.node import Payment
         (1_500_500 * 10**9, "1.501 mFIL", "0.0015005"),  # FloatString(3) rounds half up
         (10**18, "1 FIL", "1"),
         (12 * 10**18, "12 FIL", "12"),
-        (1_500 * 10**18, "1.5 FIL", "1500"),  # lotus's Short has no unit above FIL
+        (1_500 * 10**18, "1500 FIL", "1500"),  # lotus's Short has no unit above FIL
     ],
 )
 def test_fil_amounts_read_as_lotus_writes_them(atto: int, short: str, unitless: str) -> None:

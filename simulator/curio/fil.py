@@ -62,13 +62,14 @@ def fil_short(atto: int) -> str:
     """``types.FIL(atto).Short()``: ``"5 mFIL"``, ``"1.5 μFIL"``, ``"0"``."""
     if atto == 0:
         return "0"
-    unit, index = 1, 0
-    while atto >= unit * 1000:
+    # lotus chain/types/fil.go: the first of a, f, p, n, μ, m under which the
+    # amount is below 1000; past them no prefix, divided by 1000^6 (1 FIL).
+    unit, prefix = 1, _PREFIXES[-1]
+    for candidate in _PREFIXES[:-1]:
+        if abs(atto) < unit * 1000:
+            prefix = candidate
+            break
         unit *= 1000
-        if index == len(_PREFIXES) - 1:
-            break  # lotus's loop ran out: it divides by 1000^7 under the last prefix
-        index += 1
-    prefix = _PREFIXES[index]
     # FloatString(3): the last digit rounded to nearest, halves away from zero.
     scaled = (2 * abs(atto) * 1000 + unit) // (2 * unit)
     whole, frac = divmod(scaled, 1000)
