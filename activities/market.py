@@ -47,7 +47,6 @@ from temporalio import activity
 from fleet_agent.market.economics import assess
 from fleet_agent.market.ledger import advance
 from fleet_agent.market.parse import (
-    fil_text,
     market_reading,
     parse_fil_usd,
     parse_market_price,
@@ -72,12 +71,6 @@ __all__ = ["MarketActivities"]
 log = logging.getLogger("fleet_agent.market")
 
 _HOUR = timedelta(hours=1)
-_NOTHING = "Nothing changed."
-_REASON_CHARS = 200
-
-
-def _fil(nfil: int) -> str:
-    return f"{fil_text(nfil)} FIL/P ({nfil} nFIL)"
 
 
 class MarketActivities:

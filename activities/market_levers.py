@@ -75,6 +75,22 @@ class Levers:
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self._clock(), UTC)
 
+    async def _open(
+        self, req: FleetToolRequest, args: object
+    ) -> tuple[AgentConfig, CurioMarket, Meta] | ToolResult:
+        """What every lever starts with: its input checked (`args`, or why
+        not), the shared refusals, the node's settings read."""
+        if isinstance(args, str):
+            return tool_result(req, f"Invalid input for {req.name}: {args}", error=True)
+        shared = await self._lever_refusal(req, self._calls)
+        if isinstance(shared, ToolResult):
+            return shared
+        config, client = shared
+        meta = await self._meta(req, client)
+        if isinstance(meta, ToolResult):
+            return meta
+        return config, client, meta
+
     async def _lever_refusal(
         self, req: FleetToolRequest, calls: ToolCalls
     ) -> tuple[AgentConfig, CurioMarket] | ToolResult:
@@ -196,17 +212,13 @@ class Levers:
     async def set_price(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
         """The tool `set_ask_price`'s work (journalled by the caller)."""
         args = lever_input(SetAskPriceInput, req.input)
-        if isinstance(args, str):
-            return tool_result(req, f"Invalid input for {req.name}: {args}", error=True)
-        calls = self._calls
-        shared = await self._lever_refusal(req, calls)
-        if isinstance(shared, ToolResult):
-            return shared
-        config, client = shared
+        opened = await self._open(req, args)
+        if isinstance(opened, ToolResult):
+            return opened
+        config, client, meta = opened
+        assert isinstance(args, SetAskPriceInput)
         change = price_change(args, req.agent_id, config.market_policy())
-        meta = await self._meta(req, client)
-        if isinstance(meta, ToolResult):
-            return meta
+        calls = self._calls
         stale: list[Ask] = []
         if change.reprice_open:
             asks = await self._asks(req, client)
@@ -255,17 +267,13 @@ class Levers:
     async def set_requests(self, req: FleetToolRequest, _: ToolCallRecord | None) -> ToolResult:
         """The tool `set_requests`'s work (journalled by the caller)."""
         args = lever_input(SetRequestsInput, req.input)
-        if isinstance(args, str):
-            return tool_result(req, f"Invalid input for {req.name}: {args}", error=True)
-        calls = self._calls
-        shared = await self._lever_refusal(req, calls)
-        if isinstance(shared, ToolResult):
-            return shared
-        config, client = shared
+        opened = await self._open(req, args)
+        if isinstance(opened, ToolResult):
+            return opened
+        config, client, meta = opened
+        assert isinstance(args, SetRequestsInput)
         change = requests_change(args, req.agent_id, config.market_policy())
-        meta = await self._meta(req, client)
-        if isinstance(meta, ToolResult):
-            return meta
+        calls = self._calls
         latest, withdrawn = await self._points(req.agent_id)
         refusal = requests_refusal(change.enabled, latest, meta.wallet)
         if refusal is not None:
