@@ -8,7 +8,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.config.settings import ProverSpec
-from fleet_agent.llm.tools import FLEET_TOOLS, LOCAL_TOOLS
+from fleet_agent.llm.tools import FLEET_TOOLS, LOCAL_TOOLS, MARKET_TOOLS
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
@@ -110,4 +110,5 @@ async def test_five_hours_of_market_hold_500_proofs_per_hour(
     fake_llm.set_responder(autopilot_reply)
     shares = [await _five_hours(store, fake_llm, seed) for seed in (5, 6)]
     assert sum(shares) / len(shares) >= 0.9, shares
-    assert set(fake_llm.requests[0].tool_names()) == LOCAL_TOOLS | FLEET_TOOLS
+    # Off market mode the market's levers are not offered.
+    assert set(fake_llm.requests[0].tool_names()) == (LOCAL_TOOLS | FLEET_TOOLS) - MARKET_TOOLS
