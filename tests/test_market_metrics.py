@@ -33,6 +33,8 @@ class _Meter:
         class Gauge:
             def set(self, value: float, attributes: Any = None) -> None:
                 assert attributes is None, "no label beyond agent_id"
+                if value < 0:  # as the SDK's meter does (temporalio/runtime.py)
+                    raise ValueError("Metric value cannot be negative")
                 values[name] = value
 
         return Gauge()
@@ -50,6 +52,7 @@ MARKET_GAUGES = {
     "fleet_market_revenue_usd_per_hour": 6.0,
     "fleet_market_cost_usd_per_hour": 4.0,
     "fleet_market_profit_usd_per_hour": 2.0,
+    "fleet_market_loss_usd_per_hour": 0.0,
     "fleet_market_requests_enabled": 1,
     "fleet_market_queue_waiting": 3,
 }
@@ -73,6 +76,19 @@ def test_a_market_point_sets_the_market_gauges(monkeypatch: pytest.MonkeyPatch) 
     )
     metrics.record_market("a", unknown)
     left = {"fleet_market_market_price_nfil", "fleet_market_revenue_usd_per_hour"}
-    left.add("fleet_market_profit_usd_per_hour")
+    left |= {"fleet_market_profit_usd_per_hour", "fleet_market_loss_usd_per_hour"}
     assert set(values) == set(MARKET_GAUGES) - left, "unknown figures: left as they were"
     assert values["fleet_market_requests_enabled"] == 0
+
+
+def test_a_loss_sets_the_loss_gauge_and_never_a_negative_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A negative gauge value raises in the SDK, inside the monitor's workflow
+    task: the task would fail at every retry (seen on `make run`)."""
+    values: dict[str, float] = {}
+    monkeypatch.setattr(temporalio.workflow, "metric_meter", lambda: _Meter(values, []))
+    losing = POINT.model_copy(update={"profit_usd_per_h": -1.25})
+    metrics.record_market("a", losing)
+    assert values["fleet_market_profit_usd_per_hour"] == 0.0
+    assert values["fleet_market_loss_usd_per_hour"] == 1.25

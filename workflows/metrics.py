@@ -202,9 +202,16 @@ def record_market(agent_id: str, point: MarketPoint) -> None:
         "fleet_market_cost_usd_per_hour", "Rental and LLM cost per hour", "USD/h"
     ).set(point.cost_usd_per_h)
     if point.profit_usd_per_h is not None:
+        # A gauge takes no negative value (temporalio/runtime.py: "Metric value
+        # cannot be negative", raised in the workflow task, which would fail the
+        # monitor at every retry): a loss is its own gauge.
+        profit = point.profit_usd_per_h
         meter.create_gauge_float(
-            "fleet_market_profit_usd_per_hour", "Revenue less cost per hour", "USD/h"
-        ).set(point.profit_usd_per_h)
+            "fleet_market_profit_usd_per_hour", "Revenue less cost per hour, when above 0", "USD/h"
+        ).set(max(0.0, profit))
+        meter.create_gauge_float(
+            "fleet_market_loss_usd_per_hour", "Cost less revenue per hour, when above 0", "USD/h"
+        ).set(max(0.0, -profit))
     meter.create_gauge(
         "fleet_market_requests_enabled", "1 while the node asks the market for work"
     ).set(1 if point.enabled else 0)
