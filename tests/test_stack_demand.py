@@ -21,6 +21,9 @@ from typing import Any
 
 import httpx
 import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 
 from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.store import Store
@@ -153,6 +156,19 @@ async def test_the_local_stack_runs_the_snark_market_on_the_agents_fleet(tmp_pat
             return bool(points) and points[-1].arrived_total > 0
 
         await eventually(asked, timeout=120, interval=2, what="the node's asks read as demand")
+        # The monitor read the market at each poll, and no task of it failed
+        # (a negative gauge value once failed every one: workflows/metrics.py).
+        temporal = await Client.connect(f"127.0.0.1:{port}", data_converter=pydantic_data_converter)
+        history = await temporal.get_workflow_handle(f"{AGENT}/monitor").fetch_history()
+        kinds = [e.event_type for e in history.events]
+        assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in kinds
+        reads = [
+            e
+            for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+            and e.activity_task_scheduled_event_attributes.activity_type.name == "observe_market"
+        ]
+        assert len(reads) > 2, kinds
 
         # A worker added to the stack reads the same market.
         added = await start_up(tmp_path, "--add-worker", env=env)
