@@ -153,6 +153,7 @@ async def week_of_seed(
     oracle_limit_s: float = 60.0,
     start_price_nfil: int = 5_000_000,
     agent_step: int = 120,
+    keep_store: Path | None = None,
 ) -> dict[str, Any]:
     """One seed's week on every path asked for."""
     started = time.monotonic()
@@ -222,7 +223,12 @@ async def week_of_seed(
             continue
         try:
             days = await run_agent_week(
-                path, setup, seed, start_price_nfil=start_price_nfil, step=agent_step
+                path,
+                setup,
+                seed,
+                start_price_nfil=start_price_nfil,
+                step=agent_step,
+                keep_store=None if keep_store is None else keep_store / f"{path}-s{seed}.db",
             )
         except NotAvailable as exc:
             out["paths"][path] = {"available": False, "why": str(exc)}
@@ -456,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
         "--start-price", type=int, default=5_000_000, help="the agent paths' first ask, nFIL per P"
     )
     parser.add_argument("--agent-step", type=int, default=120, help="agent paths: seconds a step")
+    parser.add_argument(
+        "--keep-store", type=Path, default=None, help="agent paths: keep each week's store here"
+    )
     parser.add_argument("--json-out", type=Path, default=None)
     parser.add_argument("--md-out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -490,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
                 oracle_limit_s=args.oracle_limit,
                 start_price_nfil=args.start_price,
                 agent_step=args.agent_step,
+                keep_store=args.keep_store,
             )
         )
         weeks.append(week)
