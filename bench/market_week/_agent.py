@@ -157,11 +157,13 @@ async def run_agent_week(
     start_price_nfil: int,
     step: int = 120,
     keep_store: Path | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The agent on `path` for `setup.days` days of the market; the days'
     figures as the fixed path reports them. `NotAvailable` when a piece is
     missing (`availability`). `keep_store`: a file to copy the week's store
-    to (the runs' messages and tool calls, the demand and market points)."""
+    to (the runs' messages and tool calls, the demand and market points).
+    `overrides`: agent config keys over the path's (`--set`)."""
     why = availability(path)
     if why is not None:
         raise NotAvailable(why)
@@ -187,7 +189,7 @@ async def run_agent_week(
     from ._market_only import book_prover
 
     spec = AGENT_PATHS[path]
-    settings = agent_settings(path, setup)
+    settings = agent_settings(path, setup) | (overrides or {})
     prover = book_prover()
     config = dataclasses.replace(setup.market_config(0), prover="fleet", fil_usd=setup.fil_usd)
     days: list[dict[str, Any]] = []
