@@ -18,6 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.demand import DemandActivities
 from activities.fleet import FleetActivities
+from activities.market import MarketActivities
 from fleet_agent.config.tuning import WorkerTuning
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmProvider
@@ -85,13 +86,15 @@ async def running_worker(
     sandbox: bool = True,
     notify: NotifyEnv | None = None,
     demand: DemandActivities | None = None,
+    market: MarketActivities | None = None,
 ) -> AsyncIterator[Harness]:
     """A full fleet-agent worker on a fresh task queue; its workflows in the
     SDK's sandbox unless `sandbox` is False (whatever FLEET_WORKFLOW_SANDBOX
     says: the tests are where the sandbox checks our workflow code).
     Notifications go to `notify`'s URLs, by default nowhere (never to a
     FLEET_NOTIFY_URLS of the environment running the tests). `demand`: the
-    demand source's reader (default: none)."""
+    demand source's reader (default: none); `market`: the Snark Market's
+    client and levers (default: none configured)."""
     harness = Harness(
         client, f"fleet-agent-test-{uuid.uuid4().hex[:8]}", has_fleet=fleet is not None
     )
@@ -112,6 +115,7 @@ async def running_worker(
         tuning=replace(WorkerTuning.from_env(), shutdown_grace_s=0.0, workflow_sandbox=sandbox),
         notify=notify or NotifyEnv.model_validate({}),
         demand=demand,
+        market=market,
     )
     try:
         async with worker:

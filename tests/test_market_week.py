@@ -4,6 +4,7 @@ run's determinism, and the harness's tables and JSON on a one-day run."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from pathlib import Path
@@ -205,3 +206,37 @@ def test_a_path_that_cannot_run_is_reported_not_available_not_faked() -> None:
     lines = week.seed_table(seeds[0], ["oracle", "autopilot"])
     assert "autopilot: not available: no FleetProver" in "\n".join(lines)
     assert all("autopilot profit" not in line for line in lines)
+
+
+def test_the_agent_paths_are_available_and_run_the_stack_s_market_setup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every agent path can run now (but where the machine lacks
+    libfaketime: then that is the only reason given); a worker without
+    market activities leaves the market paths unavailable, not the
+    demand path; the paths carry the local stack's market choices."""
+    from bench.market_week._agent import AGENT_PATHS, agent_settings, availability
+    from starter.stack_market import STACK_MIN_TARGET, STACK_PRICE_RANGE_NFIL
+    from testkit import agents
+
+    for path in AGENT_PATHS:
+        why = availability(path)
+        assert why is None or (why.startswith("no frozen clock") and ";" not in why), (path, why)
+
+    @contextlib.asynccontextmanager
+    async def without_market(client: Any, store: Any, *, demand: Any = None) -> Any:
+        yield None
+
+    monkeypatch.setattr(agents, "running_worker", without_market)
+    assert "no market activities" in (availability("autopilot") or "")
+    assert "no market activities" not in (availability("demand") or "")
+    monkeypatch.undo()
+
+    setup = WeekSetup(days=1)
+    auto, demand = agent_settings("autopilot", setup), agent_settings("demand", setup)
+    assert auto["market_mode"] == "snark" and "market_mode" not in demand
+    assert (auto["market_min_price_nfil"], auto["market_max_price_nfil"]) == STACK_PRICE_RANGE_NFIL
+    assert auto["market_challenges"] == setup.challenges and auto["fil_usd"] == setup.fil_usd
+    assert auto["min_target"] == demand["min_target"] == STACK_MIN_TARGET
+    assert auto["target_mode"] == demand["target_mode"] == "demand"
+    assert demand["max_target"] == 1400.0  # twice the curve's peak (700)

@@ -2,59 +2,73 @@
 `SimServer`, on the frozen-clock harness of bench/demand_day/ (whose
 modules import the worker, so they are imported only when a path runs).
 
-Touches: an in-process vast.ai simulator with the Snark Market
-(`snark_market=WeekSetup.market_config()`), the time-skipping test server,
-a worker with the agent, the fake Messages API on the LLM path, and a
-scratch SQLite store in a temporary directory.
+Touches: an in-process vast.ai simulator with the Snark Market, its node
+proving on the machines the agent rents (`MarketConfig(prover="fleet")`:
+simulator/snark_market/fleet_prover.py), the time-skipping test server
+under libfaketime, a worker with the agent, the fake Messages API on the
+LLM path, and a scratch SQLite store in a temporary directory.
 
-The paths (`AGENT_PATHS`):
+The node is set up as the local stack sets up its own
+(starter/stack_market.py `set_up_node`): the wallet set, requests off, the
+ask at `start_price_nfil`, the wallet credited with the setup's challenge
+proofs. The paths (`AGENT_PATHS`):
 
-- ``autopilot``: demand mode with the market mode on (`market_mode=snark`:
-  the monitor reads the business, the autopilot's market rules set the
-  price, requests and the fleet);
+- ``autopilot``: demand mode reading the node (`CurioSource`) with the
+  market mode on (`market_mode=snark`: the monitor reads the business
+  through `MarketActivities(CurioMarket(...))`, the autopilot's market
+  rules turn requests on once a machine proves and set the price within
+  the stack's range, the slots bound the fleet);
 - ``llm``: the same with the real anthropic client against the fake
-  Messages API, which answers with the autopilot's decisions
-  (testkit/fakes/autopilot_llm.py): the LLM path's plumbing at the
+  Messages API, which answers with the autopilot's decisions read from the
+  prompt (testkit/fakes/autopilot_llm.py): the LLM path's plumbing at the
   autopilot's judgement;
-- ``demand``: today's demand mode without prices (market mode off), the
-  node's price left at `start_price_nfil`.
+- ``demand``: today's demand mode without prices (market mode off, no
+  market activities): the agent never touches the node, so the harness
+  does the operator's part, turning requests on at the first step a
+  rented machine proves, the ask left at `start_price_nfil`.
 
-Each needs pieces that other branches build; `availability` names what is
-missing, and the harness reports the path as "not available: <why>"
-instead of running it:
-
-- the worker must import (the workflows and activities of the market mode);
-- the Snark Market's node must prove on the machines the agent rents from
-  the simulator (a ``FleetProver`` in simulator/snark_market/, which the
-  `SimServer` wires when it runs the market): without it the agent's fleet
-  proves none of the market's work;
-- the market paths: the worker's market activities (`running_worker` takes
-  ``market=``, the reader of the node's business);
-- the frozen clock: libfaketime (testkit/servers.py `faketime_library`).
+The clocks: the fleet, demand and market activities date what they see by
+the simulator's clock (`sim.market.now`), as the demand day's fleet
+activities do, and `Lockstep` moves the market and the server's workflow
+time together.
 
 A day's figures come from the simulator's truth, as the fixed path's do:
 the node's account at the market (paid proofs, vouchers, challenge
-proofs, penalties, slots sampled at each step), the vast.ai simulator's
-billing (rental and transfer, GET /_sim/charges) and, on the LLM path, the
-store's priced runs.
+proofs, penalties, late answers, slots sampled at each step), the vast.ai
+simulator's billing (rental and transfer, GET /_sim/charges) and, on the
+LLM path, the store's priced runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import os
+import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from simulator.curio.fil import ATTO_PER_FIL, ATTO_PER_NFIL
+from starter.stack_demand import suggested_max_target
+from starter.stack_market import STACK_MIN_TARGET, STACK_PRICE_RANGE_NFIL
 
 from ._market_only import DAY_S, WALLET, WEEK_EPOCH, WeekSetup
 
 __all__ = ["AGENT_PATHS", "AgentPath", "NotAvailable", "availability", "run_agent_week"]
+
+#: The stack's choices (starter/stack_market.py): one machine's worth held
+#: (its first proof lets the agent ask for work) and the ask price range a
+#: fresh agent may set.
+MIN_TARGET = STACK_MIN_TARGET
+PRICE_RANGE_NFIL = STACK_PRICE_RANGE_NFIL
+#: The Curio stand-in's market price and FIL/USD paths (simulator/curio/web.py).
+PRICE_PATH = "/v0/proofs/client/current-price"
+FIL_USD_QUERY = "/api/v3/simple/price?ids=filecoin&vs_currencies=usd"
 
 
 class NotAvailable(RuntimeError):
@@ -67,12 +81,15 @@ class AgentPath:
 
     settings: dict[str, Any]
     llm: bool = False
-    #: It reads the business (the market activities) and sets prices.
+    #: It reads the business (the market activities) and sets prices and
+    #: requests; else the harness turns requests on (the operator's part).
     market: bool = True
-    needs: tuple[str, ...] = field(default=())
 
 
-#: Demand mode as the demand day runs it (bench/demand_day/_day.py `PATHS`).
+#: Demand mode as the demand day runs it (bench/demand_day/_day.py `PATHS`),
+#: the least target the stack's; `max_target` is the stack's
+#: (starter/stack_demand.py `suggested_max_target`: twice the curve's peak),
+#: set by `run_agent_week` from the setup's curve.
 _DEMAND: dict[str, Any] = {
     "max_instances": 60,
     "max_fleet_dph": 60.0,
@@ -80,20 +97,19 @@ _DEMAND: dict[str, Any] = {
     "monitor_poll_seconds": 60,
     "heartbeat_seconds": 300,
     "target_mode": "demand",
-    "min_target": 30.0,
-    "max_target": 3000.0,
+    "min_target": MIN_TARGET,
     "demand_headroom": 0.2,
     "demand_hysteresis": 0.15,
     "demand_lower_after_minutes": 30.0,
     "demand_lead_minutes": 30.0,
-    "target_proofs_per_hour": 150.0,
+    "target_proofs_per_hour": MIN_TARGET,
 }
 #: The market mode on top (docs/OPERATIONS.md, "Selling proofs on the Snark
 #: Market"); the challenges and dollars per FIL are the setup's.
 _MARKET: dict[str, Any] = {
     "market_mode": "snark",
-    "market_min_price_nfil": 2_000_000,
-    "market_max_price_nfil": 10_000_000,
+    "market_min_price_nfil": PRICE_RANGE_NFIL[0],
+    "market_max_price_nfil": PRICE_RANGE_NFIL[1],
     "market_on_loss": "lower",
 }
 
@@ -109,19 +125,12 @@ def availability(path: str) -> str | None:
     spec = AGENT_PATHS[path]
     missing = []
     try:
-        importlib.import_module("testkit.agents")
+        agents = importlib.import_module("testkit.agents")
     except ImportError as exc:
         # The message without the file's path (it names the module already).
         missing.append(f"the worker does not import ({str(exc).split(' (')[0]})")
-    snark = importlib.import_module("simulator.snark_market")
-    if not hasattr(snark, "FleetProver"):
-        missing.append(
-            "the Snark Market's node does not prove on the rented machines"
-            " (no simulator.snark_market.FleetProver)"
-        )
-    if spec.market and not missing:
-        agents = importlib.import_module("testkit.agents")
-        if "market" not in inspect.signature(agents.running_worker).parameters:
+    else:
+        if spec.market and "market" not in inspect.signature(agents.running_worker).parameters:
             missing.append("the worker has no market activities (running_worker(market=...))")
     try:
         servers = importlib.import_module("testkit.servers")
@@ -131,6 +140,15 @@ def availability(path: str) -> str | None:
     return "; ".join(missing) or None
 
 
+def agent_settings(path: str, setup: WeekSetup) -> dict[str, Any]:
+    """The agent's config on `path` for `setup`."""
+    spec = AGENT_PATHS[path]
+    settings = dict(spec.settings) | {"max_target": float(suggested_max_target(setup.demand()))}
+    if spec.market:
+        settings |= {"market_challenges": setup.challenges, "fil_usd": setup.fil_usd}
+    return settings
+
+
 async def run_agent_week(
     path: str,
     setup: WeekSetup,
@@ -138,10 +156,14 @@ async def run_agent_week(
     *,
     start_price_nfil: int,
     step: int = 120,
+    keep_store: Path | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The agent on `path` for `setup.days` days of the market; the days'
     figures as the fixed path reports them. `NotAvailable` when a piece is
-    missing (`availability`)."""
+    missing (`availability`). `keep_store`: a file to copy the week's store
+    to (the runs' messages and tool calls, the demand and market points).
+    `overrides`: agent config keys over the path's (`--set`)."""
     why = availability(path)
     if why is not None:
         raise NotAvailable(why)
@@ -149,8 +171,11 @@ async def run_agent_week(
     from activities.demand import DemandActivities
     from activities.demand_sources import CurioSource
     from activities.fleet import FleetActivities
+    from activities.market import MarketActivities
+    from activities.market_sources import CurioMarket
     from bench.demand_day._lockstep import Lockstep
     from bench.market_day._drive import until_acted
+    from bench.market_day.day import _keep
     from fleet_agent.autopilot.provider import AutopilotProvider
     from fleet_agent.store import Store
     from fleet_agent.vast.client import VastClient
@@ -164,10 +189,9 @@ async def run_agent_week(
     from ._market_only import book_prover
 
     spec = AGENT_PATHS[path]
-    settings = dict(spec.settings)
-    if spec.market:
-        settings |= {"market_challenges": setup.challenges, "fil_usd": setup.fil_usd}
+    settings = agent_settings(path, setup) | (overrides or {})
     prover = book_prover()
+    config = dataclasses.replace(setup.market_config(0), prover="fleet", fil_usd=setup.fil_usd)
     days: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp, FakeAnthropic() as fake:
         fake.set_responder(autopilot_reply)
@@ -185,63 +209,119 @@ async def run_agent_week(
                 scenario="realistic",
                 rate_limits=False,
                 start_epoch=WEEK_EPOCH,
-                snark_market=setup.market_config(0),
+                snark_market=config,
             ) as sim:
                 market = sim.snark_market
                 assert market is not None and sim.curio_url
-                # The operator's part (the agent never sets the wallet).
-                market.set_meta(True, WALLET, start_price_nfil * ATTO_PER_NFIL)
+                origin = sim.curio_url
+                # The operator's part (the agent never sets the wallet):
+                # requests off until a machine proves (module doc).
+                market.set_meta(False, WALLET, start_price_nfil * ATTO_PER_NFIL)
                 clocks = Lockstep(env, sim, frozen=True)
                 await clocks.start()
+
+                def sim_now() -> datetime:
+                    return datetime.fromtimestamp(sim.market.now(), UTC)
+
                 async with VastClient(
                     sim.api_key, sim.url, timeout=5, backoff_base=0.01, pacing=NO_PACING
                 ) as vast:
                     fleet = FleetActivities(vast, prover, store=store, clock=sim.market.now)
-                    demand = DemandActivities(CurioSource(sim.curio_url, sim.curio_url))
-                    extra: dict[str, Any] = {}
+                    demand = DemandActivities(CurioSource(origin, origin, clock=sim_now))
+                    business = None
                     if spec.market:
-                        extra["market"] = _market_activities(sim)
+                        client = CurioMarket(
+                            origin, origin, origin + PRICE_PATH, origin + FIL_USD_QUERY
+                        )
+                        business = MarketActivities(client, clock=sim.market.now)
                     async with running_worker(
                         env.client,
                         store,
                         provider=None if spec.llm else AutopilotProvider(),
                         fleet=fleet,
                         demand=demand,
-                        **extra,
+                        market=business,
                     ) as h:
                         handle = await h.start_agent(agent_id=f"market-week-{seed}", **settings)
                         clocks.watch(handle)
                         moved = await until_acted(env, sim, handle, 0, step, clocks.move)
+                        watch = _Watch(sim, operator=not spec.market, price=start_price_nfil)
                         before = _truth(sim, store, handle.id, fake, spec.llm)
                         for day in range(setup.days):
                             left = DAY_S - (moved if day == 0 else 0.0)
-                            peak = over = 0
-                            for _ in range(max(1, round(left / step))):
+                            watch.new_day()
+                            for i in range(max(1, round(left / step))):
                                 await clocks.advance(step, step)
-                                acc = market.node_account()
-                                if acc is not None:
-                                    peak = max(peak, acc.used)
-                                    over += acc.used > acc.slots
+                                watch.sample()
+                                if (i + 1) % round(3600 / step) == 0:
+                                    watch.progress(path, seed, day + 1)
                             after = _truth(sim, store, handle.id, fake, spec.llm)
-                            days.append(_day(day + 1, before, after, peak, over, setup.fil_usd))
+                            days.append(_day(day + 1, before, after, watch, setup.fil_usd))
                             before = after
         finally:
             await env.shutdown()
             store.dispose()
+            if keep_store is not None:
+                _keep(Path(tmp) / "fleet.db", keep_store)
     return days
 
 
-def _market_activities(sim: Any) -> Any:
-    """The worker's market activities reading the simulator's Curio stand-in:
-    the one place the harness builds them (expected: ``activities.market``
-    ``MarketActivities.for_curio(rpc_origin, metrics_origin)``, as
-    `CurioSource` takes the two origins)."""
-    try:
-        module = importlib.import_module("activities.market")
-        build = module.MarketActivities.for_curio
-    except (ImportError, AttributeError) as exc:
-        raise NotAvailable(f"no market activities to build ({exc})") from None
-    return build(sim.curio_url, sim.curio_url)
+class _Watch:
+    """What the harness samples at each step: the node's slots in use (the
+    most, and samples over its slots), its ask price and requests, the
+    machines proving; with `operator`, it turns requests on at the first
+    step a rented machine proves (the demand path: the operator's part)."""
+
+    def __init__(self, sim: Any, *, operator: bool, price: int) -> None:
+        self.sim = sim
+        self.operator = operator
+        self.price = price
+        #: Sim seconds from the week's start at which requests were first on.
+        self.requests_on_s: float | None = None
+        self.proving = 0
+        self.started = time.monotonic()
+        self.new_day()
+
+    def new_day(self) -> None:
+        self.peak = self.over = self.samples = self.on = 0
+        self.peak_proving = 0
+        self.price_sum = 0.0
+
+    def progress(self, path: str, seed: int, day: int) -> None:
+        """One line on stderr an hour: where the day stands, and its wall time."""
+        market = self.sim.snark_market
+        acc = market.node_account()
+        hour = (self.sim.market.now() - WEEK_EPOCH) / 3600 % 24
+        print(
+            f"  {path} seed {seed} day {day} {hour:4.1f} h: requests"
+            f" {'on' if market.node.meta.enabled else 'off'},"
+            f" ask {market.node.meta.pprice_atto / ATTO_PER_NFIL / 1e6:.2f} mFIL,"
+            f" machines proving {self.proving}, slots {acc.used if acc else 0}/"
+            f"{acc.slots if acc else 0}, paid {acc.paid_proofs if acc else 0},"
+            f" penalties {acc.penalties if acc else 0},"
+            f" {time.monotonic() - self.started:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def sample(self) -> None:
+        sim = self.sim
+        market = sim.snark_market
+        now = sim.market.now()
+        proving = self.proving = sum(1 for v in sim.market.machine_views(now) if v.pulls)
+        meta = market.node.meta
+        if self.operator and not meta.enabled and proving:
+            market.set_meta(True, WALLET, self.price * ATTO_PER_NFIL)
+        if meta.enabled and self.requests_on_s is None:
+            self.requests_on_s = now - WEEK_EPOCH
+        acc = market.node_account()
+        self.samples += 1
+        self.on += meta.enabled
+        self.peak_proving = max(self.peak_proving, proving)
+        self.price_sum += meta.pprice_atto / ATTO_PER_NFIL
+        if acc is not None:
+            self.peak = max(self.peak, acc.used)
+            self.over += acc.used > acc.slots
 
 
 def _truth(sim: Any, store: Any, agent_id: str, fake: Any, llm: bool) -> dict[str, float]:
@@ -250,22 +330,27 @@ def _truth(sim: Any, store: Any, agent_id: str, fake: Any, llm: bool) -> dict[st
 
     acc = sim.snark_market.node_account()
     charges = sim.market.charges()
+    counters = sim.market.state()["counters"]
     bandwidth = sum(float(r.get("bandwidth_usd", 0.0)) for r in charges["instances"])
     return {
         "paid_proofs": acc.paid_proofs,
         "earned_atto": acc.cumulative_atto,
         "challenges_done": acc.challenges_done,
         "penalties": acc.penalties,
+        "gone": acc.gone,
+        "withdrawals": acc.withdrawals,
         "slots": acc.slots,
         "usd": float(charges["total_usd"]),
         "transfer_usd": bandwidth,
         "llm_usd": float(llm_totals(store, agent_id, fake)["usd"]) if llm else 0.0,
+        "rentals": counters["creates"],
+        "releases": counters["destroys"],
         "at": time.monotonic(),
     }
 
 
 def _day(
-    day: int, before: dict[str, float], after: dict[str, float], peak: int, over: int, fil: float
+    day: int, before: dict[str, float], after: dict[str, float], watch: _Watch, fil: float
 ) -> dict[str, Any]:
     delta = {k: after[k] - before[k] for k in after}
     revenue_fil = delta["earned_atto"] / ATTO_PER_FIL
@@ -273,6 +358,7 @@ def _day(
     rental = delta["usd"] - transfer
     cost = rental + transfer + delta["llm_usd"]
     paid = int(delta["paid_proofs"])
+    samples = max(1, watch.samples)
     return {
         "day": day,
         "paid_proofs": paid,
@@ -285,8 +371,16 @@ def _day(
         "usd_per_proof": round(cost / paid, 5) if paid else None,
         "challenge_proofs": int(delta["challenges_done"]),
         "penalties": int(delta["penalties"]),
+        "late": int(delta["gone"]),
+        "withdrawals": int(delta["withdrawals"]),
         "slots": int(after["slots"]),
-        "peak_slots_used": peak,
-        "over_slots": over,
+        "peak_slots_used": watch.peak,
+        "over_slots": watch.over,
+        "peak_machines_proving": watch.peak_proving,
+        "requests_on_pct": round(100 * watch.on / samples, 1),
+        "requests_first_on_s": watch.requests_on_s,
+        "mean_ask_nfil": round(watch.price_sum / samples),
+        "rentals": int(delta["rentals"]),
+        "releases": int(delta["releases"]),
         "wall_s": round(delta["at"], 1),
     }

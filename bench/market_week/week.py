@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import sys
 import time
@@ -43,7 +44,7 @@ from typing import Any
 from bench import _common
 from bench.demand_day._oracle import OfferType, offer_types
 
-from ._agent import AGENT_PATHS, NotAvailable, availability, run_agent_week
+from ._agent import AGENT_PATHS, NotAvailable, agent_settings, availability, run_agent_week
 from ._market_only import (
     DEFAULT_CURVE,
     FIL_USD,
@@ -70,6 +71,16 @@ LLM_GOAL = 0.05
 ORACLE_TYPES = 10
 #: Columns of the printed table, per path.
 SHOWN = (("profit_usd", "profit $"), ("paid_proofs", "proofs"), ("usd_per_proof", "$/proof"))
+#: And the agent paths' own: penalties, late answers, the most slots in use
+#: of the slots, the most machines proving, rentals, and the day's wall time.
+AGENT_SHOWN = (
+    ("penalties", "pen"),
+    ("late", "late"),
+    ("slots_used", "slots used/slots"),
+    ("peak_machines_proving", "machines"),
+    ("rentals", "rentals"),
+    ("wall_s", "wall s"),
+)
 
 
 def _oracle_week(
@@ -153,6 +164,8 @@ async def week_of_seed(
     oracle_limit_s: float = 60.0,
     start_price_nfil: int = 5_000_000,
     agent_step: int = 120,
+    keep_store: Path | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One seed's week on every path asked for."""
     started = time.monotonic()
@@ -222,12 +235,19 @@ async def week_of_seed(
             continue
         try:
             days = await run_agent_week(
-                path, setup, seed, start_price_nfil=start_price_nfil, step=agent_step
+                path,
+                setup,
+                seed,
+                start_price_nfil=start_price_nfil,
+                step=agent_step,
+                keep_store=None if keep_store is None else keep_store / f"{path}-s{seed}.db",
+                overrides=overrides,
             )
         except NotAvailable as exc:
             out["paths"][path] = {"available": False, "why": str(exc)}
             continue
-        out["paths"][path] = {"available": True, "days": days}
+        settings = agent_settings(path, setup) | (overrides or {})
+        out["paths"][path] = {"available": True, "settings": settings, "days": days}
     out["wall_s"] = round(time.monotonic() - started, 1)
     return out
 
@@ -329,6 +349,8 @@ def seed_table(week: dict[str, Any], paths: Sequence[str]) -> list[str]:
     head = ["day"]
     for p in shown:
         head += [f"{p} {label}" for _, label in SHOWN]
+        if p in AGENT_PATHS:
+            head += [f"{p} {label}" for _, label in AGENT_SHOWN]
     fixed = week["paths"].get("fixed")
     if fixed and fixed.get("available"):
         head += ["fixed pen", "fixed slots", "fixed peak used", "fixed challenges"]
@@ -339,6 +361,9 @@ def seed_table(week: dict[str, Any], paths: Sequence[str]) -> list[str]:
         for p in shown:
             day = week["paths"][p]["days"][i]
             row += [day.get(key) for key, _ in SHOWN]
+            if p in AGENT_PATHS:
+                used = f"{day.get('peak_slots_used')}/{day.get('slots')}"
+                row += [used if k == "slots_used" else day.get(k) for k, _ in AGENT_SHOWN]
         if fixed and fixed.get("available"):
             d = fixed["days"][i]
             row += [d["penalties"], d["slots"], d["peak_slots_used"], d["challenge_proofs"]]
@@ -456,6 +481,16 @@ def main(argv: list[str] | None = None) -> int:
         "--start-price", type=int, default=5_000_000, help="the agent paths' first ask, nFIL per P"
     )
     parser.add_argument("--agent-step", type=int, default=120, help="agent paths: seconds a step")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="agent paths: an agent config key over the path's (VALUE as JSON)",
+    )
+    parser.add_argument(
+        "--keep-store", type=Path, default=None, help="agent paths: keep each week's store here"
+    )
     parser.add_argument("--json-out", type=Path, default=None)
     parser.add_argument("--md-out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -466,6 +501,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--paths: unknown {unknown}; known: {', '.join(PATHS)}")
     if args.days < 1:
         parser.error("--days is at least 1")
+    try:
+        overrides = {k: json.loads(v) for k, _, v in (item.partition("=") for item in args.set)}
+    except json.JSONDecodeError as exc:
+        parser.error(f"--set: VALUE is JSON ({exc})")
     setup = WeekSetup(
         days=args.days,
         curve=args.curve,
@@ -490,6 +529,8 @@ def main(argv: list[str] | None = None) -> int:
                 oracle_limit_s=args.oracle_limit,
                 start_price_nfil=args.start_price,
                 agent_step=args.agent_step,
+                keep_store=args.keep_store,
+                overrides=overrides,
             )
         )
         weeks.append(week)
@@ -508,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
             "gpus": _ints(args.gpus),
             "prices_nfil": _ints(args.prices),
             "oracle_step_s": args.step,
+            "agent_overrides": overrides,
         },
         "seeds": weeks,
         "summary": summ,
