@@ -68,7 +68,14 @@ from workflows import (
 )
 from workflows.policies import TASK_QUEUE
 
-__all__ = ["build_worker", "main", "open_worker_store", "running_agents", "worker_activities"]
+__all__ = [
+    "build_worker",
+    "main",
+    "open_worker_store",
+    "running_agents",
+    "sources_from_settings",
+    "worker_activities",
+]
 
 log = logging.getLogger("fleet_agent.worker")
 #: The workflow modules, which the sandbox imports afresh for every workflow.
@@ -205,6 +212,16 @@ def build_worker(
         activities=worker_activities(
             store, provider, fleet, prices, search_attributes, notify, demand, market
         ),
+    )
+
+
+def sources_from_settings(settings: Settings) -> tuple[DemandActivities, MarketActivities]:
+    """The demand source and the Snark Market's client the settings name
+    (FLEET_DEMAND_*, FLEET_MARKET_*): what `python worker.py` and the local
+    stack's worker both register."""
+    return (
+        DemandActivities(source_from_env(settings.demand)),
+        MarketActivities(market_from_env(settings.market, settings.demand)),
     )
 
 
@@ -350,6 +367,7 @@ async def _serve(
     )
     try:
         fleet = fleet_from_settings(settings, store, tuning)
+        demand, market = sources_from_settings(settings)
         log.info(
             "worker on task queue %s (LLM: %s, store: %s, vast.ai: %s)",
             TASK_QUEUE,
@@ -367,8 +385,8 @@ async def _serve(
             prices=settings.llm_models,
             search_attributes=settings.search_attributes,
             tuning=tuning,
-            demand=DemandActivities(source_from_env(settings.demand)),
-            market=MarketActivities(market_from_env(settings.market, settings.demand)),
+            demand=demand,
+            market=market,
         )
         built.append(worker)
         await worker.run()

@@ -149,6 +149,34 @@ class Levers:
 
         return await asyncio.to_thread(read)
 
+    async def _send(
+        self,
+        req: FleetToolRequest,
+        config: AgentConfig,
+        plan: str,
+        enabled: bool,
+        wallet: str,
+        price_nfil: int,
+        shows: str,
+    ) -> ToolResult | None:
+        """A lever's PSSetMeta after its checks: the dry run's answer, or the
+        call journalled as started and sent; None once the node took it, else
+        the error result (the next reading shows `shows`)."""
+        if config.dry_run:
+            return tool_result(req, f"DRY RUN: would {plan}. {_NOTHING}")
+        assert self._client is not None  # checked by _lever_refusal
+        await self._calls.start(req)
+        failed = await self._set_meta(self._client, enabled, wallet, price_nfil)
+        if failed is None:
+            return None
+        log.warning("agent %s: %s: PSSetMeta failed", req.agent_id, req.name)
+        return tool_result(
+            req,
+            f"The node did not take the change ({failed}); the next market reading shows "
+            f"{shows}. No ask was withdrawn.",
+            error=True,
+        )
+
     async def _set_meta(
         self, client: CurioMarket, enabled: bool, wallet: str, price_nfil: int
     ) -> str | None:
@@ -218,7 +246,6 @@ class Levers:
         config, client, meta = opened
         assert isinstance(args, SetAskPriceInput)
         change = price_change(args, req.agent_id, config.market_policy())
-        calls = self._calls
         stale: list[Ask] = []
         if change.reprice_open:
             asks = await self._asks(req, client)
@@ -236,18 +263,11 @@ class Levers:
         plan = f"set the ask price to {_fil(change.price_nfil)}, was {_fil(meta.price_nfil)}"
         if stale:
             plan += f", and withdraw {len(stale)} open ask(s) at other prices"
-        if config.dry_run:
-            return tool_result(req, f"DRY RUN: would {plan}. {_NOTHING}")
-        await calls.start(req)
-        failed = await self._set_meta(client, meta.enabled, meta.wallet, change.price_nfil)
-        if failed is not None:
-            log.warning("agent %s: set_ask_price: PSSetMeta failed", req.agent_id)
-            return tool_result(
-                req,
-                f"The node did not take the price ({failed}); the next market reading shows "
-                "the price it has. No ask was withdrawn.",
-                error=True,
-            )
+        unsent = await self._send(
+            req, config, plan, meta.enabled, meta.wallet, change.price_nfil, "the price it has"
+        )
+        if unsent is not None:
+            return unsent
         log.info("agent %s: ask price set to %d nFIL", req.agent_id, change.price_nfil)
         done, why = await self._withdraw(req, client, stale)
         balance = await self._count_withdrawals(req.agent_id, done, price_nfil=change.price_nfil)
@@ -273,7 +293,6 @@ class Levers:
         config, client, meta = opened
         assert isinstance(args, SetRequestsInput)
         change = requests_change(args, req.agent_id, config.market_policy())
-        calls = self._calls
         latest, withdrawn = await self._points(req.agent_id)
         refusal = requests_refusal(change.enabled, latest, meta.wallet)
         if refusal is not None:
@@ -294,18 +313,11 @@ class Levers:
         plan = f"turn requests {verb} (they are {'on' if meta.enabled else 'off'})"
         if withdrawing:
             plan += f" and withdraw {len(withdrawing)} open ask(s)"
-        if config.dry_run:
-            return tool_result(req, f"DRY RUN: would {plan}. {_NOTHING}")
-        await calls.start(req)
-        failed = await self._set_meta(client, change.enabled, meta.wallet, meta.price_nfil)
-        if failed is not None:
-            log.warning("agent %s: set_requests: PSSetMeta failed", req.agent_id)
-            return tool_result(
-                req,
-                f"The node did not take the change ({failed}); the next market reading shows "
-                "whether it asks for work. No ask was withdrawn.",
-                error=True,
-            )
+        unsent = await self._send(
+            req, config, plan, change.enabled, meta.wallet, meta.price_nfil, "whether it asks"
+        )
+        if unsent is not None:
+            return unsent
         log.info("agent %s: market requests %s", req.agent_id, verb)
         done, why = await self._withdraw(req, client, withdrawing)
         balance = await self._count_withdrawals(req.agent_id, done, enabled=change.enabled)

@@ -216,11 +216,13 @@ async def _serve(
         else:
             server = Server(owner.temporal_address, owner.ui_url, started=False, log_path=None)
         await loading
-        from activities.demand import DemandActivities, source_from_env
-        from activities.market import MarketActivities
-        from activities.market_sources import market_from_env
         from fleet_agent.llm.factory import provider_from_settings
-        from worker import build_worker, fleet_from_settings, open_worker_store
+        from worker import (
+            build_worker,
+            fleet_from_settings,
+            open_worker_store,
+            sources_from_settings,
+        )
 
         client = await connect_retrying(server.address, config.namespace, SERVER_START_TIMEOUT)
         if owner is None:
@@ -287,6 +289,7 @@ async def _serve(
         model = getattr(provider, "model", None)
         # The same fleet wiring as `python worker.py`: vast.ai, or the simulator above.
         fleet = fleet_from_settings(settings, store)
+        demand_source, market_source = sources_from_settings(settings)
         worker = build_worker(
             client,
             store=store,
@@ -294,8 +297,8 @@ async def _serve(
             fleet=fleet,
             task_queue=opts.task_queue,
             prices=settings.llm_models,
-            demand=DemandActivities(source_from_env(settings.demand)),
-            market=MarketActivities(market_from_env(settings.market, settings.demand)),
+            demand=demand_source,
+            market=market_source,
         )
         worker_task = asyncio.create_task(worker.run())
         stack.push_async_callback(_stop_worker, worker_task, worker.shutdown)

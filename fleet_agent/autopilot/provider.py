@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from typing import Any
 
 from fleet_agent.autopilot.bridges import (
@@ -187,8 +188,9 @@ class AutopilotProvider:
                 for iid, why in plan.destroy
             ]
             if slots_full:
-                pass  # no rental the slots cannot feed: the create's guard would refuse it
-            elif plan.gap > 0 and not _gap_waits(run, plan.gap, plan.expected_after):
+                # No rental the slots cannot feed (the create's guard would refuse it).
+                plan = replace(plan, gap=0.0, swap=(), trade=())
+            if plan.gap > 0 and not _gap_waits(run, plan.gap, plan.expected_after):
                 limit = BRIDGE_SEARCH_LIMIT if wants_bridges(plan.gap, run.target()) else 30
                 calls.append(tool_use("search_offers", {"limit": limit}))
             elif "create_instance" in offered and (
