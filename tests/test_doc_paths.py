@@ -42,7 +42,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
+MARKDOWN = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+    ROOT / "bench" / "README.md",
+]
 PYTHON_DIRS = [
     "fleet_agent",
     "activities",
