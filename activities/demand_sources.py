@@ -126,7 +126,7 @@ class NoSource:
 
 
 class HttpJsonSource:
-    """``GET`` a URL that answers the generic shape (docs/OPERATIONS.md,
+    """``GET`` a URL that answers the generic shape (docs/operations/demand-mode.md,
     "Demand sources"), with an optional bearer token."""
 
     name = "http"

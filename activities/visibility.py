@@ -85,7 +85,7 @@ class VisibilityActivities:
             if missing:
                 log.warning(
                     "namespace %s lacks search attributes %s: not upserting them "
-                    "(docs/OPERATIONS.md, 'Search attributes')",
+                    "(docs/operations/watch.md, 'Search attributes')",
                     namespace,
                     ", ".join(missing),
                 )

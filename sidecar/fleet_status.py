@@ -7,7 +7,7 @@ fetches the proof parameters into ``FIL_PROOFS_PARAMETER_CACHE`` and reports
 no progress but the files (``lib/fastparamfetch/paramfetch.go``: aria2c
 leaves a ``<file>.aria2`` control file while it downloads). Neither says when
 its last proof finished or how long it had work: this sidecar watches both
-and serves the contract the monitor reads (docs/OPERATIONS.md, "The prover
+and serves the contract the monitor reads (docs/operations/prover-image.md, "The prover
 image"):
 
     phase, detail, proofs_completed, proofs_failed, proofs_in_flight,

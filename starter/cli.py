@@ -45,7 +45,7 @@ __all__ = ["build_parser", "main", "run"]
 
 PROG = "fleet-agent"
 
-# Exit codes (docs/OPERATIONS.md): 0 ok, 1 operational error, 2 usage error
+# Exit codes (docs/operations/talk.md): 0 ok, 1 operational error, 2 usage error
 # (argparse's, and UsageError), ANSWER_TIMEOUT_EXIT, 130 interrupted, and this.
 EXIT_BROKEN_PIPE = 141
 # `ask` / `say --wait`: a run takes seconds to minutes (debounce, LLM rounds).

@@ -6,7 +6,7 @@ console records the name of the token a request carried (starter/console/
 auth.py), or this same OS identity of the process serving a loopback console
 without tokens. Anyone with access to the Temporal namespace can still send
 any payload: this names who used *our* tools, it is not a login
-(docs/OPERATIONS.md, "Who decided").
+(docs/operations/talk.md, "Who decided").
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from tests.hang_dump import tasks_dumped_before
 # A developer's .env in the checkout must not change what the tests see: the
 # settings, and the CLI and worker processes the tests start, read none.
 os.environ.setdefault(ENV_FILE_ENV, os.devnull)
-# The tests are where the sandbox checks our workflow code (docs/OPERATIONS.md,
+# The tests are where the sandbox checks our workflow code (docs/operations/production.md,
 # "The sandbox at scale"): every worker they start, in process or not, runs
 # the workflows in it whatever the developer's environment says.
 os.environ["FLEET_WORKFLOW_SANDBOX"] = "on"

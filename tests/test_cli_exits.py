@@ -1,4 +1,4 @@
-"""The CLI's exit codes (docs/OPERATIONS.md), pipes whose reader went away,
+"""The CLI's exit codes (docs/operations/talk.md), pipes whose reader went away,
 and `--agent ID` on every agent command. No Temporal server: usage errors
 are found before connecting, and the run log is a local SQLite file.
 """

@@ -47,7 +47,7 @@ from testkit.fakes.configs import StaticConfigs
 from tests.fleet_helpers import AGENT, _req
 
 VAST_KEY = "vastkey-0b1d6c3e9f2a4b7d8e1c5a6f3b9d2e4c7a1f8b3d"
-#: Every secret the worker's environment may hold (docs/OPERATIONS.md,
+#: Every secret the worker's environment may hold (docs/operations/configure.md,
 #: "Settings"), and credentials of the cluster a Curio operator may keep in
 #: it: harmonydb's (curio cmd/curio/main.go, CURIO_DB_*) and Lotus's API token.
 WORKER_SECRETS = {

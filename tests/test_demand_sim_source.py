@@ -1,5 +1,5 @@
 """The agent's generic demand source reads the simulator's `GET /demand`:
-the two sides of the JSON shape docs/OPERATIONS.md ("Demand sources")
+the two sides of the JSON shape docs/operations/demand-mode.md ("Demand sources")
 gives, met over HTTP by the real `read_demand` activity."""
 
 from __future__ import annotations

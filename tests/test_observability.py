@@ -4,7 +4,7 @@ and a run's answer in the Web UI.
 On a dev server started with temporal-dev.yaml's search attributes, a worker
 whose client carries a Prometheus runtime on a free port runs an agent through
 one run that acts and one that does not; then /metrics is scraped with httpx
-and the runs are listed by search-attribute queries, as in docs/OPERATIONS.md.
+and the runs are listed by search-attribute queries, as in docs/operations/watch.md.
 The settings and pure parts behind it: tests/test_metrics_port.py,
 tests/test_visibility_details.py, tests/test_workflow_metrics.py.
 """

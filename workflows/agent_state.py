@@ -59,7 +59,7 @@ _LOGGED_REJECTIONS = 10
 # execution (the worker evicts the run from its cache). A flood faster than
 # the worker completes workflow tasks can still starve it; Temporal then
 # refuses signals past its per-execution limit, with an error to the sender
-# (docs/OPERATIONS.md, "Signal floods").
+# (docs/operations/troubleshooting.md, "Signal floods").
 _MAX_SIGNALS_PER_EXECUTION = 1_000
 _MAX_HISTORY_BYTES = 4 * 1024 * 1024
 _MAX_HISTORY_EVENTS = 4_000

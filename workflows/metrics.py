@@ -7,7 +7,7 @@ command: these calls change nothing in any history.
 
 Labels: `agent_id`, plus small closed sets (status, acted, trigger kind, tool,
 token kind). Never a secret, a text, or anything unbounded. The SDK adds
-`namespace`, `task_queue` and `workflow_type`. docs/OPERATIONS.md lists them.
+`namespace`, `task_queue` and `workflow_type`. docs/operations/watch.md lists them.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ _DEMAND: dict[str, Any] = {
     "demand_lead_minutes": 30.0,
     "target_proofs_per_hour": MIN_TARGET,
 }
-#: The market mode on top (docs/OPERATIONS.md, "Selling proofs on the Snark
+#: The market mode on top (docs/operations/snark-market.md, "Selling proofs on the Snark
 #: Market"); the challenges and dollars per FIL are the setup's.
 _MARKET: dict[str, Any] = {
     "market_mode": "snark",

@@ -34,7 +34,7 @@ book for the seed, listed as the agent lists it (its guardrails, the
 demand day's prover): the cheapest offers by $ per proof (rental plus
 transfer) that together prove as much as the largest fleet swept, their $
 per proof times the 30 P/h a simulated GPU proves. Revenue in dollars is at
-`FIL_USD` (2.5 $/FIL: the simulator has no FIL price; docs/OPERATIONS.md's
+`FIL_USD` (2.5 $/FIL: the simulator has no FIL price; docs/operations/snark-market.md's
 example `fil_usd=2.5`).
 """
 

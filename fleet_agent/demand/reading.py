@@ -188,7 +188,7 @@ def parse_deadlines(value: Any) -> list[datetime]:
 
 
 def parse_reading(body: Any, source: str) -> DemandReading | str:
-    """The reading in a generic demand answer (docs/OPERATIONS.md, "Demand
+    """The reading in a generic demand answer (docs/operations/demand-mode.md, "Demand
     mode: sources"), or why it is none, in one line."""
     if not isinstance(body, dict):
         return "the answer is not a JSON object"

@@ -3,7 +3,7 @@
 Worker settings (``FLEET_PROVER_*``), never model decisions. Pure pydantic, so
 the guardrails and the search query can use it without loading anything else.
 
-Two ways to prove (`ProverSpec.mode`, ``FLEET_PROVER_MODE``; docs/OPERATIONS.md,
+Two ways to prove (`ProverSpec.mode`, ``FLEET_PROVER_MODE``; docs/operations/prover-image.md,
 "The prover image"):
 
 * ``router`` (the default): the machine runs cuzk behind a TLS front and

@@ -1,7 +1,7 @@
 """Reading a rented machine's prover status over HTTP.
 
 Row → ``ports`` → ``http://<public_ipaddr>:<HostPort>/status``, the way
-docs/OPERATIONS.md ("The prover image") tells a prover image to serve it.
+docs/operations/prover-image.md ("The prover image") tells a prover image to serve it.
 Every failure is an answer, never an exception: a machine whose status
 cannot be read is "unreachable" (fleet_agent/fleet/provers.py decides what
 that means over time). Reads run concurrently, a few at a time, each with a
@@ -59,7 +59,7 @@ _MAX_BODY = 64 * 1024
 #: The most of a drain's answer that is read: its status code is the answer
 #: (the sidecar sends ``{"draining": true}``); past this it is no answer.
 _MAX_DRAIN_BODY = 1024
-#: The phases of the contract (docs/OPERATIONS.md, "The prover image"). Any
+#: The phases of the contract (docs/operations/prover-image.md, "The prover image"). Any
 #: other phase is kept only as one short word: it flows into tracks, notes,
 #: events and history (a 5,800-character phase once failed the monitor).
 PHASES = frozenset({"fetching_params", "starting", "proving", "error"})

@@ -1,7 +1,7 @@
 """Proofs measured, not assumed: what each machine's prover status says over time.
 
 The monitor reads every running machine's prover status at each poll
-(``GET /status`` on the mapped status port: docs/OPERATIONS.md, "The prover
+(``GET /status`` on the mapped status port: docs/operations/prover-image.md, "The prover
 image") and folds the read into a `ProverTrack`, one per instance, kept in
 the store between polls. A track is O(1): two anchors for the rate, the last
 read, and when progress was last seen.

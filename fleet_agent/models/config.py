@@ -60,7 +60,7 @@ NotifyEventList = Annotated[list[NotifyEventKind], Field(max_length=20)]
 
 TargetMode = Literal["fixed", "demand"]
 """`target_mode`: `fixed` holds `target_proofs_per_hour` as set; `demand` has
-the monitor set it from the demand source (docs/OPERATIONS.md, "Demand mode")."""
+the monitor set it from the demand source (docs/operations/demand-mode.md, "Demand mode")."""
 
 MarketMode = Literal["off", "snark"]
 """`market_mode`: `snark` has the monitor read the business on the Snark Market."""
@@ -154,7 +154,7 @@ class AgentConfig(Wire):
     # A destroy of a healthy machine that leaves expected capacity below this
     # fraction of the target needs an approval (refused when approval_mode is off).
     min_fleet_fraction: Annotated[float, Field(ge=0, le=1)] = 0.5
-    # Notifications (docs/OPERATIONS.md, "Alerts: Slack, e-mail and more"):
+    # Notifications (docs/operations/alerts.md, "Alerts: Slack, e-mail and more"):
     # the events that tell a human (default: those that need one) ...
     notify_events: NotifyEventList = Field(default_factory=lambda: list(DEFAULT_NOTIFY_EVENTS))
     # ... at most one per event kind and subject within this window ...
@@ -163,7 +163,7 @@ class AgentConfig(Wire):
     notify_under_target_minutes: Annotated[float, Field(ge=1, le=10_080)] = 30.0
     # ... and this many failed runs in a row.
     notify_failed_runs: Annotated[int, Field(ge=1, le=1_000)] = 3
-    # Demand mode (docs/OPERATIONS.md, "Demand mode"): with `demand` the
+    # Demand mode (docs/operations/demand-mode.md, "Demand mode"): with `demand` the
     # monitor sets target_proofs_per_hour from the worker's demand source
     # (FLEET_DEMAND_SOURCE) by fleet_agent/demand/target.py's rule, within
     # [min_target, max_target]; max_target must then be set (0: unset).
@@ -187,7 +187,7 @@ class AgentConfig(Wire):
     # or more (their LLM rounds at the price table's rates; the autopilot
     # costs $0). Triggers, wakes and messages wait; nothing is dropped.
     max_llm_usd_per_hour: Annotated[float, Field(gt=0, le=10_000)] = 2.0
-    # The Snark Market (docs/OPERATIONS.md, "Selling proofs on the Snark
+    # The Snark Market (docs/operations/snark-market.md, "Selling proofs on the Snark
     # Market"): with `snark` the monitor reads the business of the worker's
     # Curio node (FLEET_MARKET_SOURCE) each poll: slots, price, revenue, cost
     # and profit (fleet_agent/market/). The challenge balance the operator

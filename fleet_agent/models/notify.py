@@ -46,7 +46,8 @@ NotifyEventKind = Literal[
     "daily_digest",
     "test",
 ]
-"""Every kind of event that can notify (docs/OPERATIONS.md, "Alerts: Slack, e-mail and more")."""
+"""Every kind of event that can notify (docs/operations/alerts.md, "Alerts: Slack, e-mail
+and more")."""
 
 NOTIFY_EVENT_KINDS: tuple[str, ...] = get_args(NotifyEventKind)
 

@@ -3,7 +3,7 @@
 Rendered in the worker (activities/notify.py) from the event's facts, with
 the console's address (`FLEET_CONSOLE_URL`) for links: the workflow never
 needs to know it. An approval's link opens the console's approval page,
-which works from a phone (docs/OPERATIONS.md, "Alerts: Slack, e-mail and more").
+which works from a phone (docs/operations/alerts.md, "Alerts: Slack, e-mail and more").
 """
 
 from __future__ import annotations

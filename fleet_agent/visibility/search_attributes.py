@@ -1,7 +1,7 @@
 """The custom search attributes fleet-agent upserts, by name and type.
 
 The one list: temporal-dev.yaml registers them on the local dev server,
-docs/OPERATIONS.md gives the commands for a production namespace, the
+docs/operations/watch.md gives the commands for a production namespace, the
 worker checks that the namespace has them (activities/visibility.py), and
 the workflows upsert them (workflows/search_attributes.py). Values are IDs,
 phases, booleans and trigger kinds: never a text.

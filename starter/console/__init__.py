@@ -1,7 +1,7 @@
 """`fleet-agent console`: a small server-rendered web console for one agent.
 
 Starlette + Jinja2 templates, htmx (static/htmx.min.js, vendored) for the live
-parts; no front-end build step. See docs/OPERATIONS.md, "The web console".
+parts; no front-end build step. See docs/operations/talk.md, "The web console".
 """
 
 from starter.console.app import create_app
