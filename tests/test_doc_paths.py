@@ -1,6 +1,6 @@
 """Every repository path the docs and the code's comments name exists; links hold.
 
-Where it looks: README.md, docs/*.md and bench/README.md, and the docstrings
+Where it looks: README.md, docs/**/*.md and bench/README.md, and the docstrings
 and comments of the Python under fleet_agent/, activities/, workflows/,
 starter/, bench/, sidecar/, prover_image/ and worker.py. (bench/results/ is an archive of
 runs as they were written, and tests/ is where the paths point, so neither is
@@ -42,7 +42,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
+MARKDOWN = [ROOT / "README.md", *sorted(ROOT.glob("docs/**/*.md")), ROOT / "bench" / "README.md"]
 PYTHON_DIRS = [
     "fleet_agent",
     "activities",
