@@ -185,7 +185,7 @@ def build_worker(
         client,
         task_queue=task_queue,
         # Set deliberately rather than left to the SDK's defaults, for many
-        # agents on one worker (docs/DECISIONS.md, "Many fleets on one worker").
+        # agents on one worker (docs/decisions/load-time.md, "Many fleets on one worker").
         max_concurrent_activities=tuning.max_concurrent_activities,
         max_concurrent_workflow_tasks=tuning.max_concurrent_workflow_tasks,
         max_cached_workflows=tuning.max_cached_workflows,
@@ -205,7 +205,7 @@ def build_worker(
         # The SDK's sandbox unless turned off: it re-imports the workflow
         # modules for every run and crosses into the sandbox for every
         # payload: about a tenth of the worker's CPU at 300 agents
-        # (docs/DECISIONS.md, "The sandbox's price, and a worker without it").
+        # (docs/decisions/load-time.md, "The sandbox's price, and a worker without it").
         workflow_runner=SandboxedWorkflowRunner()
         if tuning.workflow_sandbox
         else UnsandboxedWorkflowRunner(),

@@ -1,6 +1,6 @@
 """The router's jobs: one per request id in flight, and the answers it gave.
 
-`JobTable.admit` is the idempotency rule (docs/DECISIONS.md, "A request id is the
+`JobTable.admit` is the idempotency rule (docs/decisions/router-and-market.md, "A request id is the
 idempotency key, and its return is a rejection"): a request id already
 in flight joins its job (same job id, same answer); one the router answered
 COMPLETED, and that answer reached a caller, comes back only because Curio's

@@ -4,7 +4,7 @@ Temporal's workflow sandbox imports the workflow modules afresh for every
 workflow it starts (each agent run is one), through Python's ordinary
 loaders. Where a module has no valid bytecode in its `__pycache__`, that
 import compiles the source again, every time: measured at about 7 % of a
-worker's CPU at 100 agents (docs/DECISIONS.md, "Bytecode for the sandbox").
+worker's CPU at 100 agents (docs/decisions/load-time.md, "Bytecode for the sandbox").
 Python writes the bytecode on the first import unless told not to
 (PYTHONDONTWRITEBYTECODE, common in container images) or unable to (a
 read-only install); the worker checks at start and says so.

@@ -65,7 +65,7 @@ def watchdog_offset(agent_id: str, every: timedelta) -> timedelta:
     hash of its ID. An interval alone is aligned to the epoch, so every
     agent's look came in the same second (at :00, :05, ...): 101 agents
     started 101 workflows at once, and the messages that arrived then waited
-    seconds for the worker (docs/DECISIONS.md, "The watchdog's looks are
+    seconds for the worker (docs/decisions/hostile-hosts.md, "The watchdog's looks are
     spread"). Whole seconds, as a Schedule's spec takes them."""
     seconds = int(every.total_seconds())
     digest = hashlib.sha256(agent_id.encode()).digest()

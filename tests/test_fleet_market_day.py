@@ -103,7 +103,7 @@ async def test_five_hours_of_market_hold_500_proofs_per_hour(
     Within the band 90 % of the four hours after the first on the mean of
     the two markets, and 80 % on each: one path of five hours is luck as
     much as policy (each failure takes its machine's load time out, 10-60
-    min). With one market (seed 5) at 90 %, the trades (docs/DECISIONS.md,
+    min). With one market (seed 5) at 90 %, the trades (docs/decisions/load-time.md,
     "A trade") took it from 93.3 to 83.3 %, while seeds 6, 7 and 9 gave
     99.2, 90.8 and 93.3 % with them and 99.2, 91.7 and 93.3 % without;
     seed 8 gives 70.0 % with and without."""

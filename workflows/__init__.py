@@ -5,7 +5,7 @@ The three classes are imported on first use (PEP 562), not here: the
 workflow sandbox executes this package's `__init__` afresh for every new
 workflow, so an eager import of all three made each run (a new workflow per
 message) re-execute the agent's and the monitor's modules too: 5 % of the
-worker's CPU at 100 agents (docs/DECISIONS.md, "Many fleets on one worker").
+worker's CPU at 100 agents (docs/decisions/load-time.md, "Many fleets on one worker").
 """
 
 from __future__ import annotations

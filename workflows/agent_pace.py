@@ -1,7 +1,7 @@
 """The agent's paces: demand target changes per hour, LLM dollars per hour.
 
 Demand mode wakes a run at every move of the target, and every run may pay
-the model; nothing else bounded either (docs/DECISIONS.md, "Paces").
+the model; nothing else bounded either (docs/decisions/demand.md, "Paces").
 
 - `DemandPacer` applies the monitor's `demand_target` while fewer than
   `max_demand_changes_per_hour` were applied in the last hour. Past that,

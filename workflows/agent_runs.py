@@ -83,7 +83,7 @@ class RunLauncher:
         state = ex.state
         # The run reads message texts from the store. A few not there yet go
         # into the run whole and its load_context stores them: under load the
-        # store loop's activity can outlast the P0 window (docs/DECISIONS.md,
+        # store loop's activity can outlast the P0 window (docs/decisions/load-time.md,
         # "A run does not wait for the store"). Histories from before replay
         # the wait.
         if not (

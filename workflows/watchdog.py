@@ -4,7 +4,7 @@ Temporal appends the scheduled time to the ID of every workflow a Schedule
 starts, so a Schedule cannot start the agent workflow (ID = agent ID)
 itself: it starts this one (ID `fleet-agent-watchdog-<agent>-<time>`), whose
 only activity starts the agent with the ID-conflict policy "use existing"
-(docs/DECISIONS.md, "The watchdog: a Schedule that starts a starter").
+(docs/decisions/hostile-hosts.md, "The watchdog: a Schedule that starts a starter").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The demand day's clocks: the simulator's market and the time-skipping
 server's workflow time, moved together so that one seed gives one day
-(bench/demand_day/_day.py; docs/DECISIONS.md, "A demand day reproduces").
+(bench/demand_day/_day.py; docs/decisions/demand.md, "A demand day reproduces").
 
 What made two runs of one seed differ, and what this does about each:
 
@@ -148,7 +148,7 @@ async def monitor_instants(client: Client, agent_id: str) -> set[int]:
     every execution of `<agent>/monitor` (newest first, back along
     continue-as-new). On the frozen server a run that starts at one of them
     shares its instant with the monitor: the one order left to the worker
-    (docs/DECISIONS.md, "A demand day reproduces")."""
+    (docs/decisions/demand.md, "A demand day reproduces")."""
     instants: set[int] = set()
     run_id: str | None = None
     for _ in range(1000):  # a day's chain: a few executions

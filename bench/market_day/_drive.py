@@ -55,7 +55,7 @@ async def _oracle(
     Also the cheapest that keeps what the fleet has (`no_rebuild_dph`): all
     our machines plus the cheapest offers for the rest after an increase, the
     cheapest subset of ours after a decrease. The gap between the two is what
-    only a rebuild could take (docs/DECISIONS.md, "Load time").
+    only a rebuild could take (docs/decisions/load-time.md, "Load time").
 
     Our machines count at what they really prove (the simulator's truth);
     an offer, whose truth is drawn only when it is rented, at what it is

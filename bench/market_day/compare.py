@@ -2,7 +2,7 @@
 
 A change to the policy is judged on several market days (bench/market_day/day.py
 `--seeds`), and a single day moves by points with its path: every rental
-another offer, so another fate (docs/DECISIONS.md, "Bridges for a failure's
+another offer, so another fate (docs/decisions/load-time.md, "Bridges for a failure's
 slow replacement"). This reads the days each version wrote (`--json-out`, one
 file per seed or one of several seeds; or a directory of them) and prints,
 per seed, each version's band, periods against the oracle and spend, and the

@@ -2,7 +2,7 @@
 
 After an increase the cover's machines prove in two groups: hosts whose link
 fills the parameter source load in 12-18 minutes, the rest in 28-62, and that
-wait was most of a day's time out of the ±5 % band (docs/DECISIONS.md,
+wait was most of a day's time out of the ±5 % band (docs/decisions/load-time.md,
 "Bridges"; the tries: bench/results/2026-12-03-load-time-a.md). For a gap of
 at least BRIDGE_MIN_GAP of the target, the autopilot rents beside the cheapest
 cover the cheapest set of offers estimated to prove within BRIDGE_FAST_MINUTES

@@ -12,7 +12,7 @@ That premium is 1.4 % of the fleet's $/h. So when the fleet is under the
 band until the cover proves and no bridge is rented beside it, the cover
 is taken of fast offers (`bridges.fast`: est_load_minutes ≤ 15) when the
 fleet with it costs at most FAST_COVER_PREMIUM more per hour
-(docs/DECISIONS.md, "A fast cover where no bridge fits"). Pure: search rows
+(docs/decisions/load-time.md, "A fast cover where no bridge fits"). Pure: search rows
 in, search rows out.
 """
 

@@ -8,7 +8,7 @@ machines at $11.7-12.3 per 1,000 proofs, against the $8.1 of the fleet the
 oracle chose, and kept them all day. The rebuilds tried before (whole
 fleets, or one offer whenever the fleet's $/h fell 5 %) bought cheaper
 fleets of larger machines, whose failures the spare covers less often, and
-lost the band (docs/DECISIONS.md, "A swap for cost too"). A trade keeps the
+lost the band (docs/decisions/load-time.md, "A swap for cost too"). A trade keeps the
 fleet's shape: one offer for one machine, no larger than the machine it
 replaces or than the largest the spare covers, the spare's level not
 raised, and only for a large saving on that machine (TRADE_SAVING), which

@@ -2,7 +2,7 @@
 
 Plain numbers, no Temporal: worker.py turns them into the `Worker`'s options.
 Each default is chosen for fleet-agent's load, not left to the SDK (the
-reasons are in docs/DECISIONS.md, "Many fleets on one worker"):
+reasons are in docs/decisions/load-time.md, "Many fleets on one worker"):
 
 * Activities wait far more than they compute (vast.ai behind its pacing, the
   LLM, the store in a thread), so a slot costs a coroutine; with the SDK's
@@ -20,7 +20,7 @@ reasons are in docs/DECISIONS.md, "Many fleets on one worker"):
   randomness or I/O in workflow code" into a check at run time. A worker
   carrying hundreds of agents may turn it off (FLEET_WORKFLOW_SANDBOX=off)
   for about a tenth less CPU and memory; every test and the replay tests
-  still run the workflows inside it (docs/DECISIONS.md, "The sandbox's
+  still run the workflows inside it (docs/decisions/load-time.md, "The sandbox's
   price, and a worker without it").
 """
 

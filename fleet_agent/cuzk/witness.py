@@ -32,7 +32,7 @@ __all__ = [
 #: the router answered it) before the router stops sending it work and the
 #: agent replaces it and bans its host. One could be Curio's own retry of a
 #: task that failed after the proof arrived; two is a bad prover. The router
-#: and the agent use the same number (docs/DECISIONS.md).
+#: and the agent use the same number (docs/decisions/router-and-market.md).
 REJECTIONS_TO_REPLACE = 2
 
 #: What the agent wants of a machine: new work (``serve``), or none, its jobs

@@ -7,7 +7,7 @@ whether a new machine proves 10 minutes after the rental or an hour. The
 model sees the estimate in every offer row (`est_load_minutes`, with
 `inet_down_mbps`). The autopilot does not weigh it: measured, a weighed
 cover moved the market day's time in band less than two runs of one seed
-differ, and raised its $/h (docs/DECISIONS.md, "Load time").
+differ, and raised its $/h (docs/decisions/load-time.md, "Load time").
 """
 
 from __future__ import annotations

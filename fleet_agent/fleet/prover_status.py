@@ -327,6 +327,6 @@ def _tls_context() -> ssl.SSLContext:
     """The TLS settings a client gets by default (`trust_env=False`), built
     once per process: a client builds them afresh otherwise, loading the CA
     bundle: 4-5 % of the worker's busy samples at 100 agents (a client per
-    poll; docs/DECISIONS.md, "Many fleets on one worker"). The status URLs
+    poll; docs/decisions/load-time.md, "Many fleets on one worker"). The status URLs
     are plain HTTP; the context is there for the client, not used."""
     return httpx.create_ssl_context(trust_env=False)

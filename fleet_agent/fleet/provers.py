@@ -25,7 +25,7 @@ read, and when progress was last seen.
   `SUSPECT_FACTOR` times the capacity model's estimate for the machine makes
   it **suspect** (`ProverTrack.suspect`, kept for the machine's life): its
   figure is not believed, it is no capacity, and it is replaced like a
-  machine that is not proving (docs/DECISIONS.md, "A measured rate is
+  machine that is not proving (docs/decisions/hostile-hosts.md, "A measured rate is
   believed within twice the model").
 * **Idle is not stalled.** Curio's provers are demand-limited: the node
   hands out work, and cuzk holds back when its queue is full (Curio's

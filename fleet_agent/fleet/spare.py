@@ -5,7 +5,7 @@ A machine that dies is replaced within a poll, but its replacement proves only
 after its boot and its 47 GiB parameter download: 15 minutes on the fastest
 hosts, an hour on slow ones. At a small target one machine is a large share
 of it (25 proofs/h is 8 % of 300), so every failure left the fleet under the
-±5 % band for that long (docs/DECISIONS.md, "A spare for one failure"). With
+±5 % band for that long (docs/decisions/load-time.md, "A spare for one failure"). With
 the spare, the fleet holds enough that losing any one of its machines
 still leaves it within 5 % under the target, for every machine small
 enough for that to fit well inside the band.

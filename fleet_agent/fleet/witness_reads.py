@@ -19,7 +19,7 @@ rate, the stall and the replacement rules stay one set of rules:
   down first). ``failing`` and ``dead`` are ``error`` with the router's
   reason: not proving, replaced, its host remembered.
 * A machine `REJECTIONS_TO_REPLACE` of whose proofs Curio rejected (the same request sent again
-  after our answer: docs/DECISIONS.md, "A request id is the idempotency
+  after our answer: docs/decisions/router-and-market.md, "A request id is the idempotency
   key, and its return is a rejection") is no capacity and is
   replaced, its host remembered under ``rejected`` (`rejected_reason`).
 * Counters that go back (a router restart, a member removed and added)

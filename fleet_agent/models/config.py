@@ -181,7 +181,7 @@ class AgentConfig(Wire):
     demand_events: DemandEventList = Field(default_factory=list)
     # Each demand target change wakes a run: at most this many are applied in
     # any hour; past it the latest waits until the hour allows
-    # (fleet_agent/loop/pace.py, docs/DECISIONS.md "Paces").
+    # (fleet_agent/loop/pace.py, docs/decisions/demand.md "Paces").
     max_demand_changes_per_hour: Annotated[int, Field(ge=1, le=1_000)] = 6
     # No run starts while the runs that ended in the last hour cost this much
     # or more (their LLM rounds at the price table's rates; the autopilot

@@ -24,7 +24,7 @@ all from one walk:
   background once it is past `ttl_s`: at 100 agents a walk is 4 paced
   pages (4.4 s), and a run that joined it waited that long before its
   model call, holding up the messages that came meanwhile
-  (docs/DECISIONS.md, "A run's view does not wait for a walk"). Such a
+  (docs/decisions/load-time.md, "A run's view does not wait for a walk"). Such a
   caller says how long ago its agent last changed its fleet
   (`changed_ago_s`, from the store, so a write by another worker counts):
   a listing whose walk began before then is not served to it.
