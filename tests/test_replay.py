@@ -288,8 +288,9 @@ def test_recorded_histories_are_small_and_complete(release: str) -> None:
 
 
 def test_the_recorded_monitor_replays_the_check_before_every_poll() -> None:
-    """Recorded before OPEN_IN_POLL_PATCH: its replay covers the old branch,
-    `agent_is_open` before each poll. Keep such a history when re-recording."""
+    """Release 0.1.0's monitor, recorded before OPEN_IN_POLL_PATCH: its replay
+    covers the old branch, `agent_is_open` before each poll. This test goes
+    with 0.1.0, when the patch's old branch may go (docs/decisions/patches.md)."""
     monitor = next(h for h in load_recorded(BEFORE_PATCHES) if h.workflow_id.endswith("/monitor"))
     types = [
         e.activity_task_scheduled_event_attributes.activity_type.name

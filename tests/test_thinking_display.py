@@ -171,9 +171,10 @@ class _Watch(Interceptor):
 
 
 async def test_an_agent_that_ran_before_keeps_omitted_thinking() -> None:
-    """The agent of release 0.1.0 (tests/histories/0.1.0/) started fresh on the old default
-    and gave no display of its own: replayed, its runs still ask for
-    "omitted", in its first execution and after its continue-as-new."""
+    """The agent of release 0.1.0 (tests/histories/0.1.0/) started fresh on
+    the old default and gave no display of its own: replayed, its runs still
+    ask for "omitted", in its first execution and after its continue-as-new.
+    This test goes with 0.1.0 (docs/decisions/patches.md)."""
     assert AgentConfig().llm_thinking_display == "summarized"
     replayer = Replayer(
         workflows=[FleetAgentWorkflow, AgentRunWorkflow, FleetMonitorWorkflow],
