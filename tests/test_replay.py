@@ -7,12 +7,15 @@
   and a reset that continues the agent as new. Then every history of it —
   each execution of the agent chain, each child run and the monitor — is
   replayed with `Replayer`.
-- Recorded: the same histories, saved in tests/histories/, are replayed on every
-  test run, so a change that would break running agents fails CI. After an
-  intentional, versioned change (`workflow.patched`), re-record them::
+- Recorded: the same histories, saved by release in tests/histories/<version>/,
+  are replayed on every test run for each supported release (the current one,
+  pyproject.toml's version, and the one before it), so a change that would
+  break agents running either fails CI. A release's histories are recorded
+  once, when it is cut (docs/decisions/patches.md)::
 
+      # after bumping the version in pyproject.toml
       .venv/bin/python -m tests.test_replay --record
-      # or: FLEET_RECORD_HISTORIES=1 .venv/bin/python -m pytest tests/test_replay.py
+      # then delete the folder of the release before the previous one
 
 File names encode the workflow ID ('/' as '__') and, for the agent, the
 execution number of the continue-as-new chain.
@@ -25,6 +28,7 @@ import asyncio
 import os
 import sys
 import tempfile
+import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -59,9 +63,16 @@ from tests.helpers import (
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import STORE_TIMEOUT
 
-HISTORIES = Path(__file__).parent / "histories"
+ROOT = Path(__file__).resolve().parent.parent
+#: One folder per release, named by its version: the histories recorded when it was cut.
+HISTORIES = ROOT / "tests" / "histories"
+#: The release recorded before any `workflow.patched`: the tests of old branches
+#: read it, and go with it when it leaves support (docs/decisions/patches.md).
+BEFORE_PATCHES = HISTORIES / "0.1.0"
 AGENT_ID = "replay-agent"
 RECORD_ENV = "FLEET_RECORD_HISTORIES"
+#: Releases replayed: the current and the one before it.
+SUPPORTED_COUNT = 2
 ACTED = '<verdict>{"action": true, "state_changed": true}</verdict>'
 NOOP = '<verdict>{"action": false, "state_changed": false}</verdict>'
 
@@ -91,6 +102,29 @@ def _respond(req: Request) -> Reply:
     if "after the reset" in text:
         return Reply(text=f"Hello again.\n{ACTED}")
     return Reply(text=f"Nothing to do.\n{NOOP}")
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def current_release() -> str:
+    """The version in pyproject.toml."""
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        version = tomllib.load(f)["project"]["version"]
+    assert isinstance(version, str)
+    return version
+
+
+def recorded_releases() -> list[str]:
+    """The releases with a folder of histories, oldest first."""
+    return sorted((p.name for p in HISTORIES.iterdir() if p.is_dir()), key=version_key)
+
+
+def supported_releases() -> list[str]:
+    """The releases whose histories the code must replay, oldest first: the
+    current release and the one recorded before it."""
+    return recorded_releases()[-SUPPORTED_COUNT:]
 
 
 def replayer() -> Replayer:
@@ -189,7 +223,7 @@ async def _wait_for(store: Store, done: Callable[[list[RunRecord]], bool]) -> li
     return await eventually(probe, timeout=60, what="the scenario's next run")
 
 
-def save(histories: dict[str, WorkflowHistory], directory: Path = HISTORIES) -> None:
+def save(histories: dict[str, WorkflowHistory], directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.glob("*.json"):
         old.unlink()
@@ -197,7 +231,7 @@ def save(histories: dict[str, WorkflowHistory], directory: Path = HISTORIES) -> 
         (directory / f"{stem}.json").write_text(history.to_json() + "\n")
 
 
-def load_recorded(directory: Path = HISTORIES) -> list[WorkflowHistory]:
+def load_recorded(directory: Path) -> list[WorkflowHistory]:
     histories = []
     for path in sorted(directory.glob("*.json")):
         workflow_id = path.stem.split(".")[0].replace("__", "/")
@@ -230,11 +264,20 @@ async def test_live_histories_replay(
     assert "agent_is_open" not in events["replay-agent__monitor"]
     await replay_all(histories.values())
     if os.environ.get(RECORD_ENV) == "1":
-        save(histories)
+        save(histories, HISTORIES / current_release())
 
 
-def test_recorded_histories_are_small_and_complete() -> None:
-    paths = sorted(HISTORIES.glob("*.json"))
+def test_the_corpus_holds_the_supported_releases() -> None:
+    """The newest folder is the current release, and no older release than
+    the previous one is kept: its patches may be retiring."""
+    releases = recorded_releases()
+    assert releases and releases[-1] == current_release(), (releases, current_release())
+    assert len(releases) <= SUPPORTED_COUNT, releases
+
+
+@pytest.mark.parametrize("release", supported_releases())
+def test_recorded_histories_are_small_and_complete(release: str) -> None:
+    paths = sorted((HISTORIES / release).glob("*.json"))
     assert {p.stem for p in paths} >= {
         "replay-agent.exec1",
         "replay-agent.exec2",
@@ -245,9 +288,10 @@ def test_recorded_histories_are_small_and_complete() -> None:
 
 
 def test_the_recorded_monitor_replays_the_check_before_every_poll() -> None:
-    """Recorded before OPEN_IN_POLL_PATCH: its replay covers the old branch,
-    `agent_is_open` before each poll. Keep such a history when re-recording."""
-    monitor = next(h for h in load_recorded() if h.workflow_id.endswith("/monitor"))
+    """Release 0.1.0's monitor, recorded before OPEN_IN_POLL_PATCH: its replay
+    covers the old branch, `agent_is_open` before each poll. This test goes
+    with 0.1.0, when the patch's old branch may go (docs/decisions/patches.md)."""
+    monitor = next(h for h in load_recorded(BEFORE_PATCHES) if h.workflow_id.endswith("/monitor"))
     types = [
         e.activity_task_scheduled_event_attributes.activity_type.name
         for e in monitor.events
@@ -257,10 +301,15 @@ def test_the_recorded_monitor_replays_the_check_before_every_poll() -> None:
     assert polls and all(i > 0 and types[i - 1] == "agent_is_open" for i in polls), types
 
 
+_SUPPORTED_HISTORIES = [(r, h) for r in supported_releases() for h in load_recorded(HISTORIES / r)]
+
+
 @pytest.mark.parametrize(
-    "history", load_recorded(), ids=lambda h: f"{h.workflow_id}@{h.run_id[:8]}"
+    ("release", "history"),
+    _SUPPORTED_HISTORIES,
+    ids=[f"{r}/{h.workflow_id}@{h.run_id[:8]}" for r, h in _SUPPORTED_HISTORIES],
 )
-async def test_recorded_history_replays(history: WorkflowHistory) -> None:
+async def test_recorded_history_replays(release: str, history: WorkflowHistory) -> None:
     result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
 
@@ -279,7 +328,8 @@ class _ChangedRunWorkflow:
 
 async def test_a_nondeterministic_change_fails_replay() -> None:
     """The control: the recorded histories do catch an incompatible change."""
-    child = next(h for h in load_recorded() if "/run-" in h.workflow_id)
+    oldest = HISTORIES / supported_releases()[0]
+    child = next(h for h in load_recorded(oldest) if "/run-" in h.workflow_id)
     changed = Replayer(
         workflows=[_ChangedRunWorkflow],
         data_converter=pydantic_data_converter,
@@ -293,7 +343,7 @@ async def test_a_nondeterministic_change_fails_replay() -> None:
 # ---------------------------------------------------------------- recording
 
 
-async def record(directory: Path = HISTORIES) -> dict[str, WorkflowHistory]:
+async def record(directory: Path) -> dict[str, WorkflowHistory]:
     """Run the scenario on a fresh time-skipping server and save its histories."""
     env = await start_time_skipping_env()
     try:
@@ -329,15 +379,27 @@ async def record(directory: Path = HISTORIES) -> dict[str, WorkflowHistory]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--record", action="store_true", help="re-record tests/histories/")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="record the current release's histories into tests/histories/<version>/",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace that release's histories if recorded"
+    )
     args = parser.parse_args(argv)
     if not args.record:
         parser.print_help()
         return 2
-    histories = asyncio.run(record())
+    directory = HISTORIES / current_release()
+    if directory.exists() and not args.force:
+        # A release's histories stand for the agents it started: recorded once.
+        print(f"{directory} exists: bump the version in pyproject.toml, or --force")
+        return 1
+    histories = asyncio.run(record(directory))
     for stem in histories:
-        size = (HISTORIES / f"{stem}.json").stat().st_size
-        print(f"{HISTORIES / stem}.json  {size:,} bytes")
+        size = (directory / f"{stem}.json").stat().st_size
+        print(f"{directory / stem}.json  {size:,} bytes")
     return 0
 
 

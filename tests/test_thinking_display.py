@@ -44,7 +44,7 @@ from starter.console import ConsoleSettings, create_app
 from starter.runlog_view import run_detail
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import json_rows, running_worker, wait_runs
-from tests.test_replay import load_recorded
+from tests.test_replay import BEFORE_PATCHES, load_recorded
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 
 ACTED = '<verdict>{"action": true, "state_changed": true}</verdict>'
@@ -171,9 +171,10 @@ class _Watch(Interceptor):
 
 
 async def test_an_agent_that_ran_before_keeps_omitted_thinking() -> None:
-    """The recorded agent (tests/histories) started fresh on the old default
-    and gave no display of its own: replayed, its runs still ask for
-    "omitted", in its first execution and after its continue-as-new."""
+    """The agent of release 0.1.0 (tests/histories/0.1.0/) started fresh on
+    the old default and gave no display of its own: replayed, its runs still
+    ask for "omitted", in its first execution and after its continue-as-new.
+    This test goes with 0.1.0 (docs/decisions/patches.md)."""
     assert AgentConfig().llm_thinking_display == "summarized"
     replayer = Replayer(
         workflows=[FleetAgentWorkflow, AgentRunWorkflow, FleetMonitorWorkflow],
@@ -183,7 +184,7 @@ async def test_an_agent_that_ran_before_keeps_omitted_thinking() -> None:
         # re-import pytest.
         workflow_runner=UnsandboxedWorkflowRunner(),
     )
-    agent = [h for h in load_recorded() if h.workflow_id == "replay-agent"]
+    agent = [h for h in load_recorded(BEFORE_PATCHES) if h.workflow_id == "replay-agent"]
     assert len(agent) == 2, "both executions of the recorded agent"
     for history in agent:
         _Seen.displays = []
