@@ -44,7 +44,7 @@ from activities.notify import NotifyActivities
 from activities.runlog import RunLogActivities
 from activities.visibility import VisibilityActivities
 from activities.watchdog import WatchdogActivities
-from fleet_agent.config.env_file import export_env_file
+from fleet_agent.env.env_file import export_env_file
 from fleet_agent.config.settings import Settings
 from fleet_agent.config.tuning import WorkerTuning
 from fleet_agent.llm.base import LlmProvider

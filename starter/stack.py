@@ -12,7 +12,7 @@ smoke test).
 
 One stack per port: a second `up` of a running stack attaches to it and starts
 nothing (starter/stack_attach.py), or adds just a worker with `--add-worker`.
-Each stack keeps its own files, its store among them (fleet_agent/config/local_stack.py).
+Each stack keeps its own files, its store among them (fleet_agent/env/local_stack.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import shlex
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from fleet_agent.config.local_stack import (
+from fleet_agent.env.local_stack import (
     DEFAULT_TEMPORAL_PORT,
     TEMPORAL_PORT_ENV,
     StackPaths,

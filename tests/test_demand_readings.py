@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from fleet_agent.config.env_settings import SettingsError
+from fleet_agent.env.env_settings import SettingsError
 from fleet_agent.config.settings import Settings
 from fleet_agent.demand.reading import MAX_DEADLINES, DemandReading, parse_reading
 from fleet_agent.demand.settings import DemandEnv

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field
 
-from fleet_agent.config.env_settings import EnvModel, SettingsError
+from fleet_agent.env.env_settings import EnvModel, SettingsError
 from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.demand.sources import demand_url
 
