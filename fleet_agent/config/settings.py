@@ -22,9 +22,9 @@ from pydantic import (
     field_validator,
 )
 
-from fleet_agent.env.env_settings import EnvModel, SettingsError, one_line
 from fleet_agent.config.metrics_address import METRICS_ENV, METRICS_ENV_ALIAS, metrics_address
 from fleet_agent.demand.settings import DemandEnv
+from fleet_agent.env.env_settings import EnvModel, SettingsError, one_line
 from fleet_agent.fleet.prover import (
     LOOPBACK_ENV,
     MIN_RAM_ENV,
