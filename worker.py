@@ -44,9 +44,9 @@ from activities.notify import NotifyActivities
 from activities.runlog import RunLogActivities
 from activities.visibility import VisibilityActivities
 from activities.watchdog import WatchdogActivities
-from fleet_agent.env.env_file import export_env_file
 from fleet_agent.config.settings import Settings
 from fleet_agent.config.tuning import WorkerTuning
+from fleet_agent.env.env_file import export_env_file
 from fleet_agent.llm.base import LlmProvider
 from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.llm.model_table import KNOWN_MODELS, ModelInfo

@@ -26,14 +26,14 @@ import shlex
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from fleet_agent.config.settings import Settings
+from fleet_agent.config.tuning import WorkerTuning
 from fleet_agent.env.local_stack import (
     DEFAULT_TEMPORAL_PORT,
     TEMPORAL_PORT_ENV,
     StackPaths,
     stack_paths,
 )
-from fleet_agent.config.settings import Settings
-from fleet_agent.config.tuning import WorkerTuning
 from fleet_agent.models import ConfigPatch
 from fleet_agent.store import SchemaError, StoreRefused, redacted_url
 from fleet_agent.store.engine import DATABASE_URL_ENV

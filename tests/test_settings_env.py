@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet_agent.env.env_file import ENV_FILE_ENV, SettingsError, env_file_path, export_env_file
 from fleet_agent.config.settings import Settings
 from fleet_agent.config.tuning import WorkerTuning
+from fleet_agent.env.env_file import ENV_FILE_ENV, SettingsError, env_file_path, export_env_file
 from starter.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
