@@ -216,7 +216,7 @@ async def _serve(
         else:
             server = Server(owner.temporal_address, owner.ui_url, started=False, log_path=None)
         await loading
-        from fleet_agent.llm.factory import provider_from_settings
+        from runtime.llm_provider import provider_from_settings
         from worker import (
             build_worker,
             fleet_from_settings,
@@ -398,7 +398,7 @@ async def _serve(
 
 def _import_worker() -> None:
     importlib.import_module("worker")
-    importlib.import_module("fleet_agent.llm.factory")
+    importlib.import_module("runtime.llm_provider")
 
 
 def _cli_env(address: str, db_url: str, *, from_settings: bool) -> str:
