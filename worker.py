@@ -44,11 +44,10 @@ from activities.notify import NotifyActivities
 from activities.runlog import RunLogActivities
 from activities.visibility import VisibilityActivities
 from activities.watchdog import WatchdogActivities
-from fleet_agent.config.env_file import export_env_file
 from fleet_agent.config.settings import Settings
 from fleet_agent.config.tuning import WorkerTuning
+from fleet_agent.env.env_file import export_env_file
 from fleet_agent.llm.base import LlmProvider
-from fleet_agent.llm.factory import provider_from_settings
 from fleet_agent.llm.model_table import KNOWN_MODELS, ModelInfo
 from fleet_agent.llm.tools import FLEET_TOOLS, LOCAL_TOOLS
 from fleet_agent.notify.settings import NotifyEnv
@@ -57,6 +56,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.visibility.search_attributes import SearchAttributeMode
 from runtime.bytecode import bytecode_warning
 from runtime.connect import connect, is_connect_failure, target_address, unreachable
+from runtime.llm_provider import provider_from_settings
 from runtime.process_exit import end_process
 from runtime.stopping import stop_event
 from runtime.telemetry import MetricsUnavailable, install_metrics

@@ -17,7 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
 from temporalio.runtime import Runtime
 
-from fleet_agent.config.local_stack import DEFAULT_TEMPORAL_PORT, TEMPORAL_PORT_ENV, env_port
+from fleet_agent.env.local_stack import DEFAULT_TEMPORAL_PORT, TEMPORAL_PORT_ENV, env_port
 
 __all__ = [
     "DEFAULT_ADDRESS",

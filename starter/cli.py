@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from fleet_agent.config.env_file import SettingsError, export_env_file
+from fleet_agent.env.env_file import SettingsError, export_env_file
 from runtime.process_exit import end_process
 from starter import cancel, commands, expect
 from starter.agent_client import (

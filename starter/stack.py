@@ -12,7 +12,7 @@ smoke test).
 
 One stack per port: a second `up` of a running stack attaches to it and starts
 nothing (starter/stack_attach.py), or adds just a worker with `--add-worker`.
-Each stack keeps its own files, its store among them (fleet_agent/config/local_stack.py).
+Each stack keeps its own files, its store among them (fleet_agent/env/local_stack.py).
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ import shlex
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from fleet_agent.config.local_stack import (
+from fleet_agent.config.settings import Settings
+from fleet_agent.config.tuning import WorkerTuning
+from fleet_agent.env.local_stack import (
     DEFAULT_TEMPORAL_PORT,
     TEMPORAL_PORT_ENV,
     StackPaths,
     stack_paths,
 )
-from fleet_agent.config.settings import Settings
-from fleet_agent.config.tuning import WorkerTuning
 from fleet_agent.models import ConfigPatch
 from fleet_agent.store import SchemaError, StoreRefused, redacted_url
 from fleet_agent.store.engine import DATABASE_URL_ENV
@@ -216,7 +216,7 @@ async def _serve(
         else:
             server = Server(owner.temporal_address, owner.ui_url, started=False, log_path=None)
         await loading
-        from fleet_agent.llm.factory import provider_from_settings
+        from runtime.llm_provider import provider_from_settings
         from worker import (
             build_worker,
             fleet_from_settings,
@@ -398,7 +398,7 @@ async def _serve(
 
 def _import_worker() -> None:
     importlib.import_module("worker")
-    importlib.import_module("fleet_agent.llm.factory")
+    importlib.import_module("runtime.llm_provider")
 
 
 def _cli_env(address: str, db_url: str, *, from_settings: bool) -> str:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from fleet_agent.config.env_settings import EnvModel, SettingsError
+from fleet_agent.env.env_settings import EnvModel, SettingsError
 from fleet_agent.models import ConfigPatch
 from starter.stack_demand import (
     METRICS_URL_ENV,

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fleet_agent.config.local_stack import (
+from fleet_agent.env.local_stack import (
     CONSOLE_PORT_ENV,
     DEFAULT_CONSOLE_PORT,
     TEMPORAL_PORT_ENV,
@@ -47,7 +47,7 @@ class StackOptions:
     sim_scenario: str = "realistic"
     #: The simulator's state file (relative to the working directory), so a
     #: restart finds the fleet it left; None: the stack's own
-    #: (fleet_agent/config/local_stack.py).
+    #: (fleet_agent/env/local_stack.py).
     sim_state: str | None = None
     #: Keep no simulator state at all.
     sim_no_state: bool = False

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet_agent.config.local_stack import TEMPORAL_PORT_ENV, TEMPORAL_UI_PORT_ENV
+from fleet_agent.env.local_stack import TEMPORAL_PORT_ENV, TEMPORAL_UI_PORT_ENV
 from starter.agent_client import CliError
 from starter.devserver import ROOT, DevServerConfig, find_temporal_cli
 from starter.stack_guard import port_taken, probe_temporal

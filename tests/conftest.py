@@ -19,9 +19,9 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
-from fleet_agent.config.env_file import ENV_FILE_ENV
 from fleet_agent.config.settings import ProverSpec
 from fleet_agent.cuzk.credentials import Authority
+from fleet_agent.env.env_file import ENV_FILE_ENV
 from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING

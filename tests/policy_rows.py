@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleet_agent.autopilot.provider import AutopilotProvider
-from fleet_agent.autopilot.trade import TRADE_CHECK_REASON
 from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.llm.prompt import context_message
 from fleet_agent.models import AgentConfig, Wake
+from fleet_agent.policy.checks import TRADE_CHECK_REASON
 
 __all__ = [
     "FLEET_TOOLS",

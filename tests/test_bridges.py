@@ -7,21 +7,14 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet_agent.autopilot.bridges import (
-    BRIDGE_CHECK_SECONDS,
-    BRIDGE_MAX_MACHINES,
-    BRIDGE_RESERVE,
-    BRIDGE_SEARCH_LIMIT,
-    BRIDGE_SHARE,
-    bridge_room,
-    bridges,
-)
-from fleet_agent.autopilot.open_gap import GAP_CHECK_SECONDS
+from fleet_agent.autopilot.bridges import BRIDGE_RESERVE, BRIDGE_SEARCH_LIMIT, bridge_room, bridges
 from fleet_agent.autopilot.policy import plan_fleet
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.prompt import system_prompt
 from fleet_agent.models import Wake
+from fleet_agent.policy.bridges import BRIDGE_MAX_MACHINES, BRIDGE_SHARE
+from fleet_agent.policy.checks import BRIDGE_CHECK_SECONDS, GAP_CHECK_SECONDS
 from tests.policy_rows import context_of, machine, offer, tool_results, trade_check
 
 TOOLS = [{"name": n} for n in ("search_offers", "create_instance", "destroy_instance")]

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from fleet_agent.config.env_settings import SettingsError
 from fleet_agent.config.settings import Settings
 from fleet_agent.demand.reading import MAX_DEADLINES, DemandReading, parse_reading
 from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.demand.sources import curio_reading, metric_sum
+from fleet_agent.env.env_settings import SettingsError
 from simulator.curio.webrpc import queue_row, rpc_result
 from tests.test_settings_env import _worker_stops
 

@@ -1,16 +1,23 @@
 """The layers point one way, and the workflows' activity declarations match
 what the worker registers.
 
-- workflows/ loads no HTTP client, vendor SDK or database driver (they would
-  run inside the workflow sandbox);
+- each workflow module, imported alone in a fresh interpreter, loads no HTTP
+  client, vendor SDK or database driver (they would run inside the workflow
+  sandbox), nor activities/, the worker or the CLI;
 - fleet_agent/ never imports temporalio, nor the simulator (simulator/),
   which stands for vast.ai and uses only fleet_agent/;
 - the CLI loads no worker or activity code until a command needs a worker;
 - the worker side (worker.py, activities/) never imports the CLI (starter/),
-  and what both need (runtime/) imports neither: the layers have no cycle;
+  and what both need (runtime/) imports neither;
 - the rules tools enforce (fleet_agent/fleet/) and the domain below them
   never import the offline policy (fleet_agent/autopilot/), which builds on
-  them;
+  them; the prompt's side (fleet_agent/llm/) imports neither the autopilot
+  nor the settings (fleet_agent/config/): the numbers both deciders follow
+  are fleet_agent/policy/'s, which imports nothing of ours, and the worker
+  picks the provider (runtime/llm_provider.py);
+- no package imports another that imports it back, directly or around a
+  loop: fleet_agent's packages and modules, and the top-level ones
+  (docs/architecture/layout.md, "Layers");
 - bench/ never imports tests/: what both use is in testkit/;
 - every declaration in workflows/stubs.py names an activity the worker
   registers, with the same parameter and return types.
@@ -20,10 +27,12 @@ from __future__ import annotations
 
 import ast
 import inspect
+import itertools
 import json
 import subprocess
 import sys
 import typing
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +60,35 @@ def _loaded_after(statement: str) -> set[str]:
     return {name.split(".")[0] for name in json.loads(out)}
 
 
-def test_workflows_load_no_io_libraries() -> None:
-    loaded = _loaded_after("import workflows")
-    assert not loaded & {"httpx", "httpx2", "anthropic", "sqlalchemy", "sqlmodel", "psycopg"}
-    assert "activities" not in loaded
+#: What workflow code must never load: I/O libraries (they would run inside the
+#: sandbox), the activities and the processes that host them.
+SANDBOX_FORBIDDEN = frozenset(
+    {"httpx", "httpx2", "anthropic", "sqlalchemy", "sqlmodel", "psycopg"}
+    | {"activities", "worker", "starter"}
+)
+
+
+def _workflow_modules() -> list[str]:
+    names = []
+    for path in sorted((ROOT / "workflows").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def test_each_workflow_module_loads_no_io_library() -> None:
+    """Each module alone, in its own interpreter: workflows/__init__ imports
+    lazily, and a module that loads an I/O library through another one's
+    imports would pass a check of the package or of all modules at once."""
+    modules = _workflow_modules()
+    assert len(modules) > 10, modules
+    # Threads only wait on the interpreters; two cores take them two at a time.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        found = pool.map(lambda m: _loaded_after(f"import {m}"), modules)
+        loaded = dict(zip(modules, found, strict=True))
+    offenders = {m: sorted(found & SANDBOX_FORBIDDEN) for m, found in loaded.items()}
+    assert {m: found for m, found in offenders.items() if found} == {}
+    assert "temporalio" in loaded["workflows.agent"], "the probe must see the module's imports"
 
 
 def test_the_cli_loads_no_worker_until_a_command_needs_one() -> None:
@@ -113,27 +147,133 @@ def test_no_module_imports_against_the_layers(package: str, forbidden: set[str])
     assert offenders == {}
 
 
-def _modules_imported(path: Path) -> set[str]:
-    found: set[str] = set()
+def _import_sites(path: Path) -> list[tuple[str, int]]:
+    """Every module `path` imports, absolute, with its line: function-local and
+    TYPE_CHECKING imports too (ast.walk), relative ones resolved, and each
+    name of `from package import name` as the module it may be."""
+    # A module's package, and an __init__'s: what `from .` names.
+    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    found: list[tuple[str, int]] = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = list(package[: len(package) - node.level + 1]) if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            found.append((module, node.lineno))
+            found += [(f"{module}.{alias.name}", node.lineno) for alias in node.names]
     return found
 
 
-@pytest.mark.parametrize("package", ["fleet", "models", "store", "vast", "config", "loop"])
-def test_the_rules_never_import_the_autopilot(package: str) -> None:
+def _modules_imported(path: Path) -> set[str]:
+    return {module for module, _ in _import_sites(path)}
+
+
+def _within(module: str, prefixes: set[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        *(
+            (package, {"fleet_agent.autopilot"})
+            for package in ["fleet", "models", "store", "vast", "config", "loop"]
+        ),
+        # The prompt's rules are the domain's (policy/), not the stand-in's, and
+        # the provider is picked above both (runtime/llm_provider.py).
+        ("llm", {"fleet_agent.autopilot", "fleet_agent.config"}),
+        # Plain numbers and environment reading sit below every other package.
+        ("policy", {"fleet_agent"}),
+        ("env", {"fleet_agent"}),
+    ],
+)
+def test_no_package_imports_a_layer_above_it(package: str, forbidden: set[str]) -> None:
     paths = list((ROOT / "fleet_agent" / package).rglob("*.py"))
     assert paths, f"nothing to check in fleet_agent/{package}"
+    own = f"fleet_agent.{package}"
     offenders = {
         str(path.relative_to(ROOT)): sorted(
-            m for m in _modules_imported(path) if m.startswith("fleet_agent.autopilot")
+            m for m in _modules_imported(path) if _within(m, forbidden) and not _within(m, {own})
         )
         for path in paths
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+#: The top-level packages and modules whose imports must form no cycle;
+#: fleet_agent/ counts each of its packages and modules apart.
+LAYERED = ("fleet_agent", "workflows", "activities", "starter", "runtime", "router", "simulator")
+
+
+def _node(module: str) -> str | None:
+    """The package (or top-level module) a module belongs to, for the graph."""
+    parts = module.split(".")
+    if parts[0] == "worker":
+        return "worker"
+    if parts[0] not in LAYERED:
+        return None
+    if parts[0] == "fleet_agent" and len(parts) > 1:
+        name = f"fleet_agent.{parts[1]}"
+        # `from fleet_agent import x`'s x may be a name of __init__, not a module.
+        is_module = (ROOT / "fleet_agent" / parts[1]).is_dir() or (
+            ROOT / "fleet_agent" / f"{parts[1]}.py"
+        ).is_file()
+        return name if is_module else "fleet_agent"
+    return parts[0]
+
+
+def import_graph() -> dict[str, dict[str, str]]:
+    """Package -> the packages it imports, each with where it does first."""
+    graph: dict[str, dict[str, str]] = {}
+    paths = [ROOT / "worker.py", *itertools.chain(*((ROOT / t).rglob("*.py") for t in LAYERED))]
+    for path in sorted(paths):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        src = _node(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+        assert src is not None
+        edges = graph.setdefault(src, {})
+        for module, line in _import_sites(path):
+            dst = _node(module)
+            if dst is not None and dst != src:
+                edges.setdefault(dst, f"{path.relative_to(ROOT)}:{line}")
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The groups of packages that reach each other (strongly connected
+    components of more than one), each as its edges with where they are."""
+
+    def reach(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            for nxt in graph.get(todo.pop(), {}):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    reached = {node: reach(node) for node in graph}
+    groups = {
+        frozenset({node} | {o for o in reached[node] if node in reached.get(o, set())})
+        for node in graph
+    }
+    return [
+        sorted(f"{a} -> {b} ({graph[a][b]})" for a in group for b in graph[a] if b in group)
+        for group in sorted(groups, key=sorted)
+        if len(group) > 1
+    ]
+
+
+def test_the_packages_import_each_other_in_no_cycle() -> None:
+    graph = import_graph()
+    assert "fleet_agent.llm" in graph and "fleet_agent.models" in graph["fleet_agent.llm"]
+    assert cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    graph = {"a": {"b": "a.py:1"}, "b": {"c": "b.py:1"}, "c": {"a": "c.py:1"}, "d": {"a": "d.py:1"}}
+    assert cycles(graph) == [["a -> b (a.py:1)", "b -> c (b.py:1)", "c -> a (c.py:1)"]]
 
 
 def _definition_name(fn: Any) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet_agent.config.local_stack import DEFAULT_TEMPORAL_PORT, env_port, stack_paths
+from fleet_agent.env.local_stack import DEFAULT_TEMPORAL_PORT, env_port, stack_paths
 from fleet_agent.store import default_database_url
 from runtime.connect import default_address
 from starter.agent_client import CliError, resolved_address

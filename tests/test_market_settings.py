@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from activities.market_sources import CurioMarket, market_from_env
-from fleet_agent.config.env_settings import SettingsError
 from fleet_agent.config.settings import Settings
 from fleet_agent.demand.settings import DemandEnv
+from fleet_agent.env.env_settings import SettingsError
 from fleet_agent.market.settings import DEFAULT_PRICE_URL, MarketEnv
 
 CURIO = {"FLEET_DEMAND_SOURCE": "curio", "FLEET_DEMAND_URL": "http://10.0.0.5:4701"}

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from temporalio.testing import ActivityEnvironment
 
 from activities.notify import NotifyActivities
-from fleet_agent.config.env_settings import SettingsError
+from fleet_agent.env.env_settings import SettingsError
 from fleet_agent.models import NotifyEvent, NotifyRequest
 from fleet_agent.notify.destinations import (
     destination_name,

@@ -7,16 +7,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet_agent.autopilot.open_gap import (
-    GAP_CHECK_SECONDS,
-    gap_check_reason,
-    gap_checked,
-    leaves_gap_open,
-)
+from fleet_agent.autopilot.open_gap import gap_check_reason, gap_checked, leaves_gap_open
 from fleet_agent.autopilot.policy import plan_fleet
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.llm.prompt import system_prompt
 from fleet_agent.models import Wake
+from fleet_agent.policy.checks import GAP_CHECK_SECONDS
 from tests.policy_rows import FLEET_TOOLS, context_of, machine, offer, tool_results
 
 TOOLS = FLEET_TOOLS

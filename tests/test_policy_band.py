@@ -6,11 +6,13 @@ from typing import Any
 
 import pytest
 
-from fleet_agent.autopilot.band import SPARE_PREMIUM, inside_band
-from fleet_agent.autopilot.policy import BAND, SMALL_GAP, TOP_MARGIN, choose_offers, plan_fleet
+from fleet_agent.autopilot.band import inside_band
+from fleet_agent.autopilot.policy import choose_offers, plan_fleet
 from fleet_agent.fleet.oracle import Cover, Item
-from fleet_agent.fleet.spare import SPARE_MAX
+from fleet_agent.fleet.spare import BAND, SPARE_MAX
 from fleet_agent.llm.prompt import system_prompt
+from fleet_agent.policy.band import SMALL_GAP, TOP_MARGIN
+from fleet_agent.policy.premiums import SPARE_PREMIUM
 from tests.policy_rows import machine, offer
 
 

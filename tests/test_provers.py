@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from activities.fleet_provers import failure_of
-from fleet_agent.autopilot.policy import SMALL_GAP, plan_fleet
+from fleet_agent.autopilot.policy import plan_fleet
 from fleet_agent.fleet.prover_status import parse_status
 from fleet_agent.fleet.provers import (
     MIN_PROOFS_MEASURED,
@@ -22,6 +22,7 @@ from fleet_agent.fleet.provers import (
 )
 from fleet_agent.fleet.snapshot import estimate, summarize
 from fleet_agent.fleet.spare import BAND
+from fleet_agent.policy.band import SMALL_GAP
 from fleet_agent.vast.models import Instance
 
 LIMIT = 20.0  # not_proving_minutes

@@ -25,10 +25,10 @@ from temporalio.testing import ActivityEnvironment
 from activities.demand import DemandActivities, source_from_env
 from activities.fleet import FleetActivities
 from activities.fleet_credentials import MachineCredentials
-from fleet_agent.config.env_settings import SettingsError
 from fleet_agent.cuzk.witness import MachineWitness, RouterQueue, WitnessPhase
 from fleet_agent.demand.reading import DemandReadRequest
 from fleet_agent.demand.settings import DemandEnv
+from fleet_agent.env.env_settings import SettingsError
 from fleet_agent.fleet.drain import DRAIN_LIMIT_S
 from fleet_agent.fleet.labels import create_label
 from fleet_agent.fleet.prover import DEFAULT_FRONT_PORT, ProverSpec

@@ -1,5 +1,5 @@
-"""Settings from the environment and a .env file (fleet_agent/config/env_file.py,
-fleet_agent/config/env_settings.py): every bad value is one line naming its variable,
+"""Settings from the environment and a .env file (fleet_agent/env/env_file.py,
+fleet_agent/env/env_settings.py): every bad value is one line naming its variable,
 the file is read, and the environment wins over it."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet_agent.config.env_file import ENV_FILE_ENV, SettingsError, env_file_path, export_env_file
 from fleet_agent.config.settings import Settings
 from fleet_agent.config.tuning import WorkerTuning
+from fleet_agent.env.env_file import ENV_FILE_ENV, SettingsError, env_file_path, export_env_file
 from starter.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent

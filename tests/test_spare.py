@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fleet_agent.autopilot.policy import TOP_MARGIN, choose_offers, plan_fleet
+from fleet_agent.autopilot.policy import choose_offers, plan_fleet
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.fleet.oracle import Item, cheapest_cover
 from fleet_agent.fleet.snapshot import FleetSnapshot
@@ -21,6 +21,7 @@ from fleet_agent.fleet.spare import BAND, SPARE_MAX, cheapest_spared_cover, hold
 from fleet_agent.fleet.triage import hold_of
 from fleet_agent.llm.prompt import context_message, limits_text
 from fleet_agent.models import AgentConfig
+from fleet_agent.policy.band import TOP_MARGIN
 from tests.policy_rows import machine, offer, trade_check
 
 

@@ -9,16 +9,10 @@ from typing import Any
 
 from fleet_agent.autopilot.policy import plan_fleet
 from fleet_agent.autopilot.provider import AutopilotProvider
-from fleet_agent.autopilot.swap import (
-    SWAP_CHECK_REASON,
-    SWAP_CHECK_SECONDS,
-    Held,
-    swap_offers,
-    wants_swap,
-)
-from fleet_agent.autopilot.trade import TRADE_CHECK_REASON
+from fleet_agent.autopilot.swap import Held, swap_offers, wants_swap
 from fleet_agent.llm.prompt import system_prompt
 from fleet_agent.models import Wake
+from fleet_agent.policy.checks import SWAP_CHECK_REASON, SWAP_CHECK_SECONDS, TRADE_CHECK_REASON
 from tests.policy_rows import (
     FLEET_TOOLS,
     context_of,

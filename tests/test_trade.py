@@ -9,13 +9,9 @@ from typing import Any
 from fleet_agent.autopilot.policy import plan_fleet
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.autopilot.swap import Held
-from fleet_agent.autopilot.trade import (
-    TRADE_CHECK_REASON,
-    TRADE_CHECK_SECONDS,
-    released_once_proving,
-    trade_offers,
-)
+from fleet_agent.autopilot.trade import released_once_proving, trade_offers
 from fleet_agent.llm.prompt import system_prompt
+from fleet_agent.policy.checks import TRADE_CHECK_REASON, TRADE_CHECK_SECONDS
 from tests.policy_rows import (
     FLEET_TOOLS,
     context_of,

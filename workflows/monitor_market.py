@@ -12,7 +12,7 @@ When the point says the fleet has proved at a loss for
 again): it tells the operator (`market_loss`), wakes a run with the
 alert (the agent's `trigger_now`: the model or the autopilot hears it),
 and by `market_on_loss`: `lower` signals demand mode a target of the
-machines that pay for themselves (fleet_agent/market/loss.py), `stop`
+machines that pay for themselves (fleet_agent/fleet/paying.py), `stop`
 turns the node's requests off (activity `set_requests`, guarded as the
 tool is). No reading changes nothing; a failed activity or signal is
 logged and tried again at the next poll; a poll never fails for the market.
@@ -34,8 +34,8 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure rules only.
+    from fleet_agent.fleet.paying import paying_capacity, revenue_per_proof_usd
     from fleet_agent.fleet.snapshot import FleetSnapshot
-    from fleet_agent.market.loss import paying_capacity, revenue_per_proof_usd
     from fleet_agent.market.point import (
         MarketPoint,
         MarketPolicy,

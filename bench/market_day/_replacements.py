@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from bench.market_day._truth import CONFIG, Day, Life, target_at
-from fleet_agent.autopilot.band import TOP_MARGIN
 from fleet_agent.fleet.provers import MIN_STALL_S, STALL_INTERVALS
 from fleet_agent.fleet.spare import hold_level
 from fleet_agent.models import AgentConfig
+from fleet_agent.policy.band import TOP_MARGIN
 
 __all__ = ["replacements_of"]
 

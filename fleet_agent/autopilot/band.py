@@ -17,40 +17,10 @@ from fleet_agent.fleet.oracle import (
     planning_unit,
 )
 from fleet_agent.fleet.spare import BAND, cheapest_spared_cover, hold_level
+from fleet_agent.policy.band import SMALL_GAP, TOP_MARGIN
+from fleet_agent.policy.premiums import INSIDE_BAND_PREMIUM, SPARE_PREMIUM
 
-__all__ = [
-    "INSIDE_BAND_PREMIUM",
-    "SMALL_GAP",
-    "SPARE_PREMIUM",
-    "TOP_MARGIN",
-    "cheapest_kept",
-    "inside_band",
-]
-
-#: How much dearer ($/h) a cover that ends inside the band may be than the
-#: cheapest cover, which would end over it.
-INSIDE_BAND_PREMIUM = 0.25
-#: The one tolerance under the target both rules share (a share of it). A
-#: gap this small is left open rather than covered past the band, and a
-#: fleet past the band that no release brings into [target, band top] may be
-#: released down to this far under the target: the fleet is inside the band
-#: either way. One value for both, or a release would open a gap the rental
-#: covers past the band again (a rent-and-release cycle). 3 %: the fleet of
-#: seed 2's market day (target 300) could only come back from 317 to 293.
-SMALL_GAP = 0.03
-#: Plans end this far (a share of the target) under the band's top, not at
-#: it. A machine's figure is an estimate until measured and a measurement
-#: after that (finished proofs over a window: a 25-proof machine's is a few
-#: per cent either way), so a fleet planned to the top's last proof is over
-#: it in truth half the time, and stays there: the rules see it inside. The
-#: market day's seed 5 kept 315.2 proofs/h in truth at target 300 for eight
-#: hours so. The band's lower side has the spare.
-TOP_MARGIN = 0.01
-#: How much dearer ($/h) a set that holds the spare's level inside the band
-#: may be than the one that holds the target there (`inside_band`). The
-#: spare adds at most SPARE_MAX (3.5 %) of the target in capacity; paying
-#: more than this for it, for hours, costs more than the failure it covers.
-SPARE_PREMIUM = 0.05
+__all__ = ["cheapest_kept", "inside_band"]
 
 
 def inside_band(

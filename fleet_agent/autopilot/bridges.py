@@ -19,44 +19,26 @@ from typing import Any
 
 from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
+from fleet_agent.policy.bridges import (
+    BRIDGE_FAST_MINUTES,
+    BRIDGE_MAX_MACHINES,
+    BRIDGE_MAX_SIZE,
+    BRIDGE_MIN_GAP,
+    BRIDGE_SHARE,
+)
 
 __all__ = [
-    "BRIDGE_CHECK_SECONDS",
-    "BRIDGE_FAST_MINUTES",
-    "BRIDGE_MAX_MACHINES",
-    "BRIDGE_MAX_SIZE",
-    "BRIDGE_MIN_GAP",
     "BRIDGE_RESERVE",
     "BRIDGE_SEARCH_LIMIT",
-    "BRIDGE_SHARE",
     "bridge_room",
     "bridges",
     "fast",
     "wants_bridges",
 ]
 
-#: The smallest gap, as a share of the target, worth bridging: below it the
-#: fleet is at most this far under while the cover loads.
-BRIDGE_MIN_GAP = 0.10
-#: An offer is fast when its row's `est_load_minutes` is at most this.
-BRIDGE_FAST_MINUTES = 15.0
-#: The bridges' share of the slow machines' rate: all of it, so the fleet is
-#: at the target once the bridges prove (each goes as a slow machine arrives).
-BRIDGE_SHARE = 1.0
-#: A bridge is at most this share of the target: the policy releases one as
-#: soon as the others prove the target without it, so the fleet is over the
-#: target by less than one bridge meanwhile, inside the ±5 % band.
-BRIDGE_MAX_SIZE = 0.05
-#: At most this many bridges per gap (and what `bridge_room` leaves under the
-#: hour's create limit): 12 × 25 proofs/h bridge an 800 target's increase.
-BRIDGE_MAX_MACHINES = 12
 #: Rentals of the hour left to replacements when bridges are counted against
 #: `max_creates_per_hour`: a new cover's boots fail or hang at 3-10 %.
 BRIDGE_RESERVE = 6
-#: The soonest the agent's check for when the oldest young bridge may go is
-#: scheduled (the cover's arrivals wake runs of their own: a state change to
-#: "proving").
-BRIDGE_CHECK_SECONDS = 120
 #: Offers searched for a bridged gap (the fast ones are a minority of the
 #: cheapest); the tool's maximum.
 BRIDGE_SEARCH_LIMIT = 50

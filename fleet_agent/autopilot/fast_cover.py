@@ -24,12 +24,9 @@ from typing import Any
 from fleet_agent.autopilot.bridges import fast
 from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.spare import BAND
+from fleet_agent.policy.premiums import FAST_COVER_PREMIUM
 
-__all__ = ["FAST_COVER_PREMIUM", "faster_cover", "under_meanwhile"]
-
-#: The most a fast cover may add to the fleet's $/h (the machines kept and
-#: the cover), a share of it.
-FAST_COVER_PREMIUM = 0.02
+__all__ = ["faster_cover", "under_meanwhile"]
 
 
 def _dph(rows: Sequence[dict[str, Any]]) -> float:

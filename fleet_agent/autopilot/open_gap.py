@@ -20,27 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from fleet_agent.autopilot.band import SMALL_GAP
+from fleet_agent.policy.band import SMALL_GAP
+from fleet_agent.policy.checks import GAP_CHECK_PREFIX, GAP_GROWTH_SHARE
 
-__all__ = [
-    "GAP_CHECK_PREFIX",
-    "GAP_CHECK_SECONDS",
-    "GAP_GROWTH_SHARE",
-    "gap_check_reason",
-    "gap_checked",
-    "leaves_gap_open",
-]
+__all__ = ["gap_check_reason", "gap_checked", "leaves_gap_open"]
 
-#: How long an open gap waits for its next search. The market changes by
-#: the minute, but the fleet is inside the band meanwhile: what waits is
-#: the spare's last few proofs/h.
-GAP_CHECK_SECONDS = 900
-#: The check's reason starts so; the gap follows (`gap_check_reason`).
-GAP_CHECK_PREFIX = "look again for a cover"
-#: How much larger than a check's gap (a share of the target) a gap must be
-#: to be searched before the check: a measurement moves the gap by a proof
-#: or two, the smallest failure by 20.
-GAP_GROWTH_SHARE = 0.01
 
 _REASON = re.compile(rf"^{re.escape(GAP_CHECK_PREFIX)}: (?P<gap>[\d.]+) proofs/h open\b")
 

@@ -21,37 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet_agent.autopilot.band import (
-    INSIDE_BAND_PREMIUM,
-    SMALL_GAP,
-    SPARE_PREMIUM,
-    TOP_MARGIN,
-    cheapest_kept,
-    inside_band,
-)
+from fleet_agent.autopilot.band import cheapest_kept, inside_band
 from fleet_agent.autopilot.swap import Held, wants_swap
 from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.oracle import Item, cheapest_cover, planning_unit
 from fleet_agent.fleet.spare import BAND, cheapest_spared_cover
 from fleet_agent.fleet.triage import hold_of_alive, triage
+from fleet_agent.policy.band import SMALL_GAP, TOP_MARGIN, UNMEASURED_SHARE
 
-__all__ = [
-    "BAND",
-    "INSIDE_BAND_PREMIUM",
-    "SMALL_GAP",
-    "SPARE_PREMIUM",
-    "TOP_MARGIN",
-    "UNMEASURED_SHARE",
-    "FleetPlan",
-    "choose_offers",
-    "plan_fleet",
-]
-
-#: A release is judged with each machine not yet measured at this share of
-#: its estimate: the capacity model can be a few per cent high on a host, and
-#: a release on a belief the first measurement then takes back costs a
-#: rental and its 10-60 min load, short of target meanwhile.
-UNMEASURED_SHARE = 0.9
+__all__ = ["FleetPlan", "choose_offers", "plan_fleet"]
 
 
 @dataclass(frozen=True)

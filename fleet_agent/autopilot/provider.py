@@ -14,22 +14,11 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from fleet_agent.autopilot.bridges import (
-    BRIDGE_CHECK_SECONDS,
-    BRIDGE_SEARCH_LIMIT,
-    bridge_room,
-    bridges,
-    wants_bridges,
-)
+from fleet_agent.autopilot.bridges import BRIDGE_SEARCH_LIMIT, bridge_room, bridges, wants_bridges
 from fleet_agent.autopilot.fast_cover import faster_cover, under_meanwhile
 from fleet_agent.autopilot.market import market_calls, market_view
-from fleet_agent.autopilot.open_gap import (
-    GAP_CHECK_SECONDS,
-    gap_check_reason,
-    gap_checked,
-    leaves_gap_open,
-)
-from fleet_agent.autopilot.policy import BAND, TOP_MARGIN, FleetPlan, choose_offers, plan_fleet
+from fleet_agent.autopilot.open_gap import gap_check_reason, gap_checked, leaves_gap_open
+from fleet_agent.autopilot.policy import FleetPlan, choose_offers, plan_fleet
 from fleet_agent.autopilot.run_view import (
     CREATES,
     INSTANCES,
@@ -40,12 +29,22 @@ from fleet_agent.autopilot.run_view import (
     tool_use,
     verdict,
 )
-from fleet_agent.autopilot.swap import SWAP_CHECK_REASON, SWAP_CHECK_SECONDS, swap_offers
-from fleet_agent.autopilot.trade import TRADE_CHECK_REASON, TRADE_CHECK_SECONDS, trade_offers
+from fleet_agent.autopilot.swap import swap_offers
+from fleet_agent.autopilot.trade import trade_offers
+from fleet_agent.fleet.spare import BAND
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.base import LlmOptions, LlmReply, ProgressCallback, SystemPrompt
 from fleet_agent.llm.tools import MARKET_TOOLS
 from fleet_agent.models import TokenUsage
+from fleet_agent.policy.band import TOP_MARGIN
+from fleet_agent.policy.checks import (
+    BRIDGE_CHECK_SECONDS,
+    GAP_CHECK_SECONDS,
+    SWAP_CHECK_REASON,
+    SWAP_CHECK_SECONDS,
+    TRADE_CHECK_REASON,
+    TRADE_CHECK_SECONDS,
+)
 
 __all__ = ["AutopilotProvider"]
 

@@ -29,19 +29,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet_agent.autopilot.band import INSIDE_BAND_PREMIUM, SPARE_PREMIUM, TOP_MARGIN
 from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.oracle import Item, cheapest_cover_between, planning_unit
 from fleet_agent.fleet.spare import BAND
+from fleet_agent.policy.band import TOP_MARGIN
+from fleet_agent.policy.premiums import INSIDE_BAND_PREMIUM, SPARE_PREMIUM
 
-__all__ = ["SWAP_CHECK_REASON", "SWAP_CHECK_SECONDS", "Held", "swap_offers", "wants_swap"]
-
-#: How long a fleet past the band with no swap found waits for its next
-#: search. Shorter than an open gap's (open_gap.py, 15 min) or a trade's
-#: (trade.py, 30 min): the fleet is out of the band meanwhile.
-SWAP_CHECK_SECONDS = 600
-#: That check's reason, as the run's pending wakes show it.
-SWAP_CHECK_REASON = "look again for a swap"
+__all__ = ["Held", "swap_offers", "wants_swap"]
 
 
 @dataclass(frozen=True)

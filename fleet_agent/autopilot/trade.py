@@ -29,32 +29,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fleet_agent.autopilot.band import TOP_MARGIN
 from fleet_agent.autopilot.policy import plan_fleet
 from fleet_agent.autopilot.swap import Held
 from fleet_agent.fleet.offer_cost import offer_dph
 from fleet_agent.fleet.spare import BAND, SPARE_MAX, hold_level
+from fleet_agent.policy.band import TOP_MARGIN
+from fleet_agent.policy.premiums import TRADE_SAVING
 
-__all__ = [
-    "TRADE_CHECK_REASON",
-    "TRADE_CHECK_SECONDS",
-    "TRADE_SAVING",
-    "released_once_proving",
-    "trade_offers",
-]
-
-#: How much cheaper per hour the new machine must be than the one it
-#: replaces, a share of the old one's $/h. The new one is paid through its
-#: 10-60 min load beside the old one, and a seventh of boots fail: at a
-#: quarter the saving pays that back in about two hours.
-TRADE_SAVING = 0.25
-#: How often a settled fleet looks for a trade: one search, then a check
-#: scheduled this far ahead, and no search while that check is pending. A
-#: search on every run of a settled fleet was a second model call on each
-#: (a tool round trip), 12 an hour, for a trade found a few times a day.
-TRADE_CHECK_SECONDS = 1800
-#: That check's reason, as the run's pending wakes show it.
-TRADE_CHECK_REASON = "look for a trade"
+__all__ = ["released_once_proving", "trade_offers"]
 
 
 def trade_offers(

@@ -2,7 +2,7 @@
 
 Keys are `SecretStr`, so a settings object printed in a log shows `**********`;
 nothing here is ever put in workflow history or the store. `SettingsEnv` reads
-the variables (pydantic-settings, fleet_agent/config/env_settings.py); `Settings` is
+the variables (pydantic-settings, fleet_agent/env/env_settings.py); `Settings` is
 what the worker uses, derived from them.
 """
 
@@ -22,9 +22,9 @@ from pydantic import (
     field_validator,
 )
 
-from fleet_agent.config.env_settings import EnvModel, SettingsError, one_line
 from fleet_agent.config.metrics_address import METRICS_ENV, METRICS_ENV_ALIAS, metrics_address
 from fleet_agent.demand.settings import DemandEnv
+from fleet_agent.env.env_settings import EnvModel, SettingsError, one_line
 from fleet_agent.fleet.prover import (
     LOOPBACK_ENV,
     MIN_RAM_ENV,
@@ -242,7 +242,7 @@ class Settings(BaseModel):
         cls, env: Mapping[str, str] | None = None, *, env_file: Path | None = None
     ) -> Settings:
         """The settings from `env`, or else from the environment over the
-        `.env` file (`env_file`, default: fleet_agent/config/env_file.py's).
+        `.env` file (`env_file`, default: fleet_agent/env/env_file.py's).
 
         FLEET_LLM_PROVIDER defaults to anthropic when a key is set, else autopilot.
         Raises `ValueError` (one line naming the variable) for a bad setting,

@@ -33,7 +33,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from fleet_agent.config.env_settings import EnvModel
+from fleet_agent.env.env_settings import EnvModel
 from fleet_agent.vast.listing import DEFAULT_LIST_STALE_S, DEFAULT_LIST_TTL_S
 
 __all__ = ["ENV_NAMES", "TuningEnv", "WorkerTuning"]

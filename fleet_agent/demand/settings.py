@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr
 
-from fleet_agent.config.env_settings import EnvModel, SettingsError
+from fleet_agent.env.env_settings import EnvModel, SettingsError
 
 from .sources import curio_metrics_origin, demand_url
 

@@ -15,37 +15,38 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from fleet_agent.autopilot.bridges import (
-    BRIDGE_CHECK_SECONDS,
-    BRIDGE_FAST_MINUTES,
-    BRIDGE_MAX_MACHINES,
-    BRIDGE_MAX_SIZE,
-    BRIDGE_MIN_GAP,
-    BRIDGE_SHARE,
-)
-from fleet_agent.autopilot.fast_cover import FAST_COVER_PREMIUM
-from fleet_agent.autopilot.open_gap import GAP_CHECK_PREFIX, GAP_CHECK_SECONDS, GAP_GROWTH_SHARE
-from fleet_agent.autopilot.policy import (
-    BAND,
-    INSIDE_BAND_PREMIUM,
-    SMALL_GAP,
-    SPARE_PREMIUM,
-    TOP_MARGIN,
-    UNMEASURED_SHARE,
-)
-from fleet_agent.autopilot.swap import SWAP_CHECK_REASON, SWAP_CHECK_SECONDS
-from fleet_agent.autopilot.trade import (
-    TRADE_CHECK_REASON,
-    TRADE_CHECK_SECONDS,
-    TRADE_SAVING,
-)
 from fleet_agent.demand.point import DemandPoint
+from fleet_agent.fleet.spare import BAND
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.prompt_demand import demand_section
 from fleet_agent.llm.prompt_market import market_section
 from fleet_agent.llm.verdict import VERDICT_INSTRUCTIONS
 from fleet_agent.market.point import MarketPoint
 from fleet_agent.models import AgentConfig, Trigger, TriggerKind, Wake
+from fleet_agent.policy.band import SMALL_GAP, TOP_MARGIN, UNMEASURED_SHARE
+from fleet_agent.policy.bridges import (
+    BRIDGE_FAST_MINUTES,
+    BRIDGE_MAX_MACHINES,
+    BRIDGE_MAX_SIZE,
+    BRIDGE_MIN_GAP,
+    BRIDGE_SHARE,
+)
+from fleet_agent.policy.checks import (
+    BRIDGE_CHECK_SECONDS,
+    GAP_CHECK_PREFIX,
+    GAP_CHECK_SECONDS,
+    GAP_GROWTH_SHARE,
+    SWAP_CHECK_REASON,
+    SWAP_CHECK_SECONDS,
+    TRADE_CHECK_REASON,
+    TRADE_CHECK_SECONDS,
+)
+from fleet_agent.policy.premiums import (
+    FAST_COVER_PREMIUM,
+    INSIDE_BAND_PREMIUM,
+    SPARE_PREMIUM,
+    TRADE_SAVING,
+)
 from fleet_agent.untrusted import fence, single_line
 
 __all__ = [
@@ -131,7 +132,7 @@ def render_trigger_block(triggers: Sequence[Trigger]) -> str:
     return "\n".join(lines)
 
 
-# The autopilot's tolerance under the target (policy.py), as the model reads it.
+# The policy's tolerances (fleet_agent/policy/), as the model reads them.
 _SMALL_GAP_PCT = f"{100 * SMALL_GAP:g}"
 _PLAN_TOP_PCT = f"{100 * (BAND - TOP_MARGIN):g}"
 _SPARE_PREMIUM_PCT = f"{100 * SPARE_PREMIUM:g}"

@@ -14,7 +14,7 @@ from fleet_agent.demand.events import MAX_EVENTS, MODEL_SHARE
 from fleet_agent.demand.forecast import MAX_EVENT_DAYS, DemandEvent
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.models import ToolResult
-from fleet_agent.models.errors import describe_validation_error
+from fleet_agent.validation import describe_validation_error
 from fleet_agent.wire import Wire
 
 __all__ = [

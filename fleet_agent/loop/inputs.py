@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from fleet_agent.models import AgentConfig, AgentState, ConfigPatch
-from fleet_agent.models.errors import describe_validation_error
+from fleet_agent.validation import describe_validation_error
 
 __all__ = [
     "MAX_ERROR_CHARS",

@@ -24,7 +24,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from fleet_agent.models.errors import describe_validation_error
+from fleet_agent.validation import describe_validation_error
 from fleet_agent.wire import Wire
 
 from .point import MAX_PRICE_NFIL, MarketPolicy, PriceChange, RequestsChange

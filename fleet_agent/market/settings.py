@@ -35,9 +35,9 @@ from urllib.parse import urlsplit
 
 from pydantic import Field
 
-from fleet_agent.config.env_settings import EnvModel, SettingsError
 from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.demand.sources import demand_url
+from fleet_agent.env.env_settings import EnvModel, SettingsError
 
 __all__ = ["DEFAULT_PRICE_URL", "MarketEnv", "MarketSourceKind", "checked_url"]
 

@@ -16,7 +16,7 @@ from urllib.parse import unquote, unquote_plus, urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
-from fleet_agent.config.env_settings import EnvModel
+from fleet_agent.env.env_settings import EnvModel
 
 from .destinations import KEY_ENV, MIN_KEY_CHARS
 

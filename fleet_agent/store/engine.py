@@ -26,7 +26,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
-from fleet_agent.config.local_stack import (
+from fleet_agent.env.local_stack import (
     DEFAULT_TEMPORAL_PORT,
     TEMPORAL_PORT_ENV,
     env_port,
@@ -82,7 +82,7 @@ def default_database_url(*, make_folder: bool = True) -> str:
 
     The one answer for the worker, the CLI and the console. The file is
     `./var/fleet-agent.db` for the default stack, and the stack's own folder
-    for one on another `$TEMPORAL_PORT` (fleet_agent/config/local_stack.py), so the
+    for one on another `$TEMPORAL_PORT` (fleet_agent/env/local_stack.py), so the
     `TEMPORAL_PORT=7300 fleet-agent ask …` that `make run TEMPORAL_PORT=7300`
     prints reads that stack's run log. `make_folder` creates the file's folder
     (the worker's store is made there); readers pass False so that a wrong

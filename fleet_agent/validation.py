@@ -1,4 +1,6 @@
-"""Error text shared by every place that rejects input."""
+"""Error text shared by every place that rejects input: a pydantic
+validation error as one short line. Below every package (it imports only
+pydantic), so the domain packages and the models alike can use it."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 The file is `FLEET_ENV_FILE` when that is set (it must then exist), else
 `.env` in the working directory when there is one. The process environment
 wins over the file, variable by variable. The settings models read it
-through pydantic-settings (fleet_agent/config/env_settings.py); the entry points
+through pydantic-settings (fleet_agent/env/env_settings.py); the entry points
 also export it (`export_env_file`) so that variables read outside the models
 (the Temporal SDK's TEMPORAL_*, the CLI's defaults) agree with them. Apart
 from the models, so the CLI's reading commands do not load pydantic-settings.

@@ -1,7 +1,7 @@
 """Settings models read from the environment and the optional `.env` file.
 
 Each settings model is a pydantic-settings `EnvModel` whose fields are named
-by their variables; the file is fleet_agent/config/env_file.py's, and the
+by their variables; the file is fleet_agent/env/env_file.py's, and the
 environment wins over it. A bad value is a `SettingsError`: one line that
 names the variable and says what is allowed, never pydantic's multi-line
 report (the worker and `fleet-agent` print it as their one error line).
@@ -17,7 +17,7 @@ from pydantic import ValidationError, model_validator
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fleet_agent.config.env_file import SettingsError, env_file_path
+from fleet_agent.env.env_file import SettingsError, env_file_path
 
 __all__ = ["EnvModel", "SettingsError", "one_line"]
 
