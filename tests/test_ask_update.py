@@ -10,6 +10,7 @@ for it.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ from fleet_agent.models import (
 from fleet_agent.store import Store
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, finished_runs, running_worker, status, wait_runs
-from workflows import FleetAgentWorkflow
+from workflows import FleetAgentWorkflow, agent_state
 
 VERDICT = '\n<verdict>{"action": true, "state_changed": false}</verdict>'
 LONG = "The fleet holds. " * 400  # 6,800 characters: more than an ask returns
@@ -164,19 +165,38 @@ async def test_an_ask_whose_wait_ends_first_is_pending_with_its_run(
 
 
 async def test_continue_as_new_waits_for_an_ask(
-    ts_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
+    ts_env: WorkflowEnvironment,
+    store: Store,
+    fake_llm: FakeAnthropic,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Every run ends this agent's execution: the ask whose run it was still
-    gets its answer, then the agent continues as new."""
+    """The agent must continue as new while the run that took an asked
+    message is in flight (here: too many signals in this execution). The
+    handover waits for the ask, which gets its run's answer."""
     fake_llm.set_responder(_answer)
+    # Pass-through module: the sandboxed workflow reads the same constant.
+    monkeypatch.setattr(agent_state, "_MAX_SIGNALS_PER_EXECUTION", 30)
     async with running_worker(ts_env.client, store) as h:
-        handle = await h.start_agent(p0_debounce_seconds=0.2, continue_as_new_after_runs=1)
-        for n in range(2):
-            result = await ask(handle, {"text": f"a slow one, {n}"})
-            assert result.outcome == AskOutcome.ANSWERED, result
-            assert result.answer == "Slowly."
+        handle = await h.start_agent(p0_debounce_seconds=0.2)
+        asking = asyncio.create_task(ask(handle, {"text": "a slow one"}))
+
+        async def running() -> bool:
+            return (await status(handle)).current_run is not None
+
+        await eventually(running, what="the run that took the message")
+        for _ in range(30):
+            await handle.signal(FleetAgentWorkflow.trigger_now, {"reason": "flood"})
+        result = await asking
+        assert result.outcome == AskOutcome.ANSWERED, result
+        assert result.answer == "Slowly."
 
         async def continued() -> bool:
             return (await status(handle)).executions >= 2
 
         await eventually(continued, what="the agent to continue as new")
+        # Between runs too: an execution that ends after each run answers first.
+        await handle.execute_update(
+            FleetAgentWorkflow.update_config, {"continue_as_new_after_runs": 1}
+        )
+        again = await ask(handle, "and now?")
+        assert (again.outcome, again.answer) == (AskOutcome.ANSWERED, "Nothing new.")

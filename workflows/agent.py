@@ -170,11 +170,24 @@ class FleetAgentWorkflow:
             await self._wait_until_due()
             if ex.state.reset_reason is not None:
                 await ex.continue_as_new(reset=True)
-            if ex.should_continue_as_new() or (
-                ex.nearly_full() and workflow.patched(FRESH_BEFORE_RUN_PATCH)
-            ):
+            if (
+                ex.should_continue_as_new()
+                or (ex.nearly_full() and workflow.patched(FRESH_BEFORE_RUN_PATCH))
+            ) and not self._run_for_asks_first():
                 await ex.continue_as_new(reset=False)
             await self._runs.run_once()
+
+    def _run_for_asks_first(self) -> bool:
+        """An `ask` waits for a message no run has taken, a run is due for it
+        (no pause, freeze or spend cap holds runs) and history allows one more
+        run: that run comes before the continue-as-new, so the ask gets its
+        answer rather than `pending`. Without asks (every history recorded
+        before them) this is False and the loop is as it was."""
+        ex = self._ex
+        if not self._asks.untaken() or ex.must_continue_as_new():
+            return False
+        due = ex.compute_due()
+        return due is not None and due.cause in ("debounce", "wake", "heartbeat")
 
     async def _continue_numbering(self) -> None:
         """A fresh start (after a terminate, say) never reuses run numbers."""
@@ -223,7 +236,9 @@ class FleetAgentWorkflow:
         """
         ex = self._ex
         while True:
-            if ex.state.reset_reason is not None or ex.should_continue_as_new():
+            if ex.state.reset_reason is not None or (
+                ex.should_continue_as_new() and not self._run_for_asks_first()
+            ):
                 return
             due = ex.compute_due()
             now = workflow.now()
