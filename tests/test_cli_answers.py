@@ -200,3 +200,11 @@ async def test_the_temporal_cli_prints_the_answer(stack: Stack) -> None:
     assert done.returncode == 0, done
     assert "temporal-cli: noted — “what runs?”" in done.stdout, done.stdout
     assert "outcome:answered" in done.stdout and "run_status:ok" in done.stdout, done.stdout
+    # As JSON (docs/operations/talk.md shows it with jq).
+    args[-1] = json.dumps({"text": "and as JSON?"})
+    as_json = await asyncio.to_thread(
+        subprocess.run, [*args, "-o", "json"], capture_output=True, text=True, timeout=120
+    )
+    assert as_json.returncode == 0, as_json
+    result = json.loads(as_json.stdout)["result"]
+    assert result["outcome"] == "answered" and "noted — “and as JSON?”" in result["answer"]
