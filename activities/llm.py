@@ -66,7 +66,7 @@ from fleet_agent.llm.transcript import (
     reply_text,
     tool_calls_of,
 )
-from fleet_agent.llm.verdict import answer_preview, parse_verdict
+from fleet_agent.llm.verdict import answer_preview, parse_verdict, strip_verdict
 from fleet_agent.models import LlmRequest, LlmResult, RequestLayout
 from fleet_agent.store import Store
 
@@ -104,10 +104,12 @@ def _reply_in(details: Sequence[Any]) -> StoredReply | None:
         return None  # details of another shape (an older worker): ask again
 
 
-def _result(reply: StoredReply, *, replayed: bool) -> LlmResult:
+def _result(reply: StoredReply, *, replayed: bool, reply_chars: int = 0) -> LlmResult:
+    """What the run decides on; with `reply_chars`, the final text too, cut there."""
     calls = tool_calls_of(reply.content)
     text = "" if calls else reply_text(reply.content)
     verdict, error = (None, "") if calls else parse_verdict(text)
+    answer = strip_verdict(text) if reply_chars else ""
     return LlmResult(
         stop_reason=reply.stop_reason,
         tool_calls=calls,
@@ -117,6 +119,8 @@ def _result(reply: StoredReply, *, replayed: bool) -> LlmResult:
         seconds=reply.seconds,
         replayed=replayed,
         answer=answer_preview(text),
+        reply=answer[:reply_chars],
+        reply_cut=len(answer) > reply_chars,
         layout=reply.layout,
     )
 
@@ -186,7 +190,11 @@ class LlmActivities:
             seq = assistant_seq(req.round)
             stored = await asyncio.to_thread(self._store.get_message, req.agent_id, req.run, seq)
             if stored is not None:
-                return _result(StoredReply.model_validate_json(stored.content), replayed=True)
+                return _result(
+                    StoredReply.model_validate_json(stored.content),
+                    replayed=True,
+                    reply_chars=req.reply_chars,
+                )
             earlier = _reply_in(activity.info().heartbeat_details)
             if earlier is not None:
                 # Paid for by an earlier attempt that could not store it. Kept in
@@ -287,5 +295,9 @@ class LlmActivities:
             # Another attempt stored its reply first: that one is the answer.
             again = await asyncio.to_thread(store.get_message, req.agent_id, req.run, seq)
             if again is not None:
-                return _result(StoredReply.model_validate_json(again.content), replayed=True)
-        return _result(record, replayed=replayed)
+                return _result(
+                    StoredReply.model_validate_json(again.content),
+                    replayed=True,
+                    reply_chars=req.reply_chars,
+                )
+        return _result(record, replayed=replayed, reply_chars=req.reply_chars)

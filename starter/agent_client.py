@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio.client import (
     Client,
+    WithStartWorkflowOperation,
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowQueryFailedError,
@@ -34,6 +35,7 @@ from fleet_agent.models import (
     AgentInput,
     AgentStatus,
     ApprovalOutcome,
+    AskResult,
     ConfigPatch,
     FreezeReport,
     RejectedInput,
@@ -213,6 +215,39 @@ class AgentClient:
                 start_signal_args=[arg],
             )
         return not was_running
+
+    async def ask(self, arg: dict[str, Any], *, wait: float) -> tuple[AskResult, bool]:
+        """The `ask` update, starting the agent first if it is not running
+        (update-with-start: one server call, as signal-with-start is); its
+        result and whether the agent was started. `wait`: the longest this
+        call waits for the workflow's answer (its `wait_seconds`, plus a margin)."""
+        was_running = await self.execution_status() == WorkflowExecutionStatus.RUNNING
+        start = WithStartWorkflowOperation(
+            FleetAgentWorkflow.run,
+            AgentInput(),
+            id=self.agent_id,
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        with self._rpc("ask the agent", needs_worker=True):
+            try:
+                result = await (await self.client()).execute_update_with_start_workflow(
+                    FleetAgentWorkflow.ask,
+                    arg,
+                    start_workflow_operation=start,
+                    rpc_timeout=timedelta(seconds=wait),
+                )
+            except WorkflowUpdateFailedError as exc:
+                cause = exc.cause
+                message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+                raise CliError(message or "the agent refused the message") from None
+            except WorkflowUpdateRPCTimeoutOrCancelledError:
+                raise CliError(
+                    f"no answer within {wait:g}s; is a worker running on task queue "
+                    f"{self.task_queue!r}? (the message may still reach the agent when one "
+                    f"does: check `{CLI} status`)"
+                ) from None
+        return AskResult.model_validate(result), not was_running
 
     async def signal(self, signal: str, arg: dict[str, Any]) -> None:
         """Send `signal` to the running agent (never starts one)."""

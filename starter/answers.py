@@ -1,41 +1,54 @@
-"""Send the agent a message and find the run that answered it.
+"""Send the agent a message, and its answer.
 
-The CLI's `say --wait` / `ask` and the web console share this: `send_message`
-signals the message with an id chosen here (`HumanMessage.message_id`), which
-the agent carries into the trigger its run records in the store;
-`find_answer` looks that run up (never blocks: the console polls it) and
-`wait_for_answer` polls it with a deadline (the CLI). The message is never
-lost when a wait ends: it stays with the agent until a run takes it in.
+`ask` (the CLI's `ask` and `say --wait`) sends the message by the agent's
+`ask` update, which returns the answer of the run that took it, or says
+`pending` with the run to follow: it needs Temporal only. `send_message`
+signals `human_message` with an id chosen here (`HumanMessage.message_id`),
+which the agent carries into the trigger its run records in the store; the
+web console sends that way and polls `find_answer` (never blocks) from its
+page. The message is never lost when a wait ends: it stays with the agent
+until a run takes it in.
 """
 
 from __future__ import annotations
 
-import asyncio
+import math
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fleet_agent.llm.verdict import strip_verdict
-from fleet_agent.models import HumanMessage, RunStatus, Verdict
+from fleet_agent.models import (
+    ASK_MAX_WAIT_SECONDS,
+    AskOutcome,
+    AskRequest,
+    AskResult,
+    HumanMessage,
+    RunStatus,
+    Verdict,
+)
 from fleet_agent.store import RunRecord, Store
 from starter.agent_client import AgentClient, CliError, UsageError, validation_message
-from starter.hints import CLI
 
 __all__ = [
     "ANSWER_TIMEOUT_EXIT",
     "Answer",
     "AnswerTimeout",
     "SentMessage",
+    "ask",
+    "checked_message",
     "find_answer",
     "new_message_id",
     "send_message",
-    "wait_for_answer",
 ]
 
 #: Exit code of a wait that ended before the answer came (GNU `timeout`'s).
 ANSWER_TIMEOUT_EXIT = 124
-_POLL_SECONDS = 0.5
+# The CLI's call waits this much longer than the workflow's own wait: the
+# workflow always answers first (pending), unless no worker runs it.
+_CALL_MARGIN_SECONDS = 15.0
 
 
 class SentMessage(BaseModel):
@@ -80,22 +93,17 @@ class Answer(BaseModel):
 
 
 class AnswerTimeout(CliError):
-    """The wait ended first; the message stays with the agent."""
+    """The wait ended first (the `ask` update said `pending`); the message
+    stays with the agent."""
 
     exit_code = ANSWER_TIMEOUT_EXIT
 
-    def __init__(self, sent: SentMessage, waited: float, last: Answer | None) -> None:
-        where = (
-            f"run #{last.run} took it in and is still running"
-            if last is not None
-            else "it waits for the agent's next run (is the agent paused or frozen?)"
-        )
+    def __init__(self, result: AskResult, waited: float) -> None:
         super().__init__(
-            f"no answer within {waited:g}s; the message was delivered and is not lost: {where}. "
-            f"Read the answer later with `{CLI} runs --agent {sent.agent_id}`"
+            f"no answer within {waited:g}s; the message was delivered and is not lost: "
+            f"{result.reason}. Follow it with {result.follow}"
         )
-        self.sent = sent
-        self.last = last
+        self.result = result
 
 
 def new_message_id() -> str:
@@ -103,7 +111,7 @@ def new_message_id() -> str:
     return f"m-{uuid.uuid4().hex}"
 
 
-def checked_message(text: str, author: str, message_id: str) -> dict[str, str]:
+def checked_message(text: str, author: str, message_id: str) -> dict[str, Any]:
     """The `human_message` argument, validated as the workflow will (a bad one
     would only be recorded in its `rejected` list). Raises `UsageError`."""
     arg = {"text": text, "author": author, "message_id": message_id}
@@ -160,18 +168,34 @@ def find_answer(store: Store, agent_id: str, message_id: str) -> Answer | None:
     return answer_of(found[0], message_id) if found else None
 
 
-async def wait_for_answer(
-    store: Store, sent: SentMessage, *, within: float, poll_seconds: float = _POLL_SECONDS
-) -> Answer:
-    """Poll the store until the run that took the message in has ended.
-    Raises `AnswerTimeout` after `within` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        answer = await asyncio.to_thread(find_answer, store, sent.agent_id, sent.message_id)
-        if answer is not None and answer.finished:
-            return answer
-        left = deadline - loop.time()
-        if left <= 0:
-            raise AnswerTimeout(sent, within, answer)
-        await asyncio.sleep(min(poll_seconds, left))
+def checked_ask(text: str, author: str, within: float) -> dict[str, Any]:
+    """The `ask` argument (waiting `within` seconds), validated as the
+    workflow's validator will. Raises `UsageError`."""
+    if not 0 < within <= ASK_MAX_WAIT_SECONDS:
+        raise UsageError(
+            f"--timeout must be more than 0 and at most {ASK_MAX_WAIT_SECONDS} seconds, "
+            f"got {within:g}"
+        )
+    arg: dict[str, Any] = checked_message(text, author, new_message_id())
+    arg["wait_seconds"] = max(1, math.ceil(within))
+    try:
+        AskRequest.model_validate(arg)
+    except ValidationError as exc:
+        raise UsageError(f"invalid message: {validation_message(exc)}") from None
+    return arg
+
+
+async def ask(agent: AgentClient, text: str, author: str, within: float) -> tuple[AskResult, bool]:
+    """Send the message by the agent's `ask` update (starting the agent if it
+    is not running) and wait up to `within` seconds for the run that takes
+    it to end; the answer and whether the agent was started. Touches
+    Temporal only. Raises `UsageError` for a bad message, `CliError` when the
+    agent refuses it or Temporal fails, `AnswerTimeout` when the wait ends
+    first."""
+    arg = checked_ask(text, author, within)
+    result, started = await agent.ask(arg, wait=arg["wait_seconds"] + _CALL_MARGIN_SECONDS)
+    if result.outcome == AskOutcome.REFUSED:
+        raise CliError(f"agent {agent.agent_id!r} refused the message: {result.reason}")
+    if result.outcome == AskOutcome.PENDING:
+        raise AnswerTimeout(result, within)
+    return result, started

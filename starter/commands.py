@@ -7,22 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fleet_agent.models import FreezeRequest, UnfreezeRequest
-from starter import actions
-from starter.agent_client import AgentClient, UsageError
-from starter.answers import (
-    Answer,
-    AnswerTimeout,
-    SentMessage,
-    checked_message,
-    new_message_id,
-    send_message,
-    wait_for_answer,
-)
+from fleet_agent.models import AskResult, FreezeRequest, RunStatus, UnfreezeRequest
+from starter import actions, answers
+from starter.agent_client import AgentClient
+from starter.answers import SentMessage, checked_ask, send_message
 from starter.config_args import checked_changes, parse_assignments, patch_from
 from starter.demand_view import stored_demand
 from starter.fleet_view import ledger_spend, stored_suspects
@@ -35,9 +26,9 @@ from starter.render import (
     decision_text,
     freeze_text,
     status_text,
+    verdict_text,
     wakes_table,
 )
-from starter.runlog_view import open_store
 from starter.watchdog import ensure_watchdog, watchdog_id
 
 __all__ = [
@@ -126,44 +117,43 @@ async def say(agent: AgentClient, text: str, author: str) -> int:
 
 
 async def ask(agent: AgentClient, text: str, author: str, within: float, as_json: bool) -> int:
-    """`ask` (= `say --wait`): send the message with an id, wait for the run
-    that took it in to end, print its answer. Exit 0 with the answer, 1 if
-    that run failed, ANSWER_TIMEOUT_EXIT when `within` seconds pass first."""
-    if within <= 0:
-        raise UsageError(f"--timeout must be more than 0 seconds, got {within:g}")
-    checked_message(text, author, new_message_id())  # a typo fails before the store is opened
-    began = time.monotonic()
-    store = open_store()  # before sending: the answer must be readable
-    try:
-        sent = await send_message(agent, text, author)
-        print(
-            f"{_started_note(agent, sent.started)}; message sent, waiting up to "
-            f"{within:g}s for the answer{_held_note(sent)}",
-            file=sys.stderr,
-        )
-        left = max(0.0, within - (time.monotonic() - began))
-        try:
-            answer = await wait_for_answer(store, sent, within=left)
-        except AnswerTimeout as exc:  # say how long the operator asked to wait
-            raise AnswerTimeout(sent, within, exc.last) from None
-    finally:
-        store.dispose()
+    """`ask` (= `say --wait`): the agent's `ask` update, which takes the
+    message and answers once the run that took it has ended. Exit 0 with the
+    answer, 1 if that run failed or the agent refused the message,
+    ANSWER_TIMEOUT_EXIT when `within` seconds pass first. Needs no store."""
+    checked_ask(text, author, within)  # a typo fails before anything is sent
+    print(
+        f"asking agent {agent.agent_id!r}, waiting up to {within:g}s for the answer",
+        file=sys.stderr,
+    )
+    result, started = await answers.ask(agent, text, author, within)
+    if started:
+        print(_started_note(agent, started), file=sys.stderr)
     if as_json:
-        _dump(answer.model_dump(mode="json") | {"finished": answer.finished})
+        _dump(result.model_dump(mode="json"))
     else:
-        print(answer_text(answer))
-    return 0 if answer.ok else 1
+        print(answer_text(result))
+    return 0 if result.run_status == RunStatus.OK else 1
 
 
-def answer_text(answer: Answer) -> str:
-    """The run's answer, headed by the run that gave it."""
-    head = f"run #{answer.run}" + (f" replay {answer.attempt}" if answer.attempt > 1 else "")
-    if answer.ok:
-        return f"{head} answered:\n{answer.text or '(no text)'}"
-    lines = [f"{head} ended {answer.status.value}: {answer.error or 'no error recorded'}"]
-    if answer.text:
-        lines.append(answer.text)
-    lines.append(f"details: `{CLI} show-run {answer.run} --agent {answer.agent_id}`")
+def answer_text(result: AskResult) -> str:
+    """The run's answer, headed by the run that gave it and followed by its
+    verdict and cost."""
+    head = f"run #{result.run}"
+    status = result.run_status.value if result.run_status else "unknown"
+    if result.run_status == RunStatus.OK:
+        lines = [f"{head} answered:", result.answer or "(no text)"]
+    else:
+        lines = [f"{head} ended {status}: {result.error or 'no error recorded'}"]
+        if result.answer:
+            lines.append(result.answer)
+    if result.answer_cut:
+        lines.append("[… cut: the whole answer is in the run log]")
+    lines.append(
+        f"(verdict: {verdict_text(result.verdict, result.verdict_error)}; "
+        f"LLM cost ${result.cost_usd:.4f}; details: "
+        f"`{CLI} show-run {result.run} --agent {result.agent_id}`)"
+    )
     return "\n".join(lines)
 
 

@@ -2,12 +2,12 @@
 
 The id travels from the `human_message` payload into the trigger (the
 buffer), then into the run's record (the store), where `find_answer` looks
-it up. The CLI end of it (`say --wait`, `ask`) is in tests/test_cli_answers.py.
+it up for the web console. The CLI's `ask` and `say --wait` use the agent's
+`ask` update instead (tests/test_ask_update.py, tests/test_cli_answers.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,15 +16,7 @@ from fleet_agent.loop.triggers import TriggerBuffer
 from fleet_agent.models import HumanMessage, RunStatus, Trigger, TriggerKind, Verdict
 from fleet_agent.store import Store
 from starter.agent_client import UsageError
-from starter.answers import (
-    ANSWER_TIMEOUT_EXIT,
-    AnswerTimeout,
-    SentMessage,
-    checked_message,
-    find_answer,
-    new_message_id,
-    wait_for_answer,
-)
+from starter.answers import checked_message, find_answer, new_message_id
 from tests.helpers import finish_ok
 from tests.store_backends import store_on_both_backends  # noqa: F401  (a fixture)
 
@@ -118,30 +110,3 @@ def test_a_failed_run_is_an_answer_with_its_error(store: Store) -> None:
     answer = find_answer(store, AGENT, "m-9")
     assert answer is not None and answer.finished and not answer.ok
     assert answer.error == "LLM down"
-
-
-async def test_wait_for_answer_returns_once_the_run_ends(store: Store) -> None:
-    sent = SentMessage(agent_id=AGENT, message_id="m-5", sent_at=T0, started=False)
-
-    async def run_later() -> None:
-        await asyncio.sleep(0.1)  # the run starts while the waiter polls
-        _begin(store, 1, _message(1, "m-5"))
-        await asyncio.sleep(0.1)
-        finish_ok(store, AGENT, 1, T0 + timedelta(minutes=2), final_text="Done.")
-
-    runner = asyncio.create_task(run_later())
-    answer = await wait_for_answer(store, sent, within=10, poll_seconds=0.02)
-    await runner
-    assert (answer.run, answer.text) == (1, "Done.")
-
-
-async def test_wait_for_answer_times_out_and_says_the_message_is_kept(store: Store) -> None:
-    sent = SentMessage(agent_id=AGENT, message_id="m-6", sent_at=T0, started=False)
-    with pytest.raises(AnswerTimeout) as waiting:
-        await wait_for_answer(store, sent, within=0.05, poll_seconds=0.01)
-    assert waiting.value.exit_code == ANSWER_TIMEOUT_EXIT == 124
-    assert "not lost" in str(waiting.value) and "next run" in str(waiting.value)
-
-    _begin(store, 1, _message(1, "m-6"))
-    with pytest.raises(AnswerTimeout, match="run #1 took it in and is still running"):
-        await wait_for_answer(store, sent, within=0.05, poll_seconds=0.01)

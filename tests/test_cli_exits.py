@@ -95,7 +95,8 @@ def test_the_same_commands_print_everything_without_a_pipe(
         (["start", "--set", "paused"], "expected key=value"),
         (["say", "  "], "text must not be blank"),
         (["say", "hi", "--json"], "--json prints the answer: use it with --wait"),
-        (["ask", "hi", "--timeout", "0"], "--timeout must be more than 0 seconds"),
+        (["ask", "hi", "--timeout", "0"], "--timeout must be more than 0 and at most 1800"),
+        (["ask", "hi", "--timeout", "3600"], "--timeout must be more than 0 and at most 1800"),
         (["trigger", "--reason", "x" * 3000], "invalid trigger"),
     ],
 )

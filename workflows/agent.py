@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         AgentRestarted,
         AgentStatus,
         ApprovalOutcome,
+        AskResult,
         FreezeReport,
         InboxItem,
         Phase,
@@ -49,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import stubs
     from workflows.agent_approvals import ApprovalsBook
+    from workflows.agent_ask import AskBook, refused
     from workflows.agent_freeze import KillSwitch
     from workflows.agent_inputs import Intake
     from workflows.agent_monitor import MonitorLink
@@ -102,7 +104,7 @@ class FleetAgentWorkflow:
     Signals: human_message, state_changed, trigger_now, reset_session,
     cancel_wake, from its runs approval_requested / approval_closed, and
     from its monitor demand_target (any other name is refused visibly);
-    updates: update_config, freeze, unfreeze, decide_approval; queries:
+    updates: update_config, freeze, unfreeze, decide_approval, ask; queries:
     status, live_config. It never fails: a failed run is recorded and the
     loop goes on.
     """
@@ -124,7 +126,8 @@ class FleetAgentWorkflow:
         self._approvals = ApprovalsBook(ex)
         self._intake = Intake(ex, self._monitor, self._pacer)
         self._switch = KillSwitch(ex, self._approvals, self._monitor)
-        self._runs = RunLauncher(ex, self._approvals, self._monitor)
+        self._asks = AskBook(ex.agent_id)
+        self._runs = RunLauncher(ex, self._approvals, self._monitor, self._asks)
         self._keeper = ConfigKeeper(ex)
 
     # ------------------------------------------------------------ main loop
@@ -167,11 +170,24 @@ class FleetAgentWorkflow:
             await self._wait_until_due()
             if ex.state.reset_reason is not None:
                 await ex.continue_as_new(reset=True)
-            if ex.should_continue_as_new() or (
-                ex.nearly_full() and workflow.patched(FRESH_BEFORE_RUN_PATCH)
-            ):
+            if (
+                ex.should_continue_as_new()
+                or (ex.nearly_full() and workflow.patched(FRESH_BEFORE_RUN_PATCH))
+            ) and not self._run_for_asks_first():
                 await ex.continue_as_new(reset=False)
             await self._runs.run_once()
+
+    def _run_for_asks_first(self) -> bool:
+        """An `ask` waits for a message no run has taken, a run is due for it
+        (no pause, freeze or spend cap holds runs) and history allows one more
+        run: that run comes before the continue-as-new, so the ask gets its
+        answer rather than `pending`. Without asks (every history recorded
+        before them) this is False and the loop is as it was."""
+        ex = self._ex
+        if not self._asks.untaken() or ex.must_continue_as_new():
+            return False
+        due = ex.compute_due()
+        return due is not None and due.cause in ("debounce", "wake", "heartbeat")
 
     async def _continue_numbering(self) -> None:
         """A fresh start (after a terminate, say) never reuses run numbers."""
@@ -220,7 +236,9 @@ class FleetAgentWorkflow:
         """
         ex = self._ex
         while True:
-            if ex.state.reset_reason is not None or ex.should_continue_as_new():
+            if ex.state.reset_reason is not None or (
+                ex.should_continue_as_new() and not self._run_for_asks_first()
+            ):
                 return
             due = ex.compute_due()
             now = workflow.now()
@@ -353,6 +371,28 @@ class FleetAgentWorkflow:
     @decide_approval.validator
     def _validate_decision(self, raw: Any) -> None:
         self._approvals.validate_decision(raw)
+
+    @workflow.update
+    async def ask(self, raw: Any) -> AskResult:
+        """`human_message` that waits for its answer: `{"text", "author",
+        "message_id", "wait_seconds"}` (or a bare string). The message is
+        taken as the signal takes it; the update returns once the run that
+        took it has ended, with its answer, run number, verdict and cost, or
+        at once when the message is refused (frozen, paused, backlog full),
+        or `pending` with the run to follow after `wait_seconds` (default
+        600) (workflows/agent_ask.py)."""
+        ex = self._ex
+        req = self._intake.ask(raw)
+        if isinstance(req, str):
+            return refused(ex.agent_id, req)
+        taken = self._intake.take_message(req.message(), "ask", raw)
+        if isinstance(taken, str):
+            return refused(ex.agent_id, taken)
+        return await self._asks.answer(taken, req.wait_seconds, lambda: ex.continuing)
+
+    @ask.validator
+    def _validate_ask(self, raw: Any) -> None:
+        self._intake.validate_ask(raw)
 
     # ------------------------------------------------------------ queries
 

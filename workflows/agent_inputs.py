@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.models import (
         AgentConfig,
         AgentStatus,
+        AskRequest,
         CancelWake,
         DemandTargetChange,
         HumanMessage,
@@ -100,10 +101,52 @@ class Intake:
         ex.signals += 1
         msg = ex.valid(parse_payload(HumanMessage, raw, bare="text"), "human_message", raw)
         if msg is not None:
-            refusal = ex.buffer.add_message(
-                ex.state.next_trigger_seq, workflow.now(), msg.text, msg.author, msg.message_id
+            self.take_message(msg, "human_message", raw)
+
+    def take_message(self, msg: HumanMessage, name: str, raw: Any) -> int | str:
+        """Take an operator's message for the next run, as `human_message`
+        and `ask` both do: the seq of its trigger, or why it was refused
+        (shown in status.rejected under `name`)."""
+        ex = self._ex
+        seq = ex.state.next_trigger_seq
+        refusal = ex.buffer.add_message(seq, workflow.now(), msg.text, msg.author, msg.message_id)
+        ex.accepted(name, refusal, raw)
+        return seq if refusal is None else refusal.reason
+
+    def ask(self, raw: Any) -> AskRequest | str:
+        """The `ask` update's request, counted as a `human_message` is, or why
+        no run would answer it now (frozen, paused: shown in status.rejected).
+        A malformed one was refused by `validate_ask` before history."""
+        ex = self._ex
+        ex.signals += 1
+        req = parse_payload(AskRequest, raw, bare="text").value
+        if req is None:
+            # Only a replay of an update accepted by older code gets here.
+            raise ApplicationError("invalid message", non_retryable=True)
+        config = ex.state.config
+        reason = ""
+        if config.frozen:
+            why = f" ({ex.state.freeze.reason})" if ex.state.freeze else ""
+            reason = (
+                f"the agent is frozen{why}: no run starts until `fleet-agent unfreeze`; "
+                "the message was not taken"
             )
-            ex.accepted("human_message", refusal, raw)
+        elif config.paused:
+            reason = (
+                "the agent is paused: no run answers until `fleet-agent config --set "
+                "paused=false`; the message was not taken (`fleet-agent say` leaves it "
+                "for the next run)"
+            )
+        if reason:
+            ex.reject("ask", reason, raw)
+            return reason
+        return req
+
+    def validate_ask(self, raw: Any) -> None:
+        """Refuse a malformed `ask` before it reaches history."""
+        parsed = parse_payload(AskRequest, raw, bare="text")
+        if parsed.value is None:
+            raise ValueError(f"invalid message: {parsed.error}")
 
     def state_changed(self, raw: Any) -> None:
         ex = self._ex

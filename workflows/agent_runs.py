@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.visibility.details import trigger_summary
     from workflows import stubs
     from workflows.agent_approvals import ApprovalsBook
+    from workflows.agent_ask import AskBook
     from workflows.agent_monitor import MonitorLink
     from workflows.agent_state import AgentExecution
     from workflows.metrics import record_run_finished, record_run_started
@@ -72,10 +73,13 @@ EVENT_OWNERS_PATCH = "demand-event-owners"
 class RunLauncher:
     """Starting, awaiting and recording runs; the background store loop."""
 
-    def __init__(self, ex: AgentExecution, approvals: ApprovalsBook, monitor: MonitorLink) -> None:
+    def __init__(
+        self, ex: AgentExecution, approvals: ApprovalsBook, monitor: MonitorLink, asks: AskBook
+    ) -> None:
         self._ex = ex
         self._approvals = approvals
         self._monitor = monitor
+        self._asks = asks
 
     async def run_once(self) -> None:
         """Start the next run with the pending triggers (or a heartbeat) and wait for it."""
@@ -133,8 +137,10 @@ class RunLauncher:
         except WorkflowAlreadyStartedError as exc:
             # Another workflow holds this ID (the agent was reset in Temporal
             # while that run still ran): it keeps its own record.
+            self._asks.started(number, triggers, None)
             self._apply_result(self._failed(number, now, f"run workflow could not start: {exc}"))
             return
+        self._asks.started(number, triggers, handle)
         state.run_in_flight = RunInFlight(
             run=number,
             workflow_id=workflow_id,
@@ -215,6 +221,7 @@ class RunLauncher:
         ex = self._ex
         state = ex.state
         record_run_finished(ex.agent_id, result)
+        self._asks.finished(result)
         self._notify(result)
         for request in result.wake_requests:
             if request.op == "add" and request.wake is not None:

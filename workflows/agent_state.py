@@ -107,6 +107,8 @@ class AgentExecution:
         #: Set when something moved the due time: the loop wakes and recomputes.
         self.changed = False
         self.runs_this_execution = 0
+        #: Set once this execution has decided to continue as new.
+        self.continuing = False
         self.signals = 0
         #: Runs lost to a timeout or terminate, not yet closed in the store.
         self.lost: list[RunResult] = self.state.unrecorded_runs
@@ -163,6 +165,10 @@ class AgentExecution:
         holds previews only; it carries texts itself only when the store has
         been away so long that the history nears Temporal's limits.
         """
+        # An `ask` waiting for a run that has not taken its message ends now
+        # (workflows/agent_ask.py); one waiting for the run in flight ends
+        # with it: either way no caller loses its answer to the handover.
+        self.continuing = True
         await workflow.wait_condition(workflow.all_handlers_finished)
         await workflow.wait_condition(
             lambda: not self.buffer.unstored_keys or self.history_critical()

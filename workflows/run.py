@@ -6,8 +6,9 @@ each fleet tool result's one-line status and figures) and the run's input
 (triggers with message previews, config, wakes); the prompt, the replies and
 the fleet tools' texts live in the store, written by activities. The local
 tools' short answers (wakes, known demand events), error results made here
-and the final answer's first 200 characters (for the Web UI) are the
-exceptions.
+the final answer's first 200 characters (for the Web UI) and, in a run that
+took an operator's message, the answer itself cut at ASK_ANSWER_CHARS (for the
+agent's `ask` update) are the exceptions.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.loop.pace import usd
     from fleet_agent.models import (
         APPROVAL_DECIDED,
+        ASK_ANSWER_CHARS,
         ApprovalDecision,
         ContextInfo,
         FleetToolRequest,
@@ -42,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         StoreToolResults,
         ToolCall,
         ToolResult,
+        TriggerKind,
     )
     from fleet_agent.notify.classify import MAX_NOTICES, run_notices
     from fleet_agent.visibility.details import run_details
@@ -197,6 +200,13 @@ class AgentRunWorkflow:
         # Thinking counts against the reply's max_tokens: the attempt's time
         # allows for the most a thinking model may write at this effort.
         budget = longest_reply(inp.config.max_output_tokens, inp.config.llm_effort)
+        # A run that took an operator's message brings its answer back (an
+        # `ask` may wait for it); others only its preview.
+        reply_chars = (
+            ASK_ANSWER_CHARS
+            if any(t.kind == TriggerKind.HUMAN_MESSAGE for t in inp.triggers)
+            else 0
+        )
         for rnd in range(1, inp.config.max_rounds + 1):
             self._round, self._step = rnd, "waiting for the LLM"
             reply = await workflow.execute_activity(
@@ -208,6 +218,7 @@ class AgentRunWorkflow:
                     round=rnd,
                     config=inp.config,
                     layout=layout,
+                    reply_chars=reply_chars,
                 ),
                 start_to_close_timeout=llm_attempt_timeout(budget),
                 heartbeat_timeout=LLM_HEARTBEAT_TIMEOUT,
@@ -258,6 +269,7 @@ class AgentRunWorkflow:
                     result.status = RunStatus.OK
                     result.verdict, result.verdict_error = reply.verdict, reply.verdict_error
                     result.answer = reply.answer
+                    result.reply, result.reply_cut = reply.reply, reply.reply_cut
                     return rnd
                 await self._store_results(rnd, [], note=CUT_TEXT)
                 continue

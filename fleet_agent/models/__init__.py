@@ -43,6 +43,14 @@ from .approvals import (
     ApprovalOutcome,
     PendingApproval,
 )
+from .ask import (
+    ASK_ANSWER_CHARS,
+    ASK_DEFAULT_WAIT_SECONDS,
+    ASK_MAX_WAIT_SECONDS,
+    AskOutcome,
+    AskRequest,
+    AskResult,
+)
 from .compaction import CompactRequest, CompactResult
 from .config import (
     AgentConfig,
@@ -113,6 +121,9 @@ __all__ = [
     "APPROVAL_CLOSED",
     "APPROVAL_DECIDED",
     "APPROVAL_REQUESTED",
+    "ASK_ANSWER_CHARS",
+    "ASK_DEFAULT_WAIT_SECONDS",
+    "ASK_MAX_WAIT_SECONDS",
     "DEFAULT_NOTIFY_EVENTS",
     "DEMAND_TARGET",
     "NOTIFY_EVENT_KINDS",
@@ -130,6 +141,9 @@ __all__ = [
     "ApprovalDecisionRequest",
     "ApprovalMode",
     "ApprovalOutcome",
+    "AskOutcome",
+    "AskRequest",
+    "AskResult",
     "CancelWake",
     "CompactRequest",
     "CompactResult",

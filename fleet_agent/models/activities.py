@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -92,6 +92,10 @@ class LlmRequest(Wire):
     config: AgentConfig
     # The layout of the previous round's request (its reply's).
     layout: RequestLayout = Field(default_factory=RequestLayout)
+    # > 0: a final reply comes back with this many characters of its text
+    # (`LlmResult.reply`): the run took an operator's message, which an
+    # `ask` may be waiting to answer.
+    reply_chars: Annotated[int, Field(ge=0, le=100_000)] = 0
 
 
 class ToolCall(Wire):
@@ -114,6 +118,10 @@ class LlmResult(Wire):
     # A final reply's first ANSWER_PREVIEW_CHARS (fleet_agent/llm/verdict.py), for
     # the Web UI; the whole text stays in the store.
     answer: str = ""
+    # The final reply's text without its verdict, its first
+    # `LlmRequest.reply_chars` characters (empty unless asked for).
+    reply: str = ""
+    reply_cut: bool = False
     # The layout the reply's request was made under: the next round's start.
     layout: RequestLayout = Field(default_factory=RequestLayout)
 

@@ -206,6 +206,10 @@ class RunResult(Wire):
     # The first ANSWER_PREVIEW_CHARS of the final answer, so the Web UI shows
     # it in the run's result; the whole text is in the store.
     answer: str = ""
+    # A run that took an operator's message: its final answer without the
+    # verdict, cut at ASK_ANSWER_CHARS (`reply_cut`), for the `ask` update.
+    reply: str = ""
+    reply_cut: bool = False
     # What the run saw that notifies a human (fleet_agent/notify/classify.py).
     notices: list[RunNotice] = Field(default_factory=list)
     # Known demand events the model recorded (`expect_demand`), for the agent
