@@ -89,9 +89,9 @@ def prompt_history(
     of a run sees the same), and the in-prompt runs after it; the window of
     those fits `history_share` of the budget, next to a summary within its cap.
     """
-    summary = store.latest_summary(agent_id, session, before_run=run + 1)
+    summary = store.summaries.latest_summary(agent_id, session, before_run=run + 1)
     after = summary.upto_run if summary is not None else 0
-    entries = store.prompt_history(agent_id, session, run, after_run=after)
+    entries = store.run_reads.prompt_history(agent_id, session, run, after_run=after)
     history = history_messages(entries, history_share(history_token_budget))
     return PromptHistory(summary, history, fold_point(entries, history_token_budget))
 
@@ -122,11 +122,11 @@ class CompactActivities:
     async def _compact(self, req: CompactRequest) -> CompactResult:
         store = self._store
         summary = await asyncio.to_thread(
-            store.latest_summary, req.agent_id, req.session, req.run + 1
+            store.summaries.latest_summary, req.agent_id, req.session, req.run + 1
         )
         after = summary.upto_run if summary is not None else 0
         entries = await asyncio.to_thread(
-            store.prompt_history, req.agent_id, req.session, req.run, after
+            store.run_reads.prompt_history, req.agent_id, req.session, req.run, after
         )
         k = fold_point(entries, req.history_token_budget)
         if k == 0:
@@ -141,7 +141,7 @@ class CompactActivities:
             source = "digest"
             body = digest(previous, runs, cap)
         record = await asyncio.to_thread(
-            store.add_summary,
+            store.summaries.add_summary,
             SummaryRecord(
                 agent_id=req.agent_id,
                 session=req.session,
@@ -213,7 +213,7 @@ class CompactActivities:
 
     def _folded_run(self, agent_id: str, entry: HistoryEntry) -> FoldedRun:
         store = self._store
-        record = store.get_run(agent_id, entry.run)
+        record = store.run_reads.get_run(agent_id, entry.run)
         messages = [
             FoldedMessage(t.author or "operator", t.received_at, t.text)
             for t in (record.triggers if record is not None else [])
@@ -221,7 +221,7 @@ class CompactActivities:
         ]
         calls: dict[str, tuple[str, dict[str, object]]] = {}
         actions: list[FoldedAction] = []
-        for m in store.run_messages(agent_id, entry.run):
+        for m in store.messages.run_messages(agent_id, entry.run):
             if m.kind == "assistant":
                 for b in StoredReply.model_validate_json(m.content).content:
                     if b.get("type") == "tool_use" and b.get("name") in MUTATING_TOOLS:

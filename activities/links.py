@@ -70,7 +70,7 @@ class LinkActivities:
             items: list[InboxItem] = await handle.query(
                 UNSTORED_MESSAGES_QUERY, result_type=list[InboxItem]
             )
-            await asyncio.to_thread(self._store.stash_messages, req.agent_id, items)
+            await asyncio.to_thread(self._store.inbox.stash_messages, req.agent_id, items)
         return [item.key for item in items]
 
     @activity.defn

@@ -188,7 +188,9 @@ class LlmActivities:
         beats = _Beats()
         async with heartbeating(details=beats.details):
             seq = assistant_seq(req.round)
-            stored = await asyncio.to_thread(self._store.get_message, req.agent_id, req.run, seq)
+            stored = await asyncio.to_thread(
+                self._store.messages.get_message, req.agent_id, req.run, seq
+            )
             if stored is not None:
                 return _result(
                     StoredReply.model_validate_json(stored.content),
@@ -215,7 +217,7 @@ class LlmActivities:
             req.run,
             req.config.history_token_budget,
         )
-        stored = await asyncio.to_thread(store.run_messages, req.agent_id, req.run)
+        stored = await asyncio.to_thread(store.messages.run_messages, req.agent_id, req.run)
         rows = [(m.seq, m.content) for m in stored if m.seq < seq]
         if not rows or rows[0][0] != CONTEXT_SEQ:
             raise ApplicationError(
@@ -281,7 +283,7 @@ class LlmActivities:
     ) -> LlmResult:
         store = self._store
         inserted = await asyncio.to_thread(
-            store.add_message,
+            store.messages.add_message,
             req.agent_id,
             req.run,
             seq,
@@ -293,7 +295,7 @@ class LlmActivities:
         )
         if not inserted:
             # Another attempt stored its reply first: that one is the answer.
-            again = await asyncio.to_thread(store.get_message, req.agent_id, req.run, seq)
+            again = await asyncio.to_thread(store.messages.get_message, req.agent_id, req.run, seq)
             if again is not None:
                 return _result(
                     StoredReply.model_validate_json(again.content),

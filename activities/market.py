@@ -172,7 +172,7 @@ class MarketActivities:
             req.agent_id, at - _HOUR
         )
         ledger = advance(prev.ledger if prev is not None else None, reading, req.policy)
-        llm = self._store.llm_totals(req.agent_id, since=at - _HOUR).cost_usd
+        llm = self._store.run_costs.llm_totals(req.agent_id, since=at - _HOUR).cost_usd
         result = assess(reading, ledger, req, prev, base, llm)
         assert result.point is not None  # assess always makes one
         history.record(req.agent_id, result.point)

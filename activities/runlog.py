@@ -109,7 +109,9 @@ class RunLogActivities:
     @activity.defn
     async def load_agent_counters(self, agent_id: str) -> AgentCounters:
         """Read the highest run and session numbers of an agent from the store."""
-        max_run, max_session = await asyncio.to_thread(self._store.latest_counters, agent_id)
+        max_run, max_session = await asyncio.to_thread(
+            self._store.run_reads.latest_counters, agent_id
+        )
         return AgentCounters(max_run=max_run, max_session=max_session)
 
     @activity.defn
@@ -132,10 +134,14 @@ class RunLogActivities:
         inp = inp.model_copy(update={"triggers": triggers})
         trigger_block = render_trigger_block(triggers)
         await asyncio.to_thread(
-            store.ensure_session, inp.agent_id, inp.session, _session_reason(inp), req.started_at
+            store.sessions.ensure_session,
+            inp.agent_id,
+            inp.session,
+            _session_reason(inp),
+            req.started_at,
         )
         await asyncio.to_thread(
-            store.begin_run,
+            store.run_writes.begin_run,
             inp.agent_id,
             inp.run,
             inp.session,
@@ -163,7 +169,7 @@ class RunLogActivities:
             market=market,
         )
         await asyncio.to_thread(
-            store.add_message,
+            store.messages.add_message,
             inp.agent_id,
             inp.run,
             CONTEXT_SEQ,
@@ -192,10 +198,12 @@ class RunLogActivities:
             + estimate_tokens(system_prompt(inp.agent_id)),
             compaction_due=past.unfolded > 0,
             spend=spend,
-            llm_cost=await asyncio.to_thread(store.llm_cost_summary, inp.agent_id, req.started_at),
+            llm_cost=await asyncio.to_thread(
+                store.run_costs.llm_cost_summary, inp.agent_id, req.started_at
+            ),
         )
         await asyncio.to_thread(
-            store.set_run_context, inp.agent_id, inp.run, info, req.workflow_run_id
+            store.run_writes.set_run_context, inp.agent_id, inp.run, info, req.workflow_run_id
         )
         return info
 
@@ -234,7 +242,7 @@ class RunLogActivities:
         keys = [t.text_key for t in triggers if t.text_key]
         if not keys:
             return triggers
-        found = self._store.inbox_texts(agent_id, keys)
+        found = self._store.inbox.inbox_texts(agent_id, keys)
         carried = [
             InboxItem(
                 key=t.text_key, seq=t.seq, author=t.author, text=t.text, received_at=t.received_at
@@ -245,7 +253,7 @@ class RunLogActivities:
         if carried:
             # A key hashes its text: a row written first by the store loop
             # holds the same text, so no read-back is needed.
-            self._store.stash_messages(agent_id, carried)
+            self._store.inbox.stash_messages(agent_id, carried)
             found = {**found, **{i.key: i for i in carried}}
         missing = [k for k in keys if k not in found]
         if missing:
@@ -266,7 +274,7 @@ class RunLogActivities:
         each `stored` one with its full text read from the tool journal."""
         results = await asyncio.to_thread(self._full_results, req)
         await asyncio.to_thread(
-            self._store.add_message,
+            self._store.messages.add_message,
             req.agent_id,
             req.run,
             tool_results_seq(req.round),
@@ -319,7 +327,7 @@ class RunLogActivities:
         digest: list[str] = []
         replies: list[StoredReply] = []
         notes: dict[str, str] = {}
-        for message in store.run_messages(req.agent_id, result.run):
+        for message in store.messages.run_messages(req.agent_id, result.run):
             if message.kind == "assistant":
                 replies.append(StoredReply.model_validate_json(message.content))
                 notes.update(notes_before_calls(replies[-1].content))
@@ -356,12 +364,12 @@ class RunLogActivities:
         their thinking readable and capped, without the signatures only the
         API reads (fleet_agent/llm/transcript.py, `settled`). Idempotent."""
         store, run = self._store, req.result.run
-        for message in store.run_messages(req.agent_id, run):
+        for message in store.messages.run_messages(req.agent_id, run):
             if message.kind != "assistant":
                 continue
             reply = settled(StoredReply.model_validate_json(message.content))
             if reply is not None:
-                store.replace_message(req.agent_id, run, message.seq, dumps(reply))
+                store.messages.replace_message(req.agent_id, run, message.seq, dumps(reply))
 
     def _finish(
         self,
@@ -374,7 +382,7 @@ class RunLogActivities:
         """The record's one write (the context with it); `KeyError` if the
         attempt was never opened."""
         result = req.result
-        self._store.finish_run(
+        self._store.run_writes.finish_run(
             req.agent_id,
             result.run,
             status=result.status,

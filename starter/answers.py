@@ -164,7 +164,7 @@ def answer_of(record: RunRecord, message_id: str) -> Answer:
 def find_answer(store: Store, agent_id: str, message_id: str) -> Answer | None:
     """The latest run (and attempt) that took the message in, or None while it
     waits. Reads the store only (synchronous; a server calls it in a thread)."""
-    found = store.runs_with_message(agent_id, message_id)
+    found = store.run_reads.runs_with_message(agent_id, message_id)
     return answer_of(found[0], message_id) if found else None
 
 

@@ -100,7 +100,7 @@ def read_runs(agent_id: str, limit: int, session: int | None) -> list[RunRecord]
     ends up next to the prompt)."""
     store = open_store()
     try:
-        runs = store.list_runs(agent_id, limit=limit, session=session)
+        runs = store.run_reads.list_runs(agent_id, limit=limit, session=session)
         return sorted(runs, key=lambda r: (r.run, r.attempt))
     except SQLAlchemyError as exc:
         raise _store_error(store, exc) from None
@@ -114,7 +114,7 @@ def read_run(
     """One attempt of a run (default: the latest), every attempt, and the run's messages."""
     store = open_store()
     try:
-        attempts = store.run_attempts(agent_id, run)
+        attempts = store.run_reads.run_attempts(agent_id, run)
         if not attempts:
             raise CliError(f"agent {agent_id!r} has no run {run} in the run log")
         chosen = attempts[-1] if attempt is None else None
@@ -126,7 +126,7 @@ def read_run(
                 f"run {run} of agent {agent_id!r} has no attempt {attempt} "
                 f"(attempts: {', '.join(str(a.attempt) for a in attempts)})"
             )
-        return chosen, attempts, store.run_messages(agent_id, run)
+        return chosen, attempts, store.messages.run_messages(agent_id, run)
     except SQLAlchemyError as exc:
         raise _store_error(store, exc) from None
     finally:
@@ -204,7 +204,7 @@ def read_session_totals(agent_id: str, session: int) -> LlmTotals:
     """The LLM totals of one session (each run once, by its latest finished attempt)."""
     store = open_store()
     try:
-        return store.llm_totals(agent_id, session=session)
+        return store.run_costs.llm_totals(agent_id, session=session)
     except SQLAlchemyError as exc:
         raise _store_error(store, exc) from None
     finally:

@@ -20,10 +20,10 @@ def read_session_summaries(agent_id: str, session: int | None) -> tuple[int, lis
     store = open_store()
     try:
         if session is None:
-            session = store.latest_counters(agent_id)[1]
+            session = store.run_reads.latest_counters(agent_id)[1]
             if session == 0:
                 raise CliError(f"agent {agent_id!r} has no session in the run log")
-        return session, store.session_summaries(agent_id, session)
+        return session, store.summaries.session_summaries(agent_id, session)
     except SQLAlchemyError as exc:
         raise CliError(f"cannot read the run log ({store!r}): {str(exc).splitlines()[0]}") from None
     finally:
@@ -34,7 +34,7 @@ def read_summary_of_run(agent_id: str, run: int) -> SummaryRecord | None:
     """The summary version that folded `run` in, if any."""
     store = open_store()
     try:
-        return store.summary_of_run(agent_id, run)
+        return store.summaries.summary_of_run(agent_id, run)
     except SQLAlchemyError as exc:
         raise CliError(f"cannot read the run log ({store!r}): {str(exc).splitlines()[0]}") from None
     finally:

@@ -60,10 +60,10 @@ def seed(store: Store) -> None:
         trigger = Trigger(
             seq=run, kind=kind, received_at=at, text="hello agent", message_id=f"m-seed-{run}"
         )
-        store.ensure_session(AGENT, 1, "", at)
-        store.begin_run(AGENT, run, 1, [trigger], f"- {kind.value}", at, f"wfrun-{run}")
+        store.sessions.ensure_session(AGENT, 1, "", at)
+        store.run_writes.begin_run(AGENT, run, 1, [trigger], f"- {kind.value}", at, f"wfrun-{run}")
         context = f"[run #{run}]\n## Fleet\n{snapshot(100.0 * run, 250).to_text()}\n"
-        store.add_message(AGENT, run, 0, 0, "user", "context", context, at)
+        store.messages.add_message(AGENT, run, 0, 0, "user", "context", context, at)
         if run == 1:
             # The model thought (llm_thinking_display "summarized"), then answered.
             reply = StoredReply(
@@ -74,7 +74,7 @@ def seed(store: Store) -> None:
                 stop_reason="end_turn",
                 usage=TokenUsage(output_tokens=620, thinking_tokens=600),
             )
-            store.add_message(AGENT, run, 1, 1, "assistant", "assistant", dumps(reply), at)
+            store.messages.add_message(AGENT, run, 1, 1, "assistant", "assistant", dumps(reply), at)
         ended = at + timedelta(seconds=30)
         finish_ok(store, AGENT, run, ended, final_text=f"answer {run}", **fields)
     hours = table_of(SpendHourRow)

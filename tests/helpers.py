@@ -120,7 +120,7 @@ async def status_between_runs(handle: WorkflowHandle[FleetAgentWorkflow, None]) 
 
 def finished_runs(store: Store, agent_id: str) -> list[RunRecord]:
     """Runs that reached the store's end state, oldest first."""
-    runs = store.list_runs(agent_id, limit=10_000)
+    runs = store.run_reads.list_runs(agent_id, limit=10_000)
     return sorted((r for r in runs if r.status != "running"), key=lambda r: r.run)
 
 
@@ -188,7 +188,7 @@ def tool_request(
 
 def finish_ok(store: Store, agent_id: str, run: int, ended_at: datetime, **fields: Any) -> None:
     """Close a run's record as a plain successful run; `fields` override any
-    of `Store.finish_run`'s keywords (usage, final_text, cost_usd, ...)."""
+    of `RunWrites.finish_run`'s keywords (usage, final_text, cost_usd, ...)."""
     defaults: dict[str, Any] = {
         "status": RunStatus.OK,
         "verdict": None,
@@ -204,7 +204,7 @@ def finish_ok(store: Store, agent_id: str, run: int, ended_at: datetime, **field
         "usage": TokenUsage(),
         "llm_seconds": 0.0,
     }
-    store.finish_run(agent_id, run, ended_at=ended_at, **(defaults | fields))
+    store.run_writes.finish_run(agent_id, run, ended_at=ended_at, **(defaults | fields))
 
 
 def as_background_job() -> None:

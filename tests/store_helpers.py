@@ -18,7 +18,7 @@ def _trigger(seq: int, text_: str = "scale up") -> Trigger:
 
 
 def _begin(store: Store, run: int, session: int = 1, agent: str = AGENT) -> None:
-    store.begin_run(
+    store.run_writes.begin_run(
         agent,
         run,
         session,
@@ -37,7 +37,7 @@ def _finish(
     agent: str = AGENT,
     verdict: Verdict | None = None,
 ) -> None:
-    store.finish_run(
+    store.run_writes.finish_run(
         agent,
         run,
         status=status,
@@ -60,7 +60,7 @@ def _finish(
 def _message(
     store: Store, run: int, seq: int, role: str = "assistant", in_prompt: bool = False
 ) -> bool:
-    return store.add_message(
+    return store.messages.add_message(
         AGENT,
         run,
         seq,

@@ -148,7 +148,7 @@ def _schema(store: Store) -> dict[str, Any]:
 def _finish(
     store: Store, run: int, workflow_run_id: str = "", usage: TokenUsage | None = None
 ) -> None:
-    store.finish_run(
+    store.run_writes.finish_run(
         "a",
         run,
         status=RunStatus.OK,

@@ -66,8 +66,8 @@ def _run(
     cost: float = 0.0,
     usage: TokenUsage = USAGE,
 ) -> None:
-    store.ensure_session(AGENT, session, "", started)
-    store.begin_run(AGENT, run, session, [], "", started, wf)
+    store.sessions.ensure_session(AGENT, session, "", started)
+    store.run_writes.begin_run(AGENT, run, session, [], "", started, wf)
     finish_ok(
         store,
         AGENT,
@@ -95,9 +95,9 @@ def test_totals_per_day_24h_and_session_count_each_run_once(backend: Backend) ->
     # the latest attempt counts (not 0.25 + 0.3).
     _run(store, 3, now - timedelta(hours=2), cost=0.3, session=2, wf="wf-2")
     _run(store, 4, now - timedelta(minutes=5), cost=0.125, session=2)
-    store.begin_run(AGENT, 5, 2, [], "", now, "wf-1")  # still running: not counted
+    store.run_writes.begin_run(AGENT, 5, 2, [], "", now, "wf-1")  # still running: not counted
 
-    summary = store.llm_cost_summary(AGENT, now)
+    summary = store.run_costs.llm_cost_summary(AGENT, now)
     assert summary.as_of == now
     assert summary.today.runs == 2 and summary.today.cost_usd == pytest.approx(0.425)
     assert summary.last_24h.runs == 3 and summary.last_24h.cost_usd == pytest.approx(0.925)
@@ -105,10 +105,10 @@ def test_totals_per_day_24h_and_session_count_each_run_once(backend: Backend) ->
     assert summary.today.llm_seconds == pytest.approx(3.0)
     assert summary.today.tool_seconds == pytest.approx(0.5)
     assert summary.today.cached_share == pytest.approx(10_000 / 14_000)
-    session = store.llm_totals(AGENT, session=2)
+    session = store.run_costs.llm_totals(AGENT, session=2)
     assert session.runs == 2 and session.cost_usd == pytest.approx(0.425)
-    assert store.llm_totals(AGENT).runs == 4
-    record = store.get_run(AGENT, 3)
+    assert store.run_costs.llm_totals(AGENT).runs == 4
+    record = store.run_reads.get_run(AGENT, 3)
     assert record is not None
     assert (record.attempt, record.cost_usd, record.model) == (2, 0.3, "claude-sonnet-5-5")
     assert record.tool_seconds == 0.25
@@ -156,7 +156,7 @@ async def test_run_and_day_sums_match_the_usage_the_fake_api_reported(
     assert runs[0].tool_seconds >= 0 and runs[1].tool_seconds == 0
 
     total = sum((reported(r) for r in requests), TokenUsage())
-    day = store.llm_totals(handle.id, since=runs[0].started_at)
+    day = store.run_costs.llm_totals(handle.id, since=runs[0].started_at)
     assert (day.runs, day.usage) == (3, total)
     assert day.cost_usd == pytest.approx(sum(r.cost_usd for r in runs))
     assert day.llm_seconds == pytest.approx(sum(r.llm_seconds for r in runs))
@@ -183,6 +183,6 @@ async def test_run_and_day_sums_match_the_usage_the_fake_api_reported(
     assert details.endswith(shown.line())
     table = runs_table(runs)
     assert "COST" in table and f"${runs[0].cost_usd:.4f}" in table
-    detail = run_detail(runs[0], store.run_messages(handle.id, 1))
+    detail = run_detail(runs[0], store.messages.run_messages(handle.id, 1))
     assert f"LLM cost:  ${runs[0].cost_usd:.4f} (claude-sonnet-5-5)" in detail
     assert detail.count("; $") == 2  # each of run 1's two rounds, priced

@@ -177,7 +177,7 @@ async def test_reset_keeps_run_counter_and_agent_answers_after_it(
         assert "ANSWER-1" not in prompt and "ANSWER-2" not in prompt, "empty conversation"
         st = await status_after(handle, 3)
         assert st.run_count == 3 and st.session == 2 and st.executions == 2
-        sessions = store.list_sessions(handle.id)
+        sessions = store.sessions.list_sessions(handle.id)
         assert [(s.session, s.reason) for s in sessions] == [
             (1, "agent started"),
             (2, "reset: context too long"),
@@ -217,7 +217,7 @@ async def test_prompt_has_only_final_messages_of_non_noop_runs(
         assert "NOOP-BETA" not in prompt and "beta" not in prompt, "no-op runs left out"
         assert "Scheduled wake" not in prompt, "tool traffic stays in the store"
         # ...but the store kept all of it for audit.
-        kinds = [m.kind for m in store.run_messages(handle.id, 2)]
+        kinds = [m.kind for m in store.messages.run_messages(handle.id, 2)]
         assert kinds == ["context", "assistant", "tool_results", "assistant"]
 
 
@@ -270,7 +270,7 @@ async def test_llm_overload_is_retried_by_temporal(
         runs = await wait_runs(store, handle.id, 1, timeout=90)
         assert runs[0].status == RunStatus.OK
         assert len(fake_llm.requests) == 4
-        assert len(store.run_messages(handle.id, 1)) == 2, "one stored reply, no duplicate"
+        assert len(store.messages.run_messages(handle.id, 1)) == 2, "one stored reply, no duplicate"
 
 
 async def test_bad_signals_and_updates_are_rejected_and_the_loop_goes_on(

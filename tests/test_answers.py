@@ -36,7 +36,7 @@ def _message(seq: int, message_id: str = "") -> Trigger:
 
 
 def _begin(store: Store, run: int, *triggers: Trigger, agent: str = AGENT) -> None:
-    store.begin_run(agent, run, 1, list(triggers), "block", T0 + timedelta(minutes=run))
+    store.run_writes.begin_run(agent, run, 1, list(triggers), "block", T0 + timedelta(minutes=run))
 
 
 def test_the_buffer_keeps_the_message_id_and_old_triggers_read_without_one() -> None:

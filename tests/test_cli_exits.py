@@ -38,7 +38,7 @@ def run_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
         trigger = Trigger(
             seq=run, kind=TriggerKind.HUMAN_MESSAGE, received_at=T0, text="hi", author="op"
         )
-        store.begin_run("pipe", run, 1, [trigger], "block", T0 + timedelta(minutes=run))
+        store.run_writes.begin_run("pipe", run, 1, [trigger], "block", T0 + timedelta(minutes=run))
         finish_ok(store, "pipe", run, T0 + timedelta(minutes=run, seconds=30), final_text="ok")
     store.dispose()
     monkeypatch.setenv("FLEET_DATABASE_URL", url)

@@ -36,7 +36,7 @@ def add_run(store: Store, run: int) -> None:
         text=f"Please rent one more 4090, note {run}. " + "x" * 3_000,
         author=f"op{run}",
     )
-    store.begin_run(AGENT, run, 1, [said], said.text, at)
+    store.run_writes.begin_run(AGENT, run, 1, [said], said.text, at)
     reply = StoredReply(
         content=[
             {
@@ -48,7 +48,7 @@ def add_run(store: Store, run: int) -> None:
         ],
         stop_reason="tool_use",
     )
-    store.add_message(AGENT, run, 1, 1, "assistant", "assistant", dumps(reply), at)
+    store.messages.add_message(AGENT, run, 1, 1, "assistant", "assistant", dumps(reply), at)
     results = StoredToolResults(
         results=[
             ToolResult(
@@ -59,7 +59,7 @@ def add_run(store: Store, run: int) -> None:
             )
         ]
     )
-    store.add_message(AGENT, run, 2, 1, "user", "tool_results", dumps(results), at)
+    store.messages.add_message(AGENT, run, 2, 1, "user", "tool_results", dumps(results), at)
     finish_ok(
         store,
         AGENT,
@@ -76,7 +76,7 @@ def add_run(store: Store, run: int) -> None:
 async def test_the_autopilots_digest_folds_messages_and_actions_from_the_store(
     store: Store,
 ) -> None:
-    store.ensure_session(AGENT, 1, "", T0)
+    store.sessions.ensure_session(AGENT, 1, "", T0)
     for run in range(1, 9):
         add_run(store, run)
     before = prompt_history(store, AGENT, 1, 9, BUDGET)
@@ -88,7 +88,7 @@ async def test_the_autopilots_digest_folds_messages_and_actions_from_the_store(
     assert result.source == "digest" and result.fallback_reason == "no model (autopilot)"
     assert result.folded_runs == before.unfolded
 
-    summary = store.latest_summary(AGENT, 1)
+    summary = store.summaries.latest_summary(AGENT, 1)
     assert summary is not None and summary.upto_run == result.upto_run
     for run in range(1, result.upto_run + 1):
         at = format_time(T0 + timedelta(minutes=5 * run))

@@ -82,7 +82,7 @@ async def test_over_budget_compaction_keeps_the_request_under_budget(
             )
             await wait_runs(store, handle.id, n + 1)
 
-    summaries = store.session_summaries(handle.id, 1)
+    summaries = store.summaries.session_summaries(handle.id, 1)
     assert summaries, "nothing was folded"
     expected = "llm" if mode == "working" else "digest"
     assert {s.source for s in summaries} == {expected}
@@ -106,7 +106,7 @@ async def test_over_budget_compaction_keeps_the_request_under_budget(
     if mode != "working":
         # The digest keeps every folded operator message's gist, author and time.
         body = summaries[-1].body
-        for run in store.list_runs(handle.id, limit=100):
+        for run in store.run_reads.list_runs(handle.id, limit=100):
             if summaries[0].first_run <= run.run <= summaries[-1].upto_run:
                 for t in run.triggers:
                     if t.text:

@@ -299,7 +299,7 @@ def test_a_run_that_has_not_read_the_fleet_yet_leaves_the_run_before_shown(
     console: TestClient, store: Store
 ) -> None:
     # Run 4 has begun but not yet written its context (the fleet it saw).
-    store.begin_run(AGENT, 4, 1, [], "- heartbeat", NOW, "wfrun-4")
+    store.run_writes.begin_run(AGENT, 4, 1, [], "- heartbeat", NOW, "wfrun-4")
     fleet = console.get("/parts/fleet").text
     assert 'as run <a href="/runs/3">#3</a> saw it' in fleet
     assert "RTX 4090" in fleet  # its machine

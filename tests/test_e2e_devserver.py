@@ -22,6 +22,7 @@ from activities.fleet import FleetActivities
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.models import RunStatus, TriggerKind
 from fleet_agent.store import RunRecord, Store
+from fleet_agent.store.run_writes import RunWrites
 from simulator import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import (
@@ -255,8 +256,8 @@ async def _more(probe: Any, than: int) -> bool:
     return bool(await probe() > than)
 
 
-class _StoreThatGoesAway(Store):
-    """A store whose run records cannot be closed while `away` (an outage);
+class _RunWritesThatGoAway(RunWrites):
+    """Run writes whose records cannot be closed while `away` (an outage);
     `refused` counts the attempts it turned down."""
 
     away = False
@@ -267,6 +268,16 @@ class _StoreThatGoesAway(Store):
             self.refused += 1
             raise OperationalError("UPDATE fa_runs", {}, ConnectionError("the store is away"))
         super().finish_run(*args, **kwargs)
+
+
+class _StoreThatGoesAway(Store):
+    """A store whose run records cannot be closed while its `run_writes` are away."""
+
+    run_writes: _RunWritesThatGoAway
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.run_writes = _RunWritesThatGoAway(self)
 
 
 async def test_a_lost_run_is_closed_once_the_store_is_back(
@@ -282,21 +293,21 @@ async def test_a_lost_run_is_closed_once_the_store_is_back(
         handle = await h.start_agent(p0_debounce_seconds=0.2)
         await handle.signal(FleetAgentWorkflow.trigger_now, "slow one")
         await eventually(lambda: _llm_in_flight(fake_llm), what="the LLM call in flight")
-        store.away = True
+        store.run_writes.away = True
         await dev_env.client.get_workflow_handle(f"{handle.id}/run-1").terminate("operator")
 
         # The 5 attempts (about 15 s) after which this used to give up: the
         # record is closed by a later one, once the store is back.
         async def five_refused() -> bool:
-            return store.refused >= 5
+            return store.run_writes.refused >= 5
 
         await eventually(five_refused, timeout=60, what="five attempts to close run 1")
-        assert store.get_run(handle.id, 1).status == RunStatus.RUNNING  # type: ignore[union-attr]
+        assert store.run_reads.get_run(handle.id, 1).status == RunStatus.RUNNING  # type: ignore[union-attr]
         st = await status(handle)
         assert st.last_run is not None and st.last_run.status == RunStatus.FAILED
-        store.away = False
+        store.run_writes.away = False
         fake_llm.latency = 0.0
         runs = await eventually(lambda: _runs(store, handle.id, 1), timeout=60, what="run 1 closed")
-        assert store.refused >= 5
+        assert store.run_writes.refused >= 5
         assert runs[0].status == RunStatus.FAILED and "did not complete" in runs[0].error
     store.dispose()

@@ -334,7 +334,7 @@ async def test_a_flood_during_a_run_hands_the_run_over(
             "continued as new in the middle of run 1",
             st.last_run,
             len(fake_llm.requests),
-            store.list_runs(handle.id, limit=10),
+            store.run_reads.list_runs(handle.id, limit=10),
         )
         assert st.last_run is None, "run 1 had not ended"
         handed_over.set()

@@ -125,7 +125,9 @@ async def test_a_run_with_two_tool_calls_leaves_under_20_kb_and_no_tool_text_in_
             before = after
 
             text = _raw(run_history)
-            rounds = [m for m in store.run_messages(handle.id, n) if m.kind == "tool_results"]
+            rounds = [
+                m for m in store.messages.run_messages(handle.id, n) if m.kind == "tool_results"
+            ]
             results = StoredToolResults.model_validate_json(rounds[0].content).results
             assert [r.name for r in results] == ["get_fleet_status", "search_offers"]
             for r in results:

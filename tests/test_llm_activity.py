@@ -31,7 +31,7 @@ async def test_a_repeated_call_returns_the_stored_reply_without_asking_again(rig
     assert first.verdict == Verdict(action=True, state_changed=True)
     assert first.stop_reason == "end_turn" and first.usage.output_tokens > 0
     assert len(rig.fake.requests) == 1
-    assert [m.kind for m in rig.store.run_messages(AGENT, 1)] == ["context", "assistant"]
+    assert [m.kind for m in rig.store.messages.run_messages(AGENT, 1)] == ["context", "assistant"]
 
 
 async def test_concurrent_attempts_store_one_reply_and_both_return_it(rig: Rig) -> None:
@@ -45,7 +45,7 @@ async def test_concurrent_attempts_store_one_reply_and_both_return_it(rig: Rig) 
     assert len(rig.fake.requests) == 2, "both attempts asked"
     assert sorted([a.replayed, b.replayed]) == [False, True]
     assert a.tool_calls == b.tool_calls, "one answer for the round (tool_use ids are random)"
-    assert [m.kind for m in rig.store.run_messages(AGENT, 1)] == ["context", "assistant"]
+    assert [m.kind for m in rig.store.messages.run_messages(AGENT, 1)] == ["context", "assistant"]
 
 
 async def test_http_400_is_a_non_retryable_llm_permanent_error(rig: Rig) -> None:
@@ -56,7 +56,9 @@ async def test_http_400_is_a_non_retryable_llm_permanent_error(rig: Rig) -> None
     assert err.value.type == "LlmPermanent"
     assert err.value.non_retryable
     assert "400" in err.value.message and "messages: bad thing" in err.value.message
-    assert [m.kind for m in rig.store.run_messages(AGENT, 1)] == ["context"], "nothing stored"
+    assert [m.kind for m in rig.store.messages.run_messages(AGENT, 1)] == ["context"], (
+        "nothing stored"
+    )
 
 
 async def test_http_429_is_retryable_after_the_servers_delay(rig: Rig) -> None:
@@ -67,12 +69,12 @@ async def test_http_429_is_retryable_after_the_servers_delay(rig: Rig) -> None:
     assert err.value.type == "LlmRetryable"
     assert not err.value.non_retryable
     assert err.value.next_retry_delay == timedelta(seconds=7)
-    assert [m.kind for m in rig.store.run_messages(AGENT, 1)] == ["context"]
+    assert [m.kind for m in rig.store.messages.run_messages(AGENT, 1)] == ["context"]
     # Temporal's retry then gets the answer, stored once.
     result = await rig.call(1, 1)
     assert not result.replayed and result.verdict is not None
     assert len(rig.fake.requests) == 2
-    assert [m.kind for m in rig.store.run_messages(AGENT, 1)] == ["context", "assistant"]
+    assert [m.kind for m in rig.store.messages.run_messages(AGENT, 1)] == ["context", "assistant"]
 
 
 async def test_call_without_a_context_message_is_permanent_and_asks_nothing(rig: Rig) -> None:
@@ -113,7 +115,7 @@ async def test_tool_results_become_tool_result_blocks_for_every_tool_use(rig: Ri
     assert [b["tool_use_id"] for b in blocks] == [c.id for c in first.tool_calls]
     assert [b.get("is_error", False) for b in blocks] == [False, True, False]
     assert blocks[1]["content"] == "ok schedule_next_check"
-    assert [m.seq for m in rig.store.run_messages(AGENT, 1)] == [0, 1, 2, 3]
+    assert [m.seq for m in rig.store.messages.run_messages(AGENT, 1)] == [0, 1, 2, 3]
 
 
 async def test_unpaired_tool_results_are_refused_by_the_fake(rig: Rig) -> None:

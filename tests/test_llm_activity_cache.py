@@ -70,7 +70,7 @@ async def test_cache_reads_from_the_second_round_and_on_the_next_runs(rig: Rig) 
     stored = {
         (m.run, m.round): StoredReply.model_validate_json(m.content).usage
         for run in (1, 2, 3)
-        for m in rig.store.run_messages(AGENT, run)
+        for m in rig.store.messages.run_messages(AGENT, run)
         if m.kind == "assistant"
     }
     assert stored == {(1, 1): first, (1, 2): second, (2, 1): run2, (3, 1): run3}

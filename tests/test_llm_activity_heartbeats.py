@@ -14,6 +14,7 @@ from activities.llm import LlmHeartbeat
 from fleet_agent.llm.transcript import PAUSED_TEXT, StoredReply, reply_text
 from fleet_agent.models import Verdict
 from fleet_agent.store import Store
+from fleet_agent.store.messages import Messages
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply
 from tests.llm_activity_helpers import AGENT, VERDICT_ACTED, VERDICT_NOOP, Rig, _results_for, rig
 
@@ -49,7 +50,7 @@ async def test_heartbeats_from_the_start_and_as_the_reply_streams_in(rig: Rig) -
     assert any(0 < n < len(text) for n in streaming), "progress beats while the reply streams"
     assert streaming == sorted(streaming)
     assert last.reply is not None, "the finished reply is in the last heartbeat"
-    stored = rig.store.get_message(AGENT, 1, 1)
+    stored = rig.store.messages.get_message(AGENT, 1, 1)
     assert stored is not None
     assert last.reply == StoredReply.model_validate_json(stored.content)
     assert reply_text(last.reply.content) == text
@@ -72,7 +73,7 @@ async def test_a_reply_in_the_heartbeat_details_is_stored_without_asking_again(
     assert rig.fake.requests == [], "paid for once, by the earlier attempt"
     assert result.replayed and result.seconds == 12.5
     assert result.verdict == Verdict(action=True, state_changed=True)
-    stored = rig.store.get_message(AGENT, 1, 1)
+    stored = rig.store.messages.get_message(AGENT, 1, 1)
     assert stored is not None and StoredReply.model_validate_json(stored.content) == earlier
     assert beats.details[-1].reply == earlier, "kept in this attempt's details too"
 
@@ -90,8 +91,8 @@ async def test_heartbeat_details_without_a_reply_mean_asking_the_model(
     assert len(rig.fake.requests) == 1 and not result.replayed
 
 
-class AssistantInsertFails(Store):
-    """A real store whose first insert of an assistant reply fails (an outage)."""
+class AssistantInsertFails(Messages):
+    """Real messages whose first insert of an assistant reply fails (an outage)."""
 
     failures = 1
 
@@ -105,7 +106,8 @@ class AssistantInsertFails(Store):
 async def test_the_reply_is_in_the_heartbeat_before_storing_it_fails(
     tmp_path: Path, fake_llm: FakeAnthropic
 ) -> None:
-    store = AssistantInsertFails(f"sqlite:///{tmp_path / 'fleet.db'}")
+    store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
+    store.messages = AssistantInsertFails(store)
     store.create_all()
     rig = Rig(store, fake_llm)
     rig.script(Reply(tool_calls=[("get_fleet_status", {})]))
@@ -115,7 +117,7 @@ async def test_the_reply_is_in_the_heartbeat_before_storing_it_fails(
         await rig.call(1, 1)
     kept = beats.details[-1].reply
     assert kept is not None and kept.stop_reason == "tool_use"
-    assert [m.kind for m in store.run_messages(AGENT, 1)] == ["context"]
+    assert [m.kind for m in store.messages.run_messages(AGENT, 1)] == ["context"]
     store.dispose()
 
 
@@ -143,7 +145,7 @@ async def test_a_pause_turn_reply_is_continued_after_a_note_never_as_a_prefill(r
     assert later[2]["content"] == [{"type": "text", "text": PAUSED_TEXT}], "the note stays"
     # "Now checking." went back in the thinking block it came in (Sonnet 5.5).
     assert [b["type"] for b in later[3]["content"] if b["type"] != "thinking"] == ["tool_use"]
-    assert [m.seq for m in rig.store.run_messages(AGENT, 1)] == [0, 1, 3, 4, 5]
+    assert [m.seq for m in rig.store.messages.run_messages(AGENT, 1)] == [0, 1, 3, 4, 5]
 
 
 async def test_a_tool_call_cut_by_max_tokens_is_stored_and_returned_as_it_came(

@@ -43,6 +43,7 @@ from fleet_agent.models import (
     TriggerKind,
 )
 from fleet_agent.store import Store
+from fleet_agent.store.messages import Messages
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply
 
 AGENT = "agent-reuse"
@@ -69,11 +70,11 @@ class CallLlmOnce:
         return result
 
 
-class FlakyStore(Store):
-    """A real store whose first insert of an assistant reply fails (an outage)."""
+class FlakyMessages(Messages):
+    """Real messages whose first insert of an assistant reply fails (an outage)."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
         self.assistant_inserts = 0
 
     def add_message(self, *args: Any, **kwargs: Any) -> bool:
@@ -98,7 +99,8 @@ async def check_store_failure_after_the_answer(
     client: Client, tmp_path: Path, fake: FakeAnthropic
 ) -> None:
     fake.set_responder(lambda req: Reply(text=ANSWER, tool_calls=[("get_fleet_status", {})]))
-    store = FlakyStore(f"sqlite:///{tmp_path / 'fleet.db'}")
+    store = Store(f"sqlite:///{tmp_path / 'fleet.db'}")
+    store.messages = flaky = FlakyMessages(store)
     store.create_all()
     await _open_run(store)
     task_queue = f"llm-reuse-{uuid.uuid4().hex[:8]}"
@@ -119,14 +121,14 @@ async def check_store_failure_after_the_answer(
             result = await handle.result()
             history = await handle.fetch_history()
         assert len(fake.requests) == 1, "the model was asked once and paid once"
-        assert store.assistant_inserts == 2, "the first store write failed, the retry stored"
+        assert flaky.assistant_inserts == 2, "the first store write failed, the retry stored"
         started = [
             e.activity_task_started_event_attributes
             for e in history.events
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
         ]
         assert [s.attempt for s in started] == [2], "Temporal retried the activity"
-        row = store.get_message(AGENT, 1, 1)
+        row = store.messages.get_message(AGENT, 1, 1)
         assert row is not None
         stored = StoredReply.model_validate_json(row.content)
         # Sonnet 5.5 sends the text beside a tool call in a thinking block:

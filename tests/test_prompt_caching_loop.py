@@ -76,7 +76,7 @@ async def test_rounds_and_runs_read_the_cache_and_each_round_records_the_apis_us
     per_round = {
         (m.run, m.round): StoredReply.model_validate_json(m.content).usage
         for run in runs
-        for m in store.run_messages(handle.id, run.run)
+        for m in store.messages.run_messages(handle.id, run.run)
         if m.kind == "assistant"
     }
     assert per_round == {(1, 1): first, (1, 2): second, (2, 1): run2, (3, 1): run3}

@@ -111,7 +111,7 @@ async def test_load_context_reads_the_latest_point_in_demand_mode_only(store: St
     for run, config in ((1, DEMAND), (2, DEMAND.model_copy(update={"target_mode": "fixed"}))):
         inp = RunInput(agent_id="a", run=run, session=1, triggers=[], config=config)
         await env.run(runlog.load_context, LoadContextRequest(run_input=inp, started_at=NOW))
-    shown = store.get_message("a", 1, CONTEXT_SEQ)
+    shown = store.messages.get_message("a", 1, CONTEXT_SEQ)
     assert shown is not None and "(as of 11:55, 5 min ago)" in shown.content
-    fixed = store.get_message("a", 2, CONTEXT_SEQ)
+    fixed = store.messages.get_message("a", 2, CONTEXT_SEQ)
     assert fixed is not None and "## Demand" not in fixed.content

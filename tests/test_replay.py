@@ -180,7 +180,7 @@ async def scenario(
         )
         runs = await wait_runs(store, AGENT_ID, 2)
         assert runs[1].mutating_calls == 1, runs[1]
-        assert [r.run for r in store.runs_with_message(AGENT_ID, "m-replay")] == [2]
+        assert [r.run for r in store.run_reads.runs_with_message(AGENT_ID, "m-replay")] == [2]
         # The monitor sees the new machine at its next poll and signals it:
         # one more run (skip to that poll instead of waiting for it).
         await env.sleep(130)

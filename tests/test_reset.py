@@ -86,7 +86,7 @@ async def test_a_reset_run_replays_decisions_without_acting_again(
         )
 
         async def replayed() -> list[Any]:
-            attempts = store.run_attempts(handle.id, 1)
+            attempts = store.run_reads.run_attempts(handle.id, 1)
             return attempts if len(attempts) == 2 and attempts[1].status != "running" else []
 
         attempts = await eventually(replayed, timeout=30, what="the replay of run 1 to finish")
@@ -101,7 +101,7 @@ async def test_a_reset_run_replays_decisions_without_acting_again(
         assert replay.status == RunStatus.OK
         results = [
             r
-            for m in store.run_messages(handle.id, 1)
+            for m in store.messages.run_messages(handle.id, 1)
             if m.kind == "tool_results"
             for r in json.loads(m.content)["results"]
         ]

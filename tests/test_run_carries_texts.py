@@ -17,6 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.models import InboxItem, TriggerKind
 from fleet_agent.store import Store
+from fleet_agent.store.inbox import Inbox
 from testkit.fakes.anthropic_server import FakeAnthropic
 from tests.helpers import eventually, finished_runs, running_worker, status
 from workflows import FleetAgentWorkflow
@@ -24,12 +25,12 @@ from workflows import FleetAgentWorkflow
 HOLD_S = 60.0  # the longest the store loop's write is held (the test opens it sooner)
 
 
-class LoopHeldStore(Store):
-    """A store whose writes of message texts by the store loop's activity
+class LoopHeldInbox(Inbox):
+    """An inbox whose writes of message texts by the store loop's activity
     (`store_operator_messages`) wait for `gate`; every other write goes through."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
         self.gate = threading.Event()
         self.loop_writes = 0
 
@@ -40,12 +41,22 @@ class LoopHeldStore(Store):
         return super().stash_messages(agent_id, items)
 
 
+class LoopHeldStore(Store):
+    """A store whose inbox holds the store loop's writes (`LoopHeldInbox`)."""
+
+    inbox: LoopHeldInbox
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.inbox = LoopHeldInbox(self)
+
+
 @pytest.fixture
 def held_store(tmp_path: Path) -> Iterator[LoopHeldStore]:
     s = LoopHeldStore(f"sqlite:///{tmp_path / 'fleet.db'}")
     s.create_all()
     yield s
-    s.gate.set()
+    s.inbox.gate.set()
     s.dispose()
 
 
@@ -61,7 +72,7 @@ async def test_a_message_is_answered_while_the_store_loop_is_held(
         )
         await handle.signal(FleetAgentWorkflow.human_message, {"text": text})
         await eventually(
-            lambda: asyncio.to_thread(lambda: held_store.loop_writes >= 1),
+            lambda: asyncio.to_thread(lambda: held_store.inbox.loop_writes >= 1),
             what="the store loop's write to be held",
         )
 
@@ -79,7 +90,7 @@ async def test_a_message_is_answered_while_the_store_loop_is_held(
         st = await status(handle)
         assert st.unstored_messages == 1  # the loop's write is still held
         # Let it through: it finds the text stored and the agent forgets it.
-        held_store.gate.set()
+        held_store.inbox.gate.set()
 
         async def forgotten() -> bool:
             return (await status(handle)).unstored_messages == 0
@@ -91,5 +102,5 @@ async def test_a_message_is_answered_while_the_store_loop_is_held(
             for t in r.triggers
             if t.kind == TriggerKind.HUMAN_MESSAGE
         ]
-        stored = held_store.inbox_texts(handle.id, keys)
+        stored = held_store.inbox.inbox_texts(handle.id, keys)
         assert [i.text for i in stored.values()] == [text]  # one row, the whole text

@@ -84,17 +84,17 @@ async def test_load_context_puts_the_full_inbox_texts_back(
     long_text = "Please scale to 40 machines. " + "detail " * 2_800 + "THE END"
     stashed, item = _message(1, long_text)
     inline, _ = _message(2, "a short one, sent inline", stashed=False)
-    store.stash_messages(AGENT, [item])
-    store.stash_messages(AGENT, [item])  # retry
+    store.inbox.stash_messages(AGENT, [item])
+    store.inbox.stash_messages(AGENT, [item])  # retry
 
     await env.run(runlog.load_context, _request(1, [stashed, inline]))
 
-    record = store.get_run(AGENT, 1)
+    record = store.run_reads.get_run(AGENT, 1)
     assert record is not None
     assert [t.text for t in record.triggers] == [long_text, "a short one, sent inline"]
     assert record.triggers[0].text_key == item.key  # the run log shows which text it was
     assert long_text in record.trigger_block and "a short one" in record.trigger_block
-    context = store.get_message(AGENT, 1, CONTEXT_SEQ)
+    context = store.messages.get_message(AGENT, 1, CONTEXT_SEQ)
     assert context is not None and "THE END" in context.content
 
 
@@ -104,19 +104,19 @@ async def test_a_text_not_yet_stashed_is_a_retryable_error_naming_the_key(
     runlog = RunLogActivities(store)
     present, item = _message(1, "stashed")
     absent, missing = _message(2, "the stash is still in flight")
-    store.stash_messages(AGENT, [item])
+    store.inbox.stash_messages(AGENT, [item])
 
     with pytest.raises(ApplicationError) as raised:
         await env.run(runlog.load_context, _request(1, [present, absent]))
     assert raised.value.type == "InboxTextMissing"
     assert not raised.value.non_retryable
     assert missing.key in str(raised.value)
-    assert store.get_run(AGENT, 1) is None  # nothing opened with a preview as the text
+    assert store.run_reads.get_run(AGENT, 1) is None  # nothing opened with a preview as the text
 
     # The stash lands; the retry goes through.
-    store.stash_messages(AGENT, [missing])
+    store.inbox.stash_messages(AGENT, [missing])
     await env.run(runlog.load_context, _request(1, [present, absent]))
-    record = store.get_run(AGENT, 1)
+    record = store.run_reads.get_run(AGENT, 1)
     assert record is not None
     assert [t.text for t in record.triggers] == ["stashed", "the stash is still in flight"]
 
@@ -139,13 +139,13 @@ async def test_a_text_the_run_brought_whole_is_stored_by_load_context(
     )
     await env.run(runlog.load_context, _request(1, [whole]))
 
-    assert store.inbox_texts(AGENT, [item.key]) == {item.key: item}
-    record = store.get_run(AGENT, 1)
+    assert store.inbox.inbox_texts(AGENT, [item.key]) == {item.key: item}
+    record = store.run_reads.get_run(AGENT, 1)
     assert record is not None and [t.text for t in record.triggers] == [text]
-    context = store.get_message(AGENT, 1, CONTEXT_SEQ)
+    context = store.messages.get_message(AGENT, 1, CONTEXT_SEQ)
     assert context is not None and "Scale down to 300" in context.content
     # The store loop's own write of the same key comes later: a no-op.
-    assert store.stash_messages(AGENT, [item]) == 0
+    assert store.inbox.stash_messages(AGENT, [item]) == 0
 
 
 async def test_a_text_of_another_agent_does_not_count(
@@ -153,7 +153,7 @@ async def test_a_text_of_another_agent_does_not_count(
 ) -> None:
     runlog = RunLogActivities(store)
     trigger, item = _message(1, "for someone else")
-    store.stash_messages("other", [item])
+    store.inbox.stash_messages("other", [item])
     with pytest.raises(ApplicationError, match=item.key):
         await env.run(runlog.load_context, _request(1, [trigger]))
 
@@ -170,7 +170,7 @@ async def test_a_replayed_run_gets_its_own_attempt_and_record(
     await env.run(runlog.load_context, _request(1, [trigger], "wf-b"))  # after a reset
     await env.run(runlog.record_run, _record(1, "wf-b", error="replay failed"))
 
-    original, replay = store.run_attempts(AGENT, 1)
+    original, replay = store.run_reads.run_attempts(AGENT, 1)
     assert (original.attempt, original.workflow_run_id, original.status) == (
         1,
         "wf-a",
@@ -195,7 +195,7 @@ async def test_closing_a_run_its_workflow_run_never_opened_is_permanent(
         await env.run(runlog.record_run, _record(1, "wf-never-opened"))
     assert raised.value.type == "RunNotOpened" and raised.value.non_retryable
     assert "wf-never-opened" in str(raised.value)
-    record = store.get_run(AGENT, 1)
+    record = store.run_reads.get_run(AGENT, 1)
     assert record is not None and record.status is RunStatus.RUNNING
 
     with pytest.raises(ApplicationError, match="never opened"):

@@ -27,10 +27,12 @@ def _run(store: Store, run: int, workflow_run_id: str, text_: str, status: RunSt
         seq=run, kind=TriggerKind.HUMAN_MESSAGE, received_at=T0, text=text_, author="op"
     )
     started = T0 + timedelta(minutes=run, seconds=len(workflow_run_id))
-    store.begin_run(AGENT, run, 1, [trigger], f"Message: {text_}", started, workflow_run_id)
+    store.run_writes.begin_run(
+        AGENT, run, 1, [trigger], f"Message: {text_}", started, workflow_run_id
+    )
     if status is RunStatus.RUNNING:
         return
-    store.finish_run(
+    store.run_writes.finish_run(
         AGENT,
         run,
         status=status,

@@ -21,11 +21,11 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
     monkeypatch.setenv("FLEET_DATABASE_URL", url)
     store = Store(url)
     store.create_all()
-    store.ensure_session(AGENT, 1, "agent started", T0)
+    store.sessions.ensure_session(AGENT, 1, "agent started", T0)
     for run in range(1, 8):
-        store.begin_run(AGENT, run, 1, [], "Trigger: heartbeat.", T0, "")
+        store.run_writes.begin_run(AGENT, run, 1, [], "Trigger: heartbeat.", T0, "")
     for first, upto, by, source in ((1, 3, 5, "llm"), (4, 5, 7, "digest")):
-        store.add_summary(
+        store.summaries.add_summary(
             SummaryRecord(
                 agent_id=AGENT,
                 session=1,

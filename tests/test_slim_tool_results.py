@@ -67,7 +67,7 @@ async def test_the_round_is_stored_with_the_journals_text_the_replay_note_and_th
         runlog.store_tool_results,
         StoreToolResults(agent_id=AGENT, run=3, round=1, results=results),
     )
-    message = store.get_message(AGENT, 3, tool_results_seq(1))
+    message = store.messages.get_message(AGENT, 3, tool_results_seq(1))
     assert message is not None
     stored = StoredToolResults.model_validate_json(message.content).results
     assert stored[0].content == f"[Approved by alice]\n{TEXT}"

@@ -195,7 +195,7 @@ def test_two_threads_accruing_at_once_never_double_count(store: Store) -> None:
 
 def test_each_attempt_of_a_run_records_the_dph_it_changed(store: Store) -> None:
     def run_once(workflow_run_id: str, added: float, removed: float) -> None:
-        store.begin_run(AGENT, 3, 1, [], "", T0, workflow_run_id)
+        store.run_writes.begin_run(AGENT, 3, 1, [], "", T0, workflow_run_id)
         finish_ok(
             store,
             AGENT,
@@ -213,8 +213,11 @@ def test_each_attempt_of_a_run_records_the_dph_it_changed(store: Store) -> None:
     run_once("wf-1", 0.5, 0.25)
     run_once("wf-1", 0.5, 0.25)  # a retried record_run: the same figures
     run_once("wf-2", 0.0, 0.0)  # replayed after a reset
-    first, second = store.run_attempts(AGENT, 3)
+    first, second = store.run_reads.run_attempts(AGENT, 3)
     assert (first.dph_added, first.dph_removed) == (0.5, 0.25)
     assert (second.dph_added, second.dph_removed) == (0.0, 0.0)
-    assert store.get_run(AGENT, 3, attempt=1) == first
-    assert [(r.attempt, r.dph_added) for r in store.list_runs(AGENT)] == [(2, 0.0), (1, 0.5)]
+    assert store.run_reads.get_run(AGENT, 3, attempt=1) == first
+    assert [(r.attempt, r.dph_added) for r in store.run_reads.list_runs(AGENT)] == [
+        (2, 0.0),
+        (1, 0.5),
+    ]

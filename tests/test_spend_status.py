@@ -56,7 +56,7 @@ async def test_status_and_the_run_log_show_spend_and_the_dph_each_run_changed(
     assert 0 < spend.current_dph <= truth + 1e-3
     assert spend.today_usd > 0 and spend.month_usd >= spend.today_usd
     # The run that read it put the same line in its context.
-    context = store.run_messages(handle.id, runs[-1].run)[0].content
+    context = store.messages.run_messages(handle.id, runs[-1].run)[0].content
     assert "Spend: today $" in context and "(budget $500.00)" in context
     shown = status_text(st, datetime.now(UTC))
     assert (

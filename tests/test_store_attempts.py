@@ -26,7 +26,7 @@ def store(backend: Backend) -> Store:
 
 def _begin(store: Store, run: int, workflow_run_id: str, block: str = "", session: int = 1) -> int:
     trigger = Trigger(seq=run, kind=TriggerKind.TRIGGER_NOW, received_at=T0, reason=block)
-    return store.begin_run(
+    return store.run_writes.begin_run(
         AGENT,
         run,
         session,
@@ -47,7 +47,7 @@ def _finish(
     status: RunStatus = RunStatus.OK,
     context: ContextInfo | None = None,
 ) -> None:
-    store.finish_run(
+    store.run_writes.finish_run(
         AGENT,
         run,
         status=status,
@@ -80,17 +80,17 @@ def test_a_replay_keeps_the_original_record(store: Store) -> None:
     assert _begin(store, 12, W2, "replay") == 2
     _finish(store, 12, W2, text="adopted the machine")
 
-    original, replay = store.run_attempts(AGENT, 12)
+    original, replay = store.run_reads.run_attempts(AGENT, 12)
     assert (original.attempt, original.workflow_run_id) == (1, W1)
     assert (original.trigger_block, original.final_text) == ("original", "rented one machine")
     assert (replay.attempt, replay.workflow_run_id) == (2, W2)
     assert (replay.trigger_block, replay.final_text) == ("replay", "adopted the machine")
-    latest = store.get_run(AGENT, 12)
+    latest = store.run_reads.get_run(AGENT, 12)
     assert latest == replay
-    assert store.get_run(AGENT, 12, attempt=1) == original
-    assert store.get_run(AGENT, 12, attempt=3) is None
-    assert store.count_runs(AGENT) == 1
-    assert store.latest_counters(AGENT) == (12, 1)
+    assert store.run_reads.get_run(AGENT, 12, attempt=1) == original
+    assert store.run_reads.get_run(AGENT, 12, attempt=3) is None
+    assert store.run_reads.count_runs(AGENT) == 1
+    assert store.run_reads.latest_counters(AGENT) == (12, 1)
 
 
 def test_retries_within_one_workflow_run_are_idempotent(store: Store) -> None:
@@ -102,15 +102,15 @@ def test_retries_within_one_workflow_run_are_idempotent(store: Store) -> None:
     assert _begin(store, 1, W2) == 2
     assert _begin(store, 1, "") == 2
 
-    records = store.run_attempts(AGENT, 1)
+    records = store.run_reads.run_attempts(AGENT, 1)
     assert [(r.attempt, r.workflow_run_id, r.trigger_block) for r in records] == [
         (1, W1, "first"),
         (2, W2, "block 1"),
     ]
     _finish(store, 1, W2)
-    first = store.get_run(AGENT, 1)
+    first = store.run_reads.get_run(AGENT, 1)
     _finish(store, 1, W2)
-    assert store.get_run(AGENT, 1) == first
+    assert store.run_reads.get_run(AGENT, 1) == first
 
 
 def test_writes_target_the_attempt_of_their_workflow_run(store: Store) -> None:
@@ -118,8 +118,8 @@ def test_writes_target_the_attempt_of_their_workflow_run(store: Store) -> None:
     _begin(store, 5, W2)
     # The original's record_run arrives after the replay began (it was in flight).
     _finish(store, 5, W1, text="late original", status=RunStatus.FAILED)
-    store.set_run_context(AGENT, 5, _context(7), W1)
-    original, replay = store.run_attempts(AGENT, 5)
+    store.run_writes.set_run_context(AGENT, 5, _context(7), W1)
+    original, replay = store.run_reads.run_attempts(AGENT, 5)
     assert (original.status, original.final_text, original.history_runs_included) == (
         RunStatus.FAILED,
         "late original",
@@ -128,18 +128,18 @@ def test_writes_target_the_attempt_of_their_workflow_run(store: Store) -> None:
     assert (replay.status, replay.history_runs_included) == (RunStatus.RUNNING, 0)
 
     _finish(store, 5, "", text="unknown writer")  # "" = the latest attempt
-    assert store.run_attempts(AGENT, 5)[1].final_text == "unknown writer"
-    assert store.run_attempts(AGENT, 5)[0].final_text == "late original"
+    assert store.run_reads.run_attempts(AGENT, 5)[1].final_text == "unknown writer"
+    assert store.run_reads.run_attempts(AGENT, 5)[0].final_text == "late original"
 
     # A workflow run that never opened an attempt closes nothing.
     with pytest.raises(KeyError, match=f"opened by workflow run '{W3}'"):
         _finish(store, 5, W3)
     with pytest.raises(KeyError):
-        store.set_run_context(AGENT, 5, _context(1), W3)
-    assert store.get_attempt_of(AGENT, 5, W3) is None
-    attempt = store.get_attempt_of(AGENT, 5, W1)
+        store.run_writes.set_run_context(AGENT, 5, _context(1), W3)
+    assert store.run_reads.get_attempt_of(AGENT, 5, W3) is None
+    attempt = store.run_reads.get_attempt_of(AGENT, 5, W1)
     assert attempt is not None and attempt.attempt == 1
-    assert [r.final_text for r in store.run_attempts(AGENT, 5)] == [
+    assert [r.final_text for r in store.run_reads.run_attempts(AGENT, 5)] == [
         "late original",
         "unknown writer",
     ]
@@ -155,22 +155,22 @@ def test_the_context_written_with_the_outcome_lands_on_the_same_attempt(store: S
         history_runs_included=4, history_runs_dropped=2, estimated_prompt_tokens=1234
     )
     _finish(store, 6, W1, text="original", context=full)
-    original, replay = store.run_attempts(AGENT, 6)
+    original, replay = store.run_reads.run_attempts(AGENT, 6)
     assert (original.final_text, original.history_runs_included) == ("original", 4)
     assert original.history_runs_dropped == 2 and original.estimated_prompt_tokens == 1234
     assert replay.history_runs_included == 0
     _finish(store, 6, W2)  # no context: the columns stay as they were
-    assert store.run_attempts(AGENT, 6)[1].history_runs_included == 0
+    assert store.run_reads.run_attempts(AGENT, 6)[1].history_runs_included == 0
     with pytest.raises(KeyError):
         _finish(store, 6, W3, context=_context(9))
-    assert [r.history_runs_included for r in store.run_attempts(AGENT, 6)] == [4, 0]
+    assert [r.history_runs_included for r in store.run_reads.run_attempts(AGENT, 6)] == [4, 0]
 
 
 def test_an_attempt_without_a_workflow_run_id_is_closed_by_its_named_writer(store: Store) -> None:
     # Opened by code that did not name its workflow run (e.g. before an upgrade).
     assert _begin(store, 3, "") == 1
     _finish(store, 3, W1, text="closed after the upgrade")
-    record = store.get_run(AGENT, 3)
+    record = store.run_reads.get_run(AGENT, 3)
     assert record is not None and (record.attempt, record.final_text) == (
         1,
         "closed after the upgrade",
@@ -186,17 +186,20 @@ def test_list_runs_returns_every_attempt_newest_first(store: Store) -> None:
     _begin(store, 2, W3)
     _begin(store, 3, W1, session=2)
 
-    assert [(r.run, r.attempt) for r in store.list_runs(AGENT)] == [
+    assert [(r.run, r.attempt) for r in store.run_reads.list_runs(AGENT)] == [
         (3, 1),
         (2, 3),
         (2, 2),
         (2, 1),
         (1, 1),
     ]
-    assert [(r.run, r.attempt) for r in store.list_runs(AGENT, limit=2)] == [(3, 1), (2, 3)]
-    assert [(r.run, r.attempt) for r in store.list_runs(AGENT, before_run=2)] == [(1, 1)]
-    assert [r.run for r in store.list_runs(AGENT, session=2)] == [3]
-    assert store.count_runs(AGENT) == 3
+    assert [(r.run, r.attempt) for r in store.run_reads.list_runs(AGENT, limit=2)] == [
+        (3, 1),
+        (2, 3),
+    ]
+    assert [(r.run, r.attempt) for r in store.run_reads.list_runs(AGENT, before_run=2)] == [(1, 1)]
+    assert [r.run for r in store.run_reads.list_runs(AGENT, session=2)] == [3]
+    assert store.run_reads.count_runs(AGENT) == 3
 
 
 def test_prompt_history_uses_the_latest_finished_attempt_of_each_run(store: Store) -> None:
@@ -216,7 +219,7 @@ def test_prompt_history_uses_the_latest_finished_attempt_of_each_run(store: Stor
     _begin(store, 4, W2)
     _finish(store, 4, W2, text="run 4 replay")  # and this one comes in
 
-    history = store.prompt_history(AGENT, 1, before_run=10)
+    history = store.run_reads.prompt_history(AGENT, 1, before_run=10)
     assert [(h.run, h.final_text) for h in history] == [
         (1, "run 1 replay"),
         (2, "run 2 original"),
@@ -226,13 +229,13 @@ def test_prompt_history_uses_the_latest_finished_attempt_of_each_run(store: Stor
 
 def test_messages_are_shared_by_the_attempts_of_a_run(store: Store) -> None:
     _begin(store, 1, W1)
-    store.add_message(AGENT, 1, 0, 0, "user", "context", "context of the original", T0)
-    store.add_message(AGENT, 1, 1, 1, "assistant", "assistant", "the stored reply", T0)
+    store.messages.add_message(AGENT, 1, 0, 0, "user", "context", "context of the original", T0)
+    store.messages.add_message(AGENT, 1, 1, 1, "assistant", "assistant", "the stored reply", T0)
     _begin(store, 1, W2)
     # The replay's writes of the same messages keep the stored ones.
-    assert not store.add_message(AGENT, 1, 1, 1, "assistant", "assistant", "new", T0)
+    assert not store.messages.add_message(AGENT, 1, 1, 1, "assistant", "assistant", "new", T0)
     _finish(store, 1, W2)
-    assert [(m.content, m.in_prompt) for m in store.run_messages(AGENT, 1)] == [
+    assert [(m.content, m.in_prompt) for m in store.messages.run_messages(AGENT, 1)] == [
         ("context of the original", False),
         ("the stored reply", True),
     ]
@@ -247,7 +250,7 @@ def test_concurrent_replays_get_distinct_attempts(store: Store) -> None:
         by_id.setdefault(wf, set()).add(attempt)
     assert all(len(a) == 1 for a in by_id.values()), by_id
     assert sorted(a for (a,) in by_id.values()) == [2, 3, 4, 5]
-    assert [r.attempt for r in store.run_attempts(AGENT, 1)] == [1, 2, 3, 4, 5]
+    assert [r.attempt for r in store.run_reads.run_attempts(AGENT, 1)] == [1, 2, 3, 4, 5]
 
 
 def _context(included: int) -> ContextInfo:
@@ -263,30 +266,30 @@ def _item(seq: int, text: str, key: str = "") -> InboxItem:
 
 def test_stash_and_read_back_texts(store: Store) -> None:
     long_text = "x" * 20_000 + " end"
-    assert store.stash_messages(AGENT, [_item(1, long_text), _item(2, "short")]) == 2
+    assert store.inbox.stash_messages(AGENT, [_item(1, long_text), _item(2, "short")]) == 2
 
-    found = store.inbox_texts(AGENT, ["1-k", "2-k", "3-k"])
+    found = store.inbox.inbox_texts(AGENT, ["1-k", "2-k", "3-k"])
     assert set(found) == {"1-k", "2-k"}
     assert found["1-k"] == _item(1, long_text)
     assert found["2-k"].text == "short" and found["2-k"].received_at == T0
-    assert store.inbox_texts("other-agent", ["1-k"]) == {}
-    assert store.inbox_texts(AGENT, []) == {}
+    assert store.inbox.inbox_texts("other-agent", ["1-k"]) == {}
+    assert store.inbox.inbox_texts(AGENT, []) == {}
 
 
 def test_stash_is_idempotent_and_keeps_the_first_text(store: Store) -> None:
-    assert store.stash_messages(AGENT, [_item(1, "first")]) == 1
-    assert store.stash_messages(AGENT, [_item(1, "retry"), _item(2, "new")]) == 1
-    assert store.stash_messages(AGENT, [_item(3, "a"), _item(3, "b")]) == 1  # same key twice
-    assert store.inbox_texts(AGENT, ["1-k"])["1-k"].text == "first"
-    assert store.inbox_texts(AGENT, ["3-k"])["3-k"].text == "a"
-    assert store.stash_messages(AGENT, []) == 0
+    assert store.inbox.stash_messages(AGENT, [_item(1, "first")]) == 1
+    assert store.inbox.stash_messages(AGENT, [_item(1, "retry"), _item(2, "new")]) == 1
+    assert store.inbox.stash_messages(AGENT, [_item(3, "a"), _item(3, "b")]) == 1  # same key twice
+    assert store.inbox.inbox_texts(AGENT, ["1-k"])["1-k"].text == "first"
+    assert store.inbox.inbox_texts(AGENT, ["3-k"])["3-k"].text == "a"
+    assert store.inbox.stash_messages(AGENT, []) == 0
 
 
 def test_hundreds_of_long_messages(store: Store) -> None:
     items = [_item(i, f"{i}:" + "y" * 20_000) for i in range(1, 501)]
-    assert store.stash_messages(AGENT, items) == 500
+    assert store.inbox.stash_messages(AGENT, items) == 500
     keys = [item.key for item in items]
-    found = store.inbox_texts(AGENT, keys)
+    found = store.inbox.inbox_texts(AGENT, keys)
     assert len(found) == 500
     assert all(found[item.key].text == item.text for item in items)
 
@@ -299,14 +302,14 @@ def test_inbox_rejects_naive_times_and_delete_agent_clears_it(store: Store) -> N
         key="1-k", seq=1, author="a", text="t", received_at=datetime(2025, 1, 1)
     )
     with pytest.raises(ValueError, match="timezone-aware"):
-        store.stash_messages(AGENT, [naive])
-    assert store.inbox_texts(AGENT, ["1-k"]) == {}
+        store.inbox.stash_messages(AGENT, [naive])
+    assert store.inbox.inbox_texts(AGENT, ["1-k"]) == {}
 
-    store.stash_messages(AGENT, [_item(1, "mine")])
-    store.stash_messages("other", [_item(1, "theirs")])
+    store.inbox.stash_messages(AGENT, [_item(1, "mine")])
+    store.inbox.stash_messages("other", [_item(1, "theirs")])
     store.delete_agent(AGENT)
-    assert store.inbox_texts(AGENT, ["1-k"]) == {}
-    assert store.inbox_texts("other", ["1-k"])["1-k"].text == "theirs"
+    assert store.inbox.inbox_texts(AGENT, ["1-k"]) == {}
+    assert store.inbox.inbox_texts("other", ["1-k"])["1-k"].text == "theirs"
 
 
 def test_inbox_item_needs_a_key() -> None:

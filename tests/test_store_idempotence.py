@@ -23,15 +23,17 @@ __all__ = ["store_on_both_backends"]  # the fixture, imported for pytest
 def test_create_all_twice_is_harmless(store: Store) -> None:
     _begin(store, 1)
     store.create_all()
-    assert store.count_runs(AGENT) == 1
+    assert store.run_reads.count_runs(AGENT) == 1
 
 
 def test_begin_run_twice_keeps_the_first_row(store: Store) -> None:
-    store.begin_run(AGENT, 1, 1, [_trigger(1, "first")], "first block", T0)
-    store.begin_run(AGENT, 1, 1, [_trigger(1, "retry")], "retry block", T0 + timedelta(hours=1))
+    store.run_writes.begin_run(AGENT, 1, 1, [_trigger(1, "first")], "first block", T0)
+    store.run_writes.begin_run(
+        AGENT, 1, 1, [_trigger(1, "retry")], "retry block", T0 + timedelta(hours=1)
+    )
 
-    assert store.count_runs(AGENT) == 1
-    record = store.get_run(AGENT, 1)
+    assert store.run_reads.count_runs(AGENT) == 1
+    record = store.run_reads.get_run(AGENT, 1)
     assert record is not None
     assert record.status is RunStatus.RUNNING
     assert record.trigger_block == "first block"
@@ -42,28 +44,28 @@ def test_begin_run_twice_keeps_the_first_row(store: Store) -> None:
 
 
 def test_add_message_twice_inserts_once(store: Store) -> None:
-    assert store.add_message(AGENT, 1, 0, 0, "user", "context", "first", T0) is True
-    assert store.add_message(AGENT, 1, 0, 0, "user", "context", "retry", T0) is False
+    assert store.messages.add_message(AGENT, 1, 0, 0, "user", "context", "first", T0) is True
+    assert store.messages.add_message(AGENT, 1, 0, 0, "user", "context", "retry", T0) is False
 
-    messages = store.run_messages(AGENT, 1)
+    messages = store.messages.run_messages(AGENT, 1)
     assert [(m.seq, m.content) for m in messages] == [(0, "first")]
     # Same seq in another run or for another agent is a different message.
-    assert store.add_message(AGENT, 2, 0, 0, "user", "context", "run 2", T0) is True
-    assert store.add_message(OTHER, 1, 0, 0, "user", "context", "other", T0) is True
+    assert store.messages.add_message(AGENT, 2, 0, 0, "user", "context", "run 2", T0) is True
+    assert store.messages.add_message(OTHER, 1, 0, 0, "user", "context", "other", T0) is True
 
 
 def test_add_message_rejects_unknown_role(store: Store) -> None:
     with pytest.raises(ValueError, match="role"):
         _message(store, 1, 0, role="system")
-    assert store.run_messages(AGENT, 1) == []
+    assert store.messages.run_messages(AGENT, 1) == []
 
 
 def test_finish_run_retry_gives_the_same_record(store: Store) -> None:
     _begin(store, 1)
     _finish(store, 1, verdict=Verdict(action=True, state_changed=False))
-    first = store.get_run(AGENT, 1)
+    first = store.run_reads.get_run(AGENT, 1)
     _finish(store, 1, verdict=Verdict(action=True, state_changed=False))
-    assert store.get_run(AGENT, 1) == first
+    assert store.run_reads.get_run(AGENT, 1) == first
 
 
 def test_concurrent_add_message(store: Store) -> None:
@@ -83,11 +85,11 @@ def test_concurrent_add_message(store: Store) -> None:
         assert sum(dup[k] for _, dup in results) == 1
     expected = sorted([i * 100 + k for i in range(threads) for k in range(per_thread)])
     expected += list(shared)
-    assert [m.seq for m in store.run_messages(AGENT, 1)] == expected
+    assert [m.seq for m in store.messages.run_messages(AGENT, 1)] == expected
 
 
 def test_concurrent_begin_and_finish_run(store: Store) -> None:
     in_threads(8, lambda i: _begin(store, 1 + i % 2))
-    assert store.count_runs(AGENT) == 2
+    assert store.run_reads.count_runs(AGENT) == 2
     in_threads(8, lambda i: _finish(store, 1 + i % 2))
-    assert [r.status for r in store.list_runs(AGENT)] == [RunStatus.OK, RunStatus.OK]
+    assert [r.status for r in store.run_reads.list_runs(AGENT)] == [RunStatus.OK, RunStatus.OK]

@@ -23,10 +23,10 @@ __all__ = ["store_on_both_backends"]  # the fixture, imported for pytest
 def test_messages_are_ordered_by_seq(store: Store) -> None:
     for seq in (3, 0, 2, 1):
         _message(store, 1, seq, role="user" if seq % 2 == 0 else "assistant")
-    messages = store.run_messages(AGENT, 1)
+    messages = store.messages.run_messages(AGENT, 1)
     assert [m.seq for m in messages] == [0, 1, 2, 3]
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
-    message = store.get_message(AGENT, 1, 2)
+    message = store.messages.get_message(AGENT, 1, 2)
     assert message is not None
     assert (message.round, message.kind) == (1, "context")
     assert message.content == '[{"type": "text", "text": "msg 2"}]'
@@ -48,9 +48,9 @@ def test_finish_run_keeps_only_the_last_assistant_message_in_prompt(
 
     _finish(store, 1, in_prompt=run_in_prompt)
 
-    flags = {m.seq: m.in_prompt for m in store.run_messages(AGENT, 1)}
+    flags = {m.seq: m.in_prompt for m in store.messages.run_messages(AGENT, 1)}
     assert flags == {0: False, 1: False, 2: False, 3: run_in_prompt, 4: False}
-    other = store.get_message(AGENT, 2, 0)
+    other = store.messages.get_message(AGENT, 2, 0)
     assert other is not None and other.in_prompt is True
 
 
@@ -58,7 +58,7 @@ def test_finish_run_without_assistant_messages_clears_all(store: Store) -> None:
     _begin(store, 1)
     _message(store, 1, 0, role="user", in_prompt=True)
     _finish(store, 1, in_prompt=True)
-    assert [m.in_prompt for m in store.run_messages(AGENT, 1)] == [False]
+    assert [m.in_prompt for m in store.messages.run_messages(AGENT, 1)] == [False]
 
 
 def test_prompt_history_filters_and_orders(store: Store) -> None:
@@ -76,10 +76,10 @@ def test_prompt_history_filters_and_orders(store: Store) -> None:
     _begin(store, 2, session=2, agent=OTHER)
     _finish(store, 2, agent=OTHER)
 
-    running = store.get_run(AGENT, 4)
+    running = store.run_reads.get_run(AGENT, 4)
     assert running is not None and running.in_prompt and running.status is RunStatus.RUNNING
 
-    history = store.prompt_history(AGENT, 2, before_run=7)
+    history = store.run_reads.prompt_history(AGENT, 2, before_run=7)
     assert [h.run for h in history] == [2, 5, 6]
     assert history[0] == HistoryEntry(
         run=2,
@@ -92,5 +92,5 @@ def test_prompt_history_filters_and_orders(store: Store) -> None:
         noop=False,
     )
     assert history[1].status is RunStatus.FAILED
-    assert [h.run for h in store.prompt_history(AGENT, 2, before_run=6)] == [2, 5]
-    assert store.prompt_history(AGENT, 3, before_run=100) == []
+    assert [h.run for h in store.run_reads.prompt_history(AGENT, 2, before_run=6)] == [2, 5]
+    assert store.run_reads.prompt_history(AGENT, 3, before_run=100) == []

@@ -46,7 +46,7 @@ def test_a_version_2_store_gains_the_1h_cache_column(
 
     assert store.create_all() == 2
     assert store.condition().version == SCHEMA_VERSION
-    run = store.get_run("a", 1)
+    run = store.run_reads.get_run("a", 1)
     assert run is not None
     assert run.usage == TokenUsage(
         input_tokens=10,
@@ -55,8 +55,8 @@ def test_a_version_2_store_gains_the_1h_cache_column(
         cache_creation_input_tokens=40,
     )
     _finish(store, 1)
-    store.begin_run("a", 2, 1, [], "b", T0)
-    store.finish_run(
+    store.run_writes.begin_run("a", 2, 1, [], "b", T0)
+    store.run_writes.finish_run(
         "a",
         2,
         status=RunStatus.OK,
@@ -74,7 +74,7 @@ def test_a_version_2_store_gains_the_1h_cache_column(
         llm_seconds=0.1,
         ended_at=T0 + timedelta(hours=1),
     )
-    second = store.get_run("a", 2)
+    second = store.run_reads.get_run("a", 2)
     assert second is not None and second.usage.cache_creation_1h_input_tokens == 7
 
 
@@ -85,7 +85,7 @@ def test_a_version_3_store_gains_the_started_at_index(backend: Backend) -> None:
     with store.engine.begin() as conn:
         conn.execute(text("DROP INDEX ix_fa_runs_agent_started"))
         conn.execute(text("UPDATE fa_meta SET value = '3'"))
-    store.begin_run("a", 1, 1, [], "b", T0)
+    store.run_writes.begin_run("a", 1, 1, [], "b", T0)
     _finish(store, 1)
     store.dispose()
     store = backend.store()
@@ -95,7 +95,7 @@ def test_a_version_3_store_gains_the_started_at_index(backend: Backend) -> None:
     assert store.condition().version == SCHEMA_VERSION
     indexes = {i["name"] for i in inspect(store.engine).get_indexes("fa_runs")}
     assert "ix_fa_runs_agent_started" in indexes
-    assert store.llm_totals("a").runs == 1  # the record is still there
+    assert store.run_costs.llm_totals("a").runs == 1  # the record is still there
 
 
 def test_a_version_4_store_gains_the_journal_index(backend: Backend) -> None:
@@ -130,7 +130,7 @@ def test_a_version_5_store_gains_the_thinking_tokens_of_its_runs(backend: Backen
     # A version 5 store: today's, less the column version 6 adds, with a run.
     store = backend.store()
     store.create_all()
-    store.begin_run("a", 1, 1, [], "b", T0)
+    store.run_writes.begin_run("a", 1, 1, [], "b", T0)
     _finish(store, 1)
     with store.engine.begin() as conn:
         conn.execute(text("ALTER TABLE fa_runs DROP COLUMN thinking_tokens"))
@@ -141,13 +141,13 @@ def test_a_version_5_store_gains_the_thinking_tokens_of_its_runs(backend: Backen
 
     assert store.create_all() == 5
     assert store.condition().version == SCHEMA_VERSION
-    old = store.get_run("a", 1)
+    old = store.run_reads.get_run("a", 1)
     assert old is not None and old.usage.thinking_tokens == 0
-    store.begin_run("a", 2, 1, [], "b", T0)
+    store.run_writes.begin_run("a", 2, 1, [], "b", T0)
     _finish(store, 2, usage=TokenUsage(output_tokens=900, thinking_tokens=700))
-    new = store.get_run("a", 2)
+    new = store.run_reads.get_run("a", 2)
     assert new is not None and new.usage.thinking_tokens == 700
-    assert store.llm_totals("a").usage.thinking_tokens == 700
+    assert store.run_costs.llm_totals("a").usage.thinking_tokens == 700
 
 
 def test_a_version_6_store_gains_the_price_of_creates_in_flight(backend: Backend) -> None:

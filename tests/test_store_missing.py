@@ -36,7 +36,7 @@ def live(folder: Path) -> Iterator[Store]:
     """A created store with one run, its connections pooled."""
     store = Store(f"sqlite:///{folder / 'fleet.db'}")
     store.create_all()
-    store.begin_run("a", 1, 1, [], "b", T0)
+    store.run_writes.begin_run("a", 1, 1, [], "b", T0)
     yield store
     store.dispose()
 
@@ -46,14 +46,14 @@ def test_opening_a_missing_sqlite_store_creates_nothing(folder: Path) -> None:
     try:
         assert store.condition() == StoreCondition(exists=False, version=None)
         with pytest.raises(OperationalError, match="unable to open database file"):
-            store.count_runs("a")
+            store.run_reads.count_runs("a")
         with pytest.raises(OperationalError, match="unable to open database file"):
-            store.begin_run("a", 1, 1, [], "b", T0)
+            store.run_writes.begin_run("a", 1, 1, [], "b", T0)
         assert _files(folder) == []
 
         assert store.create_all() is None  # the explicit step
         assert store.condition() == StoreCondition(exists=True, version=SCHEMA_VERSION)
-        assert store.count_runs("a") == 0
+        assert store.run_reads.count_runs("a") == 0
     finally:
         store.dispose()
 
@@ -76,9 +76,9 @@ def test_a_store_deleted_under_a_running_worker_is_not_recreated(live: Store, fo
     # Pooled connections still point at the deleted file: none may be used.
     for _ in range(3):
         with pytest.raises(OperationalError, match="unable to open database file"):
-            live.begin_run("a", 2, 1, [], "b", T0)
+            live.run_writes.begin_run("a", 2, 1, [], "b", T0)
         with pytest.raises(OperationalError, match="unable to open database file"):
-            live.count_runs("a")
+            live.run_reads.count_runs("a")
     assert _files(folder) == []
     assert live.condition() == StoreCondition(exists=False, version=None)
 
@@ -89,13 +89,13 @@ def test_a_store_replaced_under_a_running_worker_is_used_from_then_on(
     # An operator restores another copy of the store at the same path.
     other = Store(f"sqlite:///{folder / 'restored.db'}")
     other.create_all()
-    other.begin_run("a", 7, 1, [], "restored", T0)
+    other.run_writes.begin_run("a", 7, 1, [], "restored", T0)
     other.dispose()
     for suffix in ("", "-wal", "-shm"):
         (folder / f"fleet.db{suffix}").unlink(missing_ok=True)
     (folder / "restored.db").rename(folder / "fleet.db")
 
-    assert [r.run for r in live.list_runs("a")] == [7]
+    assert [r.run for r in live.run_reads.list_runs("a")] == [7]
 
 
 @pytest.mark.parametrize("name", ["with space.db", "q?mark.db", "hash#.db", "pct%20.db"])
@@ -104,8 +104,8 @@ def test_file_names_that_need_quoting_in_a_uri(folder: Path, name: str) -> None:
     store = Store(url)
     try:
         store.create_all()
-        store.begin_run("a", 1, 1, [], "b", T0)
-        assert store.count_runs("a") == 1
+        store.run_writes.begin_run("a", 1, 1, [], "b", T0)
+        assert store.run_reads.count_runs("a") == 1
         assert (folder / name).is_file()
         assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(name)) == []
     finally:
@@ -125,8 +125,8 @@ def test_a_relative_sqlite_path_is_fixed_when_opened(
     try:
         store.create_all()
         monkeypatch.chdir(folder.parent)  # a later chdir does not move the store
-        store.begin_run("a", 1, 1, [], "b", T0)
-        assert store.count_runs("a") == 1
+        store.run_writes.begin_run("a", 1, 1, [], "b", T0)
+        assert store.run_reads.count_runs("a") == 1
         assert (folder / "relative.db").is_file()
     finally:
         store.dispose()

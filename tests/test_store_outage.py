@@ -81,7 +81,7 @@ def schema() -> Iterator[str]:
 def test_nothing_listening_fails_at_once() -> None:
     store = Store(_url_at(free_port()))
     try:
-        assert isinstance(_outcome(lambda: store.count_runs("a")), OperationalError)
+        assert isinstance(_outcome(lambda: store.run_reads.count_runs("a")), OperationalError)
     finally:
         store.dispose()
 
@@ -90,7 +90,7 @@ def test_a_server_that_never_answers_fails_within_the_connect_timeout() -> None:
     with SilentListener() as silent:
         store = Store(_url_at(silent.port))
         try:
-            outcome = _outcome(lambda: store.count_runs("a"))
+            outcome = _outcome(lambda: store.run_reads.count_runs("a"))
             assert isinstance(outcome, OperationalError), outcome
             assert "timeout" in str(outcome)
         finally:
@@ -106,16 +106,16 @@ def test_an_outage_fails_fast_and_the_store_comes_back_by_itself(schema: str) ->
         store = Store(engine=engine)
         try:
             store.create_all()
-            store.ensure_session("a", 1, "start", _now())
-            assert store.list_sessions("a")  # a pooled connection through the proxy
+            store.sessions.ensure_session("a", 1, "start", _now())
+            assert store.sessions.list_sessions("a")  # a pooled connection through the proxy
 
             proxy.cut()  # the database goes away, its connections with it
             for _ in range(3):
-                outcome = _outcome(lambda: store.list_sessions("a"))
+                outcome = _outcome(lambda: store.sessions.list_sessions("a"))
                 assert isinstance(outcome, OperationalError), outcome
 
             proxy.start()  # back on the same address
-            sessions = _outcome(lambda: store.list_sessions("a"))
+            sessions = _outcome(lambda: store.sessions.list_sessions("a"))
             assert not isinstance(sessions, BaseException), sessions
             assert [s.session for s in sessions] == [1]
         finally:
@@ -132,7 +132,7 @@ def test_a_full_pool_fails_within_the_pool_timeout(schema: str) -> None:
         pool = engine.pool
         assert isinstance(pool, QueuePool)
         held = [engine.connect() for _ in range(pool.size() + pool._max_overflow)]
-        outcome = _outcome(lambda: store.count_runs("a"))
+        outcome = _outcome(lambda: store.run_reads.count_runs("a"))
         assert isinstance(outcome, PoolTimeout), outcome
     finally:
         for conn in held:

@@ -21,38 +21,38 @@ __all__ = ["store_on_both_backends"]  # the fixture, imported for pytest
 
 
 def test_latest_counters(store: Store) -> None:
-    assert store.latest_counters(AGENT) == (0, 0)
+    assert store.run_reads.latest_counters(AGENT) == (0, 0)
 
-    store.ensure_session(AGENT, 3, "agent started", T0)
-    store.ensure_session(AGENT, 3, "retried", T0)
-    assert store.latest_counters(AGENT) == (0, 3)
+    store.sessions.ensure_session(AGENT, 3, "agent started", T0)
+    store.sessions.ensure_session(AGENT, 3, "retried", T0)
+    assert store.run_reads.latest_counters(AGENT) == (0, 3)
 
     _begin(store, 7, session=2)
-    assert store.latest_counters(AGENT) == (7, 3)
+    assert store.run_reads.latest_counters(AGENT) == (7, 3)
 
     _begin(store, 9, session=5)  # a run in a session with no session row
     _begin(store, 8, session=5)
-    assert store.latest_counters(AGENT) == (9, 5)
+    assert store.run_reads.latest_counters(AGENT) == (9, 5)
 
-    assert store.latest_counters(OTHER) == (0, 0)
+    assert store.run_reads.latest_counters(OTHER) == (0, 0)
 
 
 def test_list_sessions_keeps_the_first_reason(store: Store) -> None:
-    store.ensure_session(AGENT, 2, "reset: too long", T0)
-    store.ensure_session(AGENT, 1, "agent started", T0)
-    store.ensure_session(AGENT, 2, "retried write", T0)
-    store.ensure_session(OTHER, 1, "other agent", T0)
-    assert [(s.session, s.reason) for s in store.list_sessions(AGENT)] == [
+    store.sessions.ensure_session(AGENT, 2, "reset: too long", T0)
+    store.sessions.ensure_session(AGENT, 1, "agent started", T0)
+    store.sessions.ensure_session(AGENT, 2, "retried write", T0)
+    store.sessions.ensure_session(OTHER, 1, "other agent", T0)
+    assert [(s.session, s.reason) for s in store.sessions.list_sessions(AGENT)] == [
         (1, "agent started"),
         (2, "reset: too long"),
     ]
-    assert store.list_sessions(AGENT)[0].started_at == T0
+    assert store.sessions.list_sessions(AGENT)[0].started_at == T0
 
 
 def test_run_round_trip(store: Store) -> None:
     triggers = [_trigger(1, "hello"), _trigger(2, "again")]
-    store.begin_run(AGENT, 4, 2, triggers, "the block", T0)
-    store.set_run_context(
+    store.run_writes.begin_run(AGENT, 4, 2, triggers, "the block", T0)
+    store.run_writes.set_run_context(
         AGENT,
         4,
         ContextInfo(history_runs_included=3, history_runs_dropped=1, estimated_prompt_tokens=999),
@@ -64,7 +64,7 @@ def test_run_round_trip(store: Store) -> None:
         cache_creation_input_tokens=40,
         cache_creation_1h_input_tokens=25,
     )
-    store.finish_run(
+    store.run_writes.finish_run(
         AGENT,
         4,
         status=RunStatus.MAX_ROUNDS,
@@ -83,7 +83,7 @@ def test_run_round_trip(store: Store) -> None:
         ended_at=T0 + timedelta(seconds=90),
     )
 
-    record = store.get_run(AGENT, 4)
+    record = store.run_reads.get_run(AGENT, 4)
     assert record is not None
     assert (record.agent_id, record.run, record.session) == (AGENT, 4, 2)
     assert record.status is RunStatus.MAX_ROUNDS
@@ -108,16 +108,16 @@ def test_updates_of_a_missing_run_raise_key_error(store: Store) -> None:
     with pytest.raises(KeyError):
         _finish(store, 1)
     with pytest.raises(KeyError):
-        store.set_run_context(AGENT, 1, ContextInfo())
+        store.run_writes.set_run_context(AGENT, 1, ContextInfo())
     _begin(store, 1, agent=OTHER)  # same run number, other agent: still missing
     with pytest.raises(KeyError):
         _finish(store, 1)
-    assert store.get_run(AGENT, 1) is None
+    assert store.run_reads.get_run(AGENT, 1) is None
 
 
 def test_get_missing_returns_none(store: Store) -> None:
-    assert store.get_run(AGENT, 1) is None
-    assert store.get_message(AGENT, 1, 0) is None
+    assert store.run_reads.get_run(AGENT, 1) is None
+    assert store.messages.get_message(AGENT, 1, 0) is None
 
 
 def test_list_runs(store: Store) -> None:
@@ -125,26 +125,26 @@ def test_list_runs(store: Store) -> None:
         _begin(store, run, session=1 if run <= 3 else 2)
     _begin(store, 1, agent=OTHER)
 
-    assert [r.run for r in store.list_runs(AGENT)] == [6, 5, 4, 3, 2, 1]
-    assert [r.run for r in store.list_runs(AGENT, limit=2)] == [6, 5]
-    assert [r.run for r in store.list_runs(AGENT, before_run=5, limit=2)] == [4, 3]
-    assert [r.run for r in store.list_runs(AGENT, session=1)] == [3, 2, 1]
-    assert [r.run for r in store.list_runs(AGENT, session=2, before_run=6)] == [5, 4]
-    assert store.count_runs(AGENT) == 6
-    assert store.count_runs(OTHER) == 1
+    assert [r.run for r in store.run_reads.list_runs(AGENT)] == [6, 5, 4, 3, 2, 1]
+    assert [r.run for r in store.run_reads.list_runs(AGENT, limit=2)] == [6, 5]
+    assert [r.run for r in store.run_reads.list_runs(AGENT, before_run=5, limit=2)] == [4, 3]
+    assert [r.run for r in store.run_reads.list_runs(AGENT, session=1)] == [3, 2, 1]
+    assert [r.run for r in store.run_reads.list_runs(AGENT, session=2, before_run=6)] == [5, 4]
+    assert store.run_reads.count_runs(AGENT) == 6
+    assert store.run_reads.count_runs(OTHER) == 1
 
 
 def test_delete_agent_removes_only_that_agent(store: Store) -> None:
     for agent in (AGENT, OTHER):
-        store.ensure_session(agent, 1, "start", T0)
+        store.sessions.ensure_session(agent, 1, "start", T0)
         _begin(store, 1, agent=agent)
-        store.add_message(agent, 1, 0, 0, "user", "context", "x", T0)
+        store.messages.add_message(agent, 1, 0, 0, "user", "context", "x", T0)
 
     store.delete_agent(AGENT)
 
-    assert store.count_runs(AGENT) == 0
-    assert store.run_messages(AGENT, 1) == []
-    assert store.latest_counters(AGENT) == (0, 0)
-    assert store.count_runs(OTHER) == 1
-    assert len(store.run_messages(OTHER, 1)) == 1
-    assert store.latest_counters(OTHER) == (1, 1)
+    assert store.run_reads.count_runs(AGENT) == 0
+    assert store.messages.run_messages(AGENT, 1) == []
+    assert store.run_reads.latest_counters(AGENT) == (0, 0)
+    assert store.run_reads.count_runs(OTHER) == 1
+    assert len(store.messages.run_messages(OTHER, 1)) == 1
+    assert store.run_reads.latest_counters(OTHER) == (1, 1)

@@ -46,7 +46,7 @@ def test_a_version_1_store_is_migrated_and_keeps_every_record(backend: Backend) 
     assert store.create_all() == 1
     assert store.condition().version == SCHEMA_VERSION
 
-    first = store.get_run("a", 1)
+    first = store.run_reads.get_run("a", 1)
     assert first is not None
     assert (first.attempt, first.workflow_run_id, first.status) == (1, "", RunStatus.OK)
     assert first.started_at == T0 + timedelta(minutes=1)
@@ -61,23 +61,26 @@ def test_a_version_1_store_is_migrated_and_keeps_every_record(backend: Backend) 
     assert (first.final_text, first.actions_digest, first.rounds) == ("final 1", "digest 1", 3)
     assert first.estimated_prompt_tokens == 999
     assert [t.text for t in first.triggers] == ["hi"]
-    assert [m.content for m in store.run_messages("a", 1)] == ["reply"]
-    assert [s.reason for s in store.list_sessions("a")] == ["agent started"]
-    assert store.latest_counters("a") == (2, 1)
+    assert [m.content for m in store.messages.run_messages("a", 1)] == ["reply"]
+    assert [s.reason for s in store.sessions.list_sessions("a")] == ["agent started"]
+    assert store.run_reads.latest_counters("a") == (2, 1)
 
     # The old row of run 2 was written without a workflow run ID: it is the
     # attempt that run's own (upgraded) workflow closes.
     _finish(store, 2, workflow_run_id="wf-after-upgrade")
-    second = store.get_run("a", 2)
+    second = store.run_reads.get_run("a", 2)
     assert second is not None and (second.attempt, second.status) == (1, RunStatus.OK)
 
     # The unique key is (agent, run, attempt) now: a replay opens attempt 2.
-    assert store.begin_run("a", 1, 1, [], "replay", T0 + timedelta(days=1), "wf-replay") == 2
-    assert [r.attempt for r in store.run_attempts("a", 1)] == [1, 2]
+    assert (
+        store.run_writes.begin_run("a", 1, 1, [], "replay", T0 + timedelta(days=1), "wf-replay")
+        == 2
+    )
+    assert [r.attempt for r in store.run_reads.run_attempts("a", 1)] == [1, 2]
     # New rows get fresh ids after the copied ones (SQLite rebuilt the table).
-    store.ensure_session("a", 2, "reset", T0)
-    store.begin_run("a", 3, 2, [], "b", T0, "wf-3")
-    assert store.get_run("a", 3) is not None
+    store.sessions.ensure_session("a", 2, "reset", T0)
+    store.run_writes.begin_run("a", 3, 2, [], "b", T0, "wf-3")
+    assert store.run_reads.get_run("a", 3) is not None
 
 
 def test_a_migrated_store_has_the_schema_of_a_new_one(
@@ -120,12 +123,12 @@ def test_a_newer_store_is_refused_untouched(backend: Backend) -> None:
     store.create_all()
     with store.engine.begin() as conn:
         conn.execute(text("UPDATE fa_meta SET value = :v"), {"v": str(SCHEMA_VERSION + 1)})
-    store.begin_run("a", 1, 1, [], "b", T0)
+    store.run_writes.begin_run("a", 1, 1, [], "b", T0)
 
     with pytest.raises(SchemaError, match=f"schema version {SCHEMA_VERSION + 1}, newer"):
         store.create_all()
     assert store.condition().version == SCHEMA_VERSION + 1
-    assert store.count_runs("a") == 1
+    assert store.run_reads.count_runs("a") == 1
 
 
 def test_an_unreadable_version_is_an_error(backend: Backend) -> None:
@@ -145,4 +148,4 @@ def test_concurrent_upgrades_do_the_work_once(backend: Backend) -> None:
     found = in_threads(len(stores), lambda i: stores[i].create_all())
     # Exactly one caller migrated version 1; the others found it done.
     assert sorted(v or 0 for v in found) == sorted([1] + [SCHEMA_VERSION] * 3)
-    assert [r.attempt for r in stores[0].run_attempts("a", 1)] == [1]
+    assert [r.attempt for r in stores[0].run_reads.run_attempts("a", 1)] == [1]

@@ -24,10 +24,10 @@ def test_timestamps_round_trip_as_aware_utc(store: Store) -> None:
     plus_two = timezone(timedelta(hours=2))
     started = datetime(2025, 6, 1, 12, 0, 0, 123456, tzinfo=plus_two)
     ended = datetime(2025, 6, 1, 7, 30, 0, 1, tzinfo=timezone(timedelta(hours=-5)))
-    store.begin_run(AGENT, 1, 1, [_trigger(1)], "b", started)
-    store.add_message(AGENT, 1, 0, 0, "user", "context", "x", started)
+    store.run_writes.begin_run(AGENT, 1, 1, [_trigger(1)], "b", started)
+    store.messages.add_message(AGENT, 1, 0, 0, "user", "context", "x", started)
     _finish(store, 1)
-    store.finish_run(
+    store.run_writes.finish_run(
         AGENT,
         1,
         status=RunStatus.OK,
@@ -46,8 +46,8 @@ def test_timestamps_round_trip_as_aware_utc(store: Store) -> None:
         ended_at=ended,
     )
 
-    record = store.get_run(AGENT, 1)
-    message = store.get_message(AGENT, 1, 0)
+    record = store.run_reads.get_run(AGENT, 1)
+    message = store.messages.get_message(AGENT, 1, 0)
     assert record is not None and message is not None
     for value, expected in (
         (record.started_at, started),
@@ -60,16 +60,16 @@ def test_timestamps_round_trip_as_aware_utc(store: Store) -> None:
         assert value == expected
     assert record.started_at == datetime(2025, 6, 1, 10, 0, 0, 123456, tzinfo=UTC)
     assert record.started_at.tzinfo is UTC
-    history = store.prompt_history(AGENT, 1, before_run=2)
+    history = store.run_reads.prompt_history(AGENT, 1, before_run=2)
     assert history[0].ended_at == datetime(2025, 6, 1, 12, 30, 0, 1, tzinfo=UTC)
 
 
 def test_naive_timestamps_are_rejected(store: Store) -> None:
     naive = datetime(2025, 1, 1, 12, 0)
     with pytest.raises(ValueError, match="timezone-aware"):
-        store.begin_run(AGENT, 1, 1, [], "b", naive)
+        store.run_writes.begin_run(AGENT, 1, 1, [], "b", naive)
     with pytest.raises(ValueError, match="timezone-aware"):
-        store.add_message(AGENT, 1, 0, 0, "user", "context", "x", naive)
+        store.messages.add_message(AGENT, 1, 0, 0, "user", "context", "x", naive)
     with pytest.raises(ValueError, match="timezone-aware"):
-        store.ensure_session(AGENT, 1, "start", naive)
-    assert store.count_runs(AGENT) == 0
+        store.sessions.ensure_session(AGENT, 1, "start", naive)
+    assert store.run_reads.count_runs(AGENT) == 0

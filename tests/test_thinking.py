@@ -94,7 +94,7 @@ async def test_a_tool_using_run_sends_its_thinking_back_exactly(
     # readable, without what only the API reads (and never sent again).
     stored = [
         StoredReply.model_validate_json(m.content).content
-        for m in store.run_messages(run.agent_id, run.run)
+        for m in store.messages.run_messages(run.agent_id, run.run)
         if m.kind == "assistant"
     ]
     assert stored[0] == settled_content(issued)
@@ -121,7 +121,7 @@ async def test_a_reply_with_redacted_thinking_goes_back_whole(
     issued = fake_llm.requests[0].content
     assert issued is not None and "redacted_thinking" in [b["type"] for b in issued]
     assert assistant_turns(fake_llm.requests[1]) == [issued]
-    text = run_detail(run, store.run_messages(run.agent_id, run.run))
+    text = run_detail(run, store.messages.run_messages(run.agent_id, run.run))
     assert "[thinking, redacted by the API: " in text
     data = next(b["data"] for b in issued if b["type"] == "redacted_thinking")
     assert data not in text, "encrypted data is never shown"
@@ -138,7 +138,7 @@ async def test_effort_and_display_reach_the_model_and_the_summary_shows_in_show_
     assert first.body["thinking"] == {"type": "adaptive", "display": "summarized"}
     assert first.max_tokens == 4_096 + THINKING_ROOM["low"]
     assert first.content is not None and first.content[0]["thinking"] == SUMMARY
-    text = run_detail(run, store.run_messages(run.agent_id, run.run))
+    text = run_detail(run, store.messages.run_messages(run.agent_id, run.run))
     assert "[thinking]\n" in text and SUMMARY in text
     assert first.content[0]["signature"] not in text, "signatures are never shown"
     assert f"({run.usage.thinking_tokens} thinking)" in text
@@ -182,7 +182,7 @@ async def summarise(fake: FakeAnthropic, store: Store) -> tuple[str, str, Reques
     finally:
         await provider.aclose()
     assert result.folded_runs > 0
-    summary = store.latest_summary("a", 1, before_run=14)
+    summary = store.summaries.latest_summary("a", 1, before_run=14)
     assert summary is not None
     return summary.source, summary.fallback_reason, fake.requests[-1]
 
@@ -208,7 +208,7 @@ async def test_a_summary_cut_off_while_thinking_falls_back_to_the_digest(
     assert "stopped with max_tokens" in reason and "tokens of thinking" in reason
     assert req.content is not None and [b["type"] for b in req.content] == ["thinking"]
     assert req.content[0]["signature"] == "", "cut before its signature"
-    summary = runs_to_fold.latest_summary("a", 1, before_run=14)
+    summary = runs_to_fold.summaries.latest_summary("a", 1, before_run=14)
     assert summary is not None and "op1 said: Please rent one more 4090" in summary.body
 
 

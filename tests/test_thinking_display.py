@@ -125,7 +125,7 @@ async def test_a_new_agent_keeps_the_text_between_its_calls(
     assert not any(b["type"] == "text" and b["text"] == RENTING for b in issued)
 
     # show-run and the console's run page.
-    messages = store.run_messages(handle.id, first.run)
+    messages = store.messages.run_messages(handle.id, first.run)
     shown = run_detail(first, messages)
     assert SEARCHING in shown and RENTING in shown
     page = _console(handle.id, console_for).get(f"/runs/{first.run}")

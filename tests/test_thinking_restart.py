@@ -7,6 +7,7 @@ driven by the real anthropic client."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import uuid
@@ -91,14 +92,18 @@ async def test_a_worker_killed_in_round_two_resumes_with_the_thinking_intact(
             try:
 
                 async def recorded() -> Any:
-                    runs = store.list_runs(agent_id, limit=5)
+                    runs = store.run_reads.list_runs(agent_id, limit=5)
                     return runs[0] if runs and runs[0].status != RunStatus.RUNNING else None
 
                 run = await eventually(recorded, timeout=120, what="the run to end")
                 assert run.status == RunStatus.OK, run.error
+                # record_run closes the record first and settles the replies
+                # after it: read them once the run's workflow has ended.
+                run_handle = dev_env.client.get_workflow_handle(f"{agent_id}/run-1")
+                await asyncio.wait_for(run_handle.result(), timeout=60)
                 replies = [
                     StoredReply.model_validate_json(m.content).content
-                    for m in store.run_messages(agent_id, 1)
+                    for m in store.messages.run_messages(agent_id, 1)
                     if m.kind == "assistant"
                 ]
             finally:

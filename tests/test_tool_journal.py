@@ -109,13 +109,13 @@ def test_delete_agent_removes_its_journal(store: Store, journal: ToolJournal) ->
 
 def test_create_all_adds_the_table_to_an_existing_database(store: Store) -> None:
     """A database created before the journal existed gets the table, data kept."""
-    store.begin_run(AGENT, 1, 1, [], "block", T0)
+    store.run_writes.begin_run(AGENT, 1, 1, [], "block", T0)
     with store.engine.begin() as conn:
         conn.execute(text("DROP TABLE fa_tool_calls"))
     assert "fa_tool_calls" not in inspect(store.engine).get_table_names()
     store.create_all()
     assert "fa_tool_calls" in inspect(store.engine).get_table_names()
-    assert store.get_run(AGENT, 1) is not None
+    assert store.run_reads.get_run(AGENT, 1) is not None
     assert ToolJournal(store).finish(_call(), _result("x"), T0).status == "done"
 
 

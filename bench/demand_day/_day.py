@@ -248,7 +248,7 @@ def _targets(store: Store, agent_id: str) -> dict[str, Any]:
     moves = [b.at for a, b in pairwise(points) if a.target_per_h != b.target_per_h]
     changes = len(moves)
     busiest = max((len(in_window(moves[: i + 1], at)) for i, at in enumerate(moves)), default=0)
-    runs = store.list_runs(agent_id, limit=100_000)
+    runs = store.run_reads.list_runs(agent_id, limit=100_000)
     told = [
         t.reason
         for r in runs
@@ -276,7 +276,7 @@ def _ties(store: Store, agent_id: str, instants: set[int]) -> int:
     """Runs that started at an instant the monitor acted at too: their tool
     calls and its reads met in an order the worker chose (none on a day
     that reproduces by construction)."""
-    runs = store.list_runs(agent_id, limit=100_000)
+    runs = store.run_reads.list_runs(agent_id, limit=100_000)
     return sum(1 for r in runs if round(r.started_at.timestamp() * 1000) in instants)
 
 
@@ -284,7 +284,7 @@ def _runs_log(store: Store, agent_id: str, origin: float) -> list[list[Any]]:
     """The agent's runs, in order: when each started (workflow time, seconds
     from `origin`), its number, its triggers' kinds and what it did (its
     actions digest): where two runs of one seed parted, if they did."""
-    runs = sorted(store.list_runs(agent_id, limit=100_000), key=lambda r: r.run)
+    runs = sorted(store.run_reads.list_runs(agent_id, limit=100_000), key=lambda r: r.run)
     return [
         [
             round(r.started_at.timestamp() - origin, 3),

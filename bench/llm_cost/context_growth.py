@@ -147,7 +147,7 @@ class Sampler:
 
     async def after_run(self, run: int) -> None:
         store, agent = self.stack.store, self.stack.handle.id
-        msgs = store.run_messages(agent, run)
+        msgs = store.messages.run_messages(agent, run)
         self.naive_messages[run] = self.naive_messages[run - 1] + sum(
             prompt_tokens({"messages": [{"role": m.role, "content": m.content}]}) for m in msgs
         )
@@ -260,7 +260,7 @@ async def drive(
     async def finished(n: int) -> None:
         deadline = time.monotonic() + 120
         while True:
-            rec = store.get_run(handle.id, n)
+            rec = store.run_reads.get_run(handle.id, n)
             if rec is not None and rec.status != "running":
                 return
             if time.monotonic() > deadline:
@@ -296,7 +296,7 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         sampler.loads.install()
         await drive(stack, kinds, rng, sampler.after_run)
         requests = list(stack.fake.requests)
-        summaries = stack.store.session_summaries(stack.handle.id, 1)
+        summaries = stack.store.summaries.session_summaries(stack.handle.id, 1)
         # The run whose prompt first left runs out: the history budget was full.
         sampler.budget_filled_at = summaries[0].made_by_run if summaries else None
     return report(args, sampler, requests, time.monotonic() - wall)

@@ -160,7 +160,14 @@ async def drive(
     async def finished(n: int) -> None:
         deadline = time.monotonic() + 120
         while (
-            len([r for r in store.list_runs(handle.id, limit=n + 5) if r.status != "running"]) < n
+            len(
+                [
+                    r
+                    for r in store.run_reads.list_runs(handle.id, limit=n + 5)
+                    if r.status != "running"
+                ]
+            )
+            < n
         ):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"run {n} did not finish")
@@ -200,7 +207,7 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         effort=args.effort,
     ) as stack:
         await drive(stack.env, stack.handle, stack.store, kinds, rng)
-        runs = stack.store.list_runs(stack.handle.id, limit=args.runs + 10)
+        runs = stack.store.run_reads.list_runs(stack.handle.id, limit=args.runs + 10)
     return report(args, stack.fake.requests, runs, kinds, time.monotonic() - wall)
 
 

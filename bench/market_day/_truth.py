@@ -226,7 +226,7 @@ def destroyed_as(day: Day, store: Store, agent_id: str) -> None:
     """A machine that died between two samples looks healthy in them: the
     destroy tool's result says what vast.ai listed it as when it went, and
     the reason given says when its prover reported an error."""
-    for run in store.list_runs(agent_id, limit=100_000):
+    for run in store.run_reads.list_runs(agent_id, limit=100_000):
         for iid, was, why in _DESTROYED.findall(run.actions_digest or ""):
             life = day.lives.get(int(iid))
             if life is not None:
@@ -263,7 +263,7 @@ def run_counts(store: Store, agent_id: str) -> dict[str, Any]:
     """The agent's runs over the day (attempts of one run once), and how many
     took each kind of trigger: a run woken by its own schedule_next_check
     (the bridges' 2-minute checks) counts under `wake`."""
-    runs = {r.run: r for r in store.list_runs(agent_id, limit=100_000)}
+    runs = {r.run: r for r in store.run_reads.list_runs(agent_id, limit=100_000)}
     kinds: dict[str, int] = {}
     for record in runs.values():
         for kind in {str(t.kind) for t in record.triggers}:

@@ -149,9 +149,9 @@ def llm_totals(store: Store, agent_id: str, fake: FakeAnthropic) -> dict[str, An
     """What the day's LLM rounds cost (the store's run records, priced as the
     run log prices them) and how they ended: refused requests (the fake's
     400s and others) and stop reasons other than a finished turn."""
-    totals = store.llm_totals(agent_id)
+    totals = store.run_costs.llm_totals(agent_id)
     stops: dict[str, int] = {}
-    runs = store.list_runs(agent_id, limit=100_000)
+    runs = store.run_reads.list_runs(agent_id, limit=100_000)
     for run in runs:
         for stop in run.stop_reasons:
             stops[stop] = stops.get(stop, 0) + 1

@@ -202,7 +202,9 @@ class World:
             return None  # the server or every worker is down for the moment
 
     def runs(self) -> list[RunRecord]:
-        return sorted(self.store.list_runs(self.agent_id, limit=10_000), key=lambda r: r.run)
+        return sorted(
+            self.store.run_reads.list_runs(self.agent_id, limit=10_000), key=lambda r: r.run
+        )
 
     def answered(self, uid: str) -> bool:
         return any(uid in t.text and r.status != "running" for r in self.runs() for t in r.triggers)

@@ -267,7 +267,7 @@ def agent_actions(store: Store, agent_id: str) -> dict[int, AgentAction]:
             .where(table.c.agent_id == agent_id)
             .order_by(table.c.id)
         ).all()
-    runs = {r.run: r for r in store.list_runs(agent_id, limit=10_000) if r.attempt == 1}
+    runs = {r.run: r for r in store.run_reads.list_runs(agent_id, limit=10_000) if r.attempt == 1}
     rented: dict[int, list[int]] = {}
     for c in calls:
         if c.name == "create_instance" and (m := _RENTED.search(c.result_json or "")):

@@ -50,7 +50,7 @@ def handled_messages(
     attempts, the same triggers)."""
     found: dict[str, Handled] = {}
     for agent in agents:
-        for run in store.list_runs(agent, limit=100_000):
+        for run in store.run_reads.list_runs(agent, limit=100_000):
             for t in run.triggers:
                 if t.kind != TriggerKind.HUMAN_MESSAGE or t.message_id not in sent:
                     continue
@@ -70,7 +70,7 @@ def runs_since(store: Store, agents: list[str], since: datetime) -> tuple[list[s
     ids: set[str] = set()
     kinds: Counter[str] = Counter()
     for agent in agents:
-        for run in store.list_runs(agent, limit=100_000):
+        for run in store.run_reads.list_runs(agent, limit=100_000):
             wid = f"{agent}/run-{run.run}"
             if run.started_at < since or wid in ids:
                 continue
@@ -102,7 +102,7 @@ async def wait_started(store: Store, agents: list[str], limit: float) -> int:
             return sum(
                 1
                 for a in agents
-                if any(r.ended_at is not None for r in store.list_runs(a, limit=5))
+                if any(r.ended_at is not None for r in store.run_reads.list_runs(a, limit=5))
             )
         except (OperationalError, ProgrammingError):  # no store yet (SQLite; PostgreSQL)
             return 0

@@ -136,7 +136,7 @@ async def one_run(
         model=DEFAULT_MODEL,
         seconds=1.5,
     )
-    store.add_message(
+    store.messages.add_message(
         AGENT, run, assistant_seq(1), 1, "assistant", "assistant", reply.model_dump_json(), started
     )
     tools = 2 if kind == "tools" else (1 if kind == "message" else 0)
@@ -182,7 +182,7 @@ async def run_bench(args: argparse.Namespace, url: str) -> dict[str, Any]:
         if run % 1_000 == 0:
             wall_s, cpu_s = times[run]
             print(f"  run {run}: {1000 * wall_s:.1f} ms ({1000 * cpu_s:.1f} ms CPU)", flush=True)
-    summary = store.latest_summary(AGENT, 1)
+    summary = store.summaries.latest_summary(AGENT, 1)
     store.dispose()
     wall: dict[int, float] = {}
     cpu: dict[int, float] = {}

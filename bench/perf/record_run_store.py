@@ -33,14 +33,14 @@ CONTEXT = ContextInfo(
 def _open(store: Store, run: int) -> str:
     wf = f"wf-{run}"
     trigger = Trigger(seq=run, kind=TriggerKind.HUMAN_MESSAGE, received_at=T0, text="hello")
-    store.begin_run(AGENT, run, 1, [trigger], "block", T0 + timedelta(seconds=run), wf)
-    store.add_message(AGENT, run, 1, 0, "user", "context", "x" * 2000, T0)
-    store.add_message(AGENT, run, 2, 0, "assistant", "assistant", "y" * 2000, T0)
+    store.run_writes.begin_run(AGENT, run, 1, [trigger], "block", T0 + timedelta(seconds=run), wf)
+    store.messages.add_message(AGENT, run, 1, 0, "user", "context", "x" * 2000, T0)
+    store.messages.add_message(AGENT, run, 2, 0, "assistant", "assistant", "y" * 2000, T0)
     return wf
 
 
 def _finish(store: Store, run: int, wf: str, context: ContextInfo | None) -> None:
-    store.finish_run(
+    store.run_writes.finish_run(
         AGENT,
         run,
         status=RunStatus.OK,
@@ -64,8 +64,8 @@ def _finish(store: Store, run: int, wf: str, context: ContextInfo | None) -> Non
 
 def three_calls(store: Store, run: int, wf: str) -> None:
     """The activity's writes before 2026-12-01."""
-    assert store.get_attempt_of(AGENT, run, wf) is not None
-    store.set_run_context(AGENT, run, CONTEXT, wf)
+    assert store.run_reads.get_attempt_of(AGENT, run, wf) is not None
+    store.run_writes.set_run_context(AGENT, run, CONTEXT, wf)
     _finish(store, run, wf, None)
 
 

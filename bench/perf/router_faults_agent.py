@@ -327,7 +327,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def _runs(watch: Watch) -> dict[str, Any]:
     """The agent's runs: how many, and their lengths in real seconds (the
     worker's own work, which the speed does not scale)."""
-    records = [r for r in watch.store.list_runs(watch.stack.agent_id, limit=10_000)]
+    records = [r for r in watch.store.run_reads.list_runs(watch.stack.agent_id, limit=10_000)]
     lengths = sorted(
         (r.ended_at - r.started_at).total_seconds() for r in records if r.ended_at is not None
     )

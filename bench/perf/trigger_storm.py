@@ -120,7 +120,9 @@ async def settle(handle: WorkflowHandle[Any, Any], store: Store, agent_id: str) 
     quiet = 0
     while True:
         st: AgentStatus = await handle.query(FleetAgentWorkflow.status)
-        running_rows = [r for r in store.list_runs(agent_id, limit=5) if r.status == "running"]
+        running_rows = [
+            r for r in store.run_reads.list_runs(agent_id, limit=5) if r.status == "running"
+        ]
         idle = (
             not st.pending_triggers
             and st.current_run is None
@@ -238,7 +240,9 @@ async def run_bench(args: argparse.Namespace) -> dict[str, Any]:
                 send_seconds, failed, sent_at = await storm(handle, signals)
                 final = await settle(handle, store, agent_id)
                 storm_end = time.monotonic()
-                runs = sorted(store.list_runs(agent_id, limit=100_000), key=lambda r: r.run)
+                runs = sorted(
+                    store.run_reads.list_runs(agent_id, limit=100_000), key=lambda r: r.run
+                )
                 await handle.terminate("benchmark finished")
         finally:
             await env.shutdown()

@@ -14,11 +14,10 @@ from datetime import datetime
 
 from pydantic import ValidationError
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from fleet_agent.models import AgentConfig
 
-from .store import Store
+from .base import Repository
 from .tables import table_of
 from .tables_agent import AgentConfigRow
 from .timestamps import require_aware
@@ -28,14 +27,8 @@ __all__ = ["AgentConfigs"]
 log = logging.getLogger("fleet_agent.store")
 
 
-class AgentConfigs:
+class AgentConfigs(Repository):
     """Reads and writes `fa_agent_configs` through a `Store`'s engine (synchronous)."""
-
-    def __init__(self, store: Store) -> None:
-        self._engine = store.engine
-        self._insert = (
-            postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
-        )
 
     def save(self, agent_id: str, config: AgentConfig, at: datetime) -> None:
         """Make `config` the agent's last known one (one idempotent statement)."""

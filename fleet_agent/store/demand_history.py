@@ -21,8 +21,7 @@ from sqlalchemy import and_, delete, or_, select
 from fleet_agent.demand.point import DemandPoint
 from fleet_agent.demand.reading import DemandSample
 
-from .base import StoreBase
-from .store import Store
+from .base import Repository
 from .tables import DemandPointRow, table_of
 from .timestamps import require_aware
 
@@ -41,11 +40,8 @@ _SAMPLE_COLUMNS = (
 )
 
 
-class DemandHistory(StoreBase):
+class DemandHistory(Repository):
     """Reads and writes `fa_demand_points` on a `Store`'s engine (synchronous)."""
-
-    def __init__(self, store: Store) -> None:
-        super().__init__(engine=store.engine)
 
     def record(self, agent_id: str, point: DemandPoint) -> bool:
         """Keep `point` (False: one at the same time is there already, as
@@ -54,7 +50,7 @@ class DemandHistory(StoreBase):
         at = require_aware(point.at, "point.at")
         values: dict[str, Any] = {"agent_id": agent_id, **point.model_dump(), "at": at}
         table = table_of(DemandPointRow)
-        with self.engine.begin() as conn:
+        with self._engine.begin() as conn:
             added = conn.execute(
                 self._insert_ignoring_conflict(DemandPointRow, ["agent_id", "at"], values)
             ).rowcount
@@ -76,7 +72,7 @@ class DemandHistory(StoreBase):
         inside = or_(*(and_(table.c.at >= s, table.c.at <= e) for s, e in windows))
         cols = [table.c[name] for name in _SAMPLE_COLUMNS]
         stmt = select(*cols).where((table.c.agent_id == agent_id) & inside).order_by(table.c.at)
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             rows = conn.execute(stmt).all()
         return [DemandSample.model_validate(dict(row._mapping)) for row in rows]
 
@@ -90,7 +86,7 @@ class DemandHistory(StoreBase):
             .order_by(table.c.at.desc())
             .limit(limit)
         )
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             rows = conn.execute(stmt).all()
         return [_point(row._mapping) for row in reversed(rows)]
 
@@ -100,7 +96,7 @@ class DemandHistory(StoreBase):
         stmt = (
             select(table).where(table.c.agent_id == agent_id).order_by(table.c.at.desc()).limit(1)
         )
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             row = conn.execute(stmt).first()
         return _point(row._mapping) if row is not None else None
 

@@ -12,11 +12,10 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from fleet_agent.fleet.snapshot import FleetSnapshot
 
-from .store import Store
+from .base import Repository
 from .tables import FleetSnapshotRow, table_of
 from .timestamps import require_aware
 
@@ -32,14 +31,8 @@ class StoredSnapshot(BaseModel):
     snapshot: FleetSnapshot
 
 
-class FleetSnapshots:
+class FleetSnapshots(Repository):
     """Reads and writes `fa_fleet_snapshots` through a `Store`'s engine (synchronous)."""
-
-    def __init__(self, store: Store) -> None:
-        self._engine = store.engine
-        self._insert = (
-            postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
-        )
 
     def save(self, agent_id: str, snapshot: FleetSnapshot, at: datetime) -> None:
         """Make `snapshot`, taken `at`, the agent's latest (one statement)."""

@@ -13,10 +13,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import col
 
-from .store import Store
+from .base import Repository
 from .tables import FailedHostRow, table_of
 from .timestamps import require_aware
 
@@ -35,14 +34,8 @@ class FailedHost(BaseModel):
     until: datetime
 
 
-class FailedHosts:
+class FailedHosts(Repository):
     """Reads and writes `fa_failed_hosts` through a `Store`'s engine (synchronous)."""
-
-    def __init__(self, store: Store) -> None:
-        self._engine = store.engine
-        self._insert = (
-            postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
-        )
 
     def remember(
         self,

@@ -15,7 +15,7 @@ from sqlmodel import Session, col, select
 
 from fleet_agent.models import InboxItem
 
-from .base import StoreBase
+from .base import Repository
 from .tables import InboxRow
 from .timestamps import require_aware
 
@@ -32,7 +32,7 @@ def _batches(items: Sequence[_T]) -> Iterator[list[_T]]:
         yield list(items[start : start + _BATCH])
 
 
-class Inbox(StoreBase):
+class Inbox(Repository):
     """Operator message texts, unique per (agent, key)."""
 
     def stash_messages(self, agent_id: str, items: Sequence[InboxItem]) -> int:

@@ -20,12 +20,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Connection, case, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import col
 
 from fleet_agent.models import FleetToolRequest, ToolResult
 
-from .store import Store
+from .base import Repository
 from .tables import ToolCallRow, table_of
 from .timestamps import require_aware
 
@@ -68,14 +67,8 @@ class CreateInFlight(BaseModel):
     started_at: datetime
 
 
-class ToolJournal:
+class ToolJournal(Repository):
     """Reads and writes `fa_tool_calls` through a `Store`'s engine (synchronous)."""
-
-    def __init__(self, store: Store) -> None:
-        self._engine = store.engine
-        self._insert = (
-            postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
-        )
 
     def get(self, agent_id: str, tool_use_id: str) -> ToolCallRecord | None:
         with self._engine.connect() as conn:

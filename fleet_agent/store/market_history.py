@@ -19,8 +19,7 @@ from sqlalchemy import delete, select
 
 from fleet_agent.market.point import MarketPoint
 
-from .base import StoreBase
-from .store import Store
+from .base import Repository
 from .tables import MarketPointRow, table_of
 from .timestamps import require_aware
 
@@ -30,11 +29,8 @@ __all__ = ["KEEP_DAYS", "MarketHistory"]
 KEEP_DAYS = 8
 
 
-class MarketHistory(StoreBase):
+class MarketHistory(Repository):
     """Reads and writes `fa_market_points` on a `Store`'s engine (synchronous)."""
-
-    def __init__(self, store: Store) -> None:
-        super().__init__(engine=store.engine)
 
     def record(self, agent_id: str, point: MarketPoint) -> bool:
         """Keep `point` (False: one at the same time is there already, as
@@ -43,7 +39,7 @@ class MarketHistory(StoreBase):
         at = require_aware(point.at, "point.at")
         values = {"agent_id": agent_id, "at": at, "data": point.model_dump_json()}
         table = table_of(MarketPointRow)
-        with self.engine.begin() as conn:
+        with self._engine.begin() as conn:
             added = conn.execute(
                 self._insert_ignoring_conflict(MarketPointRow, ["agent_id", "at"], values)
             ).rowcount
@@ -63,7 +59,7 @@ class MarketHistory(StoreBase):
             .order_by(table.c.at.desc())
             .limit(1)
         )
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             data = conn.execute(stmt).scalar()
         return MarketPoint.model_validate_json(data) if data is not None else None
 
@@ -76,7 +72,7 @@ class MarketHistory(StoreBase):
             .order_by(table.c.at.desc())
             .limit(1)
         )
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             data = conn.execute(stmt).scalar()
         return MarketPoint.model_validate_json(data) if data is not None else None
 
@@ -90,7 +86,7 @@ class MarketHistory(StoreBase):
             .order_by(table.c.at.asc())
             .limit(1)
         )
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             data = conn.execute(stmt).scalar()
         return MarketPoint.model_validate_json(data) if data is not None else None
 
@@ -104,6 +100,6 @@ class MarketHistory(StoreBase):
             .order_by(table.c.at.desc())
             .limit(limit)
         )
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             rows = conn.execute(stmt).scalars().all()
         return [MarketPoint.model_validate_json(d) for d in reversed(rows)]

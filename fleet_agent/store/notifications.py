@@ -18,9 +18,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from sqlalchemy import and_, desc, exists, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
-from .store import Store
+from .base import Repository
 from .tables import table_of
 from .tables_notify import NotificationRow
 from .timestamps import require_aware
@@ -30,14 +29,8 @@ __all__ = ["Notifications"]
 CLAIMED, SENT, FAILED = "claimed", "sent", "failed"
 
 
-class Notifications:
+class Notifications(Repository):
     """Reads and writes `fa_notifications` through a `Store`'s engine (synchronous)."""
-
-    def __init__(self, store: Store) -> None:
-        self._engine = store.engine
-        self._insert = (
-            postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
-        )
 
     def claim(self, key: str, destination: str, agent_id: str, kind: str, at: datetime) -> bool:
         """True if this caller may send (key, destination) now: a new row, or

@@ -13,18 +13,15 @@ from datetime import datetime
 
 from sqlalchemy import select, update
 
-from .store import Store
+from .base import Repository
 from .tables import ProofDayRow, table_of
 from .timestamps import require_aware
 
 __all__ = ["ProofDays"]
 
 
-class ProofDays:
+class ProofDays(Repository):
     """Reads and adds to `fa_proof_days` through a `Store`'s engine (synchronous)."""
-
-    def __init__(self, store: Store) -> None:
-        self._engine = store.engine
 
     def add(self, agent_id: str, proofs: int, at: datetime) -> None:
         """Count `proofs` more in the UTC day of `at` (nothing for 0 or less)."""

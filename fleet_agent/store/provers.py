@@ -14,18 +14,15 @@ from sqlalchemy import delete, select
 
 from fleet_agent.fleet.provers import ProverTrack
 
-from .store import Store
+from .base import Repository
 from .tables import ProverTrackRow, table_of
 from .timestamps import require_aware
 
 __all__ = ["ProverTracks"]
 
 
-class ProverTracks:
+class ProverTracks(Repository):
     """Reads and writes `fa_prover_tracks` through a `Store`'s engine (synchronous)."""
-
-    def __init__(self, store: Store) -> None:
-        self._engine = store.engine
 
     def load(self, agent_id: str) -> dict[int, ProverTrack]:
         """This agent's tracks by instance id."""

@@ -64,7 +64,7 @@ class RunRecord(BaseModel):
 
     @property
     def context(self) -> ContextInfo:
-        """The prompt bookkeeping recorded by `Store.set_run_context`."""
+        """The prompt bookkeeping recorded by `RunWrites.set_run_context`."""
         return ContextInfo(
             history_runs_included=self.history_runs_included,
             history_runs_dropped=self.history_runs_dropped,

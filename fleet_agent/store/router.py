@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import delete, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from fleet_agent.cuzk.witness import MachineWitness, MemberSpec, RouterQueue
 
+from .base import Repository
 from .store import Store
 from .tables import table_of
 from .tables_router import RouterMemberRow, RouterQueueRow, RouterWitnessRow
@@ -46,14 +46,11 @@ _M = TypeVar("_M", bound=BaseModel)
 WitnessRead = tuple[dict[int, MachineWitness], RouterQueue | None, datetime | None]
 
 
-class _Rows:
-    """The engine, the dialect's INSERT and the count of rows skipped on read."""
+class _Rows(Repository):
+    """A repository that counts the rows skipped on read."""
 
     def __init__(self, store: Store) -> None:
-        self._engine = store.engine
-        self._insert = (
-            postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
-        )
+        super().__init__(store)
         #: Rows read back that did not validate, since this object was made.
         self.skipped = 0
 

@@ -19,7 +19,7 @@ from sqlmodel import col, func, select
 
 from fleet_agent.models import LlmCostSummary, LlmTotals, RunStatus, TokenUsage
 
-from .base import StoreBase
+from .base import Repository
 from .run_reads import latest_finished_attempt
 from .tables import RunCostRow, RunRow
 from .timestamps import require_aware
@@ -30,7 +30,7 @@ _USAGE = tuple(TokenUsage.model_fields)
 """The token counters, each a column of `fa_runs` of the same name."""
 
 
-class RunCosts(StoreBase):
+class RunCosts(Repository):
     """LLM tokens, cost and seconds summed over an agent's runs."""
 
     def llm_totals(

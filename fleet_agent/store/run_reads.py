@@ -12,7 +12,7 @@ from sqlmodel import Session, col, select
 
 from fleet_agent.models import RunStatus, TokenUsage, Verdict
 
-from .base import StoreBase
+from .base import Repository
 from .records import HistoryEntry, RunRecord
 from .run_writes import TRIGGERS, target_attempt
 from .tables import RunCostRow, RunRow, RunSpendRow, SessionRow
@@ -41,7 +41,7 @@ def latest_finished_attempt() -> ScalarSelect[Any]:
     )
 
 
-class RunReads(StoreBase):
+class RunReads(Repository):
     """Runs and their attempts as records; the prompt's history."""
 
     def latest_counters(self, agent_id: str) -> tuple[int, int]:

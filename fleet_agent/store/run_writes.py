@@ -17,12 +17,11 @@ from typing import Any
 
 from pydantic import TypeAdapter
 from sqlalchemy import Connection, Row, func, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import col, select
 
 from fleet_agent.models import ContextInfo, RunStatus, TokenUsage, Trigger, Verdict
 
-from .base import StoreBase
+from .base import Repository
 from .tables import MessageRow, RunCostRow, RunRow, RunSpendRow, table_of
 from .timestamps import require_aware
 
@@ -34,7 +33,7 @@ TRIGGERS = TypeAdapter(list[Trigger])
 _BEGIN_ROUNDS = 5
 
 
-class RunWrites(StoreBase):
+class RunWrites(Repository):
     """Opening and closing attempts of runs."""
 
     def begin_run(
@@ -183,13 +182,12 @@ class RunWrites(StoreBase):
                 ended_at=require_aware(ended_at, "ended_at"),
                 **({} if context is None else _context_values(context)),
             )
-            insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert
             costs = {"cost_usd": cost_usd, "tool_seconds": tool_seconds, "model": model}
             for model_, figures in (
                 (RunSpendRow, {"dph_added": dph_added, "dph_removed": dph_removed}),
                 (RunCostRow, costs),
             ):
-                stmt = insert(table_of(model_)).values(
+                stmt = self._insert(table_of(model_)).values(
                     agent_id=agent_id, run=run, attempt=attempt, **figures
                 )
                 conn.execute(

@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import func, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from fleet_agent.models import SpendSummary
 
+from .base import Repository
 from .store import Store
 from .tables import SpendHourRow, SpendInstanceRow, table_of
 from .timestamps import require_aware
@@ -38,14 +38,11 @@ class SpendInstance(BaseModel):
     usd: float
 
 
-class SpendReads:
+class SpendReads(Repository):
     """The ledger's tables and its reads (synchronous)."""
 
     def __init__(self, store: Store) -> None:
-        self._engine = store.engine
-        self._insert = (
-            postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
-        )
+        super().__init__(store)
         self._machines = table_of(SpendInstanceRow)
         self._hours = table_of(SpendHourRow)
 

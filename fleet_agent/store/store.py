@@ -1,4 +1,4 @@
-"""`Store`: synchronous, idempotent persistence of sessions, runs, messages and the inbox.
+"""`Store`: the run log's database, its engine, and the repositories on it.
 
 Temporal may retry an activity after its write already committed, so every
 write is keyed on a natural key: inserts are `INSERT ... ON CONFLICT DO
@@ -6,25 +6,31 @@ NOTHING` and updates set deterministic values. Each method runs in its own
 short transaction, and the engine's connection pool makes a `Store` safe to
 share between the threads of Temporal's sync activity executor.
 
+A `Store` owns the engine and the schema; the reads and writes are its
+repositories, each a `Repository` on the store's engine (base.py): the run
+log's are attributes (`store.run_reads.get_run(...)`), the others are built
+by their users (`ToolJournal(store)`). Why: docs/decisions/store.md.
+
 Opening a `Store` never creates anything: `create_all` is the explicit step
 that creates a new store (for SQLite, its file) or upgrades an existing one.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import get_args
+from pathlib import Path
 
-from sqlalchemy import delete, update
-from sqlmodel import Session, col, select
+from sqlalchemy import Engine, delete
+from sqlmodel import col
 
-from .engine import create_sqlite_file
+from .engine import create_engine_for, create_sqlite_file, default_database_url, sqlite_path
 from .inbox import Inbox
-from .records import MessageRecord, MessageRole, SessionRecord, StoreCondition
+from .messages import Messages
+from .records import StoreCondition
 from .run_costs import RunCosts
 from .run_reads import RunReads
 from .run_writes import RunWrites
 from .schema import read_version, upgrade
+from .sessions import Sessions
 from .summaries import SessionSummaries
 from .tables import (
     FailedHostRow,
@@ -40,15 +46,58 @@ from .tables import (
     SummaryRow,
     ToolCallRow,
 )
-from .timestamps import require_aware
 
 __all__ = ["Store"]
 
-_ROLES: frozenset[str] = frozenset(get_args(MessageRole))
+_DIALECTS = frozenset({"sqlite", "postgresql"})
 
 
-class Store(RunWrites, RunReads, RunCosts, Inbox, SessionSummaries):
+class Store:
     """The fleet agent's database: sessions, runs and their messages, the inbox."""
+
+    def __init__(self, url: str | None = None, *, engine: Engine | None = None) -> None:
+        """Open the store at `url` (default: `default_database_url()`), or on `engine`.
+
+        Pass `engine` (e.g. from `create_engine_for(url, connect_args=...)`) to
+        control connection options; the caller then owns and disposes it.
+        Nothing is created here: see `create_all`.
+        """
+        if engine is not None and url is not None:
+            raise ValueError("pass either url or engine, not both")
+        self._owns_engine = engine is None
+        self._engine = (
+            engine if engine is not None else create_engine_for(url or default_database_url())
+        )
+        dialect = self._engine.dialect.name
+        if dialect not in _DIALECTS:
+            raise ValueError(f"unsupported database dialect for the store: {dialect}")
+        self._sqlite_path: Path | None = sqlite_path(self._engine.url)
+        # The run log's repositories, each named after its module.
+        self.sessions = Sessions(self)
+        self.messages = Messages(self)
+        self.run_writes = RunWrites(self)
+        self.run_reads = RunReads(self)
+        self.run_costs = RunCosts(self)
+        self.inbox = Inbox(self)
+        self.summaries = SessionSummaries(self)
+
+    def __repr__(self) -> str:
+        # Never show the password, even in tracebacks and debug logs.
+        return f"Store({self.where!r})"
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    @property
+    def where(self) -> str:
+        """The store's URL with its password hidden, for messages and logs."""
+        return self._engine.url.render_as_string(hide_password=True)
+
+    def dispose(self) -> None:
+        """Close pooled connections, if this store created its engine."""
+        if self._owns_engine:
+            self._engine.dispose()
 
     def condition(self) -> StoreCondition:
         """Whether the store exists and which schema version it has (reads only)."""
@@ -67,112 +116,6 @@ class Store(RunWrites, RunReads, RunCosts, Inbox, SessionSummaries):
         if self._sqlite_path is not None:
             create_sqlite_file(self._sqlite_path)
         return upgrade(self._engine)
-
-    # ------------------------------------------------------------ sessions
-
-    def ensure_session(
-        self, agent_id: str, session: int, reason: str, started_at: datetime
-    ) -> None:
-        """Record that `session` started; a repeat call keeps the first row."""
-        stmt = self._insert_ignoring_conflict(
-            SessionRow,
-            ["agent_id", "session"],
-            {
-                "agent_id": agent_id,
-                "session": session,
-                "reason": reason,
-                "started_at": require_aware(started_at, "started_at"),
-            },
-        )
-        with self._engine.begin() as conn:
-            conn.execute(stmt)
-
-    def list_sessions(self, agent_id: str) -> list[SessionRecord]:
-        """Every session of the agent, oldest first."""
-        stmt = (
-            select(SessionRow)
-            .where(col(SessionRow.agent_id) == agent_id)
-            .order_by(col(SessionRow.session))
-        )
-        with Session(self._engine) as db:
-            return [
-                SessionRecord(session=r.session, started_at=r.started_at, reason=r.reason)
-                for r in db.exec(stmt)
-            ]
-
-    # ------------------------------------------------------------ messages
-
-    def add_message(
-        self,
-        agent_id: str,
-        run: int,
-        seq: int,
-        round: int,
-        role: MessageRole,
-        kind: str,
-        content: str,
-        created_at: datetime,
-        in_prompt: bool = False,
-    ) -> bool:
-        """Insert one message; returns False if (agent_id, run, seq) already existed."""
-        if role not in _ROLES:
-            raise ValueError(f"role must be one of {sorted(_ROLES)}, got {role!r}")
-        stmt = self._insert_ignoring_conflict(
-            MessageRow,
-            ["agent_id", "run", "seq"],
-            {
-                "agent_id": agent_id,
-                "run": run,
-                "seq": seq,
-                "round": round,
-                "role": role,
-                "kind": kind,
-                "content": content,
-                "in_prompt": in_prompt,
-                "created_at": require_aware(created_at, "created_at"),
-            },
-        )
-        with self._engine.begin() as conn:
-            # ON CONFLICT DO NOTHING reports 0 affected rows on both backends.
-            inserted: int = conn.execute(stmt).rowcount
-        return inserted == 1
-
-    def replace_message(self, agent_id: str, run: int, seq: int, content: str) -> None:
-        """Rewrite the content of a stored message (a finished run's settled
-        replies, fleet_agent/llm/transcript.py); nothing when there is none."""
-        with self._engine.begin() as conn:
-            conn.execute(
-                update(MessageRow)
-                .where(
-                    col(MessageRow.agent_id) == agent_id,
-                    col(MessageRow.run) == run,
-                    col(MessageRow.seq) == seq,
-                )
-                .values(content=content)
-            )
-
-    def get_message(self, agent_id: str, run: int, seq: int) -> MessageRecord | None:
-        with Session(self._engine) as db:
-            row = db.exec(
-                select(MessageRow).where(
-                    col(MessageRow.agent_id) == agent_id,
-                    col(MessageRow.run) == run,
-                    col(MessageRow.seq) == seq,
-                )
-            ).first()
-            return None if row is None else _message_record(row)
-
-    def run_messages(self, agent_id: str, run: int) -> list[MessageRecord]:
-        """All messages of a run, in `seq` order."""
-        stmt = (
-            select(MessageRow)
-            .where(col(MessageRow.agent_id) == agent_id, col(MessageRow.run) == run)
-            .order_by(col(MessageRow.seq))
-        )
-        with Session(self._engine) as db:
-            return [_message_record(row) for row in db.exec(stmt)]
-
-    # ------------------------------------------------------------ maintenance
 
     def delete_agent(self, agent_id: str) -> None:
         """Delete every session, run, message, inbox text, journalled tool call,
@@ -195,7 +138,3 @@ class Store(RunWrites, RunReads, RunCosts, Inbox, SessionSummaries):
         with self._engine.begin() as conn:
             for model in models:
                 conn.execute(delete(model).where(col(model.agent_id) == agent_id))
-
-
-def _message_record(row: MessageRow) -> MessageRecord:
-    return MessageRecord.model_validate(row, from_attributes=True)

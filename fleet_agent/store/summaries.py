@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 from sqlmodel import Session, col, select
 
-from .base import StoreBase
+from .base import Repository
 from .tables import SummaryRow
 from .timestamps import require_aware
 
@@ -39,7 +39,7 @@ def _record(row: SummaryRow) -> SummaryRecord:
     return SummaryRecord.model_validate(row.model_dump(exclude={"id"}))
 
 
-class SessionSummaries(StoreBase):
+class SessionSummaries(Repository):
     """Writes and reads of `fa_summaries`; one short transaction each."""
 
     def add_summary(self, summary: SummaryRecord) -> SummaryRecord:

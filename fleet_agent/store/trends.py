@@ -14,8 +14,8 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import func, select
 
+from .base import Repository
 from .records import MessageRecord
-from .store import Store
 from .tables import MessageRow, SpendHourRow, table_of
 from .timestamps import require_aware
 
@@ -34,11 +34,8 @@ class SpendHour(BaseModel):
     seconds: float
 
 
-class TrendReads:
+class TrendReads(Repository):
     """Reads of `fa_messages` and `fa_spend_hours` over a time window (synchronous)."""
-
-    def __init__(self, store: Store) -> None:
-        self._engine = store.engine
 
     def context_messages_since(self, agent_id: str, since: datetime) -> list[MessageRecord]:
         """Each run's context message written at or after `since`, oldest first."""

@@ -143,12 +143,12 @@ def fleet_seen(agent_id: str) -> FleetSeen | None:
     start of every run)."""
     store = open_store()
     try:
-        newest = store.list_runs(agent_id, limit=_SEEN_RUNS)
+        newest = store.run_reads.list_runs(agent_id, limit=_SEEN_RUNS)
         if not newest:
             return None
         run, message = newest[0].run, None
         for record in newest:
-            message = store.get_message(agent_id, record.run, CONTEXT_SEQ)
+            message = store.messages.get_message(agent_id, record.run, CONTEXT_SEQ)
             if message is not None:
                 run = record.run
                 break
