@@ -25,14 +25,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models, pure helpers and the helpers' classes.
+    from pydantic import BaseModel
+
+    from fleet_agent.loop.inputs import parse_payload
     from fleet_agent.models import (
         APPROVAL_CLOSED,
         APPROVAL_REQUESTED,
@@ -41,15 +44,18 @@ with workflow.unsafe.imports_passed_through():
         AgentConfig,
         AgentRestarted,
         AgentStatus,
+        ApprovalClosed,
+        ApprovalDecisionRequest,
         ApprovalOutcome,
         AskResult,
         FreezeReport,
         InboxItem,
+        PendingApproval,
         Phase,
         TriggerKind,
     )
     from workflows import stubs
-    from workflows.agent_approvals import ApprovalsBook
+    from workflows.agent_approvals import ApprovalsBook, Decided, approval_facts, tell_run
     from workflows.agent_ask import AskBook, refused
     from workflows.agent_freeze import KillSwitch
     from workflows.agent_inputs import Intake
@@ -88,6 +94,7 @@ WATCHDOG_PATCH = "watchdog-recall"
 #: the clock stopped (temporalio/sdk-java pull request 1539), which ended
 #: demand days of the benchmark.
 FRESH_BEFORE_RUN_PATCH = "fresh-execution-before-a-run"
+_M = TypeVar("_M", bound=BaseModel)
 
 
 @workflow.defn
@@ -123,7 +130,7 @@ class FleetAgentWorkflow:
         self._pacer = DemandPacer(ex)
         self._pacer.enabled = workflow.patched(DEMAND_PACE_PATCH)
         self._monitor = MonitorLink(ex)
-        self._approvals = ApprovalsBook(ex)
+        self._approvals = ApprovalsBook(ex.state)
         self._intake = Intake(ex, self._monitor, self._pacer)
         self._switch = KillSwitch(ex, self._approvals, self._monitor)
         self._asks = AskBook(ex.agent_id)
@@ -266,6 +273,21 @@ class FleetAgentWorkflow:
     # Each is parsed from loose JSON into a model or a visible refusal
     # (status.rejected): workflows/agent_inputs.py.
 
+    def _accept(
+        self,
+        signal: str,
+        raw: Any,
+        model: type[_M],
+        *,
+        bare: str | None = None,
+        optional: bool = False,
+    ) -> _M | None:
+        """The preamble of every signal: counted (continue-as-new watches the
+        count), parsed, or refused visibly in status.rejected (None)."""
+        ex = self._ex
+        ex.signals += 1
+        return ex.valid(parse_payload(model, raw, bare=bare, optional=optional), signal, raw)
+
     @workflow.signal(
         description='P0: a message from the operator, {"text": str, "author": str, '
         '"message_id": str (optional, the sender\'s)} or a bare string'
@@ -317,12 +339,23 @@ class FleetAgentWorkflow:
     @workflow.signal(name=APPROVAL_REQUESTED, description="internal: a run waits for an approval")
     def approval_requested(self, raw: Any) -> None:
         """A run of this agent waits for an operator's decision (internal)."""
-        self._approvals.requested(raw)
+        pending = self._accept(APPROVAL_REQUESTED, raw, PendingApproval)
+        if pending is not None:
+            self._approvals.add(pending)
+            self._ex.notifier.emit("approval_requested", pending.id, **approval_facts(pending))
+            self._ex.show()
 
     @workflow.signal(name=APPROVAL_CLOSED, description="internal: an approval wait ended")
     def approval_closed(self, raw: Any) -> None:
         """A run stopped waiting without a decision from here (its timeout)."""
-        self._approvals.closed(raw)
+        closed = self._accept(APPROVAL_CLOSED, raw, ApprovalClosed)
+        decided = None if closed is None else self._approvals.close(closed)
+        if decided is not None:
+            self._decided(decided)
+            if decided.decision.by == "timeout":
+                pending = decided.pending
+                self._ex.notifier.emit("approval_expired", pending.id, **approval_facts(pending))
+            self._ex.show()
 
     # ------------------------------------------------------------ updates
     # Bare decorators: with arguments the SDK types an async update as
@@ -366,11 +399,29 @@ class FleetAgentWorkflow:
         """An operator approves or denies a pending approval:
         `{"approval_id", "approve", "note", "author"}`. Forwarded to the run
         that waits for it; answers with the approval and the decision."""
-        return await self._approvals.decide(raw)
+        req = parse_payload(ApprovalDecisionRequest, raw).value
+        decided = None if req is None else self._approvals.decide(req)
+        if decided is None:
+            # The validator refused it already; guards a replay of older code.
+            raise ApplicationError("unknown approval", non_retryable=True)
+        self._decided(decided)
+        self._ex.show()
+        error = await tell_run(decided)
+        return ApprovalOutcome(approval=decided.pending, decision=decided.decision, error=error)
 
     @decide_approval.validator
     def _validate_decision(self, raw: Any) -> None:
-        self._approvals.validate_decision(raw)
+        """Refused before it reaches history: an unknown, decided or expired ID."""
+        parsed = parse_payload(ApprovalDecisionRequest, raw)
+        if parsed.value is None:
+            raise ValueError(f"decide_approval refused: {parsed.error}")
+        refusal = self._approvals.refusal(parsed.value.approval_id)
+        if refusal is not None:
+            raise ValueError(refusal)
+
+    def _decided(self, decided: Decided) -> None:
+        """An approval was decided: the daily digest counts it."""
+        self._ex.state.notify.digest_approvals += 1
 
     @workflow.update
     async def ask(self, raw: Any) -> AskResult:

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         UnfreezeRequest,
     )
     from workflows import stubs
-    from workflows.agent_approvals import ApprovalsBook
+    from workflows.agent_approvals import ApprovalsBook, tell_run
     from workflows.agent_monitor import MonitorLink
     from workflows.agent_state import AgentExecution
     from workflows.policies import (
@@ -78,7 +78,9 @@ class KillSwitch:
             )
             ex.notify()
             # A run waiting for a human must not rent once it is approved later.
-            await self._approvals.deny_all(req.author, req.reason)
+            for decided in self._approvals.deny_all(req.author, req.reason):
+                ex.state.notify.digest_approvals += 1
+                await tell_run(decided)
             ex.show()
             await self._monitor.configure()  # disabled: it ends within a poll
         fleet, error = await self._stop_fleet(req.destroy_all)

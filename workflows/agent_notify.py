@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.models import NotifyEvent, NotifyEventKind, NotifyFailure, NotifyRequest
     from fleet_agent.notify.rules import admit, idempotency_key, remember
     from workflows import stubs
+    from workflows.agent_approvals import approval_facts
     from workflows.agent_state import AgentExecution
     from workflows.policies import NOTIFY_RETRY, NOTIFY_TIMEOUT
 
@@ -173,7 +174,7 @@ class Notifier:
             if pending.id in state.warned or _warn_at(pending.asked_at, pending.expires_at) > now:
                 continue
             state.warned = [*state.warned[-(_MAX_WARNED - 1) :], pending.id]
-            self.emit("approval_expiring", pending.id, **_approval_facts(pending))
+            self.emit("approval_expiring", pending.id, **approval_facts(pending))
         if state.digest_at is not None and state.digest_at <= now:
             day = f"{state.digest_at - _DAY:%Y-%m-%d}"
             spend = ex.state.spend
@@ -188,21 +189,6 @@ class Notifier:
             )
             state.digest_runs = state.digest_failed_runs = state.digest_approvals = 0
             state.digest_at = _next_midnight(now)
-
-
-def approval_facts(pending: Any) -> dict[str, Any]:
-    """What an approval's notifications show (a `PendingApproval`)."""
-    return _approval_facts(pending)
-
-
-def _approval_facts(pending: Any) -> dict[str, Any]:
-    return {
-        "tool": pending.tool,
-        "dph": pending.dph,
-        "reason": pending.reason[:300],
-        "expires_at": pending.expires_at.isoformat(),
-        "run": pending.run,
-    }
 
 
 def _warn_at(asked: datetime, expires: datetime) -> datetime:
