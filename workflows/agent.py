@@ -48,11 +48,14 @@ with workflow.unsafe.imports_passed_through():
         ApprovalDecisionRequest,
         ApprovalOutcome,
         AskResult,
+        FreezeInfo,
         FreezeReport,
+        FreezeRequest,
         InboxItem,
         PendingApproval,
         Phase,
         TriggerKind,
+        UnfreezeRequest,
     )
     from workflows import stubs
     from workflows.agent_approvals import ApprovalsBook, Decided, approval_facts, tell_run
@@ -129,10 +132,10 @@ class FleetAgentWorkflow:
         ex.budget.enabled = workflow.patched(LLM_CAP_PATCH)
         self._pacer = DemandPacer(ex)
         self._pacer.enabled = workflow.patched(DEMAND_PACE_PATCH)
-        self._monitor = MonitorLink(ex)
+        self._monitor = MonitorLink(ex.agent_id)
         self._approvals = ApprovalsBook(ex.state)
         self._intake = Intake(ex, self._monitor, self._pacer)
-        self._switch = KillSwitch(ex, self._approvals, self._monitor)
+        self._switch = KillSwitch(ex.state, ex.agent_id)
         self._asks = AskBook(ex.agent_id)
         self._runs = RunLauncher(ex, self._approvals, self._monitor, self._asks)
         self._keeper = ConfigKeeper(ex)
@@ -170,7 +173,7 @@ class FleetAgentWorkflow:
             # Beside the loop too: a held demand target applies when the hour
             # allows, whatever the loop is doing.
             self._pace_task = asyncio.create_task(self._pacer.loop())
-        await self._monitor.ensure()
+        await self._monitor.ensure(ex.state.config)
         if flight is not None:
             await self._runs.finish_handed_over_run(flight)
         while True:
@@ -378,7 +381,35 @@ class FleetAgentWorkflow:
         monitor and every fleet change; with `destroy_all`, destroys every
         machine of this agent at vast.ai and returns once none is listed
         (workflows/agent_freeze.py)."""
-        return await self._switch.freeze(raw)
+        req = parse_payload(FreezeRequest, raw, optional=True).value
+        if req is None:
+            raise ApplicationError("invalid freeze request", non_retryable=True)
+        ex = self._ex
+        already = ex.state.config.frozen
+        info = FreezeInfo(
+            reason=req.reason, author=req.author, at=workflow.now(), destroy_all=req.destroy_all
+        )
+        frozen = self._switch.freeze(info, ex.state.config)
+        if frozen is not None:
+            self._set_mode(frozen)
+            ex.notifier.emit(
+                "frozen", "", author=req.author, reason=req.reason, destroy_all=req.destroy_all
+            )
+            ex.notify()
+            # A run waiting for a human must not rent once it is approved later.
+            for decided in self._approvals.deny_all(req.author, req.reason):
+                self._decided(decided)
+                await tell_run(decided)
+            ex.show()
+            await self._monitor.configure(ex.state.config)  # disabled: it ends within a poll
+        fleet, error = await self._switch.stop_fleet(req.destroy_all)
+        return FreezeReport(
+            frozen=True,
+            already_frozen=already,
+            info=self._switch.info or info,
+            fleet=fleet,
+            error=error,
+        )
 
     @freeze.validator
     def _validate_freeze(self, raw: Any) -> None:
@@ -388,7 +419,29 @@ class FleetAgentWorkflow:
     async def unfreeze(self, raw: Any) -> AgentConfig:
         """Undo `freeze`: `{"reason", "author"}`. The monitor starts again and
         the next run is told, so it re-plans the fleet."""
-        return await self._switch.unfreeze(raw)
+        req = parse_payload(UnfreezeRequest, raw, optional=True).value
+        if req is None:
+            raise ApplicationError("invalid unfreeze request", non_retryable=True)
+        ex = self._ex
+        unfrozen = self._switch.unfreeze(req, ex.state.config)
+        if unfrozen is None:
+            return ex.state.config
+        self._set_mode(unfrozen.config)
+        ex.notifier.emit("unfrozen", "", author=req.author, reason=req.reason)
+        ex.buffer.add_config_change(ex.state.next_trigger_seq, workflow.now(), unfrozen.news)
+        ex.state.next_trigger_seq += 1
+        ex.notify()
+        ex.show()
+        await self._monitor.ensure(ex.state.config)
+        return ex.state.config
+
+    def _set_mode(self, config: AgentConfig) -> None:
+        """A freeze or an unfreeze: the new config, and the phase between runs
+        at once (the loop agrees once it wakes)."""
+        ex = self._ex
+        ex.state.config = config
+        if ex.current_run is None:
+            ex.phase = ex.idle_phase()
 
     @unfreeze.validator
     def _validate_unfreeze(self, raw: Any) -> None:

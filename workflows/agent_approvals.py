@@ -8,7 +8,7 @@ ended without a decision (`approval_closed`); the agent keeps the list in its
 durable state, so `status`, the Web UI and a continue-as-new all see it. A
 `freeze` denies every pending approval.
 
-`ApprovalsBook` owns the approvals' slice of the agent's state (`Approvals`:
+`ApprovalsBook` owns the approvals' slice of the agent's state (`ApprovalsSlice`:
 the pending list and the latest decisions) and nothing else. Its methods
 change that slice and return what changed (the approval taken, the decision
 made); FleetAgentWorkflow (workflows/agent.py) parses the payloads, and
@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         PendingApproval,
     )
 
-__all__ = ["Approvals", "ApprovalsBook", "Decided", "approval_facts", "tell_run"]
+__all__ = ["ApprovalsBook", "ApprovalsSlice", "Decided", "approval_facts", "tell_run"]
 
 # Runs go one at a time and call tools in turn, so one approval is pending at
 # most; the bound only keeps forged signals from growing the state.
@@ -42,7 +42,7 @@ _MAX_PENDING = 10
 _MAX_DECIDED = 20
 
 
-class Approvals(Protocol):
+class ApprovalsSlice(Protocol):
     """The approvals' slice of the durable state (fields of `AgentState`)."""
 
     pending_approvals: list[PendingApproval]
@@ -58,9 +58,9 @@ class Decided:
 
 
 class ApprovalsBook:
-    """The pending approvals, and the decisions on them (the `Approvals` slice only)."""
+    """The pending approvals, and the decisions on them (the `ApprovalsSlice` only)."""
 
-    def __init__(self, slice_: Approvals) -> None:
+    def __init__(self, slice_: ApprovalsSlice) -> None:
         self._s = slice_
 
     @property

@@ -269,9 +269,9 @@ class Intake:
         if any(k.startswith("monitor_") or k in _MONITOR_FIELDS for k in changed):
             if ex.state.config.monitor_enabled and not old.monitor_enabled:
                 # (A frozen agent's monitor stays stopped: see MonitorLink.ensure.)
-                await self._monitor.ensure()
+                await self._monitor.ensure(ex.state.config)
             else:
-                await self._monitor.configure()
+                await self._monitor.configure(ex.state.config)
         return ex.state.config
 
     def validate_config(self, raw: Any) -> None:

@@ -302,7 +302,7 @@ class RunLauncher:
         # No trigger and no new due time: the run that added them knows.
         ex.state.config = old.model_copy(update={"demand_events": events})
         if ex.state.config.monitor_enabled and not ex.state.config.frozen:
-            await self._monitor.configure()
+            await self._monitor.configure(ex.state.config)
 
     def _notify(self, result: RunResult) -> None:
         """What a run's end tells a human: its notices, a rejected key, a
