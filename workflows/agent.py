@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
     from fleet_agent.loop.inputs import parse_payload
+    from fleet_agent.loop.schedule import Due
     from fleet_agent.models import (
         APPROVAL_CLOSED,
         APPROVAL_REQUESTED,
@@ -52,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         FreezeReport,
         FreezeRequest,
         InboxItem,
+        NotifyEventKind,
         PendingApproval,
         Phase,
         TriggerKind,
@@ -63,7 +65,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_freeze import KillSwitch
     from workflows.agent_inputs import Intake
     from workflows.agent_monitor import MonitorLink
-    from workflows.agent_notify import NOTIFY_PATCH, Notifier
+    from workflows.agent_notify import NOTIFY_PATCH, Around, Notifier
     from workflows.agent_pace import DEMAND_PACE_PATCH, LLM_CAP_PATCH, DemandPacer, LlmBudget
     from workflows.agent_runs import RunLauncher
     from workflows.agent_state import AgentExecution
@@ -122,22 +124,25 @@ class FleetAgentWorkflow:
     @workflow.init
     def __init__(self, raw: Any = None) -> None:
         self._ex = ex = AgentExecution(workflow.info().workflow_id, raw)
-        ex.notifier = Notifier(ex)
         # In the first task, before any handler can emit: histories from
         # before notifications replay without them.
-        ex.notifier.enabled = workflow.patched(NOTIFY_PATCH)
+        self._notifier = Notifier(
+            ex.agent_id, ex.state.notify, enabled=workflow.patched(NOTIFY_PATCH)
+        )
         # Likewise the paces (workflows/agent_pace.py): an execution that
         # began without them keeps its old ways until it continues as new.
-        ex.budget = LlmBudget(ex)
-        ex.budget.enabled = workflow.patched(LLM_CAP_PATCH)
+        self._budget = LlmBudget(ex.state, ex.agent_id, enabled=workflow.patched(LLM_CAP_PATCH))
+        ex.hold = self._hold
         self._pacer = DemandPacer(ex)
         self._pacer.enabled = workflow.patched(DEMAND_PACE_PATCH)
         self._monitor = MonitorLink(ex.agent_id)
         self._approvals = ApprovalsBook(ex.state)
-        self._intake = Intake(ex, self._monitor, self._pacer)
+        self._intake = Intake(ex, self._monitor, self._pacer, self._budget)
         self._switch = KillSwitch(ex.state, ex.agent_id)
         self._asks = AskBook(ex.agent_id)
-        self._runs = RunLauncher(ex, self._approvals, self._monitor, self._asks)
+        self._runs = RunLauncher(
+            ex, self._approvals, self._monitor, self._notifier, self._budget, self._asks
+        )
         self._keeper = ConfigKeeper(ex)
 
     # ------------------------------------------------------------ main loop
@@ -165,10 +170,10 @@ class FleetAgentWorkflow:
         # Runs in the background for the life of this execution: it moves
         # message texts and lost-run records to the store as they come.
         self._store_task = asyncio.create_task(self._runs.store_loop())
-        if ex.notifier.enabled:
+        if self._notifier.enabled:
             # Beside the loop, for the life of this execution: delivers the
-            # notifications the helpers queue, never holding up a run.
-            self._notify_task = asyncio.create_task(ex.notifier.loop())
+            # notifications queued, never holding up a run.
+            self._notify_task = asyncio.create_task(self._notifier.loop(self._around, ex.show))
         if self._pacer.enabled:
             # Beside the loop too: a held demand target applies when the hour
             # allows, whatever the loop is doing.
@@ -222,7 +227,13 @@ class FleetAgentWorkflow:
         text = fact.text()
         workflow.logger.warning("agent %s %s", ex.agent_id, text)
         ex.buffer.add_internal(ex.make_trigger(TriggerKind.AGENT_STARTED, text))
-        ex.notifier.agent_restarted(fact.how_ended(), by_watchdog=fact.started_by == WATCHDOG)
+        self._emit(
+            "agent_restarted",
+            "watchdog",
+            how_ended=fact.how_ended()[:300],
+            by="the watchdog" if fact.started_by == WATCHDOG else "a start request",
+            next_run=ex.state.run_count + 1,
+        )
 
     async def _check_search_attributes(self) -> None:
         """Upsert search attributes in this execution only if the namespace has
@@ -256,7 +267,7 @@ class FleetAgentWorkflow:
                 return
             ex.due = due
             ex.changed = False
-            ex.budget.observe(due)
+            self._observe_budget(due)
             ex.phase = (
                 ex.idle_phase()
                 if ex.state.config.paused or ex.state.config.frozen
@@ -345,7 +356,7 @@ class FleetAgentWorkflow:
         pending = self._accept(APPROVAL_REQUESTED, raw, PendingApproval)
         if pending is not None:
             self._approvals.add(pending)
-            self._ex.notifier.emit("approval_requested", pending.id, **approval_facts(pending))
+            self._emit("approval_requested", pending.id, **approval_facts(pending))
             self._ex.show()
 
     @workflow.signal(name=APPROVAL_CLOSED, description="internal: an approval wait ended")
@@ -357,7 +368,7 @@ class FleetAgentWorkflow:
             self._decided(decided)
             if decided.decision.by == "timeout":
                 pending = decided.pending
-                self._ex.notifier.emit("approval_expired", pending.id, **approval_facts(pending))
+                self._emit("approval_expired", pending.id, **approval_facts(pending))
             self._ex.show()
 
     # ------------------------------------------------------------ updates
@@ -392,7 +403,7 @@ class FleetAgentWorkflow:
         frozen = self._switch.freeze(info, ex.state.config)
         if frozen is not None:
             self._set_mode(frozen)
-            ex.notifier.emit(
+            self._emit(
                 "frozen", "", author=req.author, reason=req.reason, destroy_all=req.destroy_all
             )
             ex.notify()
@@ -427,7 +438,7 @@ class FleetAgentWorkflow:
         if unfrozen is None:
             return ex.state.config
         self._set_mode(unfrozen.config)
-        ex.notifier.emit("unfrozen", "", author=req.author, reason=req.reason)
+        self._emit("unfrozen", "", author=req.author, reason=req.reason)
         ex.buffer.add_config_change(ex.state.next_trigger_seq, workflow.now(), unfrozen.news)
         ex.state.next_trigger_seq += 1
         ex.notify()
@@ -474,7 +485,38 @@ class FleetAgentWorkflow:
 
     def _decided(self, decided: Decided) -> None:
         """An approval was decided: the daily digest counts it."""
-        self._ex.state.notify.digest_approvals += 1
+        self._notifier.count_approval()
+
+    # ------------------------------------------------------------ LLM budget
+
+    def _hold(self, due: Due | None) -> Due | None:
+        """The due time, moved later while the LLM spend cap holds runs."""
+        return self._budget.hold(due, self._ex.state.config)
+
+    def _observe_budget(self, due: Due | None) -> None:
+        """No run is due now: the first hold of a stretch by the LLM cap notifies."""
+        state = self._ex.state
+        hold = self._budget.observe(due, state.config)
+        if hold is not None:
+            self._emit(
+                "llm_spend_capped",
+                "llm",
+                last_hour_usd=hold.last_hour_usd,
+                cap_usd=hold.cap_usd,
+                until=hold.until,
+                pending=len(state.pending_triggers),
+            )
+
+    # ------------------------------------------------------------ notifications
+
+    def _emit(self, kind: NotifyEventKind, subject: str = "", /, **facts: Any) -> bool:
+        """Queue a notification if the config in force admits it (agent_notify.py)."""
+        return self._notifier.emit(self._ex.state.config, kind, subject, **facts)
+
+    def _around(self) -> Around:
+        """What the notification timers read: approvals to warn of, the digest's spend."""
+        state = self._ex.state
+        return Around(state.config, self._approvals.pending, state.spend)
 
     @workflow.update
     async def ask(self, raw: Any) -> AskResult:

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
         TriggerNow,
     )
     from workflows.agent_monitor import MonitorLink
-    from workflows.agent_pace import DemandPacer
+    from workflows.agent_pace import DemandPacer, LlmBudget
     from workflows.agent_state import AgentExecution
 
 __all__ = ["Intake"]
@@ -89,10 +89,13 @@ _KNOWN_SIGNALS = (
 class Intake:
     """Signals, the config update and the status, on the execution's state."""
 
-    def __init__(self, ex: AgentExecution, monitor: MonitorLink, pacer: DemandPacer) -> None:
+    def __init__(
+        self, ex: AgentExecution, monitor: MonitorLink, pacer: DemandPacer, budget: LlmBudget
+    ) -> None:
         self._ex = ex
         self._monitor = monitor
         self._pacer = pacer
+        self._budget = budget
 
     # ------------------------------------------------------------ signals
 
@@ -324,5 +327,5 @@ class Intake:
             notify_delivered=state.notify.delivered,
             demand=state.demand,
             demand_pace=self._pacer.status(),
-            llm_spend=ex.budget.status(),
+            llm_spend=self._budget.status(state.config),
         )

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from temporalio import workflow
 
@@ -42,10 +44,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from fleet_agent.loop.schedule import Due
     from fleet_agent.models import (
+        AgentConfig,
         DemandPace,
         DemandTargetChange,
         HeldDemandChange,
         LlmSpendPace,
+        SpendMark,
     )
     from workflows.agent_state import AgentExecution
 
@@ -218,81 +222,90 @@ class DemandPacer:
         )
 
 
-class LlmBudget:
-    """Counts the runs' LLM cost over the last hour and holds runs past the cap."""
+class BudgetSlice(Protocol):
+    """The LLM budget's slice of the durable state (fields of `AgentState`)."""
 
-    def __init__(self, ex: AgentExecution) -> None:
-        self._ex = ex
-        #: Set by the workflow from `workflow.patched(LLM_CAP_PATCH)`.
-        self.enabled = False
+    llm_spend: list[SpendMark]
+    llm_held_since: datetime | None
+
+
+@dataclass(frozen=True)
+class SpendHold:
+    """The first hold of a stretch: what the last hour cost, the cap, until when."""
+
+    last_hour_usd: float
+    cap_usd: float
+    until: datetime
+
+
+class LlmBudget:
+    """Counts the runs' LLM cost over the last hour and holds runs past the
+    cap (the `BudgetSlice` only; the config is handed in)."""
+
+    def __init__(self, slice_: BudgetSlice, agent_id: str, *, enabled: bool) -> None:
+        self._s = slice_
+        self._agent_id = agent_id
+        #: From `workflow.patched(LLM_CAP_PATCH)`.
+        self.enabled = enabled
 
     def record(self, cost_usd: float, at: datetime) -> None:
         """A run's cost, at its end (a $0 run, the autopilot's, leaves no mark)."""
         if not self.enabled or cost_usd <= 0:
             return
-        state = self._ex.state
-        state.llm_spend = add_spend(state.llm_spend, at, cost_usd, workflow.now())
+        self._s.llm_spend = add_spend(self._s.llm_spend, at, cost_usd, workflow.now())
 
-    def hold(self, due: Due | None) -> Due | None:
+    def hold(self, due: Due | None, config: AgentConfig) -> Due | None:
         """`due`, or later when the last hour's LLM cost is at the cap: then
         when enough of it is an hour old."""
         if not self.enabled or due is None:
             return due
-        state = self._ex.state
-        cap = state.config.max_llm_usd_per_hour
-        release = spend_release(state.llm_spend, workflow.now(), cap)
+        cap = config.max_llm_usd_per_hour
+        release = spend_release(self._s.llm_spend, workflow.now(), cap)
         if release is None or release <= due.at:
             return due
         return Due(release, f"LLM spend cap ${cap:g}/h reached: runs held", LLM_CAP)
 
-    def observe(self, due: Due | None) -> None:
-        """The loop found no run due now: the first hold of a stretch is told
-        (worker log, `llm_spend_capped`); a stretch ends when nothing holds."""
+    def observe(self, due: Due | None, config: AgentConfig) -> SpendHold | None:
+        """The loop found no run due now. The first hold of a stretch is
+        returned (to notify `llm_spend_capped`) and logged; a stretch ends when
+        nothing holds."""
         if not self.enabled:
-            return
-        ex = self._ex
-        state = ex.state
+            return None
+        s = self._s
         if due is None or due.cause != LLM_CAP:
-            state.llm_held_since = None
-            return
-        if state.llm_held_since is not None:
-            return
+            s.llm_held_since = None
+            return None
+        if s.llm_held_since is not None:
+            return None
         now = workflow.now()
-        state.llm_held_since = now
-        spent = hour_spend(state.llm_spend, now)
-        cap = state.config.max_llm_usd_per_hour
+        s.llm_held_since = now
+        spent = hour_spend(s.llm_spend, now)
+        cap = config.max_llm_usd_per_hour
         workflow.logger.warning(
             "agent %s holds its runs until %s: the LLM cost $%.2f in the last hour (cap $%g/h)",
-            ex.agent_id,
+            self._agent_id,
             due.at.isoformat(),
             spent,
             cap,
         )
-        ex.notifier.emit(
-            "llm_spend_capped",
-            "llm",
-            last_hour_usd=round(spent, 4),
-            cap_usd=cap,
-            until=due.at,
-            pending=len(state.pending_triggers),
-        )
+        return SpendHold(last_hour_usd=round(spent, 4), cap_usd=cap, until=due.at)
 
     def started(self) -> None:
         """A run starts: whatever held the loop is over."""
         if self.enabled:
-            self._ex.state.llm_held_since = None
+            self._s.llm_held_since = None
 
-    def status(self) -> LlmSpendPace | None:
+    def status(self, config: AgentConfig) -> LlmSpendPace | None:
         """`status.llm_spend`: the last hour's cost, the cap, and any hold."""
         if not self.enabled:
             return None
-        state = self._ex.state
+        s = self._s
         now = workflow.now()
-        cap = state.config.max_llm_usd_per_hour
-        until = spend_release(state.llm_spend, now, cap)
+        cap = config.max_llm_usd_per_hour
+        until = spend_release(s.llm_spend, now, cap)
         return LlmSpendPace(
             cap_usd=cap,
-            last_hour_usd=round(hour_spend(state.llm_spend, now), 6),
-            held_since=state.llm_held_since if until is not None else None,
+            last_hour_usd=round(hour_spend(s.llm_spend, now), 6),
+            held_since=s.llm_held_since if until is not None else None,
             held_until=until,
         )

@@ -45,6 +45,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_approvals import ApprovalsBook
     from workflows.agent_ask import AskBook
     from workflows.agent_monitor import MonitorLink
+    from workflows.agent_notify import Notifier
+    from workflows.agent_pace import LlmBudget
     from workflows.agent_state import AgentExecution
     from workflows.metrics import record_run_finished, record_run_started
     from workflows.policies import (
@@ -74,11 +76,19 @@ class RunLauncher:
     """Starting, awaiting and recording runs; the background store loop."""
 
     def __init__(
-        self, ex: AgentExecution, approvals: ApprovalsBook, monitor: MonitorLink, asks: AskBook
+        self,
+        ex: AgentExecution,
+        approvals: ApprovalsBook,
+        monitor: MonitorLink,
+        notifier: Notifier,
+        budget: LlmBudget,
+        asks: AskBook,
     ) -> None:
         self._ex = ex
         self._approvals = approvals
         self._monitor = monitor
+        self._notifier = notifier
+        self._budget = budget
         self._asks = asks
 
     async def run_once(self) -> None:
@@ -103,7 +113,7 @@ class RunLauncher:
         state.run_count += 1
         number = state.run_count
         ex.current_run, ex.phase, ex.due = number, Phase.RUNNING, None
-        ex.budget.started()
+        self._budget.started()
         record_run_started(ex.agent_id, triggers, now)
         ex.show()
         run_input = RunInput(
@@ -249,7 +259,7 @@ class RunLauncher:
         if result.llm_cost is not None:
             state.llm_cost = result.llm_cost
         # What this run paid the model counts toward max_llm_usd_per_hour.
-        ex.budget.record(usd(result.cost_usd), ended)
+        self._budget.record(usd(result.cost_usd), ended)
         # The heartbeat counts from the end of the last run, whatever its kind.
         state.last_run_ended_at = ended
         state.run_in_flight = None
@@ -307,9 +317,10 @@ class RunLauncher:
     def _notify(self, result: RunResult) -> None:
         """What a run's end tells a human: its notices, a rejected key, a
         streak of failures (workflows/agent_notify.py)."""
-        notifier = self._ex.notifier
+        notifier, config = self._notifier, self._ex.state.config
         for notice in result.notices:
             notifier.emit(
+                config,
                 notice.kind,
                 notice.subject,
                 run=result.run,
@@ -318,8 +329,10 @@ class RunLauncher:
             )
         provider = auth_failure(result.error) if result.error else None
         if provider is not None:
-            notifier.emit("auth_failing", provider, run=result.run, error=result.error[:400])
-        notifier.run_ended(result.run, result.status == RunStatus.FAILED, result.error)
+            notifier.emit(
+                config, "auth_failing", provider, run=result.run, error=result.error[:400]
+            )
+        notifier.run_ended(config, result.run, result.status == RunStatus.FAILED, result.error)
 
     # ------------------------------------------------------------ the store loop
 
@@ -364,7 +377,7 @@ class RunLauncher:
                         summary=f"record run {result.run} as failed",
                     )
                     # Its rounds were paid even though it never answered.
-                    ex.budget.record(usd(cost), workflow.now())
+                    self._budget.record(usd(cost), workflow.now())
                     ex.notify()
                 except ActivityError as exc:
                     # Non-retryable: the run never opened a record, nothing to close.

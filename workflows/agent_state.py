@@ -13,7 +13,8 @@ does it. Deterministic: runs inside the workflow sandbox.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
 
@@ -37,10 +38,6 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.visibility.search_attributes import search_phase
     from workflows.metrics import record_agent_state
     from workflows.search_attributes import agent_updates
-
-if TYPE_CHECKING:
-    from workflows.agent_notify import Notifier
-    from workflows.agent_pace import LlmBudget
 
 __all__ = ["THINKING_SUMMARIZED_PATCH", "AgentExecution"]
 
@@ -70,6 +67,10 @@ _CRITICAL_HISTORY_BYTES = 20 * 1024 * 1024
 _CRITICAL_HISTORY_EVENTS = 20_000
 _CRITICAL_SIGNALS = 8_000
 _M = TypeVar("_M", bound=BaseModel)
+
+
+def _unheld(due: Due | None) -> Due | None:
+    return due
 
 
 class AgentExecution:
@@ -116,10 +117,9 @@ class AgentExecution:
         # Whether this execution upserts search attributes (asked at its start).
         self.search_attributes = False
         self.upserted_phase: str | None = None
-        #: Set by the workflow: what the helpers tell of (workflows/agent_notify.py).
-        self.notifier: Notifier
-        #: Set by the workflow: holds runs past the LLM spend cap (workflows/agent_pace.py).
-        self.budget: LlmBudget
+        #: Moves a due time later while the LLM spend cap holds runs: the
+        #: workflow hands its `LlmBudget.hold` (workflows/agent_pace.py).
+        self.hold: Callable[[Due | None], Due | None] = _unheld
 
     # ------------------------------------------------------------ continue-as-new
 
@@ -219,7 +219,7 @@ class AgentExecution:
     def compute_due(self) -> Due | None:
         """When the next run is due: its schedule, moved later while the LLM
         spend cap holds runs."""
-        return self.budget.hold(
+        return self.hold(
             next_due(
                 firsts=self.buffer.firsts,
                 wakes=self.state.wakes,
