@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import stubs
     from workflows.agent_approvals import ApprovalsBook, Decided, approval_facts, tell_run
     from workflows.agent_ask import AskBook, refused
+    from workflows.agent_config import ConfigKeeper
     from workflows.agent_freeze import KillSwitch
     from workflows.agent_inputs import Intake
     from workflows.agent_monitor import MonitorLink
@@ -69,7 +70,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_pace import DEMAND_PACE_PATCH, LLM_CAP_PATCH, DemandPacer, LlmBudget
     from workflows.agent_runs import RunLauncher
     from workflows.agent_state import AgentExecution
-    from workflows.agent_watchdog import ConfigKeeper
     from workflows.policies import (
         STORE_RETRY,
         STORE_TIMEOUT,
@@ -90,7 +90,7 @@ __all__ = [
 #: check were done: under load, seconds).
 HANDOVER_STATUS_PATCH = "handover-status-at-start"
 #: The config is kept in the store, and a fresh execution recalls it and how
-#: the previous one ended (workflows/agent_watchdog.py).
+#: the previous one ended (workflows/agent_config.py).
 WATCHDOG_PATCH = "watchdog-recall"
 #: A run due when the history is within a tenth of its limit starts in a
 #: fresh execution rather than being handed over in flight a moment later.
@@ -143,7 +143,7 @@ class FleetAgentWorkflow:
         self._runs = RunLauncher(
             ex, self._approvals, self._monitor, self._notifier, self._budget, self._asks
         )
-        self._keeper = ConfigKeeper(ex)
+        self._keeper = ConfigKeeper(ex.state, ex.agent_id)
 
     # ------------------------------------------------------------ main loop
 
@@ -158,7 +158,7 @@ class FleetAgentWorkflow:
         watchdog = workflow.patched(WATCHDOG_PATCH)
         if ex.fresh:
             await self._continue_numbering()
-            restarted = await self._keeper.recall() if watchdog else None
+            restarted = await self._recall() if watchdog else None
             if restarted is not None:
                 ex.state.restarted = restarted
                 self._announce_restart(restarted)
@@ -166,7 +166,7 @@ class FleetAgentWorkflow:
                 ex.buffer.add_internal(ex.make_trigger(TriggerKind.AGENT_STARTED, "fresh start"))
         if watchdog:
             # For the life of this execution: each new config goes to the store.
-            self._keeper_task = asyncio.create_task(self._keeper.keep())
+            self._keeper_task = asyncio.create_task(self._keeper.keep(ex.should_continue_as_new))
         # Runs in the background for the life of this execution: it moves
         # message texts and lost-run records to the store as they come.
         self._store_task = asyncio.create_task(self._runs.store_loop())
@@ -216,6 +216,17 @@ class FleetAgentWorkflow:
         )
         ex.state.run_count = max(ex.state.run_count, counters.max_run)
         ex.state.session = max(ex.state.session, counters.max_session)
+
+    async def _recall(self) -> AgentRestarted | None:
+        """A fresh start takes the last known config from the store (a frozen
+        one stays frozen); how the previous execution ended, if any."""
+        ex = self._ex
+        recalled = await self._keeper.recall(ex.start_config, ex.started_by)
+        if recalled.refused:
+            ex.reject("start config", recalled.refused, None)
+        if recalled.restored:
+            self._switch.kept_frozen(self._keeper.config)
+        return recalled.restarted
 
     def _announce_restart(self, fact: AgentRestarted) -> None:
         """THE place where a restart is announced (the watchdog brought the

@@ -97,7 +97,7 @@ class AgentExecution:
                 self.reject("start config", applied.error, None)
             else:
                 self.state.config = applied.value
-        # A fresh start applies them over the last known config (agent_watchdog.py).
+        # A fresh start applies them over the last known config (agent_config.py).
         self.start_config = start.config
         #: "watchdog" when the agent's Schedule started this execution.
         self.started_by = start.started_by

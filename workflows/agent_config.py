@@ -1,0 +1,143 @@
+"""The agent's config: kept where a restart finds it, recalled on a fresh start.
+
+The watchdog's Schedule (starter/watchdog.py) starts an agent that was ended
+(terminated, failed, timed out). Such a fresh execution has no state handed
+over: its run numbering continues from the store (workflows/agent.py), its
+config is the last one kept in the store, and how the previous execution
+ended becomes an `AgentRestarted` fact in its state. Both are new commands
+in existing paths, behind `WATCHDOG_PATCH` (workflows/agent.py).
+
+`ConfigKeeper` owns the config's slice of the agent's state (`ConfigSlice`:
+the config in force and the one last written to the store). The workflow
+(workflows/agent.py) decides every change of the config and sets it here;
+the keeper writes each new one to the store and, on a fresh start, returns
+what it recalled. Touches: the activities recall_agent and save_agent_config
+(→ the store, the Temporal client). Deterministic: workflow code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    # Pass-through: pydantic models and a pure rule.
+    from fleet_agent.loop.inputs import apply_patch
+    from fleet_agent.models import (
+        AgentConfig,
+        AgentRestarted,
+        ConfigPatch,
+        RecallRequest,
+        SaveConfigRequest,
+    )
+    from workflows import stubs
+    from workflows.policies import STORE_RETRY, STORE_TIMEOUT
+
+__all__ = ["KEEP_BEFORE_CAN_PATCH", "ConfigKeeper", "ConfigSlice", "Recalled"]
+
+#: With it the keeper schedules no write once the execution is due to
+#: continue as new (the next execution writes the config it is handed): an activity
+#: scheduled in the task that continues as new is abandoned, and Temporal's
+#: time-skipping test server then never releases its clock (temporalio/
+#: sdk-java issue 1138), which stopped a benchmark day in demand mode, whose
+#: target changes keep the keeper busy.
+KEEP_BEFORE_CAN_PATCH = "keep-config-not-at-continue-as-new"
+
+
+class ConfigSlice(Protocol):
+    """The config's slice of the durable state (fields of `AgentState`)."""
+
+    config: AgentConfig
+    stored_config: AgentConfig | None
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """What a fresh start found in the store: how the previous execution
+    ended (None: this is the agent's first), whether a kept config was
+    restored, and why the start's own config was refused over the kept one
+    ("" when it was not)."""
+
+    restarted: AgentRestarted | None
+    restored: bool
+    refused: str = ""
+
+
+class ConfigKeeper:
+    """The config in force; written to the store when it changes, recalled on a fresh start."""
+
+    def __init__(self, slice_: ConfigSlice, agent_id: str) -> None:
+        self._s = slice_
+        self._agent_id = agent_id
+
+    @property
+    def config(self) -> AgentConfig:
+        """The config in force (the tools read it through the `live_config` query)."""
+        return self._s.config
+
+    @config.setter
+    def config(self, config: AgentConfig) -> None:
+        self._s.config = config
+
+    async def recall(self, start_config: ConfigPatch | None, started_by: str) -> Recalled:
+        """A fresh execution: take the last known config (an explicit start
+        config is applied over it) and return how the previous execution
+        ended."""
+        recall = await workflow.execute_activity(
+            stubs.recall_agent,
+            RecallRequest(agent_id=self._agent_id, run_id=workflow.info().run_id),
+            start_to_close_timeout=STORE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+            summary="last known config, and how the previous execution ended",
+        )
+        refused = ""
+        if recall.config is not None:
+            applied = apply_patch(start_config, recall.config) if start_config else None
+            if applied is not None and applied.value is None:
+                # The start's own config does not fit the kept one: the kept
+                # one holds, and status.rejected says why.
+                refused = applied.error
+            self._s.config = (
+                applied.value if applied is not None and applied.value else recall.config
+            )
+        if recall.previous is None:
+            return Recalled(None, recall.config is not None, refused)
+        return Recalled(
+            AgentRestarted(
+                at=workflow.now(),
+                started_by=started_by or "start",
+                previous=recall.previous,
+                config_restored=recall.config is not None,
+            ),
+            recall.config is not None,
+            refused,
+        )
+
+    async def keep(self, ending: Callable[[], bool]) -> None:
+        """For the life of the execution: write each new config to the store
+        (the first one too), so a restart finds the latest. A write in flight
+        at a continue-as-new is written again by the next execution; none is
+        scheduled while `ending` (the execution is due to continue as new)."""
+        s = self._s
+        spare_the_end = workflow.patched(KEEP_BEFORE_CAN_PATCH)
+        while True:
+            await workflow.wait_condition(
+                lambda: s.config != s.stored_config and not (spare_the_end and ending())
+            )
+            config = s.config.model_copy(deep=True)
+            try:
+                await workflow.execute_activity(
+                    stubs.save_agent_config,
+                    SaveConfigRequest(agent_id=self._agent_id, config=config),
+                    start_to_close_timeout=STORE_TIMEOUT,
+                    retry_policy=STORE_RETRY,
+                    summary="keep the config for a restart",
+                )
+            except ActivityError as exc:  # only if the store refuses for good
+                workflow.logger.warning("config not kept in the store: %s", exc.cause or exc)
+                return
+            s.stored_config = config
