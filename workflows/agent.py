@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalDecisionRequest,
         ApprovalOutcome,
         AskResult,
+        DemandTargetChange,
         FreezeInfo,
         FreezeReport,
         FreezeRequest,
@@ -67,7 +68,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_inputs import Intake
     from workflows.agent_monitor import MonitorLink
     from workflows.agent_notify import NOTIFY_PATCH, Around, Notifier
-    from workflows.agent_pace import DEMAND_PACE_PATCH, LLM_CAP_PATCH, DemandPacer, LlmBudget
+    from workflows.agent_pace import (
+        DEMAND_PACE_PATCH,
+        LLM_CAP_PATCH,
+        DemandPacer,
+        LlmBudget,
+        TargetMove,
+    )
     from workflows.agent_runs import RunLauncher
     from workflows.agent_state import AgentExecution
     from workflows.policies import (
@@ -133,8 +140,9 @@ class FleetAgentWorkflow:
         # began without them keeps its old ways until it continues as new.
         self._budget = LlmBudget(ex.state, ex.agent_id, enabled=workflow.patched(LLM_CAP_PATCH))
         ex.hold = self._hold
-        self._pacer = DemandPacer(ex)
-        self._pacer.enabled = workflow.patched(DEMAND_PACE_PATCH)
+        self._pacer = DemandPacer(
+            ex.state, ex.agent_id, enabled=workflow.patched(DEMAND_PACE_PATCH)
+        )
         self._monitor = MonitorLink(ex.agent_id)
         self._approvals = ApprovalsBook(ex.state)
         self._intake = Intake(ex, self._monitor, self._pacer, self._budget)
@@ -177,7 +185,9 @@ class FleetAgentWorkflow:
         if self._pacer.enabled:
             # Beside the loop too: a held demand target applies when the hour
             # allows, whatever the loop is doing.
-            self._pace_task = asyncio.create_task(self._pacer.loop())
+            self._pace_task = asyncio.create_task(
+                self._pacer.loop(lambda: ex.state.config, self._released)
+            )
         await self._monitor.ensure(ex.state.config)
         if flight is not None:
             await self._runs.finish_handed_over_run(flight)
@@ -353,8 +363,38 @@ class FleetAgentWorkflow:
         description="internal: the monitor's new target in demand mode (target_mode demand)",
     )
     def demand_target(self, raw: Any) -> None:
-        """Hold the target the monitor decided from demand; the next run hears why."""
-        self._intake.demand_target(raw)
+        """The monitor's new target in demand mode: held from now, clamped to
+        [min_target, max_target], and told to the next run as a config
+        change with the rule's reason; past max_demand_changes_per_hour it
+        waits (workflows/agent_pace.py). Refused (status.rejected) when the
+        agent is not in demand mode or is frozen."""
+        change = self._accept(DEMAND_TARGET, raw, DemandTargetChange)
+        if change is None:
+            return
+        ex = self._ex
+        config = ex.state.config
+        if config.target_mode != "demand":
+            ex.reject(DEMAND_TARGET, "not in demand mode (target_mode is fixed)", raw)
+            return
+        if config.frozen:
+            ex.reject(DEMAND_TARGET, "the agent is frozen", raw)
+            return
+        for move in self._pacer.take(change, config):
+            self._move_target(move)
+        ex.show()
+
+    def _move_target(self, move: TargetMove) -> None:
+        """A demand target applies: the config, and the news for the next run."""
+        ex = self._ex
+        ex.state.config = move.config
+        ex.buffer.add_config_change(ex.state.next_trigger_seq, workflow.now(), move.news)
+        ex.state.next_trigger_seq += 1
+        ex.notify()
+
+    def _released(self, move: TargetMove) -> None:
+        """The pace loop released a held demand target."""
+        self._move_target(move)
+        self._ex.show()
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:

@@ -28,7 +28,6 @@ with workflow.unsafe.imports_passed_through():
         AgentStatus,
         AskRequest,
         CancelWake,
-        DemandTargetChange,
         HumanMessage,
         ResetSession,
         StateChanged,
@@ -202,27 +201,6 @@ class Intake:
             ex.reject("cancel_wake", f"no pending wake {req.wake_id!r}", raw)
         ex.notify()
 
-    def demand_target(self, raw: Any) -> None:
-        """The monitor's new target in demand mode: held from now, clamped to
-        [min_target, max_target], and told to the next run as a config
-        change with the rule's reason; past max_demand_changes_per_hour it
-        waits (workflows/agent_pace.py). Refused (status.rejected) when the
-        agent is not in demand mode or is frozen."""
-        ex = self._ex
-        ex.signals += 1
-        change = ex.valid(parse_payload(DemandTargetChange, raw), "demand_target", raw)
-        if change is None:
-            return
-        config = ex.state.config
-        if config.target_mode != "demand":
-            ex.reject("demand_target", "not in demand mode (target_mode is fixed)", raw)
-            return
-        if config.frozen:
-            ex.reject("demand_target", "the agent is frozen", raw)
-            return
-        self._pacer.take(change)
-        ex.show()
-
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         """Any other signal name: recorded in status.rejected, never silently lost."""
         ex = self._ex
@@ -326,6 +304,6 @@ class Intake:
             notify_failures=state.notify.failures,
             notify_delivered=state.notify.delivered,
             demand=state.demand,
-            demand_pace=self._pacer.status(),
+            demand_pace=self._pacer.status(state.config),
             llm_spend=self._budget.status(state.config),
         )
