@@ -11,7 +11,9 @@ apart) and counts:
 - reaches into another helper: attribute accesses through an attribute of a
   helper that holds another helper (`self._approvals.X`);
 - held references: attributes of a helper (or of the execution) that hold
-  another helper or the whole execution;
+  another helper or the whole execution (a helper's typed slice of the
+  durable state, a `Protocol` over `AgentState`'s fields, is its own
+  state: not counted);
 - import cycles among the modules of workflows/ (strongly connected
   components of their imports, `TYPE_CHECKING` ones included).
 
@@ -50,11 +52,25 @@ class FileCount:
 
 
 def _helper_classes(files: list[Path]) -> set[str]:
+    """The classes of the helper modules, and the execution. A `Protocol`
+    (the typed slice of the durable state a helper is handed) and a
+    dataclass (what a helper returns) are not helpers."""
     names = {_EXECUTION}
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ClassDef):
-                names.add(node.name)
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
+            decorators = {
+                d.id if isinstance(d, ast.Name) else getattr(d, "func", d)
+                for d in node.decorator_list
+            }
+            dataclass_ = "dataclass" in decorators or any(
+                isinstance(d, ast.Name) and d.id == "dataclass" for d in decorators
+            )
+            if "Protocol" in bases or dataclass_:
+                continue
+            names.add(node.name)
     return names
 
 
@@ -211,9 +227,7 @@ def main() -> None:
     print(f"{'module':34} {'ex.':>5} {'helper':>6}  held")
     for c in result["files"]:  # type: ignore[attr-defined]
         held = ", ".join(c["held_references"]) or "-"
-        print(
-            f"{c['path']:34} {c['execution_reaches']:>5} {c['helper_reaches']:>6}  {held}"
-        )
+        print(f"{c['path']:34} {c['execution_reaches']:>5} {c['helper_reaches']:>6}  {held}")
     print(
         f"reaches into the execution or another helper: {result['helper_reaches']}; "
         f"held references: {result['held_references']}; "
