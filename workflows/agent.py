@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models, pure helpers and the helpers' classes.
     from pydantic import BaseModel
 
-    from fleet_agent.loop.inputs import parse_payload
+    from fleet_agent.loop.inputs import parse_config_patch, parse_payload
     from fleet_agent.loop.schedule import Due
     from fleet_agent.models import (
         APPROVAL_CLOSED,
@@ -387,9 +387,14 @@ class FleetAgentWorkflow:
         """A demand target applies: the config, and the news for the next run."""
         ex = self._ex
         ex.state.config = move.config
-        ex.buffer.add_config_change(ex.state.next_trigger_seq, workflow.now(), move.news)
-        ex.state.next_trigger_seq += 1
+        self._news(move.news)
         ex.notify()
+
+    def _news(self, text: str) -> None:
+        """A config change the next run hears of (a `config_changed` trigger)."""
+        ex = self._ex
+        ex.buffer.add_config_change(ex.state.next_trigger_seq, workflow.now(), text)
+        ex.state.next_trigger_seq += 1
 
     def _released(self, move: TargetMove) -> None:
         """The pace loop released a held demand target."""
@@ -429,13 +434,36 @@ class FleetAgentWorkflow:
 
     @workflow.update
     async def update_config(self, raw: Any) -> AgentConfig:
-        """Change part of the config; returns the resulting config. Passes the
-        monitor its part (poll interval, target, enabled)."""
-        return await self._intake.update_config(raw)
+        """Change part of the config; returns the resulting config. A change
+        the model should hear of is a trigger; the monitor gets its part
+        (poll interval, target, enabled) at once."""
+        patch = parse_config_patch(raw).value
+        if patch is None:
+            # The validator refused it already; this only guards a replay of
+            # an update accepted by older code.
+            raise ApplicationError("invalid config", non_retryable=True)
+        ex = self._ex
+        change = self._keeper.apply(patch)
+        if change.target_set:
+            # The operator's word: a demand target held back must not undo it.
+            self._pacer.drop("an operator set the target or the mode")
+        if change.news:
+            self._news(change.news)
+        ex.notify()
+        ex.show()
+        if change.start_monitor:
+            await self._monitor.ensure(self._keeper.config)
+        elif change.monitor:
+            await self._monitor.configure(self._keeper.config)
+        return self._keeper.config
 
     @update_config.validator
     def _validate_config(self, raw: Any) -> None:
-        self._intake.validate_config(raw)
+        """Runs before the update is written to history: a bad value is refused
+        with a clear message and leaves no trace."""
+        refusal = self._keeper.refusal(raw)
+        if refusal is not None:
+            raise ValueError(refusal)
 
     @workflow.update
     async def freeze(self, raw: Any) -> FreezeReport:
@@ -490,8 +518,7 @@ class FleetAgentWorkflow:
             return ex.state.config
         self._set_mode(unfrozen.config)
         self._emit("unfrozen", "", author=req.author, reason=req.reason)
-        ex.buffer.add_config_change(ex.state.next_trigger_seq, workflow.now(), unfrozen.news)
-        ex.state.next_trigger_seq += 1
+        self._news(unfrozen.news)
         ex.notify()
         ex.show()
         await self._monitor.ensure(ex.state.config)

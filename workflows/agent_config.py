@@ -10,23 +10,24 @@ in existing paths, behind `WATCHDOG_PATCH` (workflows/agent.py).
 `ConfigKeeper` owns the config's slice of the agent's state (`ConfigSlice`:
 the config in force and the one last written to the store). The workflow
 (workflows/agent.py) decides every change of the config and sets it here;
-the keeper writes each new one to the store and, on a fresh start, returns
-what it recalled. Touches: the activities recall_agent and save_agent_config
-(→ the store, the Temporal client). Deterministic: workflow code.
+the keeper applies an operator's patch and returns what changed, writes each
+new config to the store and, on a fresh start, returns what it recalled.
+Touches: the activities recall_agent and save_agent_config (→ the store,
+the Temporal client). Deterministic: workflow code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and a pure rule.
-    from fleet_agent.loop.inputs import apply_patch
+    from fleet_agent.loop.inputs import apply_patch, parse_config_patch
     from fleet_agent.models import (
         AgentConfig,
         AgentRestarted,
@@ -37,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import stubs
     from workflows.policies import STORE_RETRY, STORE_TIMEOUT
 
-__all__ = ["KEEP_BEFORE_CAN_PATCH", "ConfigKeeper", "ConfigSlice", "Recalled"]
+__all__ = ["KEEP_BEFORE_CAN_PATCH", "ConfigChange", "ConfigKeeper", "ConfigSlice", "Recalled"]
 
 #: With it the keeper schedules no write once the execution is due to
 #: continue as new (the next execution writes the config it is handed): an activity
@@ -46,6 +47,48 @@ __all__ = ["KEEP_BEFORE_CAN_PATCH", "ConfigKeeper", "ConfigSlice", "Recalled"]
 #: sdk-java issue 1138), which stopped a benchmark day in demand mode, whose
 #: target changes keep the keeper busy.
 KEEP_BEFORE_CAN_PATCH = "keep-config-not-at-continue-as-new"
+
+
+# Config fields whose change is news for the model (it should re-plan); the
+# others (pause, heartbeat, budgets) only change how the loop runs.
+_FLEET_FIELDS = frozenset(
+    {
+        "target_proofs_per_hour",
+        "max_instances",
+        "max_fleet_dph",
+        "max_instance_dph",
+        # New key: no recorded history holds a change of it, so no patch.
+        "max_inet_down_cost_per_tb",
+        "allowed_gpus",
+        "min_reliability",
+        "dry_run",
+        "not_proving_minutes",
+        "offline_grace_minutes",
+        "min_release_age_minutes",
+        "max_creates_per_hour",
+        "max_destroys_per_hour",
+        "daily_budget_usd",
+        "target_mode",
+    }
+)
+# Config fields the monitor's poll uses (besides monitor_*): sent to it at once.
+_MONITOR_FIELDS = frozenset(
+    {
+        "target_proofs_per_hour",
+        "not_proving_minutes",
+        "offline_grace_minutes",
+        "min_release_age_minutes",
+        "failed_host_ttl_hours",
+        "target_mode",
+        "min_target",
+        "max_target",
+        "demand_headroom",
+        "demand_hysteresis",
+        "demand_lower_after_minutes",
+        "demand_lead_minutes",
+        "demand_events",
+    }
+)
 
 
 class ConfigSlice(Protocol):
@@ -67,6 +110,23 @@ class Recalled:
     refused: str = ""
 
 
+@dataclass(frozen=True)
+class ConfigChange:
+    """What an `update_config` changed: the keys whose value moved, the news
+    for the next run ("" when none of them is the model's business), and
+    what the monitor must hear (`start_monitor`: it was off and is on)."""
+
+    changed: list[str]
+    news: str
+    monitor: bool
+    start_monitor: bool
+
+    @property
+    def target_set(self) -> bool:
+        """The operator set the target or the mode."""
+        return "target_proofs_per_hour" in self.changed or "target_mode" in self.changed
+
+
 class ConfigKeeper:
     """The config in force; written to the store when it changes, recalled on a fresh start."""
 
@@ -82,6 +142,38 @@ class ConfigKeeper:
     @config.setter
     def config(self, config: AgentConfig) -> None:
         self._s.config = config
+
+    def apply(self, patch: ConfigPatch) -> ConfigChange:
+        """Apply an operator's patch (refused with ApplicationError if it does
+        not fit the config as a whole: the validator refused it already)."""
+        old = self._s.config
+        applied = apply_patch(patch, old)
+        if applied.value is None:
+            raise ApplicationError(f"invalid config: {applied.error}", non_retryable=True)
+        new = self._s.config = applied.value
+        changed = sorted(
+            k for k in patch.model_dump(exclude_none=True) if getattr(old, k) != getattr(new, k)
+        )
+        news = ", ".join(
+            f"{k}: {getattr(old, k)} → {getattr(new, k)}" for k in changed if k in _FLEET_FIELDS
+        )
+        monitor = any(k.startswith("monitor_") or k in _MONITOR_FIELDS for k in changed)
+        return ConfigChange(
+            changed=changed,
+            news=news,
+            monitor=monitor,
+            # (A frozen agent's monitor stays stopped: see MonitorLink.ensure.)
+            start_monitor=monitor and new.monitor_enabled and not old.monitor_enabled,
+        )
+
+    def refusal(self, raw: Any) -> str | None:
+        """Why an `update_config` is refused before it reaches history (a bad
+        value, a patch that changes nothing or breaks a rule), or None."""
+        parsed = parse_config_patch(raw)
+        error = parsed.error
+        if parsed.value is not None:
+            error = apply_patch(parsed.value, self._s.config).error
+        return f"invalid config: {error}" if error else None
 
     async def recall(self, start_config: ConfigPatch | None, started_by: str) -> Recalled:
         """A fresh execution: take the last known config (an explicit start

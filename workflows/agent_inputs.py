@@ -1,11 +1,12 @@
-"""What reaches the agent from outside: signals, the config update, the status.
+"""What reaches the agent from outside: signals, and the status.
 
 Every signal takes loose JSON and is parsed into a model or a visible refusal
 (`status.rejected`), in O(1): a flood of them costs the workflow task little
 and leaves bounded state (fleet_agent/loop/triggers.py). A signal with an unknown
 name is recorded too. The update's validator refuses bad values before they
-reach history. The handlers are declared on the workflow (workflows/agent.py);
-`Intake` holds what they do.
+reach history (the config's own logic: workflows/agent_config.py). The
+handlers are declared on the workflow (workflows/agent.py); `Intake` holds
+what they do.
 """
 
 from __future__ import annotations
@@ -17,14 +18,12 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
-    from fleet_agent.loop.inputs import apply_patch, parse_config_patch, parse_payload
+    from fleet_agent.loop.inputs import parse_payload
     from fleet_agent.loop.wakes import cancel_wake as remove_wake
     from fleet_agent.models import (
-        AgentConfig,
         AgentStatus,
         AskRequest,
         CancelWake,
@@ -39,46 +38,6 @@ with workflow.unsafe.imports_passed_through():
 
 __all__ = ["Intake"]
 
-# Config fields whose change is news for the model (it should re-plan); the
-# others (pause, heartbeat, budgets) only change how the loop runs.
-_FLEET_FIELDS = frozenset(
-    {
-        "target_proofs_per_hour",
-        "max_instances",
-        "max_fleet_dph",
-        "max_instance_dph",
-        # New key: no recorded history holds a change of it, so no patch.
-        "max_inet_down_cost_per_tb",
-        "allowed_gpus",
-        "min_reliability",
-        "dry_run",
-        "not_proving_minutes",
-        "offline_grace_minutes",
-        "min_release_age_minutes",
-        "max_creates_per_hour",
-        "max_destroys_per_hour",
-        "daily_budget_usd",
-        "target_mode",
-    }
-)
-# Config fields the monitor's poll uses (besides monitor_*): sent to it at once.
-_MONITOR_FIELDS = frozenset(
-    {
-        "target_proofs_per_hour",
-        "not_proving_minutes",
-        "offline_grace_minutes",
-        "min_release_age_minutes",
-        "failed_host_ttl_hours",
-        "target_mode",
-        "min_target",
-        "max_target",
-        "demand_headroom",
-        "demand_hysteresis",
-        "demand_lower_after_minutes",
-        "demand_lead_minutes",
-        "demand_events",
-    }
-)
 _KNOWN_SIGNALS = (
     "human_message, state_changed, trigger_now, reset_session, cancel_wake, "
     "approval_requested, approval_closed, demand_target"
@@ -210,60 +169,6 @@ class Intake:
             with contextlib.suppress(Exception):
                 raw = workflow.payload_converter().from_payload(args[0].payload)
         ex.reject(name, f"unknown signal {name[:100]!r} (known: {_KNOWN_SIGNALS})", raw)
-
-    # ------------------------------------------------------------ update
-
-    async def update_config(self, raw: Any) -> AgentConfig:
-        """Apply a config patch; a change the model should hear of is a trigger,
-        and the monitor gets its part at once."""
-        ex = self._ex
-        patch = parse_config_patch(raw).value
-        if patch is None:
-            # The validator refused it already; this only guards a replay of
-            # an update accepted by older code.
-            raise ApplicationError("invalid config", non_retryable=True)
-        old = ex.state.config
-        applied = apply_patch(patch, old)
-        if applied.value is None:
-            raise ApplicationError(f"invalid config: {applied.error}", non_retryable=True)
-        ex.state.config = applied.value
-        changed = sorted(
-            k
-            for k in patch.model_dump(exclude_none=True)
-            if getattr(old, k) != getattr(ex.state.config, k)
-        )
-        if "target_proofs_per_hour" in changed or "target_mode" in changed:
-            # The operator's word: a demand target held back must not undo it.
-            self._pacer.drop("an operator set the target or the mode")
-        fleet_changes = [k for k in changed if k in _FLEET_FIELDS]
-        if fleet_changes:
-            ex.buffer.add_config_change(
-                ex.state.next_trigger_seq,
-                workflow.now(),
-                ", ".join(
-                    f"{k}: {getattr(old, k)} → {getattr(ex.state.config, k)}" for k in fleet_changes
-                ),
-            )
-            ex.state.next_trigger_seq += 1
-        ex.notify()
-        ex.show()
-        if any(k.startswith("monitor_") or k in _MONITOR_FIELDS for k in changed):
-            if ex.state.config.monitor_enabled and not old.monitor_enabled:
-                # (A frozen agent's monitor stays stopped: see MonitorLink.ensure.)
-                await self._monitor.ensure(ex.state.config)
-            else:
-                await self._monitor.configure(ex.state.config)
-        return ex.state.config
-
-    def validate_config(self, raw: Any) -> None:
-        """Runs before the update is written to history: a bad value is refused
-        with a clear message and leaves no trace."""
-        parsed = parse_config_patch(raw)
-        error = parsed.error
-        if parsed.value is not None:
-            error = apply_patch(parsed.value, self._ex.state.config).error
-        if error:
-            raise ValueError(f"invalid config: {error}")
 
     # ------------------------------------------------------------ query
 
