@@ -27,18 +27,29 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and a pure rule.
+    from fleet_agent.demand.events import MAX_EVENTS, merge_event
     from fleet_agent.loop.inputs import apply_patch, parse_config_patch
     from fleet_agent.models import (
         AgentConfig,
         AgentRestarted,
         ConfigPatch,
         RecallRequest,
+        RunResult,
         SaveConfigRequest,
     )
     from workflows import stubs
     from workflows.policies import STORE_RETRY, STORE_TIMEOUT
 
-__all__ = ["KEEP_BEFORE_CAN_PATCH", "ConfigChange", "ConfigKeeper", "ConfigSlice", "Recalled"]
+__all__ = [
+    "DEMAND_EVENTS_PATCH",
+    "EVENT_OWNERS_PATCH",
+    "KEEP_BEFORE_CAN_PATCH",
+    "ConfigChange",
+    "ConfigKeeper",
+    "ConfigSlice",
+    "Recalled",
+    "with_run_events",
+]
 
 #: With it the keeper schedules no write once the execution is due to
 #: continue as new (the next execution writes the config it is handed): an activity
@@ -47,6 +58,11 @@ __all__ = ["KEEP_BEFORE_CAN_PATCH", "ConfigChange", "ConfigKeeper", "ConfigSlice
 #: sdk-java issue 1138), which stopped a benchmark day in demand mode, whose
 #: target changes keep the keeper busy.
 KEEP_BEFORE_CAN_PATCH = "keep-config-not-at-continue-as-new"
+#: A run's `expect_demand` events go into the config and to the monitor.
+DEMAND_EVENTS_PATCH = "run-demand-events"
+#: ... as the model's (`DemandEvent.set_by`): within its share, never
+#: displacing an operator's (fleet_agent/demand/events.py).
+EVENT_OWNERS_PATCH = "demand-event-owners"
 
 
 # Config fields whose change is news for the model (it should re-plan); the
@@ -233,3 +249,44 @@ class ConfigKeeper:
                 workflow.logger.warning("config not kept in the store: %s", exc.cause or exc)
                 return
             s.stored_config = config
+
+
+def with_run_events(config: AgentConfig, result: RunResult, agent_id: str) -> AgentConfig | None:
+    """The config with the known demand events the run recorded
+    (`expect_demand`), as `update_config` would put them (the kept config
+    follows), or None when nothing changes. The rule is the run's
+    (fleet_agent/demand/events.py), applied again to the config as it is
+    now: an operator may have changed it meanwhile."""
+    if not result.demand_events or not workflow.patched(DEMAND_EVENTS_PATCH):
+        return None
+    events = list(config.demand_events)
+    now = workflow.now()
+    # The model's, whatever the payload says: the agent decides who set
+    # what (a run of an older release sent no owner). Before the patch,
+    # every event was merged as an operator's is.
+    owner = "model" if workflow.patched(EVENT_OWNERS_PATCH) else "operator"
+    for sent in result.demand_events:
+        event = sent.model_copy(update={"set_by": owner})
+        merged = merge_event(events, event, now)
+        if merged.refused:
+            workflow.logger.warning(
+                "agent %s did not add known event %s of run %s: %s",
+                agent_id,
+                event.describe(),
+                result.run,
+                merged.refused,
+            )
+            continue
+        events = merged.events
+        for dropped in merged.dropped:
+            workflow.logger.warning(
+                "agent %s dropped known event %s: run %s added %s (at most %s kept)",
+                agent_id,
+                dropped.describe(),
+                result.run,
+                event.describe(),
+                MAX_EVENTS,
+            )
+    if events == config.demand_events:
+        return None
+    return config.model_copy(update={"demand_events": events})

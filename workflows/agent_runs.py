@@ -22,7 +22,6 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
-    from fleet_agent.demand.events import MAX_EVENTS, merge_event
     from fleet_agent.loop.pace import usd
     from fleet_agent.loop.triggers import RUN_CARRIES_UNSTORED_BYTES
     from fleet_agent.loop.wakes import add_wake, due_wakes
@@ -44,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import stubs
     from workflows.agent_approvals import ApprovalsBook
     from workflows.agent_ask import AskBook
+    from workflows.agent_config import with_run_events
     from workflows.agent_monitor import MonitorLink
     from workflows.agent_notify import Notifier
     from workflows.agent_pace import LlmBudget
@@ -58,18 +58,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run import AgentRunWorkflow
     from workflows.search_attributes import run_start_attributes
 
-__all__ = ["DEMAND_EVENTS_PATCH", "EVENT_OWNERS_PATCH", "RUN_CARRIES_TEXTS_PATCH", "RunLauncher"]
+__all__ = ["RUN_CARRIES_TEXTS_PATCH", "RunLauncher"]
 
 _MAX_UNRECORDED = 20
 
 
 #: The run stores the message texts it carries (`RunLauncher.run_once`).
 RUN_CARRIES_TEXTS_PATCH = "run-carries-unstored-texts"
-#: A run's `expect_demand` events go into the config and to the monitor.
-DEMAND_EVENTS_PATCH = "run-demand-events"
-#: ... as the model's (`DemandEvent.set_by`): within its share, never
-#: displacing an operator's (fleet_agent/demand/events.py).
-EVENT_OWNERS_PATCH = "demand-event-owners"
 
 
 class RunLauncher:
@@ -270,49 +265,17 @@ class RunLauncher:
         ex.runs_this_execution += 1
 
     async def _take_events(self, result: RunResult) -> None:
-        """The known demand events the run recorded (`expect_demand`): into the
-        config, as `update_config` would put them (the kept config follows:
-        ConfigKeeper), and to the monitor, which forecasts with them. The rule
-        is the run's (fleet_agent/demand/events.py), applied again to the
-        config as it is now: an operator may have changed it meanwhile."""
-        if not result.demand_events or not workflow.patched(DEMAND_EVENTS_PATCH):
-            return
+        """The known demand events the run recorded: into the config
+        (workflows/agent_config.py, `with_run_events`) and to the monitor,
+        which forecasts with them."""
         ex = self._ex
-        old = ex.state.config
-        events = list(old.demand_events)
-        now = workflow.now()
-        # The model's, whatever the payload says: the agent decides who set
-        # what (a run of an older release sent no owner). Before the patch,
-        # every event was merged as an operator's is.
-        owner = "model" if workflow.patched(EVENT_OWNERS_PATCH) else "operator"
-        for sent in result.demand_events:
-            event = sent.model_copy(update={"set_by": owner})
-            merged = merge_event(events, event, now)
-            if merged.refused:
-                workflow.logger.warning(
-                    "agent %s did not add known event %s of run %s: %s",
-                    ex.agent_id,
-                    event.describe(),
-                    result.run,
-                    merged.refused,
-                )
-                continue
-            events = merged.events
-            for dropped in merged.dropped:
-                workflow.logger.warning(
-                    "agent %s dropped known event %s: run %s added %s (at most %s kept)",
-                    ex.agent_id,
-                    dropped.describe(),
-                    result.run,
-                    event.describe(),
-                    MAX_EVENTS,
-                )
-        if events == old.demand_events:
+        config = with_run_events(ex.state.config, result, ex.agent_id)
+        if config is None:
             return
         # No trigger and no new due time: the run that added them knows.
-        ex.state.config = old.model_copy(update={"demand_events": events})
-        if ex.state.config.monitor_enabled and not ex.state.config.frozen:
-            await self._monitor.configure(ex.state.config)
+        ex.state.config = config
+        if config.monitor_enabled and not config.frozen:
+            await self._monitor.configure(config)
 
     def _notify(self, result: RunResult) -> None:
         """What a run's end tells a human: its notices, a rejected key, a
