@@ -18,6 +18,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.

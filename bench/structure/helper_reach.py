@@ -1,8 +1,8 @@
 """How far the agent workflow's helpers reach outside their own state.
 
 Walks the syntax trees of workflows/agent_*.py (the helpers of
-FleetAgentWorkflow; agent.py, the workflow that composes them, is counted
-apart) and counts:
+FleetAgentWorkflow; the workflow that composes them, agent.py and its base
+class in agent_loop.py, is counted apart) and counts:
 
 - reaches into the execution: attribute accesses whose base is the
   execution object, `ex.X`, `self._ex.X` or `self.ex.X`, in the helpers and
@@ -35,6 +35,8 @@ _WORKFLOWS = _ROOT / "workflows"
 _EXECUTION = "AgentExecution"
 _EXECUTION_NAMES = frozenset({"ex"})
 _EXECUTION_ATTRS = frozenset({"_ex", "ex"})
+# The workflow itself: it composes the helpers and applies what they return.
+_WORKFLOW_FILES = ("agent.py", "agent_loop.py")
 
 
 @dataclass
@@ -203,15 +205,19 @@ def import_cycles() -> list[list[str]]:
 
 
 def measure() -> dict[str, object]:
-    files = sorted(p for p in _WORKFLOWS.glob("agent_*.py"))
+    files = sorted(p for p in _WORKFLOWS.glob("agent_*.py") if p.name not in _WORKFLOW_FILES)
     helpers = _helper_classes(files)
     counts = [_count(p, helpers) for p in files]
-    composer = _count(_WORKFLOWS / "agent.py", helpers)
+    composers = [
+        _count(path, helpers)
+        for path in (_WORKFLOWS / name for name in _WORKFLOW_FILES)
+        if path.exists()
+    ]
     return {
         "helper_reaches": sum(c.reaches for c in counts),
         "held_references": sum(len(c.held_references) for c in counts),
         "files": [asdict(c) | {"reaches": c.reaches} for c in counts],
-        "agent_py_execution_reaches": composer.execution_reaches,
+        "workflow_execution_reaches": sum(c.execution_reaches for c in composers),
         "import_cycles": import_cycles(),
     }
 
@@ -231,7 +237,7 @@ def main() -> None:
     print(
         f"reaches into the execution or another helper: {result['helper_reaches']}; "
         f"held references: {result['held_references']}; "
-        f"agent.py's own reaches into the execution: {result['agent_py_execution_reaches']}"
+        f"the workflow's own (agent.py, agent_loop.py): {result['workflow_execution_reaches']}"
     )
     print(f"import cycles among workflows/: {result['import_cycles'] or 'none'}")
 
