@@ -26,6 +26,7 @@ config (agent_config.py), approvals (agent_approvals.py), the kill switch
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,8 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models, pure helpers and the loop's module.
     from fleet_agent.loop.inputs import parse_config_patch, parse_payload
+    from fleet_agent.loop.triggers import Refusal
+    from fleet_agent.loop.wakes import cancel_wake as remove_wake
     from fleet_agent.models import (
         APPROVAL_CLOSED,
         APPROVAL_REQUESTED,
@@ -45,20 +48,31 @@ with workflow.unsafe.imports_passed_through():
         ApprovalClosed,
         ApprovalDecisionRequest,
         ApprovalOutcome,
+        AskRequest,
         AskResult,
+        CancelWake,
         DemandTargetChange,
         FreezeInfo,
         FreezeReport,
         FreezeRequest,
+        HumanMessage,
         InboxItem,
         PendingApproval,
+        ResetSession,
+        StateChanged,
+        TriggerNow,
         UnfreezeRequest,
     )
     from workflows.agent_approvals import approval_facts, tell_run
-    from workflows.agent_ask import refused
+    from workflows.agent_ask import no_answer_now, refused
     from workflows.agent_loop import AgentLoop
 
 __all__ = ["FleetAgentWorkflow"]
+
+_KNOWN_SIGNALS = (
+    "human_message, state_changed, trigger_now, reset_session, cancel_wake, "
+    "approval_requested, approval_closed, demand_target"
+)
 
 
 @workflow.defn
@@ -98,21 +112,31 @@ class FleetAgentWorkflow(AgentLoop):
     )
     def human_message(self, raw: Any) -> None:
         """P0: the operator talks to the agent. `{"text", "author"}` or a bare string."""
-        self._intake.human_message(raw)
+        msg = self._accept("human_message", raw, HumanMessage, bare="text")
+        if msg is not None:
+            taken = self._intake.message(msg)
+            self._offered("human_message", taken if isinstance(taken, Refusal) else None, raw)
 
     @workflow.signal(
         description='P1: {"instance_id", "old_state", "new_state", "detail"}; sent by the monitor'
     )
     def state_changed(self, raw: Any) -> None:
         """P1: an instance changed state (sent by the fleet monitor); coalesced per instance."""
-        self._intake.state_changed(raw)
+        change = self._accept("state_changed", raw, StateChanged)
+        if change is not None:
+            refusal, moves_due = self._intake.state_change(change)
+            # A folded change moves no debounce window: the due time stands,
+            # and a flood skips recomputing it for every signal.
+            self._offered("state_changed", refusal, raw, wake=moves_due)
 
     @workflow.signal(
         description='P0: run as soon as the 2 s window allows; {"reason": str} optional'
     )
     def trigger_now(self, raw: Any = None) -> None:
         """P0: run as soon as the P0 window allows. Argument optional."""
-        self._intake.trigger_now(raw)
+        req = self._accept("trigger_now", raw, TriggerNow, bare="reason", optional=True)
+        if req is not None:
+            self._offered("trigger_now", self._intake.trigger_now(req.reason), raw)
 
     @workflow.signal(
         description="new conversation after the current run; counters, wakes, triggers kept"
@@ -120,12 +144,21 @@ class FleetAgentWorkflow(AgentLoop):
     def reset_session(self, raw: Any = None) -> None:
         """Start a new conversation after the current run; counters, wakes and
         pending triggers carry over."""
-        self._intake.reset_session(raw)
+        req = self._accept("reset_session", raw, ResetSession, bare="reason", optional=True)
+        if req is not None:
+            self._ex.ask_reset(req.reason)
 
     @workflow.signal(description='drop a pending wake: {"wake_id": str}')
     def cancel_wake(self, raw: Any) -> None:
         """Drop one pending wake by id."""
-        self._intake.cancel_wake(raw)
+        req = self._accept("cancel_wake", raw, CancelWake, bare="wake_id")
+        if req is None:
+            return
+        state = self._ex.state
+        state.wakes, existed = remove_wake(state.wakes, req.wake_id)
+        if not existed:
+            self._intake.reject("cancel_wake", f"no pending wake {req.wake_id!r}", raw)
+        self._wake()
 
     @workflow.signal(
         name=DEMAND_TARGET,
@@ -140,22 +173,26 @@ class FleetAgentWorkflow(AgentLoop):
         change = self._accept(DEMAND_TARGET, raw, DemandTargetChange)
         if change is None:
             return
-        ex = self._ex
-        config = ex.state.config
+        config = self._keeper.config
         if config.target_mode != "demand":
-            ex.reject(DEMAND_TARGET, "not in demand mode (target_mode is fixed)", raw)
+            self._intake.reject(DEMAND_TARGET, "not in demand mode (target_mode is fixed)", raw)
             return
         if config.frozen:
-            ex.reject(DEMAND_TARGET, "the agent is frozen", raw)
+            self._intake.reject(DEMAND_TARGET, "the agent is frozen", raw)
             return
         for move in self._pacer.take(change, config):
             self._move_target(move)
-        ex.show()
+        self._ex.show()
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         """Any other signal name: recorded in status.rejected, never silently lost."""
-        self._intake.unknown_signal(name, args)
+        self._ex.signals += 1
+        raw: Any = None
+        if args:
+            with contextlib.suppress(Exception):
+                raw = workflow.payload_converter().from_payload(args[0].payload)
+        self._intake.reject(name, f"unknown signal {name[:100]!r} (known: {_KNOWN_SIGNALS})", raw)
 
     @workflow.signal(name=APPROVAL_REQUESTED, description="internal: a run waits for an approval")
     def approval_requested(self, raw: Any) -> None:
@@ -199,8 +236,8 @@ class FleetAgentWorkflow(AgentLoop):
             # The operator's word: a demand target held back must not undo it.
             self._pacer.drop("an operator set the target or the mode")
         if change.news:
-            self._news(change.news)
-        ex.notify()
+            self._intake.news(change.news)
+        self._wake()
         ex.show()
         if change.start_monitor:
             await self._monitor.ensure(self._keeper.config)
@@ -226,23 +263,23 @@ class FleetAgentWorkflow(AgentLoop):
         if req is None:
             raise ApplicationError("invalid freeze request", non_retryable=True)
         ex = self._ex
-        already = ex.state.config.frozen
+        already = self._keeper.config.frozen
         info = FreezeInfo(
             reason=req.reason, author=req.author, at=workflow.now(), destroy_all=req.destroy_all
         )
-        frozen = self._switch.freeze(info, ex.state.config)
+        frozen = self._switch.freeze(info, self._keeper.config)
         if frozen is not None:
             self._set_mode(frozen)
             self._emit(
                 "frozen", "", author=req.author, reason=req.reason, destroy_all=req.destroy_all
             )
-            ex.notify()
+            self._wake()
             # A run waiting for a human must not rent once it is approved later.
             for decided in self._approvals.deny_all(req.author, req.reason):
                 self._decided(decided)
                 await tell_run(decided)
             ex.show()
-            await self._monitor.configure(ex.state.config)  # disabled: it ends within a poll
+            await self._monitor.configure(self._keeper.config)  # disabled: it ends within a poll
         fleet, error = await self._switch.stop_fleet(req.destroy_all)
         return FreezeReport(
             frozen=True,
@@ -264,16 +301,16 @@ class FleetAgentWorkflow(AgentLoop):
         if req is None:
             raise ApplicationError("invalid unfreeze request", non_retryable=True)
         ex = self._ex
-        unfrozen = self._switch.unfreeze(req, ex.state.config)
+        unfrozen = self._switch.unfreeze(req, self._keeper.config)
         if unfrozen is None:
-            return ex.state.config
+            return self._keeper.config
         self._set_mode(unfrozen.config)
         self._emit("unfrozen", "", author=req.author, reason=req.reason)
-        self._news(unfrozen.news)
-        ex.notify()
+        self._intake.news(unfrozen.news)
+        self._wake()
         ex.show()
-        await self._monitor.ensure(ex.state.config)
-        return ex.state.config
+        await self._monitor.ensure(self._keeper.config)
+        return self._keeper.config
 
     @unfreeze.validator
     def _validate_unfreeze(self, raw: Any) -> None:
@@ -314,17 +351,28 @@ class FleetAgentWorkflow(AgentLoop):
         or `pending` with the run to follow after `wait_seconds` (default
         600) (workflows/agent_ask.py)."""
         ex = self._ex
-        req = self._intake.ask(raw)
-        if isinstance(req, str):
-            return refused(ex.agent_id, req)
-        taken = self._intake.take_message(req.message(), "ask", raw)
-        if isinstance(taken, str):
-            return refused(ex.agent_id, taken)
+        # Counted as a human_message is (continue-as-new watches the count).
+        ex.signals += 1
+        req = parse_payload(AskRequest, raw, bare="text").value
+        if req is None:
+            # Only a replay of an update accepted by older code gets here.
+            raise ApplicationError("invalid message", non_retryable=True)
+        reason = no_answer_now(self._keeper.config, self._switch.info)
+        if reason:
+            self._intake.reject("ask", reason, raw)
+            return refused(ex.agent_id, reason)
+        taken = self._intake.message(req.message())
+        self._offered("ask", taken if isinstance(taken, Refusal) else None, raw)
+        if isinstance(taken, Refusal):
+            return refused(ex.agent_id, taken.reason)
         return await self._asks.answer(taken, req.wait_seconds, lambda: ex.continuing)
 
     @ask.validator
     def _validate_ask(self, raw: Any) -> None:
-        self._intake.validate_ask(raw)
+        """Refuse a malformed `ask` before it reaches history."""
+        parsed = parse_payload(AskRequest, raw, bare="text")
+        if parsed.value is None:
+            raise ValueError(f"invalid message: {parsed.error}")
 
     # ------------------------------------------------------------ queries
 
@@ -335,16 +383,24 @@ class FleetAgentWorkflow(AgentLoop):
     def live_config(self) -> AgentConfig:
         """The current config, so a fleet tool call applies guardrails accepted
         after its run started (read-only)."""
-        return self._ex.state.config
+        return self._keeper.config
 
     @workflow.query(
         description="phase, run count, session, pending triggers, wakes, last run, config"
     )
     def status(self) -> AgentStatus:
         """What the agent is doing now (contract: see docs/ARCHITECTURE.md)."""
-        return self._intake.status()
+        config = self._keeper.config
+        intake = self._intake
+        return self._ex.status(
+            intake.shown(),
+            intake.bytes,
+            len(intake.unstored_keys),
+            self._pacer.status(config),
+            self._budget.status(config),
+        )
 
     @workflow.query(description="internal: operator message texts not yet in the store")
     def unstored_messages(self) -> list[InboxItem]:
         """For the store_operator_messages activity (texts cross history once)."""
-        return self._ex.buffer.unstored_items()
+        return self._intake.unstored_items()

@@ -4,10 +4,11 @@
 handlers are declared): it composes the execution (workflows/agent_state.py)
 and the helpers, one per concept, each owning its slice of the state
 (docs/decisions/workflow-helpers.md), and runs wait → debounce → run →
-repeat. It is where one part's change reaches another: a helper returns
-what changed, and this class applies it — sets the config, queues the news
-for the next run, wakes the loop, shows the details, notifies.
-Deterministic: workflow code.
+repeat (a run's cycle: its base, `RunCycle`, workflows/agent_cycle.py). It
+is where one part's change reaches another: a helper returns what changed,
+and the workflow applies it — sets the config, queues the news for the next
+run, wakes the loop, shows the details, notifies. Deterministic: workflow
+code.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ with workflow.unsafe.imports_passed_through():
 
     from fleet_agent.loop.inputs import parse_payload
     from fleet_agent.loop.schedule import Due
+    from fleet_agent.loop.triggers import Refusal
     from fleet_agent.models import (
         WATCHDOG,
         AgentConfig,
         AgentRestarted,
-        NotifyEventKind,
         Phase,
         TriggerKind,
     )
@@ -37,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_approvals import ApprovalsBook, Decided
     from workflows.agent_ask import AskBook
     from workflows.agent_config import ConfigKeeper
+    from workflows.agent_cycle import RunCycle
     from workflows.agent_freeze import KillSwitch
     from workflows.agent_inputs import Intake
     from workflows.agent_monitor import MonitorLink
@@ -51,8 +53,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_runs import RunLauncher
     from workflows.agent_state import AgentExecution
     from workflows.policies import (
-        STORE_RETRY,
-        STORE_TIMEOUT,
         VISIBILITY_RETRY,
         VISIBILITY_TIMEOUT,
     )
@@ -82,34 +82,30 @@ FRESH_BEFORE_RUN_PATCH = "fresh-execution-before-a-run"
 _M = TypeVar("_M", bound=BaseModel)
 
 
-class AgentLoop:
+class AgentLoop(RunCycle):
     """The loop of FleetAgentWorkflow and the effects of its helpers' answers."""
 
     def _compose(self, raw: Any) -> None:
         """The execution and its helpers, in the workflow's first task (the
         patches they ask for are recorded in this order)."""
         self._ex = ex = AgentExecution(workflow.info().workflow_id, raw)
+        state = ex.state
         # In the first task, before any handler can emit: histories from
         # before notifications replay without them.
-        self._notifier = Notifier(
-            ex.agent_id, ex.state.notify, enabled=workflow.patched(NOTIFY_PATCH)
-        )
+        self._notifier = Notifier(ex.agent_id, state.notify, enabled=workflow.patched(NOTIFY_PATCH))
         # Likewise the paces (workflows/agent_pace.py): an execution that
         # began without them keeps its old ways until it continues as new.
-        self._budget = LlmBudget(ex.state, ex.agent_id, enabled=workflow.patched(LLM_CAP_PATCH))
-        ex.hold = self._hold
-        self._pacer = DemandPacer(
-            ex.state, ex.agent_id, enabled=workflow.patched(DEMAND_PACE_PATCH)
-        )
+        self._budget = LlmBudget(state, ex.agent_id, enabled=workflow.patched(LLM_CAP_PATCH))
+        self._pacer = DemandPacer(state, ex.agent_id, enabled=workflow.patched(DEMAND_PACE_PATCH))
+        self._intake = Intake(state)
+        if ex.start_problem:
+            self._intake.reject("start config", ex.start_problem, None)
+        self._keeper = ConfigKeeper(state, ex.agent_id)
         self._monitor = MonitorLink(ex.agent_id)
-        self._approvals = ApprovalsBook(ex.state)
-        self._intake = Intake(ex, self._monitor, self._pacer, self._budget)
-        self._switch = KillSwitch(ex.state, ex.agent_id)
+        self._approvals = ApprovalsBook(state)
+        self._switch = KillSwitch(state, ex.agent_id)
         self._asks = AskBook(ex.agent_id)
-        self._runs = RunLauncher(
-            ex, self._approvals, self._monitor, self._notifier, self._budget, self._asks
-        )
-        self._keeper = ConfigKeeper(ex.state, ex.agent_id)
+        self._runs = RunLauncher(state, ex.agent_id)
 
     async def _loop(self) -> None:
         """The workflow's run: start, then wait → run → … until it continues as new."""
@@ -121,19 +117,21 @@ class AgentLoop:
             await self._check_search_attributes()
         watchdog = workflow.patched(WATCHDOG_PATCH)
         if ex.fresh:
-            await self._continue_numbering()
+            await self._runs.continue_numbering()
             restarted = await self._recall() if watchdog else None
             if restarted is not None:
                 ex.state.restarted = restarted
                 self._announce_restart(restarted)
             else:
-                ex.buffer.add_internal(ex.make_trigger(TriggerKind.AGENT_STARTED, "fresh start"))
+                self._intake.internal(TriggerKind.AGENT_STARTED, "fresh start")
         if watchdog:
             # For the life of this execution: each new config goes to the store.
             self._keeper_task = asyncio.create_task(self._keeper.keep(ex.should_continue_as_new))
         # Runs in the background for the life of this execution: it moves
         # message texts and lost-run records to the store as they come.
-        self._store_task = asyncio.create_task(self._runs.store_loop())
+        self._store_task = asyncio.create_task(
+            self._runs.store_loop(self._intake, self._lost_run_recorded)
+        )
         if self._notifier.enabled:
             # Beside the loop, for the life of this execution: delivers the
             # notifications queued, never holding up a run.
@@ -142,21 +140,21 @@ class AgentLoop:
             # Beside the loop too: a held demand target applies when the hour
             # allows, whatever the loop is doing.
             self._pace_task = asyncio.create_task(
-                self._pacer.loop(lambda: ex.state.config, self._released)
+                self._pacer.loop(lambda: self._keeper.config, self._released)
             )
-        await self._monitor.ensure(ex.state.config)
+        await self._monitor.ensure(self._keeper.config)
         if flight is not None:
-            await self._runs.finish_handed_over_run(flight)
+            await self._finish_handed_over_run(flight)
         while True:
             await self._wait_until_due()
             if ex.state.reset_reason is not None:
-                await ex.continue_as_new(reset=True)
+                await self._continue_as_new(reset=True)
             if (
                 ex.should_continue_as_new()
                 or (ex.nearly_full() and workflow.patched(FRESH_BEFORE_RUN_PATCH))
             ) and not self._run_for_asks_first():
-                await ex.continue_as_new(reset=False)
-            await self._runs.run_once()
+                await self._continue_as_new(reset=False)
+            await self._run_once()
 
     def _run_for_asks_first(self) -> bool:
         """An `ask` waits for a message no run has taken, a run is due for it
@@ -167,21 +165,8 @@ class AgentLoop:
         ex = self._ex
         if not self._asks.untaken() or ex.must_continue_as_new():
             return False
-        due = ex.compute_due()
+        due = self._due()
         return due is not None and due.cause in ("debounce", "wake", "heartbeat")
-
-    async def _continue_numbering(self) -> None:
-        """A fresh start (after a terminate, say) never reuses run numbers."""
-        ex = self._ex
-        counters = await workflow.execute_activity(
-            stubs.load_agent_counters,
-            ex.agent_id,
-            start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY,
-            summary="continue run numbering from the store",
-        )
-        ex.state.run_count = max(ex.state.run_count, counters.max_run)
-        ex.state.session = max(ex.state.session, counters.max_session)
 
     async def _recall(self) -> AgentRestarted | None:
         """A fresh start takes the last known config from the store (a frozen
@@ -189,7 +174,7 @@ class AgentLoop:
         ex = self._ex
         recalled = await self._keeper.recall(ex.start_config, ex.started_by)
         if recalled.refused:
-            ex.reject("start config", recalled.refused, None)
+            self._intake.reject("start config", recalled.refused, None)
         if recalled.restored:
             self._switch.kept_frozen(self._keeper.config)
         return recalled.restarted
@@ -203,13 +188,13 @@ class AgentLoop:
         ex = self._ex
         text = fact.text()
         workflow.logger.warning("agent %s %s", ex.agent_id, text)
-        ex.buffer.add_internal(ex.make_trigger(TriggerKind.AGENT_STARTED, text))
+        self._intake.internal(TriggerKind.AGENT_STARTED, text)
         self._emit(
             "agent_restarted",
             "watchdog",
             how_ended=fact.how_ended()[:300],
             by="the watchdog" if fact.started_by == WATCHDOG else "a start request",
-            next_run=ex.state.run_count + 1,
+            next_run=self._runs.run_count + 1,
         )
 
     async def _check_search_attributes(self) -> None:
@@ -238,16 +223,17 @@ class AgentLoop:
                 ex.should_continue_as_new() and not self._run_for_asks_first()
             ):
                 return
-            due = ex.compute_due()
+            due = self._due()
             now = workflow.now()
             if due is not None and due.at <= now:
                 return
             ex.due = due
             ex.changed = False
             self._observe_budget(due)
+            config = self._keeper.config
             ex.phase = (
                 ex.idle_phase()
-                if ex.state.config.paused or ex.state.config.frozen
+                if config.paused or config.frozen
                 else Phase.DEBOUNCING
                 if due is not None and due.cause == "debounce"
                 else Phase.IDLE
@@ -271,22 +257,27 @@ class AgentLoop:
     ) -> _M | None:
         """The preamble of every signal: counted (continue-as-new watches the
         count), parsed, or refused visibly in status.rejected (None)."""
-        ex = self._ex
-        ex.signals += 1
-        return ex.valid(parse_payload(model, raw, bare=bare, optional=optional), signal, raw)
+        self._ex.signals += 1
+        parsed = parse_payload(model, raw, bare=bare, optional=optional)
+        if parsed.value is None:
+            self._intake.reject(signal, parsed.error, raw)
+        return parsed.value
+
+    def _offered(
+        self, signal: str, refusal: Refusal | None, raw: Any, *, wake: bool = True
+    ) -> None:
+        """A trigger was offered to the intake: its refusal shown, or the loop
+        woken if the due time moved (`wake=False`: it cannot have)."""
+        if refusal is not None:
+            self._intake.reject(signal, refusal.reason, raw)
+        elif wake:
+            self._wake()
 
     def _move_target(self, move: TargetMove) -> None:
         """A demand target applies: the config, and the news for the next run."""
-        ex = self._ex
-        ex.state.config = move.config
-        self._news(move.news)
-        ex.notify()
-
-    def _news(self, text: str) -> None:
-        """A config change the next run hears of (a `config_changed` trigger)."""
-        ex = self._ex
-        ex.buffer.add_config_change(ex.state.next_trigger_seq, workflow.now(), text)
-        ex.state.next_trigger_seq += 1
+        self._keeper.config = move.config
+        self._intake.news(move.news)
+        self._wake()
 
     def _released(self, move: TargetMove) -> None:
         """The pace loop released a held demand target."""
@@ -297,7 +288,7 @@ class AgentLoop:
         """A freeze or an unfreeze: the new config, and the phase between runs
         at once (the loop agrees once it wakes)."""
         ex = self._ex
-        ex.state.config = config
+        self._keeper.config = config
         if ex.current_run is None:
             ex.phase = ex.idle_phase()
 
@@ -307,14 +298,10 @@ class AgentLoop:
 
     # ------------------------------------------------------------ LLM budget
 
-    def _hold(self, due: Due | None) -> Due | None:
-        """The due time, moved later while the LLM spend cap holds runs."""
-        return self._budget.hold(due, self._ex.state.config)
-
     def _observe_budget(self, due: Due | None) -> None:
         """No run is due now: the first hold of a stretch by the LLM cap notifies."""
         state = self._ex.state
-        hold = self._budget.observe(due, state.config)
+        hold = self._budget.observe(due, self._keeper.config)
         if hold is not None:
             self._emit(
                 "llm_spend_capped",
@@ -327,11 +314,6 @@ class AgentLoop:
 
     # ------------------------------------------------------------ notifications
 
-    def _emit(self, kind: NotifyEventKind, subject: str = "", /, **facts: Any) -> bool:
-        """Queue a notification if the config in force admits it (agent_notify.py)."""
-        return self._notifier.emit(self._ex.state.config, kind, subject, **facts)
-
     def _around(self) -> Around:
         """What the notification timers read: approvals to warn of, the digest's spend."""
-        state = self._ex.state
-        return Around(state.config, self._approvals.pending, state.spend)
+        return Around(self._keeper.config, self._approvals.pending, self._ex.state.spend)
