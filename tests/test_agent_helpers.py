@@ -5,11 +5,13 @@ changed (docs/decisions/workflow-helpers.md): each one works on an
 
 from __future__ import annotations
 
+import ast
 import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bench.structure.helper_reach import WORKFLOW_FILES, WORKFLOWS, measure
 from fleet_agent.models import (
     AgentConfig,
     AgentState,
@@ -111,3 +113,23 @@ def test_the_config_keeper_says_what_a_patch_changed() -> None:
     assert change.start_monitor and not change.news
     assert keeper.refusal({"heartbeat_seconds": "soon"}) is not None
     assert keeper.refusal({"heartbeat_seconds": 600}) is None
+
+
+def test_no_helper_reaches_into_another_or_the_execution() -> None:
+    """The shape the decision record names, measured as bench/structure/
+    helper_reach.py measures it: no helper module reaches through the
+    execution or another helper, holds one, or imports the execution, and
+    no import cycle is left among workflows/."""
+    figures = measure()
+    assert figures["helper_reaches"] == 0, figures["files"]
+    assert figures["held_references"] == 0, figures["files"]
+    assert figures["import_cycles"] == []
+    helpers = [p for p in WORKFLOWS.glob("agent_*.py") if p.name not in WORKFLOW_FILES]
+    for path in helpers:
+        imported = {
+            node.module
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module
+        }
+        others = {m for m in imported if m.startswith("workflows.agent")}
+        assert others <= {"workflows.agent_approvals"}, (path.name, others)

@@ -30,13 +30,15 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+__all__ = ["WORKFLOWS", "WORKFLOW_FILES", "import_cycles", "measure"]
+
 _ROOT = Path(__file__).resolve().parents[2]
-_WORKFLOWS = _ROOT / "workflows"
+WORKFLOWS = _ROOT / "workflows"
 _EXECUTION = "AgentExecution"
 _EXECUTION_NAMES = frozenset({"ex"})
 _EXECUTION_ATTRS = frozenset({"_ex", "ex"})
 # The workflow itself: it composes the helpers and applies what they return.
-_WORKFLOW_FILES = ("agent.py", "agent_loop.py", "agent_cycle.py")
+WORKFLOW_FILES = ("agent.py", "agent_loop.py", "agent_cycle.py")
 
 
 @dataclass
@@ -172,7 +174,7 @@ def _imports(path: Path) -> set[str]:
 def import_cycles() -> list[list[str]]:
     """Strongly connected components (of two modules or more) of workflows/ imports."""
     graph = {
-        f"workflows.{p.stem}": _imports(p) for p in _WORKFLOWS.glob("*.py") if p.stem != "__init__"
+        f"workflows.{p.stem}": _imports(p) for p in WORKFLOWS.glob("*.py") if p.stem != "__init__"
     }
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -205,12 +207,12 @@ def import_cycles() -> list[list[str]]:
 
 
 def measure() -> dict[str, object]:
-    files = sorted(p for p in _WORKFLOWS.glob("agent_*.py") if p.name not in _WORKFLOW_FILES)
+    files = sorted(p for p in WORKFLOWS.glob("agent_*.py") if p.name not in WORKFLOW_FILES)
     helpers = _helper_classes(files)
     counts = [_count(p, helpers) for p in files]
     composers = [
         _count(path, helpers)
-        for path in (_WORKFLOWS / name for name in _WORKFLOW_FILES)
+        for path in (WORKFLOWS / name for name in WORKFLOW_FILES)
         if path.exists()
     ]
     return {
