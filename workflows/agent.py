@@ -26,7 +26,6 @@ config (agent_config.py), approvals (agent_approvals.py), the kill switch
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,11 +67,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_loop import AgentLoop
 
 __all__ = ["FleetAgentWorkflow"]
-
-_KNOWN_SIGNALS = (
-    "human_message, state_changed, trigger_now, reset_session, cancel_wake, "
-    "approval_requested, approval_closed, demand_target"
-)
 
 
 @workflow.defn
@@ -188,11 +182,7 @@ class FleetAgentWorkflow(AgentLoop):
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         """Any other signal name: recorded in status.rejected, never silently lost."""
         self._ex.signals += 1
-        raw: Any = None
-        if args:
-            with contextlib.suppress(Exception):
-                raw = workflow.payload_converter().from_payload(args[0].payload)
-        self._intake.reject(name, f"unknown signal {name[:100]!r} (known: {_KNOWN_SIGNALS})", raw)
+        self._intake.reject_unknown(name, args)
 
     @workflow.signal(name=APPROVAL_REQUESTED, description="internal: a run waits for an approval")
     def approval_requested(self, raw: Any) -> None:

@@ -16,10 +16,13 @@ workflow code.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
 from temporalio import workflow
+from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
@@ -39,6 +42,10 @@ __all__ = ["Intake", "IntakeSlice"]
 
 _MAX_REJECTED = 20
 _LOGGED_REJECTIONS = 10
+_KNOWN_SIGNALS = (
+    "human_message, state_changed, trigger_now, reset_session, cancel_wake, "
+    "approval_requested, approval_closed, demand_target"
+)
 
 
 class IntakeSlice(Protocol):
@@ -130,6 +137,14 @@ class Intake:
                 at=workflow.now(), signal=signal[:100], error=error, preview=payload_preview(raw)
             ),
         ]
+
+    def reject_unknown(self, name: str, args: Sequence[RawValue]) -> None:
+        """A signal no handler has: refused visibly, with its payload's preview."""
+        raw: Any = None
+        if args:
+            with contextlib.suppress(Exception):
+                raw = workflow.payload_converter().from_payload(args[0].payload)
+        self.reject(name, f"unknown signal {name[:100]!r} (known: {_KNOWN_SIGNALS})", raw)
 
     # ------------------------------------------------------------ reading
 
