@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
-FOLDERS = {"market_day", "perf", "llm_cost", "demand_day", "market_week"}
+FOLDERS = {"market_day", "perf", "llm_cost", "demand_day", "market_week", "structure"}
 
 
 def _scripts() -> list[str]:

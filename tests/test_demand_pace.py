@@ -8,15 +8,14 @@ signal, sent as the monitor sends it (anyone able to signal the agent can)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.autopilot.provider import AutopilotProvider
-from fleet_agent.loop.triggers import TriggerBuffer
 from fleet_agent.models import (
     DEMAND_TARGET,
     AgentConfig,
@@ -201,25 +200,25 @@ def _order(first: str, monkeypatch: pytest.MonkeyPatch) -> tuple[float, float | 
             since=slot - timedelta(minutes=20),
         ),
     )
-    ex = SimpleNamespace(
-        agent_id="a",
-        state=state,
-        buffer=TriggerBuffer(state.pending_triggers, state.unstored_keys),
-        notify=lambda: None,
-        show=lambda: None,
-    )
-    pacer = agent_pace.DemandPacer(cast(Any, ex))
-    pacer.enabled = True
+    pacer = agent_pace.DemandPacer(state, "a", enabled=True)
     newer = DemandTargetChange(**_change(450, "burst 4"))
     if first == "timer":
-        pacer._release()
-        pacer.take(newer)
+        config = _moved(config, [pacer.release(config)])
+        config = _moved(config, pacer.take(newer, config))
     else:
-        pacer.take(newer)
-        if pacer.release_at() == slot:
-            pacer._release()
+        config = _moved(config, pacer.take(newer, config))
+        if pacer.release_at(config) == slot:
+            config = _moved(config, [pacer.release(config)])
     held = state.demand_held
-    return state.config.target_proofs_per_hour, held.change.target_per_h if held else None
+    return config.target_proofs_per_hour, held.change.target_per_h if held else None
+
+
+def _moved(config: AgentConfig, moves: Sequence[agent_pace.TargetMove | None]) -> AgentConfig:
+    """The config after the pacer's moves, as the workflow applies them."""
+    for move in moves:
+        if move is not None:
+            config = move.config
+    return config
 
 
 def test_a_change_signalled_as_the_held_one_comes_due_gives_one_outcome_in_either_order(

@@ -1,5 +1,5 @@
 """The config keeper schedules no write in the task that continues as new
-(workflows/agent_watchdog.py, `KEEP_BEFORE_CAN_PATCH`): such an activity is
+(workflows/agent_config.py, `KEEP_BEFORE_CAN_PATCH`): such an activity is
 abandoned, and stops the time-skipping server's clock for good
 (temporalio/sdk-java issue 1138). The next execution writes the config it
 is handed. A run that records a known event changes the config as it ends,

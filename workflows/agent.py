@@ -12,86 +12,65 @@ a model or a visible refusal, costs O(1), and is bounded in what it leaves in
 state (fleet_agent/loop/triggers.py); the history is handed to a new execution as
 soon as it grows large, whatever phase the loop is in.
 
-Every handler and the loop are declared here; what they do lives in plain
-helpers the workflow holds, one module per concept: the execution's state and
-shared rules (workflows/agent_state.py), the intake of signals and the config
-update (agent_inputs.py), approvals (agent_approvals.py), the kill switch
-(agent_freeze.py), runs and the store loop (agent_runs.py), and the monitor
-(agent_monitor.py).
+Every handler is declared here, with what it decides; the loop and the
+effects every handler shares are in its base, `AgentLoop`
+(workflows/agent_loop.py). The work is done by helpers, one module per
+concept, each owning its slice of the state and returning what changed
+(docs/decisions/workflow-helpers.md): the execution's state and shared rules
+(workflows/agent_state.py), the intake of signals (agent_inputs.py), the
+config (agent_config.py), approvals (agent_approvals.py), the kill switch
+(agent_freeze.py), runs and the store loop (agent_runs.py), the monitor
+(agent_monitor.py), notifications (agent_notify.py) and the paces
+(agent_pace.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    # Pass-through: pydantic models, pure helpers and the helpers' classes.
+    # Pass-through: pydantic models, pure helpers and the loop's module.
+    from fleet_agent.loop.inputs import parse_config_patch, parse_payload
+    from fleet_agent.loop.triggers import Refusal
+    from fleet_agent.loop.wakes import cancel_wake as remove_wake
     from fleet_agent.models import (
         APPROVAL_CLOSED,
         APPROVAL_REQUESTED,
         DEMAND_TARGET,
-        WATCHDOG,
         AgentConfig,
-        AgentRestarted,
         AgentStatus,
+        ApprovalClosed,
+        ApprovalDecisionRequest,
         ApprovalOutcome,
+        AskRequest,
         AskResult,
+        CancelWake,
+        DemandTargetChange,
+        FreezeInfo,
         FreezeReport,
+        FreezeRequest,
+        HumanMessage,
         InboxItem,
-        Phase,
-        TriggerKind,
+        PendingApproval,
+        ResetSession,
+        StateChanged,
+        TriggerNow,
+        UnfreezeRequest,
     )
-    from workflows import stubs
-    from workflows.agent_approvals import ApprovalsBook
-    from workflows.agent_ask import AskBook, refused
-    from workflows.agent_freeze import KillSwitch
-    from workflows.agent_inputs import Intake
-    from workflows.agent_monitor import MonitorLink
-    from workflows.agent_notify import NOTIFY_PATCH, Notifier
-    from workflows.agent_pace import DEMAND_PACE_PATCH, LLM_CAP_PATCH, DemandPacer, LlmBudget
-    from workflows.agent_runs import RunLauncher
-    from workflows.agent_state import AgentExecution
-    from workflows.agent_watchdog import ConfigKeeper
-    from workflows.policies import (
-        STORE_RETRY,
-        STORE_TIMEOUT,
-        VISIBILITY_RETRY,
-        VISIBILITY_TIMEOUT,
-    )
-    from workflows.search_attributes import PATCH as SEARCH_ATTRIBUTES_PATCH
+    from workflows.agent_approvals import approval_facts, tell_run
+    from workflows.agent_ask import no_answer_now, refused
+    from workflows.agent_loop import AgentLoop
 
-__all__ = [
-    "FRESH_BEFORE_RUN_PATCH",
-    "HANDOVER_STATUS_PATCH",
-    "WATCHDOG_PATCH",
-    "FleetAgentWorkflow",
-]
-
-#: An execution handed a run in flight says so from its first task (before
-#: that, status showed it idle until its monitor check and search-attribute
-#: check were done: under load, seconds).
-HANDOVER_STATUS_PATCH = "handover-status-at-start"
-#: The config is kept in the store, and a fresh execution recalls it and how
-#: the previous one ended (workflows/agent_watchdog.py).
-WATCHDOG_PATCH = "watchdog-recall"
-#: A run due when the history is within a tenth of its limit starts in a
-#: fresh execution rather than being handed over in flight a moment later.
-#: Handing over works on a real server; on Temporal's time-skipping test
-#: server a child started just before its parent continues as new leaves
-#: the clock stopped (temporalio/sdk-java pull request 1539), which ended
-#: demand days of the benchmark.
-FRESH_BEFORE_RUN_PATCH = "fresh-execution-before-a-run"
+__all__ = ["FleetAgentWorkflow"]
 
 
 @workflow.defn
-class FleetAgentWorkflow:
+class FleetAgentWorkflow(AgentLoop):
     """The agent of one fleet (workflow ID = agent ID).
 
     Touches: its child runs (AgentRunWorkflow, ID `<agent>/run-<n>`), its
@@ -111,160 +90,15 @@ class FleetAgentWorkflow:
 
     @workflow.init
     def __init__(self, raw: Any = None) -> None:
-        self._ex = ex = AgentExecution(workflow.info().workflow_id, raw)
-        ex.notifier = Notifier(ex)
-        # In the first task, before any handler can emit: histories from
-        # before notifications replay without them.
-        ex.notifier.enabled = workflow.patched(NOTIFY_PATCH)
-        # Likewise the paces (workflows/agent_pace.py): an execution that
-        # began without them keeps its old ways until it continues as new.
-        ex.budget = LlmBudget(ex)
-        ex.budget.enabled = workflow.patched(LLM_CAP_PATCH)
-        self._pacer = DemandPacer(ex)
-        self._pacer.enabled = workflow.patched(DEMAND_PACE_PATCH)
-        self._monitor = MonitorLink(ex)
-        self._approvals = ApprovalsBook(ex)
-        self._intake = Intake(ex, self._monitor, self._pacer)
-        self._switch = KillSwitch(ex, self._approvals, self._monitor)
-        self._asks = AskBook(ex.agent_id)
-        self._runs = RunLauncher(ex, self._approvals, self._monitor, self._asks)
-        self._keeper = ConfigKeeper(ex)
-
-    # ------------------------------------------------------------ main loop
+        self._compose(raw)
 
     @workflow.run
     async def run(self, raw: Any = None) -> None:
-        ex = self._ex
-        flight = ex.state.run_in_flight
-        if flight is not None and workflow.patched(HANDOVER_STATUS_PATCH):
-            ex.current_run, ex.phase = flight.run, Phase.RUNNING
-        if workflow.patched(SEARCH_ATTRIBUTES_PATCH):
-            await self._check_search_attributes()
-        watchdog = workflow.patched(WATCHDOG_PATCH)
-        if ex.fresh:
-            await self._continue_numbering()
-            restarted = await self._keeper.recall() if watchdog else None
-            if restarted is not None:
-                ex.state.restarted = restarted
-                self._announce_restart(restarted)
-            else:
-                ex.buffer.add_internal(ex.make_trigger(TriggerKind.AGENT_STARTED, "fresh start"))
-        if watchdog:
-            # For the life of this execution: each new config goes to the store.
-            self._keeper_task = asyncio.create_task(self._keeper.keep())
-        # Runs in the background for the life of this execution: it moves
-        # message texts and lost-run records to the store as they come.
-        self._store_task = asyncio.create_task(self._runs.store_loop())
-        if ex.notifier.enabled:
-            # Beside the loop, for the life of this execution: delivers the
-            # notifications the helpers queue, never holding up a run.
-            self._notify_task = asyncio.create_task(ex.notifier.loop())
-        if self._pacer.enabled:
-            # Beside the loop too: a held demand target applies when the hour
-            # allows, whatever the loop is doing.
-            self._pace_task = asyncio.create_task(self._pacer.loop())
-        await self._monitor.ensure()
-        if flight is not None:
-            await self._runs.finish_handed_over_run(flight)
-        while True:
-            await self._wait_until_due()
-            if ex.state.reset_reason is not None:
-                await ex.continue_as_new(reset=True)
-            if (
-                ex.should_continue_as_new()
-                or (ex.nearly_full() and workflow.patched(FRESH_BEFORE_RUN_PATCH))
-            ) and not self._run_for_asks_first():
-                await ex.continue_as_new(reset=False)
-            await self._runs.run_once()
-
-    def _run_for_asks_first(self) -> bool:
-        """An `ask` waits for a message no run has taken, a run is due for it
-        (no pause, freeze or spend cap holds runs) and history allows one more
-        run: that run comes before the continue-as-new, so the ask gets its
-        answer rather than `pending`. Without asks (every history recorded
-        before them) this is False and the loop is as it was."""
-        ex = self._ex
-        if not self._asks.untaken() or ex.must_continue_as_new():
-            return False
-        due = ex.compute_due()
-        return due is not None and due.cause in ("debounce", "wake", "heartbeat")
-
-    async def _continue_numbering(self) -> None:
-        """A fresh start (after a terminate, say) never reuses run numbers."""
-        ex = self._ex
-        counters = await workflow.execute_activity(
-            stubs.load_agent_counters,
-            ex.agent_id,
-            start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY,
-            summary="continue run numbering from the store",
-        )
-        ex.state.run_count = max(ex.state.run_count, counters.max_run)
-        ex.state.session = max(ex.state.session, counters.max_session)
-
-    def _announce_restart(self, fact: AgentRestarted) -> None:
-        """THE place where a restart is announced (the watchdog brought the
-        agent back, or a start after it had ended). The first run is told as
-        its `agent_started` trigger, the worker's log says it,
-        `status.restarted` / the Web UI keep it, and a human is notified
-        (`agent_restarted`, when the config admits it)."""
-        ex = self._ex
-        text = fact.text()
-        workflow.logger.warning("agent %s %s", ex.agent_id, text)
-        ex.buffer.add_internal(ex.make_trigger(TriggerKind.AGENT_STARTED, text))
-        ex.notifier.agent_restarted(fact.how_ended(), by_watchdog=fact.started_by == WATCHDOG)
-
-    async def _check_search_attributes(self) -> None:
-        """Upsert search attributes in this execution only if the namespace has
-        them all: an unregistered one would fail every workflow task."""
-        try:
-            self._ex.search_attributes = await workflow.execute_activity(
-                stubs.search_attributes_ready,
-                start_to_close_timeout=VISIBILITY_TIMEOUT,
-                retry_policy=VISIBILITY_RETRY,
-                summary="are our search attributes registered?",
-            )
-        except ActivityError as exc:
-            workflow.logger.warning("search attributes not checked: %s", exc.cause or exc)
-        self._ex.show()
-
-    async def _wait_until_due(self) -> None:
-        """Sleep until a run is due, a reset is asked for, or history is long.
-
-        The timer is only replaced when the due time actually moves, so a burst
-        of a thousand signals inside one debounce window adds no timers.
-        """
-        ex = self._ex
-        while True:
-            if ex.state.reset_reason is not None or (
-                ex.should_continue_as_new() and not self._run_for_asks_first()
-            ):
-                return
-            due = ex.compute_due()
-            now = workflow.now()
-            if due is not None and due.at <= now:
-                return
-            ex.due = due
-            ex.changed = False
-            ex.budget.observe(due)
-            ex.phase = (
-                ex.idle_phase()
-                if ex.state.config.paused or ex.state.config.frozen
-                else Phase.DEBOUNCING
-                if due is not None and due.cause == "debounce"
-                else Phase.IDLE
-            )
-            ex.show()
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(
-                    lambda: ex.changed or ex.must_continue_as_new(),
-                    timeout=None if due is None else due.at - now,
-                    timeout_summary=None if due is None else due.label,
-                )
+        await self._loop()
 
     # ------------------------------------------------------------ signals
     # Each is parsed from loose JSON into a model or a visible refusal
-    # (status.rejected): workflows/agent_inputs.py.
+    # (status.rejected, `AgentLoop._accept`).
 
     @workflow.signal(
         description='P0: a message from the operator, {"text": str, "author": str, '
@@ -272,21 +106,31 @@ class FleetAgentWorkflow:
     )
     def human_message(self, raw: Any) -> None:
         """P0: the operator talks to the agent. `{"text", "author"}` or a bare string."""
-        self._intake.human_message(raw)
+        msg = self._accept("human_message", raw, HumanMessage, bare="text")
+        if msg is not None:
+            taken = self._intake.message(msg)
+            self._offered("human_message", taken if isinstance(taken, Refusal) else None, raw)
 
     @workflow.signal(
         description='P1: {"instance_id", "old_state", "new_state", "detail"}; sent by the monitor'
     )
     def state_changed(self, raw: Any) -> None:
         """P1: an instance changed state (sent by the fleet monitor); coalesced per instance."""
-        self._intake.state_changed(raw)
+        change = self._accept("state_changed", raw, StateChanged)
+        if change is not None:
+            refusal, moves_due = self._intake.state_change(change)
+            # A folded change moves no debounce window: the due time stands,
+            # and a flood skips recomputing it for every signal.
+            self._offered("state_changed", refusal, raw, wake=moves_due)
 
     @workflow.signal(
         description='P0: run as soon as the 2 s window allows; {"reason": str} optional'
     )
     def trigger_now(self, raw: Any = None) -> None:
         """P0: run as soon as the P0 window allows. Argument optional."""
-        self._intake.trigger_now(raw)
+        req = self._accept("trigger_now", raw, TriggerNow, bare="reason", optional=True)
+        if req is not None:
+            self._offered("trigger_now", self._intake.trigger_now(req.reason), raw)
 
     @workflow.signal(
         description="new conversation after the current run; counters, wakes, triggers kept"
@@ -294,35 +138,72 @@ class FleetAgentWorkflow:
     def reset_session(self, raw: Any = None) -> None:
         """Start a new conversation after the current run; counters, wakes and
         pending triggers carry over."""
-        self._intake.reset_session(raw)
+        req = self._accept("reset_session", raw, ResetSession, bare="reason", optional=True)
+        if req is not None:
+            self._ex.ask_reset(req.reason)
 
     @workflow.signal(description='drop a pending wake: {"wake_id": str}')
     def cancel_wake(self, raw: Any) -> None:
         """Drop one pending wake by id."""
-        self._intake.cancel_wake(raw)
+        req = self._accept("cancel_wake", raw, CancelWake, bare="wake_id")
+        if req is None:
+            return
+        state = self._ex.state
+        state.wakes, existed = remove_wake(state.wakes, req.wake_id)
+        if not existed:
+            self._intake.reject("cancel_wake", f"no pending wake {req.wake_id!r}", raw)
+        self._wake()
 
     @workflow.signal(
         name=DEMAND_TARGET,
         description="internal: the monitor's new target in demand mode (target_mode demand)",
     )
     def demand_target(self, raw: Any) -> None:
-        """Hold the target the monitor decided from demand; the next run hears why."""
-        self._intake.demand_target(raw)
+        """The monitor's new target in demand mode: held from now, clamped to
+        [min_target, max_target], and told to the next run as a config
+        change with the rule's reason; past max_demand_changes_per_hour it
+        waits (workflows/agent_pace.py). Refused (status.rejected) when the
+        agent is not in demand mode or is frozen."""
+        change = self._accept(DEMAND_TARGET, raw, DemandTargetChange)
+        if change is None:
+            return
+        config = self._keeper.config
+        if config.target_mode != "demand":
+            self._intake.reject(DEMAND_TARGET, "not in demand mode (target_mode is fixed)", raw)
+            return
+        if config.frozen:
+            self._intake.reject(DEMAND_TARGET, "the agent is frozen", raw)
+            return
+        for move in self._pacer.take(change, config):
+            self._move_target(move)
+        self._ex.show()
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         """Any other signal name: recorded in status.rejected, never silently lost."""
-        self._intake.unknown_signal(name, args)
+        self._ex.signals += 1
+        self._intake.reject_unknown(name, args)
 
     @workflow.signal(name=APPROVAL_REQUESTED, description="internal: a run waits for an approval")
     def approval_requested(self, raw: Any) -> None:
         """A run of this agent waits for an operator's decision (internal)."""
-        self._approvals.requested(raw)
+        pending = self._accept(APPROVAL_REQUESTED, raw, PendingApproval)
+        if pending is not None:
+            self._approvals.add(pending)
+            self._emit("approval_requested", pending.id, **approval_facts(pending))
+            self._ex.show()
 
     @workflow.signal(name=APPROVAL_CLOSED, description="internal: an approval wait ended")
     def approval_closed(self, raw: Any) -> None:
         """A run stopped waiting without a decision from here (its timeout)."""
-        self._approvals.closed(raw)
+        closed = self._accept(APPROVAL_CLOSED, raw, ApprovalClosed)
+        decided = None if closed is None else self._approvals.close(closed)
+        if decided is not None:
+            self._decided(decided)
+            if decided.decision.by == "timeout":
+                pending = decided.pending
+                self._emit("approval_expired", pending.id, **approval_facts(pending))
+            self._ex.show()
 
     # ------------------------------------------------------------ updates
     # Bare decorators: with arguments the SDK types an async update as
@@ -331,13 +212,36 @@ class FleetAgentWorkflow:
 
     @workflow.update
     async def update_config(self, raw: Any) -> AgentConfig:
-        """Change part of the config; returns the resulting config. Passes the
-        monitor its part (poll interval, target, enabled)."""
-        return await self._intake.update_config(raw)
+        """Change part of the config; returns the resulting config. A change
+        the model should hear of is a trigger; the monitor gets its part
+        (poll interval, target, enabled) at once."""
+        patch = parse_config_patch(raw).value
+        if patch is None:
+            # The validator refused it already; this only guards a replay of
+            # an update accepted by older code.
+            raise ApplicationError("invalid config", non_retryable=True)
+        ex = self._ex
+        change = self._keeper.apply(patch)
+        if change.target_set:
+            # The operator's word: a demand target held back must not undo it.
+            self._pacer.drop("an operator set the target or the mode")
+        if change.news:
+            self._intake.news(change.news)
+        self._wake()
+        ex.show()
+        if change.start_monitor:
+            await self._monitor.ensure(self._keeper.config)
+        elif change.monitor:
+            await self._monitor.configure(self._keeper.config)
+        return self._keeper.config
 
     @update_config.validator
     def _validate_config(self, raw: Any) -> None:
-        self._intake.validate_config(raw)
+        """Runs before the update is written to history: a bad value is refused
+        with a clear message and leaves no trace."""
+        refusal = self._keeper.refusal(raw)
+        if refusal is not None:
+            raise ValueError(refusal)
 
     @workflow.update
     async def freeze(self, raw: Any) -> FreezeReport:
@@ -345,7 +249,35 @@ class FleetAgentWorkflow:
         monitor and every fleet change; with `destroy_all`, destroys every
         machine of this agent at vast.ai and returns once none is listed
         (workflows/agent_freeze.py)."""
-        return await self._switch.freeze(raw)
+        req = parse_payload(FreezeRequest, raw, optional=True).value
+        if req is None:
+            raise ApplicationError("invalid freeze request", non_retryable=True)
+        ex = self._ex
+        already = self._keeper.config.frozen
+        info = FreezeInfo(
+            reason=req.reason, author=req.author, at=workflow.now(), destroy_all=req.destroy_all
+        )
+        frozen = self._switch.freeze(info, self._keeper.config)
+        if frozen is not None:
+            self._set_mode(frozen)
+            self._emit(
+                "frozen", "", author=req.author, reason=req.reason, destroy_all=req.destroy_all
+            )
+            self._wake()
+            # A run waiting for a human must not rent once it is approved later.
+            for decided in self._approvals.deny_all(req.author, req.reason):
+                self._decided(decided)
+                await tell_run(decided)
+            ex.show()
+            await self._monitor.configure(self._keeper.config)  # disabled: it ends within a poll
+        fleet, error = await self._switch.stop_fleet(req.destroy_all)
+        return FreezeReport(
+            frozen=True,
+            already_frozen=already,
+            info=self._switch.info or info,
+            fleet=fleet,
+            error=error,
+        )
 
     @freeze.validator
     def _validate_freeze(self, raw: Any) -> None:
@@ -355,7 +287,20 @@ class FleetAgentWorkflow:
     async def unfreeze(self, raw: Any) -> AgentConfig:
         """Undo `freeze`: `{"reason", "author"}`. The monitor starts again and
         the next run is told, so it re-plans the fleet."""
-        return await self._switch.unfreeze(raw)
+        req = parse_payload(UnfreezeRequest, raw, optional=True).value
+        if req is None:
+            raise ApplicationError("invalid unfreeze request", non_retryable=True)
+        ex = self._ex
+        unfrozen = self._switch.unfreeze(req, self._keeper.config)
+        if unfrozen is None:
+            return self._keeper.config
+        self._set_mode(unfrozen.config)
+        self._emit("unfrozen", "", author=req.author, reason=req.reason)
+        self._intake.news(unfrozen.news)
+        self._wake()
+        ex.show()
+        await self._monitor.ensure(self._keeper.config)
+        return self._keeper.config
 
     @unfreeze.validator
     def _validate_unfreeze(self, raw: Any) -> None:
@@ -366,11 +311,25 @@ class FleetAgentWorkflow:
         """An operator approves or denies a pending approval:
         `{"approval_id", "approve", "note", "author"}`. Forwarded to the run
         that waits for it; answers with the approval and the decision."""
-        return await self._approvals.decide(raw)
+        req = parse_payload(ApprovalDecisionRequest, raw).value
+        decided = None if req is None else self._approvals.decide(req)
+        if decided is None:
+            # The validator refused it already; guards a replay of older code.
+            raise ApplicationError("unknown approval", non_retryable=True)
+        self._decided(decided)
+        self._ex.show()
+        error = await tell_run(decided)
+        return ApprovalOutcome(approval=decided.pending, decision=decided.decision, error=error)
 
     @decide_approval.validator
     def _validate_decision(self, raw: Any) -> None:
-        self._approvals.validate_decision(raw)
+        """Refused before it reaches history: an unknown, decided or expired ID."""
+        parsed = parse_payload(ApprovalDecisionRequest, raw)
+        if parsed.value is None:
+            raise ValueError(f"decide_approval refused: {parsed.error}")
+        refusal = self._approvals.refusal(parsed.value.approval_id)
+        if refusal is not None:
+            raise ValueError(refusal)
 
     @workflow.update
     async def ask(self, raw: Any) -> AskResult:
@@ -382,17 +341,28 @@ class FleetAgentWorkflow:
         or `pending` with the run to follow after `wait_seconds` (default
         600) (workflows/agent_ask.py)."""
         ex = self._ex
-        req = self._intake.ask(raw)
-        if isinstance(req, str):
-            return refused(ex.agent_id, req)
-        taken = self._intake.take_message(req.message(), "ask", raw)
-        if isinstance(taken, str):
-            return refused(ex.agent_id, taken)
+        # Counted as a human_message is (continue-as-new watches the count).
+        ex.signals += 1
+        req = parse_payload(AskRequest, raw, bare="text").value
+        if req is None:
+            # Only a replay of an update accepted by older code gets here.
+            raise ApplicationError("invalid message", non_retryable=True)
+        reason = no_answer_now(self._keeper.config, self._switch.info)
+        if reason:
+            self._intake.reject("ask", reason, raw)
+            return refused(ex.agent_id, reason)
+        taken = self._intake.message(req.message())
+        self._offered("ask", taken if isinstance(taken, Refusal) else None, raw)
+        if isinstance(taken, Refusal):
+            return refused(ex.agent_id, taken.reason)
         return await self._asks.answer(taken, req.wait_seconds, lambda: ex.continuing)
 
     @ask.validator
     def _validate_ask(self, raw: Any) -> None:
-        self._intake.validate_ask(raw)
+        """Refuse a malformed `ask` before it reaches history."""
+        parsed = parse_payload(AskRequest, raw, bare="text")
+        if parsed.value is None:
+            raise ValueError(f"invalid message: {parsed.error}")
 
     # ------------------------------------------------------------ queries
 
@@ -403,16 +373,24 @@ class FleetAgentWorkflow:
     def live_config(self) -> AgentConfig:
         """The current config, so a fleet tool call applies guardrails accepted
         after its run started (read-only)."""
-        return self._ex.state.config
+        return self._keeper.config
 
     @workflow.query(
         description="phase, run count, session, pending triggers, wakes, last run, config"
     )
     def status(self) -> AgentStatus:
         """What the agent is doing now (contract: see docs/ARCHITECTURE.md)."""
-        return self._intake.status()
+        config = self._keeper.config
+        intake = self._intake
+        return self._ex.status(
+            intake.shown(),
+            intake.bytes,
+            len(intake.unstored_keys),
+            self._pacer.status(config),
+            self._budget.status(config),
+        )
 
     @workflow.query(description="internal: operator message texts not yet in the store")
     def unstored_messages(self) -> list[InboxItem]:
         """For the store_operator_messages activity (texts cross history once)."""
-        return self._ex.buffer.unstored_items()
+        return self._intake.unstored_items()

@@ -6,35 +6,35 @@ know), and the agent forwards the decision to the waiting run by signal. The
 run tells the agent what it waits for (`approval_requested`) and when a wait
 ended without a decision (`approval_closed`); the agent keeps the list in its
 durable state, so `status`, the Web UI and a continue-as-new all see it. A
-`freeze` denies every pending approval. `ApprovalsBook` holds that logic;
-FleetAgentWorkflow (workflows/agent.py) declares the handlers and delegates to
-it. Deterministic: workflow code.
+`freeze` denies every pending approval.
+
+`ApprovalsBook` owns the approvals' slice of the agent's state (`ApprovalsSlice`:
+the pending list and the latest decisions) and nothing else. Its methods
+change that slice and return what changed (the approval taken, the decision
+made); FleetAgentWorkflow (workflows/agent.py) parses the payloads, and
+decides what else follows (a notification, the Web UI, telling the run with
+`tell_run`). Deterministic: workflow code.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
-    # Pass-through: pydantic models and pure helpers.
-    from fleet_agent.loop.inputs import parse_payload
+    # Pass-through: pydantic models.
     from fleet_agent.models import (
-        APPROVAL_CLOSED,
         APPROVAL_DECIDED,
-        APPROVAL_REQUESTED,
         ApprovalClosed,
         ApprovalDecision,
         ApprovalDecisionRequest,
-        ApprovalOutcome,
         PendingApproval,
     )
-    from workflows.agent_notify import approval_facts
-    from workflows.agent_state import AgentExecution
 
-__all__ = ["ApprovalsBook"]
+__all__ = ["ApprovalsBook", "ApprovalsSlice", "Decided", "approval_facts", "tell_run"]
 
 # Runs go one at a time and call tools in turn, so one approval is pending at
 # most; the bound only keeps forged signals from growing the state.
@@ -42,51 +42,56 @@ _MAX_PENDING = 10
 _MAX_DECIDED = 20
 
 
+class ApprovalsSlice(Protocol):
+    """The approvals' slice of the durable state (fields of `AgentState`)."""
+
+    pending_approvals: list[PendingApproval]
+    decided_approvals: list[ApprovalDecision]
+
+
+@dataclass(frozen=True)
+class Decided:
+    """An approval that is no longer pending, and the decision that ended it."""
+
+    pending: PendingApproval
+    decision: ApprovalDecision
+
+
 class ApprovalsBook:
-    """The pending approvals in the agent's state, and the decisions on them."""
+    """The pending approvals, and the decisions on them (the `ApprovalsSlice` only)."""
 
-    def __init__(self, ex: AgentExecution) -> None:
-        self._ex = ex
+    def __init__(self, slice_: ApprovalsSlice) -> None:
+        self._s = slice_
 
-    def requested(self, raw: Any) -> None:
-        """A run of this agent waits for an operator's decision (internal)."""
-        ex = self._ex
-        ex.signals += 1
-        pending = ex.valid(parse_payload(PendingApproval, raw), APPROVAL_REQUESTED, raw)
-        if pending is None:
-            return
-        state = ex.state
-        state.pending_approvals = [
-            *[p for p in state.pending_approvals if p.id != pending.id][-(_MAX_PENDING - 1) :],
+    @property
+    def pending(self) -> list[PendingApproval]:
+        return self._s.pending_approvals
+
+    def add(self, pending: PendingApproval) -> None:
+        """A run of this agent waits for an operator's decision."""
+        s = self._s
+        s.pending_approvals = [
+            *[p for p in s.pending_approvals if p.id != pending.id][-(_MAX_PENDING - 1) :],
             pending,
         ]
         workflow.logger.warning(
             "approval %s needed: %s (%s)", pending.id, pending.tool, pending.reason
         )
-        ex.notifier.emit("approval_requested", pending.id, **approval_facts(pending))
-        ex.show()
 
-    def closed(self, raw: Any) -> None:
-        """A run stopped waiting without a decision from here (its timeout)."""
-        ex = self._ex
-        ex.signals += 1
-        closed = ex.valid(parse_payload(ApprovalClosed, raw), APPROVAL_CLOSED, raw)
-        if closed is None:
-            return
-        pending = self._take_pending(closed.approval_id)
-        if pending is not None:
-            self._remember(closed.decision)
-            if closed.decision.by == "timeout":
-                ex.notifier.emit("approval_expired", pending.id, **approval_facts(pending))
-            ex.show()
+    def close(self, closed: ApprovalClosed) -> Decided | None:
+        """A run stopped waiting without a decision from here (its timeout):
+        the approval it closed, or None when none such was pending."""
+        pending = self._take(closed.approval_id)
+        if pending is None:
+            return None
+        self._remember(closed.decision)
+        return Decided(pending, closed.decision)
 
-    async def decide(self, raw: Any) -> ApprovalOutcome:
-        """An operator's decision: recorded, then forwarded to the run that waits."""
-        req = parse_payload(ApprovalDecisionRequest, raw).value
-        pending = None if req is None else self._take_pending(req.approval_id)
-        if req is None or pending is None:
-            # The validator refused it already; guards a replay of older code.
-            raise ApplicationError("unknown approval", non_retryable=True)
+    def decide(self, req: ApprovalDecisionRequest) -> Decided | None:
+        """An operator's decision, recorded (None: no such approval pending)."""
+        pending = self._take(req.approval_id)
+        if pending is None:
+            return None
         decision = ApprovalDecision(
             approval_id=pending.id,
             approve=req.approve,
@@ -98,33 +103,30 @@ class ApprovalsBook:
         workflow.logger.warning(
             "approval %s %s by %s", pending.id, "granted" if req.approve else "denied", req.author
         )
-        self._ex.show()
-        error = await self._tell_run(pending, decision)
-        return ApprovalOutcome(approval=pending, decision=decision, error=error)
+        return Decided(pending, decision)
 
-    def validate_decision(self, raw: Any) -> None:
-        """Refused before it reaches history: an unknown, decided or expired ID."""
-        parsed = parse_payload(ApprovalDecisionRequest, raw)
-        if parsed.value is None:
-            raise ValueError(f"decide_approval refused: {parsed.error}")
-        state = self._ex.state
-        wanted = parsed.value.approval_id
-        if any(p.id == wanted for p in state.pending_approvals):
-            return
-        for earlier in reversed(state.decided_approvals):
-            if earlier.approval_id == wanted:
+    def refusal(self, approval_id: str) -> str | None:
+        """Why a decision on `approval_id` is refused (unknown, decided or
+        expired), or None when it is pending."""
+        s = self._s
+        if any(p.id == approval_id for p in s.pending_approvals):
+            return None
+        for earlier in reversed(s.decided_approvals):
+            if earlier.approval_id == approval_id:
                 verdict = "approved" if earlier.approve else "denied"
-                raise ValueError(
-                    f"approval {wanted} was already decided: {verdict} by {earlier.author} "
+                return (
+                    f"approval {approval_id} was already decided: {verdict} by {earlier.author} "
                     f"({earlier.by}) at {earlier.at:%Y-%m-%d %H:%M:%S} UTC"
                 )
-        waiting = ", ".join(p.id for p in state.pending_approvals) or "none"
-        raise ValueError(f"no pending approval {wanted!r} (pending: {waiting})")
+        waiting = ", ".join(p.id for p in s.pending_approvals) or "none"
+        return f"no pending approval {approval_id!r} (pending: {waiting})"
 
-    async def deny_all(self, author: str, reason: str) -> None:
-        """The freeze's part: every pending approval is denied, and its run told."""
-        for pending in list(self._ex.state.pending_approvals):
-            self._take_pending(pending.id)
+    def deny_all(self, author: str, reason: str) -> list[Decided]:
+        """The freeze's part: every pending approval is denied (their runs are
+        still to be told)."""
+        denied = []
+        for pending in list(self._s.pending_approvals):
+            self._take(pending.id)
             decision = ApprovalDecision(
                 approval_id=pending.id,
                 approve=False,
@@ -134,29 +136,44 @@ class ApprovalsBook:
                 by="freeze",
             )
             self._remember(decision)
-            await self._tell_run(pending, decision)
+            denied.append(Decided(pending, decision))
+        return denied
 
     def drop_of(self, run: int) -> None:
         """A run ended: whatever it waited for is no longer pending."""
-        state = self._ex.state
-        state.pending_approvals = [p for p in state.pending_approvals if p.run != run]
+        s = self._s
+        s.pending_approvals = [p for p in s.pending_approvals if p.run != run]
 
-    def _take_pending(self, approval_id: str) -> PendingApproval | None:
-        state = self._ex.state
-        found = next((p for p in state.pending_approvals if p.id == approval_id), None)
-        state.pending_approvals = [p for p in state.pending_approvals if p.id != approval_id]
+    def _take(self, approval_id: str) -> PendingApproval | None:
+        s = self._s
+        found = next((p for p in s.pending_approvals if p.id == approval_id), None)
+        s.pending_approvals = [p for p in s.pending_approvals if p.id != approval_id]
         return found
 
     def _remember(self, decision: ApprovalDecision) -> None:
-        state = self._ex.state
-        state.decided_approvals = [*state.decided_approvals[-(_MAX_DECIDED - 1) :], decision]
-        state.notify.digest_approvals += 1
+        s = self._s
+        s.decided_approvals = [*s.decided_approvals[-(_MAX_DECIDED - 1) :], decision]
 
-    async def _tell_run(self, pending: PendingApproval, decision: ApprovalDecision) -> str:
-        run = workflow.get_external_workflow_handle(pending.run_workflow_id)
-        try:
-            await run.signal(APPROVAL_DECIDED, decision)
-        except FailureError as exc:
-            workflow.logger.warning("run of approval %s not told: %s", pending.id, exc)
-            return f"run #{pending.run} could not be told (it has ended?): {exc}"
-        return ""
+
+async def tell_run(decided: Decided) -> str:
+    """Signal the decision to the run that waits for it; an error is returned
+    (the run may have ended), never raised."""
+    pending = decided.pending
+    run = workflow.get_external_workflow_handle(pending.run_workflow_id)
+    try:
+        await run.signal(APPROVAL_DECIDED, decided.decision)
+    except FailureError as exc:
+        workflow.logger.warning("run of approval %s not told: %s", pending.id, exc)
+        return f"run #{pending.run} could not be told (it has ended?): {exc}"
+    return ""
+
+
+def approval_facts(pending: PendingApproval) -> dict[str, Any]:
+    """What an approval's notifications show."""
+    return {
+        "tool": pending.tool,
+        "dph": pending.dph,
+        "reason": pending.reason[:300],
+        "expires_at": pending.expires_at.isoformat(),
+        "run": pending.run,
+    }

@@ -2,15 +2,16 @@
 its answer.
 
 An `ask` is a `human_message` that waits: the workflow takes the message as
-the signal does (workflows/agent_inputs.py, `Intake.take_message`), then
+the signal does (workflows/agent_inputs.py, `Intake.message`), then
 waits here until the run that took it ends, and returns that run's answer,
 verdict and cost (fleet_agent/models/ask.py). `AskBook` holds only the asks
-that wait; `RunLauncher` tells it which run took which message and how each
-ended. Nothing of it is durable state: an ask lives in the execution it was
-sent to, and the agent's continue-as-new waits for it (`AgentExecution.
-continue_as_new` waits for every handler). When asks wait for a message no run
-has taken, the loop runs before it continues as new (`FleetAgentWorkflow.
-_run_for_asks_first`); only when history is too long for that, or no run
+that wait; the workflow's run cycle (workflows/agent_cycle.py) tells it
+which run took which message and how each ended. Nothing of it is durable
+state: an ask lives in the execution it was sent to, and the agent's
+continue-as-new waits for it (`AgentExecution.continue_as_new` waits for
+every handler). When asks wait for a message no run has taken, the loop
+runs before it continues as new (`AgentLoop._run_for_asks_first`,
+workflows/agent_loop.py); only when history is too long for that, or no run
 may start (paused, frozen, the LLM spend cap), does such an ask answer
 `pending` at the continue-as-new: the message itself is in the state handed
 over, and the next execution's run answers it. Deterministic: runs inside the
@@ -31,15 +32,17 @@ from temporalio.exceptions import ChildWorkflowError
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models only.
     from fleet_agent.models import (
+        AgentConfig,
         AskOutcome,
         AskResult,
+        FreezeInfo,
         RunResult,
         RunStatus,
         Trigger,
         TriggerKind,
     )
 
-__all__ = ["AskBook", "refused"]
+__all__ = ["AskBook", "no_answer_now", "refused"]
 
 _CLI = "fleet-agent"
 
@@ -57,6 +60,23 @@ class _Waiter:
         """Its run has ended: recorded by the loop, or seen on the child's
         handle (the loop may be waiting to continue as new meanwhile)."""
         return self.result is not None or (self.handle is not None and self.handle.done())
+
+
+def no_answer_now(config: AgentConfig, freeze: FreezeInfo | None) -> str:
+    """Why no run would answer an ask now (frozen, paused), or ""."""
+    if config.frozen:
+        why = f" ({freeze.reason})" if freeze else ""
+        return (
+            f"the agent is frozen{why}: no run starts until `fleet-agent unfreeze`; "
+            "the message was not taken"
+        )
+    if config.paused:
+        return (
+            "the agent is paused: no run answers until `fleet-agent config --set "
+            "paused=false`; the message was not taken (`fleet-agent say` leaves it "
+            "for the next run)"
+        )
+    return ""
 
 
 def refused(agent_id: str, reason: str) -> AskResult:

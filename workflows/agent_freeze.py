@@ -1,4 +1,4 @@
-"""The kill switch of FleetAgentWorkflow: what its `freeze` and `unfreeze` updates do.
+"""The kill switch of FleetAgentWorkflow: who froze the agent, and its fleet's stop.
 
 Decisions (docs/DECISIONS.md, "The kill switch"): a freeze takes effect
 before its update returns — no run starts, the monitor stops, and every
@@ -7,14 +7,21 @@ tools read the live config). With `destroy_all` the update waits until vast.ai
 no longer lists any machine of the agent (activity stop_fleet, retried
 without limit), so the answer the operator gets is the truth. `unfreeze`
 restarts the monitor and queues a config-change trigger, so the next run
-re-plans the fleet. The updates are declared on the workflow
-(workflows/agent.py); `KillSwitch` holds their logic.
+re-plans the fleet.
+
+`KillSwitch` owns the freeze's slice of the agent's state (`FreezeSlice`:
+who froze it, when, why) and runs `stop_fleet`. Handed the config in force,
+it returns the config that follows (`frozen` set or cleared), or None when
+nothing changes; FleetAgentWorkflow (workflows/agent.py) declares the
+updates and does the rest (approvals, monitor, notification, trigger).
+Touches: the activity stop_fleet (→ vast.ai). Deterministic: workflow code.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -25,16 +32,12 @@ with workflow.unsafe.imports_passed_through():
     from fleet_agent.models import (
         AgentConfig,
         FreezeInfo,
-        FreezeReport,
         FreezeRequest,
         StopFleetReport,
         StopFleetRequest,
         UnfreezeRequest,
     )
     from workflows import stubs
-    from workflows.agent_approvals import ApprovalsBook
-    from workflows.agent_monitor import MonitorLink
-    from workflows.agent_state import AgentExecution
     from workflows.policies import (
         FLEET_HEARTBEAT_TIMEOUT,
         FLEET_READ_TIMEOUT,
@@ -42,67 +45,74 @@ with workflow.unsafe.imports_passed_through():
         UNLIMITED_RETRY,
     )
 
-__all__ = ["KillSwitch"]
+__all__ = ["FreezeSlice", "KillSwitch", "Unfrozen"]
 
 # A destroy_all attempt: destroys paced 3 s apart, then up to 3 min of checks.
 _DESTROY_ALL_TIMEOUT = timedelta(minutes=15)
 
 
+class FreezeSlice(Protocol):
+    """The freeze's slice of the durable state (a field of `AgentState`);
+    `AgentConfig.frozen` says the same, in the config the workflow holds."""
+
+    freeze: FreezeInfo | None
+
+
+@dataclass(frozen=True)
+class Unfrozen:
+    """What an unfreeze changed: the config, and the news for the next run."""
+
+    config: AgentConfig
+    news: str
+
+
 class KillSwitch:
-    """Freezing and unfreezing the agent: its config, its approvals, its monitor, its fleet."""
+    """Freezing and unfreezing: the `FreezeSlice`, and the fleet's stop."""
 
-    def __init__(self, ex: AgentExecution, approvals: ApprovalsBook, monitor: MonitorLink) -> None:
-        self._ex = ex
-        self._approvals = approvals
-        self._monitor = monitor
+    def __init__(self, slice_: FreezeSlice, agent_id: str) -> None:
+        self._s = slice_
+        self._agent_id = agent_id
 
-    async def freeze(self, raw: Any) -> FreezeReport:
-        """Stop runs, the monitor and every fleet change; with `destroy_all`,
-        destroy every machine of this agent and return once none is listed."""
-        ex = self._ex
-        req = parse_payload(FreezeRequest, raw, optional=True).value
-        if req is None:
-            raise ApplicationError("invalid freeze request", non_retryable=True)
-        already = ex.state.config.frozen
-        info = FreezeInfo(
-            reason=req.reason, author=req.author, at=workflow.now(), destroy_all=req.destroy_all
+    @property
+    def info(self) -> FreezeInfo | None:
+        """Who froze the agent, when and why (None: not frozen)."""
+        return self._s.freeze
+
+    def freeze(self, info: FreezeInfo, config: AgentConfig) -> AgentConfig | None:
+        """Freeze by `info`: the frozen config, or None when it was frozen already."""
+        if config.frozen:
+            return None
+        self._s.freeze = info
+        workflow.logger.warning("frozen by %s: %s", info.author, info.reason or "(no reason)")
+        return config.model_copy(update={"frozen": True})
+
+    def unfreeze(self, req: UnfreezeRequest, config: AgentConfig) -> Unfrozen | None:
+        """Undo a freeze (None: it was not frozen)."""
+        if not config.frozen:
+            return None
+        self._s.freeze = None
+        why = f" ({req.reason})" if req.reason else ""
+        return Unfrozen(
+            config=config.model_copy(update={"frozen": False}),
+            news=f"unfrozen by {req.author}{why}: fleet changes are allowed again",
         )
-        if not already:
-            ex.state.config = ex.state.config.model_copy(update={"frozen": True})
-            ex.state.freeze = info
-            if ex.current_run is None:
-                ex.phase = ex.idle_phase()  # the loop agrees once it wakes
-            workflow.logger.warning("frozen by %s: %s", req.author, req.reason or "(no reason)")
-            ex.notifier.emit(
-                "frozen", "", author=req.author, reason=req.reason, destroy_all=req.destroy_all
+
+    def kept_frozen(self, config: AgentConfig) -> None:
+        """A restart recalled a frozen config: the kill switch holds across it,
+        and shows as such."""
+        if config.frozen and self._s.freeze is None:
+            self._s.freeze = FreezeInfo(
+                reason="frozen before the agent ended (its kept config says so)",
+                author="the store",
+                at=workflow.now(),
             )
-            ex.notify()
-            # A run waiting for a human must not rent once it is approved later.
-            await self._approvals.deny_all(req.author, req.reason)
-            ex.show()
-            await self._monitor.configure()  # disabled: it ends within a poll
-        fleet, error = await self._stop_fleet(req.destroy_all)
-        return FreezeReport(
-            frozen=True,
-            already_frozen=already,
-            info=ex.state.freeze or info,
-            fleet=fleet,
-            error=error,
-        )
 
-    @staticmethod
-    def validate_freeze(raw: Any) -> None:
-        """Refused before it reaches history: a bad request leaves no trace."""
-        error = parse_payload(FreezeRequest, raw, optional=True).error
-        if error:
-            raise ValueError(f"freeze refused: {error}")
-
-    async def _stop_fleet(self, destroy_all: bool) -> tuple[StopFleetReport | None, str]:
+    async def stop_fleet(self, destroy_all: bool) -> tuple[StopFleetReport | None, str]:
         """The fleet at vast.ai (and its destruction); an error is reported, not raised."""
         try:
             report = await workflow.execute_activity(
                 stubs.stop_fleet,
-                StopFleetRequest(agent_id=self._ex.agent_id, destroy_all=destroy_all),
+                StopFleetRequest(agent_id=self._agent_id, destroy_all=destroy_all),
                 start_to_close_timeout=_DESTROY_ALL_TIMEOUT if destroy_all else FLEET_READ_TIMEOUT,
                 heartbeat_timeout=FLEET_HEARTBEAT_TIMEOUT,
                 retry_policy=UNLIMITED_RETRY if destroy_all else FLEET_RETRY,
@@ -119,31 +129,12 @@ class KillSwitch:
             )
         return report, ""
 
-    async def unfreeze(self, raw: Any) -> AgentConfig:
-        """Undo a freeze: the monitor starts again and the next run is told,
-        so it re-plans the fleet."""
-        ex = self._ex
-        req = parse_payload(UnfreezeRequest, raw, optional=True).value
-        if req is None:
-            raise ApplicationError("invalid unfreeze request", non_retryable=True)
-        if not ex.state.config.frozen:
-            return ex.state.config
-        ex.state.config = ex.state.config.model_copy(update={"frozen": False})
-        ex.state.freeze = None
-        if ex.current_run is None:
-            ex.phase = ex.idle_phase()  # the loop agrees once it wakes
-        why = f" ({req.reason})" if req.reason else ""
-        ex.notifier.emit("unfrozen", "", author=req.author, reason=req.reason)
-        ex.buffer.add_config_change(
-            ex.state.next_trigger_seq,
-            workflow.now(),
-            f"unfrozen by {req.author}{why}: fleet changes are allowed again",
-        )
-        ex.state.next_trigger_seq += 1
-        ex.notify()
-        ex.show()
-        await self._monitor.ensure()
-        return ex.state.config
+    @staticmethod
+    def validate_freeze(raw: Any) -> None:
+        """Refused before it reaches history: a bad request leaves no trace."""
+        error = parse_payload(FreezeRequest, raw, optional=True).error
+        if error:
+            raise ValueError(f"freeze refused: {error}")
 
     @staticmethod
     def validate_unfreeze(raw: Any) -> None:

@@ -1,328 +1,179 @@
-"""What reaches the agent from outside: signals, the config update, the status.
+"""What reaches the agent from outside: the pending triggers, and the refusals.
 
 Every signal takes loose JSON and is parsed into a model or a visible refusal
 (`status.rejected`), in O(1): a flood of them costs the workflow task little
-and leaves bounded state (fleet_agent/loop/triggers.py). A signal with an unknown
-name is recorded too. The update's validator refuses bad values before they
-reach history. The handlers are declared on the workflow (workflows/agent.py);
-`Intake` holds what they do.
+and leaves bounded state (fleet_agent/loop/triggers.py). The workflow parses
+and counts each signal once (workflows/agent_loop.py, `AgentLoop._accept`),
+and hands the model here.
+
+`Intake` owns the intake's slice of the agent's state (`IntakeSlice`: the
+pending triggers and their sequence numbers, the message texts not yet in
+the store, the refusals). Each method that offers a trigger returns why it
+was refused (None: kept, its sequence number used), and the workflow
+decides what follows (a refusal shown, the loop woken). Deterministic:
+workflow code.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from datetime import timedelta
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
-    from fleet_agent.loop.inputs import apply_patch, parse_config_patch, parse_payload
-    from fleet_agent.loop.wakes import cancel_wake as remove_wake
+    from fleet_agent.loop.inputs import payload_preview
+    from fleet_agent.loop.triggers import Refusal, TriggerBuffer
     from fleet_agent.models import (
-        AgentConfig,
-        AgentStatus,
-        AskRequest,
-        CancelWake,
-        DemandTargetChange,
         HumanMessage,
-        ResetSession,
+        InboxItem,
+        Priority,
+        RejectedInput,
         StateChanged,
-        TriggerNow,
+        Trigger,
+        TriggerKind,
     )
-    from workflows.agent_monitor import MonitorLink
-    from workflows.agent_pace import DemandPacer
-    from workflows.agent_state import AgentExecution
 
-__all__ = ["Intake"]
+__all__ = ["Intake", "IntakeSlice"]
 
-# Config fields whose change is news for the model (it should re-plan); the
-# others (pause, heartbeat, budgets) only change how the loop runs.
-_FLEET_FIELDS = frozenset(
-    {
-        "target_proofs_per_hour",
-        "max_instances",
-        "max_fleet_dph",
-        "max_instance_dph",
-        # New key: no recorded history holds a change of it, so no patch.
-        "max_inet_down_cost_per_tb",
-        "allowed_gpus",
-        "min_reliability",
-        "dry_run",
-        "not_proving_minutes",
-        "offline_grace_minutes",
-        "min_release_age_minutes",
-        "max_creates_per_hour",
-        "max_destroys_per_hour",
-        "daily_budget_usd",
-        "target_mode",
-    }
-)
-# Config fields the monitor's poll uses (besides monitor_*): sent to it at once.
-_MONITOR_FIELDS = frozenset(
-    {
-        "target_proofs_per_hour",
-        "not_proving_minutes",
-        "offline_grace_minutes",
-        "min_release_age_minutes",
-        "failed_host_ttl_hours",
-        "target_mode",
-        "min_target",
-        "max_target",
-        "demand_headroom",
-        "demand_hysteresis",
-        "demand_lower_after_minutes",
-        "demand_lead_minutes",
-        "demand_events",
-    }
-)
+_MAX_REJECTED = 20
+_LOGGED_REJECTIONS = 10
 _KNOWN_SIGNALS = (
     "human_message, state_changed, trigger_now, reset_session, cancel_wake, "
     "approval_requested, approval_closed, demand_target"
 )
 
 
+class IntakeSlice(Protocol):
+    """The intake's slice of the durable state (fields of `AgentState`)."""
+
+    next_trigger_seq: int
+    pending_triggers: list[Trigger]
+    unstored_keys: list[str]
+    rejected: list[RejectedInput]
+    rejected_total: int
+
+
 class Intake:
-    """Signals, the config update and the status, on the execution's state."""
+    """The pending triggers (a `TriggerBuffer` over the slice) and the refusals."""
 
-    def __init__(self, ex: AgentExecution, monitor: MonitorLink, pacer: DemandPacer) -> None:
-        self._ex = ex
-        self._monitor = monitor
-        self._pacer = pacer
+    def __init__(self, slice_: IntakeSlice) -> None:
+        self._s = slice_
+        self._buffer = TriggerBuffer(slice_.pending_triggers, slice_.unstored_keys)
 
-    # ------------------------------------------------------------ signals
+    # ------------------------------------------------------------ offering
 
-    def human_message(self, raw: Any) -> None:
-        ex = self._ex
-        ex.signals += 1
-        msg = ex.valid(parse_payload(HumanMessage, raw, bare="text"), "human_message", raw)
-        if msg is not None:
-            self.take_message(msg, "human_message", raw)
-
-    def take_message(self, msg: HumanMessage, name: str, raw: Any) -> int | str:
-        """Take an operator's message for the next run, as `human_message`
-        and `ask` both do: the seq of its trigger, or why it was refused
-        (shown in status.rejected under `name`)."""
-        ex = self._ex
-        seq = ex.state.next_trigger_seq
-        refusal = ex.buffer.add_message(seq, workflow.now(), msg.text, msg.author, msg.message_id)
-        ex.accepted(name, refusal, raw)
-        return seq if refusal is None else refusal.reason
-
-    def ask(self, raw: Any) -> AskRequest | str:
-        """The `ask` update's request, counted as a `human_message` is, or why
-        no run would answer it now (frozen, paused: shown in status.rejected).
-        A malformed one was refused by `validate_ask` before history."""
-        ex = self._ex
-        ex.signals += 1
-        req = parse_payload(AskRequest, raw, bare="text").value
-        if req is None:
-            # Only a replay of an update accepted by older code gets here.
-            raise ApplicationError("invalid message", non_retryable=True)
-        config = ex.state.config
-        reason = ""
-        if config.frozen:
-            why = f" ({ex.state.freeze.reason})" if ex.state.freeze else ""
-            reason = (
-                f"the agent is frozen{why}: no run starts until `fleet-agent unfreeze`; "
-                "the message was not taken"
-            )
-        elif config.paused:
-            reason = (
-                "the agent is paused: no run answers until `fleet-agent config --set "
-                "paused=false`; the message was not taken (`fleet-agent say` leaves it "
-                "for the next run)"
-            )
-        if reason:
-            ex.reject("ask", reason, raw)
-            return reason
-        return req
-
-    def validate_ask(self, raw: Any) -> None:
-        """Refuse a malformed `ask` before it reaches history."""
-        parsed = parse_payload(AskRequest, raw, bare="text")
-        if parsed.value is None:
-            raise ValueError(f"invalid message: {parsed.error}")
-
-    def state_changed(self, raw: Any) -> None:
-        ex = self._ex
-        ex.signals += 1
-        change = ex.valid(parse_payload(StateChanged, raw), "state_changed", raw)
-        if change is not None:
-            folded = ex.buffer.folds_change_of(change.instance_id)
-            refusal = ex.buffer.add_state_change(
-                ex.state.next_trigger_seq,
-                workflow.now(),
-                instance_id=change.instance_id,
-                old_state=change.old_state,
-                new_state=change.new_state,
-                detail=change.detail,
-            )
-            # A folded change moves no debounce window: the due time stands,
-            # and a flood skips recomputing it for every signal.
-            ex.accepted("state_changed", refusal, raw, notify=not folded)
-
-    def trigger_now(self, raw: Any) -> None:
-        ex = self._ex
-        ex.signals += 1
-        req = ex.valid(
-            parse_payload(TriggerNow, raw, bare="reason", optional=True), "trigger_now", raw
+    def message(self, msg: HumanMessage) -> int | Refusal:
+        """An operator's message (`human_message`, `ask`) for the next run:
+        the sequence number of its trigger, or why it was refused."""
+        seq = self._s.next_trigger_seq
+        refusal = self._kept(
+            self._buffer.add_message(seq, workflow.now(), msg.text, msg.author, msg.message_id)
         )
-        if req is not None:
-            refusal = ex.buffer.add_trigger_now(
-                ex.state.next_trigger_seq, workflow.now(), req.reason
-            )
-            ex.accepted("trigger_now", refusal, raw)
+        return seq if refusal is None else refusal
 
-    def reset_session(self, raw: Any) -> None:
-        ex = self._ex
-        ex.signals += 1
-        req = ex.valid(
-            parse_payload(ResetSession, raw, bare="reason", optional=True), "reset_session", raw
+    def state_change(self, change: StateChanged) -> tuple[Refusal | None, bool]:
+        """A state change of an instance, and whether it may move the due time
+        (a change folded into a pending one moves no debounce window)."""
+        folded = self._buffer.folds_change_of(change.instance_id)
+        refusal = self._buffer.add_state_change(
+            self._s.next_trigger_seq,
+            workflow.now(),
+            instance_id=change.instance_id,
+            old_state=change.old_state,
+            new_state=change.new_state,
+            detail=change.detail,
         )
-        if req is not None:
-            ex.state.reset_reason = req.reason
-            ex.changed = True
+        return self._kept(refusal), not folded
 
-    def cancel_wake(self, raw: Any) -> None:
-        ex = self._ex
-        ex.signals += 1
-        req = ex.valid(parse_payload(CancelWake, raw, bare="wake_id"), "cancel_wake", raw)
-        if req is None:
-            return
-        ex.state.wakes, existed = remove_wake(ex.state.wakes, req.wake_id)
-        if not existed:
-            ex.reject("cancel_wake", f"no pending wake {req.wake_id!r}", raw)
-        ex.notify()
+    def trigger_now(self, reason: str) -> Refusal | None:
+        return self._kept(
+            self._buffer.add_trigger_now(self._s.next_trigger_seq, workflow.now(), reason)
+        )
 
-    def demand_target(self, raw: Any) -> None:
-        """The monitor's new target in demand mode: held from now, clamped to
-        [min_target, max_target], and told to the next run as a config
-        change with the rule's reason; past max_demand_changes_per_hour it
-        waits (workflows/agent_pace.py). Refused (status.rejected) when the
-        agent is not in demand mode or is frozen."""
-        ex = self._ex
-        ex.signals += 1
-        change = ex.valid(parse_payload(DemandTargetChange, raw), "demand_target", raw)
-        if change is None:
-            return
-        config = ex.state.config
-        if config.target_mode != "demand":
-            ex.reject("demand_target", "not in demand mode (target_mode is fixed)", raw)
-            return
-        if config.frozen:
-            ex.reject("demand_target", "the agent is frozen", raw)
-            return
-        self._pacer.take(change)
-        ex.show()
+    def news(self, text: str) -> None:
+        """A config change the next run hears of (a `config_changed` trigger)."""
+        self._buffer.add_config_change(self._s.next_trigger_seq, workflow.now(), text)
+        self._s.next_trigger_seq += 1
 
-    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
-        """Any other signal name: recorded in status.rejected, never silently lost."""
-        ex = self._ex
-        ex.signals += 1
+    def internal(self, kind: TriggerKind, reason: str = "", **fields: Any) -> None:
+        """A trigger of the agent's own (a start, a wake that fired)."""
+        self._buffer.add_internal(self.make(kind, reason, **fields))
+
+    def make(self, kind: TriggerKind, reason: str = "", **fields: Any) -> Trigger:
+        """A trigger with the next sequence number, not kept (a heartbeat)."""
+        s = self._s
+        trigger = Trigger(
+            seq=s.next_trigger_seq, kind=kind, received_at=workflow.now(), reason=reason, **fields
+        )
+        s.next_trigger_seq += 1
+        return trigger
+
+    def take(self) -> list[Trigger]:
+        """Everything pending, for a run."""
+        return self._buffer.take()
+
+    def _kept(self, refusal: Refusal | None) -> Refusal | None:
+        if refusal is None:
+            self._s.next_trigger_seq += 1
+        return refusal
+
+    # ------------------------------------------------------------ refusals
+
+    def reject(self, signal: str, error: str, raw: Any) -> None:
+        """Show a refusal in `status.rejected` (the last 20) and count it."""
+        s = self._s
+        s.rejected_total += 1
+        # A flood of refusals must not become a flood of log lines.
+        if s.rejected_total <= _LOGGED_REJECTIONS or s.rejected_total % 1000 == 0:
+            workflow.logger.warning("rejected %s (%d so far): %s", signal, s.rejected_total, error)
+        s.rejected = [
+            *s.rejected[-(_MAX_REJECTED - 1) :],
+            RejectedInput(
+                at=workflow.now(), signal=signal[:100], error=error, preview=payload_preview(raw)
+            ),
+        ]
+
+    def reject_unknown(self, name: str, args: Sequence[RawValue]) -> None:
+        """A signal no handler has: refused visibly, with its payload's preview."""
         raw: Any = None
         if args:
             with contextlib.suppress(Exception):
                 raw = workflow.payload_converter().from_payload(args[0].payload)
-        ex.reject(name, f"unknown signal {name[:100]!r} (known: {_KNOWN_SIGNALS})", raw)
+        self.reject(name, f"unknown signal {name[:100]!r} (known: {_KNOWN_SIGNALS})", raw)
 
-    # ------------------------------------------------------------ update
+    # ------------------------------------------------------------ reading
 
-    async def update_config(self, raw: Any) -> AgentConfig:
-        """Apply a config patch; a change the model should hear of is a trigger,
-        and the monitor gets its part at once."""
-        ex = self._ex
-        patch = parse_config_patch(raw).value
-        if patch is None:
-            # The validator refused it already; this only guards a replay of
-            # an update accepted by older code.
-            raise ApplicationError("invalid config", non_retryable=True)
-        old = ex.state.config
-        applied = apply_patch(patch, old)
-        if applied.value is None:
-            raise ApplicationError(f"invalid config: {applied.error}", non_retryable=True)
-        ex.state.config = applied.value
-        changed = sorted(
-            k
-            for k in patch.model_dump(exclude_none=True)
-            if getattr(old, k) != getattr(ex.state.config, k)
-        )
-        if "target_proofs_per_hour" in changed or "target_mode" in changed:
-            # The operator's word: a demand target held back must not undo it.
-            self._pacer.drop("an operator set the target or the mode")
-        fleet_changes = [k for k in changed if k in _FLEET_FIELDS]
-        if fleet_changes:
-            ex.buffer.add_config_change(
-                ex.state.next_trigger_seq,
-                workflow.now(),
-                ", ".join(
-                    f"{k}: {getattr(old, k)} → {getattr(ex.state.config, k)}" for k in fleet_changes
-                ),
-            )
-            ex.state.next_trigger_seq += 1
-        ex.notify()
-        ex.show()
-        if any(k.startswith("monitor_") or k in _MONITOR_FIELDS for k in changed):
-            if ex.state.config.monitor_enabled and not old.monitor_enabled:
-                # (A frozen agent's monitor stays stopped: see MonitorLink.ensure.)
-                await self._monitor.ensure()
-            else:
-                await self._monitor.configure()
-        return ex.state.config
+    @property
+    def firsts(self) -> dict[Priority, datetime]:
+        """When the oldest pending trigger of each priority arrived."""
+        return self._buffer.firsts
 
-    def validate_config(self, raw: Any) -> None:
-        """Runs before the update is written to history: a bad value is refused
-        with a clear message and leaves no trace."""
-        parsed = parse_config_patch(raw)
-        error = parsed.error
-        if parsed.value is not None:
-            error = apply_patch(parsed.value, self._ex.state.config).error
-        if error:
-            raise ValueError(f"invalid config: {error}")
+    def shown(self) -> list[Trigger]:
+        """The pending triggers as `status` shows them (message texts as previews)."""
+        return self._buffer.shown()
 
-    # ------------------------------------------------------------ query
+    @property
+    def bytes(self) -> int:
+        return self._buffer.bytes
 
-    def status(self) -> AgentStatus:
-        """What the agent is doing now (contract: see docs/ARCHITECTURE.md)."""
-        ex = self._ex
-        state = ex.state
-        info = workflow.info()
-        heartbeat = (
-            None
-            if state.config.paused
-            else ex.heartbeat_from + timedelta(seconds=state.config.heartbeat_seconds)
-        )
-        return AgentStatus(
-            agent_id=ex.agent_id,
-            session=state.session,
-            run_count=state.run_count,
-            phase=ex.phase,
-            current_run=ex.current_run,
-            pending_triggers=ex.buffer.shown(),
-            next_heartbeat_at=heartbeat,
-            next_run_due_at=None if ex.due is None else ex.due.at,
-            wakes=state.wakes,
-            last_run=state.last_run,
-            config=state.config,
-            rejected=state.rejected,
-            rejected_total=state.rejected_total,
-            executions=state.executions,
-            history_length=info.get_current_history_length(),
-            history_bytes=info.get_current_history_size(),
-            pending_bytes=ex.buffer.bytes,
-            unstored_messages=len(ex.buffer.unstored_keys),
-            frozen=state.freeze,
-            pending_approvals=state.pending_approvals,
-            spend=state.spend,
-            llm_cost=state.llm_cost,
-            restarted=state.restarted,
-            notify_failures=state.notify.failures,
-            notify_delivered=state.notify.delivered,
-            demand=state.demand,
-            demand_pace=self._pacer.status(),
-            llm_spend=ex.budget.status(),
-        )
+    @property
+    def unstored_keys(self) -> list[str]:
+        """Messages whose text is only in the workflow state so far."""
+        return self._buffer.unstored_keys
+
+    @property
+    def unstored_bytes(self) -> int:
+        return self._buffer.unstored_bytes
+
+    def unstored_items(self) -> list[InboxItem]:
+        """Texts still to store, for the `unstored_messages` query."""
+        return self._buffer.unstored_items()
+
+    def mark_stored(self, keys: list[str]) -> None:
+        """The store has these texts: keep previews only."""
+        self._buffer.mark_stored(keys)

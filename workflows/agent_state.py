@@ -1,35 +1,35 @@
-"""What one execution of FleetAgentWorkflow keeps, and the rules every part shares.
+"""What one execution of FleetAgentWorkflow keeps, and the rules of its loop.
 
 `AgentExecution` holds the durable `AgentState` (handed whole to
-continue-as-new), the trigger buffer over it and the loop's bookkeeping
-(phase, run in flight, due time, counters). The workflow's helpers — the
-intake of signals (workflows/agent_inputs.py), approvals
-(workflows/agent_approvals.py), the kill switch (workflows/agent_freeze.py),
-runs (workflows/agent_runs.py) and the monitor link
-(workflows/agent_monitor.py) — all work on the one instance the workflow
-holds. It also decides when history is long enough to continue as new, and
-does it. Deterministic: runs inside the workflow sandbox.
+continue-as-new) and the loop's own part of it and bookkeeping: the phase,
+the run in flight, the due time, the wakes, a pending reset, the counters.
+The workflow (workflows/agent.py, agent_loop.py) hands each helper its slice
+of the one `AgentState` (docs/decisions/workflow-helpers.md); no helper
+holds this object. It also decides when history is long enough to continue
+as new, does it, and shows the state (the Web UI's details, `status`).
+Deterministic: runs inside the workflow sandbox.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, NoReturn
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models and pure, deterministic helpers.
-    from pydantic import BaseModel
-
-    from fleet_agent.loop.inputs import Parsed, apply_patch, parse_start, payload_preview
-    from fleet_agent.loop.schedule import Due, next_due
-    from fleet_agent.loop.triggers import Refusal, TriggerBuffer
+    from fleet_agent.loop.inputs import apply_patch, parse_start
+    from fleet_agent.loop.schedule import Due
+    from fleet_agent.loop.triggers import TriggerBuffer
     from fleet_agent.models import (
         AgentInput,
         AgentState,
+        AgentStatus,
+        DemandPace,
+        LlmSpendPace,
         Phase,
-        RejectedInput,
-        RunResult,
         Trigger,
         TriggerKind,
     )
@@ -38,18 +38,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.metrics import record_agent_state
     from workflows.search_attributes import agent_updates
 
-if TYPE_CHECKING:
-    from workflows.agent_notify import Notifier
-    from workflows.agent_pace import LlmBudget
-
 __all__ = ["THINKING_SUMMARIZED_PATCH", "AgentExecution"]
 
 #: `llm_thinking_display` defaults to "summarized" (fleet_agent/models/config.py);
 #: an execution started fresh before that keeps the "omitted" it started with.
 THINKING_SUMMARIZED_PATCH = "thinking-display-summarized"
 
-_MAX_REJECTED = 20
-_LOGGED_REJECTIONS = 10
 # Continue as new as soon as one of these is reached, whatever the loop is
 # doing (a run in flight, paused, debouncing): well before Temporal's hard
 # limits (50 MB or 51,200 events of history, 10,000 signals per execution),
@@ -69,7 +63,6 @@ _MAX_HISTORY_EVENTS = 4_000
 _CRITICAL_HISTORY_BYTES = 20 * 1024 * 1024
 _CRITICAL_HISTORY_EVENTS = 20_000
 _CRITICAL_SIGNALS = 8_000
-_M = TypeVar("_M", bound=BaseModel)
 
 
 class AgentExecution:
@@ -86,21 +79,20 @@ class AgentExecution:
             self.state.config = self.state.config.model_copy(
                 update={"llm_thinking_display": "omitted"}
             )
-        if start.problem:
-            # A bad start config must not fail the workflow task forever:
-            # keep the defaults and show why in status.rejected.
-            self.reject("start config", start.problem, None)
-        elif self.fresh and start.config is not None:
+        #: Why the start config was refused ("" when it was not): a bad one
+        #: must not fail the workflow task forever, so the defaults hold and
+        #: the workflow shows why in status.rejected.
+        self.start_problem = start.problem
+        if not start.problem and self.fresh and start.config is not None:
             applied = apply_patch(start.config, self.state.config)
             if applied.value is None:
-                self.reject("start config", applied.error, None)
+                self.start_problem = applied.error
             else:
                 self.state.config = applied.value
-        # A fresh start applies them over the last known config (agent_watchdog.py).
+        # A fresh start applies them over the last known config (agent_config.py).
         self.start_config = start.config
         #: "watchdog" when the agent's Schedule started this execution.
         self.started_by = start.started_by
-        self.buffer = TriggerBuffer(self.state.pending_triggers, self.state.unstored_keys)
         self.phase = self.idle_phase()
         self.current_run: int | None = None
         self.due: Due | None = None
@@ -110,16 +102,10 @@ class AgentExecution:
         #: Set once this execution has decided to continue as new.
         self.continuing = False
         self.signals = 0
-        #: Runs lost to a timeout or terminate, not yet closed in the store.
-        self.lost: list[RunResult] = self.state.unrecorded_runs
         self.heartbeat_from = self.state.last_run_ended_at or workflow.now()
         # Whether this execution upserts search attributes (asked at its start).
         self.search_attributes = False
         self.upserted_phase: str | None = None
-        #: Set by the workflow: what the helpers tell of (workflows/agent_notify.py).
-        self.notifier: Notifier
-        #: Set by the workflow: holds runs past the LLM spend cap (workflows/agent_pace.py).
-        self.budget: LlmBudget
 
     # ------------------------------------------------------------ continue-as-new
 
@@ -158,23 +144,22 @@ class AgentExecution:
             or info.get_current_history_length() >= _CRITICAL_HISTORY_EVENTS
         )
 
-    async def continue_as_new(self, *, reset: bool) -> NoReturn:
+    async def continue_as_new(self, unstored: Callable[[], list[str]], *, reset: bool) -> NoReturn:
         """Hand the whole state to a fresh execution (a run in flight included).
 
-        Message texts go to the store first, so the new execution's input
-        holds previews only; it carries texts itself only when the store has
-        been away so long that the history nears Temporal's limits.
+        Message texts go to the store first (`unstored`: the keys of those
+        still waiting), so the new execution's input holds previews only; it
+        carries texts itself only when the store has been away so long that
+        the history nears Temporal's limits.
         """
         # An `ask` waiting for a run that has not taken its message ends now
         # (workflows/agent_ask.py); one waiting for the run in flight ends
         # with it: either way no caller loses its answer to the handover.
         self.continuing = True
         await workflow.wait_condition(workflow.all_handlers_finished)
-        await workflow.wait_condition(
-            lambda: not self.buffer.unstored_keys or self.history_critical()
-        )
+        await workflow.wait_condition(lambda: not unstored() or self.history_critical())
         state = self.state.model_copy(deep=True)
-        state.unstored_keys = self.buffer.unstored_keys
+        state.unstored_keys = unstored()
         state.executions += 1
         if reset:
             reason = state.reset_reason or "reset"
@@ -191,69 +176,12 @@ class AgentExecution:
             state.next_trigger_seq += 1
         workflow.continue_as_new(AgentInput(state=state))
 
-    # ------------------------------------------------------------ triggers
+    # ------------------------------------------------------------ the loop's part
 
-    def make_trigger(self, kind: TriggerKind, reason: str = "", **fields: Any) -> Trigger:
-        trigger = Trigger(
-            seq=self.state.next_trigger_seq,
-            kind=kind,
-            received_at=workflow.now(),
-            reason=reason,
-            **fields,
-        )
-        self.state.next_trigger_seq += 1
-        return trigger
-
-    def accepted(
-        self, signal: str, refusal: Refusal | None, raw: Any, *, notify: bool = True
-    ) -> None:
-        """Count a trigger the buffer kept (its seq is used), or show the refusal.
-        `notify=False`: the trigger cannot have moved the due time."""
-        if refusal is not None:
-            self.reject(signal, refusal.reason, raw)
-            return
-        self.state.next_trigger_seq += 1
-        if notify:
-            self.notify()
-
-    def compute_due(self) -> Due | None:
-        """When the next run is due: its schedule, moved later while the LLM
-        spend cap holds runs."""
-        return self.budget.hold(
-            next_due(
-                firsts=self.buffer.firsts,
-                wakes=self.state.wakes,
-                config=self.state.config,
-                heartbeat_from=self.heartbeat_from,
-            )
-        )
-
-    def notify(self) -> None:
-        """Wake the loop only if the due time moved (or a reset is pending)."""
-        if self.current_run is not None:
-            return  # the loop is awaiting a run; it recomputes afterwards
-        if self.state.reset_reason is not None or self.compute_due() != self.due:
-            self.changed = True
-
-    def valid(self, parsed: Parsed[_M], signal: str, raw: Any) -> _M | None:
-        if parsed.value is None:
-            self.reject(signal, parsed.error, raw)
-        return parsed.value
-
-    def reject(self, signal: str, error: str, raw: Any) -> None:
-        state = self.state
-        state.rejected_total += 1
-        # A flood of refusals must not become a flood of log lines.
-        if state.rejected_total <= _LOGGED_REJECTIONS or state.rejected_total % 1000 == 0:
-            workflow.logger.warning(
-                "rejected %s (%d so far): %s", signal, state.rejected_total, error
-            )
-        state.rejected = [
-            *state.rejected[-(_MAX_REJECTED - 1) :],
-            RejectedInput(
-                at=workflow.now(), signal=signal[:100], error=error, preview=payload_preview(raw)
-            ),
-        ]
+    def ask_reset(self, reason: str) -> None:
+        """A new session after the current run: the loop wakes for it."""
+        self.state.reset_reason = reason
+        self.changed = True
 
     def idle_phase(self) -> Phase:
         """What the agent does while no run is due: frozen, paused or idle."""
@@ -275,3 +203,51 @@ class AgentExecution:
             # Only when the phase moves: each upsert is an event in history.
             self.upserted_phase = search_phase(self.phase)
             workflow.upsert_search_attributes(agent_updates(self.agent_id, self.phase))
+
+    def status(
+        self,
+        pending: list[Trigger],
+        pending_bytes: int,
+        unstored: int,
+        demand_pace: DemandPace | None,
+        llm_spend: LlmSpendPace | None,
+    ) -> AgentStatus:
+        """The `status` query (contract: docs/ARCHITECTURE.md): the state, the
+        loop, and what the intake and the paces say of theirs."""
+        state = self.state
+        info = workflow.info()
+        heartbeat = (
+            None
+            if state.config.paused
+            else self.heartbeat_from + timedelta(seconds=state.config.heartbeat_seconds)
+        )
+        return AgentStatus(
+            agent_id=self.agent_id,
+            session=state.session,
+            run_count=state.run_count,
+            phase=self.phase,
+            current_run=self.current_run,
+            pending_triggers=pending,
+            next_heartbeat_at=heartbeat,
+            next_run_due_at=None if self.due is None else self.due.at,
+            wakes=state.wakes,
+            last_run=state.last_run,
+            config=state.config,
+            rejected=state.rejected,
+            rejected_total=state.rejected_total,
+            executions=state.executions,
+            history_length=info.get_current_history_length(),
+            history_bytes=info.get_current_history_size(),
+            pending_bytes=pending_bytes,
+            unstored_messages=unstored,
+            frozen=state.freeze,
+            pending_approvals=state.pending_approvals,
+            spend=state.spend,
+            llm_cost=state.llm_cost,
+            restarted=state.restarted,
+            notify_failures=state.notify.failures,
+            notify_delivered=state.notify.delivered,
+            demand=state.demand,
+            demand_pace=demand_pace,
+            llm_spend=llm_spend,
+        )

@@ -98,7 +98,7 @@ class AgentState(Wire):
     # Likewise the LLM cost summary (fleet_agent/models/runs.py).
     llm_cost: LlmCostSummary | None = None
     # The config last written to the store (the watchdog's restart reads it):
-    # written again only when `config` differs (workflows/agent.py).
+    # written again only when `config` differs (workflows/agent_config.py).
     stored_config: AgentConfig | None = None
     # Set when this agent came back after its previous execution ended.
     restarted: AgentRestarted | None = None
