@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from starter.cli_options import agent_options, json_option
-from starter.cost_view import totals_line
 from starter.fleet_render import fleet_text
-from starter.fleet_view import read_fleet_view
-from starter.market_view import market_of
-from starter.runlog_view import (
+from starter.views.cost import totals_line
+from starter.views.fleet import read_fleet_view
+from starter.views.market import market_of
+from starter.views.runlog import (
     open_store,
     read_run,
     read_runs,
@@ -21,7 +21,7 @@ from starter.runlog_view import (
     run_detail,
     runs_table,
 )
-from starter.session_view import (
+from starter.views.session import (
     read_session_summaries,
     read_summary_of_run,
     summaries_text,

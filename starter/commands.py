@@ -24,12 +24,12 @@ from starter.answers import (
     wait_for_answer,
 )
 from starter.config_args import checked_changes, parse_assignments, patch_from
-from starter.demand_view import stored_demand
-from starter.fleet_view import ledger_spend, stored_suspects
 from starter.hints import CLI
-from starter.market_view import stored_market
-from starter.notify_view import stored_failures, with_stored_failures
-from starter.render import (
+from starter.views.demand import stored_demand
+from starter.views.fleet import ledger_spend, stored_suspects
+from starter.views.market import stored_market
+from starter.views.notify import stored_failures, with_stored_failures
+from starter.views.render import (
     approvals_table,
     config_text,
     decision_text,
@@ -37,7 +37,7 @@ from starter.render import (
     status_text,
     wakes_table,
 )
-from starter.runlog_view import open_store
+from starter.views.runlog import open_store
 from starter.watchdog import ensure_watchdog, watchdog_id
 
 __all__ = [

@@ -1,7 +1,7 @@
 """`fleet-agent fleet` as text: one row per machine, then the totals, and in
-market mode the business's line (starter/market_render.py).
+market mode the business's line (starter/views/market_render.py).
 
-The view itself is built in starter/fleet_view.py (shared with the console).
+The view itself is built in starter/views/fleet.py (shared with the console).
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from datetime import datetime
 
 from fleet_agent.fleet.snapshot import UNREADABLE_COUNTED
 from fleet_agent.market.point import MarketPoint
-from starter.fleet_view import Flag, FleetRow, FleetView
 from starter.hints import CLI
-from starter.market_render import market_summary
-from starter.render import fmt_duration, fmt_when, table
+from starter.views.fleet import Flag, FleetRow, FleetView
+from starter.views.market_render import market_summary
+from starter.views.render import fmt_duration, fmt_when, table
 
 __all__ = ["fleet_text"]
 

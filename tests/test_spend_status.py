@@ -23,8 +23,8 @@ from simulator.server import SimServer
 from starter import commands
 from starter.agent_client import AgentClient
 from starter.console import ConsoleSettings, create_app
-from starter.render import status_text
-from starter.runlog_view import run_detail, runs_table
+from starter.views.render import status_text
+from starter.views.runlog import run_detail, runs_table
 from tests.helpers import eventually, finished_runs, idle_status, running_worker, status
 
 

@@ -15,7 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from fleet_agent.models import AgentStatus, NotifyFailure
 from fleet_agent.store import Notifications
 from starter.agent_client import CliError
-from starter.runlog_view import open_store
+from starter.views.runlog import open_store
 
 __all__ = ["stored_failures", "with_stored_failures"]
 

@@ -4,7 +4,7 @@ console in demand mode.
 The monitor writes one point per poll (`fa_demand_points`); the agent's
 status query only has the point its last target change was decided on. So
 the CLI and the console show the store's latest when they can read it, and
-the query's otherwise (starter/render.py, `demand_text`). Reads only
+the query's otherwise (starter/views/render.py, `demand_text`). Reads only
 (synchronous).
 """
 
@@ -17,7 +17,7 @@ from fleet_agent.demand.point import DemandPoint
 from fleet_agent.models import AgentStatus
 from fleet_agent.store import DemandHistory
 from starter.agent_client import CliError
-from starter.runlog_view import open_store
+from starter.views.runlog import open_store
 
 __all__ = ["stored_demand"]
 

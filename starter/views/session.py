@@ -10,7 +10,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from fleet_agent.llm.prompt import format_time
 from fleet_agent.store import SummaryRecord
 from starter.agent_client import CliError
-from starter.runlog_view import open_store
+from starter.views.runlog import open_store
 
 __all__ = ["read_session_summaries", "read_summary_of_run", "summaries_text", "summary_text"]
 

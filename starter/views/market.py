@@ -5,13 +5,13 @@ The monitor's `observe_market` writes one point per poll
 (`fa_market_points`, fleet_agent/store/market_history.py); the agent's
 status query carries none. So every view reads the store: `status` and the
 console's status card when the query says the agent is in market mode
-(`stored_market`, as starter/demand_view.py does for demand), and the
+(`stored_market`, as starter/views/demand.py does for demand), and the
 readers that never ask the agent (`fleet`, the console's plot and JSON)
 when the agent's last known config (`fa_agent_configs`, which the agent
 writes on every change) says so (`market_of`, `market_series`). A store that
 cannot be read, or a row that no longer parses, shows as no reading: the
 market never takes a view down. Reads only (synchronous); the text is
-starter/market_render.py's.
+starter/views/market_render.py's.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from fleet_agent.market.point import MarketPoint
 from fleet_agent.models import AgentStatus
 from fleet_agent.store import AgentConfigs, MarketHistory, Store
 from starter.agent_client import CliError
-from starter.runlog_view import open_store
+from starter.views.runlog import open_store
 
 __all__ = ["latest_market", "market_mode_stored", "market_of", "market_series", "stored_market"]
 

@@ -3,9 +3,9 @@
 line under `fleet-agent fleet`'s table (`market_summary`).
 
 Pure functions of a `MarketPoint` (fleet_agent/market/point.py, as the
-store's latest: starter/market_view.py) and `now`. The callers show nothing
+store's latest: starter/views/market.py) and `now`. The callers show nothing
 with the market off, so those views read as they did before market mode.
-starter/render.py imports this module: it imports nothing of starter's.
+starter/views/render.py imports this module: it imports nothing of starter's.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from fleet_agent.untrusted import single_line
 __all__ = ["STALE_AFTER", "fil", "market_rows", "market_summary", "point_age"]
 
 #: A point older than this is flagged: the monitor reads the node every poll
-#: (30 s by default), as the fleet's snapshot (starter/fleet_view.py).
+#: (30 s by default), as the fleet's snapshot (starter/views/fleet.py).
 STALE_AFTER = timedelta(minutes=5)
 #: The point's note as a person reads it: ours, but one line and bounded.
 _NOTE_CHARS = 300

@@ -23,7 +23,7 @@ from fleet_agent.store import FleetSnapshots, Store, StoredSnapshot
 from fleet_agent.store.spend_reads import SpendReads
 from fleet_agent.vast.models import phase_of
 from starter.agent_client import CliError
-from starter.runlog_view import open_store
+from starter.views.runlog import open_store
 
 __all__ = [
     "STALE_AFTER",

@@ -25,7 +25,7 @@ from fleet_agent.models import (
 )
 from fleet_agent.visibility.details import trigger_summary
 from starter.hints import CLI
-from starter.market_render import market_rows
+from starter.views.market_render import market_rows
 
 __all__ = [
     "approvals_table",

@@ -31,8 +31,8 @@ from fleet_agent.store import (
 )
 from fleet_agent.store.engine import DATABASE_URL_ENV
 from starter.agent_client import CliError
-from starter.cost_view import cached_share, round_cost
-from starter.render import (
+from starter.views.cost import cached_share, round_cost
+from starter.views.render import (
     dph_change_text,
     fmt_duration,
     fmt_time,
