@@ -39,8 +39,8 @@ from fleet_agent.store import SchemaError, StoreRefused, redacted_url
 from fleet_agent.store.engine import DATABASE_URL_ENV
 from runtime.stopping import stop_event
 from runtime.telemetry import MetricsUnavailable, install_stack_metrics
-from starter import commands
 from starter.agent_client import AgentClient, CliError
+from starter.cli import agent_commands as commands
 from starter.console import DEFAULT_CONSOLE_PORT, console_for_stack
 from starter.devserver import DevServerConfig
 from starter.stack_attach import attach, check_summary, connect_retrying, first_run

@@ -19,7 +19,7 @@ from fleet_agent.models import PollRequest, SpendSummary, ToolResult
 from fleet_agent.store import FleetSnapshots, Store, StoredSnapshot
 from simulator.server import SimServer
 from starter.cli import main
-from starter.fleet_render import fleet_text
+from starter.cli.fleet_render import fleet_text
 from starter.views.fleet import (
     Flag,
     build_fleet_view,

@@ -25,7 +25,7 @@ from fleet_agent.notify.render import render
 from fleet_agent.notify.rules import admit, idempotency_key, remember
 from fleet_agent.notify.settings import NotifyEnv, redact, scrub, split_urls
 from fleet_agent.vast.errors import VastAuthError
-from starter.cli_notify import notify_test
+from starter.cli.notify_commands import notify_test
 from starter.views.render import notify_text, status_text
 from testkit.notify_receivers import WebhookReceiver
 from tests.helpers import idle_status

@@ -5,7 +5,7 @@ Built from the store only, never from vast.ai: the monitor's last poll
 measurements folded in) and the spend ledger. So it needs neither the
 worker's vast.ai key nor a running worker, and says how old it is.
 `build_fleet_view` is pure; `read_fleet_view` reads the store; rendering is
-in starter/fleet_render.py.
+in starter/cli/fleet_render.py.
 """
 
 from __future__ import annotations

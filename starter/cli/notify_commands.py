@@ -13,7 +13,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from starter.cli_options import agent_options
+from starter.cli.options import agent_options
 
 if TYPE_CHECKING:
     from fleet_agent.notify.settings import NotifyEnv

@@ -8,8 +8,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from starter.cli_options import agent_options, json_option
-from starter.fleet_render import fleet_text
+from starter.cli.fleet_render import fleet_text
+from starter.cli.options import agent_options, json_option
 from starter.views.cost import totals_line
 from starter.views.fleet import read_fleet_view
 from starter.views.market import market_of

@@ -20,7 +20,7 @@ from starter.agent_client import (
     open_client,
     resolved_address,
 )
-from starter.cli_options import agent_options, new_store_option, port_number, temporal_options
+from starter.cli.options import agent_options, new_store_option, port_number, temporal_options
 
 __all__ = ["add_service_commands"]
 

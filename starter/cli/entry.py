@@ -3,8 +3,8 @@
 Agent commands (here) talk to Temporal (TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE
 / env config profiles, or --address/--namespace/--profile); `runs`, `fleet`,
 `show-run` and `session` read the store (FLEET_DATABASE_URL;
-starter/cli_store.py); `worker`, `sim`, `up` and `console` run services
-(starter/cli_services.py); the options they share are in cli_options.py.
+starter/cli/store_commands.py); `worker`, `sim`, `up` and `console` run services
+(starter/cli/service_commands.py); the options they share are in starter/cli/options.py.
 Every message and decision is sent as the OS account running the command,
 ``user@host`` (starter/identity.py): there is no --author.
 Errors end with one line on stderr: exit code 2 for a wrong command line, 1
@@ -26,7 +26,6 @@ from temporalio.service import RPCError
 
 from fleet_agent.config.env_file import SettingsError, export_env_file
 from runtime.process_exit import end_process
-from starter import cancel, commands, expect
 from starter.agent_client import (
     DEFAULT_QUERY_TIMEOUT,
     AgentClient,
@@ -34,10 +33,12 @@ from starter.agent_client import (
     UsageError,
     open_client,
 )
-from starter.cli_notify import add_notify_commands
-from starter.cli_options import agent_options, json_option
-from starter.cli_services import add_service_commands, run_router
-from starter.cli_store import add_store_commands
+from starter.cli import agent_commands as commands
+from starter.cli import cancel, expect
+from starter.cli.notify_commands import add_notify_commands
+from starter.cli.options import agent_options, json_option
+from starter.cli.service_commands import add_service_commands, run_router
+from starter.cli.store_commands import add_store_commands
 from starter.identity import os_identity
 from starter.watchdog import WATCHDOG_ENV, watchdog_interval
 

@@ -23,7 +23,7 @@ from starter.answers import (
     send_message,
     wait_for_answer,
 )
-from starter.config_args import checked_changes, parse_assignments, patch_from
+from starter.cli.config_args import checked_changes, parse_assignments, patch_from
 from starter.hints import CLI
 from starter.views.demand import stored_demand
 from starter.views.fleet import ledger_spend, stored_suspects
