@@ -41,9 +41,9 @@ from activities.llm import LlmActivities
 from activities.market import MarketActivities
 from activities.market_sources import market_from_env
 from activities.notify import NotifyActivities
+from activities.restart import WatchdogActivities
 from activities.runlog import RunLogActivities
 from activities.visibility import VisibilityActivities
-from activities.watchdog import WatchdogActivities
 from fleet_agent.config.env_file import export_env_file
 from fleet_agent.config.settings import Settings
 from fleet_agent.config.tuning import WorkerTuning

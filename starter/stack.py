@@ -51,7 +51,7 @@ from starter.stack_options import StackOptions, dev_config
 from starter.stack_router import curio_demand, router_listen, stack_curio, stack_router
 from starter.stack_server import SERVER_START_TIMEOUT, Server, temporal_server
 from starter.stack_sim import routed, shared_simulator, simulator
-from starter.watchdog import watchdog_interval
+from starter.watchdog_schedule import watchdog_interval
 
 if TYPE_CHECKING:
     from simulator import DemandConfig
@@ -332,7 +332,7 @@ async def _serve(
                 # fresh agent follows its queue and reads its business.
                 fresh = market_stack_config(opts.sim_demand, wiring)
             started = await agent.start(fresh)
-            # `make run` too: the agent comes back if it is ended (starter/watchdog.py).
+            # `make run` too: the agent comes back if it is ended (starter/watchdog_schedule.py).
             env = _cli_env(server.address, db_url, from_settings=settings.database_url is not None)
             await commands.watchdog(agent, watchdog_interval(), env)
             print(

@@ -1,7 +1,7 @@
 """The agent's side of the watchdog: keep its config where a restart finds it,
 and on a fresh start recall what came before.
 
-The watchdog's Schedule (starter/watchdog.py) starts an agent that was ended
+The watchdog's Schedule (starter/watchdog_schedule.py) starts an agent that was ended
 (terminated, failed, timed out). Such a fresh execution has no state handed
 over: its run numbering continues from the store (workflows/agent.py), its
 config is the last one kept in the store, and how the previous execution

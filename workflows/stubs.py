@@ -228,7 +228,7 @@ async def stop_fleet(req: StopFleetRequest) -> StopFleetReport:
     _declared("stop_fleet")
 
 
-# ---------------------------------------------------------------- watchdog (activities/watchdog.py)
+# ---------------------------------------------------------------- watchdog (activities/restart.py)
 
 
 @activity.defn(name="ensure_agent")

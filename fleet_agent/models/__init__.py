@@ -71,6 +71,15 @@ from .notify import (
     RunNotice,
 )
 from .pace import DemandPace, HeldDemandChange, LlmSpendPace, SpendMark
+from .restart import (
+    WATCHDOG,
+    AgentRecall,
+    AgentRestarted,
+    PreviousEnd,
+    RecallRequest,
+    SaveConfigRequest,
+    WatchdogInput,
+)
 from .runs import (
     LastRun,
     LlmCostSummary,
@@ -98,15 +107,6 @@ from .trigger import (
     Priority,
     Trigger,
     TriggerKind,
-)
-from .watchdog import (
-    WATCHDOG,
-    AgentRecall,
-    AgentRestarted,
-    PreviousEnd,
-    RecallRequest,
-    SaveConfigRequest,
-    WatchdogInput,
 )
 
 __all__ = [

@@ -38,7 +38,7 @@ from starter.views.render import (
     wakes_table,
 )
 from starter.views.runlog import open_store
-from starter.watchdog import ensure_watchdog, watchdog_id
+from starter.watchdog_schedule import ensure_watchdog, watchdog_id
 
 __all__ = [
     "ask",

@@ -24,7 +24,7 @@ from temporalio.service import RPCError
 
 from starter.agent_client import AgentClient, CliError
 from starter.hints import CLI
-from starter.watchdog import delete_watchdog, watchdog_id
+from starter.watchdog_schedule import delete_watchdog, watchdog_id
 
 __all__ = ["cancel", "confirmed"]
 

@@ -40,7 +40,7 @@ from starter.cli.options import agent_options, json_option
 from starter.cli.service_commands import add_service_commands, run_router
 from starter.cli.store_commands import add_store_commands
 from starter.identity import os_identity
-from starter.watchdog import WATCHDOG_ENV, watchdog_interval
+from starter.watchdog_schedule import WATCHDOG_ENV, watchdog_interval
 
 __all__ = ["build_parser", "main", "run"]
 

@@ -1,6 +1,6 @@
 """The watchdog's payloads: an agent that comes back after it was ended.
 
-A Temporal Schedule (starter/watchdog.py) starts `AgentWatchdogWorkflow`
+A Temporal Schedule (starter/watchdog_schedule.py) starts `AgentWatchdogWorkflow`
 every few minutes; it starts the agent workflow unless it is running. A fresh
 agent execution then recalls what the store and Temporal know: its last
 config and how its previous execution ended (`AgentRecall`), and keeps that

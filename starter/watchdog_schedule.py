@@ -3,7 +3,7 @@
 `fleet-agent start` (and `up`, so `make run`) creates or updates the
 schedule `fleet-agent-watchdog-<agent>`; every `FLEET_WATCHDOG_MINUTES`
 (default 5, `start --watchdog-minutes`) it starts `AgentWatchdogWorkflow`,
-which starts the agent workflow unless it is running (workflows/watchdog.py).
+which starts the agent workflow unless it is running (workflows/watchdog_look.py).
 `fleet-agent cancel` deletes the schedule before it cancels the agent, so an
 operator who stops an agent is not overruled. See docs/operations/watchdog.md, "The
 watchdog: an agent that comes back".

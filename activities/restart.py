@@ -2,7 +2,7 @@
 config, and tell a fresh execution what came before it.
 
 `ensure_agent` runs in `AgentWatchdogWorkflow`, which the agent's Temporal
-Schedule starts every few minutes (starter/watchdog.py). The other two run
+Schedule starts every few minutes (starter/watchdog_schedule.py). The other two run
 in the agent workflow itself. Each is idempotent: a retry writes the same
 row, starts nothing twice (the ID-conflict policy "use existing"), reads the
 same history.
