@@ -4,14 +4,14 @@ Temporal dev server (a subprocess, or one already listening on the configured
 port) → vast.ai simulator (in-process, when no VAST_API_KEY is set) → worker
 (in-process) → the agent workflow. In router mode (FLEET_PROVER_MODE unset or
 `router`) on the simulator, also the cuzk router and a Curio stand-in sending
-it proofs (in-process tasks: starter/stack_router.py). With `--sim-demand`
+it proofs (in-process tasks: starter/stack/router.py). With `--sim-demand`
 and no FLEET_PROVER_MODE, the simulator runs the Snark Market instead, its
-node proving on the fleet (starter/stack_market.py). Everything is torn down
+node proving on the fleet (starter/stack/market.py). Everything is torn down
 in reverse order on Ctrl-C/SIGTERM, or after the first run with `--check` (a
 smoke test).
 
 One stack per port: a second `up` of a running stack attaches to it and starts
-nothing (starter/stack_attach.py), or adds just a worker with `--add-worker`.
+nothing (starter/stack/attach.py), or adds just a worker with `--add-worker`.
 Each stack keeps its own files, its store among them (fleet_agent/config/local_stack.py).
 """
 
@@ -42,15 +42,15 @@ from runtime.telemetry import MetricsUnavailable, install_stack_metrics
 from starter.agent_client import AgentClient, CliError
 from starter.cli import agent_commands as commands
 from starter.console import DEFAULT_CONSOLE_PORT, console_for_stack
-from starter.devserver import DevServerConfig
-from starter.stack_attach import attach, check_summary, connect_retrying, first_run
-from starter.stack_demand import DemandWiring, demand_env, demand_lines, suggested_max_target
-from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
-from starter.stack_market import market_env, market_line, market_stack_config
-from starter.stack_options import StackOptions, dev_config
-from starter.stack_router import curio_demand, router_listen, stack_curio, stack_router
-from starter.stack_server import SERVER_START_TIMEOUT, Server, temporal_server
-from starter.stack_sim import routed, shared_simulator, simulator
+from starter.stack.attach import attach, check_summary, connect_retrying, first_run
+from starter.stack.demand import DemandWiring, demand_env, demand_lines, suggested_max_target
+from starter.stack.devserver import DevServerConfig
+from starter.stack.guard import OwnedStack, StackRecord, claim_stack, new_record
+from starter.stack.market import market_env, market_line, market_stack_config
+from starter.stack.options import StackOptions, dev_config
+from starter.stack.router import curio_demand, router_listen, stack_curio, stack_router
+from starter.stack.sim import routed, shared_simulator, simulator
+from starter.stack.temporal_server import SERVER_START_TIMEOUT, Server, temporal_server
 from starter.watchdog_schedule import watchdog_interval
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from temporalio.client import Client
 
 from fleet_agent.models import AgentStatus, RunStatus
 from starter.agent_client import AgentClient, CliError, open_client
-from starter.stack_guard import OwnedStack, StackRecord, claim_stack
+from starter.stack.guard import OwnedStack, StackRecord, claim_stack
 from starter.views.render import last_run_text
 
 __all__ = ["attach", "check_summary", "connect_retrying", "first_run"]

@@ -23,9 +23,9 @@ from fleet_agent.config.local_stack import (
     stack_paths,
 )
 from starter.agent_client import CliError, UsageError
-from starter.devserver import ROOT, DevServerConfig, load_dev_config
-from starter.stack_guard import port_taken
-from starter.stack_server import check_ports
+from starter.stack.devserver import ROOT, DevServerConfig, load_dev_config
+from starter.stack.guard import port_taken
+from starter.stack.temporal_server import check_ports
 
 if TYPE_CHECKING:
     from simulator import DemandConfig
@@ -52,7 +52,7 @@ class StackOptions:
     #: Keep no simulator state at all.
     sim_no_state: bool = False
     sim_rate_limits: bool = True
-    #: The simulator's demand (`--sim-demand`; starter/stack_demand.py): the
+    #: The simulator's demand (`--sim-demand`; starter/stack/demand.py): the
     #: worker then reads it. None: no demand served.
     sim_demand: DemandConfig | None = None
     new_store: bool = False
@@ -101,7 +101,7 @@ def up_main(args: argparse.Namespace) -> int:
     sim_demand = None
     if args.sim_demand is not None:
         # Only then: the simulator's import is a tenth of a second more.
-        from starter.stack_demand import stack_demand
+        from starter.stack.demand import stack_demand
 
         sim_demand = stack_demand(args.sim_demand)
     opts = StackOptions(
@@ -134,6 +134,6 @@ def up_main(args: argparse.Namespace) -> int:
             f"port {console_port} (the console's) is in use by another program: stop it, "
             f"or set {CONSOLE_PORT_ENV}, e.g. `make run {CONSOLE_PORT_ENV}={console_port + 100}`"
         )
-    from starter.stack import up
+    from starter.stack.up import up
 
     return asyncio.run(up(opts))

@@ -7,13 +7,13 @@ otherwise (fleet_agent/fleet/prover_status.py). FLEET_PROVER_MODE is
 `router` unless the operator set it or `--sim-demand` is given: the
 machines run cuzk behind their TLS front (docs/SIMULATOR.md, "Router
 mode"), their credentials signed by the stack's own CA (FLEET_ROUTER_CA_DIR,
-unless set), and the stack runs the router (starter/stack_router.py). With
+unless set), and the stack runs the router (starter/stack/router.py). With
 FLEET_PROVER_MODE=curio_on_host the machines serve the sidecar's status
 (the old path) and need the simulated prover's 60 GiB
 (FLEET_PROVER_MIN_RAM_GIB, unless set). `--sim-demand` off router mode
 (its default) runs the Snark Market, its node proving on the machines the
-agent rents (starter/stack_market.py); in router mode the curve drives the
-router's Curio stand-in instead (starter/stack_demand.py). A worker added
+agent rents (starter/stack/market.py); in router mode the curve drives the
+router's Curio stand-in instead (starter/stack/demand.py). A worker added
 to a running stack (`up --add-worker`) uses that stack's simulator, and its
 prover mode, instead of starting one.
 """
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from starter.agent_client import CliError
 
 if TYPE_CHECKING:
-    from starter.stack_options import StackOptions
+    from starter.stack.options import StackOptions
 
 __all__ = [
     "CA_DIR_ENV",
@@ -82,7 +82,7 @@ def simulator(
     the worker's settings and restored afterwards. The market is kept in
     `state_path` (None: nothing kept); router mode's CA is in `ca_dir`.
     With `--sim-demand` off router mode it runs the Snark Market with its
-    node set up (starter/stack_market.py).
+    node set up (starter/stack/market.py).
     """
     if os.environ.get("VAST_API_KEY"):
         yield None
@@ -96,7 +96,7 @@ def simulator(
     mode = prover_mode(opts.sim_demand is not None)
     market = None
     if opts.sim_demand is not None and mode != "router":
-        from starter.stack_market import market_config
+        from starter.stack.market import market_config
 
         market = market_config(opts.sim_demand)
     try:
@@ -116,7 +116,7 @@ def simulator(
         if market is None:
             yield StackSim(sim.url)
             return
-        from starter.stack_market import set_up_node
+        from starter.stack.market import set_up_node
 
         set_up_node(sim)
         yield StackSim(sim.url, sim.curio_url)

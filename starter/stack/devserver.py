@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 __all__ = ["DevServerConfig", "find_temporal_cli", "find_test_server", "load_dev_config"]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG_FILE = ROOT / "temporal-dev.yaml"
 
 

@@ -3,7 +3,7 @@
 Touches: the in-process simulator's Snark Market (docs/SIMULATOR.md, "The
 Snark Market"), its node set up at start as an operator sets up theirs, and
 the worker's variables, exported while the stack runs and restored
-afterwards (starter/stack_sim.py ``exported_env``):
+afterwards (starter/stack/sim.py ``exported_env``):
 
 - the market: the curve's rates are its clients' requests per hour, and the
   node proves on the machines the agent rents from the simulator
@@ -33,7 +33,7 @@ from pydantic import Field
 
 from fleet_agent.config.env_settings import EnvModel, SettingsError
 from fleet_agent.models import ConfigPatch
-from starter.stack_demand import (
+from starter.stack.demand import (
     METRICS_URL_ENV,
     SOURCE_ENV,
     URL_ENV,
@@ -41,7 +41,7 @@ from starter.stack_demand import (
     operator_source,
     suggested_max_target,
 )
-from starter.stack_sim import exported_env
+from starter.stack.sim import exported_env
 
 if TYPE_CHECKING:
     from simulator import DemandConfig, SimServer

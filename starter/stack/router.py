@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starter.agent_client import CliError
-from starter.stack_guard import port_taken
+from starter.stack.guard import port_taken
 
 if TYPE_CHECKING:
     from simulator import DemandConfig

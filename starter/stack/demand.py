@@ -2,12 +2,12 @@
 
 Touches: the curve (a `DemandConfig`), and the worker's FLEET_DEMAND_*
 variables, exported while the stack runs and restored afterwards (as
-starter/stack_sim.py does VAST_API_*). The curve drives the clients of the
+starter/stack/sim.py does VAST_API_*). The curve drives the clients of the
 simulator's Snark Market, and the worker's `curio` source reads its Curio
-node (starter/stack_market.py exports those); in router mode it drives
+node (starter/stack/market.py exports those); in router mode it drives
 the Curio stand-in that sends the router proofs, and FLEET_DEMAND_SOURCE=
 router alone has the worker read the router's queue from the store
-(starter/stack_router.py). `demand_env` with a URL still exports the
+(starter/stack/router.py). `demand_env` with a URL still exports the
 `http` source for the simulator's ``GET /demand``. A demand source the
 operator named (environment or .env) wins: nothing is exported then, and
 the banner says so. A worker added with `--add-worker` gets the same
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 from fleet_agent.demand.settings import DemandEnv
 from starter.agent_client import CliError, UsageError
-from starter.stack_sim import exported_env
+from starter.stack.sim import exported_env
 
 if TYPE_CHECKING:
     from simulator import DemandConfig
@@ -96,7 +96,7 @@ class DemandWiring:
     #: What serves it: the simulator's ``/demand`` (http), the router's
     #: queue, or the Snark Market's Curio node (curio).
     source: Literal["http", "router", "curio"] = "http"
-    #: The Snark Market's variables were exported too (starter/stack_market.py).
+    #: The Snark Market's variables were exported too (starter/stack/market.py).
     market: bool = False
 
 
