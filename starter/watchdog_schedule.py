@@ -31,7 +31,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from fleet_agent.models import WatchdogInput
-from starter.agent_client import UsageError
+from starter.agent_client import AgentClient, UsageError
 from starter.hints import CLI
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "WATCHDOG_ENV",
     "delete_watchdog",
     "ensure_watchdog",
+    "setup_watchdog",
     "watchdog_id",
     "watchdog_interval",
     "watchdog_offset",
@@ -147,3 +148,21 @@ async def delete_watchdog(client: Client, agent_id: str) -> bool:
             return False
         raise
     return True
+
+
+def _agent_arg(agent: AgentClient) -> str:
+    return "" if agent.agent_id == "fleet-agent" else f" --agent-id {agent.agent_id}"
+
+
+async def setup_watchdog(agent: AgentClient, every: timedelta, env: str = "") -> None:
+    """Create or update the agent's watchdog schedule, and say so (`env`: the
+    variables that lead the CLI to this stack, as its banner prints them)."""
+    with agent.rpc("create the watchdog schedule"):
+        created = await ensure_watchdog(
+            await agent.client(), agent.agent_id, agent.task_queue, every
+        )
+    print(
+        f"watchdog {'created' if created else 'updated'}: schedule "
+        f"{watchdog_id(agent.agent_id)!r} starts the agent within {every.total_seconds():g}s "
+        f"if it ends; `{env}{CLI} cancel{_agent_arg(agent)}` stops the agent and removes it"
+    )

@@ -38,7 +38,7 @@ from starter.views.render import (
     wakes_table,
 )
 from starter.views.runlog import open_store
-from starter.watchdog_schedule import ensure_watchdog, watchdog_id
+from starter.watchdog_schedule import setup_watchdog
 
 __all__ = [
     "ask",
@@ -50,7 +50,6 @@ __all__ = [
     "status",
     "trigger",
     "wakes",
-    "watchdog",
 ]
 
 
@@ -84,26 +83,8 @@ async def start(
         if changes:
             keys = " ".join(f"--set {k}=…" for k in changes)
             print(f"config options were not applied; use `{CLI} config {keys}`")
-    await watchdog(agent, watchdog_every)
+    await setup_watchdog(agent, watchdog_every)
     return 0
-
-
-def _agent_arg(agent: AgentClient) -> str:
-    return "" if agent.agent_id == "fleet-agent" else f" --agent-id {agent.agent_id}"
-
-
-async def watchdog(agent: AgentClient, every: timedelta, env: str = "") -> None:
-    """Create or update the agent's watchdog schedule, and say so (`env`: the
-    variables that lead the CLI to this stack, as its banner prints them)."""
-    with agent.rpc("create the watchdog schedule"):
-        created = await ensure_watchdog(
-            await agent.client(), agent.agent_id, agent.task_queue, every
-        )
-    print(
-        f"watchdog {'created' if created else 'updated'}: schedule "
-        f"{watchdog_id(agent.agent_id)!r} starts the agent within {every.total_seconds():g}s "
-        f"if it ends; `{env}{CLI} cancel{_agent_arg(agent)}` stops the agent and removes it"
-    )
 
 
 def _held_note(sent: SentMessage) -> str:

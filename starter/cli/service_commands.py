@@ -147,7 +147,7 @@ def _sim(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from starter.stack.options import up_main
+    from starter.stack.launch import up_main
 
     return up_main(args)
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 from fleet_agent.demand.settings import DemandEnv
 from starter.agent_client import CliError, UsageError
-from starter.stack.sim import exported_env
+from starter.stack.exported_env import exported_env
 
 if TYPE_CHECKING:
     from simulator import DemandConfig

@@ -3,7 +3,7 @@
 Touches: the in-process simulator's Snark Market (docs/SIMULATOR.md, "The
 Snark Market"), its node set up at start as an operator sets up theirs, and
 the worker's variables, exported while the stack runs and restored
-afterwards (starter/stack/sim.py ``exported_env``):
+afterwards (starter/stack/exported_env.py):
 
 - the market: the curve's rates are its clients' requests per hour, and the
   node proves on the machines the agent rents from the simulator
@@ -41,7 +41,7 @@ from starter.stack.demand import (
     operator_source,
     suggested_max_target,
 )
-from starter.stack.sim import exported_env
+from starter.stack.exported_env import exported_env
 
 if TYPE_CHECKING:
     from simulator import DemandConfig, SimServer

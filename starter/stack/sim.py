@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from starter.agent_client import CliError
+from starter.stack.exported_env import exported_env
 
 if TYPE_CHECKING:
     from starter.stack.options import StackOptions
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CA_DIR_ENV",
     "StackSim",
-    "exported_env",
     "prover_mode",
     "routed",
     "shared_simulator",
@@ -156,20 +156,3 @@ def _vast_env(url: str, ca_dir: Path, mode: str) -> Iterator[None]:
         values[MIN_RAM_ENV] = "60"
     with exported_env(values):
         yield
-
-
-@contextlib.contextmanager
-def exported_env(values: dict[str, str]) -> Iterator[None]:
-    """Set `values` in this process's environment (the worker's settings read
-    them), then put back exactly those keys as they were: only these, so
-    what else the stack sets meanwhile stays."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value

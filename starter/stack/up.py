@@ -40,7 +40,6 @@ from fleet_agent.store.engine import DATABASE_URL_ENV
 from runtime.stopping import stop_event
 from runtime.telemetry import MetricsUnavailable, install_stack_metrics
 from starter.agent_client import AgentClient, CliError
-from starter.cli import agent_commands as commands
 from starter.console import DEFAULT_CONSOLE_PORT, console_for_stack
 from starter.stack.attach import attach, check_summary, connect_retrying, first_run
 from starter.stack.demand import DemandWiring, demand_env, demand_lines, suggested_max_target
@@ -51,7 +50,7 @@ from starter.stack.options import StackOptions, dev_config
 from starter.stack.router import curio_demand, router_listen, stack_curio, stack_router
 from starter.stack.sim import routed, shared_simulator, simulator
 from starter.stack.temporal_server import SERVER_START_TIMEOUT, Server, temporal_server
-from starter.watchdog_schedule import watchdog_interval
+from starter.watchdog_schedule import setup_watchdog, watchdog_interval
 
 if TYPE_CHECKING:
     from simulator import DemandConfig
@@ -334,7 +333,7 @@ async def _serve(
             started = await agent.start(fresh)
             # `make run` too: the agent comes back if it is ended (starter/watchdog_schedule.py).
             env = _cli_env(server.address, db_url, from_settings=settings.database_url is not None)
-            await commands.watchdog(agent, watchdog_interval(), env)
+            await setup_watchdog(agent, watchdog_interval(), env)
             print(
                 _banner(
                     opts,
