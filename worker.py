@@ -36,7 +36,7 @@ from activities.compact import CompactActivities
 from activities.demand import DemandActivities, source_from_env
 from activities.fleet import FleetActivities
 from activities.fleet_credentials import machine_env_of
-from activities.links import LinkActivities
+from activities.temporal import TemporalActivities
 from activities.llm import LlmActivities
 from activities.market import MarketActivities
 from activities.market_sources import market_from_env
@@ -110,7 +110,7 @@ def worker_activities(
     `market`: the Snark Market's client and levers (default: none configured).
     """
     runlog = RunLogActivities(store, fleet, prices)
-    links = LinkActivities(store)
+    links = TemporalActivities(store)
     tools = LOCAL_TOOLS | FLEET_TOOLS if fleet is not None else LOCAL_TOOLS
     llm = LlmActivities(store, provider, tools)
     compact = CompactActivities(store, provider)

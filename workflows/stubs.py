@@ -195,7 +195,7 @@ FLEET_TOOL_ACTIVITIES = {
 }
 
 
-# ---------------------------------------------------------------- Temporal (activities/links.py)
+# ---------------------------------------------------------------- Temporal (activities/temporal.py)
 
 
 @activity.defn(name="store_operator_messages")
