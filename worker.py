@@ -36,13 +36,13 @@ from activities.compact import CompactActivities
 from activities.demand import DemandActivities, source_from_env
 from activities.fleet import FleetActivities
 from activities.fleet_credentials import machine_env_of
-from activities.temporal import TemporalActivities
 from activities.llm import LlmActivities
 from activities.market import MarketActivities
 from activities.market_sources import market_from_env
 from activities.notify import NotifyActivities
 from activities.restart import WatchdogActivities
 from activities.runlog import RunLogActivities
+from activities.temporal import TemporalActivities
 from activities.visibility import VisibilityActivities
 from fleet_agent.config.env_file import export_env_file
 from fleet_agent.config.settings import Settings

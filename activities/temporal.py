@@ -19,7 +19,12 @@ from activities.heartbeat import heartbeating
 from fleet_agent.models import InboxItem, RunResult, RunStatus, StoreMessagesRequest, WaitForRun
 from fleet_agent.store import Store
 
-__all__ = ["UNSTORED_MESSAGES_QUERY", "TemporalActivities", "agent_open_or_unknown", "agent_running"]
+__all__ = [
+    "UNSTORED_MESSAGES_QUERY",
+    "TemporalActivities",
+    "agent_open_or_unknown",
+    "agent_running",
+]
 
 # The agent workflow's query that hands out message texts not yet stored.
 UNSTORED_MESSAGES_QUERY = "unstored_messages"

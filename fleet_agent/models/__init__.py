@@ -5,7 +5,7 @@ pydantic models, carried by Temporal's pydantic data converter. They are
 Temporal-free so the store, the prompt code and the CLI can use them too.
 """
 
-from .activities import (
+from .activity_payloads import (
     AgentCounters,
     ContextInfo,
     FleetToolRequest,

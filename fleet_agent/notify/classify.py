@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from fleet_agent.models.activities import ToolResult
+from fleet_agent.models.activity_payloads import ToolResult
 from fleet_agent.models.notify import RunNotice
 
 __all__ = ["MAX_NOTICES", "auth_failure", "refusal_kind", "run_notices"]
