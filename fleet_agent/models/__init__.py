@@ -12,8 +12,6 @@ from .activity_payloads import (
     LlmRequest,
     LlmResult,
     LoadContextRequest,
-    MonitorConfig,
-    MonitorInput,
     PollRequest,
     RecordRunRequest,
     RequestLayout,
@@ -59,6 +57,7 @@ from .freeze import (
     StopFleetRequest,
     UnfreezeRequest,
 )
+from .monitor import MonitorConfig, MonitorInput
 from .notify import (
     DEFAULT_NOTIFY_EVENTS,
     NOTIFY_EVENT_KINDS,
