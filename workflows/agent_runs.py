@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         TriggerKind,
         WaitForRun,
     )
-    from fleet_agent.notify.classify import auth_failure
+    from fleet_agent.notify.run_notices import auth_failure
     from fleet_agent.visibility.details import trigger_summary
     from workflows import stubs
     from workflows.agent_approvals import ApprovalsBook

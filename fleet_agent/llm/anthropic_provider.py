@@ -34,7 +34,7 @@ from .base import (
     ProgressCallback,
     SystemPrompt,
 )
-from .classify import classify, classify_mid_stream, parse_retry_after, redact
+from .anthropic_errors import classify, classify_mid_stream, parse_retry_after, redact
 from .request import PrefillRefused, build_request
 from .timing import (
     CHUNK_READ_TIMEOUT_SECONDS,

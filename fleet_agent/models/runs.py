@@ -206,7 +206,7 @@ class RunResult(Wire):
     # The first ANSWER_PREVIEW_CHARS of the final answer, so the Web UI shows
     # it in the run's result; the whole text is in the store.
     answer: str = ""
-    # What the run saw that notifies a human (fleet_agent/notify/classify.py).
+    # What the run saw that notifies a human (fleet_agent/notify/run_notices.py).
     notices: list[RunNotice] = Field(default_factory=list)
     # Known demand events the model recorded (`expect_demand`), for the agent
     # to add to its config (workflows/run_events.py).
