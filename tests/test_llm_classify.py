@@ -15,8 +15,8 @@ import httpx2
 import pytest
 
 from activities.llm_errors import LLM_PERMANENT, LLM_RETRYABLE, to_application_error
-from fleet_agent.llm.base import LlmError, LlmPermanentError, LlmRetryableError
 from fleet_agent.llm.anthropic_errors import classify, classify_mid_stream, parse_retry_after
+from fleet_agent.llm.base import LlmError, LlmPermanentError, LlmRetryableError
 
 
 def _status_error(

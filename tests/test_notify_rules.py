@@ -20,9 +20,9 @@ from fleet_agent.models import (
     NotifyFailure,
     ToolResult,
 )
-from fleet_agent.notify.run_notices import auth_failure, refusal_kind, run_notices
 from fleet_agent.notify.render import render
 from fleet_agent.notify.rules import admit, idempotency_key, remember
+from fleet_agent.notify.run_notices import auth_failure, refusal_kind, run_notices
 from fleet_agent.notify.settings import NotifyEnv, redact, scrub, split_urls
 from fleet_agent.vast.errors import VastAuthError
 from starter.cli.notify_commands import notify_test
