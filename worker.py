@@ -36,14 +36,14 @@ from activities.compact import CompactActivities
 from activities.demand import DemandActivities, source_from_env
 from activities.fleet import FleetActivities
 from activities.fleet_credentials import machine_env_of
-from activities.links import LinkActivities
 from activities.llm import LlmActivities
 from activities.market import MarketActivities
 from activities.market_sources import market_from_env
 from activities.notify import NotifyActivities
+from activities.restart import WatchdogActivities
 from activities.runlog import RunLogActivities
+from activities.temporal import TemporalActivities
 from activities.visibility import VisibilityActivities
-from activities.watchdog import WatchdogActivities
 from fleet_agent.config.settings import Settings
 from fleet_agent.config.tuning import WorkerTuning
 from fleet_agent.env.env_file import export_env_file
@@ -110,7 +110,7 @@ def worker_activities(
     `market`: the Snark Market's client and levers (default: none configured).
     """
     runlog = RunLogActivities(store, fleet, prices)
-    links = LinkActivities(store)
+    links = TemporalActivities(store)
     tools = LOCAL_TOOLS | FLEET_TOOLS if fleet is not None else LOCAL_TOOLS
     llm = LlmActivities(store, provider, tools)
     compact = CompactActivities(store, provider)

@@ -68,10 +68,10 @@ from .fleet_spend import SpendBook
 from .fleet_stop import CREATE_MAY_RUN_S, FleetStopper
 from .fleet_views import FleetViews, rules_of
 from .heartbeat import heartbeating
-from .links import agent_open_or_unknown
 from .live_config import ConfigSource, WorkflowConfigSource
 from .market_guard import MarketGuard
 from .shield import finish_despite_cancellation
+from .temporal import agent_open_or_unknown
 
 __all__ = ["FleetActivities", "ProverSpec"]
 

@@ -1,5 +1,5 @@
 """What the operator asks of an agent, without printing: the CLI commands
-(starter/commands.py) and the web console (starter/console/) both call these.
+(starter/cli/agent_commands.py) and the web console (starter/console/) both call these.
 Messages go through starter/answers.py (`send_message`, the one sender), which
 gives each an id to find its answer by.
 

@@ -26,7 +26,7 @@ from typing import Any
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from starter.devserver import find_temporal_cli, find_test_server
+from starter.stack.devserver import find_temporal_cli, find_test_server
 
 __all__ = [
     "FAKETIME_LIB_ENV",

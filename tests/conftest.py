@@ -26,7 +26,7 @@ from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
-from starter.devserver import load_dev_config
+from starter.stack.devserver import load_dev_config
 from testkit.fakes.anthropic_server import FakeAnthropic
 from testkit.fakes.configs import StaticConfigs
 from testkit.servers import start_dev_env, start_time_skipping_env

@@ -16,8 +16,8 @@ from fleet_agent.models import AgentState, AgentStatus, Phase, TokenUsage
 from fleet_agent.store import Store
 from fleet_agent.store.accounting import price_of, replies_cost
 from fleet_agent.visibility.details import agent_details
-from starter.render import status_text
-from starter.runlog_view import run_detail, runs_table
+from starter.views.render import status_text
+from starter.views.runlog import run_detail, runs_table
 from testkit.fakes.anthropic_server import FakeAnthropic
 from tests.helpers import eventually, finish_ok, running_worker, wait_runs
 from tests.helpers import status as status_of

@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.models import Phase, RunStatus, TriggerKind
 from fleet_agent.store import RunRecord, Store
-from starter.render import verdict_text
+from starter.views.render import verdict_text
 from testkit.fakes.anthropic_server import ErrorReply, FakeAnthropic, Reply, Request
 from tests.helpers import (
     assert_sequential,

@@ -26,8 +26,8 @@ from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.models import TriggerKind
 from fleet_agent.store import Store
 from starter.cli import main
-from starter.devserver import find_temporal_cli
 from starter.identity import os_identity
+from starter.stack.devserver import find_temporal_cli
 from tests.helpers import Harness, eventually, finished_runs, running_worker
 
 pytestmark = pytest.mark.devserver

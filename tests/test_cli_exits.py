@@ -147,7 +147,7 @@ def test_ctrl_c_exits_130_without_a_traceback(
     def interrupted(*_: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("starter.cli_store.read_runs", interrupted)
+    monkeypatch.setattr("starter.cli.store_commands.read_runs", interrupted)
     assert main(["runs", "--agent", "pipe"]) == 130
     assert capsys.readouterr().err == ""
 

@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from starter.agent_client import UsageError
-from starter.expect import event_from_args, parse_multiplier, parse_window
+from starter.cli.expect import event_from_args, parse_multiplier, parse_window
 from tests.cli_helpers import Stack, agent_cli, assert_one_line_error, cli, env, new_agent, sim
 from tests.cli_helpers import stack as stack
 

@@ -164,7 +164,7 @@ async def test_up_runs_the_router_and_proofs_flow_to_a_machine_of_the_fleet(
     tmp_path: Path,
 ) -> None:
     """Router mode, `up`'s default on its simulator: the stack's router
-    (starter/stack_router.py) serves the Curio stand-in, and a machine the
+    (starter/stack/router.py) serves the Curio stand-in, and a machine the
     agent rented proves through it. The witness is the router's own record
     (fa_router_witness), kept in the stack's store."""
     # Speed 100: a machine's boot and parameter fetch (47 GiB) take seconds;

@@ -9,7 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from starter.identity import os_identity
-from starter.render import fmt_time
+from starter.views.render import fmt_time
 from tests.console_auth_helpers import PENDING, RecordingAgent, agent, loopback
 
 __all__ = ["agent", "loopback"]  # the fixtures, imported for pytest

@@ -12,8 +12,8 @@ import pytest
 from fleet_agent.demand.point import DemandPoint
 from fleet_agent.models import AgentConfig, AgentStatus, DemandTargetChange
 from fleet_agent.store import DemandHistory, Store
-from starter.demand_view import stored_demand
-from starter.render import status_text
+from starter.views.demand import stored_demand
+from starter.views.render import status_text
 from tests.helpers import idle_status
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)

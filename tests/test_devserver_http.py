@@ -10,7 +10,7 @@ that names a host (every browser's does) is refused before it reaches the
 frontend.
 
 The server here is started as `fleet-agent up` starts it
-(`starter.stack_server.temporal_server` with temporal-dev.yaml's settings),
+(`starter.stack.temporal_server.temporal_server` with temporal-dev.yaml's settings),
 and the browser's cross-site POST is sent to every port it listens on: the
 gRPC frontend, the HTTP API, the Web UI, the metrics and the internal
 services. What counts is what the server then holds, read over gRPC as the
@@ -30,8 +30,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.devserver import load_dev_config
-from starter.stack_server import temporal_server
+from starter.stack.devserver import load_dev_config
+from starter.stack.temporal_server import temporal_server
 from tests.helpers import eventually
 from tests.ports import free_port
 

@@ -20,7 +20,7 @@ A path passes when it exists (a file or a directory), and otherwise when:
   `fleets-worker-N.log`, `YYYY-MM-DD-topic.md`);
 - it is a glob (`*`) that matches at least one file (`activities/fleet*.py`);
 - it ends in `…` or `...` and what comes before exists (`tests/histories/…`);
-- it names a module's attribute (`starter/runlog_view.store_url`) and the
+- it names a module's attribute (`starter/views/runlog.store_url`) and the
   module's file exists.
 
 In the Markdown files, every relative link (`[text](path#anchor)`) must also
@@ -218,7 +218,7 @@ def test_every_relative_link_in_the_docs_resolves() -> None:
         ("activities/no_such*.py", False),
         ("tests/histories/…", True),
         ("tests/no_such_dir/…", False),
-        ("starter/runlog_view.store_url", True),
+        ("starter/views/runlog.store_url", True),
         ("starter/no_such_module.attribute", False),
     ],
 )

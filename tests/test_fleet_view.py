@@ -1,5 +1,5 @@
 """`fleet-agent fleet`: the monitor's poll leaves a snapshot in the store, and
-the view (starter/fleet_view.py) shows it with flags, totals and spend,
+the view (starter/views/fleet.py) shows it with flags, totals and spend,
 without calling vast.ai. The poll runs against the simulator (its provers
 answer over HTTP, as a rented machine's would); the CLI runs in-process.
 """
@@ -19,15 +19,15 @@ from fleet_agent.models import PollRequest, SpendSummary, ToolResult
 from fleet_agent.store import FleetSnapshots, Store, StoredSnapshot
 from simulator.server import SimServer
 from starter.cli import main
-from starter.fleet_render import fleet_text
-from starter.fleet_view import (
+from starter.cli.fleet_render import fleet_text
+from starter.views.fleet import (
     Flag,
     build_fleet_view,
     flags_of,
     read_fleet_view,
     stored_suspects,
 )
-from starter.render import status_text
+from starter.views.render import status_text
 from tests.helpers import idle_status, tool_request
 
 AGENT = "fleet-agent"

@@ -29,7 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleet_agent.models import AgentStatus, RunStatus, TriggerKind
 from fleet_agent.store import Store
-from starter.devserver import load_dev_config
+from starter.stack.devserver import load_dev_config
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.flood_sender import flood
 from tests.helpers import eventually, running_worker, wait_runs

@@ -1,4 +1,4 @@
-"""How LLM errors are classified (`fleet_agent.llm.classify`), pure: HTTP
+"""How LLM errors are classified (`fleet_agent.llm.anthropic_errors`), pure: HTTP
 statuses, spend limits, transport and mid-stream failures, secrets redacted,
 Retry-After; and their mapping to Temporal failures (`activities/llm_errors.py`)."""
 
@@ -15,8 +15,8 @@ import httpx2
 import pytest
 
 from activities.llm_errors import LLM_PERMANENT, LLM_RETRYABLE, to_application_error
+from fleet_agent.llm.anthropic_errors import classify, classify_mid_stream, parse_retry_after
 from fleet_agent.llm.base import LlmError, LlmPermanentError, LlmRetryableError
-from fleet_agent.llm.classify import classify, classify_mid_stream, parse_retry_after
 
 
 def _status_error(

@@ -20,8 +20,8 @@ from fleet_agent.llm.model_table import KNOWN_MODELS, cost_usd
 from fleet_agent.models import AgentStatus, Phase, TokenUsage, TriggerKind
 from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import Store
-from starter import commands
 from starter.agent_client import AgentClient
+from starter.cli import agent_commands as commands
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from testkit.notify_receivers import WebhookReceiver
 from tests.helpers import (

@@ -12,9 +12,9 @@ import httpx2
 import pytest
 
 from activities.llm_errors import to_application_error
+from fleet_agent.llm.anthropic_errors import classify
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmPermanentError, LlmRetryableError
-from fleet_agent.llm.classify import classify
 from fleet_agent.llm.timing import (
     CHUNK_READ_TIMEOUT_SECONDS,
     LLM_HEARTBEAT_TIMEOUT,

@@ -19,9 +19,9 @@ from fleet_agent.store import default_database_url
 from runtime.connect import default_address
 from starter.agent_client import CliError, resolved_address
 from starter.cli import main
-from starter.devserver import load_dev_config
-from starter.stack import _cli_env
-from starter.stack_guard import OwnedStack, StackRecord, claim_stack, new_record
+from starter.stack.devserver import load_dev_config
+from starter.stack.guard import OwnedStack, StackRecord, claim_stack, new_record
+from starter.stack.up import _cli_env
 
 
 def test_the_default_stack_keeps_its_files_where_they_always_were(tmp_path: Path) -> None:
@@ -154,7 +154,7 @@ def test_one_owner_per_stack_file_and_a_dead_owner_frees_it(tmp_path: Path) -> N
             "-c",
             "import sys, time\n"
             "from pathlib import Path\n"
-            "from starter.stack_guard import claim_stack, new_record\n"
+            "from starter.stack.guard import claim_stack, new_record\n"
             f"c = claim_stack(Path({str(path)!r}))\n"
             "c.write(new_record('127.0.0.1:7300', 'default'))\n"
             "print('held', flush=True)\n"

@@ -15,10 +15,10 @@ from fleet_agent.fleet.snapshot import FleetSnapshot
 from fleet_agent.models import AgentConfig, AgentStatus
 from fleet_agent.store import AgentConfigs, FleetSnapshots, MarketHistory, Store
 from starter.cli import main
-from starter.fleet_render import fleet_text
-from starter.fleet_view import build_fleet_view
-from starter.market_view import latest_market, market_of, market_series, stored_market
-from starter.render import status_text
+from starter.cli.fleet_render import fleet_text
+from starter.views.fleet import build_fleet_view
+from starter.views.market import latest_market, market_of, market_series, stored_market
+from starter.views.render import status_text
 from tests.helpers import idle_status
 from tests.market_points import SNARK, market_point, seed_market
 from tests.store_backends import store_on_both_backends

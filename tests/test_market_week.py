@@ -216,7 +216,7 @@ def test_the_agent_paths_are_available_and_run_the_stack_s_market_setup(
     market activities leaves the market paths unavailable, not the
     demand path; the paths carry the local stack's market choices."""
     from bench.market_week._agent import AGENT_PATHS, agent_settings, availability
-    from starter.stack_market import STACK_MIN_TARGET, STACK_PRICE_RANGE_NFIL
+    from starter.stack.market import STACK_MIN_TARGET, STACK_PRICE_RANGE_NFIL
     from testkit import agents
 
     for path in AGENT_PATHS:

@@ -20,13 +20,13 @@ from fleet_agent.models import (
     NotifyFailure,
     ToolResult,
 )
-from fleet_agent.notify.classify import auth_failure, refusal_kind, run_notices
 from fleet_agent.notify.render import render
 from fleet_agent.notify.rules import admit, idempotency_key, remember
+from fleet_agent.notify.run_notices import auth_failure, refusal_kind, run_notices
 from fleet_agent.notify.settings import NotifyEnv, redact, scrub, split_urls
 from fleet_agent.vast.errors import VastAuthError
-from starter.cli_notify import notify_test
-from starter.render import notify_text, status_text
+from starter.cli.notify_commands import notify_test
+from starter.views.render import notify_text, status_text
 from testkit.notify_receivers import WebhookReceiver
 from tests.helpers import idle_status
 from tests.ports import free_port

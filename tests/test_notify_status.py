@@ -11,8 +11,8 @@ import pytest
 
 from fleet_agent.models import AgentStatus, NotifyFailure
 from fleet_agent.store import Notifications, Store
-from starter.notify_view import stored_failures, with_stored_failures
-from starter.render import status_text
+from starter.views.notify import stored_failures, with_stored_failures
+from starter.views.render import status_text
 from tests.helpers import idle_status
 
 AT = datetime(2026, 12, 6, 9, 30, tzinfo=UTC)

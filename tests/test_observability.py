@@ -30,7 +30,7 @@ from fleet_agent.models import AgentInput, ConfigPatch, RunResult, RunStatus
 from fleet_agent.store import Store
 from fleet_agent.visibility.search_attributes import SEARCH_ATTRIBUTES
 from runtime.telemetry import metrics_runtime
-from starter.devserver import load_dev_config
+from starter.stack.devserver import load_dev_config
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from testkit.servers import start_dev_env
 from tests.helpers import eventually, running_worker, status_after

@@ -18,7 +18,7 @@ from activities.fleet import FleetActivities
 from fleet_agent.models import RunStatus
 from fleet_agent.store import Store, ToolJournal
 from simulator import SimServer
-from starter.devserver import find_temporal_cli
+from starter.stack.devserver import find_temporal_cli
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, json_rows, running_worker, status_after, wait_runs
 

@@ -10,7 +10,7 @@ import pytest
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.testing import WorkflowEnvironment
 
-from starter.devserver import find_temporal_cli
+from starter.stack.devserver import find_temporal_cli
 from testkit.servers import STARTUP_TIMEOUT, started
 
 #: Long enough to see a server on a held port fail to listen.

@@ -20,11 +20,11 @@ from fleet_agent.store import SpendLedger, Store
 from fleet_agent.store.engine import DATABASE_URL_ENV
 from fleet_agent.vast.models import Instance
 from simulator.server import SimServer
-from starter import commands
 from starter.agent_client import AgentClient
+from starter.cli import agent_commands as commands
 from starter.console import ConsoleSettings, create_app
-from starter.render import status_text
-from starter.runlog_view import run_detail, runs_table
+from starter.views.render import status_text
+from starter.views.runlog import run_detail, runs_table
 from tests.helpers import eventually, finished_runs, idle_status, running_worker, status
 
 

@@ -30,15 +30,15 @@ from fleet_agent.store import Store
 from fleet_agent.store.demand_history import DemandHistory
 from simulator.curio.address import key_address
 from starter.agent_client import CliError, UsageError
-from starter.stack_demand import (
+from starter.stack.demand import (
     DemandWiring,
     demand_env,
     demand_lines,
     stack_demand,
     suggested_max_target,
 )
-from starter.stack_market import STACK_WALLET_SEED, market_env, market_stack_config
-from starter.stack_sim import prover_mode
+from starter.stack.market import STACK_WALLET_SEED, market_env, market_stack_config
+from starter.stack.sim import prover_mode
 from tests.helpers import eventually
 from tests.ports import free_port
 from tests.test_stack_ports import banner_command, start_up, up_env

@@ -38,11 +38,11 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from fleet_agent.store import RunRecord, Store
-from starter import stack_guard
 from starter.agent_client import CliError
 from starter.cli import main
-from starter.devserver import DevServerConfig
-from starter.stack_server import check_ports
+from starter.stack import guard as stack_guard
+from starter.stack.devserver import DevServerConfig
+from starter.stack.temporal_server import check_ports
 from tests.helpers import eventually, finished_runs
 from tests.ports import free_port
 from workflows.policies import TASK_QUEUE

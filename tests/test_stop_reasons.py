@@ -11,7 +11,7 @@ from temporalio.testing import WorkflowEnvironment
 from fleet_agent.llm.transcript import PAUSED_TEXT
 from fleet_agent.models import AgentStatus, RunStatus
 from fleet_agent.store import RunRecord, Store
-from starter.runlog_view import run_detail, runs_table
+from starter.views.runlog import run_detail, runs_table
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, status_after, wait_runs
 

@@ -23,7 +23,7 @@ from fleet_agent.llm.request import THINKING_ROOM
 from fleet_agent.llm.transcript import FOLD_HEADING, StoredReply, settled
 from fleet_agent.models import CompactRequest, RunStatus
 from fleet_agent.store import RunRecord, Store
-from starter.runlog_view import run_detail
+from starter.views.runlog import run_detail
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, wait_runs
 from tests.test_compact_activity import BUDGET as COMPACT_BUDGET

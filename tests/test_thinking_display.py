@@ -41,7 +41,7 @@ from fleet_agent.models import AgentConfig, RunInput, RunStatus
 from fleet_agent.store import Store
 from starter.agent_client import AgentClient, open_client
 from starter.console import ConsoleSettings, create_app
-from starter.runlog_view import run_detail
+from starter.views.runlog import run_detail
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import json_rows, running_worker, wait_runs
 from tests.test_replay import BEFORE_PATCHES, load_recorded

@@ -23,8 +23,8 @@ from fleet_agent.models import AgentConfig, PollRequest, StopFleetRequest
 from fleet_agent.store import SpendLedger, Store
 from fleet_agent.vast.models import Instance
 from simulator import SimServer
-from starter.fleet_render import fleet_text
-from starter.fleet_view import Flag, read_fleet_view
+from starter.cli.fleet_render import fleet_text
+from starter.views.fleet import Flag, read_fleet_view
 from testkit.fakes.configs import StaticConfigs
 from testkit.fakes.vast_stub import StubRequest, instances_page
 from tests.helpers import tool_request

@@ -29,7 +29,7 @@ from fleet_agent.models import AgentStatus
 from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import AgentConfigs, RunRecord, Store
 from starter.cli import main
-from starter.watchdog import ensure_watchdog, watchdog_id, watchdog_offset
+from starter.watchdog_schedule import ensure_watchdog, watchdog_id, watchdog_offset
 from testkit.agents import Harness
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply
 from testkit.notify_receivers import WebhookReceiver

@@ -30,8 +30,8 @@ from fleet_agent.store.tables import table_of
 from fleet_agent.store.tables_agent import AgentConfigRow
 from fleet_agent.visibility.details import agent_details
 from starter.agent_client import UsageError
-from starter.render import status_text
-from starter.watchdog import WATCHDOG_ENV, watchdog_interval
+from starter.views.render import status_text
+from starter.watchdog_schedule import WATCHDOG_ENV, watchdog_interval
 from tests.helpers import eventually, idle_status, running_worker, status
 from workflows import FleetAgentWorkflow
 

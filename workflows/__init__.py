@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from workflows.agent import FleetAgentWorkflow
     from workflows.monitor import FleetMonitorWorkflow
     from workflows.run import AgentRunWorkflow
-    from workflows.watchdog import AgentWatchdogWorkflow
+    from workflows.watchdog_look import AgentWatchdogWorkflow
 
 __all__ = [
     "AgentRunWorkflow",
@@ -28,7 +28,7 @@ __all__ = [
 
 _HOMES = {
     "AgentRunWorkflow": "workflows.run",
-    "AgentWatchdogWorkflow": "workflows.watchdog",
+    "AgentWatchdogWorkflow": "workflows.watchdog_look",
     "FleetAgentWorkflow": "workflows.agent",
     "FleetMonitorWorkflow": "workflows.monitor",
 }

@@ -1,6 +1,6 @@
 """The agent's config: kept where a restart finds it, recalled on a fresh start.
 
-The watchdog's Schedule (starter/watchdog.py) starts an agent that was ended
+The watchdog's Schedule (starter/watchdog_schedule.py) starts an agent that was ended
 (terminated, failed, timed out). Such a fresh execution has no state handed
 over: its run numbering continues from the store (workflows/agent_loop.py), its
 config is the last one kept in the store, and how the previous execution

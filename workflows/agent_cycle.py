@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
         TriggerKind,
     )
-    from fleet_agent.notify.classify import auth_failure
+    from fleet_agent.notify.run_notices import auth_failure
     from workflows.agent_approvals import ApprovalsBook
     from workflows.agent_ask import AskBook
     from workflows.agent_config import ConfigKeeper, with_run_events

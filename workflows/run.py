@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
         TriggerKind,
     )
-    from fleet_agent.notify.classify import MAX_NOTICES, run_notices
+    from fleet_agent.notify.run_notices import MAX_NOTICES, run_notices
     from fleet_agent.visibility.details import run_details
     from workflows import stubs
     from workflows.metrics import record_tool_results

@@ -195,7 +195,7 @@ FLEET_TOOL_ACTIVITIES = {
 }
 
 
-# ---------------------------------------------------------------- Temporal (activities/links.py)
+# ---------------------------------------------------------------- Temporal (activities/temporal.py)
 
 
 @activity.defn(name="store_operator_messages")
@@ -228,7 +228,7 @@ async def stop_fleet(req: StopFleetRequest) -> StopFleetReport:
     _declared("stop_fleet")
 
 
-# ---------------------------------------------------------------- watchdog (activities/watchdog.py)
+# ---------------------------------------------------------------- watchdog (activities/restart.py)
 
 
 @activity.defn(name="ensure_agent")

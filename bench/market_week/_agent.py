@@ -9,7 +9,7 @@ under libfaketime, a worker with the agent, the fake Messages API on the
 LLM path, and a scratch SQLite store in a temporary directory.
 
 The node is set up as the local stack sets up its own
-(starter/stack_market.py `set_up_node`): the wallet set, requests off, the
+(starter/stack/market.py `set_up_node`): the wallet set, requests off, the
 ask at `start_price_nfil`, the wallet credited with the setup's challenge
 proofs. The paths (`AGENT_PATHS`):
 
@@ -54,14 +54,14 @@ from pathlib import Path
 from typing import Any
 
 from simulator.curio.fil import ATTO_PER_FIL, ATTO_PER_NFIL
-from starter.stack_demand import suggested_max_target
-from starter.stack_market import STACK_MIN_TARGET, STACK_PRICE_RANGE_NFIL
+from starter.stack.demand import suggested_max_target
+from starter.stack.market import STACK_MIN_TARGET, STACK_PRICE_RANGE_NFIL
 
 from ._market_only import DAY_S, WALLET, WEEK_EPOCH, WeekSetup
 
 __all__ = ["AGENT_PATHS", "AgentPath", "NotAvailable", "availability", "run_agent_week"]
 
-#: The stack's choices (starter/stack_market.py): one machine's worth held
+#: The stack's choices (starter/stack/market.py): one machine's worth held
 #: (its first proof lets the agent ask for work) and the ask price range a
 #: fresh agent may set.
 MIN_TARGET = STACK_MIN_TARGET
@@ -88,7 +88,7 @@ class AgentPath:
 
 #: Demand mode as the demand day runs it (bench/demand_day/_day.py `PATHS`),
 #: the least target the stack's; `max_target` is the stack's
-#: (starter/stack_demand.py `suggested_max_target`: twice the curve's peak),
+#: (starter/stack/demand.py `suggested_max_target`: twice the curve's peak),
 #: set by `run_agent_week` from the setup's curve.
 _DEMAND: dict[str, Any] = {
     "max_instances": 60,

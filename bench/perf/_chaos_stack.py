@@ -25,7 +25,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench import _common
-from starter.devserver import find_temporal_cli, load_dev_config
+from starter.stack.devserver import find_temporal_cli, load_dev_config
 
 __all__ = ["PG_PORT", "DevServer", "ScratchDatabase", "WorkerProcess", "free_port"]
 

@@ -49,8 +49,8 @@ from bench.perf._fleets_table import flat, print_rows
 from fleet_agent.models import AgentInput, ConfigPatch
 from fleet_agent.store import Store
 from simulator import SimServer
-from starter.devserver import load_dev_config
-from starter.watchdog import DEFAULT_WATCHDOG_MINUTES, ensure_watchdog
+from starter.stack.devserver import load_dev_config
+from starter.watchdog_schedule import DEFAULT_WATCHDOG_MINUTES, ensure_watchdog
 from testkit.fakes import DEFAULT_TEXT, FAKE_API_KEY, FakeAnthropic, Reply
 from testkit.servers import start_dev_env
 from workflows import FleetAgentWorkflow

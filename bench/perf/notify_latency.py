@@ -31,7 +31,7 @@ from fleet_agent.store import Store
 from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
-from starter.devserver import load_dev_config
+from starter.stack.devserver import load_dev_config
 from testkit.agents import ASKS_EVERY_CREATE, running_worker
 from testkit.fakes.anthropic_server import FakeAnthropic
 from testkit.fakes.scripts import renter

@@ -80,7 +80,7 @@ from bench._common import print_table, write_json
 from bench.perf._faults_watch import AgentAction, Clocks, Machine, Watch, agent_actions
 from bench.perf._up_stack import config_set, sim_get, sim_post, start_up, stop_up
 from simulator.curio import CurioConfig, CurioStandIn, JobRecord, arrival_times, summarize
-from starter.stack_router import CURIO_INPUT_MB
+from starter.stack.router import CURIO_INPUT_MB
 
 #: The faults, in the order they go onto the proving machines by expected
 #: rate, least first, and the control API's body for each

@@ -34,7 +34,7 @@ from bench import _common
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.models import AgentInput, AgentStatus, ConfigPatch, Phase, TriggerKind
 from fleet_agent.store import RunRecord, Store
-from starter.devserver import load_dev_config
+from starter.stack.devserver import load_dev_config
 from testkit.fakes import DEFAULT_TEXT, FAKE_API_KEY, FakeAnthropic, Reply
 from testkit.servers import start_dev_env
 from worker import build_worker

@@ -26,6 +26,7 @@ from anthropic.types import Message
 from fleet_agent.llm.model_table import DEFAULT_MODEL, ModelInfo, known_info
 from fleet_agent.models import TokenUsage
 
+from .anthropic_errors import classify, classify_mid_stream, parse_retry_after, redact
 from .base import (
     LlmOptions,
     LlmPermanentError,
@@ -34,7 +35,6 @@ from .base import (
     ProgressCallback,
     SystemPrompt,
 )
-from .classify import classify, classify_mid_stream, parse_retry_after, redact
 from .request import PrefillRefused, build_request
 from .timing import (
     CHUNK_READ_TIMEOUT_SECONDS,

@@ -5,15 +5,13 @@ pydantic models, carried by Temporal's pydantic data converter. They are
 Temporal-free so the store, the prompt code and the CLI can use them too.
 """
 
-from .activities import (
+from .activity_payloads import (
     AgentCounters,
     ContextInfo,
     FleetToolRequest,
     LlmRequest,
     LlmResult,
     LoadContextRequest,
-    MonitorConfig,
-    MonitorInput,
     PollRequest,
     RecordRunRequest,
     RequestLayout,
@@ -67,6 +65,7 @@ from .freeze import (
     StopFleetRequest,
     UnfreezeRequest,
 )
+from .monitor import MonitorConfig, MonitorInput
 from .notify import (
     DEFAULT_NOTIFY_EVENTS,
     NOTIFY_EVENT_KINDS,
@@ -79,6 +78,15 @@ from .notify import (
     RunNotice,
 )
 from .pace import DemandPace, HeldDemandChange, LlmSpendPace, SpendMark
+from .restart import (
+    WATCHDOG,
+    AgentRecall,
+    AgentRestarted,
+    PreviousEnd,
+    RecallRequest,
+    SaveConfigRequest,
+    WatchdogInput,
+)
 from .runs import (
     LastRun,
     LlmCostSummary,
@@ -106,15 +114,6 @@ from .trigger import (
     Priority,
     Trigger,
     TriggerKind,
-)
-from .watchdog import (
-    WATCHDOG,
-    AgentRecall,
-    AgentRestarted,
-    PreviousEnd,
-    RecallRequest,
-    SaveConfigRequest,
-    WatchdogInput,
 )
 
 __all__ = [

@@ -14,11 +14,11 @@ from .config import AgentConfig, ConfigPatch
 from .freeze import FreezeInfo
 from .notify import NotifyFailure, NotifyState
 from .pace import DemandPace, HeldDemandChange, LlmSpendPace, SpendMark
+from .restart import AgentRestarted
 from .runs import LastRun, LlmCostSummary, RunResult, Wake
 from .signals import DemandTargetChange
 from .spend import SpendSummary
 from .trigger import Trigger
-from .watchdog import AgentRestarted
 
 __all__ = [
     "AgentInput",
@@ -124,7 +124,7 @@ class AgentInput(BaseModel):
 
     config: ConfigPatch | None = None
     state: AgentState | None = None
-    # Who started it, when not an operator: "watchdog" (fleet_agent/models/watchdog.py).
+    # Who started it, when not an operator: "watchdog" (fleet_agent/models/restart.py).
     started_by: str = ""
 
 

@@ -210,7 +210,7 @@ class RunResult(Wire):
     # verdict, cut at ASK_ANSWER_CHARS (`reply_cut`), for the `ask` update.
     reply: str = ""
     reply_cut: bool = False
-    # What the run saw that notifies a human (fleet_agent/notify/classify.py).
+    # What the run saw that notifies a human (fleet_agent/notify/run_notices.py).
     notices: list[RunNotice] = Field(default_factory=list)
     # Known demand events the model recorded (`expect_demand`), for the agent
     # to add to its config (workflows/run_events.py).

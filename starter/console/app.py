@@ -64,12 +64,12 @@ from starter.console.web import (
     page,
     same_origin,
 )
-from starter.demand_view import stored_demand
-from starter.fleet_view import ledger_spend
-from starter.market_render import market_rows, market_summary
-from starter.market_view import stored_market
-from starter.notify_view import stored_failures, with_stored_failures
-from starter.render import demand_text
+from starter.views.demand import stored_demand
+from starter.views.fleet import ledger_spend
+from starter.views.market import stored_market
+from starter.views.market_render import market_rows, market_summary
+from starter.views.notify import stored_failures, with_stored_failures
+from starter.views.render import demand_text
 
 __all__ = ["create_app"]
 

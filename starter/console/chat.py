@@ -14,7 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from fleet_agent.models.signals import MESSAGE_ID_PATTERN
 from starter.agent_client import CliError, UsageError
 from starter.answers import Answer, find_answer
-from starter.runlog_view import open_store
+from starter.views.runlog import open_store
 
 __all__ = ["answer_for"]
 

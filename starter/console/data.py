@@ -1,11 +1,11 @@
 """What the console reads from the store: the run log with filters, one run's
 transcript, the fleet (the monitor's last poll, as `fleet-agent fleet` shows
 it; else as the newest run saw it), the business on the Snark Market in
-market mode (starter/market_view.py), and the last 24 h for the plot.
+market mode (starter/views/market.py), and the last 24 h for the plot.
 
 Synchronous reads (the app runs them in a thread), each through the same
-functions as the CLI's `runs`, `show-run` and `session` (starter/runlog_view.py,
-starter/session_view.py) or the store's read classes; `open_store` turns a
+functions as the CLI's `runs`, `show-run` and `session` (starter/views/runlog.py,
+starter/views/session.py) or the store's read classes; `open_store` turns a
 missing or unreadable store into a `CliError`.
 """
 
@@ -35,10 +35,10 @@ from fleet_agent.store import (
 )
 from fleet_agent.store.run_fleets import FleetPoint, fleet_point, fleet_rows
 from starter.agent_client import CliError
-from starter.fleet_view import FleetView, read_fleet_view
-from starter.market_view import market_of, market_series
-from starter.runlog_view import open_store, read_run, read_runs
-from starter.session_view import read_summary_of_run
+from starter.views.fleet import FleetView, read_fleet_view
+from starter.views.market import market_of, market_series
+from starter.views.runlog import open_store, read_run, read_runs
+from starter.views.session import read_summary_of_run
 
 __all__ = [
     "FILTERS",

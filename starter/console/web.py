@@ -24,8 +24,8 @@ from starter.agent_client import AgentClient, CliError, UsageError
 from starter.console.auth import IDENTITY_KEY, VIA_KEY, Tokens
 from starter.console.data import RunNotFound
 from starter.identity import os_identity
-from starter.render import fmt_duration, fmt_time, fmt_when, verdict_text
-from starter.runlog_view import badges, message_text, run_label
+from starter.views.render import fmt_duration, fmt_time, fmt_when, verdict_text
+from starter.views.runlog import badges, message_text, run_label
 
 __all__ = [
     "PACKAGE_DIR",
