@@ -1,6 +1,6 @@
 """A signal flood from its own process, as a flood reaches an agent in production.
 
-`tests/test_floods.py` runs it with `python -m tests.flood_sender`: sent from
+`tests/agent/test_floods.py` runs it with `python -m tests.agent.flood_sender`: sent from
 the test's own process, the client's thousand signals a second compete with
 the worker's workflow tasks for one interpreter lock and stretch them (a task
 of 800 signals took 1.4 s of wall time for 0.08 s of CPU), which a worker in

@@ -12,8 +12,8 @@ from fleet_agent.models import ApprovalOutcome, PendingApproval
 from fleet_agent.store import Store
 from simulator.server import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic
+from tests.agent.test_approvals import Agent, _creates, _renter, _start
 from tests.helpers import eventually, first_pending, running_worker, status
-from tests.test_approvals import Agent, _creates, _renter, _start
 from workflows import FleetAgentWorkflow
 
 

@@ -24,14 +24,14 @@ from fleet_agent.models import AgentInput, ApprovalOutcome, ConfigPatch, Pending
 from fleet_agent.store import Store, ToolJournal
 from simulator import SimServer
 from testkit.fakes import FakeAnthropic
+from tests.agent.test_approvals import _create_result, _renter
 from tests.helpers import eventually, status_or_none, worker_process_env
-from tests.test_approvals import _create_result, _renter
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 
 pytestmark = pytest.mark.devserver
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Worker:

@@ -31,7 +31,7 @@ from fleet_agent.models import AgentStatus, RunStatus, TriggerKind
 from fleet_agent.store import Store
 from starter.devserver import load_dev_config
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
-from tests.flood_sender import flood
+from tests.agent.flood_sender import flood
 from tests.helpers import eventually, running_worker, wait_runs
 from workflows import FleetAgentWorkflow
 
@@ -40,7 +40,7 @@ SMALL = 256_000  # bytes: what RunInput, continue-as-new input and status must s
 QUERY_ATTEMPT = timedelta(seconds=2)
 
 Agent = WorkflowHandle[FleetAgentWorkflow, None]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def settled_status(handle: Agent) -> AgentStatus | None:
@@ -82,12 +82,12 @@ async def flood_from_another_process(
     client: Client, workflow_id: str, n: int, pause: float
 ) -> dict[str, Any]:
     """`n` state changes on 200 instances, 100 at a time with `pause` seconds
-    between, sent by tests/flood_sender.py in a process of its own (as senders
+    between, sent by tests/agent/flood_sender.py in a process of its own (as senders
     are in production: not competing with the worker for its interpreter)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tests.flood_sender",
+        "tests.agent.flood_sender",
         "--address",
         client.service_client.config.target_host,
         "--namespace",
@@ -202,7 +202,7 @@ async def test_state_change_storm_in_one_window_is_coalesced(
     signal count, and the run that follows accounts for every change accepted.
 
     The 12,000 come in bursts of 100 with 50 ms between them (about 1,000 a
-    second), from a process of their own (tests/flood_sender.py). Whether
+    second), from a process of their own (tests/agent/flood_sender.py). Whether
     the agent's continue-as-new lands inside one of those gaps depends on
     the machine's speed: the server refuses it while signals
     arrive, and each refusal costs the worker a replay of the execution. While

@@ -17,8 +17,8 @@ from fleet_agent.store import Store
 from fleet_agent.visibility.details import agent_details
 from simulator.server import SimServer
 from testkit.fakes.configs import StaticConfigs
-from tests.fleet_helpers import _req
 from tests.helpers import eventually, running_worker, status
+from tests.helpers.fleet import _req
 from workflows import FleetAgentWorkflow
 
 

@@ -4,7 +4,7 @@ explicit start config applied over it, a freeze kept). And the parts around
 it: the store's table, the restart fact's text, the interval's parsing.
 
 How the previous execution ended needs Temporal's visibility, which the
-time-skipping server lacks: tests/test_watchdog_e2e.py covers it on the dev
+time-skipping server lacks: tests/agent/test_watchdog_e2e.py covers it on the dev
 server.
 """
 

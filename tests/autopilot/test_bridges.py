@@ -22,7 +22,7 @@ from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.fleet.temporary import TEMPORARY_MIN_AGE_MINUTES
 from fleet_agent.llm.prompt import system_prompt
 from fleet_agent.models import Wake
-from tests.policy_rows import context_of, machine, offer, tool_results, trade_check
+from tests.helpers.policy_rows import context_of, machine, offer, tool_results, trade_check
 
 TOOLS = [{"name": n} for n in ("search_offers", "create_instance", "destroy_instance")]
 

@@ -10,7 +10,7 @@ from fleet_agent.autopilot.bridges import fast
 from fleet_agent.autopilot.fast_cover import FAST_COVER_PREMIUM, faster_cover, under_meanwhile
 from fleet_agent.autopilot.policy import choose_offers
 from fleet_agent.llm.prompt import system_prompt
-from tests.policy_rows import context_of, machine, offer, reply_to_search
+from tests.helpers.policy_rows import context_of, machine, offer, reply_to_search
 
 TOOLS = [{"name": n} for n in ("search_offers", "create_instance", "destroy_instance")]
 

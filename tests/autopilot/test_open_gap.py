@@ -17,7 +17,7 @@ from fleet_agent.autopilot.policy import plan_fleet
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.llm.prompt import system_prompt
 from fleet_agent.models import Wake
-from tests.policy_rows import FLEET_TOOLS, context_of, machine, offer, tool_results
+from tests.helpers.policy_rows import FLEET_TOOLS, context_of, machine, offer, tool_results
 
 TOOLS = FLEET_TOOLS
 

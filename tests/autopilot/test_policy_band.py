@@ -11,7 +11,7 @@ from fleet_agent.autopilot.policy import BAND, SMALL_GAP, TOP_MARGIN, choose_off
 from fleet_agent.fleet.oracle import Cover, Item
 from fleet_agent.fleet.spare import SPARE_MAX
 from fleet_agent.llm.prompt import system_prompt
-from tests.policy_rows import machine, offer
+from tests.helpers.policy_rows import machine, offer
 
 
 def ids(picks: list[dict[str, Any]]) -> list[int]:

@@ -21,7 +21,7 @@ from fleet_agent.fleet.spare import BAND, SPARE_MAX, cheapest_spared_cover, hold
 from fleet_agent.fleet.triage import hold_of
 from fleet_agent.llm.prompt import context_message, limits_text
 from fleet_agent.models import AgentConfig
-from tests.policy_rows import machine, offer, trade_check
+from tests.helpers.policy_rows import machine, offer, trade_check
 
 
 def test_the_level_leaves_the_fleet_in_band_after_losing_one_machine() -> None:

@@ -19,7 +19,7 @@ from fleet_agent.autopilot.swap import (
 from fleet_agent.autopilot.trade import TRADE_CHECK_REASON
 from fleet_agent.llm.prompt import system_prompt
 from fleet_agent.models import Wake
-from tests.policy_rows import (
+from tests.helpers.policy_rows import (
     FLEET_TOOLS,
     context_of,
     machine,

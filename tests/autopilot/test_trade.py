@@ -16,7 +16,7 @@ from fleet_agent.autopilot.trade import (
     trade_offers,
 )
 from fleet_agent.llm.prompt import system_prompt
-from tests.policy_rows import (
+from tests.helpers.policy_rows import (
     FLEET_TOOLS,
     context_of,
     machine,

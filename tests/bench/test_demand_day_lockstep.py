@@ -16,7 +16,7 @@ from bench.demand_day._lockstep import DAY_EPOCH, Lockstep
 from fleet_agent.autopilot.provider import AutopilotProvider
 from simulator.server import SimServer
 from testkit.servers import FROZEN_START, start_time_skipping_env
-from tests.policy_rows import FLEET_TOOLS, context_of
+from tests.helpers.policy_rows import FLEET_TOOLS, context_of
 
 #: Real seconds the activities below take: far more than the barrier's
 #: millisecond, and than the drift of the frozen clock.

@@ -15,7 +15,7 @@ import pytest
 from bench.market_day._causes import CAUSES
 from bench.market_day.compare import compare, load_days, parted_at
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _day(

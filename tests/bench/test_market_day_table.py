@@ -15,7 +15,7 @@ import pytest
 from bench.market_day._causes import CAUSES
 from bench.market_day.table import across, row, seed_groups
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _day(seed: int, band: float, ratios: list[float], **extra: Any) -> dict[str, Any]:

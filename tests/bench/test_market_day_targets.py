@@ -13,7 +13,7 @@ import pytest
 
 from bench.market_day._truth import DAY_TARGETS, parse_targets
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_schedule_is_read_as_hours_and_targets() -> None:

@@ -2,7 +2,7 @@
 
 The id travels from the `human_message` payload into the trigger (the
 buffer), then into the run's record (the store), where `find_answer` looks
-it up. The CLI end of it (`say --wait`, `ask`) is in tests/test_cli_answers.py.
+it up. The CLI end of it (`say --wait`, `ask`) is in tests/cli/test_cli_answers.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from starter.answers import (
     wait_for_answer,
 )
 from tests.helpers import finish_ok
-from tests.store_backends import store_on_both_backends  # noqa: F401  (a fixture)
+from tests.helpers.store_backends import store_on_both_backends  # noqa: F401  (a fixture)
 
 AGENT = "agent-a"
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

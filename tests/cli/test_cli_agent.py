@@ -1,4 +1,4 @@
-"""The `fleet-agent` agent commands against the real dev server (tests/cli_helpers.py):
+"""The `fleet-agent` agent commands against the real dev server (tests/helpers/cli.py):
 `say` starts the agent and the run log shows it, `start` twice attaches,
 `status --json` keeps its contract, `config` validates on the server, the wakes
 table and `cancel-wake`."""
@@ -16,7 +16,8 @@ from fleet_agent.llm.base import LlmOptions, LlmReply, ProgressCallback, SystemP
 from fleet_agent.models import TokenUsage, TriggerKind
 from fleet_agent.store import Store
 from starter.identity import os_identity
-from tests.cli_helpers import (
+from tests.helpers import eventually, running_worker
+from tests.helpers.cli import (
     CONTRACT_KEYS,
     Result,
     Stack,
@@ -30,7 +31,6 @@ from tests.cli_helpers import (
     stack,
     wait_run,
 )
-from tests.helpers import eventually, running_worker
 
 __all__ = ["env", "sim", "stack"]  # the fixtures, imported for pytest
 

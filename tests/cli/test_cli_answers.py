@@ -1,7 +1,7 @@
 """`ask` and `say --wait` against the real dev server: the answer of the run
 that took the message in, and a wait that ends first without losing it.
 
-The CLI runs in-process (as in tests/cli_helpers.py) against a worker on its own
+The CLI runs in-process (as in tests/helpers/cli.py) against a worker on its own
 task queue with the autopilot provider, which answers every message with
 `author: noted — “text”`. No fleet: the monitor stays off.
 """

@@ -1,6 +1,6 @@
 """The `fleet-agent` CLI's failures are one clear line and a non-zero exit: an
 unknown wake, a stopped agent, no worker, unreachable Temporal, usage and local
-errors (tests/cli_helpers.py)."""
+errors (tests/helpers/cli.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from starter.agent_client import DEFAULT_CONNECT_TIMEOUT
 from starter.cli import main
-from tests.cli_helpers import (
+from tests.helpers.cli import (
     Result,
     Stack,
     agent_cli,

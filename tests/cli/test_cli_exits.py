@@ -20,7 +20,7 @@ from starter.cli import EXIT_BROKEN_PIPE, build_parser, main
 from starter.hints import CLI, TEMPORAL
 from tests.helpers import finish_ok
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 NOWHERE = ("--address", "127.0.0.1:1", "--connect-timeout", "1")
 # Commands that are not about one agent.

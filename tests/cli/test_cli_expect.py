@@ -2,7 +2,7 @@
 
 The parsing on its own (no server: a wrong command line fails before
 connecting), then the command against the real dev server
-(tests/cli_helpers.py): add, the same again, --list, --clear.
+(tests/helpers/cli.py): add, the same again, --list, --clear.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 from starter.agent_client import UsageError
 from starter.expect import event_from_args, parse_multiplier, parse_window
-from tests.cli_helpers import Stack, agent_cli, assert_one_line_error, cli, env, new_agent, sim
-from tests.cli_helpers import stack as stack
+from tests.helpers.cli import Stack, agent_cli, assert_one_line_error, cli, env, new_agent, sim
+from tests.helpers.cli import stack as stack
 
 __all__ = ["env", "sim", "stack"]  # the fixtures, imported for pytest
 

@@ -1,5 +1,5 @@
 """An operator's decisions from the `fleet-agent` CLI against the real dev server
-(tests/cli_helpers.py): a message the agent refuses, freeze and unfreeze,
+(tests/helpers/cli.py): a message the agent refuses, freeze and unfreeze,
 approve and deny."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from simulator import SimServer
 from starter.identity import os_identity
-from tests.cli_helpers import Stack, agent_cli, assert_one_line_error, env, new_agent, sim, stack
 from tests.helpers import eventually
+from tests.helpers.cli import Stack, agent_cli, assert_one_line_error, env, new_agent, sim, stack
 
 __all__ = ["env", "sim", "stack"]  # the fixtures, imported for pytest
 

@@ -2,8 +2,8 @@
 the OS account that runs it, ``user@host``, in every payload with an
 author, and takes no text for it. No Temporal: the agent client's calls are
 replaced by ones that record the payload (the console's side is in
-tests/test_console_auth.py and tests/test_console_confirmation.py, the
-devserver's in tests/test_cli_agent.py and tests/test_cli_operator.py).
+tests/console/test_console_auth.py and tests/console/test_console_confirmation.py, the
+devserver's in tests/cli/test_cli_agent.py and tests/cli/test_cli_operator.py).
 """
 
 from __future__ import annotations

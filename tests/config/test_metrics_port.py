@@ -17,7 +17,7 @@ from runtime.telemetry import (
     metrics_runtime,
 )
 from starter.cli import main as cli_main
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 
 
 def test_a_taken_metrics_port_is_a_clear_error() -> None:

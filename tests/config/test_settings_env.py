@@ -17,7 +17,7 @@ from fleet_agent.config.settings import Settings
 from fleet_agent.config.tuning import WorkerTuning
 from starter.cli import main as cli_main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ANTHROPIC = {"ANTHROPIC_API_KEY": "sk-test"}
 # The key travels in every request: plain http only to this machine.
 PLAIN_HTTP = "VAST_API_URL must be https unless it points at this machine"

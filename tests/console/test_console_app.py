@@ -1,7 +1,7 @@
 """The web console without a browser: Starlette's TestClient on a real store,
 with Temporal unreachable (a closed port), so every page that needs the agent
 shows why instead of failing. Bad input gets a clear error page; the store's
-parts still render. The browser test (tests/test_console_browser.py) covers
+parts still render. The browser test (tests/console/test_console_browser.py) covers
 the live agent.
 """
 
@@ -25,8 +25,8 @@ from starter.console import ConsoleSettings, create_app
 from starter.console.chart import trend_svg
 from starter.console.data import Trend, read_trend
 from starter.console.web import LOOPBACK_HOSTS, allowed_hosts_for, same_origin
-from tests.console_seed import AGENT, NOW, SIGNATURE, THOUGHT, seed, seed_demand, snapshot
 from tests.helpers import idle_status
+from tests.helpers.console_seed import AGENT, NOW, SIGNATURE, THOUGHT, seed, seed_demand, snapshot
 
 BASE = "http://127.0.0.1:8080"
 
@@ -211,7 +211,7 @@ def test_origin_is_checked_against_the_host_list_itself() -> None:
 def test_a_post_from_the_console_itself_goes_through(console: TestClient) -> None:
     """The console's own page: its Origin, or, without one, its Referer. A
     post with neither (a script's) is refused: it would need the bearer token
-    (tests/test_console_auth.py)."""
+    (tests/console/test_console_auth.py)."""
     assert console.post("/trigger").status_code == 400  # Temporal is down: past the guard
     del console.headers["Origin"]
     assert console.post("/trigger", headers={"Referer": BASE + "/runs"}).status_code == 400

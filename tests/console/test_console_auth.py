@@ -4,8 +4,8 @@ http-only cookie, and a redirect to the page without the token) opens it as
 the token's name; on loopback without
 tokens it acts as its OS identity. Each attack is performed against the app
 (Starlette's TestClient, an agent that records what it is sent). The
-confirmation before approve and deny: tests/test_console_confirmation.py; the
-start-up rules: tests/test_console_start.py.
+confirmation before approve and deny: tests/console/test_console_confirmation.py; the
+start-up rules: tests/console/test_console_start.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from starter.console.auth import COOKIE, TokenGate
 from starter.identity import os_identity
-from tests.console_auth_helpers import (
+from tests.helpers.console_auth import (
     ALICE,
     BOB,
     RecordingAgent,

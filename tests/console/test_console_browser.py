@@ -43,10 +43,10 @@ from starter.console import ConsoleSettings, running_console
 from starter.console.auth import COOKIE
 from starter.console.tls import console_tls
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
-from tests.console_auth_helpers import ALICE, PENDING, RecordingAgent
-from tests.console_seed import seed_demand
-from tests.console_tls_helpers import cert_files
 from tests.helpers import eventually, json_rows, running_worker, status
+from tests.helpers.console_auth import ALICE, PENDING, RecordingAgent
+from tests.helpers.console_seed import seed_demand
+from tests.helpers.console_tls import cert_files
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -1,7 +1,7 @@
 """The web console's approve and deny decide only once confirmed (issue 42):
 the confirmation shows what is decided, a confirm naming another approval is
 none, and the decision is recorded as the console's user
-(tests/console_auth_helpers.py)."""
+(tests/helpers/console_auth.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 
 from starter.identity import os_identity
 from starter.render import fmt_time
-from tests.console_auth_helpers import PENDING, RecordingAgent, agent, loopback
+from tests.helpers.console_auth import PENDING, RecordingAgent, agent, loopback
 
 __all__ = ["agent", "loopback"]  # the fixtures, imported for pytest
 

@@ -15,7 +15,7 @@ from fleet_agent.store import Store
 from starter.agent_client import AgentClient, CliError
 from starter.cli import main
 from starter.console import ConsoleSettings, console_for_stack, running_console
-from tests.console_seed import AGENT, UI, seed
+from tests.helpers.console_seed import AGENT, UI, seed
 
 
 @pytest.mark.parametrize(

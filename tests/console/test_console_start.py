@@ -2,7 +2,7 @@
 refused without echoing them, what counts as loopback, and a console bound
 beyond loopback needs a token, or prints one once in a terminal, or does not
 start; the last, against `fleet-agent console` as a process (plain http,
-`--insecure-http`: the TLS rules are tests/test_console_tls.py's)."""
+`--insecure-http`: the TLS rules are tests/console/test_console_tls.py's)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from starter.agent_client import CliError
 from starter.console import ConsoleSettings, running_console
 from starter.console.auth import is_loopback, parse_tokens
 from starter.console.serve import with_token
-from tests.console_auth_helpers import ALICE, BOB, RecordingAgent
 from tests.helpers import eventually
-from tests.ports import free_port
+from tests.helpers.console_auth import ALICE, BOB, RecordingAgent
+from tests.helpers.ports import free_port
 
 
 def test_console_tokens_are_named_or_one_bare_token() -> None:
@@ -94,14 +94,14 @@ async def test_running_console_refuses_a_non_loopback_bind_without_tokens() -> N
 
 def _console_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONSOLE_", "FLEET_ENV"))}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     env["FLEET_DATABASE_URL"] = f"sqlite:///{tmp_path}/none.db"
     return env | extra
 
 
 def _console_argv(port: int, *transport: str) -> list[str]:
     """`fleet-agent console` on every address; plain http unless `transport`
-    says otherwise (the TLS rules: tests/test_console_tls.py)."""
+    says otherwise (the TLS rules: tests/console/test_console_tls.py)."""
     code = "from starter.cli import main; main()"
     argv = [sys.executable, "-c", code, "console", "--host", "0.0.0.0", "--port", str(port)]
     return argv + list(transport or ["--insecure-http"])

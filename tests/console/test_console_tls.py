@@ -20,11 +20,11 @@ from starter.cli import main
 from starter.console import ConsoleSettings, console_for_stack, running_console
 from starter.console.auth import COOKIE
 from starter.console.tls import console_tls
-from tests.console_auth_helpers import ALICE, RecordingAgent
-from tests.console_tls_helpers import CertFiles, cert_files
+from tests.console.test_console_start import _console_argv, _console_env, _stop
 from tests.helpers import eventually
-from tests.ports import free_port
-from tests.test_console_start import _console_argv, _console_env, _stop
+from tests.helpers.console_auth import ALICE, RecordingAgent
+from tests.helpers.console_tls import CertFiles, cert_files
+from tests.helpers.ports import free_port
 
 
 @pytest.fixture

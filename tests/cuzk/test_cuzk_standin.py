@@ -21,7 +21,7 @@ from fleet_agent.cuzk.service import ProvingEngineStub, channel_options, pb
 from simulator import snark
 from simulator.curio import sample_porep
 from simulator.cuzk import Behaviour, CuzkStandIn, StandInConfig
-from tests.router_helpers import standin, wait_until
+from tests.helpers.router import standin, wait_until
 
 COMPLETED = pb.AwaitProofResponse.COMPLETED
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from fleet_agent.demand.point import DemandPoint
 from fleet_agent.store import DemandHistory, Store
 from fleet_agent.store.demand_history import KEEP_DAYS
-from tests.store_backends import store_on_both_backends
+from tests.helpers.store_backends import store_on_both_backends
 
 __all__ = ["store_on_both_backends"]  # the fixture, imported for pytest
 

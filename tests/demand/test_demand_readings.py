@@ -19,7 +19,7 @@ from fleet_agent.demand.reading import MAX_DEADLINES, DemandReading, parse_readi
 from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.demand.sources import curio_reading, metric_sum
 from simulator.curio.webrpc import queue_row, rpc_result
-from tests.test_settings_env import _worker_stops
+from tests.config.test_settings_env import _worker_stops
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 

@@ -44,7 +44,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
-from tests.fleet_helpers import AGENT, _req
+from tests.helpers.fleet import AGENT, _req
 
 VAST_KEY = "vastkey-0b1d6c3e9f2a4b7d8e1c5a6f3b9d2e4c7a1f8b3d"
 #: Every secret the worker's environment may hold (docs/operations/configure.md,

@@ -193,7 +193,7 @@ async def test_machines_released_a_moment_ago_do_not_count_for_the_capacity_floo
     tools: FleetActivities, sim: SimServer, configs: StaticConfigs
 ) -> None:
     """One reply that releases every machine (a model told to by a host's
-    text: tests/test_prompt_injection.py): a drained machine stays listed and
+    text: tests/llm/test_prompt_injection.py): a drained machine stays listed and
     proving until the monitor's next poll, yet the floor counts it gone at once."""
     ids = [(await _proving(tools, sim))[0] for _ in range(2)]
     snap = await _poll(tools, sim, 5)

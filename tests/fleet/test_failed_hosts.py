@@ -12,7 +12,7 @@ from fleet_agent.fleet.provers import ProverTrack
 from fleet_agent.models import AgentConfig
 from fleet_agent.store import FailedHost, FailedHosts, ProverTracks, Store
 from fleet_agent.vast.models import Offer
-from tests.store_backends import store_on_both_backends  # noqa: F401  (a fixture)
+from tests.helpers.store_backends import store_on_both_backends  # noqa: F401  (a fixture)
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)

@@ -16,7 +16,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
-from tests.fleet_helpers import AGENT, _cheapest_offer, _instances, _req
+from tests.helpers.fleet import AGENT, _cheapest_offer, _instances, _req
 
 
 async def test_search_returns_only_offers_within_guardrails(

@@ -20,7 +20,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
-from tests.fleet_helpers import AGENT, _cheapest_offer, _instances, _req
+from tests.helpers.fleet import AGENT, _cheapest_offer, _instances, _req
 
 
 @pytest.mark.parametrize("fault", ["create_hang_next", "create_error_next"])

@@ -8,7 +8,7 @@ import pytest
 
 from fleet_agent.fleet.snapshot import FleetInstance, FleetSnapshot
 from fleet_agent.store import FleetSnapshots, Store
-from tests.store_backends import store_on_both_backends  # noqa: F401  (a fixture)
+from tests.helpers.store_backends import store_on_both_backends  # noqa: F401  (a fixture)
 
 AGENT = "fleet-agent"
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -37,7 +37,7 @@ from fleet_agent.vast.models import Instance
 from fleet_agent.vast.pacing import NO_PACING
 from testkit.fakes.vast_stub import StubRequest, VastStub, instances_page
 from testkit.sim_helpers import SIM_RAM_GIB
-from tests.test_fleet_vast_rows import NOW, _row
+from tests.fleet.test_fleet_vast_rows import NOW, _row
 
 
 class _Hostile(BaseHTTPRequestHandler):
@@ -118,7 +118,7 @@ async def test_a_hostile_drain_answer_is_cut_short(
 ) -> None:
     """A drain reads at most 1 KB of the answer under the status read's one
     deadline; any such answer is a failure (the destroy tool then destroys
-    at once: tests/test_drain.py)."""
+    at once: tests/fleet/test_drain.py)."""
     _Hostile.mode, _Hostile.body = mode, b'{"draining": true, "pad": "' + b"x" * 2_000 + b'"}'
     assert await send_drain(host[1], 9100, "token", allow_loopback=True) == error
     if mode == "huge":

@@ -1,6 +1,6 @@
 """The Anthropic provider against the fake Messages API: its key, model, system
 prompt, tools and messages, the provider fixture, one call, and the check that
-an error never shows the key. Import the fixtures with tests/llm_fake_helpers.py's."""
+an error never shows the key. Import the fixtures with tests/helpers/llm_fake.py's."""
 
 from __future__ import annotations
 

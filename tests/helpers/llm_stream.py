@@ -1,7 +1,7 @@
 """The streamed LLM attempt against the fake API's SSE: the key, model, tools
 and messages, the provider fixture, one call, a canned answer, and waiting for
 the fake to see the client hang up. Import the fixtures with
-tests/llm_fake_helpers.py's."""
+tests/helpers/llm_fake.py's."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What the prover image's tests share (tests/test_prover_front.py,
-tests/test_prover_params.py): a machine's credential and environment as
+"""What the prover image's tests share (tests/prover/test_prover_front.py,
+tests/prover/test_prover_params.py): a machine's credential and environment as
 prover_image/entrypoint.py reads them, every path under a test's folder."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 
 from fleet_agent.cuzk.credentials import Authority, machine_env
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def meminfo(directory: Path, gib: float) -> Path:

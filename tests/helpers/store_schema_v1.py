@@ -15,7 +15,7 @@ from sqlalchemy import inspect
 
 from fleet_agent.models import RunStatus, TokenUsage, Trigger, TriggerKind
 from fleet_agent.store import Store
-from tests.store_backends import Backend
+from tests.helpers.store_backends import Backend
 
 T0 = datetime(2025, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
 

@@ -39,7 +39,7 @@ from testkit.sim_helpers import SIM_RAM_GIB
 from worker import worker_activities
 from workflows import stubs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _loaded_after(statement: str) -> set[str]:

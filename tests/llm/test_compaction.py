@@ -114,7 +114,7 @@ async def test_over_budget_compaction_keeps_the_request_under_budget(
 
     if mode == "working":
         # No round came near the model's window: none was counted (a count is
-        # an HTTP round trip; tests/test_token_count.py has the counted ones).
+        # an HTTP round trip; tests/llm/test_token_count.py has the counted ones).
         assert fake_llm.count_tokens_requests == []
         # Between two moves of the window the summary and the history before
         # the newest run are byte-identical, so the cached prefix holds.

@@ -3,8 +3,8 @@ Store on a temporary SQLite file, and the real AnthropicProvider talking to the
 local fake Messages API (which validates every request like the real one).
 A repeated or concurrent call asks once; HTTP errors map to Temporal's; tool
 results and earlier runs become the prompt. Heartbeats and streaming:
-tests/test_llm_activity_heartbeats.py; prompt caching:
-tests/test_llm_activity_cache.py."""
+tests/llm/test_llm_activity_heartbeats.py; prompt caching:
+tests/llm/test_llm_activity_cache.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from fleet_agent.models import RunResult, RunStatus, Verdict
 from testkit.fakes.anthropic_server import Reply
-from tests.llm_activity_helpers import AGENT, VERDICT_ACTED, Rig, _by_text, _results_for, rig
+from tests.helpers.llm_activity import AGENT, VERDICT_ACTED, Rig, _by_text, _results_for, rig
 
 __all__ = ["rig"]  # the fixture, imported for pytest
 

@@ -1,4 +1,4 @@
-"""The call_llm activity and prompt caching (tests/llm_activity_helpers.py): cache
+"""The call_llm activity and prompt caching (tests/helpers/llm_activity.py): cache
 reads from the second round and on the next runs."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from fleet_agent.llm.transcript import StoredReply
 from fleet_agent.models import RunResult, RunStatus, TokenUsage
 from testkit.fakes.anthropic_cache import cache_markers
 from testkit.fakes.anthropic_server import Request
-from tests.llm_activity_helpers import AGENT, Rig, _by_text, _results_for, rig
+from tests.helpers.llm_activity import AGENT, Rig, _by_text, _results_for, rig
 
 __all__ = ["rig"]  # the fixture, imported for pytest
 

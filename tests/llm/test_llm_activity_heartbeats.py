@@ -1,4 +1,4 @@
-"""The call_llm activity streams its reply into heartbeats (tests/llm_activity_helpers.py):
+"""The call_llm activity streams its reply into heartbeats (tests/helpers/llm_activity.py):
 from the start and as the reply comes in; a reply in the heartbeat details is
 stored without asking again; paused, cut and refused replies."""
 
@@ -15,7 +15,7 @@ from fleet_agent.llm.transcript import PAUSED_TEXT, StoredReply, reply_text
 from fleet_agent.models import Verdict
 from fleet_agent.store import Store
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply
-from tests.llm_activity_helpers import AGENT, VERDICT_ACTED, VERDICT_NOOP, Rig, _results_for, rig
+from tests.helpers.llm_activity import AGENT, VERDICT_ACTED, VERDICT_NOOP, Rig, _results_for, rig
 
 __all__ = ["rig"]  # the fixture, imported for pytest
 

@@ -24,7 +24,7 @@ from fleet_agent.llm.model_table import (
 from fleet_agent.models import TokenUsage
 from starter.cli import main as cli_main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ANTHROPIC = {"FLEET_LLM_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "sk-ant-test"}
 
 

@@ -13,8 +13,8 @@ from fleet_agent.llm import anthropic_provider as provider_module
 from fleet_agent.llm.anthropic_provider import AnthropicProvider, default_model
 from fleet_agent.llm.base import LlmProvider
 from testkit.fakes import DEFAULT_TEXT, FakeAnthropic
-from tests.llm_fake_helpers import fake, server
-from tests.llm_provider_helpers import KEY, call
+from tests.helpers.llm_fake import fake, server
+from tests.helpers.llm_provider import KEY, call
 
 __all__ = ["fake", "server"]  # the fixtures, imported for pytest
 

@@ -13,8 +13,8 @@ from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmPermanentError, LlmRetryableError
 from testkit.fakes import DEFAULT_TEXT, FakeAnthropic
 from tests.helpers import eventually
-from tests.llm_fake_helpers import fake, server
-from tests.llm_provider_helpers import KEY, MODEL, assert_clean, call, provider
+from tests.helpers.llm_fake import fake, server
+from tests.helpers.llm_provider import KEY, MODEL, assert_clean, call, provider
 
 __all__ = ["fake", "provider", "server"]  # the fixtures, imported for pytest
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.models import TokenUsage
 from testkit.fakes import DEFAULT_TEXT, FakeAnthropic, Reply
-from tests.llm_fake_helpers import fake, server
-from tests.llm_provider_helpers import MESSAGES, MODEL, SYSTEM, TOOLS, call, provider
+from tests.helpers.llm_fake import fake, server
+from tests.helpers.llm_provider import MESSAGES, MODEL, SYSTEM, TOOLS, call, provider
 
 __all__ = ["fake", "provider", "server"]  # the fixtures, imported for pytest
 

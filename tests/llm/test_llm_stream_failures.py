@@ -22,8 +22,8 @@ from fleet_agent.llm.timing import (
 )
 from testkit.fakes import ErrorReply, FakeAnthropic, Reply
 from tests.helpers import eventually
-from tests.llm_fake_helpers import fake, server
-from tests.llm_stream_helpers import KEY, MODEL, answer, call, no_request_in_flight, provider
+from tests.helpers.llm_fake import fake, server
+from tests.helpers.llm_stream import KEY, MODEL, answer, call, no_request_in_flight, provider
 
 __all__ = ["fake", "provider", "server"]  # the fixtures, imported for pytest
 

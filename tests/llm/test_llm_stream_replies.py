@@ -12,8 +12,8 @@ from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmOptions, LlmPermanentError
 from fleet_agent.llm.transcript import StoredReply, api_messages, dumps, tool_calls_of
 from testkit.fakes import FakeAnthropic, Reply
-from tests.llm_fake_helpers import fake, server
-from tests.llm_stream_helpers import MESSAGES, MODEL, OFFER, answer, call, provider
+from tests.helpers.llm_fake import fake, server
+from tests.helpers.llm_stream import MESSAGES, MODEL, OFFER, answer, call, provider
 
 __all__ = ["fake", "provider", "server"]  # the fixtures, imported for pytest
 

@@ -18,7 +18,7 @@ from fleet_agent.llm.prompt_cache import MAX_BREAKPOINTS, breakpoints, cached_re
 from fleet_agent.llm.tools import FLEET_TOOLS, LOCAL_TOOLS, tool_schemas
 from fleet_agent.models import AgentConfig
 from testkit.fakes import validate_messages_request
-from tests.loop_helpers import Entry
+from tests.helpers.loop import Entry
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TOOLS = tool_schemas(LOCAL_TOOLS | FLEET_TOOLS)

@@ -10,7 +10,7 @@ import pytest
 from fleet_agent.llm.history import block_starts, history_messages
 from fleet_agent.llm.prompt import estimate_tokens
 from testkit.fakes import validate_messages_request
-from tests.loop_helpers import Entry, at
+from tests.helpers.loop import Entry, at
 
 
 def entry(run: int, final: str = "", *, status: str = "ok", digest: str = "") -> Entry:

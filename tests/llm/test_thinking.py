@@ -5,7 +5,7 @@ reordered, redacted_thinking now and then, thinking tokens by effort).
 
 Time-skipping server, a real worker and the real anthropic client; the
 summariser through its activity. The kill of a worker in the middle of a
-round is in tests/test_thinking_restart.py.
+round is in tests/llm/test_thinking_restart.py.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from fleet_agent.store import RunRecord, Store
 from starter.runlog_view import run_detail
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, wait_runs
-from tests.test_compact_activity import BUDGET as COMPACT_BUDGET
-from tests.test_compact_activity import add_run
+from tests.llm.test_compact_activity import BUDGET as COMPACT_BUDGET
+from tests.llm.test_compact_activity import add_run
 from workflows import FleetAgentWorkflow
 
 # A run that changed something stays in later prompts (a no-op would not).

@@ -21,8 +21,8 @@ from fleet_agent.models import AgentInput, ConfigPatch, RunStatus
 from fleet_agent.store import Store
 from simulator import SimServer
 from testkit.fakes import FakeAnthropic, Reply, Request
+from tests.agent.test_approval_restart import _Worker
 from tests.helpers import eventually, worker_process_env
-from tests.test_approval_restart import _Worker
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 

@@ -25,7 +25,7 @@ from fleet_agent.llm.transcript import (
 from fleet_agent.llm.verdict import parse_verdict
 from fleet_agent.models import TokenUsage, ToolCall, ToolResult, Verdict
 from testkit.fakes import validate_messages_request
-from tests.loop_helpers import TAG
+from tests.helpers.loop import TAG
 
 
 def test_sequence_numbers() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from fleet_agent.llm.prompt import estimate_tokens, render_trigger_block
 from fleet_agent.models import TriggerKind
-from tests.loop_helpers import trig
+from tests.helpers.loop import trig
 
 
 def test_empty_trigger_list_is_a_heartbeat() -> None:

@@ -1,7 +1,7 @@
 """Host text as the model reads it (issue 42, fleet_agent/untrusted.py): one
 line, capped, between « and », wherever it is rendered: the fleet view, a
 state change's detail, the trigger block, vast.ai's error texts. The end to
-end case, a model that obeys such a text, is tests/test_prompt_injection.py."""
+end case, a model that obeys such a text, is tests/llm/test_prompt_injection.py."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import pytest
 
 from fleet_agent.llm.verdict import parse_verdict, strip_verdict
 from fleet_agent.models import Verdict
-from tests.loop_helpers import TAG
+from tests.helpers.loop import TAG
 
 
 @pytest.mark.parametrize("action", [True, False])

@@ -11,7 +11,7 @@ import pytest
 from fleet_agent.loop.schedule import next_due
 from fleet_agent.loop.triggers import TriggerBuffer
 from fleet_agent.models import AgentConfig, Priority, Trigger, TriggerKind, Wake
-from tests.loop_helpers import T0, at, trig, wake
+from tests.helpers.loop import T0, at, trig, wake
 
 
 def firsts_of(pending: list[Trigger]) -> dict[Priority, datetime]:

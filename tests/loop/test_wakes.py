@@ -9,7 +9,7 @@ import pytest
 
 from fleet_agent.loop.wakes import MAX_PENDING_WAKES, add_wake, cancel_wake, decide_wake, due_wakes
 from fleet_agent.models import Wake
-from tests.loop_helpers import T0, at, wake
+from tests.helpers.loop import T0, at, wake
 
 
 def decide(

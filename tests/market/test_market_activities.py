@@ -29,7 +29,7 @@ from simulator.curio.jsonrpc import Method, MethodError
 from simulator.snark_market import MarketConfig
 from testkit.fakes.configs import StaticConfigs
 from tests.helpers import tool_request
-from tests.store_backends import store_on_both_backends
+from tests.helpers.store_backends import store_on_both_backends
 
 __all__ = ["store_on_both_backends"]  # the fixture, imported for pytest
 

@@ -3,7 +3,7 @@ on a real store): the status card has `status`'s market rows, the fleet part
 `fleet`'s market line, the plot two panels more (revenue, cost and profit
 $/h; slots against GPUs), and `/api/market` the point and the series as
 JSON. With the market off, none of it. The browser test is
-tests/test_market_console_browser.py."""
+tests/market/test_market_console_browser.py."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from starter.agent_client import AgentClient
 from starter.console import ConsoleSettings, create_app
 from starter.console.chart import HEIGHT, trend_svg
 from starter.console.data import Trend, read_trend
-from tests.console_seed import AGENT, seed
 from tests.helpers import idle_status
-from tests.market_points import SNARK, seed_market
+from tests.helpers.console_seed import AGENT, seed
+from tests.helpers.market_points import SNARK, seed_market
 
 BASE = "http://127.0.0.1:8080"
 

@@ -1,5 +1,5 @@
 """The console in market mode in a real browser: Playwright drives Debian's
-chromium (as tests/test_console_browser.py does; without chromium it skips,
+chromium (as tests/console/test_console_browser.py does; without chromium it skips,
 in CI it fails) against a console served by uvicorn over a seeded store and
 an agent whose status query answers market mode without Temporal.
 
@@ -23,10 +23,10 @@ from fleet_agent.models import AgentStatus
 from fleet_agent.store import FleetSnapshots, Store
 from starter.agent_client import AgentClient
 from starter.console import ConsoleSettings, running_console
-from tests.console_seed import AGENT, seed
+from tests.console.test_console_browser import CHROMIUM, CHROMIUM_ARGS, need_chromium
 from tests.helpers import idle_status
-from tests.market_points import SNARK, seed_market
-from tests.test_console_browser import CHROMIUM, CHROMIUM_ARGS, need_chromium
+from tests.helpers.console_seed import AGENT, seed
+from tests.helpers.market_points import SNARK, seed_market
 
 #: Each line in its own colour, apart from the capacity's and demand's.
 MARKET_COLOURS = {

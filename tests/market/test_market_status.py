@@ -20,8 +20,8 @@ from starter.fleet_view import build_fleet_view
 from starter.market_view import latest_market, market_of, market_series, stored_market
 from starter.render import status_text
 from tests.helpers import idle_status
-from tests.market_points import SNARK, market_point, seed_market
-from tests.store_backends import store_on_both_backends
+from tests.helpers.market_points import SNARK, market_point, seed_market
+from tests.helpers.store_backends import store_on_both_backends
 
 __all__ = ["store_on_both_backends"]  # the `store` fixture, on both backends
 

@@ -17,8 +17,8 @@ from fleet_agent.llm.transcript import CONTEXT_SEQ
 from fleet_agent.market.point import MarketPoint, data_line
 from fleet_agent.models import AgentConfig, LoadContextRequest, RunInput
 from fleet_agent.store import MarketHistory, Store
-from tests.market_points import SNARK, market_point
-from tests.store_backends import store_on_both_backends
+from tests.helpers.market_points import SNARK, market_point
+from tests.helpers.store_backends import store_on_both_backends
 
 __all__ = ["store_on_both_backends"]  # the `store` fixture, on both backends
 

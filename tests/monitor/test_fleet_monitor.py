@@ -13,8 +13,8 @@ from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.models import MonitorConfig, MonitorInput, Trigger, TriggerKind
 from fleet_agent.store import RunRecord, Store
 from simulator import SimServer
-from tests.fleet_helpers import _instances
 from tests.helpers import eventually, finished_runs, run_that_destroyed, running_worker, status
+from tests.helpers.fleet import _instances
 from workflows import monitor as monitor_module
 from workflows.monitor import FleetMonitorWorkflow
 

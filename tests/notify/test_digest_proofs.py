@@ -19,8 +19,8 @@ from fleet_agent.store import ProofDays, Store
 from fleet_agent.store.tables import ProofDayRow, table_of
 from simulator.server import SimServer
 from testkit.notify_receivers import WebhookReceiver
-from tests.store_backends import store_on_both_backends
-from tests.test_fleet_provers import AGENT, _rent
+from tests.fleet.test_fleet_provers import AGENT, _rent
+from tests.helpers.store_backends import store_on_both_backends
 
 __all__ = ["store_on_both_backends"]  # the fixture, imported for pytest
 

@@ -26,7 +26,7 @@ from testkit.fakes.anthropic_server import FakeAnthropic, Reply
 from testkit.fakes.scripts import DONE, renter
 from testkit.notify_receivers import SmtpReceiver, WebhookReceiver
 from tests.helpers import ASKS_EVERY_CREATE, eventually, first_pending, running_worker, status
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 from workflows import FleetAgentWorkflow
 
 CONSOLE = "https://console.example.test:8443"

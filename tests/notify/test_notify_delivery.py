@@ -21,8 +21,8 @@ from fleet_agent.notify.rules import idempotency_key
 from fleet_agent.notify.settings import NotifyEnv
 from fleet_agent.store import SCHEMA_VERSION, Notifications, Store
 from testkit.notify_receivers import SmtpReceiver, WebhookReceiver
-from tests.ports import free_port
-from tests.store_backends import Backend, backend
+from tests.helpers.ports import free_port
+from tests.helpers.store_backends import Backend, backend
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 

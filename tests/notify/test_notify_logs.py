@@ -21,7 +21,7 @@ from aiosmtpd.controller import Controller
 
 from fleet_agent.notify.deliver import send_one
 from fleet_agent.notify.render import Rendered
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 
 MESSAGE = Rendered(title="t", body="b", link="")
 REFUSED = "550 5.1.1 mailbox unavailable"

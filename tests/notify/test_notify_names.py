@@ -33,7 +33,7 @@ from fleet_agent.store import Notifications, Store
 from fleet_agent.store.tables import table_of
 from fleet_agent.store.tables_notify import NotificationRow
 from testkit.notify_receivers import WebhookReceiver
-from tests.store_backends import Backend, backend, in_threads
+from tests.helpers.store_backends import Backend, backend, in_threads
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 

@@ -29,7 +29,7 @@ from starter.cli_notify import notify_test
 from starter.render import notify_text, status_text
 from testkit.notify_receivers import WebhookReceiver
 from tests.helpers import idle_status
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 
 T0 = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import temporalio.workflow
 
-from tests.market_points import market_point
+from tests.helpers.market_points import market_point
 from workflows import metrics
 
 

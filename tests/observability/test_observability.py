@@ -5,8 +5,8 @@ On a dev server started with temporal-dev.yaml's search attributes, a worker
 whose client carries a Prometheus runtime on a free port runs an agent through
 one run that acts and one that does not; then /metrics is scraped with httpx
 and the runs are listed by search-attribute queries, as in docs/operations/watch.md.
-The settings and pure parts behind it: tests/test_metrics_port.py,
-tests/test_visibility_details.py, tests/test_workflow_metrics.py.
+The settings and pure parts behind it: tests/config/test_metrics_port.py,
+tests/observability/test_visibility_details.py, tests/observability/test_workflow_metrics.py.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from starter.devserver import load_dev_config
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from testkit.servers import start_dev_env
 from tests.helpers import eventually, running_worker, status_after
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 from worker import worker_activities
 from workflows import AgentRunWorkflow, FleetAgentWorkflow
 

@@ -1,6 +1,6 @@
 """A stand-in for cuzk that the prover image's entrypoint can start as ``CUZK_BIN``.
 
-Run as ``python tests/cuzk_standin.py --config <file>`` (curio
+Run as ``python tests/prover/cuzk_standin.py --config <file>`` (curio
 ``extern/cuzk/cuzk-daemon/src/main.rs``: ``-c/--config``). It reads the TOML
 it is given, serves ``cuzk.v1.ProvingEngine`` over real gRPC on
 ``[daemon] listen`` (fleet_agent/cuzk/service.py), answers ``GetStatus``

@@ -1,6 +1,6 @@
 """The prover image (prover_image/entrypoint.py, prover_image/front.py) run as
 the image runs it, with a stand-in cuzk that speaks real gRPC
-(tests/cuzk_standin.py) as ``CUZK_BIN``, and the router's side of it
+(tests/prover/cuzk_standin.py) as ``CUZK_BIN``, and the router's side of it
 (fleet_agent/cuzk/channels.py ``machine_channel``): only the router gets
 through the front, only to the machine it meant; cuzk is sized from the RAM
 table of curio ``documentation/en/experimental-features/cuzk-proving-daemon.md``;
@@ -44,11 +44,11 @@ from fleet_agent.cuzk.credentials import (
 from fleet_agent.cuzk.service import ProvingEngineStub, channel_options, pb
 from prover_image import front
 from simulator.snark import prove
-from tests.ports import free_port
-from tests.prover_image_helpers import ROOT, entrypoint_env, machine_creds
-from tests.sim_cuzk_helpers import refused
+from tests.helpers.ports import free_port
+from tests.helpers.prover_image import ROOT, entrypoint_env, machine_creds
+from tests.helpers.sim_cuzk import refused
 
-STANDIN = ROOT / "tests" / "cuzk_standin.py"
+STANDIN = ROOT / "tests" / "prover" / "cuzk_standin.py"
 GIB = 1024**3
 LABEL_A = "fleet-agent/main/r1-aaaaaaaaaa"
 LABEL_B = "fleet-agent/main/r2-bbbbbbbbbb"
@@ -91,7 +91,7 @@ def base_env(tmp: Path, creds: dict[str, str], *, ram_gib: float = 256) -> dict[
     return entrypoint_env(tmp, creds, f"{sys.executable} {STANDIN}", ram_gib=ram_gib) | {
         "CUZK_STANDIN_PID": str(tmp / "cuzk.pid"),
         "CUZK_STANDIN_ENV": str(tmp / "cuzk.env"),
-        # The parameter fetch has its own tests (tests/test_prover_params.py).
+        # The parameter fetch has its own tests (tests/prover/test_prover_params.py).
         "FLEET_SKIP_PARAMS": "1",
     }
 

@@ -28,8 +28,8 @@ import pytest
 
 from fleet_agent.cuzk.credentials import Authority
 from prover_image import entrypoint, params
-from tests.ports import free_port
-from tests.prover_image_helpers import ROOT, entrypoint_env, machine_creds
+from tests.helpers.ports import free_port
+from tests.helpers.prover_image import ROOT, entrypoint_env, machine_creds
 
 KIB2 = 2048
 MIB8 = 8 * 1024 * 1024

@@ -25,9 +25,9 @@ import pytest
 from fleet_agent.fleet.prover_status import parse_status
 from fleet_agent.fleet.provers import ProverRead
 from tests.helpers import eventually
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PARAMS_BYTES = 1000
 
 

@@ -20,7 +20,7 @@ from fleet_agent.cuzk.service import ProvingEngineStub, channel_options, pb
 from fleet_agent.cuzk.witness import MemberSpec
 from simulator.curio import sample_porep
 from simulator.cuzk import CuzkStandIn, StandInConfig
-from tests.router_helpers import (
+from tests.helpers.router import (
     Fleet,
     curio_prove,
     standin,

@@ -17,7 +17,7 @@ import pytest
 from fleet_agent.cuzk.service import pb
 from router.members import utc
 from simulator.curio import sample_porep
-from tests.router_helpers import (
+from tests.helpers.router import (
     Fleet,
     curio_prove,
     prove_verified,

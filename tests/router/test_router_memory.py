@@ -6,7 +6,7 @@ the no-copy rule by identity (the member is handed the very bytes object of
 the job, attempt after attempt), by content over real gRPC (a member sees
 byte for byte what Curio's client sent), and by a tracemalloc measurement of
 the router's Python allocations with N inputs in flight (a measurement, not
-a timing). Request shapes: curio ``lib/ffi/cuzk_funcs.go`` (tests/router_helpers.py).
+a timing). Request shapes: curio ``lib/ffi/cuzk_funcs.go`` (tests/helpers/router.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from router.inputs import MalformedInput, frame, read_prove, read_submit
 from router.members import insecure_connect
 from router.server import start_server
 from simulator.curio import sample_porep
-from tests.router_helpers import FAST, wait_until, with_config
+from tests.helpers.router import FAST, wait_until, with_config
 
 _Ctx = grpc.aio.ServicerContext[Any, Any]
 COMPLETED, FAILED = pb.AwaitProofResponse.COMPLETED, pb.AwaitProofResponse.FAILED

@@ -27,7 +27,7 @@ from router.dispatch import attempt_budget
 from router.jobs import JobTable
 from router.members import Member
 from simulator.curio import sample_porep
-from tests.router_helpers import (
+from tests.helpers.router import (
     Fleet,
     answered_member,
     curio_prove,

@@ -23,7 +23,7 @@ from router.members import Member, MemberSet
 from router.membership import MembersFile
 from router.witness import WitnessBook, failing_reason, phase_of
 from simulator.curio import sample_porep
-from tests.router_helpers import NoClient, answered_member, member_spec
+from tests.helpers.router import NoClient, answered_member, member_spec
 
 CFG = RouterConfig()
 COMPLETED = pb.AwaitProofResponse.COMPLETED
@@ -293,7 +293,7 @@ def test_the_router_loads_no_temporal_simulator_or_agent_code() -> None:
         "import sys, json, router.server, router.__main__; "
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
     )
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
     )

@@ -18,7 +18,7 @@ from fleet_agent.store.tables_router import (
     RouterQueueRow,
     RouterWitnessRow,
 )
-from tests.store_backends import in_threads, store_on_both_backends  # noqa: F401  (a fixture)
+from tests.helpers.store_backends import in_threads, store_on_both_backends  # noqa: F401  (a fixture)
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 
 from tests.helpers import as_background_job
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _banner(proc: subprocess.Popen[str], deadline: float) -> str:

@@ -24,7 +24,7 @@ from simulator import SimServer, snark
 from simulator.curio import sample_porep
 from testkit.sim_helpers import advance_until, api, find_offer, rent, row, truth
 from tests.helpers import eventually
-from tests.sim_cuzk_helpers import (
+from tests.helpers.sim_cuzk import (
     DROPPED,
     RouterMachine,
     boot,

@@ -26,7 +26,7 @@ from simulator.cuzk_hosts import CuzkHosts, _Host
 from simulator.cuzk_market import CUZK_DEATH_MSG
 from testkit.sim_helpers import api, find_offer, rent, row
 from tests.helpers import eventually
-from tests.sim_cuzk_helpers import (
+from tests.helpers.sim_cuzk import (
     DROPPED,
     RouterMachine,
     boot,

@@ -236,7 +236,7 @@ def test_a_hostile_host_answers_what_it_is_told_over_http(sim: SimServer) -> Non
 async def test_a_hostile_host_answers_a_drain_slowly_or_at_length(
     sim: SimServer, mode: str
 ) -> None:
-    """What the drain's reader is tested against (tests/test_drain.py): 200,
+    """What the drain's reader is tested against (tests/fleet/test_drain.py): 200,
     then a byte a second or 200 MB, until the reader hangs up, counted."""
     iid = rent(sim, find_offer(sim)["id"])
     advance_until(sim, lambda: row(sim, iid)["actual_status"] == "running", step=30)

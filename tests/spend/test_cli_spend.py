@@ -1,6 +1,6 @@
 """`fleet-agent status --json` shows spend as of now, from the ledger, as
 `status` does (issue 51): the path a new user takes, on the CLI's stack
-(tests/cli_helpers.py: the dev server, a worker with the autopilot and the
+(tests/helpers/cli.py: the dev server, a worker with the autopilot and the
 simulator). Before, it printed the query's figure, read at the start of the
 last run: after a rental, $0 today, $0 in 24 h and $0/h until the next run.
 """
@@ -14,8 +14,8 @@ import pytest
 
 from fleet_agent.models import AgentStatus, SpendSummary
 from fleet_agent.store.spend_reads import SpendReads
-from tests.cli_helpers import Stack, agent_cli, env, new_agent, sim, stack
 from tests.helpers import eventually, finished_runs
+from tests.helpers.cli import Stack, agent_cli, env, new_agent, sim, stack
 
 __all__ = ["env", "sim", "stack"]  # the fixtures, imported for pytest
 

@@ -15,7 +15,7 @@ from fleet_agent.fleet.billing import KB_PER_GB, billed_dph, hour_slices
 from fleet_agent.store import SpendLedger, Store
 from fleet_agent.vast.models import Instance
 from tests.helpers import finish_ok
-from tests.store_backends import in_threads, store_on_both_backends
+from tests.helpers.store_backends import in_threads, store_on_both_backends
 
 __all__ = ["store_on_both_backends"]
 

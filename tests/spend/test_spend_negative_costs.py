@@ -16,7 +16,7 @@ from fleet_agent.store import SpendLedger, Store, TrendReads
 from fleet_agent.vast.models import Instance
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
-from tests.test_spend_rules import AGENT, _create, _live, _offer, sim, tools
+from tests.spend.test_spend_rules import AGENT, _create, _live, _offer, sim, tools
 
 __all__ = ["sim", "tools"]  # the fixtures, imported for pytest
 

@@ -26,8 +26,8 @@ from fleet_agent.store import SpendLedger, Store
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
 from testkit.fakes.vast_stub import StubRequest
-from tests.test_fleet_vast_rows import CATALOGUE, _bundles, _market, _tools
-from tests.test_spend_rules import AGENT, _create, _live, _req, sim, tools
+from tests.fleet.test_fleet_vast_rows import CATALOGUE, _bundles, _market, _tools
+from tests.spend.test_spend_rules import AGENT, _create, _live, _req, sim, tools
 
 __all__ = ["sim", "tools"]  # the fixtures, imported for pytest
 

@@ -27,10 +27,10 @@ from starter.fleet_render import fleet_text
 from starter.fleet_view import Flag, read_fleet_view
 from testkit.fakes.configs import StaticConfigs
 from testkit.fakes.vast_stub import StubRequest, instances_page
+from tests.fleet.test_fleet_vast_rows import _row, _tools
 from tests.helpers import tool_request
-from tests.test_fleet_vast_rows import _row, _tools
-from tests.test_spend_rules import AGENT, _create, _live, _req, sim, tools
-from tests.test_spend_transfer import _offers
+from tests.spend.test_spend_rules import AGENT, _create, _live, _req, sim, tools
+from tests.spend.test_spend_transfer import _offers
 
 __all__ = ["sim", "tools"]  # the fixtures, imported for pytest
 
@@ -150,7 +150,7 @@ def _account(label: str) -> tuple[set[int], Any]:
 async def test_a_row_without_a_usable_id_is_counted_never_acted_on(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    agent = "a"  # the stub's rows carry agent "a"'s label (tests/test_fleet_vast_rows.py)
+    agent = "a"  # the stub's rows carry agent "a"'s label (tests/fleet/test_fleet_vast_rows.py)
     live, answer = _account(create_label(agent, 1, "t1"))
     env = ActivityEnvironment()
     async with _tools(store, answer) as (tools, stub):

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from fleet_agent.store import AgentConfigs, RouterMembers, RouterWitness, Store
-from tests.cli_helpers import Result, cli
 from tests.helpers import eventually, finished_runs
-from tests.ports import free_port
+from tests.helpers.cli import Result, cli
+from tests.helpers.ports import free_port
 
 pytestmark = pytest.mark.devserver
 
@@ -42,7 +42,7 @@ def up_command(tmp_path: Path, *extra: str) -> tuple[list[str], dict[str, str], 
         "CONSOLE_PORT": str(free_port()),
         "METRICS_PORT": "off",
         # The code under test, whichever checkout the environment has installed.
-        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     }
     argv = [
         sys.executable,

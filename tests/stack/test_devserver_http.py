@@ -33,7 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from starter.devserver import load_dev_config
 from starter.stack_server import temporal_server
 from tests.helpers import eventually
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 
 pytestmark = pytest.mark.devserver
 

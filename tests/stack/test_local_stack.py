@@ -1,7 +1,7 @@
 """Where a local stack keeps its files, the port settings, and the stack file's lock.
 
 Pure functions and one short-lived subprocess; the stacks themselves run in
-tests/test_stack_ports.py.
+tests/stack/test_stack_ports.py.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def test_one_owner_per_stack_file_and_a_dead_owner_frees_it(tmp_path: Path) -> N
             "time.sleep(60)\n",
         ],
         stdout=subprocess.PIPE,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == b"held\n"

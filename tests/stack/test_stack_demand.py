@@ -40,8 +40,8 @@ from starter.stack_demand import (
 from starter.stack_market import STACK_WALLET_SEED, market_env, market_stack_config
 from starter.stack_sim import prover_mode
 from tests.helpers import eventually
-from tests.ports import free_port
-from tests.test_stack_ports import banner_command, start_up, up_env
+from tests.helpers.ports import free_port
+from tests.stack.test_stack_ports import banner_command, start_up, up_env
 
 AGENT = "fleet-agent"
 

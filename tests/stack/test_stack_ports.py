@@ -44,10 +44,10 @@ from starter.cli import main
 from starter.devserver import DevServerConfig
 from starter.stack_server import check_ports
 from tests.helpers import eventually, finished_runs
-from tests.ports import free_port
+from tests.helpers.ports import free_port
 from workflows.policies import TASK_QUEUE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Generous: the measured figure is in the report (about 2 s for an HTTP
 # server, 5 s plus start-up for a listener that never answers).
 FAIL_FAST_BOUND = 15.0
@@ -250,7 +250,7 @@ async def test_a_second_up_attaches_and_the_stack_keeps_its_own_files(tmp_path: 
         code = await first.finish(signal.SIGINT)
     assert code == 0, first.text[-3000:]
     # A stack on another port keeps its own Temporal database, store and
-    # simulator state (their paths are disjoint: tests/test_local_stack.py).
+    # simulator state (their paths are disjoint: tests/stack/test_local_stack.py).
     own = tmp_path / "var" / f"stack-{port}"
     runs = [r.run for r in _runs(own / "fleet-agent.db")]
     assert int(attached_run.group(1)) in runs, runs

@@ -8,7 +8,7 @@ import pytest
 
 from fleet_agent.models import ContextInfo, InboxItem, RunStatus, TokenUsage, Trigger, TriggerKind
 from fleet_agent.store import Store
-from tests.store_backends import Backend, backend, in_threads
+from tests.helpers.store_backends import Backend, backend, in_threads
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fleet_agent.store import Store, create_engine_for, default_database_url, redacted_url
-from tests.store_backends import sqlite_store_at
+from tests.helpers.store_backends import sqlite_store_at
 
 
 @pytest.fixture

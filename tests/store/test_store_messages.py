@@ -1,7 +1,7 @@
 """A run's messages in `fleet_agent.store`: ordered by seq, which stay in the
 prompt when a run finishes, and the prompt history's filter and order.
 
-Every test runs on SQLite and PostgreSQL (tests/store_backends.py): each
+Every test runs on SQLite and PostgreSQL (tests/helpers/store_backends.py): each
 PostgreSQL test gets a fresh schema; when the server is unreachable they fail,
 unless FLEET_SKIP_POSTGRES=1.
 """
@@ -14,8 +14,8 @@ import pytest
 
 from fleet_agent.models import RunStatus
 from fleet_agent.store import HistoryEntry, Store
-from tests.store_backends import store_on_both_backends
-from tests.store_helpers import AGENT, OTHER, T0, _begin, _finish, _message
+from tests.helpers.store import AGENT, OTHER, T0, _begin, _finish, _message
+from tests.helpers.store_backends import store_on_both_backends
 
 __all__ = ["store_on_both_backends"]  # the fixture, imported for pytest
 

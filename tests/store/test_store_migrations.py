@@ -1,5 +1,5 @@
 """Each step of the store's schema from version 2 on: the column or index it
-adds, on SQLite and PostgreSQL (tests/store_backends.py), with the rows kept."""
+adds, on SQLite and PostgreSQL (tests/helpers/store_backends.py), with the rows kept."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from sqlalchemy import inspect, text
 
 from fleet_agent.models import RunStatus, TokenUsage
 from fleet_agent.store import SCHEMA_VERSION, ToolJournal
-from tests.store_backends import Backend, backend
-from tests.store_schema_v1 import T0, _finish
+from tests.helpers.store_backends import Backend, backend
+from tests.helpers.store_schema_v1 import T0, _finish
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 

@@ -25,8 +25,8 @@ from sqlalchemy.pool import QueuePool
 from fleet_agent.store import Store, create_engine_for
 from testkit.fakes.tcp_proxy import SilentListener, TcpProxy
 from tests.conftest import postgres_url
-from tests.ports import free_port
-from tests.store_backends import require_postgres
+from tests.helpers.ports import free_port
+from tests.helpers.store_backends import require_postgres
 
 pytestmark = pytest.mark.postgres
 

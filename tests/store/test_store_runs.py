@@ -1,7 +1,7 @@
 """Run records in `fleet_agent.store`: the latest counters, sessions, a run's
 round trip, listing, missing runs, and deleting one agent's.
 
-Every test runs on SQLite and PostgreSQL (tests/store_backends.py): each
+Every test runs on SQLite and PostgreSQL (tests/helpers/store_backends.py): each
 PostgreSQL test gets a fresh schema; when the server is unreachable they fail,
 unless FLEET_SKIP_POSTGRES=1.
 """
@@ -14,8 +14,8 @@ import pytest
 
 from fleet_agent.models import ContextInfo, RunStatus, TokenUsage, Verdict
 from fleet_agent.store import Store
-from tests.store_backends import store_on_both_backends
-from tests.store_helpers import AGENT, OTHER, T0, _begin, _finish, _trigger
+from tests.helpers.store import AGENT, OTHER, T0, _begin, _finish, _trigger
+from tests.helpers.store_backends import store_on_both_backends
 
 __all__ = ["store_on_both_backends"]  # the fixture, imported for pytest
 

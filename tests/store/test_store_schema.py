@@ -1,9 +1,9 @@
 """Schema versioning: a new store, an old one migrated, a newer one refused.
 
-A version 1 store (tests/store_schema_v1.py) is migrated and keeps every
+A version 1 store (tests/helpers/store_schema_v1.py) is migrated and keeps every
 record, and ends with the schema of a new store; a newer or unreadable version
 is refused untouched; concurrent upgrades do the work once. Each later step:
-tests/test_store_migrations.py.
+tests/store/test_store_migrations.py.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from sqlalchemy import inspect, text
 
 from fleet_agent.models import RunStatus, TokenUsage
 from fleet_agent.store import SCHEMA_VERSION, SchemaError
-from tests.store_backends import Backend, backend, in_threads
-from tests.store_schema_v1 import T0, _build_v1, _finish, _schema
+from tests.helpers.store_backends import Backend, backend, in_threads
+from tests.helpers.store_schema_v1 import T0, _build_v1, _finish, _schema
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 

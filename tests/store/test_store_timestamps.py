@@ -1,7 +1,7 @@
 """Timestamps in `fleet_agent.store` round-trip as aware UTC; naive ones are
 refused.
 
-Every test runs on SQLite and PostgreSQL (tests/store_backends.py): each
+Every test runs on SQLite and PostgreSQL (tests/helpers/store_backends.py): each
 PostgreSQL test gets a fresh schema; when the server is unreachable they fail,
 unless FLEET_SKIP_POSTGRES=1.
 """
@@ -14,8 +14,8 @@ import pytest
 
 from fleet_agent.models import RunStatus, TokenUsage
 from fleet_agent.store import Store
-from tests.store_backends import store_on_both_backends
-from tests.store_helpers import AGENT, T0, _finish, _trigger
+from tests.helpers.store import AGENT, T0, _finish, _trigger
+from tests.helpers.store_backends import store_on_both_backends
 
 __all__ = ["store_on_both_backends"]  # the fixture, imported for pytest
 

@@ -9,7 +9,7 @@ from sqlalchemy import inspect, text
 
 from fleet_agent.models import AgentConfig, FleetToolRequest, ToolResult
 from fleet_agent.store import Store, ToolJournal
-from tests.store_backends import in_threads, store_on_both_backends  # noqa: F401  (a fixture)
+from tests.helpers.store_backends import in_threads, store_on_both_backends  # noqa: F401  (a fixture)
 
 AGENT = "agent-j"
 T0 = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)

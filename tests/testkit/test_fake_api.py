@@ -12,8 +12,8 @@ import pytest
 
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from testkit.fakes import ErrorReply, FakeAnthropic, Reply, Request
-from tests.llm_fake_helpers import fake, server
-from tests.llm_provider_helpers import TOOLS, call, provider
+from tests.helpers.llm_fake import fake, server
+from tests.helpers.llm_provider import TOOLS, call, provider
 
 __all__ = ["fake", "provider", "server"]  # the fixtures, imported for pytest
 

@@ -10,7 +10,7 @@ import anthropic
 import pytest
 
 from testkit.fakes import FakeAnthropic, Reply
-from tests.fake_thinking_helpers import blocks, call, client, fake, rejected
+from tests.helpers.fake_thinking import blocks, call, client, fake, rejected
 
 __all__ = ["client", "fake"]  # the fixtures, imported for pytest
 

@@ -12,8 +12,8 @@ import pytest
 
 from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from testkit.fakes import DEFAULT_TEXT, MID_STREAM_TEXT, FakeAnthropic, Reply
-from tests.llm_fake_helpers import fake, server
-from tests.llm_stream_helpers import MESSAGES, OFFER, TOOLS, answer, call, provider
+from tests.helpers.llm_fake import fake, server
+from tests.helpers.llm_stream import MESSAGES, OFFER, TOOLS, answer, call, provider
 
 __all__ = ["fake", "provider", "server"]  # the fixtures, imported for pytest
 

@@ -12,7 +12,7 @@ import anthropic
 
 from testkit.fakes import FakeAnthropic
 from testkit.fakes.anthropic_signatures import BOUND_ELSEWHERE, INVALID_SIGNATURE
-from tests.fake_thinking_helpers import (
+from tests.helpers.fake_thinking import (
     SONNET_55,
     STREAM,
     TOOLS,

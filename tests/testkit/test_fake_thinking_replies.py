@@ -10,7 +10,7 @@ import anthropic
 
 from testkit.fakes import FakeAnthropic, Reply
 from testkit.fakes.anthropic_thinking import THINKING_TOKENS
-from tests.fake_thinking_helpers import KEY, STREAM, blocks, call, client, fake, shape
+from tests.helpers.fake_thinking import KEY, STREAM, blocks, call, client, fake, shape
 
 __all__ = ["client", "fake"]  # the fixtures, imported for pytest
 

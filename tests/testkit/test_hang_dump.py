@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hang_dump import awaits_of, dump_pending_tasks
+from tests.helpers.hang_dump import awaits_of, dump_pending_tasks
 
 
 async def _innermost(gate: asyncio.Event) -> None:

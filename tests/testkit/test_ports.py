@@ -1,4 +1,4 @@
-"""The tests' free ports (tests/ports.py) stay out of the ephemeral range and
+"""The tests' free ports (tests/helpers/ports.py) stay out of the ephemeral range and
 are handed out once each."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from tests import ports
-from tests.ports import free_port
+from tests.helpers import ports
+from tests.helpers.ports import free_port
 
 
 def test_free_ports_are_below_the_ephemeral_range_distinct_and_bindable() -> None:

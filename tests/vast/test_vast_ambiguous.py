@@ -13,7 +13,7 @@ from fleet_agent.vast.errors import VastNotFound, VastProtocolError, VastServerE
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from tests.helpers import eventually
-from tests.vast_helpers import IMAGE, KEY, _rent_one, sim, vast
+from tests.helpers.vast import IMAGE, KEY, _rent_one, sim, vast
 
 __all__ = ["sim", "vast"]  # the fixtures, imported for pytest
 

@@ -9,7 +9,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastConnectionError
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
-from tests.vast_helpers import IMAGE, KEY, sim
+from tests.helpers.vast import IMAGE, KEY, sim
 
 __all__ = ["sim"]  # the fixture, imported for pytest
 

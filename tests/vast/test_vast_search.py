@@ -13,7 +13,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.errors import VastBadRequest
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
-from tests.vast_helpers import KEY, sim, vast
+from tests.helpers.vast import KEY, sim, vast
 
 __all__ = ["sim", "vast"]  # the fixtures, imported for pytest
 

@@ -11,7 +11,7 @@ from fleet_agent.vast.errors import VastNotFound, VastServerError
 from fleet_agent.vast.models import TERMINAL_STATUSES, Instance
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer, proofs_per_hour
-from tests.vast_helpers import IMAGE, KEY, _rent_one, sim, small_market, vast
+from tests.helpers.vast import IMAGE, KEY, _rent_one, sim, small_market, vast
 
 __all__ = ["sim", "vast"]  # the fixtures, imported for pytest
 
@@ -32,7 +32,7 @@ async def test_lifecycle_null_loading_running(vast: VastClient, sim: SimServer) 
     running = await _status(vast, instance_id)
     assert running.is_running and running.status_msg and "success" in running.status_msg
     # Like the real service's, rows say nothing about proving (the prover's
-    # status port does: tests/test_sim_prover.py).
+    # status port does: tests/simulator/test_sim_prover.py).
     assert "proofs_per_hour" not in running.extras
 
 

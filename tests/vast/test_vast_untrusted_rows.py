@@ -26,8 +26,8 @@ from fleet_agent.vast.instances import CREATE_TIMEOUT_S
 from fleet_agent.vast.models import Instance, Offer
 from fleet_agent.vast.pacing import NO_PACING
 from testkit.fakes.vast_stub import StubRequest, VastStub, instances_page
+from tests.fleet.test_fleet_vast_rows import AGENT, CATALOGUE, _bundles, _market, _row, _tools
 from tests.helpers import tool_request
-from tests.test_fleet_vast_rows import AGENT, CATALOGUE, _bundles, _market, _row, _tools
 
 NAN = float("nan")
 
@@ -114,7 +114,7 @@ async def test_a_bad_instance_row_never_fails_the_poll(
     readable = [i.id for i in snap.instances if not i.unreadable]
     assert readable == [301], "its label stripped, it is ours"
     # Rows of ours that do not parse still bill: kept, unreadable (counted at
-    # the caps: tests/test_unreadable_rows.py). 302 and the row without an id
+    # the caps: tests/spend/test_unreadable_rows.py). 302 and the row without an id
     # list no usable id and share a label: one machine, its id derived.
     unreadable = {i.id: i for i in snap.instances if i.unreadable}
     assert 303 in unreadable and len(unreadable) == 2, unreadable

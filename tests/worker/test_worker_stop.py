@@ -31,7 +31,7 @@ from workflows.policies import TASK_QUEUE
 
 pytestmark = pytest.mark.devserver
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: How long the fake Messages API takes to answer: long enough to signal the
 #: worker while the call is under way, well inside the grace.
 REPLY_S = 3.0

@@ -28,14 +28,14 @@ from fleet_agent.store import SCHEMA_VERSION, Store, create_engine_for
 from starter.cli import main
 from tests.conftest import postgres_url
 from tests.helpers import eventually, worker_process_env
-from tests.store_backends import require_postgres
+from tests.helpers.store_backends import require_postgres
 from worker import running_agents
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 
 pytestmark = pytest.mark.devserver
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKER = [sys.executable, str(ROOT / "worker.py")]
 CLI_WORKER = [sys.executable, "-c", "from starter.cli import main; main()", "worker"]
 

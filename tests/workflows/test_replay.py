@@ -11,8 +11,8 @@
   test run, so a change that would break running agents fails CI. After an
   intentional, versioned change (`workflow.patched`), re-record them::
 
-      .venv/bin/python -m tests.test_replay --record
-      # or: FLEET_RECORD_HISTORIES=1 .venv/bin/python -m pytest tests/test_replay.py
+      .venv/bin/python -m tests.workflows.test_replay --record
+      # or: FLEET_RECORD_HISTORIES=1 .venv/bin/python -m pytest tests/workflows/test_replay.py
 
 File names encode the workflow ID ('/' as '__') and, for the agent, the
 execution number of the continue-as-new chain.
@@ -59,7 +59,7 @@ from tests.helpers import (
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import STORE_TIMEOUT
 
-HISTORIES = Path(__file__).parent / "histories"
+HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 AGENT_ID = "replay-agent"
 RECORD_ENV = "FLEET_RECORD_HISTORIES"
 ACTED = '<verdict>{"action": true, "state_changed": true}</verdict>'
