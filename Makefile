@@ -82,8 +82,8 @@ test: $(STAMP) /usr/bin/chromium lint
 	$(COMPILE)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  --durations=15 -m "not alone"
-	# Tests marked `alone` need the machine to themselves (tests/test_floods.py).
-	$(BIN)/python -m pytest -q -m alone tests/test_floods.py
+	# Tests marked `alone` need the machine to themselves (tests/agent/test_floods.py).
+	$(BIN)/python -m pytest -q -m alone tests/agent/test_floods.py
 
 # fleet_agent/cuzk/proving_pb2.py(i) from its .proto, committed: nothing is
 # generated at install or at run time. The grpc binding is ours

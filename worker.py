@@ -98,7 +98,7 @@ def worker_activities(
     market: MarketActivities | None = None,
 ) -> list[Callable[..., Any]]:
     """Every activity a worker registers; the workflows call them through the
-    declarations in workflows/stubs.py (tests/test_layers.py checks they match).
+    declarations in workflows/stubs.py (tests/layers/test_layers.py checks they match).
 
     Without `fleet` the agent loop runs with its workflow-local tools only
     (and its monitor, if enabled, finds no poll activity: disable it).

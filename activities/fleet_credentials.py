@@ -7,7 +7,7 @@ client certificate with (fleet_agent/cuzk/credentials.py, `machine_env`).
 One is made per create attempt, here, in the activity: the key goes from
 this process into the create's body and nowhere else. Never into a
 result, the tool journal, the store, a log line or an exception's text
-(which Temporal would keep in history): tests/test_create_secrets.py
+(which Temporal would keep in history): tests/fleet/test_create_secrets.py
 searches every create body for the worker's secrets and the result for
 the key.
 

@@ -18,7 +18,7 @@ model again. How the details reach that attempt (temporalio 1.35, sdk-core):
   heartbeat throttling, and puts them in the RespondActivityTaskFailed request
   (`last_heartbeat_details`). The server gives them to the next attempt.
   Proven on a real Temporal server by
-  tests/test_llm_heartbeat_reuse.py::test_store_failure_after_the_answer_*;
+  tests/llm/test_llm_heartbeat_reuse.py::test_store_failure_after_the_answer_*;
 - the worker dies: only what core had already sent survives. The first
   heartbeat of an attempt is sent at once, later ones at most every 0.8 ×
   heartbeat timeout, so a reply that arrives within that window of the

@@ -24,7 +24,7 @@ not come back unchanged or would break the workflow code that reads it:
 What a model refuses fails the activity that built it (retried, visible in
 the Web UI) or is refused at the edge (a signal's `status.rejected`, an
 update's error, a tool's error result); it never reaches a workflow task.
-tests/test_wire_models.py finds every such model by reflection and feeds its
+tests/workflows/test_wire_models.py finds every such model by reflection and feeds its
 fields hostile values: each is refused, or round-trips unchanged through the
 project's data converter.
 

@@ -7,5 +7,5 @@
   offline autopilot).
 
 It sits below both: the worker (worker.py) and the CLI (starter/) import it,
-and it imports neither, nor activities/ or workflows/ (tests/test_layers.py).
+and it imports neither, nor activities/ or workflows/ (tests/layers/test_layers.py).
 """

@@ -4,7 +4,7 @@ Here, above fleet_agent/, because the choice joins what sits apart below
 it: the settings (fleet_agent/config/), the real model's client
 (fleet_agent/llm/) and the offline stand-in that answers in its place
 (fleet_agent/autopilot/, which builds on llm/). fleet_agent/llm/ imports
-neither of the others (tests/test_layers.py).
+neither of the others (tests/layers/test_layers.py).
 """
 
 from __future__ import annotations

@@ -2,4 +2,4 @@
 vast.ai stub and TCP proxy (`fakes/`), Temporal servers from the installed
 binaries (`servers.py`), renting on the simulator (`sim_helpers.py`) and a
 worker with agents on it (`agents.py`). Neither tests/ nor bench/ is
-imported from here, so bench never imports tests (tests/test_layers.py)."""
+imported from here, so bench never imports tests (tests/layers/test_layers.py)."""

@@ -1,6 +1,6 @@
 """Real receivers for notifications, driven through apprise URLs: an HTTP
 server for apprise's JSON webhook (`json://`) and an SMTP server (aiosmtpd)
-for e-mail (`mailto://`). Used by tests/test_notify_*.py and
+for e-mail (`mailto://`). Used by tests/notify/ and
 bench/perf/notify_latency.py.
 """
 

@@ -31,7 +31,7 @@ from testkit.fakes.anthropic_server import FakeAnthropic
 from testkit.fakes.configs import StaticConfigs
 from testkit.servers import start_dev_env, start_time_skipping_env
 from testkit.sim_helpers import SIM_RAM_GIB
-from tests.hang_dump import tasks_dumped_before
+from tests.helpers.hang_dump import tasks_dumped_before
 
 # A developer's .env in the checkout must not change what the tests see: the
 # settings, and the CLI and worker processes the tests start, read none.
@@ -100,7 +100,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 # Low enough that the e2e tests see the server suggest continue-as-new after a
-# handful of runs; see tests/test_e2e_devserver.py.
+# handful of runs; see tests/agent/test_e2e_devserver.py.
 E2E_SUGGEST_CAN_EVENTS = 120
 
 
@@ -122,16 +122,6 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
             {"limit.historyCount.suggestContinueAsNew": E2E_SUGGEST_CAN_EVENTS}
         )
     )
-    yield env
-    await env.shutdown()
-
-
-@pytest_asyncio.fixture(scope="module")
-async def plain_dev_env() -> AsyncIterator[WorkflowEnvironment]:
-    """A dev server with temporal-dev.yaml's settings only, as `make run` has
-    them: the agent continues as new by its own thresholds, not every few runs."""
-    config = load_dev_config()
-    env = await start_dev_env(config.dynamic_config_args())
     yield env
     await env.shutdown()
 

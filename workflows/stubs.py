@@ -4,7 +4,7 @@ Workflows must not import `activities/` (it pulls httpx, the anthropic SDK and
 the database driver into the workflow sandbox), yet calling activities by a
 string name loses every type check. These declarations carry the name and the
 signature of each activity; the worker registers the real implementations
-under the same names, and `tests/test_layers.py` proves that every declaration
+under the same names, and `tests/layers/test_layers.py` proves that every declaration
 matches an implementation, parameter and return types included.
 
 The bodies never run: a worker that registered a declaration instead of the

@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 #: Variables of the caller's environment that would take `up` off the
-#: simulator and the autopilot, or out of router mode (as tests/test_cli_up.py drops them).
+#: simulator and the autopilot, or out of router mode (as tests/stack/test_cli_up.py drops them).
 _DROPPED_ENV = frozenset(
     {
         "ANTHROPIC_API_KEY",

@@ -3,7 +3,7 @@
 `ConfigPatch` is derived from `AgentConfig`: every field but those in
 `NOT_PATCHABLE`, each with its own type and bounds, made optional (None: not
 changed). A field or bound is declared once, in `AgentConfig`, and the patch
-follows it (tests/test_config_patch.py checks that it does).
+follows it (tests/config/test_config_patch.py checks that it does).
 
 The patch is the payload of `update_config` and of a start's `config`: its
 JSON schema, what it accepts and refuses (strict, unknown keys refused) and

@@ -3,7 +3,7 @@ budget or a rate, a vast.ai or Anthropic key rejected.
 
 Read from the texts our own code writes (activities/fleet.py's refusals,
 activities/fleet_results.py's `vast_failure`, fleet_agent/llm/anthropic_errors.py):
-a change of wording there is caught by tests/test_notify_rules.py.
+a change of wording there is caught by tests/notify/test_notify_rules.py.
 """
 
 from __future__ import annotations

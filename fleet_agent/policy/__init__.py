@@ -13,7 +13,7 @@ fleet_agent/llm/prompt.py) and what the offline stand-in does
 The band itself (`BAND`) and the spare's cap are the fleet's rules
 (fleet_agent/fleet/spare.py). A number the autopilot alone uses (how it
 searches, what it keeps in reserve) stays in fleet_agent/autopilot/. Plain
-constants: this package imports nothing (tests/test_layers.py).
+constants: this package imports nothing (tests/layers/test_layers.py).
 
 Import from the submodules: this package imports nothing itself.
 """

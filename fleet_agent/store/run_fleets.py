@@ -3,7 +3,7 @@
 `FleetSnapshot.to_text` writes one summary line and a JSON list of instances
 into every run's first message (fleet_agent/llm/prompt.py, `## Fleet`). The store
 keeps no other history of capacity, so the console's plot and its fleet
-table read that text back. tests/test_console_app.py round-trips
+table read that text back. tests/console/test_console_app.py round-trips
 `FleetSnapshot.to_text` through these parsers, so a change of the format
 fails a test instead of emptying the plot.
 """

@@ -1,6 +1,6 @@
 """`fleet-agent console`, `worker`, `sim` and `up`: the commands that run
 services. Each imports what it runs only when it runs, so the reading
-commands start fast and never load the worker (tests/test_layers.py)."""
+commands start fast and never load the worker (tests/layers/test_layers.py)."""
 
 from __future__ import annotations
 
