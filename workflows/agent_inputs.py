@@ -114,8 +114,15 @@ class Intake:
         return trigger
 
     def take(self) -> list[Trigger]:
-        """Everything pending, for a run."""
+        """Everything pending, for a run (texts stay here until the store
+        loop has them: executions from before ONE_PATH_PATCH)."""
         return self._buffer.take()
+
+    def take_whole(self) -> list[Trigger]:
+        """What waits, for a run that carries the message texts whole and
+        stores them (RUN_TEXT_BYTES of texts at most: the other messages
+        wait for the next run)."""
+        return self._buffer.take_within()
 
     def _kept(self, refusal: Refusal | None) -> Refusal | None:
         if refusal is None:
@@ -171,7 +178,8 @@ class Intake:
         return self._buffer.unstored_bytes
 
     def unstored_items(self) -> list[InboxItem]:
-        """Texts still to store, for the `unstored_messages` query."""
+        """Texts still to store, for the `unstored_messages` query (asked
+        only by executions from before ONE_PATH_PATCH)."""
         return self._buffer.unstored_items()
 
     def mark_stored(self, keys: list[str]) -> None:

@@ -9,8 +9,9 @@ that does not yield within 2 s is a deadlock). So:
 - state changes of one instance coalesce into one trigger (first old state,
   last new state, a count);
 - identical `trigger_now` reasons and configuration changes coalesce too;
-- a human message keeps its full text only until the store has it, then a
-  preview and the store key;
+- a human message keeps its full text until the run that takes it (whose
+  load_context stores it); in executions from before that path, until the
+  agent's store loop has stored it, then a preview and the store key;
 - a byte budget bounds what waits; a trigger over it is refused (the caller
   records the refusal where the operator sees it), never silently dropped;
 - the earliest pending trigger of each priority is kept up to date as triggers
@@ -34,8 +35,10 @@ __all__ = [
     "PREVIEW_CHARS",
     "QUERY_TEXT_CHARS",
     "RUN_CARRIES_UNSTORED_BYTES",
+    "RUN_TEXT_BYTES",
     "Refusal",
     "TriggerBuffer",
+    "json_bytes",
     "json_chars",
     "message_key",
     "preview",
@@ -55,6 +58,12 @@ MAX_UNSTORED_BYTES = 300_000
 # agent's store loop. More (the store away for long) and the run waits, so
 # its input stays far under the server's payload limit.
 RUN_CARRIES_UNSTORED_BYTES = 32_000
+# Message texts one run takes whole (UTF-8 JSON bytes, what the server
+# counts): with MAX_PENDING_BYTES of other triggers and the config, a run's
+# input stays under the server's 512 KB payload limit. Messages past it wait,
+# whole and in order, for the next run (`take_within`); one message always
+# goes (HumanMessage caps a text at 20,000 characters, at most 120 KB).
+RUN_TEXT_BYTES = 256_000
 PREVIEW_CHARS = 100
 # Characters of message text per answer of the `unstored_messages` query
 # (a query's answer is a payload too: under the server's blob size limit).
@@ -74,6 +83,11 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
 def json_chars(text: str) -> int:
     """Length of `text` as a JSON string (quotes and escapes included)."""
     return len(json.dumps(text, ensure_ascii=False))
+
+
+def json_bytes(text: str) -> int:
+    """Size of `text` as a JSON string in UTF-8, as the payload carries it."""
+    return len(json.dumps(text, ensure_ascii=False).encode())
 
 
 def message_key(seq: int, text: str) -> str:
@@ -312,6 +326,39 @@ class TriggerBuffer:
         self._config = None
         self._first.clear()
         self._bytes = 0
+        return taken
+
+    def take_within(self, max_text_bytes: int = RUN_TEXT_BYTES) -> list[Trigger]:
+        """The pending triggers for a run that carries message texts whole
+        (the one path of a message's text, docs/decisions/one-message-path.md).
+
+        Messages go in order while their texts fit in `max_text_bytes` (the
+        first always goes); those past it, and every message after them, stay
+        pending whole for the next run. The texts taken leave the buffer:
+        the run's input has them and its load_context stores them.
+        """
+        taken: list[Trigger] = []
+        left: list[Trigger] = []
+        total = 0
+        for t in self.pending:
+            if t.text_key in self._unstored:
+                size = json_bytes(t.text)
+                if left or (total and total + size > max_text_bytes):
+                    left.append(t)
+                    continue
+                total += size
+                del self._unstored[t.text_key]
+            taken.append(t)
+        self.pending.clear()
+        self._by_instance.clear()
+        self._by_reason.clear()
+        self._config = None
+        self._first.clear()
+        self._bytes = 0
+        self._unstored_bytes = 0
+        for t in left:
+            self._unstored_bytes += json_chars(t.text)
+            self._append(t, _size(t) - len(t.text) + len(preview(t.text)))
         return taken
 
     # ------------------------------------------------------------ internals
