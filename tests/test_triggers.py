@@ -93,7 +93,7 @@ def test_unstored_texts_are_bounded_and_refused_visibly() -> None:
     accepted = [r for r in results if r is None]
     refused = [r for r in results if r is not None]
     assert len(accepted) == MAX_UNSTORED_BYTES // json_chars(text)
-    assert refused and "waiting for the store" in refused[0].reason
+    assert refused and "waiting for the store or the next run" in refused[0].reason
     items = buf.unstored_items(max_chars=10**9)
     assert len(items) == len(accepted) and items[0].text == text
     buf.mark_stored([items[0].key])
@@ -170,20 +170,21 @@ def test_a_run_takes_texts_whole_within_its_bound_and_the_rest_wait() -> None:
     carries message texts whole, at most RUN_TEXT_BYTES of them in UTF-8
     (what the server counts), so it stays under the 512 KB payload limit;
     the messages past the bound wait whole, in order, for the next run."""
-    buf = TriggerBuffer([], [])
+    buf = TriggerBuffer([], [], utf8=True)
     text = "é" * 19_000  # 2 bytes each in UTF-8, 1 character in json_chars
-    for i in range(12):
+    for i in range(7):
         assert buf.add_message(i + 1, at(i), f"{i} {text}", "op") is None
+    assert buf.add_message(8, at(8), text, "op") is not None, "300 KB of UTF-8 wait at most"
     buf.add_trigger_now(13, at(13), "now")
     taken = buf.take_within()
     sent = RunInput(agent_id="a", run=1, session=1, triggers=taken, config=AgentConfig())
     assert len(sent.model_dump_json().encode()) < 512 * 1024
     messages = [t for t in taken if t.kind == TriggerKind.HUMAN_MESSAGE]
-    assert 0 < len(messages) < 12 and messages[-1].text.startswith(f"{len(messages) - 1} ")
+    assert 0 < len(messages) < 7 and messages[-1].text.startswith(f"{len(messages) - 1} ")
     assert all(t.text_key == message_key(t.seq, t.text) for t in messages), "whole texts"
     assert any(t.kind == TriggerKind.TRIGGER_NOW for t in taken)
     left = list(buf.pending)
-    assert [t.seq for t in left] == list(range(len(messages) + 1, 13))
+    assert [t.seq for t in left] == list(range(len(messages) + 1, 8))
     assert buf.unstored_keys == [t.text_key for t in left]
     assert buf.first_at(Priority.P0) == left[0].received_at
     nxt = buf.take_within()

@@ -61,9 +61,13 @@ class IntakeSlice(Protocol):
 class Intake:
     """The pending triggers (a `TriggerBuffer` over the slice) and the refusals."""
 
-    def __init__(self, slice_: IntakeSlice) -> None:
+    def __init__(self, slice_: IntakeSlice, *, whole_texts: bool = False) -> None:
+        """`whole_texts`: the one path (ONE_PATH_PATCH, workflows/agent_runs.py),
+        whose texts wait whole for their run, measured in UTF-8 bytes."""
         self._s = slice_
-        self._buffer = TriggerBuffer(slice_.pending_triggers, slice_.unstored_keys)
+        self._buffer = TriggerBuffer(
+            slice_.pending_triggers, slice_.unstored_keys, utf8=whole_texts
+        )
 
     # ------------------------------------------------------------ offering
 

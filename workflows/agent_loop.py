@@ -97,7 +97,11 @@ class AgentLoop(RunCycle):
         # began without them keeps its old ways until it continues as new.
         self._budget = LlmBudget(state, ex.agent_id, enabled=workflow.patched(LLM_CAP_PATCH))
         self._pacer = DemandPacer(state, ex.agent_id, enabled=workflow.patched(DEMAND_PACE_PATCH))
-        self._intake = Intake(state)
+        # Asked once, here: an execution begun before it keeps every path of
+        # a message's text to the model until it continues as new
+        # (docs/decisions/one-message-path.md).
+        self._one_path = workflow.patched(ONE_PATH_PATCH)
+        self._intake = Intake(state, whole_texts=self._one_path)
         if ex.start_problem:
             self._intake.reject("start config", ex.start_problem, None)
         self._keeper = ConfigKeeper(state, ex.agent_id)
@@ -106,10 +110,6 @@ class AgentLoop(RunCycle):
         self._switch = KillSwitch(state, ex.agent_id)
         self._asks = AskBook(ex.agent_id)
         self._runs = RunLauncher(state, ex.agent_id)
-        # Asked once, here: an execution begun before it keeps every path of
-        # a message's text to the model until it continues as new
-        # (docs/decisions/one-message-path.md).
-        self._one_path = workflow.patched(ONE_PATH_PATCH)
 
     async def _loop(self) -> None:
         """The workflow's run: start, then wait → run → … until it continues as new."""

@@ -48,8 +48,9 @@ __all__ = [
 # continue-as-new input and `status` each under 256 KB: 500 waiting operator
 # messages fit (about 250 bytes each once their texts are in the store).
 MAX_PENDING_BYTES = 160_000
-# Message texts not yet in the store (it is slow or away), in JSON bytes: they
-# travel in the workflow state until it comes back, so they are bounded too.
+# Message texts held whole in the workflow state, in JSON bytes (UTF-8 bytes
+# with `utf8`, the one path; characters before it): until the run that takes
+# them (before the one path: until the store has them), so they are bounded.
 # With MAX_PENDING_BYTES, a continue-as-new input that must carry them (the
 # store away for long) stays under the server's 512 KB payload limit.
 MAX_UNSTORED_BYTES = 300_000
@@ -63,7 +64,7 @@ RUN_CARRIES_UNSTORED_BYTES = 32_000
 # input stays under the server's 512 KB payload limit. Messages past it wait,
 # whole and in order, for the next run (`take_within`); one message always
 # goes (HumanMessage caps a text at 20,000 characters, at most 120 KB).
-RUN_TEXT_BYTES = 256_000
+RUN_TEXT_BYTES = 200_000
 PREVIEW_CHARS = 100
 # Characters of message text per answer of the `unstored_messages` query
 # (a query's answer is a payload too: under the server's blob size limit).
@@ -123,8 +124,12 @@ class TriggerBuffer:
     operation after that is O(1) except `take()`.
     """
 
-    def __init__(self, pending: list[Trigger], unstored: list[str]) -> None:
+    def __init__(self, pending: list[Trigger], unstored: list[str], *, utf8: bool = False) -> None:
         self.pending = pending
+        # Whole texts measured as the server counts them (the one path,
+        # where the continue-as-new input always carries them); characters
+        # in executions from before it, which replay the refusals they made.
+        self._measure = json_bytes if utf8 else json_chars
         self._by_instance: dict[str, Trigger] = {}
         self._by_reason: dict[str, Trigger] = {}
         self._config: Trigger | None = None
@@ -136,7 +141,7 @@ class TriggerBuffer:
         for t in pending:
             if t.text_key and t.text_key in waiting:
                 self._unstored[t.text_key] = t
-                self._unstored_bytes += json_chars(t.text)
+                self._unstored_bytes += self._measure(t.text)
                 self._index(t, _size(t) - len(t.text) + len(preview(t.text)))
             else:
                 self._index(t)
@@ -201,11 +206,11 @@ class TriggerBuffer:
     ) -> Refusal | None:
         """An operator message: kept whole until `mark_stored`, then as a preview.
         `message_id` (the sender's, optional) stays with the trigger into the run log."""
-        size = json_chars(text)
+        size = self._measure(text)
         if self._unstored_bytes + size > MAX_UNSTORED_BYTES:
             return Refusal(
-                f"{len(self._unstored)} message(s) are still waiting for the store; "
-                "send this one again in a minute"
+                f"{len(self._unstored)} message(s) are still waiting for the store "
+                "or the next run; send this one again once a run has taken them"
             )
         trigger = Trigger(
             seq=seq,
@@ -229,7 +234,7 @@ class TriggerBuffer:
         for key in keys:
             trigger = self._unstored.pop(key, None)
             if trigger is not None:
-                self._unstored_bytes -= json_chars(trigger.text)
+                self._unstored_bytes -= self._measure(trigger.text)
                 trigger.text = preview(trigger.text)
 
     def add_state_change(
@@ -357,7 +362,7 @@ class TriggerBuffer:
         self._bytes = 0
         self._unstored_bytes = 0
         for t in left:
-            self._unstored_bytes += json_chars(t.text)
+            self._unstored_bytes += self._measure(t.text)
             self._append(t, _size(t) - len(t.text) + len(preview(t.text)))
         return taken
 
