@@ -61,9 +61,13 @@ class IntakeSlice(Protocol):
 class Intake:
     """The pending triggers (a `TriggerBuffer` over the slice) and the refusals."""
 
-    def __init__(self, slice_: IntakeSlice) -> None:
+    def __init__(self, slice_: IntakeSlice, *, whole_texts: bool = False) -> None:
+        """`whole_texts`: the one path (ONE_PATH_PATCH, workflows/agent_runs.py),
+        whose texts wait whole for their run, measured in UTF-8 bytes."""
         self._s = slice_
-        self._buffer = TriggerBuffer(slice_.pending_triggers, slice_.unstored_keys)
+        self._buffer = TriggerBuffer(
+            slice_.pending_triggers, slice_.unstored_keys, utf8=whole_texts
+        )
 
     # ------------------------------------------------------------ offering
 
@@ -114,8 +118,15 @@ class Intake:
         return trigger
 
     def take(self) -> list[Trigger]:
-        """Everything pending, for a run."""
+        """Everything pending, for a run (texts stay here until the store
+        loop has them: executions from before ONE_PATH_PATCH)."""
         return self._buffer.take()
+
+    def take_whole(self) -> list[Trigger]:
+        """What waits, for a run that carries the message texts whole and
+        stores them (RUN_TEXT_BYTES of texts at most: the other messages
+        wait for the next run)."""
+        return self._buffer.take_within()
 
     def _kept(self, refusal: Refusal | None) -> Refusal | None:
         if refusal is None:
@@ -171,7 +182,8 @@ class Intake:
         return self._buffer.unstored_bytes
 
     def unstored_items(self) -> list[InboxItem]:
-        """Texts still to store, for the `unstored_messages` query."""
+        """Texts still to store, for the `unstored_messages` query (asked
+        only by executions from before ONE_PATH_PATCH)."""
         return self._buffer.unstored_items()
 
     def mark_stored(self, keys: list[str]) -> None:
