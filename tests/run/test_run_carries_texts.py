@@ -5,7 +5,7 @@ run's load_context stores it and the model reads it; the agent's history
 holds no `store_operator_messages` activity (the activity that queried the
 texts back), nothing waits for the store, and the text is stored once.
 
-Executions begun before the patch keep their paths: tests/test_one_path.py."""
+Executions begun before the patch keep their paths: tests/workflows/test_one_path.py."""
 
 from __future__ import annotations
 

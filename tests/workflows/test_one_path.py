@@ -8,7 +8,7 @@ its store loop still schedules `store_operator_messages` (the activity that
 queries the texts back and writes them to the store), and every message the
 operator sent reaches a run's input. The replay passing proves the commands
 are the old ones; the watch proves the old path is the one taken. The new
-path is tests/test_run_carries_texts.py. This test goes with the releases
+path is tests/run/test_run_carries_texts.py. This test goes with the releases
 recorded before the patch (docs/decisions/patches.md).
 """
 
@@ -30,12 +30,12 @@ from temporalio.worker import (
 )
 
 from fleet_agent.models import RunInput, TriggerKind
-from tests.test_replay import HISTORIES, load_recorded, supported_releases, version_key
+from tests.workflows.test_replay import HISTORIES, load_recorded, supported_releases, version_key
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 
 # The supported releases recorded before the patch (its *since*: 0.3.0).
 BEFORE_ONE_PATH = [r for r in supported_releases() if version_key(r) < version_key("0.3.0")]
-# What the operator sent in the recorded scenario (tests/test_replay.py).
+# What the operator sent in the recorded scenario (tests/workflows/test_replay.py).
 SENT = {"please schedule a check", "rent one", "release it", "hello after the reset"}
 
 
