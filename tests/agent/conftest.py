@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
-from starter.devserver import load_dev_config
+from starter.stack.devserver import load_dev_config
 from temporalio.testing import WorkflowEnvironment
 
 from testkit.servers import start_dev_env
