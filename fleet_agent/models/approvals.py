@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from fleet_agent.wire import Wire
 
@@ -96,7 +96,7 @@ class ApprovalDecision(Wire):
     approved_dph: float | None = None
 
 
-class ApprovalClosed(BaseModel):
+class ApprovalClosed(Wire):
     """From a run to its agent: an approval ended without the agent (timeout)."""
 
     approval_id: str
