@@ -5,12 +5,24 @@ section's data line: fleet_agent/llm/prompt_market.py), as the model would
 read it. The tools' guards (activities/market.py) hold whatever is decided.
 
 - **Price** (only when the operator gave a range: market_max_price_nfil > 0).
-  GPUs idle while our asks wait and the market's price is more than
-  `PRICE_SLACK` under ours: ask the market's price (within the range),
-  withdrawing the open asks so they take it when the hour's withdrawals
-  allow (1 challenge proof each). Every GPU busy, work waiting, and the
-  market more than `PRICE_SLACK` over ours: ask the market's price for new
-  asks (no withdrawal: the open ones are taken at ours).
+  A request takes an ask at or under its own price, which is the market's
+  price when it arrived, and pays that price whatever the ask
+  (simulator/snark_market/service.py, after the ToS's "matched
+  automatically to the lowest-price eligible Provider"). So an ask over
+  the market's price takes nothing, and one under it earns no less. The
+  ask's place is just under the market: the *ceiling*, `PRICE_UNDER`
+  below the market's price, within the range.
+  - Over the ceiling by more than `PRICE_SLACK`: down to it. The open
+    asks are withdrawn to take it (1 challenge proof each) only while
+    GPUs idle and the hour's withdrawals allow.
+  - Under it by more than `PRICE_SLACK`, every GPU busy and work waiting:
+    up one `PRICE_STEP`, never past the ceiling, for new asks only. Not
+    to the market at once: our cheap asks may be what sets the clearing
+    price (simulator/snark_market/price.py), and an ask at the market's
+    own price is the last to be taken.
+  - Otherwise it holds: lower than the ceiling wins no more work (the
+    cheapest asks are taken first anyway) and drags the market's price,
+    which is what every request pays, down.
 - **Requests.** Off while a machine of the fleet proves, no loss stands and
   the target is above 0: on (not before one proves: work taken while the
   first machines load would wait past its deadline, at 50 challenge proofs
@@ -32,11 +44,15 @@ from typing import Any
 
 from fleet_agent.autopilot.run_view import Run, tool_use
 
-__all__ = ["PRICE_SLACK", "MarketView", "market_calls", "market_view"]
+__all__ = ["PRICE_SLACK", "PRICE_STEP", "PRICE_UNDER", "MarketView", "market_calls", "market_view"]
 
 #: How far the market's price must be from ours before the autopilot moves:
 #: a withdrawal costs a challenge proof, so small moves are not chased.
 PRICE_SLACK = 0.10
+#: How far under the market's price the ask sits (module doc).
+PRICE_UNDER = 0.02
+#: One step up, as a share of our price, while every GPU is busy.
+PRICE_STEP = 0.10
 _DATA = re.compile(r"^Market data: (?P<json>\{.*\})$", re.M)
 
 
@@ -94,19 +110,27 @@ def _priced(view: MarketView) -> dict[str, Any] | None:
     market, ours = view.market_price_nfil, view.price_nfil
     if view.max_price_nfil <= 0 or market is None or not view.enabled:
         return None
-    price = min(max(market, view.min_price_nfil, 1), view.max_price_nfil)
-    idle = view.gpus > view.rows_open and view.asks_open > 0
-    if idle and market < ours * (1 - PRICE_SLACK) and price < ours:
-        reprice = 0 < view.asks_open <= view.withdrawals_left
-        why = f"GPUs idle while our asks wait at {ours} nFIL: the market pays {market} nFIL" + (
-            f"; {view.asks_open} open ask(s) withdrawn to take it" if reprice else ""
+    low, high = max(view.min_price_nfil, 1), view.max_price_nfil
+    ceiling = min(max(round(market * (1 - PRICE_UNDER)), low), high)
+    idle = view.gpus_proving > view.rows_open and view.asks_open > 0
+    if ours > ceiling * (1 + PRICE_SLACK):
+        reprice = idle and 0 < view.asks_open <= view.withdrawals_left
+        why = (
+            f"our ask of {ours} nFIL is over the market's {market} nFIL, where no request "
+            f"takes it: ask {ceiling} nFIL, just under"
         )
+        if reprice:
+            why += f"; {view.asks_open} open ask(s) withdrawn to take it while GPUs idle"
         return tool_use(
-            "set_ask_price", {"price_nfil": price, "reprice_open": reprice, "reason": why}
+            "set_ask_price", {"price_nfil": ceiling, "reprice_open": reprice, "reason": why}
         )
-    busy = view.rows_open >= view.gpus > 0 and view.queued > 0
-    if busy and market > ours * (1 + PRICE_SLACK) and price > ours:
-        why = f"every GPU busy and work waiting: the market pays {market} nFIL, we ask {ours}"
+    busy = view.rows_open >= view.gpus_proving > 0 and view.queued > 0
+    if busy and ours < ceiling * (1 - PRICE_SLACK):
+        price = min(ceiling, max(ours + 1, round(ours * (1 + PRICE_STEP))))
+        why = (
+            f"every GPU busy and work waiting at {ours} nFIL, the market at {market} nFIL: "
+            f"ask {price} nFIL for new asks (a step towards just under the market)"
+        )
         return tool_use("set_ask_price", {"price_nfil": price, "reason": why})
     return None
 
