@@ -102,19 +102,29 @@ def test_no_withdrawals_left_lowers_the_price_for_new_asks_only() -> None:
     ]
 
 
-def test_busy_gpus_step_the_price_up_towards_the_market_never_past_just_under_it() -> None:
+def test_busy_gpus_step_the_price_up_never_past_just_under_the_market() -> None:
     step = _view(market_price_nfil=8_000_000, rows_open=4, queued=2)
     up = round(5_000_000 * (1 + PRICE_STEP))
-    assert _names(market_calls(step, 100)) == [("set_ask_price", {"price_nfil": up})]
-    # Within PRICE_SLACK of just under the market, it holds.
-    close = _view(market_price_nfil=6_000_000, price_nfil=5_500_000, rows_open=4, queued=2)
-    assert market_calls(close, 100) == []
+    assert _names(market_calls(step, 100)) == [
+        ("set_ask_price", {"price_nfil": up, "reprice_open": False})
+    ]
+    close = _view(market_price_nfil=5_300_000, rows_open=4, queued=2)
+    assert _names(market_calls(close, 100)) == [
+        ("set_ask_price", {"price_nfil": _under(5_300_000), "reprice_open": False})
+    ]
+    at_it = _view(market_price_nfil=5_000_000, price_nfil=_under(5_000_000), rows_open=4, queued=2)
+    assert market_calls(at_it, 100) == []
 
 
-def test_an_ask_under_the_market_holds_when_gpus_idle_or_nothing_waits() -> None:
-    # Lower would win no more work and drag the price every request pays.
+def test_idle_gpus_step_the_price_down_whatever_the_market() -> None:
+    # Following the market from under it spirals onto it: the rule reads our GPUs.
     idle = _view(market_price_nfil=8_000_000, rows_open=1, asks_open=3)
-    assert market_calls(idle, 100) == []
+    down = round(5_000_000 * (1 - PRICE_STEP))
+    assert _names(market_calls(idle, 100)) == [
+        ("set_ask_price", {"price_nfil": down, "reprice_open": True})
+    ]
+    floor = _view(market_price_nfil=8_000_000, price_nfil=POLICY.min_price_nfil, rows_open=1)
+    assert market_calls(floor, 100) == []
     nothing_waits = _view(market_price_nfil=8_000_000, rows_open=4, queued=0)
     assert market_calls(nothing_waits, 100) == []
 
@@ -124,11 +134,13 @@ def test_the_price_stays_in_the_operators_range() -> None:
     assert _names(market_calls(low, 100))[0][1]["price_nfil"] == POLICY.min_price_nfil
     high = _view(market_price_nfil=90_000_000, price_nfil=30_000_000, rows_open=1)
     assert _names(market_calls(high, 100))[0][1]["price_nfil"] == POLICY.max_price_nfil
+    barely = _view(price_nfil=POLICY.min_price_nfil + 10, market_price_nfil=8_000_000, rows_open=1)
+    assert _names(market_calls(barely, 100))[0][1]["price_nfil"] == POLICY.min_price_nfil
 
 
 def test_small_moves_and_no_range_leave_the_price() -> None:
     near = int(5_000_000 * (1 - PRICE_SLACK / 2))
-    assert market_calls(_view(market_price_nfil=near, rows_open=0), 100) == []
+    assert market_calls(_view(market_price_nfil=near, rows_open=4), 100) == []
     unranged = MarketPolicy()  # max 0: the agent may not set prices
     assert market_calls(_view(unranged, market_price_nfil=1_000_000, rows_open=0), 100) == []
     assert market_calls(_view(market_price_nfil=None, rows_open=0), 100) == []

@@ -63,8 +63,10 @@ def test_market_mode_shows_the_reading_the_levers_and_the_rules() -> None:
         "market for work or stops; withdraw_open also withdraws the open asks (at most 3 "
         "withdrawals an hour)",
         "Rules: a request pays the market's price when it came and goes to the cheapest ask "
-        "at or under it, so ask just under the market's price (an ask over it takes nothing, "
-        "a lower one earns no more and pulls the market's price down); "
+        "at or under it, so the ask sets your place in the line, not your pay: never over "
+        "the market's price (it takes nothing); lower it while GPUs idle and asks wait, "
+        "raise it while every GPU is busy and work waits (your cheap asks may be what sets "
+        "the market's price); "
         "never rent GPUs beyond the slots; before shrinking the fleet below what the "
         "open rows need, turn requests off and let the queue drain; a withdrawal costs 1 "
         "challenge proof, a late proof 50.",

@@ -8,21 +8,23 @@ read it. The tools' guards (activities/market.py) hold whatever is decided.
   A request takes an ask at or under its own price, which is the market's
   price when it arrived, and pays that price whatever the ask
   (simulator/snark_market/service.py, after the ToS's "matched
-  automatically to the lowest-price eligible Provider"). So an ask over
-  the market's price takes nothing, and one under it earns no less. The
-  ask's place is just under the market: the *ceiling*, `PRICE_UNDER`
-  below the market's price, within the range.
-  - Over the ceiling by more than `PRICE_SLACK`: down to it. The open
-    asks are withdrawn to take it (1 challenge proof each) only while
-    GPUs idle and the hour's withdrawals allow.
-  - Under it by more than `PRICE_SLACK`, every GPU busy and work waiting:
-    up one `PRICE_STEP`, never past the ceiling, for new asks only. Not
-    to the market at once: our cheap asks may be what sets the clearing
-    price (simulator/snark_market/price.py), and an ask at the market's
-    own price is the last to be taken.
-  - Otherwise it holds: lower than the ceiling wins no more work (the
-    cheapest asks are taken first anyway) and drags the market's price,
-    which is what every request pays, down.
+  automatically to the lowest-price eligible Provider"). So the ask sets
+  our place in the line, not our pay, and the rule steers it by what our
+  GPUs do, not by chasing the market:
+  - Over the market's price by more than `PRICE_SLACK`: down to
+    `PRICE_UNDER` under it (an ask over the market takes nothing).
+  - GPUs idle while our asks wait: down one `PRICE_STEP` (within the
+    range), the open asks withdrawn to take it (1 challenge proof each)
+    while the hour's withdrawals allow.
+  - Every GPU busy and work waiting: up one `PRICE_STEP`, never past
+    `PRICE_UNDER` under the market's price, for new asks only. Higher
+    costs nothing in work we could not prove, and our cheap asks may be
+    what sets the market's price (simulator/snark_market/price.py), which
+    every request pays.
+  Following the market's price from under it instead spirals: our asks
+  become the clearing ask, the market's price comes down to ours, ours
+  follows, and the asks wait (measured: bench/results/
+  2026-12-07-market-week-agent.md).
 - **Requests.** Off while a machine of the fleet proves, no loss stands and
   the target is above 0: on (not before one proves: work taken while the
   first machines load would wait past its deadline, at 50 challenge proofs
@@ -113,26 +115,36 @@ def _priced(view: MarketView) -> dict[str, Any] | None:
     low, high = max(view.min_price_nfil, 1), view.max_price_nfil
     ceiling = min(max(round(market * (1 - PRICE_UNDER)), low), high)
     idle = view.gpus_proving > view.rows_open and view.asks_open > 0
+    reprice = idle and 0 < view.asks_open <= view.withdrawals_left
     if ours > ceiling * (1 + PRICE_SLACK):
-        reprice = idle and 0 < view.asks_open <= view.withdrawals_left
         why = (
             f"our ask of {ours} nFIL is over the market's {market} nFIL, where no request "
             f"takes it: ask {ceiling} nFIL, just under"
         )
-        if reprice:
-            why += f"; {view.asks_open} open ask(s) withdrawn to take it while GPUs idle"
-        return tool_use(
-            "set_ask_price", {"price_nfil": ceiling, "reprice_open": reprice, "reason": why}
+        return _set(ceiling, reprice, why, view)
+    if idle and ours > low:
+        price = max(low, min(ours - 1, round(ours * (1 - PRICE_STEP))))
+        idle_gpus = view.gpus_proving - view.rows_open
+        why = (
+            f"{idle_gpus} GPU(s) idle while {view.asks_open} ask(s) wait at {ours} nFIL: "
+            f"ask {price} nFIL, a step down"
         )
+        return _set(price, reprice, why, view)
     busy = view.rows_open >= view.gpus_proving > 0 and view.queued > 0
-    if busy and ours < ceiling * (1 - PRICE_SLACK):
+    if busy and ours < ceiling:
         price = min(ceiling, max(ours + 1, round(ours * (1 + PRICE_STEP))))
         why = (
-            f"every GPU busy and work waiting at {ours} nFIL, the market at {market} nFIL: "
-            f"ask {price} nFIL for new asks (a step towards just under the market)"
+            f"every GPU busy and {view.queued} row(s) waiting at {ours} nFIL: ask {price} nFIL "
+            f"for new asks, a step up (the market pays {market} nFIL)"
         )
-        return tool_use("set_ask_price", {"price_nfil": price, "reason": why})
+        return _set(price, False, why, view)
     return None
+
+
+def _set(price: int, reprice: bool, why: str, view: MarketView) -> dict[str, Any]:
+    if reprice:
+        why += f"; {view.asks_open} open ask(s) withdrawn to take it while GPUs idle"
+    return tool_use("set_ask_price", {"price_nfil": price, "reprice_open": reprice, "reason": why})
 
 
 def market_calls(view: MarketView, target: float) -> list[dict[str, Any]]:
