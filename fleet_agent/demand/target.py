@@ -77,7 +77,7 @@ HELD_SHARE = 0.9
 #: The share of the fleet's capacity the last hour's arrivals must reach
 #: before a saturated source steps the target (module doc). Under 1: the
 #: capacity model may credit a machine more than it proves.
-BUSY_SHARE = 0.5
+BUSY_SHARE = 0.9
 #: The shortest time after the lead time that an item's rate is spread over.
 MIN_GAP_MINUTES = 5.0
 _HOUR = timedelta(hours=1)
