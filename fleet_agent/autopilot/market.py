@@ -5,12 +5,26 @@ section's data line: fleet_agent/llm/prompt_market.py), as the model would
 read it. The tools' guards (activities/market.py) hold whatever is decided.
 
 - **Price** (only when the operator gave a range: market_max_price_nfil > 0).
-  GPUs idle while our asks wait and the market's price is more than
-  `PRICE_SLACK` under ours: ask the market's price (within the range),
-  withdrawing the open asks so they take it when the hour's withdrawals
-  allow (1 challenge proof each). Every GPU busy, work waiting, and the
-  market more than `PRICE_SLACK` over ours: ask the market's price for new
-  asks (no withdrawal: the open ones are taken at ours).
+  A request takes an ask at or under its own price, which is the market's
+  price when it arrived, and pays that price whatever the ask
+  (simulator/snark_market/service.py, after the ToS's "matched
+  automatically to the lowest-price eligible Provider"). So the ask sets
+  our place in the line, not our pay, and the rule steers it by what our
+  GPUs do, not by chasing the market:
+  - Over the market's price by more than `PRICE_SLACK`: down to
+    `PRICE_UNDER` under it (an ask over the market takes nothing).
+  - GPUs idle while our asks wait: down one `PRICE_STEP` (within the
+    range), the open asks withdrawn to take it (1 challenge proof each)
+    while the hour's withdrawals allow.
+  - Every GPU busy and work waiting: up one `PRICE_STEP`, never past
+    `PRICE_UNDER` under the market's price, for new asks only. Higher
+    costs nothing in work we could not prove, and our cheap asks may be
+    what sets the market's price (simulator/snark_market/price.py), which
+    every request pays.
+  Following the market's price from under it instead spirals: our asks
+  become the clearing ask, the market's price comes down to ours, ours
+  follows, and the asks wait (measured: bench/results/
+  2026-12-07-market-week-agent.md).
 - **Requests.** Off while a machine of the fleet proves, no loss stands and
   the target is above 0: on (not before one proves: work taken while the
   first machines load would wait past its deadline, at 50 challenge proofs
@@ -32,11 +46,15 @@ from typing import Any
 
 from fleet_agent.autopilot.run_view import Run, tool_use
 
-__all__ = ["PRICE_SLACK", "MarketView", "market_calls", "market_view"]
+__all__ = ["PRICE_SLACK", "PRICE_STEP", "PRICE_UNDER", "MarketView", "market_calls", "market_view"]
 
 #: How far the market's price must be from ours before the autopilot moves:
 #: a withdrawal costs a challenge proof, so small moves are not chased.
 PRICE_SLACK = 0.10
+#: How far under the market's price the ask sits (module doc).
+PRICE_UNDER = 0.02
+#: One step up, as a share of our price, while every GPU is busy.
+PRICE_STEP = 0.10
 _DATA = re.compile(r"^Market data: (?P<json>\{.*\})$", re.M)
 
 
@@ -94,21 +112,39 @@ def _priced(view: MarketView) -> dict[str, Any] | None:
     market, ours = view.market_price_nfil, view.price_nfil
     if view.max_price_nfil <= 0 or market is None or not view.enabled:
         return None
-    price = min(max(market, view.min_price_nfil, 1), view.max_price_nfil)
-    idle = view.gpus > view.rows_open and view.asks_open > 0
-    if idle and market < ours * (1 - PRICE_SLACK) and price < ours:
-        reprice = 0 < view.asks_open <= view.withdrawals_left
-        why = f"GPUs idle while our asks wait at {ours} nFIL: the market pays {market} nFIL" + (
-            f"; {view.asks_open} open ask(s) withdrawn to take it" if reprice else ""
+    low, high = max(view.min_price_nfil, 1), view.max_price_nfil
+    ceiling = min(max(round(market * (1 - PRICE_UNDER)), low), high)
+    idle = view.gpus_proving > view.rows_open and view.asks_open > 0
+    reprice = idle and 0 < view.asks_open <= view.withdrawals_left
+    if ours > ceiling * (1 + PRICE_SLACK):
+        why = (
+            f"our ask of {ours} nFIL is over the market's {market} nFIL, where no request "
+            f"takes it: ask {ceiling} nFIL, just under"
         )
-        return tool_use(
-            "set_ask_price", {"price_nfil": price, "reprice_open": reprice, "reason": why}
+        return _set(ceiling, reprice, why, view)
+    if idle and ours > low:
+        price = max(low, min(ours - 1, round(ours * (1 - PRICE_STEP))))
+        idle_gpus = view.gpus_proving - view.rows_open
+        why = (
+            f"{idle_gpus} GPU(s) idle while {view.asks_open} ask(s) wait at {ours} nFIL: "
+            f"ask {price} nFIL, a step down"
         )
-    busy = view.rows_open >= view.gpus > 0 and view.queued > 0
-    if busy and market > ours * (1 + PRICE_SLACK) and price > ours:
-        why = f"every GPU busy and work waiting: the market pays {market} nFIL, we ask {ours}"
-        return tool_use("set_ask_price", {"price_nfil": price, "reason": why})
+        return _set(price, reprice, why, view)
+    busy = view.rows_open >= view.gpus_proving > 0 and view.queued > 0
+    if busy and ours < ceiling:
+        price = min(ceiling, max(ours + 1, round(ours * (1 + PRICE_STEP))))
+        why = (
+            f"every GPU busy and {view.queued} row(s) waiting at {ours} nFIL: ask {price} nFIL "
+            f"for new asks, a step up (the market pays {market} nFIL)"
+        )
+        return _set(price, False, why, view)
     return None
+
+
+def _set(price: int, reprice: bool, why: str, view: MarketView) -> dict[str, Any]:
+    if reprice:
+        why += f"; {view.asks_open} open ask(s) withdrawn to take it while GPUs idle"
+    return tool_use("set_ask_price", {"price_nfil": price, "reprice_open": reprice, "reason": why})
 
 
 def market_calls(view: MarketView, target: float) -> list[dict[str, Any]]:

@@ -74,6 +74,10 @@ class DemandReading(_Model):
     #: The source holds as much as it takes (Curio's queue at its high-water
     #: mark): the demand it shows is a lower bound of the demand there is.
     saturated: bool = False
+    #: queued + in_flight count every open item. False: the source listed
+    #: only some (Curio's PSListQueue stops at 15 rows), so in_flight is
+    #: a lower bound.
+    whole: bool = True
     source: str = Field("", max_length=32)
 
     @property

@@ -90,6 +90,9 @@ CURIO_HIGH_WATER_MARK = 8
 CURIO_DEADLINE_MINUTES = 45
 #: `curio run --listen`'s default port, where /debug/metrics is served.
 CURIO_METRICS_PORT = 12300
+#: PSListQueue's `LIMIT 15` (web/api/webrpcporep/proofshare.go): a list
+#: this long may have been cut.
+CURIO_LISTED_ROWS = 15
 #: Rows read from one PSListQueue answer (Curio sends 15).
 _MAX_ROWS = 1000
 _METADATA_NAMES = frozenset(
@@ -153,7 +156,9 @@ def curio_reading(answer: Any, metric_lines: list[str], now: datetime) -> Demand
     try:
         open_rows = without_task = 0
         deadlines: list[datetime] = []
-        for row in _rows(answer):
+        rows = _rows(answer)
+        whole = len(rows) < CURIO_LISTED_ROWS
+        for row in rows:
             if not isinstance(row, dict):
                 raise Refused("PSListQueue: a row is not an object")
             done = row.get("compute_done")
@@ -177,6 +182,11 @@ def curio_reading(answer: Any, metric_lines: list[str], now: datetime) -> Demand
             # Without the gauge, a row with a task id counts as in flight:
             # some of those still wait for a machine.
             waiting = without_task
+        elif whole:
+            # The gauge is set only when the Adder runs (task_request.go):
+            # while a request task loops it is stale, and may count rows
+            # already taken. A whole list bounds it.
+            waiting = min(waiting, open_rows)
         deadlines.sort()
         return DemandReading(
             as_of=now,
@@ -185,6 +195,7 @@ def curio_reading(answer: Any, metric_lines: list[str], now: datetime) -> Demand
             arrived_total=int(values["arrivals"]),
             deadlines=deadlines,
             saturated=waiting > CURIO_LOW_WATER_MARK,
+            whole=whole,
             source="curio",
         )
     except Refused as exc:

@@ -28,7 +28,13 @@ a target, in four steps:
    least 1 proof/h), once the fleet holds its current target (capacity ≥
    `HELD_SHARE` of it): one step per step of capacity, not one per
    reading, so a source that stays saturated while machines load does not
-   run the target up to `max_target`.
+   run the target up to `max_target`. Nor does it step while GPUs that
+   prove outnumber the rows in flight (`gpus_proving`, when the caller
+   knows it, and the source listed every open item): rows then wait for
+   the node, not for a machine. Curio's
+   prove task gives one row a task every 10 s (tasks/proofshare/
+   task_prove.go), and the request task takes up to 8 rows at once, so
+   a batch waits past the low-water mark however large the fleet.
 3. **Clamp** to [`min_target`, `max_target`].
 4. **Hysteresis.** A need above the current target by more than
    `raise_margin` raises it at once (missing deadlines costs the work;
@@ -57,6 +63,7 @@ from .forecast import Forecast
 from .reading import DemandReading
 
 __all__ = [
+    "BUSY_SHARE",
     "HELD_SHARE",
     "MIN_GAP_MINUTES",
     "DemandDecision",
@@ -67,6 +74,10 @@ __all__ = [
 
 #: The share of its target the fleet must hold before a saturated source steps it again.
 HELD_SHARE = 0.9
+#: The share of the fleet's capacity the last hour's arrivals must reach
+#: before a saturated source steps the target (module doc). Under 1: the
+#: capacity model may credit a machine more than it proves.
+BUSY_SHARE = 0.9
 #: The shortest time after the lead time that an item's rate is spread over.
 MIN_GAP_MINUTES = 5.0
 _HOUR = timedelta(hours=1)
@@ -165,8 +176,16 @@ def demand_target(
         why += f" needs +{extra:.1f}/h by its deadlines"
     if at_risk:
         why += f", {at_risk} due before new machines could prove"
+    recent = forecast.recent_per_h
+    busy = recent is None or recent >= capacity * BUSY_SHARE
     if reading.saturated and capacity < current_target * HELD_SHARE:
         why += "; source saturated: next step once the fleet holds its target"
+    elif reading.saturated and not busy:
+        why += (
+            f"; source saturated, but the last hour's {recent or 0:.1f}/h is under "
+            f"{BUSY_SHARE:.0%} of the fleet's {capacity:.1f}/h: "
+            "the work waits for the node, no step"
+        )
     elif reading.saturated:
         stepped = current_target + max(1.0, current_target * policy.saturated_step)
         if stepped > need:

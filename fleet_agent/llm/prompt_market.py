@@ -76,7 +76,12 @@ def market_section(config: AgentConfig, point: MarketPoint | None, now: datetime
         f"- levers: {_price_lever(config)}; set_requests(enabled, withdraw_open, reason): "
         "the node asks the market for work or stops; withdraw_open also withdraws the "
         f"open asks (at most {config.market_max_withdrawals_per_hour} withdrawals an hour)",
-        "Rules: never rent GPUs beyond the slots; before shrinking the fleet below what "
+        "Rules: a request pays the market's price when it came and goes to the cheapest "
+        "ask at or under it, so the ask sets your place in the line, not your pay: never "
+        "over the market's price (it takes nothing); lower it while GPUs idle and asks wait, "
+        "raise it while every GPU is busy and work waits (your cheap asks may be what sets "
+        "the market's price); "
+        "never rent GPUs beyond the slots; before shrinking the fleet below what "
         "the open rows need, turn requests off and let the queue drain; a withdrawal "
         f"costs {WITHDRAW_CHALLENGES} challenge proof, a late proof {PENALTY_CHALLENGES}.",
     ]

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from fleet_agent.autopilot.market import PRICE_SLACK, MarketView, market_calls, market_view
+from fleet_agent.autopilot.market import (
+    PRICE_SLACK,
+    PRICE_STEP,
+    PRICE_UNDER,
+    MarketView,
+    market_calls,
+    market_view,
+)
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.autopilot.run_view import Run
 from fleet_agent.llm.tools import (
@@ -73,30 +80,67 @@ def test_no_line_or_a_broken_line_is_no_view() -> None:
     assert market_view(Run([{"role": "user", "content": broken}])) is None
 
 
-def test_idle_gpus_and_a_cheaper_market_lower_the_price_and_reprice_the_open_asks() -> None:
+def _under(market: int) -> int:
+    return round(market * (1 - PRICE_UNDER))
+
+
+def test_an_ask_over_the_market_comes_just_under_it_and_reprices_while_gpus_idle() -> None:
     view = _view(market_price_nfil=3_000_000, rows_open=1, asks_open=2)
     assert _names(market_calls(view, 100)) == [
-        ("set_ask_price", {"price_nfil": 3_000_000, "reprice_open": True})
+        ("set_ask_price", {"price_nfil": _under(3_000_000), "reprice_open": True})
+    ]
+    busy = _view(market_price_nfil=3_000_000, rows_open=4, asks_open=2)
+    assert _names(market_calls(busy, 100)) == [
+        ("set_ask_price", {"price_nfil": _under(3_000_000), "reprice_open": False})
     ]
 
 
 def test_no_withdrawals_left_lowers_the_price_for_new_asks_only() -> None:
     view = _view(market_price_nfil=3_000_000, rows_open=1, asks_open=2, withdrawals_last_hour=4)
     assert _names(market_calls(view, 100)) == [
-        ("set_ask_price", {"price_nfil": 3_000_000, "reprice_open": False})
+        ("set_ask_price", {"price_nfil": _under(3_000_000), "reprice_open": False})
     ]
+
+
+def test_busy_gpus_step_the_price_up_never_past_just_under_the_market() -> None:
+    step = _view(market_price_nfil=8_000_000, rows_open=4, queued=2)
+    up = round(5_000_000 * (1 + PRICE_STEP))
+    assert _names(market_calls(step, 100)) == [
+        ("set_ask_price", {"price_nfil": up, "reprice_open": False})
+    ]
+    close = _view(market_price_nfil=5_300_000, rows_open=4, queued=2)
+    assert _names(market_calls(close, 100)) == [
+        ("set_ask_price", {"price_nfil": _under(5_300_000), "reprice_open": False})
+    ]
+    at_it = _view(market_price_nfil=5_000_000, price_nfil=_under(5_000_000), rows_open=4, queued=2)
+    assert market_calls(at_it, 100) == []
+
+
+def test_idle_gpus_step_the_price_down_whatever_the_market() -> None:
+    # Following the market from under it spirals onto it: the rule reads our GPUs.
+    idle = _view(market_price_nfil=8_000_000, rows_open=1, asks_open=3)
+    down = round(5_000_000 * (1 - PRICE_STEP))
+    assert _names(market_calls(idle, 100)) == [
+        ("set_ask_price", {"price_nfil": down, "reprice_open": True})
+    ]
+    floor = _view(market_price_nfil=8_000_000, price_nfil=POLICY.min_price_nfil, rows_open=1)
+    assert market_calls(floor, 100) == []
+    nothing_waits = _view(market_price_nfil=8_000_000, rows_open=4, queued=0)
+    assert market_calls(nothing_waits, 100) == []
 
 
 def test_the_price_stays_in_the_operators_range() -> None:
     low = _view(market_price_nfil=100, rows_open=0)
     assert _names(market_calls(low, 100))[0][1]["price_nfil"] == POLICY.min_price_nfil
-    busy = _view(market_price_nfil=90_000_000, rows_open=4, queued=3)
-    assert _names(market_calls(busy, 100)) == [("set_ask_price", {"price_nfil": 20_000_000})]
+    high = _view(market_price_nfil=90_000_000, price_nfil=30_000_000, rows_open=1)
+    assert _names(market_calls(high, 100))[0][1]["price_nfil"] == POLICY.max_price_nfil
+    barely = _view(price_nfil=POLICY.min_price_nfil + 10, market_price_nfil=8_000_000, rows_open=1)
+    assert _names(market_calls(barely, 100))[0][1]["price_nfil"] == POLICY.min_price_nfil
 
 
 def test_small_moves_and_no_range_leave_the_price() -> None:
     near = int(5_000_000 * (1 - PRICE_SLACK / 2))
-    assert market_calls(_view(market_price_nfil=near, rows_open=0), 100) == []
+    assert market_calls(_view(market_price_nfil=near, rows_open=4), 100) == []
     unranged = MarketPolicy()  # max 0: the agent may not set prices
     assert market_calls(_view(unranged, market_price_nfil=1_000_000, rows_open=0), 100) == []
     assert market_calls(_view(market_price_nfil=None, rows_open=0), 100) == []

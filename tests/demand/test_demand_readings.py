@@ -132,10 +132,15 @@ def test_curio_rows_and_metrics_make_a_reading() -> None:
     assert (reading.queued, reading.in_flight, reading.arrived_total) == (1, 1, 42)
     assert reading.deadlines == [NOW + timedelta(minutes=41), NOW + timedelta(minutes=44)]
     assert not reading.saturated
-    full = curio_reading(answer, [*lines[:2], "curio_psvc_proofshare_queue_count 6"], NOW)
-    assert isinstance(full, DemandReading) and full.saturated
-    # The gauge is the cluster's count, past PSListQueue's 15 rows.
-    assert (full.queued, full.in_flight) == (6, 0)
+    # The gauge is the cluster's count, past PSListQueue's 15 rows: with
+    # the list cut there it stands; with a whole list, the open rows bound it.
+    cut = json.loads(rpc_result([_row(m, None, False) for m in range(15)]))
+    full = curio_reading(cut, [*lines[:2], "curio_psvc_proofshare_queue_count 20"], NOW)
+    assert isinstance(full, DemandReading) and full.saturated and not full.whole
+    assert (full.queued, full.in_flight) == (20, 0)
+    stale = curio_reading(answer, [*lines[:2], "curio_psvc_proofshare_queue_count 6"], NOW)
+    assert isinstance(stale, DemandReading) and not stale.saturated
+    assert (stale.queued, stale.in_flight) == (2, 0)
 
 
 def test_without_the_gauge_a_zero_task_id_is_queued() -> None:

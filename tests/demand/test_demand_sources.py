@@ -141,6 +141,22 @@ async def test_curio_above_its_low_water_mark_is_saturated(stand: str) -> None:
     assert (result.reading.queued, result.reading.in_flight) == (5, 3)
 
 
+async def test_a_stale_gauge_is_bounded_by_a_whole_list_not_by_a_cut_one(stand: str) -> None:
+    # The gauge is set only when the Adder runs (tasks/proofshare/
+    # task_request.go): while a request task loops it may count rows
+    # machines took since. A list under 15 rows holds every open row.
+    _curio([_row(i, 40 + i, False) for i in range(3)], queue=7, asks=400)
+    result = await CurioSource(stand, stand, clock=lambda: NOW).read()
+    assert result.reading is not None and result.reading.whole
+    assert (result.reading.queued, result.reading.in_flight) == (3, 0)
+    assert not result.reading.saturated
+    # 15 rows: PSListQueue's LIMIT may have cut older open rows; the gauge stands.
+    _curio([_row(i, 40 + i, False) for i in range(15)], queue=7, asks=400)
+    result = await CurioSource(stand, stand, clock=lambda: NOW).read()
+    assert result.reading is not None and not result.reading.whole
+    assert (result.reading.queued, result.reading.in_flight) == (7, 8)
+
+
 async def test_curio_failures_are_refusals(stand: str) -> None:
     _curio([], queue=0, asks=0)
     _Stand.mode = "rpc_error"

@@ -267,3 +267,17 @@ def test_a_saturated_source_raises_stepwise() -> None:
     waiting = demand_target(_reading(saturated=True), _rate(0), 10, 20, POLICY, NOW)
     assert (waiting.action, waiting.target_per_h) == ("hold", 20)
     assert "next step once the fleet holds its target" in waiting.reason
+
+
+def test_a_saturated_source_steps_only_while_the_fleet_proves_near_its_capacity() -> None:
+    # Curio hands a row a task every 10 s and takes 8 rows at once: a batch
+    # waits for the node however large the fleet. Stepping on such readings
+    # ran a market day's fleet up to 39 machines for 300 requests/h; at half
+    # the capacity, it raised and lowered every 1.5 h around Curio's 360/h.
+    policy = POLICY.model_copy(update={"default_deadline_minutes": 600})
+    batch = _reading(queued=8, in_flight=3, saturated=True)
+    idle = demand_target(batch, Forecast(rate_per_h=0, recent_per_h=33), 40, 40, policy, NOW)
+    assert (idle.action, idle.target_per_h) == ("hold", 40)
+    assert "under 90% of the fleet's 40.0/h" in idle.reason
+    busy = demand_target(batch, Forecast(rate_per_h=0, recent_per_h=37), 40, 40, policy, NOW)
+    assert (busy.action, busy.target_per_h) == ("raise", 50)

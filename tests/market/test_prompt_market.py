@@ -62,7 +62,12 @@ def test_market_mode_shows_the_reading_the_levers_and_the_rules() -> None:
         "ones take it; set_requests(enabled, withdraw_open, reason): the node asks the "
         "market for work or stops; withdraw_open also withdraws the open asks (at most 3 "
         "withdrawals an hour)",
-        "Rules: never rent GPUs beyond the slots; before shrinking the fleet below what the "
+        "Rules: a request pays the market's price when it came and goes to the cheapest ask "
+        "at or under it, so the ask sets your place in the line, not your pay: never over "
+        "the market's price (it takes nothing); lower it while GPUs idle and asks wait, "
+        "raise it while every GPU is busy and work waits (your cheap asks may be what sets "
+        "the market's price); "
+        "never rent GPUs beyond the slots; before shrinking the fleet below what the "
         "open rows need, turn requests off and let the queue drain; a withdrawal costs 1 "
         "challenge proof, a late proof 50.",
     ]
@@ -82,7 +87,7 @@ def test_a_loss_a_fixed_price_and_no_reading_are_said() -> None:
     assert "set_ask_price(price_nfil, reprice_open, reason): not yours to pull" in section
     alone = market_section(config, None, NOW)
     assert "- latest reading: none yet" in alone and "GPUs rented" not in alone
-    assert "Rules: never rent GPUs beyond the slots" in alone
+    assert "never rent GPUs beyond the slots" in alone
 
 
 def test_with_the_market_off_the_message_is_as_it_was() -> None:
