@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
-from starter.stack.devserver import load_dev_config
 from temporalio.testing import WorkflowEnvironment
 
+from starter.stack.devserver import load_dev_config
 from testkit.servers import start_dev_env
 
 
