@@ -65,8 +65,6 @@ class RunCycle:
     _budget: LlmBudget
     _runs: RunLauncher
     _asks: AskBook
-    # ONE_PATH_PATCH, asked once per execution (workflows/agent_loop.py).
-    _one_path: bool
 
     # ------------------------------------------------------------ shared effects
 
@@ -97,23 +95,21 @@ class RunCycle:
         return self._notifier.emit(self._keeper.config, kind, subject, **facts)
 
     async def _continue_as_new(self, *, reset: bool) -> NoReturn:
-        """Hand the state to a fresh execution (before ONE_PATH_PATCH: once
-        the message texts are stored)."""
+        """Hand the state to a fresh execution once the message texts are stored."""
         intake = self._intake
-        await self._ex.continue_as_new(
-            lambda: intake.unstored_keys, reset=reset, wait_stored=not self._one_path
-        )
+        await self._ex.continue_as_new(lambda: intake.unstored_keys, reset=reset)
 
     # ------------------------------------------------------------ a run
 
     async def _run_once(self) -> None:
         """Start the next run with the pending triggers (or a heartbeat) and wait for it."""
         ex, intake = self._ex, self._intake
-        # Before ONE_PATH_PATCH the run read message texts from the store,
-        # and waited for the store loop unless a few texts could go whole
-        # (docs/decisions/load-time.md, "A run does not wait for the store").
-        # Histories from before replay the wait.
-        if not self._one_path and not (
+        # The run reads message texts from the store. A few not there yet go
+        # into the run whole and its load_context stores them: under load the
+        # store loop's activity can outlast the P0 window (docs/decisions/load-time.md,
+        # "A run does not wait for the store"). Histories from before replay
+        # the wait.
+        if not (
             intake.unstored_bytes <= RUN_CARRIES_UNSTORED_BYTES
             and workflow.patched(RUN_CARRIES_TEXTS_PATCH)
         ):
@@ -122,10 +118,7 @@ class RunCycle:
         fired, ex.state.wakes = due_wakes(ex.state.wakes, now)
         for wake in fired:
             intake.internal(TriggerKind.WAKE, wake.reason, wake_id=wake.id)
-        # The one path: the texts go whole in the run's input, and its
-        # load_context stores them (docs/decisions/one-message-path.md).
-        taken = intake.take_whole() if self._one_path else intake.take()
-        triggers = taken or [intake.make(TriggerKind.HEARTBEAT)]
+        triggers = intake.take() or [intake.make(TriggerKind.HEARTBEAT)]
         number = self._runs.next_number()
         ex.current_run, ex.phase, ex.due = number, Phase.RUNNING, None
         self._budget.started()

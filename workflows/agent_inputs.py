@@ -61,13 +61,9 @@ class IntakeSlice(Protocol):
 class Intake:
     """The pending triggers (a `TriggerBuffer` over the slice) and the refusals."""
 
-    def __init__(self, slice_: IntakeSlice, *, whole_texts: bool = False) -> None:
-        """`whole_texts`: the one path (ONE_PATH_PATCH, workflows/agent_runs.py),
-        whose texts wait whole for their run, measured in UTF-8 bytes."""
+    def __init__(self, slice_: IntakeSlice) -> None:
         self._s = slice_
-        self._buffer = TriggerBuffer(
-            slice_.pending_triggers, slice_.unstored_keys, utf8=whole_texts
-        )
+        self._buffer = TriggerBuffer(slice_.pending_triggers, slice_.unstored_keys)
 
     # ------------------------------------------------------------ offering
 
@@ -118,15 +114,8 @@ class Intake:
         return trigger
 
     def take(self) -> list[Trigger]:
-        """Everything pending, for a run (texts stay here until the store
-        loop has them: executions from before ONE_PATH_PATCH)."""
+        """Everything pending, for a run."""
         return self._buffer.take()
-
-    def take_whole(self) -> list[Trigger]:
-        """What waits, for a run that carries the message texts whole and
-        stores them (RUN_TEXT_BYTES of texts at most: the other messages
-        wait for the next run)."""
-        return self._buffer.take_within()
 
     def _kept(self, refusal: Refusal | None) -> Refusal | None:
         if refusal is None:
@@ -182,8 +171,7 @@ class Intake:
         return self._buffer.unstored_bytes
 
     def unstored_items(self) -> list[InboxItem]:
-        """Texts still to store, for the `unstored_messages` query (asked
-        only by executions from before ONE_PATH_PATCH)."""
+        """Texts still to store, for the `unstored_messages` query."""
         return self._buffer.unstored_items()
 
     def mark_stored(self, keys: list[str]) -> None:

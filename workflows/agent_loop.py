@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         LlmBudget,
         TargetMove,
     )
-    from workflows.agent_runs import ONE_PATH_PATCH, RunLauncher
+    from workflows.agent_runs import RunLauncher
     from workflows.agent_state import AgentExecution
     from workflows.policies import (
         VISIBILITY_RETRY,
@@ -97,11 +97,7 @@ class AgentLoop(RunCycle):
         # began without them keeps its old ways until it continues as new.
         self._budget = LlmBudget(state, ex.agent_id, enabled=workflow.patched(LLM_CAP_PATCH))
         self._pacer = DemandPacer(state, ex.agent_id, enabled=workflow.patched(DEMAND_PACE_PATCH))
-        # Asked once, here: an execution begun before it keeps every path of
-        # a message's text to the model until it continues as new
-        # (docs/decisions/one-message-path.md).
-        self._one_path = workflow.patched(ONE_PATH_PATCH)
-        self._intake = Intake(state, whole_texts=self._one_path)
+        self._intake = Intake(state)
         if ex.start_problem:
             self._intake.reject("start config", ex.start_problem, None)
         self._keeper = ConfigKeeper(state, ex.agent_id)
@@ -132,10 +128,9 @@ class AgentLoop(RunCycle):
             # For the life of this execution: each new config goes to the store.
             self._keeper_task = asyncio.create_task(self._keeper.keep(ex.should_continue_as_new))
         # Runs in the background for the life of this execution: it moves
-        # lost-run records (before ONE_PATH_PATCH also message texts) to the
-        # store as they come.
+        # message texts and lost-run records to the store as they come.
         self._store_task = asyncio.create_task(
-            self._runs.store_loop(None if self._one_path else self._intake, self._lost_run_recorded)
+            self._runs.store_loop(self._intake, self._lost_run_recorded)
         )
         if self._notifier.enabled:
             # Beside the loop, for the life of this execution: delivers the

@@ -4,14 +4,12 @@ A run is a child workflow (`AgentRunWorkflow`, ID `<agent>/run-<n>`) started
 with ParentClosePolicy.ABANDON: if the history must be handed on in the middle
 of a run, the agent continues as new and the next execution waits for that
 run by ID (`wait_for_run`). A run whose workflow ended without closing its
-record (timeout, terminate) is closed as failed by the store loop. A
-message's text reaches the model by one path (ONE_PATH_PATCH,
-docs/decisions/one-message-path.md): whole in the pending triggers, whole in
-the run's input, stored by the run's `load_context`. Executions begun before
-that patch keep their paths: the store loop also moves message texts to the
-store (the `store_operator_messages` activity, which queries the texts back),
-and a message whose text is not stored yet goes into the run whole (up to
-RUN_CARRIES_UNSTORED_BYTES of them), stored by whichever write comes first.
+record (timeout, terminate) is closed as failed by the store loop, which also
+moves operator message texts to the store, retrying for as long as the store
+is away. A run does not wait for that: a message whose text is not stored yet
+goes into the run whole (up to RUN_CARRIES_UNSTORED_BYTES of them), and the
+run's `load_context` stores it (the same key: whichever write comes second
+is a no-op).
 
 `RunLauncher` owns the runs' slice of the agent's state (`RunsSlice`: the
 numbering, the run in flight, the last run and what it brought back, the
@@ -60,23 +58,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run import AgentRunWorkflow
     from workflows.search_attributes import run_start_attributes
 
-__all__ = [
-    "ONE_PATH_PATCH",
-    "RUN_CARRIES_TEXTS_PATCH",
-    "MessageTexts",
-    "RunLauncher",
-    "RunsSlice",
-]
+__all__ = ["RUN_CARRIES_TEXTS_PATCH", "MessageTexts", "RunLauncher", "RunsSlice"]
 
 _MAX_UNRECORDED = 20
 
 
 #: The run stores the message texts it carries (the workflow's loop).
 RUN_CARRIES_TEXTS_PATCH = "run-carries-unstored-texts"
-#: A message's text goes to the model only in the run's input: no store loop
-#: for texts, no wait for them before a run or a continue-as-new. Asked once
-#: per execution (workflows/agent_loop.py, `_compose`).
-ONE_PATH_PATCH = "message-text-one-path"
 
 Run = workflow.ChildWorkflowHandle[Any, RunResult]
 
@@ -262,25 +250,18 @@ class RunLauncher:
 
     # ------------------------------------------------------------ the store loop
 
-    async def store_loop(
-        self, texts: MessageTexts | None, recorded: Callable[[float], None]
-    ) -> None:
-        """Move lost-run records (and, for `texts`, operator message texts)
-        to the store.
+    async def store_loop(self, texts: MessageTexts, recorded: Callable[[float], None]) -> None:
+        """Move operator message texts and lost-run records to the store.
 
-        `texts` is None under ONE_PATH_PATCH: the runs store the texts they
-        carry. Retries for as long as the store is away (STORE_RETRY has no
-        attempt limit): a lost run never stays "running" in the run log.
-        `recorded` is told what a lost run's rounds cost once it is closed.
+        Retries for as long as the store is away (STORE_RETRY has no attempt
+        limit): a message accepted is never dropped, a lost run never stays
+        "running" in the run log. `recorded` is told what a lost run's rounds
+        cost once it is closed.
         """
         lost = self._s.unrecorded_runs
-
-        def unstored() -> list[str]:
-            return [] if texts is None else texts.unstored_keys
-
         while True:
-            await workflow.wait_condition(lambda: bool(unstored() or lost))
-            if texts is not None and texts.unstored_keys:
+            await workflow.wait_condition(lambda: bool(texts.unstored_keys or lost))
+            if texts.unstored_keys:
                 waiting = len(texts.unstored_keys)
                 try:
                     stored = await workflow.execute_activity(

@@ -57,8 +57,7 @@ THINKING_SUMMARIZED_PATCH = "thinking-display-summarized"
 _MAX_SIGNALS_PER_EXECUTION = 1_000
 _MAX_HISTORY_BYTES = 4 * 1024 * 1024
 _MAX_HISTORY_EVENTS = 4_000
-# Before ONE_PATH_PATCH (workflows/agent_runs.py), a continue-as-new waits
-# for message texts to reach the store, unless the
+# A continue-as-new waits for message texts to reach the store, unless the
 # history grows past these (the store is away for long): then it carries them
 # in its input (bounded by MAX_UNSTORED_BYTES, under the 512 KB payload limit).
 _CRITICAL_HISTORY_BYTES = 20 * 1024 * 1024
@@ -145,24 +144,20 @@ class AgentExecution:
             or info.get_current_history_length() >= _CRITICAL_HISTORY_EVENTS
         )
 
-    async def continue_as_new(
-        self, unstored: Callable[[], list[str]], *, reset: bool, wait_stored: bool = True
-    ) -> NoReturn:
+    async def continue_as_new(self, unstored: Callable[[], list[str]], *, reset: bool) -> NoReturn:
         """Hand the whole state to a fresh execution (a run in flight included).
 
-        `unstored`: the keys of the message texts the state holds whole; the
-        new execution's input carries them. With `wait_stored` (executions
-        from before ONE_PATH_PATCH, workflows/agent_runs.py) they go to the
-        store first, so the input holds previews only, unless the store has
-        been away so long that the history nears Temporal's limits.
+        Message texts go to the store first (`unstored`: the keys of those
+        still waiting), so the new execution's input holds previews only; it
+        carries texts itself only when the store has been away so long that
+        the history nears Temporal's limits.
         """
         # An `ask` waiting for a run that has not taken its message ends now
         # (workflows/agent_ask.py); one waiting for the run in flight ends
         # with it: either way no caller loses its answer to the handover.
         self.continuing = True
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if wait_stored:
-            await workflow.wait_condition(lambda: not unstored() or self.history_critical())
+        await workflow.wait_condition(lambda: not unstored() or self.history_critical())
         state = self.state.model_copy(deep=True)
         state.unstored_keys = unstored()
         state.executions += 1

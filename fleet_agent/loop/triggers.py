@@ -9,9 +9,8 @@ that does not yield within 2 s is a deadlock). So:
 - state changes of one instance coalesce into one trigger (first old state,
   last new state, a count);
 - identical `trigger_now` reasons and configuration changes coalesce too;
-- a human message keeps its full text until the run that takes it (whose
-  load_context stores it); in executions from before that path, until the
-  agent's store loop has stored it, then a preview and the store key;
+- a human message keeps its full text only until the store has it, then a
+  preview and the store key;
 - a byte budget bounds what waits; a trigger over it is refused (the caller
   records the refusal where the operator sees it), never silently dropped;
 - the earliest pending trigger of each priority is kept up to date as triggers
@@ -35,10 +34,8 @@ __all__ = [
     "PREVIEW_CHARS",
     "QUERY_TEXT_CHARS",
     "RUN_CARRIES_UNSTORED_BYTES",
-    "RUN_TEXT_BYTES",
     "Refusal",
     "TriggerBuffer",
-    "json_bytes",
     "json_chars",
     "message_key",
     "preview",
@@ -48,9 +45,8 @@ __all__ = [
 # continue-as-new input and `status` each under 256 KB: 500 waiting operator
 # messages fit (about 250 bytes each once their texts are in the store).
 MAX_PENDING_BYTES = 160_000
-# Message texts held whole in the workflow state, in JSON bytes (UTF-8 bytes
-# with `utf8`, the one path; characters before it): until the run that takes
-# them (before the one path: until the store has them), so they are bounded.
+# Message texts not yet in the store (it is slow or away), in JSON bytes: they
+# travel in the workflow state until it comes back, so they are bounded too.
 # With MAX_PENDING_BYTES, a continue-as-new input that must carry them (the
 # store away for long) stays under the server's 512 KB payload limit.
 MAX_UNSTORED_BYTES = 300_000
@@ -59,12 +55,6 @@ MAX_UNSTORED_BYTES = 300_000
 # agent's store loop. More (the store away for long) and the run waits, so
 # its input stays far under the server's payload limit.
 RUN_CARRIES_UNSTORED_BYTES = 32_000
-# Message texts one run takes whole (UTF-8 JSON bytes, what the server
-# counts): with MAX_PENDING_BYTES of other triggers and the config, a run's
-# input stays under the server's 512 KB payload limit. Messages past it wait,
-# whole and in order, for the next run (`take_within`); one message always
-# goes (HumanMessage caps a text at 20,000 characters, at most 120 KB).
-RUN_TEXT_BYTES = 200_000
 PREVIEW_CHARS = 100
 # Characters of message text per answer of the `unstored_messages` query
 # (a query's answer is a payload too: under the server's blob size limit).
@@ -84,11 +74,6 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
 def json_chars(text: str) -> int:
     """Length of `text` as a JSON string (quotes and escapes included)."""
     return len(json.dumps(text, ensure_ascii=False))
-
-
-def json_bytes(text: str) -> int:
-    """Size of `text` as a JSON string in UTF-8, as the payload carries it."""
-    return len(json.dumps(text, ensure_ascii=False).encode())
 
 
 def message_key(seq: int, text: str) -> str:
@@ -124,12 +109,8 @@ class TriggerBuffer:
     operation after that is O(1) except `take()`.
     """
 
-    def __init__(self, pending: list[Trigger], unstored: list[str], *, utf8: bool = False) -> None:
+    def __init__(self, pending: list[Trigger], unstored: list[str]) -> None:
         self.pending = pending
-        # Whole texts measured as the server counts them (the one path,
-        # where the continue-as-new input always carries them); characters
-        # in executions from before it, which replay the refusals they made.
-        self._measure = json_bytes if utf8 else json_chars
         self._by_instance: dict[str, Trigger] = {}
         self._by_reason: dict[str, Trigger] = {}
         self._config: Trigger | None = None
@@ -141,7 +122,7 @@ class TriggerBuffer:
         for t in pending:
             if t.text_key and t.text_key in waiting:
                 self._unstored[t.text_key] = t
-                self._unstored_bytes += self._measure(t.text)
+                self._unstored_bytes += json_chars(t.text)
                 self._index(t, _size(t) - len(t.text) + len(preview(t.text)))
             else:
                 self._index(t)
@@ -206,11 +187,11 @@ class TriggerBuffer:
     ) -> Refusal | None:
         """An operator message: kept whole until `mark_stored`, then as a preview.
         `message_id` (the sender's, optional) stays with the trigger into the run log."""
-        size = self._measure(text)
+        size = json_chars(text)
         if self._unstored_bytes + size > MAX_UNSTORED_BYTES:
             return Refusal(
-                f"{len(self._unstored)} message(s) are still waiting for the store "
-                "or the next run; send this one again once a run has taken them"
+                f"{len(self._unstored)} message(s) are still waiting for the store; "
+                "send this one again in a minute"
             )
         trigger = Trigger(
             seq=seq,
@@ -234,7 +215,7 @@ class TriggerBuffer:
         for key in keys:
             trigger = self._unstored.pop(key, None)
             if trigger is not None:
-                self._unstored_bytes -= self._measure(trigger.text)
+                self._unstored_bytes -= json_chars(trigger.text)
                 trigger.text = preview(trigger.text)
 
     def add_state_change(
@@ -331,39 +312,6 @@ class TriggerBuffer:
         self._config = None
         self._first.clear()
         self._bytes = 0
-        return taken
-
-    def take_within(self, max_text_bytes: int = RUN_TEXT_BYTES) -> list[Trigger]:
-        """The pending triggers for a run that carries message texts whole
-        (the one path of a message's text, docs/decisions/one-message-path.md).
-
-        Messages go in order while their texts fit in `max_text_bytes` (the
-        first always goes); those past it, and every message after them, stay
-        pending whole for the next run. The texts taken leave the buffer:
-        the run's input has them and its load_context stores them.
-        """
-        taken: list[Trigger] = []
-        left: list[Trigger] = []
-        total = 0
-        for t in self.pending:
-            if t.text_key in self._unstored:
-                size = json_bytes(t.text)
-                if left or (total and total + size > max_text_bytes):
-                    left.append(t)
-                    continue
-                total += size
-                del self._unstored[t.text_key]
-            taken.append(t)
-        self.pending.clear()
-        self._by_instance.clear()
-        self._by_reason.clear()
-        self._config = None
-        self._first.clear()
-        self._bytes = 0
-        self._unstored_bytes = 0
-        for t in left:
-            self._unstored_bytes += self._measure(t.text)
-            self._append(t, _size(t) - len(t.text) + len(preview(t.text)))
         return taken
 
     # ------------------------------------------------------------ internals

@@ -37,10 +37,6 @@ from workflows import FleetAgentWorkflow
 
 ACTED = 'Done.\n<verdict>{"action": true, "state_changed": true}</verdict>'
 SMALL = 256_000  # bytes: what RunInput, continue-as-new input and status must stay under
-# A continue-as-new input may also carry the message texts that wait whole
-# for their run (MAX_UNSTORED_BYTES, docs/decisions/one-message-path.md):
-# under the server's payload limit.
-PAYLOAD_LIMIT = 512 * 1024
 QUERY_ATTEMPT = timedelta(seconds=2)
 
 Agent = WorkflowHandle[FleetAgentWorkflow, None]
@@ -260,11 +256,10 @@ async def test_500_long_messages_while_paused_lose_nothing_accepted(
     plain_dev_env: WorkflowEnvironment, store: Store, fake_llm: FakeAnthropic
 ) -> None:
     """500 messages of 20,000 characters, sent one after the other as fast as
-    the client can while the agent is paused: texts wait whole for their run
-    (docs/decisions/one-message-path.md); when more text waits than the
+    the client can while the agent is paused: texts go to the store and the
+    workflow keeps previews; when more text waits for the store than the
     agent may carry (MAX_UNSTORED_BYTES) a message is refused visibly. Every
-    accepted message reaches a run whole, RUN_TEXT_BYTES of them a run;
-    inputs stay small."""
+    accepted message reaches the next run whole; inputs stay small."""
     fake_llm.set_responder(lambda req: Reply(text=ACTED))
     async with running_worker(plain_dev_env.client, store) as h:
         handle = await h.start_agent(paused=True)
@@ -277,28 +272,25 @@ async def test_500_long_messages_while_paused_lose_nothing_accepted(
         )
         accepted = sum(1 for t in st.pending_triggers if t.kind == TriggerKind.HUMAN_MESSAGE)
         assert accepted > 0 and accepted + st.rejected_total == n
-        assert all("waiting for the store or the next run" in r.error for r in st.rejected)
+        assert all("waiting for the store" in r.error for r in st.rejected)
         assert status_bytes(st) < SMALL
         agent_inputs = await start_payload_sizes(plain_dev_env.client, handle.id)
-        assert max(agent_inputs) < PAYLOAD_LIMIT, agent_inputs
+        assert max(agent_inputs) < SMALL, agent_inputs
         await handle.execute_update(FleetAgentWorkflow.update_config, {"paused": False})
-        # More than RUN_TEXT_BYTES of text waits: the first run takes part,
-        # the next the rest, at once (P0).
-        runs = await wait_runs(store, handle.id, 2, timeout=120)
+        runs = await wait_runs(store, handle.id, 1, timeout=120)
         messages = [t for r in runs for t in r.triggers if t.kind == TriggerKind.HUMAN_MESSAGE]
         assert len(messages) == accepted == len({t.text[:8] for t in messages})
         assert all(len(t.text) == 20_000 for t in messages), "the run log has full texts"
         assert runs[0].status == RunStatus.OK
-        for run in runs:
-            sizes = await start_payload_sizes(plain_dev_env.client, f"{handle.id}/run-{run.run}")
-            assert max(sizes) < SMALL, sizes
+        sizes = await start_payload_sizes(plain_dev_env.client, f"{handle.id}/run-{runs[0].run}")
+        assert max(sizes) < SMALL, sizes
         last = max(t.text[:8] for t in messages)
         assert f"{last} " + "y" * 100 in fake_llm.requests[-1].all_text()
 
 
 async def _all_taken_in(handle: Agent, n: int) -> AgentStatus | None:
     st = await settled_status(handle)
-    if st is None:
+    if st is None or st.unstored_messages:
         return None
     messages = [t for t in st.pending_triggers if t.kind == TriggerKind.HUMAN_MESSAGE]
     return st if len(messages) + st.rejected_total >= n else None

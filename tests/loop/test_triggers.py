@@ -8,7 +8,6 @@ from fleet_agent.loop.triggers import (
     MAX_PENDING_BYTES,
     MAX_UNSTORED_BYTES,
     PREVIEW_CHARS,
-    RUN_TEXT_BYTES,
     TriggerBuffer,
     json_chars,
     message_key,
@@ -93,7 +92,7 @@ def test_unstored_texts_are_bounded_and_refused_visibly() -> None:
     accepted = [r for r in results if r is None]
     refused = [r for r in results if r is not None]
     assert len(accepted) == MAX_UNSTORED_BYTES // json_chars(text)
-    assert refused and "waiting for the store or the next run" in refused[0].reason
+    assert refused and "waiting for the store" in refused[0].reason
     items = buf.unstored_items(max_chars=10**9)
     assert len(items) == len(accepted) and items[0].text == text
     buf.mark_stored([items[0].key])
@@ -163,34 +162,3 @@ def test_preview_is_one_line_and_marked_when_cut() -> None:
     assert preview("a\n b") == "a b"
     long = preview("z" * 500)
     assert len(long) == PREVIEW_CHARS and long.endswith("…")
-
-
-def test_a_run_takes_texts_whole_within_its_bound_and_the_rest_wait() -> None:
-    """The one path (docs/decisions/one-message-path.md): the run's input
-    carries message texts whole, at most RUN_TEXT_BYTES of them in UTF-8
-    (what the server counts), so it stays under the 512 KB payload limit;
-    the messages past the bound wait whole, in order, for the next run."""
-    buf = TriggerBuffer([], [], utf8=True)
-    text = "é" * 19_000  # 2 bytes each in UTF-8, 1 character in json_chars
-    for i in range(7):
-        assert buf.add_message(i + 1, at(i), f"{i} {text}", "op") is None
-    assert buf.add_message(8, at(8), text, "op") is not None, "300 KB of UTF-8 wait at most"
-    buf.add_trigger_now(13, at(13), "now")
-    taken = buf.take_within()
-    sent = RunInput(agent_id="a", run=1, session=1, triggers=taken, config=AgentConfig())
-    assert len(sent.model_dump_json().encode()) < 512 * 1024
-    messages = [t for t in taken if t.kind == TriggerKind.HUMAN_MESSAGE]
-    assert 0 < len(messages) < 7 and messages[-1].text.startswith(f"{len(messages) - 1} ")
-    assert all(t.text_key == message_key(t.seq, t.text) for t in messages), "whole texts"
-    assert any(t.kind == TriggerKind.TRIGGER_NOW for t in taken)
-    left = list(buf.pending)
-    assert [t.seq for t in left] == list(range(len(messages) + 1, 8))
-    assert buf.unstored_keys == [t.text_key for t in left]
-    assert buf.first_at(Priority.P0) == left[0].received_at
-    nxt = buf.take_within()
-    assert [t.seq for t in nxt] == [t.seq for t in left] and not buf.pending
-    assert buf.unstored_keys == [] and buf.unstored_bytes == 0
-    # One message always goes, whatever the bound.
-    buf.add_message(20, at(20), text, "op")
-    assert len(buf.take_within(max_text_bytes=1)) == 1
-    assert RUN_TEXT_BYTES + MAX_PENDING_BYTES < 512 * 1024

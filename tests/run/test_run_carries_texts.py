@@ -1,15 +1,13 @@
-"""A message's text reaches the model by one path (workflows/agent_runs.py,
-ONE_PATH_PATCH; docs/decisions/one-message-path.md): on the real dev server,
-a message signalled to a new agent goes whole into its run's input, the
-run's load_context stores it and the model reads it; the agent's history
-holds no `store_operator_messages` activity (the activity that queried the
-texts back), nothing waits for the store, and the text is stored once.
-
-Executions begun before the patch keep their paths: tests/workflows/test_one_path.py."""
+"""A run does not wait for the agent's store loop (workflows/agent_runs.py):
+on the real dev server, with the loop's write of a message's text held back,
+the message's run starts within its P0 window and its load_context stores
+the text the run brought whole; the loop's own write, once let through, is a
+no-op, and nothing waits for the store any more."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -23,84 +21,86 @@ from fleet_agent.store.inbox import Inbox
 from testkit.fakes.anthropic_server import FakeAnthropic
 from tests.helpers import eventually, finished_runs, running_worker, status
 from workflows import FleetAgentWorkflow
-from workflows.agent_runs import ONE_PATH_PATCH
+
+HOLD_S = 60.0  # the longest the store loop's write is held (the test opens it sooner)
 
 
-class CountingInbox(Inbox):
-    """An inbox that counts the writes of message texts by the store loop's
-    activity (`store_operator_messages`) and by anything else."""
+class LoopHeldInbox(Inbox):
+    """An inbox whose writes of message texts by the store loop's activity
+    (`store_operator_messages`) wait for `gate`; every other write goes through."""
 
     def __init__(self, store: Store) -> None:
         super().__init__(store)
+        self.gate = threading.Event()
         self.loop_writes = 0
-        self.writes: list[str] = []
 
     def stash_messages(self, agent_id: str, items: Sequence[InboxItem]) -> int:
         if activity.in_activity() and activity.info().activity_type == "store_operator_messages":
             self.loop_writes += 1
-        self.writes.extend(i.key for i in items)
+            assert self.gate.wait(HOLD_S), "the store loop's write was never let through"
         return super().stash_messages(agent_id, items)
 
 
-class CountingStore(Store):
-    inbox: CountingInbox
+class LoopHeldStore(Store):
+    """A store whose inbox holds the store loop's writes (`LoopHeldInbox`)."""
+
+    inbox: LoopHeldInbox
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        self.inbox = CountingInbox(self)
+        self.inbox = LoopHeldInbox(self)
 
 
 @pytest.fixture
-def counted_store(tmp_path: Path) -> Iterator[CountingStore]:
-    s = CountingStore(f"sqlite:///{tmp_path / 'fleet.db'}")
+def held_store(tmp_path: Path) -> Iterator[LoopHeldStore]:
+    s = LoopHeldStore(f"sqlite:///{tmp_path / 'fleet.db'}")
     s.create_all()
     yield s
+    s.inbox.gate.set()
     s.dispose()
 
 
-async def test_a_message_reaches_the_model_in_its_run_alone(
-    dev_env: WorkflowEnvironment, counted_store: CountingStore, fake_llm: FakeAnthropic
+async def test_a_message_is_answered_while_the_store_loop_is_held(
+    dev_env: WorkflowEnvironment, held_store: LoopHeldStore, fake_llm: FakeAnthropic
 ) -> None:
     text = "Hold 400 proofs/h from now on. " + "Because the backlog grew. " * 80
-    async with running_worker(dev_env.client, counted_store) as h:
+    async with running_worker(dev_env.client, held_store) as h:
         handle = await h.start_agent(p0_debounce_seconds=0.5)
         await eventually(
-            lambda: asyncio.to_thread(lambda: len(finished_runs(counted_store, handle.id)) >= 1),
+            lambda: asyncio.to_thread(lambda: len(finished_runs(held_store, handle.id)) >= 1),
             what="the start-up run",
         )
         await handle.signal(FleetAgentWorkflow.human_message, {"text": text})
+        await eventually(
+            lambda: asyncio.to_thread(lambda: held_store.inbox.loop_writes >= 1),
+            what="the store loop's write to be held",
+        )
 
         def answered() -> bool:
-            runs = finished_runs(counted_store, handle.id)
+            runs = finished_runs(held_store, handle.id)
             return any(
                 t.kind == TriggerKind.HUMAN_MESSAGE and t.text == text
                 for r in runs
                 for t in r.triggers
             )
 
+        # Before this change the run waited for the held write: never, here.
         await eventually(lambda: asyncio.to_thread(answered), timeout=20, what="the answer")
-        assert any(text in r.last_user_text() for r in fake_llm.requests), "the model read it"
-        assert (await status(handle)).unstored_messages == 0
-        history = await handle.fetch_history()
-    scheduled = [
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in history.events
-        if e.HasField("activity_task_scheduled_event_attributes")
-    ]
-    assert "store_operator_messages" not in scheduled, scheduled
-    markers = [
-        e.marker_recorded_event_attributes.SerializeToString()
-        for e in history.events
-        if e.HasField("marker_recorded_event_attributes")
-    ]
-    assert any(ONE_PATH_PATCH.encode() in m for m in markers), "a new execution takes the path"
-    assert counted_store.inbox.loop_writes == 0
-    keys = [
-        t.text_key
-        for r in finished_runs(counted_store, handle.id)
-        for t in r.triggers
-        if t.kind == TriggerKind.HUMAN_MESSAGE
-    ]
-    stored = counted_store.inbox.inbox_texts(handle.id, keys)
-    assert [i.text for i in stored.values()] == [text]  # one row, the whole text
-    assert counted_store.inbox.writes.count(keys[0]) == 1, "stored once, by load_context"
+        assert any(text in r.last_user_text() for r in fake_llm.requests)
+        st = await status(handle)
+        assert st.unstored_messages == 1  # the loop's write is still held
+        # Let it through: it finds the text stored and the agent forgets it.
+        held_store.inbox.gate.set()
+
+        async def forgotten() -> bool:
+            return (await status(handle)).unstored_messages == 0
+
+        await eventually(forgotten, what="the store loop to finish")
+        keys = [
+            t.text_key
+            for r in finished_runs(held_store, handle.id)
+            for t in r.triggers
+            if t.kind == TriggerKind.HUMAN_MESSAGE
+        ]
+        stored = held_store.inbox.inbox_texts(handle.id, keys)
+        assert [i.text for i in stored.values()] == [text]  # one row, the whole text
