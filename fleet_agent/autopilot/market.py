@@ -108,9 +108,9 @@ def market_view(run: Run) -> MarketView | None:
         return None
 
 
-def _priced(view: MarketView) -> dict[str, Any] | None:
+def _priced(view: MarketView, *, turning_on: bool = False) -> dict[str, Any] | None:
     market, ours = view.market_price_nfil, view.price_nfil
-    if view.max_price_nfil <= 0 or market is None or not view.enabled:
+    if view.max_price_nfil <= 0 or market is None or not (view.enabled or turning_on):
         return None
     low, high = max(view.min_price_nfil, 1), view.max_price_nfil
     ceiling = min(max(round(market * (1 - PRICE_UNDER)), low), high)
@@ -122,6 +122,8 @@ def _priced(view: MarketView) -> dict[str, Any] | None:
             f"takes it: ask {ceiling} nFIL, just under"
         )
         return _set(ceiling, reprice, why, view)
+    if turning_on:
+        return None  # the node has no ask of ours yet to judge by
     if idle and ours > low:
         price = max(low, min(ours - 1, round(ours * (1 - PRICE_STEP))))
         idle_gpus = view.gpus_proving - view.rows_open
@@ -158,10 +160,13 @@ def market_calls(view: MarketView, target: float) -> list[dict[str, Any]]:
             )
         )
         return calls
-    if not view.enabled and target > 0 and view.gpus_proving > 0 and not view.loss:
+    turning_on = not view.enabled and target > 0 and view.gpus_proving > 0 and not view.loss
+    if turning_on:
         why = f"{view.gpus_proving} GPU(s) proving for a target of {target:g}: ask for work"
         calls.append(tool_use("set_requests", {"enabled": True, "reason": why}))
-    priced = _priced(view)
+    # Requests going on at an ask over the market's price would take no work
+    # until the next run: the price comes under it in the same run.
+    priced = _priced(view, turning_on=turning_on)
     if priced is not None:
         calls.append(priced)
     return calls

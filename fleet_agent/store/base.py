@@ -7,24 +7,30 @@ nothing, so any number of them can share one store (docs/decisions/store.md).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from sqlalchemy import Executable
+from sqlalchemy import Engine, Executable
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import SQLModel
 
 from .tables import table_of
 
-if TYPE_CHECKING:
-    from .store import Store
+__all__ = ["EngineHolder", "Repository"]
 
-__all__ = ["Repository"]
+
+class EngineHolder(Protocol):
+    """What a repository borrows from its store (a `Store`): the engine. A
+    protocol, not `Store` itself, so that store.py, which holds the run log's
+    repositories, is imported by none of them."""
+
+    @property
+    def engine(self) -> Engine: ...
 
 
 class Repository:
     """The store's engine and its dialect's INSERT, for the methods of a repository."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: EngineHolder) -> None:
         self._engine = store.engine
         # `ON CONFLICT` is dialect-specific SQL: each backend has its own insert().
         self._insert = (

@@ -154,6 +154,18 @@ def test_requests_go_off_before_the_fleet_goes_and_on_for_a_fleet() -> None:
     assert market_calls(_view(enabled=False, gpus_proving=0), 100) == []  # none proves yet
 
 
+def test_requests_go_on_with_the_ask_under_the_market_in_the_same_run() -> None:
+    # An ask over the market's price takes no work until the next run.
+    over = _view(enabled=False, market_price_nfil=3_400_000, rows_open=0, asks_open=0)
+    assert _names(market_calls(over, 100)) == [
+        ("set_requests", {"enabled": True}),
+        ("set_ask_price", {"price_nfil": _under(3_400_000), "reprice_open": False}),
+    ]
+    # Under the market it is left: no ask of ours to judge idle GPUs by yet.
+    under = _view(enabled=False, market_price_nfil=8_000_000, rows_open=0, asks_open=2)
+    assert _names(market_calls(under, 100)) == [("set_requests", {"enabled": True})]
+
+
 @pytest.mark.parametrize(("gpus", "slots", "full"), [(4, 10, False), (10, 10, True), (1, 0, True)])
 def test_slots_bound_the_fleet(gpus: int, slots: int, full: bool) -> None:
     assert _view(gpus=gpus, slots_total=slots).slots_full is full
