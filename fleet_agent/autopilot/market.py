@@ -11,8 +11,8 @@ read it. The tools' guards (activities/market.py) hold whatever is decided.
   automatically to the lowest-price eligible Provider"). So the ask sets
   our place in the line, not our pay, and the rule steers it by what our
   GPUs do, not by chasing the market:
-  - Over the market's price by more than `PRICE_SLACK`: down to
-    `PRICE_UNDER` under it (an ask over the market takes nothing).
+  - Over the market's price: down to `PRICE_UNDER` under it (an ask over
+    the market takes nothing).
   - GPUs idle while our asks wait: down one `PRICE_STEP` (within the
     range), the open asks withdrawn to take it (1 challenge proof each)
     while the hour's withdrawals allow.
@@ -116,7 +116,7 @@ def _priced(view: MarketView, *, turning_on: bool = False) -> dict[str, Any] | N
     ceiling = min(max(round(market * (1 - PRICE_UNDER)), low), high)
     idle = view.gpus_proving > view.rows_open and view.asks_open > 0
     reprice = idle and 0 < view.asks_open <= view.withdrawals_left
-    if ours > ceiling * (1 + PRICE_SLACK):
+    if ours > market or ours > high:
         why = (
             f"our ask of {ours} nFIL is over the market's {market} nFIL, where no request "
             f"takes it: ask {ceiling} nFIL, just under"
@@ -161,12 +161,13 @@ def market_calls(view: MarketView, target: float) -> list[dict[str, Any]]:
         )
         return calls
     turning_on = not view.enabled and target > 0 and view.gpus_proving > 0 and not view.loss
-    if turning_on:
-        why = f"{view.gpus_proving} GPU(s) proving for a target of {target:g}: ask for work"
-        calls.append(tool_use("set_requests", {"enabled": True, "reason": why}))
     # Requests going on at an ask over the market's price would take no work
-    # until the next run: the price comes under it in the same run.
+    # until the next run: the price comes under it first, so the node's
+    # first asks are opened at it.
     priced = _priced(view, turning_on=turning_on)
     if priced is not None:
         calls.append(priced)
+    if turning_on:
+        why = f"{view.gpus_proving} GPU(s) proving for a target of {target:g}: ask for work"
+        calls.append(tool_use("set_requests", {"enabled": True, "reason": why}))
     return calls

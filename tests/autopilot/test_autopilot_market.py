@@ -139,7 +139,7 @@ def test_the_price_stays_in_the_operators_range() -> None:
 
 
 def test_small_moves_and_no_range_leave_the_price() -> None:
-    near = int(5_000_000 * (1 - PRICE_SLACK / 2))
+    near = int(5_000_000 * (1 + PRICE_SLACK / 2))
     assert market_calls(_view(market_price_nfil=near, rows_open=4), 100) == []
     unranged = MarketPolicy()  # max 0: the agent may not set prices
     assert market_calls(_view(unranged, market_price_nfil=1_000_000, rows_open=0), 100) == []
@@ -158,8 +158,8 @@ def test_requests_go_on_with_the_ask_under_the_market_in_the_same_run() -> None:
     # An ask over the market's price takes no work until the next run.
     over = _view(enabled=False, market_price_nfil=3_400_000, rows_open=0, asks_open=0)
     assert _names(market_calls(over, 100)) == [
-        ("set_requests", {"enabled": True}),
         ("set_ask_price", {"price_nfil": _under(3_400_000), "reprice_open": False}),
+        ("set_requests", {"enabled": True}),
     ]
     # Under the market it is left: no ask of ours to judge idle GPUs by yet.
     under = _view(enabled=False, market_price_nfil=8_000_000, rows_open=0, asks_open=2)
