@@ -229,24 +229,18 @@ class AgentClient:
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
-        with self._rpc("ask the agent", needs_worker=True):
-            try:
-                result = await (await self.client()).execute_update_with_start_workflow(
-                    FleetAgentWorkflow.ask,
-                    arg,
-                    start_workflow_operation=start,
-                    rpc_timeout=timedelta(seconds=wait),
-                )
-            except WorkflowUpdateFailedError as exc:
-                cause = exc.cause
-                message = cause.message if isinstance(cause, ApplicationError) else str(cause)
-                raise CliError(message or "the agent refused the message") from None
-            except WorkflowUpdateRPCTimeoutOrCancelledError:
-                raise CliError(
-                    f"no answer within {wait:g}s; is a worker running on task queue "
-                    f"{self.task_queue!r}? (the message may still reach the agent when one "
-                    f"does: check `{CLI} status`)"
-                ) from None
+        with self._updating(
+            "ask the agent",
+            refused="the agent refused the message",
+            no_answer=f"no answer within {wait:g}s",
+            meanwhile=f"the message may still reach the agent when one does: check `{CLI} status`",
+        ):
+            result = await (await self.client()).execute_update_with_start_workflow(
+                FleetAgentWorkflow.ask,
+                arg,
+                start_workflow_operation=start,
+                rpc_timeout=timedelta(seconds=wait),
+            )
         return AskResult.model_validate(result), not was_running
 
     async def signal(self, signal: str, arg: dict[str, Any]) -> None:
@@ -271,23 +265,17 @@ class AgentClient:
     async def update_config(self, changes: dict[str, Any]) -> AgentConfig:
         """Apply a partial config; the workflow's validator refuses bad values."""
         await self.require_running()
-        with self._rpc("update the config", needs_worker=True):
-            try:
-                return await (await self.handle()).execute_update(
-                    FleetAgentWorkflow.update_config,
-                    changes,
-                    rpc_timeout=timedelta(seconds=self.query_timeout),
-                )
-            except WorkflowUpdateFailedError as exc:
-                cause = exc.cause
-                message = cause.message if isinstance(cause, ApplicationError) else str(cause)
-                raise CliError(message or "the config update was refused") from None
-            except WorkflowUpdateRPCTimeoutOrCancelledError:
-                raise CliError(
-                    f"no answer to the config update within {self.query_timeout:g}s; "
-                    f"is a worker running on task queue {self.task_queue!r}? "
-                    f"(it may still be applied when one does: check `{CLI} config`)"
-                ) from None
+        with self._updating(
+            "update the config",
+            refused="the config update was refused",
+            no_answer=f"no answer to the config update within {self.query_timeout:g}s",
+            meanwhile=f"it may still be applied when one does: check `{CLI} config`",
+        ):
+            return await (await self.handle()).execute_update(
+                FleetAgentWorkflow.update_config,
+                changes,
+                rpc_timeout=timedelta(seconds=self.query_timeout),
+            )
 
     async def freeze(self, request: dict[str, Any], *, wait: float) -> FreezeReport:
         """The `freeze` update; with destroy_all it returns once vast.ai lists
@@ -310,20 +298,34 @@ class AgentClient:
 
     async def _update(self, update: Any, arg: dict[str, Any], what: str, wait: float) -> Any:
         await self.require_running()
+        with self._updating(
+            what,
+            refused=f"could not {what}",
+            no_answer=f"no answer within {wait:g}s while trying to {what}",
+            meanwhile=f"it goes on when one does: check `{CLI} status`",
+        ):
+            return await (await self.handle()).execute_update(
+                update, arg, rpc_timeout=timedelta(seconds=wait)
+            )
+
+    @contextmanager
+    def _updating(
+        self, what: str, *, refused: str, no_answer: str, meanwhile: str
+    ) -> Iterator[None]:
+        """An update's failures as one-line errors: the workflow's refusal
+        (its validator's or handler's message, else `refused`), or no answer
+        in time (`no_answer`, and what happens `meanwhile`)."""
         with self._rpc(what, needs_worker=True):
             try:
-                return await (await self.handle()).execute_update(
-                    update, arg, rpc_timeout=timedelta(seconds=wait)
-                )
+                yield
             except WorkflowUpdateFailedError as exc:
                 cause = exc.cause
                 message = cause.message if isinstance(cause, ApplicationError) else str(cause)
-                raise CliError(message or f"could not {what}") from None
+                raise CliError(message or refused) from None
             except WorkflowUpdateRPCTimeoutOrCancelledError:
                 raise CliError(
-                    f"no answer within {wait:g}s while trying to {what}; is a worker "
-                    f"running on task queue {self.task_queue!r}? (it goes on when one "
-                    f"does: check `{CLI} status`)"
+                    f"{no_answer}; is a worker running on task queue {self.task_queue!r}? "
+                    f"({meanwhile})"
                 ) from None
 
     async def refusal(
