@@ -281,4 +281,7 @@ def add_service_commands(sub: Any) -> None:
     p.add_argument("--sim-scenario", default="realistic", help=argparse.SUPPRESS)
     p.add_argument("--sim-state", help=argparse.SUPPRESS)
     p.add_argument("--sim-no-rate-limits", action="store_true", help=argparse.SUPPRESS)
+    # The simulated clock starts at the next HH:MM UTC: the same hour of the
+    # market's day whenever it runs (its demand and providers follow the hour).
+    p.add_argument("--sim-start", metavar="HH:MM", help=argparse.SUPPRESS)
     p.set_defaults(handler=_up)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from datetime import UTC, datetime
 
 from fleet_agent.env.local_stack import (
     CONSOLE_PORT_ENV,
@@ -21,10 +22,14 @@ from fleet_agent.env.local_stack import (
 )
 from starter.agent_client import CliError, UsageError
 from starter.stack.guard import port_taken
-from starter.stack.options import StackOptions, dev_config
+from starter.stack.options import StackOptions, dev_config, sim_start_epoch
 from starter.stack.temporal_server import check_ports
 
 __all__ = ["up_main"]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def up_main(args: argparse.Namespace) -> int:
@@ -38,6 +43,7 @@ def up_main(args: argparse.Namespace) -> int:
         port = args.port or env_port(TEMPORAL_PORT_ENV)
         ui_port = args.ui_port or env_port(TEMPORAL_UI_PORT_ENV)
         console_port = args.console_port or env_port(CONSOLE_PORT_ENV) or DEFAULT_CONSOLE_PORT
+        sim_start = None if args.sim_start is None else sim_start_epoch(args.sim_start, _now())
     except ValueError as exc:  # a malformed setting, as a malformed option: exit 2
         raise UsageError(str(exc)) from None
     sim_demand = None
@@ -62,6 +68,7 @@ def up_main(args: argparse.Namespace) -> int:
         # `--sim-state ''` keeps nothing, as it always has.
         sim_no_state=args.sim_state == "",
         sim_rate_limits=not args.sim_no_rate_limits,
+        sim_start=sim_start,
         sim_demand=sim_demand,
         new_store=args.new_store,
         add_worker=args.add_worker,

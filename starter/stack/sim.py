@@ -105,6 +105,7 @@ def simulator(
             speed=opts.sim_speed,
             scenario=opts.sim_scenario,
             rate_limits=opts.sim_rate_limits,
+            start_epoch=opts.sim_start,
             state_path=state_path,
             # The Snark Market's node is the machines' work: no /demand queue then.
             demand=None if market is not None else opts.sim_demand,

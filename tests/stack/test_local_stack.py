@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from starter.agent_client import CliError, resolved_address
 from starter.cli import main
 from starter.stack.devserver import load_dev_config
 from starter.stack.guard import OwnedStack, StackRecord, claim_stack, new_record
+from starter.stack.options import sim_start_epoch
 from starter.stack.up import _cli_env
 
 
@@ -192,3 +194,38 @@ def test_add_worker_needs_a_running_stack(
     claim = claim_stack(tmp_path / "var" / f"stack-{port}.json")
     assert isinstance(claim, OwnedStack)
     claim.release()
+
+
+_NOW = datetime(2026, 12, 7, 16, 50, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "at"),
+    [
+        ("08:00", datetime(2026, 12, 8, 8, 0, tzinfo=UTC)),  # the next one: tomorrow
+        ("16:50", datetime(2026, 12, 8, 16, 50, tzinfo=UTC)),  # now is not ahead
+        ("16:51", datetime(2026, 12, 7, 16, 51, tzinfo=UTC)),
+        ("2099-01-15T08:00Z", datetime(2099, 1, 15, 8, 0, tzinfo=UTC)),
+        ("2099-01-15T09:00+01:00", datetime(2099, 1, 15, 8, 0, tzinfo=UTC)),
+    ],
+)
+def test_sim_start_is_the_next_time_of_day_or_a_later_date(text: str, at: datetime) -> None:
+    assert sim_start_epoch(text, _NOW) == at.timestamp()
+
+
+@pytest.mark.parametrize(
+    "text", ["25:00", "8", "noon", "2020-01-01T00:00Z", "9999-01-01T00:00Z", "", "x" * 10_000]
+)
+def test_a_sim_start_in_the_past_or_not_a_time_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="--sim-start: ") as exc:
+        sim_start_epoch(text, _NOW)
+    assert len(str(exc.value)) < 200, "the input is cut, not echoed whole"
+
+
+def test_a_bad_sim_start_stops_up_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["up", "--sim-start", "yesterday"]) == 2
+    assert "--sim-start: 'yesterday' is neither" in capsys.readouterr().err
+    assert not (tmp_path / "var").exists(), "nothing was started or written"

@@ -68,16 +68,22 @@ _OURS = (
 
 async def test_the_local_stack_runs_the_snark_market_on_the_agents_fleet(tmp_path: Path) -> None:
     port = free_port()
-    # As `make run TEMPORAL_PORT=P SIM_DEMAND=default` starts it: no prover
+    # As `make run TEMPORAL_PORT=P SIM_DEMAND=0:1200` starts it: no prover
     # mode set, so the Snark Market runs, its node proving on the machines
     # the agent rents; the simulator at two simulated minutes a second, so a
-    # machine boots and fetches its parameters in a minute.
+    # machine boots and fetches its parameters in a minute. Clients ask for
+    # more than the other providers prove, from 08:00 UTC (a simulated
+    # morning, whenever the test runs): at the default curve the node's first
+    # asks, priced from a market that moves an hour every 30 s, could wait
+    # longer than the test for work the other providers take (measured at
+    # 16:42 UTC: none in 150 s; at 08:00 and 1,200 an hour: a proof in 44 s).
     env = {
         k: v
         for k, v in up_env(TEMPORAL_PORT=str(port), TEMPORAL_UI_PORT=str(free_port())).items()
         if k not in _OURS
     }
-    up = await start_up(tmp_path, "--sim-demand", "default", "--sim-speed", "120", env=env)
+    argv = ("--sim-demand", "0:1200", "--sim-speed", "120", "--sim-start", "08:00")
+    up = await start_up(tmp_path, *argv, env=env)
     try:
         await up.until("agent started", within=60)
         found = re.search(r"demand:     the Snark Market's Curio node at (http://\S+) \(", up.text)
@@ -103,7 +109,7 @@ async def test_the_local_stack_runs_the_snark_market_on_the_agents_fleet(tmp_pat
             return dict(json.loads(await _cli(status_argv, tmp_path, shell)))
 
         config = (await status())["config"]
-        assert (config["target_mode"], config["max_target"]) == ("demand", 600)
+        assert (config["target_mode"], config["max_target"]) == ("demand", 2400)
         assert (config["market_mode"], config["market_challenges"]) == ("snark", 500)
         async with httpx.AsyncClient(base_url=curio, timeout=10) as web:
             # The node as the stack set it up, read as Curio's GUI reads it.
