@@ -43,9 +43,8 @@ def inside_band(
     fleet with its set costs at most SPARE_PREMIUM more than the fleet with
     the set that holds `target_low` (`base_cost`: the $/h of the machines
     the fleet keeps besides the set). Inside a band this narrow the spare's
-    set can cost far more than the spare's share of the capacity: seed 3's
-    market day kept a fleet 12.7 % dearer than the target's for six hours
-    to hold it."""
+    set can cost far more than the spare's share of the capacity, for hours
+    ("Spare premium" in bench/results/2026-12-07-autopilot-rule-cases.md)."""
     found: list[tuple[Cover, float]] = []
     for low in dict.fromkeys(lows):
         inside = cheapest_cover_between(items, max(0.0, low), high, planning_unit(max(1.0, high)))

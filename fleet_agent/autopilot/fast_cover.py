@@ -5,10 +5,9 @@ fleet under the ±5 % band until its replacement proves. Where bridges fit
 (bridges.py), fast temporary machines prove meanwhile; where none fits, at
 a small target (the fast offers are 25-proof machines, 8 % of a target of
 300, larger than a bridge may be) or for a gap under BRIDGE_MIN_GAP, the
-cheapest cover was often one slow host: seed 14's focused day waited 44
-minutes for a 24.8-proof machine at $0.210/h listed at 270 Mb/s, where one
-of the same size at $0.246/h listed at 13 minutes was in the same search.
-That premium is 1.4 % of the fleet's $/h. So when the fleet is under the
+cheapest cover was often one slow host, where a fast one of the same size
+in the same search cost a premium of about 1 % of the fleet's $/h ("Fast
+cover" in bench/results/2026-12-07-autopilot-rule-cases.md). So when the fleet is under the
 band until the cover proves and no bridge is rented beside it, the cover
 is taken of fast offers (`bridges.fast`: est_load_minutes ≤ 15) when the
 fleet with it costs at most FAST_COVER_PREMIUM more per hour

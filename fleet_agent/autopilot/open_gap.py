@@ -4,14 +4,15 @@ instead of on every run.
 `choose_offers` (policy.py) leaves a gap open when every cover would take
 the fleet past the band and the fleet is at most SMALL_GAP under the
 target without it: the fleet is inside the band, only the spare's level
-is short. The autopilot searched again on every run of such a fleet, and
-found nothing again: seed 1's market day searched so on 165 of its 385
-runs, seed 7's on 176 of 413, a second model call (a tool round trip) in
-each. Now a search that finds nothing for such a gap is followed by a
-check (`schedule_next_check`, GAP_CHECK_SECONDS ahead) whose reason
-carries the gap, and no run searches for a gap while a check pending
-covers it: one scheduled for a gap at least as large, less
-GAP_GROWTH_SHARE of the target. A failure or a higher target opens a
+is short. Searched again on every run of such a fleet, it finds nothing
+again, and each search costs a second model call (a tool round trip) on
+almost half the runs of a market day (the cases: bench/results/
+2026-12-07-autopilot-rule-cases.md, "Open gap"). So a search that finds
+nothing for such a gap is followed by a check (`schedule_next_check`,
+GAP_CHECK_SECONDS ahead) whose reason carries the gap, and no run
+searches for a gap while a check pending covers it: one scheduled for a
+gap at least as large, less GAP_GROWTH_SHARE of the target. A failure or
+a higher target opens a
 larger gap, which is searched at once. Pure functions.
 """
 

@@ -79,12 +79,11 @@ def plan_fleet(rows: list[dict[str, Any]], target: float, *, spare: bool = False
     released: set[int] = set()
     # A machine that may not be released yet stays whatever the subset, so
     # the others top up what it surely gives, as the releases below are
-    # judged: on its estimate, seed 7's market day kept a young 24.8 still
-    # unmeasured (counted 22.3) and released nothing for 20 minutes at 400
-    # proofs/h for a target of 300, because releasing the 90.5 the subset
-    # left out left 309 sure, under the level of 310.5. A releasable machine
-    # is chosen on its estimate: an unmeasured one is not let go for the 10 %
-    # its measurement may still give.
+    # judged: on its estimate, a young machine counted short left a release
+    # under the level, and the fleet kept a third too much for 20 minutes
+    # ("Release" in bench/results/2026-12-07-autopilot-rule-cases.md). A
+    # releasable machine is chosen on its estimate: an unmeasured one is not
+    # let go for the 10 % its measurement may still give.
     judged = [
         r if r.get("releasable", True) else {**r, "expected_proofs_per_hour": _sure(r)}
         for r in core

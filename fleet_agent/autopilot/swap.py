@@ -1,11 +1,12 @@
 """A swap: rent a smaller machine so that a settled fleet past the band can
 release one it has, when no release alone brings it back.
 
-A fleet of 206, 60 and 51 proofs/h holds 317 at target 300, 0.7 % past the
-band's top: without the 51 it is 266, 11 % under. No subset of it is inside
-the band, so the release rules (band.py, `cheapest_kept`) keep all three,
-and the market day's seed 4 stayed there for six hours after the decrease.
-A 40-proof rental fixes it: 206 + 60 + 40 is inside. The swap is made before
+A fleet a little past the band's top whose smallest machine is too large to
+release (the fleet without it is well under the band) has no subset inside
+the band, so the release rules (band.py, `cheapest_kept`) keep every machine
+and the fleet stays past the band for hours (a case: bench/results/
+2026-12-07-autopilot-rule-cases.md, "Swap"). A smaller rental fixes it: the
+fleet with it in place of that machine is inside. The swap is made before
 the break: the new machine is rented here, and the one it replaces goes by
 the ordinary release rule (policy.py) once the new one proves, which also
 keeps the fleet at its level while the new one loads.

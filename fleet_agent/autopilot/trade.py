@@ -2,10 +2,9 @@
 the fleet has, so that the dear one can go once the new one proves.
 
 A failure is replaced at the market of its hour, and right after a cover
-took the cheapest offers that market is dearer: seed 1's market day
-replaced two machines that died while loading, at hour 18, with 27-proof
-machines at $11.7-12.3 per 1,000 proofs, against the $8.1 of the fleet the
-oracle chose, and kept them all day. The rebuilds tried before (whole
+took the cheapest offers that market is dearer, and the fleet keeps the
+dear replacements all day (a case: bench/results/
+2026-12-07-autopilot-rule-cases.md, "Trade"). The rebuilds tried before (whole
 fleets, or one offer whenever the fleet's $/h fell 5 %) bought cheaper
 fleets of larger machines, whose failures the spare covers less often, and
 lost the band (docs/decisions/load-time.md, "A swap for cost too"). A trade keeps the
@@ -91,11 +90,11 @@ def released_once_proving(
     `plan_fleet`) lets go as soon as a new machine of `rate` and `dph` proves,
     before its first measurement (so at UNMEASURED_SHARE of its estimate, and
     too young to be released itself). The trade is judged by the rule that
-    will carry it out. Judged by a sum of its own, seed 4's market day
-    rented an offer to replace a 27.6-proof machine; the rule, which
-    releases the dearest per proof first, let a 28.4 go instead, and only
-    once the new machine was measured: 11 minutes after it proved, with the
-    fleet over the band meanwhile."""
+    will carry it out: judged by a sum of its own, a trade rented for one
+    machine let the rule, which releases the dearest per proof first, let
+    another go instead, and only once the new machine was measured, the
+    fleet over the band meanwhile ("Trade" in bench/results/
+    2026-12-07-autopilot-rule-cases.md)."""
     rows: list[dict[str, Any]] = [
         {
             "id": k,

@@ -12,8 +12,8 @@ all from one walk:
 * callers that arrive while a walk is under way wait for that walk
   (single-flight) instead of starting their own, however long it takes:
   a second walk would queue behind the first's pages in the pacing, and
-  with walks longer than the TTL they would pile up (measured at 150
-  agents, 6 pages a walk: every caller timed out);
+  with walks longer than the TTL they would pile up until every caller
+  times out ("Listing" in bench/results/2026-12-07-autopilot-rule-cases.md);
 * a write (create, destroy, any other mutating request) through the same
   client bumps a generation: a listing whose walk started before the write
   is neither reused nor joined afterwards, so whoever made a change sees it
