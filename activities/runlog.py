@@ -18,6 +18,7 @@ from activities.compact import prompt_history
 from activities.fleet_results import replay_note
 from activities.heartbeat import heartbeating
 from activities.metrics import record_run_cost
+from activities.temporal import stash_unstored_messages
 from fleet_agent.demand.point import DemandPoint
 from fleet_agent.llm.model_table import KNOWN_MODELS, ModelInfo
 from fleet_agent.llm.prompt import (
@@ -118,7 +119,8 @@ class RunLogActivities:
     async def load_context(self, req: LoadContextRequest) -> ContextInfo:
         """Open the run (an attempt of it) in the store and write its first message
         (triggers, target, fleet snapshot and spend, wakes). Reads message texts
-        from the store's inbox (storing first those the run brought whole), the
+        from the store's inbox (those not there yet from the agent, by its
+        query, stored first: activities/temporal.py), the
         fleet (vast.ai, a recent listing when one is at hand) through the fleet
         view (which accrues a fresh one in the store's spend ledger) and the
         ledger's summary, which it returns for the agent's status, with the LLM
@@ -130,7 +132,7 @@ class RunLogActivities:
     async def _load_context(self, req: LoadContextRequest) -> ContextInfo:
         inp = req.run_input
         store = self._store
-        triggers = await asyncio.to_thread(self._full_texts, inp.agent_id, inp.triggers)
+        triggers = await self._full_texts(inp.agent_id, inp.triggers)
         inp = inp.model_copy(update={"triggers": triggers})
         trigger_block = render_trigger_block(triggers)
         await asyncio.to_thread(
@@ -231,36 +233,49 @@ class RunLogActivities:
             activity.logger.warning("market point of %s unreadable: %s", agent_id, exc)
             return None
 
-    def _full_texts(self, agent_id: str, triggers: list[Trigger]) -> list[Trigger]:
+    async def _full_texts(self, agent_id: str, triggers: list[Trigger]) -> list[Trigger]:
         """`triggers` with each inbox text (`text_key`) in place of its preview.
 
-        A text the store does not have yet came whole with the run (the agent
-        did not wait for its store loop, workflows/agent_runs.py): it is
-        stored here under its key, which hashes the whole text, so a preview
-        is never taken for it. The store loop's write of the same key after
-        or before this one is a no-op."""
+        The run carries previews only. A text the store does not have yet
+        (the agent's store loop has not written it: the run does not wait for
+        it, workflows/agent_runs.py) is fetched by the loop's own path, the
+        agent's `unstored_messages` query (`stash_unstored_messages`), and
+        stored here; the loop's write of the same key is then a no-op."""
         keys = [t.text_key for t in triggers if t.text_key]
         if not keys:
             return triggers
-        found = self._store.inbox.inbox_texts(agent_id, keys)
-        carried = [
-            InboxItem(
-                key=t.text_key, seq=t.seq, author=t.author, text=t.text, received_at=t.received_at
-            )
-            for t in triggers
-            if t.text_key and t.text_key not in found and message_key(t.seq, t.text) == t.text_key
-        ]
-        if carried:
-            # A key hashes its text: a row written first by the store loop
-            # holds the same text, so no read-back is needed.
-            self._store.inbox.stash_messages(agent_id, carried)
-            found = {**found, **{i.key: i for i in carried}}
+        inbox = self._store.inbox
+        found = await asyncio.to_thread(inbox.inbox_texts, agent_id, keys)
+        why = ""
+        if any(k not in found for k in keys):
+            try:
+                await stash_unstored_messages(self._store, agent_id)
+            except Exception as exc:  # the agent is between executions, Temporal is away
+                why = f": the agent's query failed ({type(exc).__name__}: {str(exc)[:200]})"
+            found = await asyncio.to_thread(inbox.inbox_texts, agent_id, keys)
+            # A run started by an agent of 0.2.0 or before carries such a text
+            # whole, and its agent may have handed it over to none but the run
+            # (docs/decisions/patches.md, run-carries-unstored-texts).
+            whole = [
+                InboxItem(
+                    key=t.text_key,
+                    seq=t.seq,
+                    author=t.author,
+                    text=t.text,
+                    received_at=t.received_at,
+                )
+                for t in triggers
+                if t.text_key not in found and message_key(t.seq, t.text) == t.text_key
+            ]
+            if whole:
+                await asyncio.to_thread(inbox.stash_messages, agent_id, whole)
+                found = {**found, **{i.key: i for i in whole}}
         missing = [k for k in keys if k not in found]
         if missing:
-            # Retryable: the workflow's stash of these texts may still be in flight.
+            # Retryable: the agent holds the texts until they are stored.
             raise ApplicationError(
                 f"message text {missing[0]!r} of agent {agent_id!r} is not in the store's "
-                f"inbox yet ({len(missing)} missing)",
+                f"inbox yet ({len(missing)} missing){why}",
                 type="InboxTextMissing",
             )
         return [

@@ -24,6 +24,7 @@ __all__ = [
     "TemporalActivities",
     "agent_open_or_unknown",
     "agent_running",
+    "stash_unstored_messages",
 ]
 
 # The agent workflow's query that hands out message texts not yet stored.
@@ -33,6 +34,22 @@ UNSTORED_MESSAGES_QUERY = "unstored_messages"
 _DESCRIBE_TIMEOUT = timedelta(seconds=5)
 
 _log = logging.getLogger(__name__)
+
+
+async def stash_unstored_messages(store: Store, agent_id: str) -> list[str]:
+    """The one path of an operator message's text to the store: the agent's
+    `unstored_messages` query (so the text crosses history once, in its
+    signal), written to the store's inbox under its key (a second write of
+    a key is a no-op). Called by whichever activity needs the texts first:
+    the agent's store loop (`store_operator_messages`) or the run's
+    `load_context` (activities/runlog.py). Returns the keys written; needs
+    the running activity's client."""
+    handle = activity.client().get_workflow_handle(agent_id)
+    items: list[InboxItem] = await handle.query(
+        UNSTORED_MESSAGES_QUERY, result_type=list[InboxItem]
+    )
+    await asyncio.to_thread(store.inbox.stash_messages, agent_id, items)
+    return [item.key for item in items]
 
 
 async def agent_running(agent_id: str, *, rpc_timeout: timedelta | None = None) -> bool:
@@ -70,13 +87,8 @@ class TemporalActivities:
         """Read the operator message texts not yet stored from the agent
         workflow (a query, so the texts cross history only once, in their
         signal) and write them to the store. Returns the keys now stored."""
-        handle = activity.client().get_workflow_handle(req.agent_id)
         async with heartbeating():
-            items: list[InboxItem] = await handle.query(
-                UNSTORED_MESSAGES_QUERY, result_type=list[InboxItem]
-            )
-            await asyncio.to_thread(self._store.inbox.stash_messages, req.agent_id, items)
-        return [item.key for item in items]
+            return await stash_unstored_messages(self._store, req.agent_id)
 
     @activity.defn
     async def wait_for_run(self, req: WaitForRun) -> RunResult:

@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     # Pass-through: pydantic models, pure helpers and the helpers' classes.
     from fleet_agent.loop.pace import usd
     from fleet_agent.loop.schedule import Due, next_due
-    from fleet_agent.loop.triggers import RUN_CARRIES_UNSTORED_BYTES
+    from fleet_agent.loop.triggers import RUN_CARRIES_UNSTORED_BYTES, for_run
     from fleet_agent.loop.wakes import add_wake, due_wakes
     from fleet_agent.loop.wakes import cancel_wake as remove_wake
     from fleet_agent.models import (
@@ -97,18 +97,22 @@ class RunCycle:
     async def _continue_as_new(self, *, reset: bool) -> NoReturn:
         """Hand the state to a fresh execution once the message texts are stored."""
         intake = self._intake
-        await self._ex.continue_as_new(lambda: intake.unstored_keys, reset=reset)
+        await self._ex.continue_as_new(
+            lambda: intake.unstored_keys, intake.taken_unstored, reset=reset
+        )
 
     # ------------------------------------------------------------ a run
 
     async def _run_once(self) -> None:
         """Start the next run with the pending triggers (or a heartbeat) and wait for it."""
         ex, intake = self._ex, self._intake
-        # The run reads message texts from the store. A few not there yet go
-        # into the run whole and its load_context stores them: under load the
-        # store loop's activity can outlast the P0 window (docs/decisions/load-time.md,
-        # "A run does not wait for the store"). Histories from before replay
-        # the wait.
+        # The run reads message texts from the store, by their keys: its input
+        # carries previews. Texts not there yet its load_context fetches by
+        # the store loop's own path (the agent's query), so a run does not
+        # wait for that loop, whose activity can outlast the P0 window under
+        # load (docs/decisions/load-time.md, "A run does not wait for the
+        # store"); beyond RUN_CARRIES_UNSTORED_BYTES of them it waits.
+        # Histories from before the patch replay the wait.
         if not (
             intake.unstored_bytes <= RUN_CARRIES_UNSTORED_BYTES
             and workflow.patched(RUN_CARRIES_TEXTS_PATCH)
@@ -130,7 +134,7 @@ class RunCycle:
                 agent_id=ex.agent_id,
                 run=number,
                 session=ex.state.session,
-                triggers=triggers,
+                triggers=for_run(triggers),
                 config=config,
                 wakes=ex.state.wakes,
                 next_heartbeat_at=now + timedelta(seconds=config.heartbeat_seconds),

@@ -54,6 +54,7 @@ class IntakeSlice(Protocol):
     next_trigger_seq: int
     pending_triggers: list[Trigger]
     unstored_keys: list[str]
+    unstored_texts: list[InboxItem]
     rejected: list[RejectedInput]
     rejected_total: int
 
@@ -63,7 +64,9 @@ class Intake:
 
     def __init__(self, slice_: IntakeSlice) -> None:
         self._s = slice_
-        self._buffer = TriggerBuffer(slice_.pending_triggers, slice_.unstored_keys)
+        self._buffer = TriggerBuffer(
+            slice_.pending_triggers, slice_.unstored_keys, slice_.unstored_texts
+        )
 
     # ------------------------------------------------------------ offering
 
@@ -173,6 +176,10 @@ class Intake:
     def unstored_items(self) -> list[InboxItem]:
         """Texts still to store, for the `unstored_messages` query."""
         return self._buffer.unstored_items()
+
+    def taken_unstored(self) -> list[InboxItem]:
+        """Texts not stored yet of messages a run has taken, for a continue-as-new."""
+        return self._buffer.taken_unstored()
 
     def mark_stored(self, keys: list[str]) -> None:
         """The store has these texts: keep previews only."""

@@ -6,10 +6,11 @@ of a run, the agent continues as new and the next execution waits for that
 run by ID (`wait_for_run`). A run whose workflow ended without closing its
 record (timeout, terminate) is closed as failed by the store loop, which also
 moves operator message texts to the store, retrying for as long as the store
-is away. A run does not wait for that: a message whose text is not stored yet
-goes into the run whole (up to RUN_CARRIES_UNSTORED_BYTES of them), and the
-run's `load_context` stores it (the same key: whichever write comes second
-is a no-op).
+is away. A run does not wait for that (up to RUN_CARRIES_UNSTORED_BYTES of
+texts not stored yet): its input carries each message's preview, and its
+`load_context` fetches a text the store lacks by the loop's own path, the
+agent's `unstored_messages` query (the same key: whichever write comes
+second is a no-op). A text crosses history once, in its signal.
 
 `RunLauncher` owns the runs' slice of the agent's state (`RunsSlice`: the
 numbering, the run in flight, the last run and what it brought back, the
@@ -63,7 +64,9 @@ __all__ = ["RUN_CARRIES_TEXTS_PATCH", "MessageTexts", "RunLauncher", "RunsSlice"
 _MAX_UNRECORDED = 20
 
 
-#: The run stores the message texts it carries (the workflow's loop).
+#: A run does not wait for the store loop: its load_context fetches the texts
+#: not stored yet (the workflow's loop). The ID is the first form's, when the
+#: run carried them whole; the marker means the same wait either way.
 RUN_CARRIES_TEXTS_PATCH = "run-carries-unstored-texts"
 
 Run = workflow.ChildWorkflowHandle[Any, RunResult]

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         AgentState,
         AgentStatus,
         DemandPace,
+        InboxItem,
         LlmSpendPace,
         Phase,
         Trigger,
@@ -144,13 +145,20 @@ class AgentExecution:
             or info.get_current_history_length() >= _CRITICAL_HISTORY_EVENTS
         )
 
-    async def continue_as_new(self, unstored: Callable[[], list[str]], *, reset: bool) -> NoReturn:
+    async def continue_as_new(
+        self,
+        unstored: Callable[[], list[str]],
+        taken: Callable[[], list[InboxItem]],
+        *,
+        reset: bool,
+    ) -> NoReturn:
         """Hand the whole state to a fresh execution (a run in flight included).
 
         Message texts go to the store first (`unstored`: the keys of those
         still waiting), so the new execution's input holds previews only; it
         carries texts itself only when the store has been away so long that
-        the history nears Temporal's limits.
+        the history nears Temporal's limits (`taken`: the texts of those a
+        run has taken, whose input has their previews only).
         """
         # An `ask` waiting for a run that has not taken its message ends now
         # (workflows/agent_ask.py); one waiting for the run in flight ends
@@ -160,6 +168,7 @@ class AgentExecution:
         await workflow.wait_condition(lambda: not unstored() or self.history_critical())
         state = self.state.model_copy(deep=True)
         state.unstored_keys = unstored()
+        state.unstored_texts = taken()
         state.executions += 1
         if reset:
             reason = state.reset_reason or "reset"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -36,6 +37,7 @@ __all__ = [
     "RUN_CARRIES_UNSTORED_BYTES",
     "Refusal",
     "TriggerBuffer",
+    "for_run",
     "json_chars",
     "message_key",
     "preview",
@@ -50,10 +52,11 @@ MAX_PENDING_BYTES = 160_000
 # With MAX_PENDING_BYTES, a continue-as-new input that must carry them (the
 # store away for long) stays under the server's 512 KB payload limit.
 MAX_UNSTORED_BYTES = 300_000
-# Message texts a run may take while the store does not have them yet (JSON
-# bytes): it stores them itself (load_context), rather than wait for the
-# agent's store loop. More (the store away for long) and the run waits, so
-# its input stays far under the server's payload limit.
+# Message texts a run may start with while the store does not have them yet
+# (JSON bytes): its load_context fetches them by the agent's query and stores
+# them, rather than wait for the agent's store loop. More (the store away for
+# long) and the run waits for the loop. The name is the patch's
+# (workflows/agent_runs.py): runs once carried these texts whole.
 RUN_CARRIES_UNSTORED_BYTES = 32_000
 PREVIEW_CHARS = 100
 # Characters of message text per answer of the `unstored_messages` query
@@ -69,6 +72,13 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     """The start of a text, on one line, marked when cut."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def for_run(triggers: list[Trigger]) -> list[Trigger]:
+    """The triggers as a run's input carries them: each message's text as its
+    preview. The run reads the whole text from the store by its key, so the
+    text crosses history once, in its signal (activities/runlog.py)."""
+    return [t.model_copy(update={"text": preview(t.text)}) if t.text_key else t for t in triggers]
 
 
 def json_chars(text: str) -> int:
@@ -109,7 +119,11 @@ class TriggerBuffer:
     operation after that is O(1) except `take()`.
     """
 
-    def __init__(self, pending: list[Trigger], unstored: list[str]) -> None:
+    def __init__(
+        self, pending: list[Trigger], unstored: list[str], taken: Sequence[InboxItem] = ()
+    ) -> None:
+        """`unstored`: the keys of texts not stored yet; their texts are in
+        `pending`, or in `taken` for messages a run has already taken."""
         self.pending = pending
         self._by_instance: dict[str, Trigger] = {}
         self._by_reason: dict[str, Trigger] = {}
@@ -126,6 +140,17 @@ class TriggerBuffer:
                 self._index(t, _size(t) - len(t.text) + len(preview(t.text)))
             else:
                 self._index(t)
+        for item in taken:
+            if item.key in waiting and item.key not in self._unstored:
+                self._unstored[item.key] = Trigger(
+                    seq=item.seq,
+                    kind=TriggerKind.HUMAN_MESSAGE,
+                    received_at=item.received_at,
+                    text=item.text,
+                    text_key=item.key,
+                    author=item.author,
+                )
+                self._unstored_bytes += json_chars(item.text)
 
     # ------------------------------------------------------------ reading
 
@@ -209,6 +234,16 @@ class TriggerBuffer:
         self._unstored[trigger.text_key] = trigger
         self._unstored_bytes += size
         return None
+
+    def taken_unstored(self) -> list[InboxItem]:
+        """Texts not stored yet of messages a run has taken (no longer
+        pending): a continue-as-new carries them, as their only home."""
+        pending = {t.text_key for t in self.pending if t.text_key}
+        return [
+            InboxItem(key=k, seq=t.seq, author=t.author, text=t.text, received_at=t.received_at)
+            for k, t in self._unstored.items()
+            if k not in pending
+        ]
 
     def mark_stored(self, keys: list[str]) -> None:
         """The store has these texts: keep a preview only."""
@@ -300,10 +335,10 @@ class TriggerBuffer:
     def take(self) -> list[Trigger]:
         """Everything pending, for a run; leaves nothing pending.
 
-        Texts still unstored stay whole in the triggers taken (the run's
-        load_context stores them) and stay unstored here until `mark_stored`:
-        the store loop still writes them, so no text is ever only in a run's
-        input, and a continue-as-new still waits for them.
+        Texts still unstored stay unstored here until `mark_stored` (the run's
+        input carries previews, `for_run`): the store loop or the run's
+        load_context writes them from here, and a continue-as-new carries
+        them (`taken_unstored`) when it cannot wait for the store.
         """
         taken = list(self.pending)
         self.pending.clear()

@@ -18,7 +18,7 @@ from .restart import AgentRestarted
 from .runs import LastRun, LlmCostSummary, RunResult, Wake
 from .signals import DemandTargetChange
 from .spend import SpendSummary
-from .trigger import Trigger
+from .trigger import InboxItem, Trigger
 
 __all__ = [
     "AgentInput",
@@ -81,8 +81,13 @@ class AgentState(Wire):
     rejected: list[RejectedInput] = Field(default_factory=list)
     rejected_total: int = 0
     executions: int = 1
-    # Keys of operator messages whose text is still only in `pending_triggers`.
+    # Keys of operator messages whose text is not in the store yet: the text is
+    # in `pending_triggers`, or in `unstored_texts` once a run has taken it.
     unstored_keys: list[str] = Field(default_factory=list)
+    # Texts of messages a run has taken that the store does not have yet (the
+    # run carries previews): handed over by a continue-as-new that could not
+    # wait for the store (bounded with the rest: MAX_UNSTORED_BYTES).
+    unstored_texts: list[InboxItem] = Field(default_factory=list)
     run_in_flight: RunInFlight | None = None
     # Runs lost to a timeout or a terminate whose record the store has yet to close.
     unrecorded_runs: list[RunResult] = Field(default_factory=list)

@@ -9,6 +9,7 @@ from fleet_agent.loop.triggers import (
     MAX_UNSTORED_BYTES,
     PREVIEW_CHARS,
     TriggerBuffer,
+    for_run,
     json_chars,
     message_key,
     preview,
@@ -162,3 +163,31 @@ def test_preview_is_one_line_and_marked_when_cut() -> None:
     assert preview("a\n b") == "a b"
     long = preview("z" * 500)
     assert len(long) == PREVIEW_CHARS and long.endswith("…")
+
+
+def test_a_taken_text_not_stored_yet_is_carried_and_given_by_the_query() -> None:
+    """A run took the message (its input has the preview: `for_run`) and the
+    store has not got the text: a continue-as-new carries it (`taken_unstored`),
+    the next execution's query still hands it out, and storing it forgets it."""
+    text = "Hold 400 proofs/h. " + "Because. " * 60
+    buf = TriggerBuffer([], [])
+    assert buf.add_message(1, at(0), text, "op") is None
+    taken = buf.take()
+    carried = for_run(taken)
+    assert carried[0].text == preview(text) and taken[0].text == text
+    assert [i.text for i in buf.unstored_items()] == [text]
+    handed = buf.taken_unstored()
+    assert [i.text for i in handed] == [text]
+
+    again = TriggerBuffer([], buf.unstored_keys, handed)
+    assert again.unstored_keys == buf.unstored_keys and again.unstored_bytes == buf.unstored_bytes
+    assert [i.text for i in again.unstored_items()] == [text]
+    assert again.pending == [], "a taken message is not run again"
+    again.mark_stored(again.unstored_keys)
+    assert again.unstored_keys == [] and again.taken_unstored() == []
+
+
+def test_a_pending_text_is_not_handed_over_twice() -> None:
+    buf = TriggerBuffer([], [])
+    buf.add_message(1, at(0), "still waiting for its run " * 10, "op")
+    assert buf.taken_unstored() == [], "its text travels in the pending trigger"

@@ -8,8 +8,10 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta
 from hashlib import sha256
+from typing import cast
 
 import pytest
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
@@ -121,11 +123,67 @@ async def test_a_text_not_yet_stashed_is_a_retryable_error_naming_the_key(
     assert [t.text for t in record.triggers] == ["stashed", "the stash is still in flight"]
 
 
-async def test_a_text_the_run_brought_whole_is_stored_by_load_context(
+class _Agent:
+    """The agent workflow as `activity.client()` reaches it: its
+    `unstored_messages` query answers with the texts it holds."""
+
+    def __init__(self, items: list[InboxItem]) -> None:
+        self.items = items
+        self.queried: list[tuple[str, str]] = []
+
+    def get_workflow_handle(self, workflow_id: str) -> _Agent:
+        self.queried.append((workflow_id, ""))
+        return self
+
+    async def query(self, name: str, *, result_type: object) -> list[InboxItem]:
+        self.queried[-1] = (self.queried[-1][0], name)
+        return self.items
+
+
+async def test_a_text_the_store_lacks_comes_from_the_agent_by_its_query(
     env: ActivityEnvironment, store: Store
 ) -> None:
-    """The agent started the run before its store loop stored the message
-    (workflows/agent_runs.py): the trigger has the whole text and its key."""
+    """The run started before the agent's store loop stored the message
+    (workflows/agent_runs.py): its input has the preview, and load_context
+    takes the text by the loop's own path, the agent's query, and stores it."""
+    runlog = RunLogActivities(store)
+    text = "Scale down to 300 proofs/h tonight. " + "why " * 500
+    trigger, item = _message(4, text)
+    agent = _Agent([item])
+    with_client = ActivityEnvironment(client=cast(Client, agent))
+    with_client.info = env.info
+    await with_client.run(runlog.load_context, _request(1, [trigger]))
+
+    assert agent.queried == [(AGENT, "unstored_messages")]
+    assert store.inbox.inbox_texts(AGENT, [item.key]) == {item.key: item}
+    record = store.run_reads.get_run(AGENT, 1)
+    assert record is not None and [t.text for t in record.triggers] == [text]
+    context = store.messages.get_message(AGENT, 1, CONTEXT_SEQ)
+    assert context is not None and "Scale down to 300" in context.content
+    # The store loop's own write of the same key comes later: a no-op.
+    assert store.inbox.stash_messages(AGENT, [item]) == 0
+
+
+async def test_a_text_the_agent_no_longer_holds_is_retried_not_taken_from_the_preview(
+    env: ActivityEnvironment, store: Store
+) -> None:
+    runlog = RunLogActivities(store)
+    trigger, item = _message(5, "the whole text " + "x" * 300)
+    with_client = ActivityEnvironment(client=cast(Client, _Agent([])))
+    with_client.info = env.info
+    with pytest.raises(ApplicationError) as raised:
+        await with_client.run(runlog.load_context, _request(1, [trigger]))
+    assert raised.value.type == "InboxTextMissing" and not raised.value.non_retryable
+    assert store.inbox.inbox_texts(AGENT, [item.key]) == {}
+    assert store.run_reads.get_run(AGENT, 1) is None
+
+
+async def test_a_text_a_run_of_0_2_0_brought_whole_is_stored_by_load_context(
+    env: ActivityEnvironment, store: Store
+) -> None:
+    """An agent of 0.2.0 started the run before its store loop stored the
+    message: the trigger has the whole text and its key, and the agent (with
+    no Temporal client here) cannot be asked."""
     runlog = RunLogActivities(store)
     text = "Scale down to 300 proofs/h tonight. " + "why " * 500
     _, item = _message(4, text)
