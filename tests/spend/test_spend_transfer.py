@@ -26,7 +26,7 @@ from fleet_agent.store import SpendLedger, Store
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
 from testkit.fakes.vast_stub import StubRequest
-from tests.fleet.test_fleet_vast_rows import CATALOGUE, _bundles, _market, _tools
+from tests.helpers.vast_rows import CATALOGUE, bundles, market, stub_tools
 from tests.spend.test_spend_rules import AGENT, _create, _live, _req, sim, tools
 
 __all__ = ["sim", "tools"]  # the fixtures, imported for pytest
@@ -65,7 +65,7 @@ async def _charging(tools: FleetActivities, sim: SimServer) -> tuple[dict[str, A
 async def test_the_search_asks_for_downloads_under_the_cap_and_drops_what_comes_anyway(
     store: Store,
 ) -> None:
-    rows = _market(0, 12)
+    rows = market(0, 12)
     for i, row in enumerate(rows):
         row["inet_down_cost"] = round(0.001 * i, 4)  # $0 to $11 a TB
 
@@ -73,9 +73,9 @@ async def test_the_search_asks_for_downloads_under_the_cap_and_drops_what_comes_
         if req.path == "/api/v0/gpu_names/unique/":
             return 200, {"gpu_names": CATALOGUE}
         body = {k: v for k, v in req.body.items() if k != "inet_down_cost"}
-        return _bundles(rows, replace(req, body=body))
+        return bundles(rows, replace(req, body=body))
 
-    async with _tools(store, ignores_the_price_filter) as (tools, stub):
+    async with stub_tools(store, ignores_the_price_filter) as (tools, stub):
         tools._calls._configs = StaticConfigs(AgentConfig(max_inet_down_cost_per_tb=5))
         found = await ActivityEnvironment().run(
             tools.search_offers, _req("search_offers", {"limit": 50})

@@ -27,8 +27,8 @@ from starter.cli.fleet_render import fleet_text
 from starter.views.fleet import Flag, read_fleet_view
 from testkit.fakes.configs import StaticConfigs
 from testkit.fakes.vast_stub import StubRequest, instances_page
-from tests.fleet.test_fleet_vast_rows import _row, _tools
 from tests.helpers import tool_request
+from tests.helpers.vast_rows import instance_row, stub_tools
 from tests.spend.test_spend_rules import AGENT, _create, _live, _req, sim, tools
 from tests.spend.test_spend_transfer import _offers
 
@@ -139,8 +139,8 @@ def _account(label: str) -> tuple[set[int], Any]:
             live.discard(int(req.path.rstrip("/").rsplit("/", 1)[1]))
             return 200, {"success": True}
         if req.path == "/api/v1/instances/":
-            rows = [_row(i, label) for i in sorted(live)]
-            rows.append({**_row(302, label), "id": "x302", "num_gpus": "two"})
+            rows = [instance_row(i, label) for i in sorted(live)]
+            rows.append({**instance_row(302, label), "id": "x302", "num_gpus": "two"})
             return 200, instances_page(rows)
         return 404, "Not Found"
 
@@ -150,10 +150,10 @@ def _account(label: str) -> tuple[set[int], Any]:
 async def test_a_row_without_a_usable_id_is_counted_never_acted_on(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    agent = "a"  # the stub's rows carry agent "a"'s label (tests/fleet/test_fleet_vast_rows.py)
+    agent = "a"  # the stub's rows carry agent "a"'s label (tests/helpers/vast_rows.py)
     live, answer = _account(create_label(agent, 1, "t1"))
     env = ActivityEnvironment()
-    async with _tools(store, answer) as (tools, stub):
+    async with stub_tools(store, answer) as (tools, stub):
         snap = await env.run(tools.poll_fleet, PollRequest(agent_id=agent))
         ghost = next(i for i in snap.instances if i.unreadable)
         assert [i.id for i in snap.instances] == [ghost.id, 301, 303] and ghost.id < 0
