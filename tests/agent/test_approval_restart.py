@@ -24,8 +24,8 @@ from fleet_agent.models import AgentInput, ApprovalOutcome, ConfigPatch, Pending
 from fleet_agent.store import Store, ToolJournal
 from simulator import SimServer
 from testkit.fakes import FakeAnthropic
-from tests.agent.test_approvals import _create_result, _renter
 from tests.helpers import eventually, status_or_none, worker_process_env
+from tests.helpers.approvals import create_result, renter
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 
@@ -67,7 +67,7 @@ async def test_an_approval_survives_a_killed_worker_and_rents_once(
     fake_llm: FakeAnthropic,
     tmp_path: Path,
 ) -> None:
-    fake_llm.set_responder(_renter)
+    fake_llm.set_responder(renter)
     db_url = f"sqlite:///{tmp_path / 'fleet.db'}"
     env = worker_process_env(
         dev_env,
@@ -117,7 +117,7 @@ async def test_an_approval_survives_a_killed_worker_and_rents_once(
                 return st is not None and st.last_run is not None and st.last_run.run >= pending.run
 
             await eventually(ended, timeout=90, what="the approved run to end")
-            assert "Approved by dana" in _create_result(fake_llm)
+            assert "Approved by dana" in create_result(fake_llm)
             labels = [
                 str(i.get("label"))
                 for i in sim.market.state()["instances"]
