@@ -12,8 +12,8 @@ from fleet_agent.models import ApprovalOutcome, PendingApproval
 from fleet_agent.store import Store
 from simulator.server import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic
-from tests.agent.test_approvals import Agent, _creates, _renter, _start
 from tests.helpers import eventually, first_pending, running_worker, status
+from tests.helpers.approvals import Agent, creates, renter, start
 from workflows import FleetAgentWorkflow
 
 
@@ -31,9 +31,9 @@ async def test_a_price_that_rose_during_the_wait_is_asked_for_again(
     fleet: FleetActivities,
     fake_llm: FakeAnthropic,
 ) -> None:
-    fake_llm.set_responder(_renter)
+    fake_llm.set_responder(renter)
     async with running_worker(ts_env.client, store, fleet=fleet) as h:
-        handle = await _start(h)
+        handle = await start(h)
         first = await first_pending(handle)
         # The host raises its ask while the operator reads the first one.
         assert sim.market.reprice_offer(first.arguments["offer_id"], 1.5)
@@ -47,7 +47,7 @@ async def test_a_price_that_rose_during_the_wait_is_asked_for_again(
         assert second is not None
         assert second.tool_use_id == first.tool_use_id and second.run == first.run
         assert "price rose" in second.reason and second.dph > first.dph * 1.4
-        assert _creates(sim) == 0
+        assert creates(sim) == 0
         await _approve(handle, second)
 
         async def run_ended() -> bool:
@@ -55,4 +55,4 @@ async def test_a_price_that_rose_during_the_wait_is_asked_for_again(
             return st.last_run is not None and st.last_run.run == 1
 
         await eventually(run_ended, timeout=60, what="run 1 to end")
-        assert _creates(sim) == 1
+        assert creates(sim) == 1

@@ -7,14 +7,9 @@ driven by the real anthropic client."""
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
 from temporalio.client import WorkflowHandle
@@ -24,35 +19,13 @@ from fleet_agent.models import AgentInput, ApprovalOutcome, ConfigPatch, Pending
 from fleet_agent.store import Store, ToolJournal
 from simulator import SimServer
 from testkit.fakes import FakeAnthropic
-from tests.agent.test_approvals import _create_result, _renter
 from tests.helpers import eventually, status_or_none, worker_process_env
+from tests.helpers.approvals import create_result, renter
+from tests.helpers.worker_process import Worker
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 
 pytestmark = pytest.mark.devserver
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class _Worker:
-    """`python worker.py` in its own process group."""
-
-    def __init__(self, env: dict[str, str], log: IO[bytes]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "worker.py")],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def kill(self) -> None:
-        """SIGKILL: gone in the middle of whatever it does, with no goodbye."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -67,7 +40,7 @@ async def test_an_approval_survives_a_killed_worker_and_rents_once(
     fake_llm: FakeAnthropic,
     tmp_path: Path,
 ) -> None:
-    fake_llm.set_responder(_renter)
+    fake_llm.set_responder(renter)
     db_url = f"sqlite:///{tmp_path / 'fleet.db'}"
     env = worker_process_env(
         dev_env,
@@ -80,10 +53,10 @@ async def test_an_approval_survives_a_killed_worker_and_rents_once(
         **fake_llm.env(),
     )
     agent_id = f"approval-restart-{uuid.uuid4().hex[:6]}"
-    workers: list[_Worker] = []
+    workers: list[Worker] = []
     with (tmp_path / "workers.log").open("ab") as log:
         try:
-            workers.append(_Worker(env, log))
+            workers.append(Worker(env, log))
             handle: WorkflowHandle[FleetAgentWorkflow, None] = await dev_env.client.start_workflow(
                 FleetAgentWorkflow.run,
                 AgentInput(
@@ -105,7 +78,7 @@ async def test_an_approval_survives_a_killed_worker_and_rents_once(
             pending = await eventually(asked, timeout=60, what="the approval to be asked")
             assert pending is not None
             workers[0].kill()
-            workers.append(_Worker(env, log))
+            workers.append(Worker(env, log))
             outcome: ApprovalOutcome = await handle.execute_update(
                 FleetAgentWorkflow.decide_approval,
                 {"approval_id": pending.id, "approve": True, "author": "dana"},
@@ -117,7 +90,7 @@ async def test_an_approval_survives_a_killed_worker_and_rents_once(
                 return st is not None and st.last_run is not None and st.last_run.run >= pending.run
 
             await eventually(ended, timeout=90, what="the approved run to end")
-            assert "Approved by dana" in _create_result(fake_llm)
+            assert "Approved by dana" in create_result(fake_llm)
             labels = [
                 str(i.get("label"))
                 for i in sim.market.state()["instances"]

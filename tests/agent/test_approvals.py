@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
@@ -25,43 +25,9 @@ from fleet_agent.store import Store
 from fleet_agent.visibility.details import agent_details
 from simulator.server import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic
-from testkit.fakes.scripts import renter
-from tests.helpers import ASKS_EVERY_CREATE, eventually, first_pending, running_worker, status
+from tests.helpers import eventually, first_pending, running_worker, status
+from tests.helpers.approvals import Agent, create_result, creates, renter, start
 from workflows import FleetAgentWorkflow
-
-Agent = WorkflowHandle[FleetAgentWorkflow, None]
-
-
-_renter = renter()
-
-
-def _creates(sim: SimServer) -> int:
-    return int(sim.market.state()["counters"]["creates"])
-
-
-def _create_result(fake: FakeAnthropic) -> str:
-    """What the model was told about its last create_instance call."""
-    for req in reversed(fake.requests):
-        if len(req.messages) < 2:
-            continue
-        asked = req.messages[-2].get("content")
-        uses = {
-            b.get("id")
-            for b in (asked if isinstance(asked, list) else [])
-            if isinstance(b, dict) and b.get("name") == "create_instance"
-        }
-        for block in req.tool_results():
-            if block.get("tool_use_id") in uses:
-                content = block.get("content")
-                if isinstance(content, list):
-                    return "".join(str(c.get("text", "")) for c in content)
-                return str(content)
-    raise AssertionError("no create_instance result reached the model")
-
-
-async def _start(h: Any, **config: Any) -> Agent:
-    handle: Agent = await h.start_agent(**(ASKS_EVERY_CREATE | config))
-    return handle
 
 
 async def test_an_approved_create_rents_once_and_says_who_approved(
@@ -71,9 +37,9 @@ async def test_an_approved_create_rents_once_and_says_who_approved(
     fleet: FleetActivities,
     fake_llm: FakeAnthropic,
 ) -> None:
-    fake_llm.set_responder(_renter)
+    fake_llm.set_responder(renter)
     async with running_worker(ts_env.client, store, fleet=fleet) as h:
-        handle = await _start(h)
+        handle = await start(h)
         pending = await first_pending(handle)
         assert pending.tool == "create_instance" and pending.run == 1
         assert pending.dph > 0.01 and "approval_above_dph" in pending.reason
@@ -82,7 +48,7 @@ async def test_an_approved_create_rents_once_and_says_who_approved(
         # While it waits, nothing is rented and the run is still going.
         await ts_env.sleep(600)
         st = await status(handle)
-        assert _creates(sim) == 0 and st.current_run == 1 and st.phase == Phase.RUNNING
+        assert creates(sim) == 0 and st.current_run == 1 and st.phase == Phase.RUNNING
         # Other triggers queue as usual while the run waits.
         await handle.signal(FleetAgentWorkflow.human_message, {"text": "while you wait"})
         st = await status(handle)
@@ -106,14 +72,14 @@ async def test_an_approved_create_rents_once_and_says_who_approved(
             return st.last_run is not None and st.last_run.run == 1
 
         await eventually(rented, timeout=60, what="run 1 to end")
-        assert _creates(sim) == 1
+        assert creates(sim) == 1
 
         async def next_run_took_the_message() -> bool:
             st = await status(handle)
             return st.run_count >= 2 and not st.pending_triggers
 
         await eventually(next_run_took_the_message, timeout=60, what="run 2 to take the message")
-        told = _create_result(fake_llm)
+        told = create_result(fake_llm)
         assert "Approved by alice" in told and pending.id in told and "go" in told
         st = await status(handle)
         assert all(p.id != pending.id for p in st.pending_approvals)  # run 2 may ask anew
@@ -128,9 +94,9 @@ async def test_a_denied_or_expired_approval_rents_nothing_and_the_model_reads_wh
     fleet: FleetActivities,
     fake_llm: FakeAnthropic,
 ) -> None:
-    fake_llm.set_responder(_renter)
+    fake_llm.set_responder(renter)
     async with running_worker(ts_env.client, store, fleet=fleet) as h:
-        handle = await _start(h, approval_timeout_seconds=120)
+        handle = await start(h, approval_timeout_seconds=120)
         first = await first_pending(handle)
         await handle.execute_update(
             FleetAgentWorkflow.decide_approval,
@@ -139,9 +105,9 @@ async def test_a_denied_or_expired_approval_rents_nothing_and_the_model_reads_wh
         await eventually(
             lambda: _ended(handle, first.run), timeout=60, what="the denied run to end"
         )
-        told = _create_result(fake_llm)
+        told = create_result(fake_llm)
         assert "denied by bob: too dear" in told and "Nothing was rented" in told
-        assert _creates(sim) == 0
+        assert creates(sim) == 0
 
         # The next run asks again; nobody answers within approval_timeout_seconds.
         await handle.signal(FleetAgentWorkflow.trigger_now, {"reason": "try again"})
@@ -152,8 +118,8 @@ async def test_a_denied_or_expired_approval_rents_nothing_and_the_model_reads_wh
         await eventually(
             lambda: _ended(handle, second.run), timeout=60, what="the expired run to end"
         )
-        assert "was not approved: no operator decided within 120 s" in _create_result(fake_llm)
-        assert _creates(sim) == 0
+        assert "was not approved: no operator decided within 120 s" in create_result(fake_llm)
+        assert creates(sim) == 0
         st = await status(handle)
         assert st.pending_approvals == []
         late = await _refused(handle, {"approval_id": second.id, "approve": True})
@@ -167,15 +133,15 @@ async def test_a_freeze_denies_the_pending_approval(
     fleet: FleetActivities,
     fake_llm: FakeAnthropic,
 ) -> None:
-    fake_llm.set_responder(_renter)
+    fake_llm.set_responder(renter)
     async with running_worker(ts_env.client, store, fleet=fleet) as h:
-        handle = await _start(h)
+        handle = await start(h)
         pending = await first_pending(handle)
         await handle.execute_update(FleetAgentWorkflow.freeze, {"reason": "audit", "author": "ops"})
         await eventually(lambda: _ended(handle, pending.run), timeout=60, what="the run to end")
-        told = _create_result(fake_llm)
+        told = create_result(fake_llm)
         assert "denied by the kill switch (ops): the agent was frozen: audit" in told
-        assert _creates(sim) == 0
+        assert creates(sim) == 0
         st = await status(handle)
         assert st.pending_approvals == [] and st.phase == Phase.FROZEN
 

@@ -4,7 +4,6 @@ the file is read, and the environment wins over it."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from fleet_agent.config.settings import Settings
 from fleet_agent.config.tuning import WorkerTuning
 from fleet_agent.env.env_file import ENV_FILE_ENV, SettingsError, env_file_path, export_env_file
 from starter.cli import main as cli_main
+from tests.helpers.worker_process import worker_stops
 
 ROOT = Path(__file__).resolve().parents[2]
 ANTHROPIC = {"ANTHROPIC_API_KEY": "sk-test"}
@@ -229,37 +229,12 @@ def test_fleet_agent_names_a_missing_env_file(
     assert err == f"fleet-agent: error: {ENV_FILE_ENV} must name an existing file, not {where!r}\n"
 
 
-async def _worker_stops(tmp_path: Path, **extra: str) -> tuple[int | None, str]:
-    """`python worker.py` in `tmp_path`, without our variables but `extra`,
-    Temporal at a port where nothing listens: its exit code and stderr."""
-    env = {
-        **{
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("FLEET_", "ANTHROPIC_", "VAST_", "METRICS_", "TEMPORAL_"))
-        },
-        "PYTHONPATH": str(ROOT),
-        "TEMPORAL_ADDRESS": "127.0.0.1:9",  # discard: nothing listens
-        **extra,
-    }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(ROOT / "worker.py"),
-        cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
-    return proc.returncode, err.decode()
-
-
 async def test_the_worker_and_the_cli_refuse_a_plain_http_vast_url_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = "http://vast.example"
     message = f"{PLAIN_HTTP} (127.0.0.0/8, ::1, localhost), not {url!r}: plain http"
-    code, err = await _worker_stops(tmp_path, VAST_API_URL=url, VAST_API_KEY="k")
+    code, err = await worker_stops(tmp_path, VAST_API_URL=url, VAST_API_KEY="k")
     assert code == 1 and err.startswith(f"worker: error: {message}"), err
     assert err.count("\n") == 1, "one line, no traceback"
     monkeypatch.setenv("VAST_API_URL", url)
@@ -271,7 +246,7 @@ async def test_the_worker_and_the_cli_refuse_a_plain_http_vast_url_in_one_line(
 async def test_the_worker_stops_on_a_bad_value_in_its_env_file(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("FLEET_PROVER_DISK_GB=abc\n")
     # It stops before it tries Temporal.
-    code, err = await _worker_stops(tmp_path)
+    code, err = await worker_stops(tmp_path)
     assert code == 1
     assert err == "worker: error: FLEET_PROVER_DISK_GB must be a number, not 'abc'\n"
 
@@ -280,7 +255,7 @@ async def test_the_worker_says_in_one_line_that_temporal_is_unreachable(tmp_path
     """`python worker.py` with nothing at TEMPORAL_ADDRESS: one line naming the
     address and the OS's reason, exit 1, no traceback (`fleet-agent worker`
     says the same)."""
-    code, err = await _worker_stops(
+    code, err = await worker_stops(
         tmp_path, FLEET_DATABASE_URL=f"sqlite:///{tmp_path / 'store.db'}"
     )
     assert code == 1

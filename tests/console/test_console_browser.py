@@ -44,20 +44,11 @@ from starter.console.auth import COOKIE
 from starter.console.tls import console_tls
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import eventually, json_rows, running_worker, status
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS, need_chromium
 from tests.helpers.console_auth import ALICE, PENDING, RecordingAgent
 from tests.helpers.console_seed import seed_demand
 from tests.helpers.console_tls import cert_files
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 HELLO = "console-hello: how is the fleet?"
 ANSWER = "ANSWER-7d1e: the fleet is fine."
 VERDICT = '\n<verdict>{"action": false, "state_changed": false}</verdict>'
@@ -72,17 +63,6 @@ DEMAND_COLOURS = {
 }
 
 pytestmark = pytest.mark.devserver
-
-
-def need_chromium(chromium: Path = CHROMIUM) -> None:
-    """Skip without chromium, saying why; fail instead when `CI` is set, so
-    the browser test never goes quietly missing from a CI run."""
-    if chromium.exists():
-        return
-    why = f"no chromium at {chromium}: `apt-get install chromium` (make test does)"
-    if os.environ.get("CI"):
-        pytest.fail(f"{why}; CI is set, so the console's browser test must run")
-    pytest.skip(why)
 
 
 def _outcome(chromium: Path) -> str:

@@ -11,9 +11,7 @@ import contextlib
 import os
 import pty
 import re
-import signal
 import socket
-import sys
 from pathlib import Path
 
 import httpx
@@ -25,6 +23,7 @@ from starter.console.auth import is_loopback, parse_tokens
 from starter.console.serve import with_token
 from tests.helpers import eventually
 from tests.helpers.console_auth import ALICE, BOB, RecordingAgent
+from tests.helpers.console_process import console_argv, console_env, stop
 from tests.helpers.ports import free_port
 
 
@@ -92,33 +91,6 @@ async def test_running_console_refuses_a_non_loopback_bind_without_tokens() -> N
             pass
 
 
-def _console_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONSOLE_", "FLEET_ENV"))}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    env["FLEET_DATABASE_URL"] = f"sqlite:///{tmp_path}/none.db"
-    return env | extra
-
-
-def _console_argv(port: int, *transport: str) -> list[str]:
-    """`fleet-agent console` on every address; plain http unless `transport`
-    says otherwise (the TLS rules: tests/console/test_console_tls.py)."""
-    code = "from starter.cli import main; main()"
-    argv = [sys.executable, "-c", code, "console", "--host", "0.0.0.0", "--port", str(port)]
-    return argv + list(transport or ["--insecure-http"])
-
-
-async def _stop(proc: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
-    """Ctrl-C, as an operator stops it; killed if it does not stop."""
-    if proc.returncode is None:
-        proc.send_signal(signal.SIGINT)
-    try:
-        return await asyncio.wait_for(proc.communicate(), timeout=30)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-
-
 async def _served(port: int, **headers: str) -> int:
     async def answered() -> int | None:
         try:
@@ -138,8 +110,8 @@ async def test_bound_beyond_loopback_without_a_token_or_terminal_it_does_not_sta
 ) -> None:
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        *_console_argv(port),
-        env=_console_env(tmp_path),
+        *console_argv(port),
+        env=console_env(tmp_path),
         cwd=tmp_path,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -161,8 +133,8 @@ async def test_bound_beyond_loopback_with_console_token_it_needs_that_token(
 ) -> None:
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        *_console_argv(port),
-        env=_console_env(tmp_path, CONSOLE_TOKEN=f"alice:{ALICE}"),
+        *console_argv(port),
+        env=console_env(tmp_path, CONSOLE_TOKEN=f"alice:{ALICE}"),
         cwd=tmp_path,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -172,7 +144,7 @@ async def test_bound_beyond_loopback_with_console_token_it_needs_that_token(
         assert await _served(port, Authorization=f"Bearer {BOB}") == 401
         assert await _served(port, Authorization=f"Bearer {ALICE}") in (200, 503)
     finally:
-        out, err = await _stop(proc)
+        out, err = await stop(proc)
     assert ALICE not in out.decode() + err.decode(), "a configured token is never printed"
 
 
@@ -182,8 +154,8 @@ async def test_bound_beyond_loopback_in_a_terminal_it_prints_a_token_once(
     port = free_port()
     main, child = pty.openpty()
     proc = await asyncio.create_subprocess_exec(
-        *_console_argv(port),
-        env=_console_env(tmp_path),
+        *console_argv(port),
+        env=console_env(tmp_path),
         cwd=tmp_path,
         stdout=child,
         stderr=child,
@@ -207,5 +179,5 @@ async def test_bound_beyond_loopback_in_a_terminal_it_prints_a_token_once(
         assert await _served(port, Authorization=f"Bearer {token}") in (200, 503)
         assert printed.decode().count(token) == 2  # the URL and the header, once each
     finally:
-        await _stop(proc)
+        await stop(proc)
         os.close(main)

@@ -20,9 +20,9 @@ from starter.cli import main
 from starter.console import ConsoleSettings, console_for_stack, running_console
 from starter.console.auth import COOKIE
 from starter.console.tls import console_tls
-from tests.console.test_console_start import _console_argv, _console_env, _stop
 from tests.helpers import eventually
 from tests.helpers.console_auth import ALICE, RecordingAgent
+from tests.helpers.console_process import console_argv, console_env, stop
 from tests.helpers.console_tls import CertFiles, cert_files
 from tests.helpers.ports import free_port
 
@@ -44,9 +44,9 @@ async def test_with_a_certificate_and_key_the_console_serves_https(
     (an option and a variable): https only, the URL it prints says so, and the
     token visit's cookie is Secure."""
     port = free_port()
-    env = _console_env(tmp_path, CONSOLE_TOKEN=f"alice:{ALICE}", CONSOLE_TLS_KEY=str(certs.key))
+    env = console_env(tmp_path, CONSOLE_TOKEN=f"alice:{ALICE}", CONSOLE_TLS_KEY=str(certs.key))
     proc = await asyncio.create_subprocess_exec(
-        *_console_argv(port, "--tls-cert", str(certs.cert)),
+        *console_argv(port, "--tls-cert", str(certs.cert)),
         env=env,
         cwd=tmp_path,
         stdout=asyncio.subprocess.PIPE,
@@ -78,7 +78,7 @@ async def test_with_a_certificate_and_key_the_console_serves_https(
             with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
                 await untrusting.get(f"{base}/runs")
     finally:
-        out, err = await _stop(proc)
+        out, err = await stop(proc)
     assert f"on https://0.0.0.0:{port}/" in out.decode(), (out, err)
 
 

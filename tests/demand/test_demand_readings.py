@@ -19,7 +19,7 @@ from fleet_agent.demand.settings import DemandEnv
 from fleet_agent.demand.sources import curio_reading, metric_sum
 from fleet_agent.env.env_settings import SettingsError
 from simulator.curio.webrpc import queue_row, rpc_result
-from tests.config.test_settings_env import _worker_stops
+from tests.helpers.worker_process import worker_stops
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 
@@ -311,7 +311,7 @@ def test_private_and_loopback_sources_are_allowed() -> None:
 
 
 async def test_the_worker_refuses_a_metadata_demand_url_in_one_line(tmp_path: Path) -> None:
-    code, err = await _worker_stops(
+    code, err = await worker_stops(
         tmp_path, FLEET_DEMAND_SOURCE="http", FLEET_DEMAND_URL="http://169.254.169.254/latest"
     )
     assert code == 1

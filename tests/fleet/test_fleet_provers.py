@@ -31,29 +31,9 @@ from tests.helpers import (
     status,
     tool_request,
 )
-
-AGENT = "fleet-agent"
-
+from tests.helpers.fleet_provers import AGENT, rent
 
 _req = partial(tool_request, AGENT)
-
-
-async def _rent(tools: FleetActivities, n: int) -> list[int]:
-    env = ActivityEnvironment()
-    found: ToolResult = await env.run(tools.search_offers, _req("search_offers", {"limit": 20}))
-    rows = json.loads(found.content.split("\n", 1)[1])
-    # Different machines, so the rates differ.
-    picked, seen = [], set()
-    for row in rows:
-        if (row["gpu"], row["num_gpus"]) not in seen:
-            seen.add((row["gpu"], row["num_gpus"]))
-            picked.append(row["offer_id"])
-    for offer in picked[:n]:
-        made = await env.run(
-            tools.create_instance, _req("create_instance", {"offer_id": offer, "reason": "t"})
-        )
-        assert made.mutating, made.content
-    return picked[:n]
 
 
 async def _poll_for(
@@ -77,7 +57,7 @@ def _truth(sim: SimServer) -> dict[int, dict[str, Any]]:
 async def test_the_poll_measures_each_machine_near_the_simulators_truth(
     tools: FleetActivities, sim: SimServer
 ) -> None:
-    await _rent(tools, 3)
+    await rent(tools, 3)
     snap = await _poll_for(tools, sim, 4 * 60)
     truth = _truth(sim)
     rows = {r.id: r for r in snap.instances}
@@ -102,7 +82,7 @@ async def test_the_poll_measures_each_machine_near_the_simulators_truth(
 async def test_a_stuck_prover_is_not_proving_and_its_host_is_remembered(
     tools: FleetActivities, sim: SimServer, store: Store, configs: StaticConfigs
 ) -> None:
-    await _rent(tools, 2)
+    await rent(tools, 2)
     snap = await _poll_for(tools, sim, 90)
     victim, healthy = sorted(r.id for r in snap.instances)
     assert all(r.state == "running" for r in snap.instances)
@@ -131,7 +111,7 @@ async def test_a_prover_that_never_starts_is_not_proving_after_the_limit(
     tools: FleetActivities, sim: SimServer
 ) -> None:
     """A CUDA error at start: the status says error, not proving at once."""
-    await _rent(tools, 1)
+    await rent(tools, 1)
     await _poll_for(tools, sim, 90)
     (iid,) = sim.market.instance_ids()
     assert sim.market.prover_fault(iid, "cuda_error")
@@ -144,7 +124,7 @@ async def test_the_destroy_tool_keeps_a_young_healthy_machine(
     tools: FleetActivities, sim: SimServer, configs: StaticConfigs
 ) -> None:
     configs.config = AgentConfig(min_release_age_minutes=45)
-    await _rent(tools, 1)
+    await rent(tools, 1)
     (iid,) = sim.market.instance_ids()
     env = ActivityEnvironment()
     destroy = {"instance_id": iid, "reason": "surplus"}
@@ -280,7 +260,7 @@ async def test_idle_provers_and_an_offline_blip_cost_no_machine_and_no_host(
     for three hours, then a host offline for a minute. The monitor's poll
     (the real client, the real status reads over HTTP) replaces none, bans
     no host, and counts the idle machines as capacity."""
-    await _rent(tools, 2)
+    await rent(tools, 2)
     snap = await _poll_for(tools, sim, 60, step=120)
     assert all(r.state == "running" for r in snap.instances), snap.to_text()
     capacity = snap.capacity_proofs_per_hour

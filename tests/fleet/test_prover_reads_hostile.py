@@ -37,7 +37,7 @@ from fleet_agent.vast.models import Instance
 from fleet_agent.vast.pacing import NO_PACING
 from testkit.fakes.vast_stub import StubRequest, VastStub, instances_page
 from testkit.sim_helpers import SIM_RAM_GIB
-from tests.fleet.test_fleet_vast_rows import NOW, _row
+from tests.helpers.vast_rows import NOW, instance_row
 
 
 class _Hostile(BaseHTTPRequestHandler):
@@ -333,12 +333,14 @@ async def test_loopback_is_read_only_when_the_local_stack_allows_it(counting: in
 
 async def test_the_poll_goes_on_for_the_other_machines(store: Store, counting: int) -> None:
     rows = [
-        _row(iid, create_label("a", 1, f"t{iid}"), public_ipaddr=address, ports=_ports(counting))
+        instance_row(
+            iid, create_label("a", 1, f"t{iid}"), public_ipaddr=address, ports=_ports(counting)
+        )
         for iid, address in HOSTILE_ADDRESSES.items()
         if address not in ("127.0.0.1", "::1")  # loopback: read with the switch on
     ]
     mine = create_label("a", 1, "t70")
-    rows.append(_row(70, mine, public_ipaddr="127.0.0.1", ports=_ports(counting)))
+    rows.append(instance_row(70, mine, public_ipaddr="127.0.0.1", ports=_ports(counting)))
 
     def answer(req: StubRequest) -> tuple[int, Any]:
         if req.path == "/api/v1/instances/":

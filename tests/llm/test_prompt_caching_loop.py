@@ -5,42 +5,16 @@ accounts like the real one."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet import FleetActivities
 from fleet_agent.llm.transcript import StoredReply
-from fleet_agent.models import TokenUsage
 from fleet_agent.store import Store
 from testkit.fakes.anthropic_cache import cache_markers
-from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.fakes.anthropic_server import FakeAnthropic
 from tests.helpers import running_worker, wait_runs
+from tests.helpers.prompt_caching import reported, respond
 from workflows import FleetAgentWorkflow
-
-ACTED = '<verdict>{"action": true, "state_changed": false}</verdict>'
-
-
-def respond(req: Request) -> Reply:
-    if req.tool_results():
-        return Reply(text=f"The fleet is empty; nothing to rent at target 0.\n{ACTED}")
-    if "agent started" in req.last_user_text().lower():
-        return Reply(text="Looking first.", tool_calls=[("get_fleet_status", {})])
-    return Reply(text=f"Noted; the fleet stays as it is.\n{ACTED}")
-
-
-def reported(req: Request) -> TokenUsage:
-    usage: dict[str, Any] | None = req.usage
-    assert usage is not None
-    return TokenUsage(
-        input_tokens=usage["input_tokens"],
-        output_tokens=usage["output_tokens"],
-        cache_read_input_tokens=usage["cache_read_input_tokens"],
-        cache_creation_input_tokens=usage["cache_creation_input_tokens"],
-        cache_creation_1h_input_tokens=usage["cache_creation"]["ephemeral_1h_input_tokens"],
-        # Part of output_tokens: Sonnet 5.5 thinks, and says how much.
-        thinking_tokens=usage.get("output_tokens_details", {}).get("thinking_tokens", 0),
-    )
 
 
 async def test_rounds_and_runs_read_the_cache_and_each_round_records_the_apis_usage(

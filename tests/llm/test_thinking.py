@@ -26,8 +26,8 @@ from fleet_agent.store import RunRecord, Store
 from starter.views.runlog import run_detail
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, wait_runs
-from tests.llm.test_compact_activity import BUDGET as COMPACT_BUDGET
-from tests.llm.test_compact_activity import add_run
+from tests.helpers.compact import BUDGET as COMPACT_BUDGET
+from tests.helpers.compact import add_run
 from workflows import FleetAgentWorkflow
 
 # A run that changed something stays in later prompts (a no-op would not).

@@ -44,7 +44,7 @@ from starter.console import ConsoleSettings, create_app
 from starter.views.runlog import run_detail
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import json_rows, running_worker, wait_runs
-from tests.workflows.test_replay import BEFORE_PATCHES, load_recorded
+from tests.helpers.replay import BEFORE_PATCHES, load_recorded
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 
 ACTED = '<verdict>{"action": true, "state_changed": true}</verdict>'

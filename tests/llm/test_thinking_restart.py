@@ -22,8 +22,8 @@ from fleet_agent.models import AgentInput, ConfigPatch, RunStatus
 from fleet_agent.store import Store
 from simulator import SimServer
 from testkit.fakes import FakeAnthropic, Reply, Request
-from tests.agent.test_approval_restart import _Worker
 from tests.helpers import eventually, worker_process_env
+from tests.helpers.worker_process import Worker
 from workflows import FleetAgentWorkflow
 from workflows.policies import TASK_QUEUE
 
@@ -73,7 +73,7 @@ async def test_a_worker_killed_in_round_two_resumes_with_the_thinking_intact(
             VAST_API_URL=sim.url,
             **fake_llm.env(),
         )
-        workers = [_Worker(env, log)]
+        workers = [Worker(env, log)]
         try:
             await dev_env.client.start_workflow(
                 FleetAgentWorkflow.run,
@@ -87,7 +87,7 @@ async def test_a_worker_killed_in_round_two_resumes_with_the_thinking_intact(
 
             await eventually(hanging, timeout=60, what="round 2 to be asked")
             workers[0].kill()
-            workers.append(_Worker(env, log))
+            workers.append(Worker(env, log))
             store = Store(db_url)
             try:
 

@@ -23,8 +23,8 @@ from fleet_agent.models import AgentStatus
 from fleet_agent.store import FleetSnapshots, Store
 from starter.agent_client import AgentClient
 from starter.console import ConsoleSettings, running_console
-from tests.console.test_console_browser import CHROMIUM, CHROMIUM_ARGS, need_chromium
 from tests.helpers import idle_status
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS, need_chromium
 from tests.helpers.console_seed import AGENT, seed
 from tests.helpers.market_points import SNARK, seed_market
 

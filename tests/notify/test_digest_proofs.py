@@ -19,7 +19,7 @@ from fleet_agent.store import ProofDays, Store
 from fleet_agent.store.tables import ProofDayRow, table_of
 from simulator.server import SimServer
 from testkit.notify_receivers import WebhookReceiver
-from tests.fleet.test_fleet_provers import AGENT, _rent
+from tests.helpers.fleet_provers import AGENT, rent
 from tests.helpers.store_backends import store_on_both_backends
 
 __all__ = ["store_on_both_backends"]  # the fixture, imported for pytest
@@ -44,7 +44,7 @@ def test_proofs_add_up_per_utc_day_and_nothing_counts_below_one(store: Store) ->
 async def test_the_polls_count_every_proof_the_provers_finished(
     tools: FleetActivities, sim: SimServer, store: Store
 ) -> None:
-    await _rent(tools, 2)
+    await rent(tools, 2)
     env = ActivityEnvironment()
     for _ in range(90):  # three hours in 2-minute polls
         sim.market.advance(120)

@@ -20,7 +20,7 @@ from fleet_agent.llm.transcript import StoredToolResults
 from fleet_agent.store import Store
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, status_after, wait_runs
-from tests.workflows.test_replay import agent_chain
+from tests.helpers.replay import agent_chain
 from workflows import FleetAgentWorkflow
 
 ACTED = '<verdict>{"action": true, "state_changed": false}</verdict>'

@@ -21,8 +21,8 @@ from starter.views.runlog import run_detail, runs_table
 from testkit.fakes.anthropic_server import FakeAnthropic
 from tests.helpers import eventually, finish_ok, running_worker, wait_runs
 from tests.helpers import status as status_of
+from tests.helpers.prompt_caching import reported, respond
 from tests.helpers.store_backends import Backend, backend
-from tests.llm.test_prompt_caching_loop import reported, respond
 from workflows import FleetAgentWorkflow
 
 __all__ = ["backend"]  # the fixture, imported for pytest

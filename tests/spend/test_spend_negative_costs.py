@@ -16,7 +16,7 @@ from fleet_agent.store import SpendLedger, Store, TrendReads
 from fleet_agent.vast.models import Instance
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
-from tests.spend.test_spend_rules import AGENT, _create, _live, _offer, sim, tools
+from tests.helpers.spend import AGENT, create_instance, first_offer, live_instances, sim, tools
 
 __all__ = ["sim", "tools"]  # the fixtures, imported for pytest
 
@@ -45,9 +45,9 @@ async def test_negative_costs_on_a_row_credit_nothing_and_lose_nothing(
     tools: FleetActivities, sim: SimServer, store: Store, configs: StaticConfigs
 ) -> None:
     configs.config = AgentConfig(min_release_age_minutes=0)
-    offer = await _offer(tools)
-    assert (await _create(tools, offer["offer_id"])).mutating
-    (iid,) = _live(sim)
+    offer = await first_offer(tools)
+    assert (await create_instance(tools, offer["offer_id"])).mutating
+    (iid,) = live_instances(sim)
     env = ActivityEnvironment()
     poll = PollRequest(agent_id=AGENT)
     await env.run(tools.poll_fleet, poll)

@@ -16,86 +16,34 @@ HTTP.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio.testing import ActivityEnvironment
 
 from activities import fleet_stop
 from activities.fleet import FleetActivities
 from activities.fleet_create import Renter
-from fleet_agent.config.settings import ProverSpec
 from fleet_agent.fleet.guardrails import fleet_dph, offer_refusal, rent_refusal, rented_refusal
 from fleet_agent.models import AgentConfig, ApprovalDecision, StopFleetRequest, ToolResult
 from fleet_agent.store import SpendLedger, Store, ToolJournal
-from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.models import Instance, Offer
-from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
-from testkit.sim_helpers import SIM_RAM_GIB
-from tests.helpers import eventually, tool_request
+from tests.helpers import eventually
+from tests.helpers.spend import (
+    AGENT,
+    NOON,
+    create_instance,
+    first_offer,
+    live_instances,
+    sim,
+    spend_req,
+    tools,
+)
 
-AGENT = "rules-test"
-NOON = datetime(2026, 4, 1, 12, 0, tzinfo=UTC)
-_req = partial(tool_request, AGENT)
-
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    with SimServer(
-        seed=13,
-        speed=0,
-        scenario="ideal",
-        offers=2000,
-        rate_limits=False,
-        start_epoch=NOON.timestamp(),
-    ) as server:
-        server.market.set_faults(offer_churn=False)
-        yield server
-
-
-@pytest_asyncio.fixture
-async def tools(
-    sim: SimServer, store: Store, configs: StaticConfigs
-) -> AsyncIterator[FleetActivities]:
-    async with VastClient(
-        sim.api_key, sim.url, timeout=30, backoff_base=0.01, pacing=NO_PACING
-    ) as vast:
-        yield FleetActivities(
-            vast,
-            ProverSpec(mode="curio_on_host", min_host_ram_gib=SIM_RAM_GIB),
-            store=store,
-            configs=configs,
-            clock=sim.market.now,
-        )
-
-
-async def _offer(tools: FleetActivities) -> dict[str, Any]:
-    found = await ActivityEnvironment().run(
-        tools.search_offers, _req("search_offers", {"limit": 1})
-    )
-    rows: list[dict[str, Any]] = json.loads(found.content.split("\n", 1)[1])
-    return rows[0]
-
-
-async def _create(
-    tools: FleetActivities, offer_id: int, approval: ApprovalDecision | None = None
-) -> ToolResult:
-    req = _req("create_instance", {"offer_id": offer_id, "reason": "r"})
-    if approval is not None:
-        req = req.model_copy(update={"approval": approval})
-    return await ActivityEnvironment().run(tools.create_instance, req)
-
-
-def _live(sim: SimServer) -> list[int]:
-    """The account's machines that are not destroyed."""
-    return [int(c["id"]) for c in sim.market.charges()["instances"] if c["ended_at"] is None]
+__all__ = ["sim", "tools"]  # the fixtures, imported for pytest
 
 
 def _now(sim: SimServer) -> datetime:
@@ -114,15 +62,15 @@ def _grant(dph: float) -> ApprovalDecision:
 async def test_a_rental_billed_over_the_cap_is_destroyed_at_once(
     tools: FleetActivities, sim: SimServer, store: Store, configs: StaticConfigs
 ) -> None:
-    offer = await _offer(tools)
+    offer = await first_offer(tools)
     # The offer fits the cap; the host doubles its price before the rental.
     configs.config = AgentConfig(min_release_age_minutes=0, max_instance_dph=offer["dph"] * 1.2)
     sim.market.set_faults(price_rise_next=1, price_rise_factor=2.0)
-    result = await _create(tools, offer["offer_id"])
+    result = await create_instance(tools, offer["offer_id"])
     assert result.is_error and result.mutating and result.dph_delta == 0, result.content
     assert "per-instance cap" in result.content and "destroyed at once" in result.content
     assert "operator is alerted" in result.content
-    assert _live(sim) == []
+    assert live_instances(sim) == []
     (line,) = SpendLedger(store).instances(AGENT)
     assert line.closed_by == "destroyed"
 
@@ -130,38 +78,38 @@ async def test_a_rental_billed_over_the_cap_is_destroyed_at_once(
 async def test_a_rental_billed_within_the_caps_stays(
     tools: FleetActivities, sim: SimServer, configs: StaticConfigs
 ) -> None:
-    offer = await _offer(tools)
+    offer = await first_offer(tools)
     configs.config = AgentConfig(min_release_age_minutes=0, max_instance_dph=offer["dph"] * 3)
     sim.market.set_faults(price_rise_next=1, price_rise_factor=2.0)
-    result = await _create(tools, offer["offer_id"])
+    result = await create_instance(tools, offer["offer_id"])
     assert result.mutating and not result.is_error, result.content
-    assert len(_live(sim)) == 1
+    assert len(live_instances(sim)) == 1
 
 
 async def test_an_approved_create_whose_offer_now_costs_more_asks_again(
     tools: FleetActivities, sim: SimServer
 ) -> None:
-    offer = await _offer(tools)
+    offer = await first_offer(tools)
     sim.market.reprice_offer(offer["offer_id"], 1.5)  # during the operator's hour
-    again = await _create(tools, offer["offer_id"], _grant(offer["dph"]))
+    again = await create_instance(tools, offer["offer_id"], _grant(offer["dph"]))
     assert again.approval is not None and not again.mutating, again.content
     assert f"rose from the ${offer['dph']:.3f}/h approved" in again.approval.reason
     assert again.approval.dph > offer["dph"]
-    assert _live(sim) == []
+    assert live_instances(sim) == []
     # Approved at the new price, it rents.
-    made = await _create(tools, offer["offer_id"], _grant(again.approval.dph))
+    made = await create_instance(tools, offer["offer_id"], _grant(again.approval.dph))
     assert made.mutating and not made.is_error, made.content
 
 
 async def test_an_approved_rental_billed_above_the_approved_price_is_undone(
     tools: FleetActivities, sim: SimServer
 ) -> None:
-    offer = await _offer(tools)
+    offer = await first_offer(tools)
     sim.market.set_faults(price_rise_next=1, price_rise_factor=1.3)
-    result = await _create(tools, offer["offer_id"], _grant(offer["dph"]))
+    result = await create_instance(tools, offer["offer_id"], _grant(offer["dph"]))
     assert result.is_error and result.mutating, result.content
     assert "an operator approved" in result.content and "destroyed at once" in result.content
-    assert _live(sim) == []
+    assert live_instances(sim) == []
 
 
 # ------------------------------------------------------------ reservations
@@ -170,20 +118,20 @@ async def test_an_approved_rental_billed_above_the_approved_price_is_undone(
 async def test_a_create_in_flight_counts_against_every_cap(
     tools: FleetActivities, sim: SimServer, store: Store, configs: StaticConfigs
 ) -> None:
-    offer = await _offer(tools)
+    offer = await first_offer(tools)
     # Another call (a run that timed out) started a create and has no result yet.
-    other = _req("create_instance", {"offer_id": 1, "reason": "r"})
+    other = spend_req("create_instance", {"offer_id": 1, "reason": "r"})
     ToolJournal(store).start(other, _now(sim), reserved_dph=2.0)
     configs.config = AgentConfig(min_release_age_minutes=0, max_instances=1)
-    refused = await _create(tools, offer["offer_id"])
+    refused = await create_instance(tools, offer["offer_id"])
     assert refused.is_error and "1 more being rented" in refused.content, refused.content
     configs.config = AgentConfig(
         min_release_age_minutes=0, max_instances=5, max_fleet_dph=2.0 + offer["dph"] - 0.01
     )
-    refused = await _create(tools, offer["offer_id"])
+    refused = await create_instance(tools, offer["offer_id"])
     assert refused.is_error and "fleet spend would be" in refused.content, refused.content
     configs.config = AgentConfig(min_release_age_minutes=0, daily_budget_usd=48.0)
-    refused = await _create(tools, offer["offer_id"])
+    refused = await create_instance(tools, offer["offer_id"])
     assert refused.content.startswith("Refused by the daily budget"), refused.content
     assert "creates in flight $2.000/h" in refused.content
     # Once the other call has its result, its reservation is gone.
@@ -193,7 +141,7 @@ async def test_a_create_in_flight_counts_against_every_cap(
         _now(sim),
     )
     configs.config = AgentConfig(min_release_age_minutes=0, max_instances=1)
-    assert (await _create(tools, offer["offer_id"])).mutating
+    assert (await create_instance(tools, offer["offer_id"])).mutating
 
 
 # ------------------------------------------------------------ prices fail closed
@@ -260,9 +208,9 @@ async def _freeze_during_a_held_create(
     """A create whose rental the simulator holds for 3 s; meanwhile the
     agent is frozen (the config first, as the freeze update does) and
     `stop_fleet` destroys all. Returns both results."""
-    offer = await _offer(tools)
+    offer = await first_offer(tools)
     sim.market.set_faults(create_delay_next=1, create_delay_seconds=3.0)
-    create = asyncio.create_task(_create(tools, offer["offer_id"]))
+    create = asyncio.create_task(create_instance(tools, offer["offer_id"]))
 
     async def held() -> bool:
         return bool(sim.market.counters["create_delays"] == 1)
@@ -284,7 +232,7 @@ async def test_a_freeze_during_a_held_create_leaves_nothing_running(
     monkeypatch.setattr(fleet_stop, "CHECK_EVERY_S", 0.2)
     result, _ = await _freeze_during_a_held_create(tools, sim, configs)
     assert result.is_error and "frozen while the rental was in flight" in result.content
-    assert sim.market.counters["creates"] == 1 and _live(sim) == []
+    assert sim.market.counters["creates"] == 1 and live_instances(sim) == []
 
 
 async def test_stop_fleet_alone_waits_for_the_create_in_flight_and_destroys_it(
@@ -302,7 +250,7 @@ async def test_stop_fleet_alone_waits_for_the_create_in_flight_and_destroys_it(
     monkeypatch.setattr(fleet_stop, "CHECK_EVERY_S", 0.2)
     result, report = await _freeze_during_a_held_create(tools, sim, configs)
     assert result.mutating and not result.is_error, result.content
-    assert _live(sim) == [] and len(report.destroyed) == 1
+    assert live_instances(sim) == [] and len(report.destroyed) == 1
 
 
 async def test_the_create_alone_undoes_a_rental_that_lands_after_the_stop(
@@ -320,7 +268,7 @@ async def test_the_create_alone_undoes_a_rental_that_lands_after_the_stop(
     result, report = await _freeze_during_a_held_create(tools, sim, configs)
     assert report.destroyed == []
     assert result.is_error and "frozen while the rental was in flight" in result.content
-    assert _live(sim) == []
+    assert live_instances(sim) == []
 
 
 async def test_a_freeze_before_the_rental_call_rents_nothing(
@@ -328,7 +276,7 @@ async def test_a_freeze_before_the_rental_call_rents_nothing(
 ) -> None:
     # The freeze lands while the create checks its guardrails: the config
     # read just before the rental sees it.
-    offer = await _offer(tools)
+    offer = await first_offer(tools)
     reads = 0
     open_config = AgentConfig(min_release_age_minutes=0)
 
@@ -339,6 +287,6 @@ async def test_a_freeze_before_the_rental_call_rents_nothing(
             return open_config if reads == 1 else open_config.model_copy(update={"frozen": True})
 
     tools._calls._configs = FreezesOnSecondRead()
-    result = await _create(tools, offer["offer_id"])
+    result = await create_instance(tools, offer["offer_id"])
     assert result.is_error and "frozen" in result.content, result.content
     assert reads == 2 and sim.market.counters["creates"] == 0

@@ -26,35 +26,24 @@ from fleet_agent.store import SpendLedger, Store
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
 from testkit.fakes.vast_stub import StubRequest
-from tests.fleet.test_fleet_vast_rows import CATALOGUE, _bundles, _market, _tools
-from tests.spend.test_spend_rules import AGENT, _create, _live, _req, sim, tools
+from tests.helpers.spend import (
+    AGENT,
+    create_instance,
+    live_instances,
+    priced_offers,
+    search_with_prices,
+    sim,
+    spend_req,
+    tools,
+)
+from tests.helpers.vast_rows import CATALOGUE, bundles, market, stub_tools
 
 __all__ = ["sim", "tools"]  # the fixtures, imported for pytest
 
 
-async def _search(
-    tools: FleetActivities, sim: SimServer, limit: int
-) -> tuple[list[dict[str, Any]], dict[int, float]]:
-    """Offers as search_offers shows them (under the live config), and the
-    ``inet_down_cost`` ($/GB) the simulator lists for every offer."""
-    found = await ActivityEnvironment().run(
-        tools.search_offers, _req("search_offers", {"limit": limit})
-    )
-    rows: list[dict[str, Any]] = json.loads(found.content.split("\n", 1)[1])
-    prices = {int(o["id"]): float(o["inet_down_cost"]) for o in sim.market.listed_offers()}
-    return rows, prices
-
-
-async def _offers(tools: FleetActivities, sim: SimServer) -> list[tuple[dict[str, Any], float]]:
-    """Offers with their download price, the ones that charge for downloads first."""
-    rows, prices = await _search(tools, sim, 30)
-    priced = [(r, prices[int(r["offer_id"])]) for r in rows]
-    return sorted(priced, key=lambda p: p[1] < 0.004)
-
-
 async def _charging(tools: FleetActivities, sim: SimServer) -> tuple[dict[str, Any], float]:
     """An offer whose host charges at least $4/TB for downloads."""
-    row, price = (await _offers(tools, sim))[0]
+    row, price = (await priced_offers(tools, sim))[0]
     assert price >= 0.004 and row["transfer_dph"] > 0, (row, price)
     return row, price
 
@@ -65,7 +54,7 @@ async def _charging(tools: FleetActivities, sim: SimServer) -> tuple[dict[str, A
 async def test_the_search_asks_for_downloads_under_the_cap_and_drops_what_comes_anyway(
     store: Store,
 ) -> None:
-    rows = _market(0, 12)
+    rows = market(0, 12)
     for i, row in enumerate(rows):
         row["inet_down_cost"] = round(0.001 * i, 4)  # $0 to $11 a TB
 
@@ -73,12 +62,12 @@ async def test_the_search_asks_for_downloads_under_the_cap_and_drops_what_comes_
         if req.path == "/api/v0/gpu_names/unique/":
             return 200, {"gpu_names": CATALOGUE}
         body = {k: v for k, v in req.body.items() if k != "inet_down_cost"}
-        return _bundles(rows, replace(req, body=body))
+        return bundles(rows, replace(req, body=body))
 
-    async with _tools(store, ignores_the_price_filter) as (tools, stub):
+    async with stub_tools(store, ignores_the_price_filter) as (tools, stub):
         tools._calls._configs = StaticConfigs(AgentConfig(max_inet_down_cost_per_tb=5))
         found = await ActivityEnvironment().run(
-            tools.search_offers, _req("search_offers", {"limit": 50})
+            tools.search_offers, spend_req("search_offers", {"limit": 50})
         )
     (search,) = [r for r in stub.requests if r.path == "/api/v0/bundles/"]
     assert search.body["inet_down_cost"] == {"lte": 0.005}, "$5/TB is $0.005/GB"
@@ -91,7 +80,7 @@ async def test_the_simulator_lists_no_offer_over_the_cap(
     tools: FleetActivities, sim: SimServer, configs: StaticConfigs
 ) -> None:
     configs.config = AgentConfig(max_inet_down_cost_per_tb=3)
-    shown, prices = await _search(tools, sim, 50)
+    shown, prices = await search_with_prices(tools, sim, 50)
     assert shown and all(prices[r["offer_id"]] <= 0.003 for r in shown)
     assert any(p > 0.003 for p in prices.values()), "the market has dearer hosts"
 
@@ -105,12 +94,12 @@ async def test_the_create_refuses_an_offer_over_the_download_cap(
     row, price = await _charging(tools, sim)
     # Found under the default cap; the operator lowers it before the create.
     configs.config = AgentConfig(max_inet_down_cost_per_tb=per_tb(price) / 2)
-    refused = await _create(tools, row["offer_id"])
+    refused = await create_instance(tools, row["offer_id"])
     assert refused.is_error and not refused.mutating, refused.content
     assert f"downloads cost ${per_tb(price):.2f}/TB, over the" in refused.content
     assert "max_inet_down_cost_per_tb" in refused.content
     assert "Nothing was rented" in refused.content
-    assert _live(sim) == []
+    assert live_instances(sim) == []
 
 
 async def test_downloads_count_in_the_fleet_cap(
@@ -119,35 +108,35 @@ async def test_downloads_count_in_the_fleet_cap(
     row, _ = await _charging(tools, sim)
     # The rental alone fits; with half its downloads' $/h more it would not.
     configs.config = AgentConfig(max_fleet_dph=row["dph"] + row["transfer_dph"] / 2)
-    refused = await _create(tools, row["offer_id"])
+    refused = await create_instance(tools, row["offer_id"])
     assert refused.is_error and "fleet spend would be" in refused.content, refused.content
-    assert "with downloads" in refused.content and _live(sim) == []
+    assert "with downloads" in refused.content and live_instances(sim) == []
     configs.config = AgentConfig(max_fleet_dph=offer_dph(row) * 1.5)
-    made = await _create(tools, row["offer_id"])
+    made = await create_instance(tools, row["offer_id"])
     assert made.mutating and not made.is_error, made.content
 
 
 async def test_downloads_count_in_the_daily_budget(
     tools: FleetActivities, sim: SimServer, configs: StaticConfigs
 ) -> None:
-    (a, _), (b, _) = (await _offers(tools, sim))[:2]
+    (a, _), (b, _) = (await priced_offers(tools, sim))[:2]
     assert a["transfer_dph"] > 0 and b["transfer_dph"] > 0
     # The offer's own: a day of its rental fits, a day with its downloads does not.
     configs.config = AgentConfig(daily_budget_usd=24 * (a["dph"] + a["transfer_dph"] / 2))
-    refused = await _create(tools, a["offer_id"])
+    refused = await create_instance(tools, a["offer_id"])
     assert refused.content.startswith("Refused by the daily budget"), refused.content
-    assert _live(sim) == []
+    assert live_instances(sim) == []
     configs.config = AgentConfig()
-    assert (await _create(tools, a["offer_id"])).mutating
+    assert (await create_instance(tools, a["offer_id"])).mutating
     # The fleet's: the ledger bills the machine's rental; its downloads come on top.
     fleet_without_downloads = a["dph"] + offer_dph(b)
     configs.config = AgentConfig(
         daily_budget_usd=24 * (fleet_without_downloads + a["transfer_dph"] / 2)
     )
-    refused = await _create(tools, b["offer_id"])
+    refused = await create_instance(tools, b["offer_id"])
     assert refused.content.startswith("Refused by the daily budget"), refused.content
     assert "its downloads and unreadable rows $" in refused.content
-    assert len(_live(sim)) == 1
+    assert len(live_instances(sim)) == 1
 
 
 # ------------------------------------------------------------ after the rental
@@ -161,13 +150,13 @@ async def test_a_host_that_raises_its_download_price_before_the_rental_is_releas
     configs.config = AgentConfig(max_inet_down_cost_per_tb=cap, min_release_age_minutes=0)
     # Rented at ten times the download price its offer listed.
     sim.market.set_faults(transfer_price_rise_next=1, transfer_price_rise_factor=10.0)
-    result = await _create(tools, row["offer_id"])
+    result = await create_instance(tools, row["offer_id"])
     assert sim.market.counters["transfer_price_rises"] == 1
     assert result.is_error and result.mutating, result.content
     assert f"its downloads are billed ${per_tb(price) * 10:.2f}/TB" in result.content
     assert f"over the ${cap:g}/TB cap" in result.content
     assert "destroyed at once" in result.content and "operator is alerted" in result.content
-    assert _live(sim) == []
+    assert live_instances(sim) == []
     (line,) = SpendLedger(store).instances(AGENT)
     assert line.closed_by == "destroyed"
 
@@ -177,14 +166,14 @@ async def test_a_rental_at_the_listed_download_price_stays(
 ) -> None:
     row, price = await _charging(tools, sim)
     configs.config = AgentConfig(max_inet_down_cost_per_tb=per_tb(price))
-    made = await _create(tools, row["offer_id"])
+    made = await create_instance(tools, row["offer_id"])
     assert made.mutating and not made.is_error, made.content
-    assert len(_live(sim)) == 1
+    assert len(live_instances(sim)) == 1
 
 
 async def test_a_zero_cap_rents_only_hosts_that_charge_nothing(
     tools: FleetActivities, sim: SimServer, configs: StaticConfigs
 ) -> None:
     configs.config = AgentConfig(max_inet_down_cost_per_tb=0)
-    shown, prices = await _search(tools, sim, 50)
+    shown, prices = await search_with_prices(tools, sim, 50)
     assert shown and all(prices[r["offer_id"]] == 0 and r["transfer_dph"] == 0 for r in shown)

@@ -27,10 +27,17 @@ from starter.cli.fleet_render import fleet_text
 from starter.views.fleet import Flag, read_fleet_view
 from testkit.fakes.configs import StaticConfigs
 from testkit.fakes.vast_stub import StubRequest, instances_page
-from tests.fleet.test_fleet_vast_rows import _row, _tools
 from tests.helpers import tool_request
-from tests.spend.test_spend_rules import AGENT, _create, _live, _req, sim, tools
-from tests.spend.test_spend_transfer import _offers
+from tests.helpers.spend import (
+    AGENT,
+    create_instance,
+    live_instances,
+    priced_offers,
+    sim,
+    spend_req,
+    tools,
+)
+from tests.helpers.vast_rows import instance_row, stub_tools
 
 __all__ = ["sim", "tools"]  # the fixtures, imported for pytest
 
@@ -42,10 +49,10 @@ async def _rent_one_and_break_its_row(
     tools: FleetActivities, sim: SimServer, configs: StaticConfigs
 ) -> tuple[int, dict[str, Any]]:
     """One machine rented and its row made unparseable; another offer."""
-    (a, _), (b, _) = (await _offers(tools, sim))[:2]
+    (a, _), (b, _) = (await priced_offers(tools, sim))[:2]
     configs.config = AgentConfig(min_release_age_minutes=0)
-    assert (await _create(tools, a["offer_id"])).mutating
-    (iid,) = _live(sim)
+    assert (await create_instance(tools, a["offer_id"])).mutating
+    (iid,) = live_instances(sim)
     sim.market.hostile_host(iid, row=BROKEN)
     return iid, b
 
@@ -60,25 +67,25 @@ async def test_a_row_of_ours_that_does_not_parse_counts_at_every_cap(
     room = offer_dph(b) + 1.0
 
     configs.config = AgentConfig(max_instances=1, min_release_age_minutes=0)
-    refused = await _create(tools, b["offer_id"])
+    refused = await create_instance(tools, b["offer_id"])
     assert refused.is_error and "already has 1 instances" in refused.content, refused.content
 
     configs.config = AgentConfig(max_fleet_dph=room, min_release_age_minutes=0)
-    refused = await _create(tools, b["offer_id"])
+    refused = await create_instance(tools, b["offer_id"])
     assert refused.is_error and "fleet spend would be" in refused.content, refused.content
 
     configs.config = AgentConfig(daily_budget_usd=24 * room, min_release_age_minutes=0)
-    refused = await _create(tools, b["offer_id"])
+    refused = await create_instance(tools, b["offer_id"])
     assert refused.content.startswith("Refused by the daily budget"), refused.content
     assert "unreadable rows $2." in refused.content
-    assert _live(sim) == [iid]
+    assert live_instances(sim) == [iid]
 
     # Readable again, it counts at its own price: the same caps let b in.
     sim.market.hostile_host(iid, row={})
     configs.config = AgentConfig(
         max_instances=2, max_fleet_dph=room, daily_budget_usd=24 * room, min_release_age_minutes=0
     )
-    made = await _create(tools, b["offer_id"])
+    made = await create_instance(tools, b["offer_id"])
     assert made.mutating and not made.is_error, made.content
 
 
@@ -93,7 +100,9 @@ async def test_the_model_the_fleet_view_and_the_log_say_so(
     caplog.set_level(logging.WARNING)
     await ActivityEnvironment().run(tools.poll_fleet, PollRequest(agent_id=AGENT))
 
-    status = await ActivityEnvironment().run(tools.get_fleet_status, _req("get_fleet_status", {}))
+    status = await ActivityEnvironment().run(
+        tools.get_fleet_status, spend_req("get_fleet_status", {})
+    )
     head = status.content.splitlines()[0]
     assert "1 machine(s) whose vast.ai rows do not parse: still billed" in head, head
     assert "max_instance_dph" in head and '"state":"unreadable"' in status.content
@@ -117,10 +126,10 @@ async def test_a_machine_whose_row_does_not_parse_can_still_be_destroyed(
 ) -> None:
     iid, _ = await _rent_one_and_break_its_row(tools, sim, configs)
     gone = await ActivityEnvironment().run(
-        tools.destroy_instance, _req("destroy_instance", {"instance_id": iid, "reason": "r"})
+        tools.destroy_instance, spend_req("destroy_instance", {"instance_id": iid, "reason": "r"})
     )
     assert gone.mutating and not gone.is_error, gone.content
-    assert _live(sim) == []
+    assert live_instances(sim) == []
     (line,) = SpendLedger(store).instances(AGENT)
     assert line.closed_by == "destroyed"
 
@@ -139,8 +148,8 @@ def _account(label: str) -> tuple[set[int], Any]:
             live.discard(int(req.path.rstrip("/").rsplit("/", 1)[1]))
             return 200, {"success": True}
         if req.path == "/api/v1/instances/":
-            rows = [_row(i, label) for i in sorted(live)]
-            rows.append({**_row(302, label), "id": "x302", "num_gpus": "two"})
+            rows = [instance_row(i, label) for i in sorted(live)]
+            rows.append({**instance_row(302, label), "id": "x302", "num_gpus": "two"})
             return 200, instances_page(rows)
         return 404, "Not Found"
 
@@ -150,10 +159,10 @@ def _account(label: str) -> tuple[set[int], Any]:
 async def test_a_row_without_a_usable_id_is_counted_never_acted_on(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    agent = "a"  # the stub's rows carry agent "a"'s label (tests/fleet/test_fleet_vast_rows.py)
+    agent = "a"  # the stub's rows carry agent "a"'s label (tests/helpers/vast_rows.py)
     live, answer = _account(create_label(agent, 1, "t1"))
     env = ActivityEnvironment()
-    async with _tools(store, answer) as (tools, stub):
+    async with stub_tools(store, answer) as (tools, stub):
         snap = await env.run(tools.poll_fleet, PollRequest(agent_id=agent))
         ghost = next(i for i in snap.instances if i.unreadable)
         assert [i.id for i in snap.instances] == [ghost.id, 301, 303] and ghost.id < 0

@@ -41,7 +41,7 @@ from starter.stack.market import STACK_WALLET_SEED, market_env, market_stack_con
 from starter.stack.sim import prover_mode
 from tests.helpers import eventually
 from tests.helpers.ports import free_port
-from tests.stack.test_stack_ports import banner_command, start_up, up_env
+from tests.helpers.stack import banner_command, start_up, up_env
 
 AGENT = "fleet-agent"
 

@@ -16,18 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.server
-import itertools
-import os
 import re
-import shlex
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -45,80 +40,12 @@ from starter.stack.devserver import DevServerConfig
 from starter.stack.temporal_server import check_ports
 from tests.helpers import eventually, finished_runs
 from tests.helpers.ports import free_port
+from tests.helpers.stack import banner_command, start_up, up_env
 from workflows.policies import TASK_QUEUE
 
-ROOT = Path(__file__).resolve().parents[2]
 # Generous: the measured figure is in the report (about 2 s for an HTTP
 # server, 5 s plus start-up for a listener that never answers).
 FAIL_FAST_BOUND = 15.0
-
-
-def up_env(**extra: str) -> dict[str, str]:
-    """The environment of a fresh `make run`: no keys, no stack settings."""
-    drop = {
-        "ANTHROPIC_API_KEY",
-        "FLEET_LLM_PROVIDER",
-        "VAST_API_KEY",
-        "VAST_API_URL",
-        "FLEET_DATABASE_URL",
-        "TEMPORAL_ADDRESS",
-        "TEMPORAL_PORT",
-        "TEMPORAL_UI_PORT",
-        "CONSOLE_PORT",
-    }
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    # Tests run in parallel: each stack's console on a port of its own, no metrics.
-    own = {"CONSOLE_PORT": str(free_port()), "METRICS_PORT": "off"}
-    return env | {"PYTHONPATH": str(ROOT), **own, **extra}
-
-
-UP = [sys.executable, "-c", "from starter.cli import main; main()", "up"]
-
-
-@dataclass
-class Up:
-    """One `fleet-agent up` process and everything it printed so far."""
-
-    proc: asyncio.subprocess.Process
-    out: list[str]
-
-    async def until(self, text: str, within: float = 40) -> None:
-        """Read output until a line contains `text`."""
-        assert self.proc.stdout is not None
-        async with asyncio.timeout(within):
-            while not any(text in line for line in self.out):
-                line = (await self.proc.stdout.readline()).decode()
-                assert line, f"`up` ended before {text!r}: {''.join(self.out)}"
-                self.out.append(line)
-
-    async def finish(self, sig: signal.Signals | None = None, within: float = 40) -> int:
-        """Send `sig` (if any), read the rest, and return the exit code."""
-        if sig is not None and self.proc.returncode is None:
-            self.proc.send_signal(sig)
-        try:
-            rest, err = await asyncio.wait_for(self.proc.communicate(), timeout=within)
-        except TimeoutError:
-            self.proc.kill()
-            raise
-        self.out += [rest.decode(), err.decode()]
-        assert self.proc.returncode is not None
-        return self.proc.returncode
-
-    @property
-    def text(self) -> str:
-        return "".join(self.out)
-
-
-async def start_up(cwd: Path, *args: str, env: dict[str, str] | None = None) -> Up:
-    proc = await asyncio.create_subprocess_exec(
-        *UP,
-        *args,
-        cwd=cwd,
-        env=env or up_env(),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    return Up(proc, [])
 
 
 @contextlib.contextmanager
@@ -268,20 +195,6 @@ def _runs(path: Path) -> list[RunRecord]:
 
 async def _has_pollers(address: str, count: int) -> bool:
     return len(await pollers(address)) >= count
-
-
-def banner_command(text: str, verb: str) -> tuple[list[str], dict[str, str]]:
-    """The `fleet-agent <verb>` line `up` printed under "try:", as argv and the
-    variables it sets, run as the console script would be."""
-    line = next((ln.strip() for ln in text.splitlines() if f"bin/fleet-agent {verb}" in ln), None)
-    assert line, f"`up` printed no `fleet-agent {verb}` line: {text}"
-    if "`" in line:  # a command quoted in a sentence (the watchdog's `cancel`)
-        line = next(part for part in line.split("`") if f"bin/fleet-agent {verb}" in part)
-    words = shlex.split(line)
-    env = dict(w.split("=", 1) for w in itertools.takewhile(lambda w: "=" in w, words))
-    rest = words[len(env) :]
-    assert rest[0] == ".venv/bin/fleet-agent", line
-    return [*UP[:-1], *rest[1:]], env
 
 
 async def test_the_commands_up_prints_for_another_port_reach_its_run_log(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHistory
 
-from tests.workflows.test_replay import (
+from tests.helpers.replay import (
     HISTORIES,
     ROOT,
     current_release,

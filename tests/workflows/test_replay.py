@@ -28,13 +28,12 @@ import asyncio
 import os
 import sys
 import tempfile
-import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 from temporalio import workflow
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
@@ -60,19 +59,21 @@ from tests.helpers import (
     status_after,
     wait_runs,
 )
+from tests.helpers.replay import (
+    BEFORE_PATCHES,
+    HISTORIES,
+    SUPPORTED_COUNT,
+    agent_chain,
+    current_release,
+    load_recorded,
+    recorded_releases,
+    supported_releases,
+)
 from workflows import AgentRunWorkflow, FleetAgentWorkflow, FleetMonitorWorkflow
 from workflows.policies import STORE_TIMEOUT
 
-ROOT = Path(__file__).resolve().parents[2]
-#: One folder per release, named by its version: the histories recorded when it was cut.
-HISTORIES = ROOT / "tests" / "histories"
-#: The release recorded before any `workflow.patched`: the tests of old branches
-#: read it, and go with it when it leaves support (docs/decisions/patches.md).
-BEFORE_PATCHES = HISTORIES / "0.1.0"
 AGENT_ID = "replay-agent"
 RECORD_ENV = "FLEET_RECORD_HISTORIES"
-#: Releases replayed: the current and the one before it.
-SUPPORTED_COUNT = 2
 ACTED = '<verdict>{"action": true, "state_changed": true}</verdict>'
 NOOP = '<verdict>{"action": false, "state_changed": false}</verdict>'
 
@@ -104,29 +105,6 @@ def _respond(req: Request) -> Reply:
     return Reply(text=f"Nothing to do.\n{NOOP}")
 
 
-def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
-
-
-def current_release() -> str:
-    """The version in pyproject.toml."""
-    with (ROOT / "pyproject.toml").open("rb") as f:
-        version = tomllib.load(f)["project"]["version"]
-    assert isinstance(version, str)
-    return version
-
-
-def recorded_releases() -> list[str]:
-    """The releases with a folder of histories, oldest first."""
-    return sorted((p.name for p in HISTORIES.iterdir() if p.is_dir()), key=version_key)
-
-
-def supported_releases() -> list[str]:
-    """The releases whose histories the code must replay, oldest first: the
-    current release and the one recorded before it."""
-    return recorded_releases()[-SUPPORTED_COUNT:]
-
-
 def replayer() -> Replayer:
     return Replayer(
         workflows=[FleetAgentWorkflow, AgentRunWorkflow, FleetMonitorWorkflow],
@@ -139,20 +117,6 @@ async def replay_all(histories: Iterable[WorkflowHistory]) -> None:
     replay = replayer()
     for history in histories:
         await replay.replay_workflow(history)
-
-
-async def agent_chain(client: Client, agent_id: str) -> list[WorkflowHistory]:
-    """Every execution of the agent, oldest first: walk back from the newest
-    through the run ID each continue-as-new execution was continued from."""
-    chain: list[WorkflowHistory] = []
-    run_id: str | None = None
-    while True:
-        history = await client.get_workflow_handle(agent_id, run_id=run_id).fetch_history()
-        chain.append(history)
-        started = history.events[0].workflow_execution_started_event_attributes
-        run_id = started.continued_execution_run_id or None
-        if run_id is None:
-            return chain[::-1]
 
 
 async def scenario(
@@ -229,14 +193,6 @@ def save(histories: dict[str, WorkflowHistory], directory: Path) -> None:
         old.unlink()
     for stem, history in histories.items():
         (directory / f"{stem}.json").write_text(history.to_json() + "\n")
-
-
-def load_recorded(directory: Path) -> list[WorkflowHistory]:
-    histories = []
-    for path in sorted(directory.glob("*.json")):
-        workflow_id = path.stem.split(".")[0].replace("__", "/")
-        histories.append(WorkflowHistory.from_json(workflow_id, path.read_text()))
-    return histories
 
 
 # ---------------------------------------------------------------- tests
