@@ -9,8 +9,6 @@ run after the first answers a 2 KB operator message with two fleet tool calls
 
 from __future__ import annotations
 
-import json
-
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
@@ -20,6 +18,7 @@ from fleet_agent.llm.transcript import StoredToolResults
 from fleet_agent.store import Store
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
 from tests.helpers import running_worker, status_after, wait_runs
+from tests.helpers.history import in_json, raw_history
 from tests.helpers.replay import agent_chain
 from workflows import FleetAgentWorkflow
 
@@ -74,16 +73,6 @@ def _by_type(history: WorkflowHistory) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _raw(history: WorkflowHistory) -> str:
-    """Every event's bytes, payloads as the JSON they hold (to_json would base64 them)."""
-    return b"".join(e.SerializeToString() for e in history.events).decode("utf-8", "replace")
-
-
-def _in_json(text: str) -> str:
-    """`text` as a JSON payload holds it (quotes and newlines escaped)."""
-    return json.dumps(text, ensure_ascii=False)[1:-1]
-
-
 def _message(n: int) -> str:
     words = " ".join(f"word{n}-{i}" for i in range(400))
     return f"MESSAGE {n}: please check the fleet. {words}"[:2_000]
@@ -124,7 +113,7 @@ async def test_a_run_with_two_tool_calls_leaves_under_20_kb_and_no_tool_text_in_
             )
             before = after
 
-            text = _raw(run_history)
+            text = raw_history(run_history)
             rounds = [
                 m for m in store.messages.run_messages(handle.id, n) if m.kind == "tool_results"
             ]
@@ -134,16 +123,16 @@ async def test_a_run_with_two_tool_calls_leaves_under_20_kb_and_no_tool_text_in_
                 # The model read the whole text; history holds at most its first line.
                 rest = r.content.split("\n", 1)[1].strip() if "\n" in r.content else ""
                 assert len(r.content) > 200 and rest
-                assert _in_json(rest[:80]) not in text, f"{r.name}'s text reached run {n}'s history"
+                assert in_json(rest[:80]) not in text, f"{r.name}'s text reached run {n}'s history"
             # The operator's message reaches the run's history as a preview only.
-            assert _in_json(_message(n)[:1_000]) not in text
+            assert in_json(_message(n)[:1_000]) not in text
 
         chain = await agent_chain(ts_env.client, handle.id)
     # Each message crosses the agent's history once, in its signal: the
     # inbox activity reads the texts by a query, and the run gets a preview
     # and the inbox key.
-    agent_history = "".join(_raw(history) for history in chain)
-    copies = [agent_history.count(_in_json(_message(n)[:500])) for n in range(2, RUNS + 1)]
+    agent_history = "".join(raw_history(history) for history in chain)
+    copies = [agent_history.count(in_json(_message(n)[:500])) for n in range(2, RUNS + 1)]
     assert copies == [1] * (RUNS - 1)
 
     print("\nrun  run-history-bytes  run-events  agent-bytes/run  agent-events/run")

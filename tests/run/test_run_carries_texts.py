@@ -1,8 +1,9 @@
 """A run does not wait for the agent's store loop (workflows/agent_runs.py):
 on the real dev server, with the loop's write of a message's text held back,
-the message's run starts within its P0 window and its load_context stores
-the text the run brought whole; the loop's own write, once let through, is a
-no-op, and nothing waits for the store any more."""
+the message's run starts within its P0 window, its input carries the
+message's preview, and its load_context stores the text it takes by the
+loop's own path (the agent's query); the loop's own write, once let
+through, is a no-op, and nothing waits for the store any more."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from fleet_agent.store import Store
 from fleet_agent.store.inbox import Inbox
 from testkit.fakes.anthropic_server import FakeAnthropic
 from tests.helpers import eventually, finished_runs, running_worker, status
+from tests.helpers.history import in_json, raw_history
 from workflows import FleetAgentWorkflow
 
 HOLD_S = 60.0  # the longest the store loop's write is held (the test opens it sooner)
@@ -87,6 +89,15 @@ async def test_a_message_is_answered_while_the_store_loop_is_held(
         # Before this change the run waited for the held write: never, here.
         await eventually(lambda: asyncio.to_thread(answered), timeout=20, what="the answer")
         assert any(text in r.last_user_text() for r in fake_llm.requests)
+        # The run's input had the preview: the text crossed history once, in
+        # its signal, and reached the store by the agent's query.
+        run = next(
+            r.run
+            for r in finished_runs(held_store, handle.id)
+            if any(t.text == text for t in r.triggers)
+        )
+        history = await dev_env.client.get_workflow_handle(f"{handle.id}/run-{run}").fetch_history()
+        assert in_json(text[-200:]) not in raw_history(history)
         st = await status(handle)
         assert st.unstored_messages == 1  # the loop's write is still held
         # Let it through: it finds the text stored and the agent forgets it.
