@@ -140,6 +140,24 @@ class _Agent:
         return self.items
 
 
+def _asking(env: ActivityEnvironment, agent: _Agent) -> ActivityEnvironment:
+    """`env` with `agent` as the activity's Temporal client."""
+    with_client = ActivityEnvironment(client=cast(Client, agent))
+    with_client.info = env.info
+    return with_client
+
+
+def _assert_stored_and_read(store: Store, item: InboxItem, start: str) -> None:
+    """Run 1 took `item`'s whole text: in the inbox, its record and its context."""
+    assert store.inbox.inbox_texts(AGENT, [item.key]) == {item.key: item}
+    record = store.run_reads.get_run(AGENT, 1)
+    assert record is not None and [t.text for t in record.triggers] == [item.text]
+    context = store.messages.get_message(AGENT, 1, CONTEXT_SEQ)
+    assert context is not None and start in context.content
+    # The store loop's own write of the same key comes later: a no-op.
+    assert store.inbox.stash_messages(AGENT, [item]) == 0
+
+
 async def test_a_text_the_store_lacks_comes_from_the_agent_by_its_query(
     env: ActivityEnvironment, store: Store
 ) -> None:
@@ -150,18 +168,10 @@ async def test_a_text_the_store_lacks_comes_from_the_agent_by_its_query(
     text = "Scale down to 300 proofs/h tonight. " + "why " * 500
     trigger, item = _message(4, text)
     agent = _Agent([item])
-    with_client = ActivityEnvironment(client=cast(Client, agent))
-    with_client.info = env.info
-    await with_client.run(runlog.load_context, _request(1, [trigger]))
+    await _asking(env, agent).run(runlog.load_context, _request(1, [trigger]))
 
     assert agent.queried == [(AGENT, "unstored_messages")]
-    assert store.inbox.inbox_texts(AGENT, [item.key]) == {item.key: item}
-    record = store.run_reads.get_run(AGENT, 1)
-    assert record is not None and [t.text for t in record.triggers] == [text]
-    context = store.messages.get_message(AGENT, 1, CONTEXT_SEQ)
-    assert context is not None and "Scale down to 300" in context.content
-    # The store loop's own write of the same key comes later: a no-op.
-    assert store.inbox.stash_messages(AGENT, [item]) == 0
+    _assert_stored_and_read(store, item, "Scale down to 300")
 
 
 async def test_a_text_the_agent_no_longer_holds_is_retried_not_taken_from_the_preview(
@@ -169,10 +179,8 @@ async def test_a_text_the_agent_no_longer_holds_is_retried_not_taken_from_the_pr
 ) -> None:
     runlog = RunLogActivities(store)
     trigger, item = _message(5, "the whole text " + "x" * 300)
-    with_client = ActivityEnvironment(client=cast(Client, _Agent([])))
-    with_client.info = env.info
     with pytest.raises(ApplicationError) as raised:
-        await with_client.run(runlog.load_context, _request(1, [trigger]))
+        await _asking(env, _Agent([])).run(runlog.load_context, _request(1, [trigger]))
     assert raised.value.type == "InboxTextMissing" and not raised.value.non_retryable
     assert store.inbox.inbox_texts(AGENT, [item.key]) == {}
     assert store.run_reads.get_run(AGENT, 1) is None
@@ -196,14 +204,7 @@ async def test_a_text_a_run_of_0_2_0_brought_whole_is_stored_by_load_context(
         text_key=item.key,
     )
     await env.run(runlog.load_context, _request(1, [whole]))
-
-    assert store.inbox.inbox_texts(AGENT, [item.key]) == {item.key: item}
-    record = store.run_reads.get_run(AGENT, 1)
-    assert record is not None and [t.text for t in record.triggers] == [text]
-    context = store.messages.get_message(AGENT, 1, CONTEXT_SEQ)
-    assert context is not None and "Scale down to 300" in context.content
-    # The store loop's own write of the same key comes later: a no-op.
-    assert store.inbox.stash_messages(AGENT, [item]) == 0
+    _assert_stored_and_read(store, item, "Scale down to 300")
 
 
 async def test_a_text_of_another_agent_does_not_count(
