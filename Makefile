@@ -74,8 +74,9 @@ run: $(RUN_STAMP)
 # process); every test brings its own servers, ports and databases. Most
 # tests wait on servers and timers, so a fourth worker still pays on two
 # cores: on a quiet machine the suite took 595 s at three workers (1.25
-# cores busy) and 528 s at four (1.55); the whole `make test` at four, 7:44
-# (docs/DECISIONS.md, "The test suite's time"). CI runs on this machine as the session leaves it: stop
+# cores busy) and 528 s at four (1.55); the whole `make test` at four, 7:44 then
+# and 10:55 at 3,220 tests (bench/results/2026-12-07-make-test-time.md;
+# docs/DECISIONS.md, "The test suite's time"). CI runs on this machine as the session leaves it: stop
 # every stack, bench and helper first.
 TEST_WORKERS ?= 4
 test: $(STAMP) /usr/bin/chromium lint

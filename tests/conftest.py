@@ -60,29 +60,34 @@ def _environment_restored() -> Iterator[None]:
         os.environ.update(before)
 
 
-#: The slowest modules, slowest first (seconds of test time measured on
-#: 2026-12-03 with four workers, `--junitxml`: 93, 91, 88, 82, 65, 60, 38,
-#: 33, 32, 29, 29, 27). xdist hands out modules in collection order
-#: (`--no-loadscope-reorder` in the Makefile; by default it starts with the
-#: modules that have the most tests, mostly fast ones, and ends on a slow
-#: one). Starting with these, the suite ends on short modules. Only the
-#: order depends on this list.
+#: The slowest modules, slowest first (their slowest tests in `make test`'s
+#: durations on 2026-12-07, four workers: 151, 74 + 50, 78, 70, 49, 46, 37,
+#: 33, 31, 28, 27, 24, 23, 20 s; then the slow ones measured on 2026-12-03).
+#: xdist hands out modules in collection order (`--no-loadscope-reorder` in
+#: the Makefile; by default it starts with the modules that have the most
+#: tests, mostly fast ones, and ends on a slow one). Starting with these,
+#: the suite ends on short modules. Only the order depends on this list.
 SLOW_MODULES = (
-    "test_agent_loop.py",
-    "test_floods.py",
     "test_fleet_market_day.py",
     "test_cli_up.py",
-    "test_cli_operator.py",
-    "test_e2e_devserver.py",
+    "test_stack_demand.py",
     "test_chaos.py",
+    "test_thinking_restart.py",
+    "test_demand_oracle.py",
+    "test_agent_loop.py",
+    "test_e2e_devserver.py",
+    "test_approval_restart.py",
+    "test_overspend.py",
+    "test_demand_mode.py",
+    "test_stack_ports.py",
+    "test_floods.py",
+    "test_cli_spend.py",
+    "test_cli_operator.py",
     "test_approvals.py",
     "test_sim_vastai_cli.py",
     "test_freeze.py",
-    "test_approval_restart.py",
-    "test_thinking_restart.py",
     "test_vast_untrusted_rows.py",
     "test_monitor_open.py",
-    "test_overspend.py",
 )
 
 
