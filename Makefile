@@ -70,19 +70,25 @@ run: $(RUN_STAMP)
 	  $(if $(CONSOLE_PORT),--console-port $(CONSOLE_PORT)) \
 	  $(if $(SIM_DEMAND),--sim-demand '$(SIM_DEMAND)') $(UP_ARGS)
 
-# Four workers, a test module each at a time (module fixtures stay in one
+# Five workers, a test module each at a time (module fixtures stay in one
 # process); every test brings its own servers, ports and databases. Most
-# tests wait on servers and timers, so a fourth worker still pays on two
-# cores: on a quiet machine the suite took 595 s at three workers (1.25
-# cores busy) and 528 s at four (1.55); the whole `make test` at four, 7:44 then
-# and 10:55 at 3,220 tests (bench/results/2026-12-07-make-test-time.md;
-# docs/DECISIONS.md, "The test suite's time"). CI runs on this machine as the session leaves it: stop
+# tests wait on servers and timers, so workers beyond the two cores still
+# pay: at 3,220 tests the suite took 608 s at four workers and 578 s at five
+# (bench/results/2026-12-07-make-test-time.md; docs/DECISIONS.md, "The test
+# suite's time"). CI runs on this machine as the session leaves it: stop
 # every stack, bench and helper first.
-TEST_WORKERS ?= 4
-test: $(STAMP) /usr/bin/chromium lint
+TEST_WORKERS ?= 5
+# Lint runs beside the suite, its output printed after it: the suite keeps
+# the two cores busy 1.6-1.8 of 2 (bench/results/2026-12-07-make-test-time.md),
+# and ruff and mypy fit in the rest. Either failing fails `make test`.
+test: $(STAMP) /usr/bin/chromium
 	$(COMPILE)
+	@mkdir -p var; $(MAKE) --no-print-directory lint > var/lint.log 2>&1 & lint=$$!; \
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-	  --durations=15 -m "not alone"
+	  --durations=15 -m "not alone"; tests=$$?; \
+	wait $$lint; linted=$$?; cat var/lint.log; \
+	if [ $$linted -ne 0 ]; then echo "make test: lint failed"; fi; \
+	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 	# Tests marked `alone` need the machine to themselves (tests/agent/test_floods.py).
 	$(BIN)/python -m pytest -q -m alone tests/agent/test_floods.py
 
