@@ -12,10 +12,10 @@ a model or a visible refusal, costs O(1), and is bounded in what it leaves in
 state (fleet_agent/loop/triggers.py); the history is handed to a new execution as
 soon as it grows large, whatever phase the loop is in.
 
-Every handler is declared here, with what it decides; the loop and the
-effects every handler shares are in its base, `AgentLoop`
-(workflows/agent_loop.py). The work is done by helpers, one module per
-concept, each owning its slice of the state and returning what changed
+Every handler is declared here, with what it decides, then the loop and
+the effects every handler shares, then a run's cycle and what its end means
+for each part. The work is done by helpers the workflow holds, one module
+per concept, each owning its slice of the state and returning what changed
 (docs/decisions/workflow-helpers.md): the execution's state and shared rules
 (workflows/agent_state.py), the intake of signals (agent_inputs.py), the
 config (agent_config.py), approvals (agent_approvals.py), the kill switch
@@ -26,23 +26,33 @@ config (agent_config.py), approvals (agent_approvals.py), the kill switch
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Sequence
-from typing import Any
+from datetime import timedelta
+from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    # Pass-through: pydantic models, pure helpers and the loop's module.
+    # Pass-through: pydantic models, pure helpers and the helpers' classes.
+    from pydantic import BaseModel
+
     from fleet_agent.loop.inputs import parse_config_patch, parse_payload
-    from fleet_agent.loop.triggers import Refusal
+    from fleet_agent.loop.pace import usd
+    from fleet_agent.loop.schedule import Due, next_due
+    from fleet_agent.loop.triggers import RUN_CARRIES_UNSTORED_BYTES, Refusal, for_run
+    from fleet_agent.loop.wakes import add_wake, due_wakes
     from fleet_agent.loop.wakes import cancel_wake as remove_wake
     from fleet_agent.models import (
         APPROVAL_CLOSED,
         APPROVAL_REQUESTED,
         DEMAND_TARGET,
+        WATCHDOG,
         AgentConfig,
+        AgentRestarted,
         AgentStatus,
         ApprovalClosed,
         ApprovalDecisionRequest,
@@ -56,21 +66,67 @@ with workflow.unsafe.imports_passed_through():
         FreezeRequest,
         HumanMessage,
         InboxItem,
+        NotifyEventKind,
         PendingApproval,
+        Phase,
         ResetSession,
+        RunInFlight,
+        RunInput,
+        RunResult,
+        RunStatus,
         StateChanged,
+        TriggerKind,
         TriggerNow,
         UnfreezeRequest,
     )
-    from workflows.agent_approvals import approval_facts, tell_run
-    from workflows.agent_ask import no_answer_now, refused
-    from workflows.agent_loop import AgentLoop
+    from fleet_agent.notify.run_notices import auth_failure
+    from workflows import stubs
+    from workflows.agent_approvals import ApprovalsBook, Decided, approval_facts, tell_run
+    from workflows.agent_ask import AskBook, no_answer_now, refused
+    from workflows.agent_config import ConfigKeeper, with_run_events
+    from workflows.agent_freeze import KillSwitch
+    from workflows.agent_inputs import Intake
+    from workflows.agent_monitor import MonitorLink
+    from workflows.agent_notify import NOTIFY_PATCH, Around, Notifier
+    from workflows.agent_pace import (
+        DEMAND_PACE_PATCH,
+        LLM_CAP_PATCH,
+        DemandPacer,
+        LlmBudget,
+        TargetMove,
+    )
+    from workflows.agent_runs import RUN_CARRIES_TEXTS_PATCH, RunLauncher
+    from workflows.agent_state import AgentExecution
+    from workflows.metrics import record_run_finished, record_run_started
+    from workflows.policies import VISIBILITY_RETRY, VISIBILITY_TIMEOUT
+    from workflows.search_attributes import PATCH as SEARCH_ATTRIBUTES_PATCH
 
-__all__ = ["FleetAgentWorkflow"]
+__all__ = [
+    "FRESH_BEFORE_RUN_PATCH",
+    "HANDOVER_STATUS_PATCH",
+    "WATCHDOG_PATCH",
+    "FleetAgentWorkflow",
+]
+
+#: An execution handed a run in flight says so from its first task (before
+#: that, status showed it idle until its monitor check and search-attribute
+#: check were done: under load, seconds).
+HANDOVER_STATUS_PATCH = "handover-status-at-start"
+#: The config is kept in the store, and a fresh execution recalls it and how
+#: the previous one ended (workflows/agent_config.py).
+WATCHDOG_PATCH = "watchdog-recall"
+#: A run due when the history is within a tenth of its limit starts in a
+#: fresh execution rather than being handed over in flight a moment later.
+#: Handing over works on a real server; on Temporal's time-skipping test
+#: server a child started just before its parent continues as new leaves
+#: the clock stopped (temporalio/sdk-java pull request 1539), which ended
+#: demand days of the benchmark.
+FRESH_BEFORE_RUN_PATCH = "fresh-execution-before-a-run"
+_M = TypeVar("_M", bound=BaseModel)
 
 
 @workflow.defn
-class FleetAgentWorkflow(AgentLoop):
+class FleetAgentWorkflow:
     """The agent of one fleet (workflow ID = agent ID).
 
     Touches: its child runs (AgentRunWorkflow, ID `<agent>/run-<n>`), its
@@ -98,7 +154,7 @@ class FleetAgentWorkflow(AgentLoop):
 
     # ------------------------------------------------------------ signals
     # Each is parsed from loose JSON into a model or a visible refusal
-    # (status.rejected, `AgentLoop._accept`).
+    # (status.rejected, `_accept`).
 
     @workflow.signal(
         description='P0: a message from the operator, {"text": str, "author": str, '
@@ -394,3 +450,410 @@ class FleetAgentWorkflow(AgentLoop):
     def unstored_messages(self) -> list[InboxItem]:
         """For the store_operator_messages activity (texts cross history once)."""
         return self._intake.unstored_items()
+
+    # ============================================================ the loop
+    # wait → debounce → run → repeat, and what the workflow does with its
+    # helpers' answers: set the config, queue news, wake the loop, notify.
+
+    def _compose(self, raw: Any) -> None:
+        """The execution and its helpers, in the workflow's first task (the
+        patches they ask for are recorded in this order)."""
+        self._ex = ex = AgentExecution(workflow.info().workflow_id, raw)
+        state = ex.state
+        # In the first task, before any handler can emit: histories from
+        # before notifications replay without them.
+        self._notifier = Notifier(ex.agent_id, state.notify, enabled=workflow.patched(NOTIFY_PATCH))
+        # Likewise the paces (workflows/agent_pace.py): an execution that
+        # began without them keeps its old ways until it continues as new.
+        self._budget = LlmBudget(state, ex.agent_id, enabled=workflow.patched(LLM_CAP_PATCH))
+        self._pacer = DemandPacer(state, ex.agent_id, enabled=workflow.patched(DEMAND_PACE_PATCH))
+        self._intake = Intake(state)
+        if ex.start_problem:
+            self._intake.reject("start config", ex.start_problem, None)
+        self._keeper = ConfigKeeper(state, ex.agent_id)
+        self._monitor = MonitorLink(ex.agent_id)
+        self._approvals = ApprovalsBook(state)
+        self._switch = KillSwitch(state, ex.agent_id)
+        self._asks = AskBook(ex.agent_id)
+        self._runs = RunLauncher(state, ex.agent_id)
+
+    async def _loop(self) -> None:
+        """The workflow's run: start, then wait → run → … until it continues as new."""
+        ex = self._ex
+        flight = ex.state.run_in_flight
+        if flight is not None and workflow.patched(HANDOVER_STATUS_PATCH):
+            ex.current_run, ex.phase = flight.run, Phase.RUNNING
+        if workflow.patched(SEARCH_ATTRIBUTES_PATCH):
+            await self._check_search_attributes()
+        watchdog = workflow.patched(WATCHDOG_PATCH)
+        if ex.fresh:
+            await self._runs.continue_numbering()
+            restarted = await self._recall() if watchdog else None
+            if restarted is not None:
+                ex.state.restarted = restarted
+                self._announce_restart(restarted)
+            else:
+                self._intake.internal(TriggerKind.AGENT_STARTED, "fresh start")
+        if watchdog:
+            # For the life of this execution: each new config goes to the store.
+            self._keeper_task = asyncio.create_task(self._keeper.keep(ex.should_continue_as_new))
+        # Runs in the background for the life of this execution: it moves
+        # message texts and lost-run records to the store as they come.
+        self._store_task = asyncio.create_task(
+            self._runs.store_loop(self._intake, self._lost_run_recorded)
+        )
+        if self._notifier.enabled:
+            # Beside the loop, for the life of this execution: delivers the
+            # notifications queued, never holding up a run.
+            self._notify_task = asyncio.create_task(self._notifier.loop(self._around, ex.show))
+        if self._pacer.enabled:
+            # Beside the loop too: a held demand target applies when the hour
+            # allows, whatever the loop is doing.
+            self._pace_task = asyncio.create_task(
+                self._pacer.loop(lambda: self._keeper.config, self._released)
+            )
+        await self._monitor.ensure(self._keeper.config)
+        if flight is not None:
+            await self._finish_handed_over_run(flight)
+        while True:
+            await self._wait_until_due()
+            if ex.state.reset_reason is not None:
+                await self._continue_as_new(reset=True)
+            if (
+                ex.should_continue_as_new()
+                or (ex.nearly_full() and workflow.patched(FRESH_BEFORE_RUN_PATCH))
+            ) and not self._run_for_asks_first():
+                await self._continue_as_new(reset=False)
+            await self._run_once()
+
+    def _run_for_asks_first(self) -> bool:
+        """An `ask` waits for a message no run has taken, a run is due for it
+        (no pause, freeze or spend cap holds runs) and history allows one more
+        run: that run comes before the continue-as-new, so the ask gets its
+        answer rather than `pending`. Without asks (every history recorded
+        before them) this is False and the loop is as it was."""
+        ex = self._ex
+        if not self._asks.untaken() or ex.must_continue_as_new():
+            return False
+        due = self._due()
+        return due is not None and due.cause in ("debounce", "wake", "heartbeat")
+
+    async def _recall(self) -> AgentRestarted | None:
+        """A fresh start takes the last known config from the store (a frozen
+        one stays frozen); how the previous execution ended, if any."""
+        ex = self._ex
+        recalled = await self._keeper.recall(ex.start_config, ex.started_by)
+        if recalled.refused:
+            self._intake.reject("start config", recalled.refused, None)
+        if recalled.restored:
+            self._switch.kept_frozen(self._keeper.config)
+        return recalled.restarted
+
+    def _announce_restart(self, fact: AgentRestarted) -> None:
+        """THE place where a restart is announced (the watchdog brought the
+        agent back, or a start after it had ended). The first run is told as
+        its `agent_started` trigger, the worker's log says it,
+        `status.restarted` / the Web UI keep it, and a human is notified
+        (`agent_restarted`, when the config admits it)."""
+        ex = self._ex
+        text = fact.text()
+        workflow.logger.warning("agent %s %s", ex.agent_id, text)
+        self._intake.internal(TriggerKind.AGENT_STARTED, text)
+        self._emit(
+            "agent_restarted",
+            "watchdog",
+            how_ended=fact.how_ended()[:300],
+            by="the watchdog" if fact.started_by == WATCHDOG else "a start request",
+            next_run=self._runs.run_count + 1,
+        )
+
+    async def _check_search_attributes(self) -> None:
+        """Upsert search attributes in this execution only if the namespace has
+        them all: an unregistered one would fail every workflow task."""
+        try:
+            self._ex.search_attributes = await workflow.execute_activity(
+                stubs.search_attributes_ready,
+                start_to_close_timeout=VISIBILITY_TIMEOUT,
+                retry_policy=VISIBILITY_RETRY,
+                summary="are our search attributes registered?",
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("search attributes not checked: %s", exc.cause or exc)
+        self._ex.show()
+
+    async def _wait_until_due(self) -> None:
+        """Sleep until a run is due, a reset is asked for, or history is long.
+
+        The timer is only replaced when the due time actually moves, so a burst
+        of a thousand signals inside one debounce window adds no timers.
+        """
+        ex = self._ex
+        while True:
+            if ex.state.reset_reason is not None or (
+                ex.should_continue_as_new() and not self._run_for_asks_first()
+            ):
+                return
+            due = self._due()
+            now = workflow.now()
+            if due is not None and due.at <= now:
+                return
+            ex.due = due
+            ex.changed = False
+            self._observe_budget(due)
+            config = self._keeper.config
+            ex.phase = (
+                ex.idle_phase()
+                if config.paused or config.frozen
+                else Phase.DEBOUNCING
+                if due is not None and due.cause == "debounce"
+                else Phase.IDLE
+            )
+            ex.show()
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: ex.changed or ex.must_continue_as_new(),
+                    timeout=None if due is None else due.at - now,
+                    timeout_summary=None if due is None else due.label,
+                )
+
+    def _accept(
+        self,
+        signal: str,
+        raw: Any,
+        model: type[_M],
+        *,
+        bare: str | None = None,
+        optional: bool = False,
+    ) -> _M | None:
+        """The preamble of every signal: counted (continue-as-new watches the
+        count), parsed, or refused visibly in status.rejected (None)."""
+        self._ex.signals += 1
+        parsed = parse_payload(model, raw, bare=bare, optional=optional)
+        if parsed.value is None:
+            self._intake.reject(signal, parsed.error, raw)
+        return parsed.value
+
+    def _offered(
+        self, signal: str, refusal: Refusal | None, raw: Any, *, wake: bool = True
+    ) -> None:
+        """A trigger was offered to the intake: its refusal shown, or the loop
+        woken if the due time moved (`wake=False`: it cannot have)."""
+        if refusal is not None:
+            self._intake.reject(signal, refusal.reason, raw)
+        elif wake:
+            self._wake()
+
+    def _move_target(self, move: TargetMove) -> None:
+        """A demand target applies: the config, and the news for the next run."""
+        self._keeper.config = move.config
+        self._intake.news(move.news)
+        self._wake()
+
+    def _released(self, move: TargetMove) -> None:
+        """The pace loop released a held demand target."""
+        self._move_target(move)
+        self._ex.show()
+
+    def _set_mode(self, config: AgentConfig) -> None:
+        """A freeze or an unfreeze: the new config, and the phase between runs
+        at once (the loop agrees once it wakes)."""
+        ex = self._ex
+        self._keeper.config = config
+        if ex.current_run is None:
+            ex.phase = ex.idle_phase()
+
+    def _decided(self, decided: Decided) -> None:
+        """An approval was decided: the daily digest counts it."""
+        self._notifier.count_approval()
+
+    # ------------------------------------------------------------ LLM budget
+
+    def _observe_budget(self, due: Due | None) -> None:
+        """No run is due now: the first hold of a stretch by the LLM cap notifies."""
+        state = self._ex.state
+        hold = self._budget.observe(due, self._keeper.config)
+        if hold is not None:
+            self._emit(
+                "llm_spend_capped",
+                "llm",
+                last_hour_usd=hold.last_hour_usd,
+                cap_usd=hold.cap_usd,
+                until=hold.until,
+                pending=len(state.pending_triggers),
+            )
+
+    # ------------------------------------------------------------ notifications
+
+    def _around(self) -> Around:
+        """What the notification timers read: approvals to warn of, the digest's spend."""
+        return Around(self._keeper.config, self._approvals.pending, self._ex.state.spend)
+
+    # ============================================================ a run's cycle
+    # The triggers and due wakes taken, the run started and awaited by
+    # `RunLauncher`, and its end handed to each part it concerns.
+
+    # ------------------------------------------------------------ shared effects
+
+    def _due(self) -> Due | None:
+        """When the next run is due: its schedule, moved later while the LLM
+        spend cap holds runs."""
+        ex, config = self._ex, self._keeper.config
+        return self._budget.hold(
+            next_due(
+                firsts=self._intake.firsts,
+                wakes=ex.state.wakes,
+                config=config,
+                heartbeat_from=ex.heartbeat_from,
+            ),
+            config,
+        )
+
+    def _wake(self) -> None:
+        """Wake the loop only if the due time moved (or a reset is pending)."""
+        ex = self._ex
+        if ex.current_run is not None:
+            return  # the loop is awaiting a run; it recomputes afterwards
+        if ex.state.reset_reason is not None or self._due() != ex.due:
+            ex.changed = True
+
+    def _emit(self, kind: NotifyEventKind, subject: str = "", /, **facts: Any) -> bool:
+        """Queue a notification if the config in force admits it (agent_notify.py)."""
+        return self._notifier.emit(self._keeper.config, kind, subject, **facts)
+
+    async def _continue_as_new(self, *, reset: bool) -> NoReturn:
+        """Hand the state to a fresh execution once the message texts are stored."""
+        intake = self._intake
+        await self._ex.continue_as_new(
+            lambda: intake.unstored_keys, intake.taken_unstored, reset=reset
+        )
+
+    # ------------------------------------------------------------ a run
+
+    async def _run_once(self) -> None:
+        """Start the next run with the pending triggers (or a heartbeat) and wait for it."""
+        ex, intake = self._ex, self._intake
+        # The run reads message texts from the store, by their keys: its input
+        # carries previews. Texts not there yet its load_context fetches by
+        # the store loop's own path (the agent's query), so a run does not
+        # wait for that loop, whose activity can outlast the P0 window under
+        # load (docs/decisions/load-time.md, "A run does not wait for the
+        # store"); beyond RUN_CARRIES_UNSTORED_BYTES of them it waits.
+        # Histories from before the patch replay the wait.
+        if not (
+            intake.unstored_bytes <= RUN_CARRIES_UNSTORED_BYTES
+            and workflow.patched(RUN_CARRIES_TEXTS_PATCH)
+        ):
+            await self._until_stored()
+        now = workflow.now()
+        fired, ex.state.wakes = due_wakes(ex.state.wakes, now)
+        for wake in fired:
+            intake.internal(TriggerKind.WAKE, wake.reason, wake_id=wake.id)
+        triggers = intake.take() or [intake.make(TriggerKind.HEARTBEAT)]
+        number = self._runs.next_number()
+        ex.current_run, ex.phase, ex.due = number, Phase.RUNNING, None
+        self._budget.started()
+        record_run_started(ex.agent_id, triggers, now)
+        ex.show()
+        config = self._keeper.config
+        run = await self._runs.start(
+            RunInput(
+                agent_id=ex.agent_id,
+                run=number,
+                session=ex.state.session,
+                triggers=for_run(triggers),
+                config=config,
+                wakes=ex.state.wakes,
+                next_heartbeat_at=now + timedelta(seconds=config.heartbeat_seconds),
+                search_attributes=ex.search_attributes,
+            ),
+            ex.search_attributes,
+        )
+        if isinstance(run, RunResult):
+            self._asks.started(number, triggers, None)
+            self._ended(run)
+            return
+        self._asks.started(number, triggers, run)
+        await workflow.wait_condition(lambda: run.done() or ex.must_continue_as_new())
+        if not run.done():
+            await self._continue_as_new(reset=False)
+        result = await self._runs.outcome(run, number, now)
+        self._ended(result)
+        await self._take_events(result)
+
+    async def _finish_handed_over_run(self, flight: RunInFlight) -> None:
+        """Wait for the run an earlier execution started and handed over."""
+        ex = self._ex
+        ex.current_run, ex.phase = flight.run, Phase.RUNNING
+        ex.show()
+        waiting = self._runs.wait_for(flight, self._keeper.config)
+        await workflow.wait_condition(lambda: waiting.done() or ex.must_continue_as_new())
+        if not waiting.done():
+            await self._continue_as_new(reset=False)
+        result = await self._runs.handed_over_outcome(flight, waiting)
+        self._ended(result)
+        await self._take_events(result)
+
+    def _ended(self, result: RunResult) -> None:
+        """A run ended: each part it concerns hears of it."""
+        ex = self._ex
+        record_run_finished(ex.agent_id, result)
+        self._asks.finished(result)
+        self._notify_run(result)
+        for request in result.wake_requests:
+            if request.op == "add" and request.wake is not None:
+                ex.state.wakes = add_wake(ex.state.wakes, request.wake)
+            elif request.op == "cancel":
+                ex.state.wakes, _ = remove_wake(ex.state.wakes, request.wake_id)
+        ended = self._runs.ended(result)
+        # What this run paid the model counts toward max_llm_usd_per_hour.
+        self._budget.record(usd(result.cost_usd), ended)
+        self._approvals.drop_of(result.run)
+        # The heartbeat counts from the end of the last run, whatever its kind.
+        ex.heartbeat_from = ended
+        ex.current_run = None
+        ex.phase = Phase.IDLE
+        ex.runs_this_execution += 1
+
+    def _notify_run(self, result: RunResult) -> None:
+        """What a run's end tells a human: its notices, a rejected key, a
+        streak of failures (workflows/agent_notify.py)."""
+        for notice in result.notices:
+            self._emit(
+                notice.kind,
+                notice.subject,
+                run=result.run,
+                reason=notice.text[:300],
+                error=notice.text[:300],
+            )
+        provider = auth_failure(result.error) if result.error else None
+        if provider is not None:
+            self._emit("auth_failing", provider, run=result.run, error=result.error[:400])
+        self._notifier.run_ended(
+            self._keeper.config, result.run, result.status == RunStatus.FAILED, result.error
+        )
+
+    async def _take_events(self, result: RunResult) -> None:
+        """The known demand events the run recorded: into the config
+        (workflows/agent_config.py, `with_run_events`) and to the monitor,
+        which forecasts with them."""
+        config = with_run_events(self._keeper.config, result, self._ex.agent_id)
+        if config is None:
+            return
+        # No trigger and no new due time: the run that added them knows.
+        self._keeper.config = config
+        if config.monitor_enabled and not config.frozen:
+            await self._monitor.configure(config)
+
+    async def _until_stored(self) -> None:
+        ex, intake = self._ex, self._intake
+        while intake.unstored_keys:
+            await workflow.wait_condition(
+                lambda: not intake.unstored_keys or ex.must_continue_as_new()
+            )
+            if ex.must_continue_as_new():
+                await self._continue_as_new(reset=False)
+
+    def _lost_run_recorded(self, cost_usd: float) -> None:
+        """The store loop closed a lost run: its rounds were paid."""
+        self._budget.record(cost_usd, workflow.now())
+        self._wake()

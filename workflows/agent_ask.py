@@ -5,13 +5,13 @@ An `ask` is a `human_message` that waits: the workflow takes the message as
 the signal does (workflows/agent_inputs.py, `Intake.message`), then
 waits here until the run that took it ends, and returns that run's answer,
 verdict and cost (fleet_agent/models/ask.py). `AskBook` holds only the asks
-that wait; the workflow's run cycle (workflows/agent_cycle.py) tells it
+that wait; the workflow's run cycle (workflows/agent.py) tells it
 which run took which message and how each ended. Nothing of it is durable
 state: an ask lives in the execution it was sent to, and the agent's
 continue-as-new waits for it (`AgentExecution.continue_as_new` waits for
 every handler). When asks wait for a message no run has taken, the loop
-runs before it continues as new (`AgentLoop._run_for_asks_first`,
-workflows/agent_loop.py); only when history is too long for that, or no run
+runs before it continues as new (`_run_for_asks_first`,
+workflows/agent.py); only when history is too long for that, or no run
 may start (paused, frozen, the LLM spend cap), does such an ask answer
 `pending` at the continue-as-new: the message itself is in the state handed
 over, and the next execution's run answers it. Deterministic: runs inside the

@@ -2,10 +2,10 @@
 
 The watchdog's Schedule (starter/watchdog_schedule.py) starts an agent that was ended
 (terminated, failed, timed out). Such a fresh execution has no state handed
-over: its run numbering continues from the store (workflows/agent_loop.py), its
+over: its run numbering continues from the store (workflows/agent.py), its
 config is the last one kept in the store, and how the previous execution
 ended becomes an `AgentRestarted` fact in its state. Both are new commands
-in existing paths, behind `WATCHDOG_PATCH` (workflows/agent_loop.py).
+in existing paths, behind `WATCHDOG_PATCH` (workflows/agent.py).
 
 `ConfigKeeper` owns the config's slice of the agent's state (`ConfigSlice`:
 the config in force and the one last written to the store). The workflow

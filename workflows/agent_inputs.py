@@ -3,7 +3,7 @@
 Every signal takes loose JSON and is parsed into a model or a visible refusal
 (`status.rejected`), in O(1): a flood of them costs the workflow task little
 and leaves bounded state (fleet_agent/loop/triggers.py). The workflow parses
-and counts each signal once (workflows/agent_loop.py, `AgentLoop._accept`),
+and counts each signal once (workflows/agent.py, `_accept`),
 and hands the model here.
 
 `Intake` owns the intake's slice of the agent's state (`IntakeSlice`: the

@@ -13,7 +13,7 @@ the model; nothing else bounded either (docs/decisions/demand.md, "Paces").
 - `LlmBudget` counts each run's LLM cost (`RunResult.cost_usd`, priced by
   `record_run`) at the run's end. While the runs of the last hour cost
   `max_llm_usd_per_hour` or more, the next run's due time is moved to when
-  the hour allows (`RunCycle._due`, workflows/agent_cycle.py): triggers, wakes and
+  the hour allows (`_due`, workflows/agent.py): triggers, wakes and
   messages wait in state, nothing is dropped, and `status.llm_spend` and the
   timer's summary say why. The first hold of a stretch notifies
   (`llm_spend_capped`). The autopilot costs $0: it is never held.

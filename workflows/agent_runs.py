@@ -15,7 +15,7 @@ second is a no-op). A text crosses history once, in its signal.
 `RunLauncher` owns the runs' slice of the agent's state (`RunsSlice`: the
 numbering, the run in flight, the last run and what it brought back, the
 runs lost and not yet closed in the store). It starts a run, awaits it and
-records how it ended; the workflow's loop (workflows/agent_loop.py) decides
+records how it ended; the workflow's loop (workflows/agent.py) decides
 when, gives it the triggers and the config, and does what a run's end means
 for the other parts. Touches: the child runs, the activities
 load_agent_counters, wait_for_run, store_operator_messages and record_run

@@ -3,7 +3,7 @@
 `AgentExecution` holds the durable `AgentState` (handed whole to
 continue-as-new) and the loop's own part of it and bookkeeping: the phase,
 the run in flight, the due time, the wakes, a pending reset, the counters.
-The workflow (workflows/agent.py, agent_loop.py) hands each helper its slice
+The workflow (workflows/agent.py) hands each helper its slice
 of the one `AgentState` (docs/decisions/workflow-helpers.md); no helper
 holds this object. It also decides when history is long enough to continue
 as new, does it, and shows the state (the Web UI's details, `status`).

@@ -1,8 +1,8 @@
 """How far the agent workflow's helpers reach outside their own state.
 
 Walks the syntax trees of workflows/agent_*.py (the helpers of
-FleetAgentWorkflow; the workflow that composes them, agent.py and its bases
-in agent_loop.py and agent_cycle.py, is counted apart) and counts:
+FleetAgentWorkflow; the workflow that holds them, agent.py, is counted
+apart) and counts:
 
 - reaches into the execution: attribute accesses whose base is the
   execution object, `ex.X`, `self._ex.X` or `self.ex.X`, in the helpers and
@@ -38,7 +38,7 @@ _EXECUTION = "AgentExecution"
 _EXECUTION_NAMES = frozenset({"ex"})
 _EXECUTION_ATTRS = frozenset({"_ex", "ex"})
 # The workflow itself: it composes the helpers and applies what they return.
-WORKFLOW_FILES = ("agent.py", "agent_loop.py", "agent_cycle.py")
+WORKFLOW_FILES = ("agent.py",)
 
 
 @dataclass
@@ -241,7 +241,7 @@ def main() -> None:
     print(
         f"reaches into the execution or another helper: {result['helper_reaches']}; "
         f"held references: {result['held_references']}; "
-        f"the workflow's own (agent.py and its bases): {result['workflow_execution_reaches']}"
+        f"the workflow's own (agent.py): {result['workflow_execution_reaches']}"
     )
     print(f"import cycles among workflows/: {result['import_cycles'] or 'none'}")
 

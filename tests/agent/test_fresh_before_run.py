@@ -1,5 +1,5 @@
 """A run due when the agent's history is within a tenth of its limit starts
-in a fresh execution (workflows/agent_loop.py, `FRESH_BEFORE_RUN_PATCH`) instead
+in a fresh execution (workflows/agent.py, `FRESH_BEFORE_RUN_PATCH`) instead
 of being handed over in flight a moment later, which stops the
 time-skipping server's clock (temporalio/sdk-java pull request 1539)."""
 
