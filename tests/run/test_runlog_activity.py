@@ -147,15 +147,19 @@ def _asking(env: ActivityEnvironment, agent: _Agent) -> ActivityEnvironment:
     return with_client
 
 
-def _assert_stored_and_read(store: Store, item: InboxItem, start: str) -> None:
-    """Run 1 took `item`'s whole text: in the inbox, its record and its context."""
-    assert store.inbox.inbox_texts(AGENT, [item.key]) == {item.key: item}
+def _run_1_read(store: Store, item: InboxItem) -> tuple[bool, list[str], str, int]:
+    """What shows run 1 took `item`'s whole text: whether the inbox has it,
+    the record's trigger texts, the context message, and what a second write
+    of the key (the store loop's, coming later) adds."""
+    stored = store.inbox.inbox_texts(AGENT, [item.key]) == {item.key: item}
     record = store.run_reads.get_run(AGENT, 1)
-    assert record is not None and [t.text for t in record.triggers] == [item.text]
     context = store.messages.get_message(AGENT, 1, CONTEXT_SEQ)
-    assert context is not None and start in context.content
-    # The store loop's own write of the same key comes later: a no-op.
-    assert store.inbox.stash_messages(AGENT, [item]) == 0
+    return (
+        stored,
+        [t.text for t in record.triggers] if record is not None else [],
+        context.content if context is not None else "",
+        store.inbox.stash_messages(AGENT, [item]),
+    )
 
 
 async def test_a_text_the_store_lacks_comes_from_the_agent_by_its_query(
@@ -171,7 +175,9 @@ async def test_a_text_the_store_lacks_comes_from_the_agent_by_its_query(
     await _asking(env, agent).run(runlog.load_context, _request(1, [trigger]))
 
     assert agent.queried == [(AGENT, "unstored_messages")]
-    _assert_stored_and_read(store, item, "Scale down to 300")
+    stored, texts, context, second_write = _run_1_read(store, item)
+    assert stored and texts == [item.text] and second_write == 0
+    assert "Scale down to 300" in context
 
 
 async def test_a_text_the_agent_no_longer_holds_is_retried_not_taken_from_the_preview(
@@ -204,7 +210,9 @@ async def test_a_text_a_run_of_0_2_0_brought_whole_is_stored_by_load_context(
         text_key=item.key,
     )
     await env.run(runlog.load_context, _request(1, [whole]))
-    _assert_stored_and_read(store, item, "Scale down to 300")
+    stored, texts, context, second_write = _run_1_read(store, item)
+    assert stored and texts == [item.text] and second_write == 0
+    assert "Scale down to 300" in context
 
 
 async def test_a_text_of_another_agent_does_not_count(
