@@ -39,13 +39,12 @@ from fleet_agent.llm.transcript import (
     settled,
     tool_results_seq,
 )
-from fleet_agent.loop.triggers import message_key
+from fleet_agent.loop.triggers import inbox_item, message_key
 from fleet_agent.market.point import MarketPoint
 from fleet_agent.models import (
     AgentConfig,
     AgentCounters,
     ContextInfo,
-    InboxItem,
     LoadContextRequest,
     RecordRunRequest,
     RunInput,
@@ -257,13 +256,7 @@ class RunLogActivities:
             # whole, and its agent may have handed it over to none but the run
             # (docs/decisions/patches.md, run-carries-unstored-texts).
             whole = [
-                InboxItem(
-                    key=t.text_key,
-                    seq=t.seq,
-                    author=t.author,
-                    text=t.text,
-                    received_at=t.received_at,
-                )
+                inbox_item(t)
                 for t in triggers
                 if t.text_key not in found and message_key(t.seq, t.text) == t.text_key
             ]

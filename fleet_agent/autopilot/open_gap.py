@@ -12,8 +12,8 @@ nothing for such a gap is followed by a check (`schedule_next_check`,
 GAP_CHECK_SECONDS ahead) whose reason carries the gap, and no run
 searches for a gap while a check pending covers it: one scheduled for a
 gap at least as large, less GAP_GROWTH_SHARE of the target. A failure or
-a higher target opens a
-larger gap, which is searched at once. Pure functions.
+a higher target opens a larger gap, which is searched at once. Pure
+functions.
 """
 
 from __future__ import annotations

@@ -90,9 +90,9 @@ def released_once_proving(
     `plan_fleet`) lets go as soon as a new machine of `rate` and `dph` proves,
     before its first measurement (so at UNMEASURED_SHARE of its estimate, and
     too young to be released itself). The trade is judged by the rule that
-    will carry it out: judged by a sum of its own, a trade rented for one
-    machine let the rule, which releases the dearest per proof first, let
-    another go instead, and only once the new machine was measured, the
+    will carry it out: judged by a sum of its own, a trade was rented to
+    replace one machine, and the rule, which releases the dearest per proof
+    first, let another go instead, once the new machine was measured, the
     fleet over the band meanwhile ("Trade" in bench/results/
     2026-12-07-autopilot-rule-cases.md)."""
     rows: list[dict[str, Any]] = [

@@ -38,6 +38,7 @@ __all__ = [
     "Refusal",
     "TriggerBuffer",
     "for_run",
+    "inbox_item",
     "json_chars",
     "message_key",
     "preview",
@@ -79,6 +80,13 @@ def for_run(triggers: list[Trigger]) -> list[Trigger]:
     preview. The run reads the whole text from the store by its key, so the
     text crosses history once, in its signal (activities/runlog.py)."""
     return [t.model_copy(update={"text": preview(t.text)}) if t.text_key else t for t in triggers]
+
+
+def inbox_item(t: Trigger) -> InboxItem:
+    """An operator message's trigger, whole, as the store's inbox keeps it (by `text_key`)."""
+    return InboxItem(
+        key=t.text_key, seq=t.seq, author=t.author, text=t.text, received_at=t.received_at
+    )
 
 
 def json_chars(text: str) -> int:
@@ -173,11 +181,9 @@ class TriggerBuffer:
         return dict(self._first)
 
     def shown(self) -> list[Trigger]:
-        """The pending triggers as `status` shows them: message texts as previews."""
-        return [
-            t.model_copy(update={"text": preview(t.text)}) if t.text_key in self._unstored else t
-            for t in self.pending
-        ]
+        """The pending triggers as `status` shows them: message texts as
+        previews, as a run's input carries them (a stored text is one already)."""
+        return for_run(self.pending)
 
     @property
     def unstored_keys(self) -> list[str]:
@@ -194,15 +200,11 @@ class TriggerBuffer:
         (at least one): a query's answer is bounded like any payload."""
         items: list[InboxItem] = []
         total = 0
-        for key, t in self._unstored.items():
+        for t in self._unstored.values():
             if items and total + len(t.text) > max_chars:
                 break
             total += len(t.text)
-            items.append(
-                InboxItem(
-                    key=key, seq=t.seq, author=t.author, text=t.text, received_at=t.received_at
-                )
-            )
+            items.append(inbox_item(t))
         return items
 
     # ------------------------------------------------------------ adding
@@ -239,11 +241,7 @@ class TriggerBuffer:
         """Texts not stored yet of messages a run has taken (no longer
         pending): a continue-as-new carries them, as their only home."""
         pending = {t.text_key for t in self.pending if t.text_key}
-        return [
-            InboxItem(key=k, seq=t.seq, author=t.author, text=t.text, received_at=t.received_at)
-            for k, t in self._unstored.items()
-            if k not in pending
-        ]
+        return [inbox_item(t) for k, t in self._unstored.items() if k not in pending]
 
     def mark_stored(self, keys: list[str]) -> None:
         """The store has these texts: keep a preview only."""
