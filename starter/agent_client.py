@@ -8,6 +8,7 @@ a `CliError` with a one-line message; anything else is a bug and propagates.
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
@@ -48,6 +49,7 @@ from workflows.policies import TASK_QUEUE
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_QUERY_TIMEOUT",
+    "UNCONFIRMED",
     "AgentClient",
     "CliError",
     "UsageError",
@@ -63,6 +65,15 @@ DEFAULT_QUERY_TIMEOUT = 10.0
 
 # Between this machine's clock and the workflow's (the server's) time.
 _CLOCK_SLACK = timedelta(seconds=5)
+
+
+class Unconfirmed(enum.Enum):
+    """The agent did not answer in time: the signal was sent, its fate unknown."""
+
+    UNCONFIRMED = "unconfirmed"
+
+
+UNCONFIRMED = Unconfirmed.UNCONFIRMED
 
 
 class CliError(Exception):
@@ -329,22 +340,25 @@ class AgentClient:
                 ) from None
 
     async def refusal(
-        self, signal: str, payload: Any, since: datetime, *, wait: float = 3.0
-    ) -> RejectedInput | None:
-        """The agent's refusal of a signal we just sent, if it refused it.
+        self, signal: str, payload: Any, since: datetime
+    ) -> RejectedInput | Unconfirmed | None:
+        """The agent's refusal of a signal we just sent, None if it took it in,
+        or `UNCONFIRMED` when it did not answer within `query_timeout` (the
+        CLI's --timeout).
 
         A query is answered after the workflow has taken in the signals sent
-        before it, so one query tells. Best effort: without a worker to answer
-        within `wait` seconds, None. The signal is matched by its name, its
-        preview and the time of the refusal.
+        before it, so one query tells. An agent busy with a backlog of signals,
+        or one with no worker, answers late or never: the caller says so
+        rather than claim the signal was taken. The signal is matched by its
+        name, its preview and the time of the refusal.
         """
         preview = payload_preview(payload)
         try:
             st = await (await self.handle()).query(
-                FleetAgentWorkflow.status, rpc_timeout=timedelta(seconds=wait)
+                FleetAgentWorkflow.status, rpc_timeout=timedelta(seconds=self.query_timeout)
             )
         except (RPCError, WorkflowQueryFailedError):
-            return None
+            return UNCONFIRMED
         self.seen_status = st
         for rejected in reversed(st.rejected):
             if (

@@ -26,11 +26,18 @@ from fleet_agent.models import (
     AskRequest,
     AskResult,
     HumanMessage,
+    RejectedInput,
     RunStatus,
     Verdict,
 )
 from fleet_agent.store import RunRecord, Store
-from starter.agent_client import AgentClient, CliError, UsageError, validation_message
+from starter.agent_client import (
+    UNCONFIRMED,
+    AgentClient,
+    CliError,
+    UsageError,
+    validation_message,
+)
 
 __all__ = [
     "ANSWER_TIMEOUT_EXIT",
@@ -52,7 +59,8 @@ _CALL_MARGIN_SECONDS = 15.0
 
 
 class SentMessage(BaseModel):
-    """A message the agent accepted."""
+    """A message sent and not refused: the agent showed it took it in
+    (`confirmed`), or did not answer the check in time."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -64,6 +72,9 @@ class SentMessage(BaseModel):
     # No run starts before this: the LLM spend cap holds them (None: not held,
     # or the agent did not answer the query).
     held_until: datetime | None = None
+    # False: the agent did not answer within the check's wait (a backlog of
+    # signals, a loaded worker, or none): sent, but not yet seen taken in.
+    confirmed: bool = True
 
 
 class Answer(BaseModel):
@@ -134,7 +145,7 @@ async def send_message(
     sent_at = datetime.now(UTC)
     started = await agent.signal_with_start("human_message", arg)
     refused = await agent.refusal("human_message", arg, sent_at)
-    if refused is not None:
+    if isinstance(refused, RejectedInput):
         raise CliError(f"agent {agent.agent_id!r} refused the message: {refused.error}")
     seen = agent.seen_status
     return SentMessage(
@@ -143,6 +154,7 @@ async def send_message(
         sent_at=sent_at,
         started=started,
         held_until=seen.llm_spend.held_until if seen and seen.llm_spend else None,
+        confirmed=refused is not UNCONFIRMED,
     )
 
 

@@ -93,8 +93,21 @@ async def say(agent: AgentClient, text: str, author: str) -> int:
     print(
         f"{_started_note(agent, sent.started)}; message sent (answered in the next run; "
         f"`{CLI} ask` or `say --wait` waits for the answer){_held_note(sent)}"
+        f"{_unconfirmed_note(sent, agent.query_timeout)}"
     )
     return 0
+
+
+def _unconfirmed_note(sent: SentMessage, within: float) -> str:
+    """The agent did not show in time that it took the message: say so, and
+    where a refusal would show, rather than claim it was taken."""
+    if sent.confirmed:
+        return ""
+    return (
+        f"; not yet confirmed: the agent did not answer within {within:g}s "
+        f"(busy with earlier signals, or no worker runs it); `{CLI} status` lists "
+        "refused messages"
+    )
 
 
 async def ask(agent: AgentClient, text: str, author: str, within: float, as_json: bool) -> int:

@@ -55,6 +55,11 @@ async def test_no_worker_means_a_clear_timeout_not_a_hang(
     for argv in (["status"], ["config", "--set", "target_proofs_per_hour=1"]):
         result = await cli(capsys, *argv, "--timeout", "1", *where)
         assert_one_line_error(result, "within 1s; is a worker running", f"task queue {queue!r}")
+    # A message is sent (it waits for a worker), but not claimed as taken in.
+    sent = await cli(capsys, "say", "anyone there?", "--timeout", "1", *where)
+    assert sent.code == 0, sent
+    assert "message sent" in sent.out and "not yet confirmed" in sent.out, sent.out
+    assert "did not answer within 1s" in sent.out, sent.out
 
 
 async def test_unreachable_temporal_is_one_line_and_quick(

@@ -14,6 +14,7 @@ from simulator import SimServer
 from starter.identity import os_identity
 from tests.helpers import eventually
 from tests.helpers.cli import Stack, agent_cli, assert_one_line_error, env, new_agent, sim, stack
+from workflows.agent import FleetAgentWorkflow
 
 __all__ = ["env", "sim", "stack"]  # the fixtures, imported for pytest
 
@@ -35,6 +36,16 @@ async def test_say_tells_the_sender_when_the_agent_refuses_the_message(
                 for i in range(start, start + 100)
             )
         )
+
+    async def fillers_taken_in() -> bool:
+        # Every filler kept or refused: the check after `say` then waits on
+        # one signal, not on the agent working through 800 (a loaded CI
+        # worker needed more than the check's wait for those).
+        st = await handle.query(FleetAgentWorkflow.status)
+        fillers = sum(1 for t in st.pending_triggers if t.text.startswith("filler"))
+        return fillers + st.rejected_total >= 800 and st.rejected_total > 0
+
+    await eventually(fillers_taken_in, timeout=120, what="the 800 fillers taken in")
     refused = await agent_cli(capsys, env, "say", "one more thing", "--agent-id", agent)
     # (The worker runs in this process: its log lines share stderr; the CLI's is last.)
     assert refused.code == 1, refused
