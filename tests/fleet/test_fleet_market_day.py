@@ -57,7 +57,9 @@ async def _hold_five_hours(
                     target_proofs_per_hour=500,
                     max_instances=40,
                     max_fleet_dph=30,
-                    monitor_poll_seconds=60,
+                    # The market moves in the test's 2-minute steps: a poll
+                    # between two steps would read what the last one read.
+                    monitor_poll_seconds=120,
                 )
                 step, samples = 120, []
 
@@ -70,7 +72,7 @@ async def _hold_five_hours(
                     # A run in flight ends before the market moves on, so how
                     # far the market gets during a run does not depend on how
                     # long the run takes in real time.
-                    await eventually(between_runs, timeout=60, what="the run to end")
+                    await eventually(between_runs, timeout=60, interval=0.2, what="the run to end")
                     if i * step >= 3600:  # the first hour loads the fleet
                         # The simulator's truth (proofs being finished now),
                         # not what the fleet code believes.
