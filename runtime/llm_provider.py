@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from fleet_agent.autopilot.provider import AutopilotProvider
 from fleet_agent.config.settings import Settings
-from fleet_agent.llm.anthropic_provider import AnthropicProvider
 from fleet_agent.llm.base import LlmProvider
 
 __all__ = ["provider_from_settings"]
@@ -21,6 +20,10 @@ def provider_from_settings(settings: Settings) -> LlmProvider:
     """`anthropic` uses the real API (ANTHROPIC_BASE_URL honoured by the SDK);
     `autopilot` is the offline policy."""
     if settings.llm_provider == "anthropic":
+        # Imported here: the SDK takes 1.2 s of CPU to import, which a worker
+        # on the autopilot, or one that stops on a bad setting, never needs.
+        from fleet_agent.llm.anthropic_provider import AnthropicProvider
+
         key = settings.anthropic_api_key
         return AnthropicProvider(
             api_key=key.get_secret_value() if key else None,
