@@ -105,7 +105,7 @@ def test_offer_types_group_the_book_and_lead_times_follow_the_link() -> None:
 def test_the_demand_day_runs_a_short_span(tmp_path: Path) -> None:
     out = tmp_path / "day.json"
     md = tmp_path / "day.md"
-    args = ["--hours", "0.5", "--warmup", "0.5", "--seeds", "1"]
+    args = ["--hours", "0.25", "--warmup", "0.25", "--seeds", "1"]
     assert day.main([*args, "--json-out", str(out), "--md-out", str(md)]) == 0
     [d] = json.loads(out.read_text())["days"]
     assert d["path"] == "fixed" and d["seed"] == 1
