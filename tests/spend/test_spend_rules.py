@@ -16,6 +16,7 @@ HTTP.
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -205,22 +206,36 @@ def test_a_nan_price_is_over_every_cap() -> None:
 async def _freeze_during_a_held_create(
     tools: FleetActivities, sim: SimServer, configs: StaticConfigs
 ) -> tuple[ToolResult, Any]:
-    """A create whose rental the simulator holds for 3 s; meanwhile the
-    agent is frozen (the config first, as the freeze update does) and
-    `stop_fleet` destroys all. Returns both results."""
+    """A create whose rental the simulator holds; meanwhile the agent is
+    frozen (the config first, as the freeze update does) and `stop_fleet`
+    destroys all. The hold ends once the stop has returned or has waited a
+    second for the create in flight: never before the freeze (a hold of 3 s
+    of real time once ended first on a loaded machine). Returns both results."""
     offer = await first_offer(tools)
-    sim.market.set_faults(create_delay_next=1, create_delay_seconds=3.0)
-    create = asyncio.create_task(create_instance(tools, offer["offer_id"]))
+    released = threading.Event()
+    # The create_delay fault's wait, in the request's thread: until released.
+    kept_wait = sim._api._wait
+    sim._api._wait = lambda seconds: released.wait(60) and False
+    try:
+        sim.market.set_faults(create_delay_next=1, create_delay_seconds=60.0)
+        create = asyncio.create_task(create_instance(tools, offer["offer_id"]))
 
-    async def held() -> bool:
-        return bool(sim.market.counters["create_delays"] == 1)
+        async def held() -> bool:
+            return bool(sim.market.counters["create_delays"] == 1)
 
-    await eventually(held, what="the rental held by the simulator")
-    configs.config = AgentConfig(min_release_age_minutes=0, frozen=True)
-    report = await ActivityEnvironment().run(
-        tools.stop_fleet, StopFleetRequest(agent_id=AGENT, destroy_all=True)
-    )
-    return await create, report
+        await eventually(held, what="the rental held by the simulator")
+        configs.config = AgentConfig(min_release_age_minutes=0, frozen=True)
+        stop = asyncio.create_task(
+            ActivityEnvironment().run(
+                tools.stop_fleet, StopFleetRequest(agent_id=AGENT, destroy_all=True)
+            )
+        )
+        await asyncio.wait({stop}, timeout=1.0)
+        released.set()
+        return await create, await stop
+    finally:
+        released.set()
+        sim._api._wait = kept_wait
 
 
 async def test_a_freeze_during_a_held_create_leaves_nothing_running(
