@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -16,6 +18,27 @@ from simulator import SimServer
 #: only a few hosts at the default caps. The worker's setting is
 #: ``FLEET_PROVER_MIN_RAM_GIB``.
 SIM_RAM_GIB = 60.0
+
+
+@contextmanager
+def steady_sim(
+    seed: int, start: datetime | None = None, *, speed: float = 0
+) -> Iterator[SimServer]:
+    """The ideal market (no host faults), 2,000 offers that stay listed while
+    the clock runs (no churn), no rate limits: a fleet's money and rules
+    under test, not the market's moods. `start`: the simulated clock's
+    (default: now); `speed` 0: it moves only when told."""
+    with SimServer(
+        seed=seed,
+        speed=speed,
+        scenario="ideal",
+        offers=2000,
+        rate_limits=False,
+        start_epoch=start.timestamp() if start is not None else None,
+    ) as server:
+        server.market.set_faults(offer_churn=False)
+        yield server
+
 
 #: A host the prover can run on, with open ports for its status endpoint.
 PROVER_HOST: dict[str, Any] = {

@@ -23,7 +23,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
-from testkit.sim_helpers import SIM_RAM_GIB
+from testkit.sim_helpers import SIM_RAM_GIB, steady_sim
 from tests.helpers import tool_request
 
 AGENT, OTHER = "recent-x", "recent-y"
@@ -35,8 +35,7 @@ _req = partial(tool_request, AGENT)
 def sim() -> Iterator[SimServer]:
     # Real time (speed 1): the journal dates changes on the fleet's clock and
     # the listing its walks on the worker's, and in production both run.
-    with SimServer(seed=5, speed=1, scenario="ideal", offers=2000, rate_limits=False) as server:
-        server.market.set_faults(offer_churn=False)
+    with steady_sim(5, speed=1) as server:
         yield server
 
 

@@ -25,7 +25,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
-from testkit.sim_helpers import SIM_RAM_GIB
+from testkit.sim_helpers import SIM_RAM_GIB, steady_sim
 from tests.helpers import tool_request
 
 AGENT = "rules-test"
@@ -35,15 +35,7 @@ spend_req = partial(tool_request, AGENT)
 
 @pytest.fixture
 def sim() -> Iterator[SimServer]:
-    with SimServer(
-        seed=13,
-        speed=0,
-        scenario="ideal",
-        offers=2000,
-        rate_limits=False,
-        start_epoch=NOON.timestamp(),
-    ) as server:
-        server.market.set_faults(offer_churn=False)
+    with steady_sim(13, NOON) as server:
         yield server
 
 

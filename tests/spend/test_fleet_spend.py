@@ -32,7 +32,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
-from testkit.sim_helpers import SIM_RAM_GIB
+from testkit.sim_helpers import SIM_RAM_GIB, steady_sim
 from tests.helpers import tool_request
 
 AGENT = "spend-test"
@@ -43,15 +43,7 @@ _req = partial(tool_request, AGENT)
 
 @pytest.fixture
 def sim() -> Iterator[SimServer]:
-    with SimServer(
-        seed=11,
-        speed=0,
-        scenario="ideal",
-        offers=2000,
-        rate_limits=False,
-        start_epoch=NOON.timestamp(),
-    ) as server:
-        server.market.set_faults(offer_churn=False)  # offers stay while the clock runs
+    with steady_sim(11, NOON) as server:
         yield server
 
 

@@ -26,6 +26,7 @@ from fleet_agent.models import AgentConfig, PendingApproval, PollRequest
 from fleet_agent.store import SpendLedger, Store
 from simulator import SimServer
 from testkit.fakes.anthropic_server import FakeAnthropic, Reply, Request
+from testkit.sim_helpers import steady_sim
 from tests.helpers import eventually, json_rows, running_worker, status, tool_request
 from workflows import FleetAgentWorkflow
 
@@ -37,15 +38,7 @@ Agent = WorkflowHandle[FleetAgentWorkflow, None]
 
 @pytest.fixture
 def sim() -> Iterator[SimServer]:
-    with SimServer(
-        seed=31,
-        speed=0,
-        scenario="ideal",
-        offers=2000,
-        rate_limits=False,
-        start_epoch=START.timestamp(),
-    ) as server:
-        server.market.set_faults(offer_churn=False)
+    with steady_sim(31, START) as server:
         yield server
 
 

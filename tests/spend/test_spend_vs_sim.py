@@ -30,7 +30,7 @@ from fleet_agent.vast.client import VastClient
 from fleet_agent.vast.pacing import NO_PACING
 from simulator import SimServer
 from testkit.fakes.configs import StaticConfigs
-from testkit.sim_helpers import SIM_RAM_GIB, rent
+from testkit.sim_helpers import SIM_RAM_GIB, rent, steady_sim
 from tests.helpers import tool_request
 
 AGENT = "ledger-vs-sim"
@@ -41,15 +41,7 @@ _req = partial(tool_request, AGENT)
 
 @pytest.fixture
 def sim() -> Iterator[SimServer]:
-    with SimServer(
-        seed=23,
-        speed=0,
-        scenario="ideal",
-        offers=2000,
-        rate_limits=False,
-        start_epoch=START.timestamp(),
-    ) as server:
-        server.market.set_faults(offer_churn=False)
+    with steady_sim(23, START) as server:
         yield server
 
 
